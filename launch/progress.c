@@ -1,0 +1,96 @@
+/* progress.c: see progress.h. */
+#include "progress.h"
+
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void mr_progress_init(mr_progress *p, FILE *out, int quiet, int epochs, FILE *csv) {
+    memset(p, 0, sizeof *p);
+    p->out = out;
+    p->tty = isatty(fileno(out));
+    p->quiet = quiet;
+    p->epochs = epochs;
+    p->csv = csv;
+    p->current_epoch = -1;
+}
+
+static void format_time(double s, char *buf, size_t n) {
+    if (s >= 3600)
+        snprintf(buf, n, "%d:%02d:%02d", (int)s / 3600, ((int)s / 60) % 60, (int)s % 60);
+    else if (s >= 60)
+        snprintf(buf, n, "%d:%02d", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%ds", (int)(s + 0.5));
+}
+
+static void begin_epoch(mr_progress *p, int epoch) {
+    if (p->current_epoch == epoch) return;
+    p->current_epoch = epoch;
+    p->epoch_start = now_s();
+    p->last_draw = 0.0;
+    if (!p->quiet && p->tty) fprintf(p->out, "Epoch %d/%d\n", epoch + 1, p->epochs);
+}
+
+void mr_progress_on_step(void *user, int epoch, int64_t step, int64_t steps, double loss,
+                         double acc) {
+    mr_progress *p = user;
+    begin_epoch(p, epoch);
+    if (p->quiet || !p->tty) return;
+    double t = now_s();
+    if (step != steps && t - p->last_draw < 0.1) return;
+    p->last_draw = t;
+    const int width = 30;
+    int done = (int)((double)width * (double)step / (double)steps);
+    char bar[64];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < done ? '=' : (i == done ? '>' : '.');
+    bar[width] = '\0';
+    double elapsed = t - p->epoch_start;
+    double eta = step > 0 ? elapsed / (double)step * (double)(steps - step) : 0.0;
+    char ts[32];
+    format_time(eta, ts, sizeof ts);
+    fprintf(p->out, "\r%*lld/%lld [%s] - ETA: %s - loss: %.4f - accuracy: %.4f\033[K",
+            (int)snprintf(NULL, 0, "%lld", (long long)steps), (long long)step, (long long)steps,
+            bar, ts, loss, acc);
+    fflush(p->out);
+}
+
+void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
+    mr_progress *p = user;
+    begin_epoch(p, l->epoch);
+    p->train_seconds += l->train_seconds;
+    p->train_samples += l->samples_per_sec * l->train_seconds;
+    p->last = *l;
+    if (p->csv) {
+        if (!p->header_done) fprintf(p->csv, "epoch,accuracy,loss,val_accuracy,val_loss\n");
+        p->header_done = 1;
+        if (l->has_val)
+            fprintf(p->csv, "%d,%.6f,%.6f,%.6f,%.6f\n", l->epoch, l->accuracy, l->loss,
+                    l->val_accuracy, l->val_loss);
+        else
+            fprintf(p->csv, "%d,%.6f,%.6f,,\n", l->epoch, l->accuracy, l->loss);
+        fflush(p->csv);
+    }
+    if (p->quiet) return;
+    char ts[32], val[96] = "";
+    format_time(l->train_seconds, ts, sizeof ts);
+    if (l->has_val)
+        snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: %.4f", l->val_loss,
+                 l->val_accuracy);
+    else
+        snprintf(val, sizeof val, " - val_loss: n/a - val_accuracy: n/a");
+    if (p->tty)
+        fprintf(p->out, "\r\033[K");
+    else
+        fprintf(p->out, "Epoch %d/%d - ", l->epoch + 1, p->epochs);
+    fprintf(p->out, "%s - loss: %.4f - accuracy: %.4f%s - %.0f samples/s\n", ts, l->loss,
+            l->accuracy, val, l->samples_per_sec);
+    fflush(p->out);
+}

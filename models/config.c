@@ -1,0 +1,698 @@
+/* config.c: .cfg parsing with inih, driven by one table of keys.
+ *
+ * inih reports key=value pairs but not section headers (Debian builds it
+ * without INI_CALL_HANDLER_ON_NEW_SECTION), and layer sections repeat
+ * ([dense] twice) and may be empty ([flatten]). So we feed inih through
+ * ini_parse_stream with our own line reader: the reader sees every raw line,
+ * counts lines (for error messages) and opens a new section record whenever a
+ * header goes by; the key handler then fills the most recent section. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- the key table ---------------------------------------------------- */
+
+typedef enum key_type {
+    KEY_INT,
+    KEY_INT64,
+    KEY_FLOAT,
+    KEY_BOOL,
+    KEY_ENUM,
+    KEY_PATH,
+    KEY_INTS
+} key_type;
+
+/* Which struct a section's keys live in. */
+typedef enum sec_kind { SEC_NET, SEC_DATA, SEC_AUGMENT, SEC_LAYER } sec_kind;
+
+typedef struct key_def {
+    const char *section;
+    const char *key;
+    key_type type;
+    size_t offset;            /* into mr_net_cfg, mr_data_cfg, mr_augment_cfg or mr_layer_cfg */
+    const char *def;          /* default as text; NULL = required */
+    double min, max;          /* allowed range (numbers, and counts for KEY_INTS) */
+    int open_min;             /* 1: min itself is not allowed */
+    int open_max;             /* 1: max itself is not allowed */
+    const char *const *names; /* KEY_ENUM: allowed values, NULL-terminated */
+    int n_ints;               /* KEY_INTS: how many numbers at most (1..3) */
+    const char *help;
+} key_def;
+
+static const char *const activation_names[] = {"linear", "relu",    "sigmoid",
+                                               "tanh",   "softmax", NULL};
+static const char *const optimizer_names[] = {"sgd", "adam", NULL};
+static const char *const loss_names[] = {"sparse_categorical_crossentropy",
+                                         "categorical_crossentropy", "mse", NULL};
+static const char *const scaling_names[] = {"linear", "none", NULL};
+static const char *const padding_names[] = {"valid", "same", NULL};
+
+#define NET(f)  offsetof(mr_net_cfg, f)
+#define DATA(f) offsetof(mr_data_cfg, f)
+#define AUG(f)  offsetof(mr_augment_cfg, f)
+#define LAY(f)  offsetof(mr_layer_cfg, f)
+#define BIG     1e30
+
+static const key_def keys[] = {
+    {"net", "batch", KEY_INT, NET(batch), "32", 1, 1 << 20, 0, 0, NULL, 0,
+     "examples per replica per step (the global batch is batch x replicas)"},
+    {"net", "global_batch", KEY_INT, NET(global_batch), "0", 0, 1 << 24, 0, 0, NULL, 0,
+     "if > 0: the global batch, split evenly over the replicas (must divide); overrides batch"},
+    {"net", "epochs", KEY_INT, NET(epochs), "1", 1, 100000, 0, 0, NULL, 0,
+     "passes over the training split (--epochs overrides)"},
+    {"net", "optimizer", KEY_ENUM, NET(optimizer), "adam", 0, 0, 0, 0, optimizer_names, 0,
+     "sgd or adam"},
+    {"net", "learning_rate", KEY_FLOAT, NET(learning_rate), "0.001", 0, 10, 1, 0, NULL, 0,
+     "base learning rate (for one replica; see lr_scaling)"},
+    {"net", "momentum", KEY_FLOAT, NET(momentum), "0", 0, 1, 0, 1, NULL, 0, "sgd: momentum"},
+    {"net", "nesterov", KEY_BOOL, NET(nesterov), "0", 0, 1, 0, 0, NULL, 0,
+     "sgd: Nesterov momentum"},
+    {"net", "beta1", KEY_FLOAT, NET(beta1), "0.9", 0, 1, 0, 1, NULL, 0, "adam: beta_1"},
+    {"net", "beta2", KEY_FLOAT, NET(beta2), "0.999", 0, 1, 0, 1, NULL, 0, "adam: beta_2"},
+    {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0, "adam: epsilon"},
+    {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
+     0, "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels) or mse"},
+    {"net", "seed", KEY_INT64, NET(seed), "1", 0, 9.2e18, 0, 0, NULL, 0,
+     "seed of weights, shuffling, dropout and augmentation (--seed overrides)"},
+    {"net", "shuffle", KEY_BOOL, NET(shuffle), "1", 0, 1, 0, 0, NULL, 0,
+     "reshuffle the training split every epoch"},
+    {"net", "validation_split", KEY_FLOAT, NET(validation_split), "0", 0, 1, 0, 1, NULL, 0,
+     "last fraction of the training data held out for validation (as Keras)"},
+    {"net", "lr_scaling", KEY_ENUM, NET(lr_scaling), "linear", 0, 0, 0, 0, scaling_names, 0,
+     "linear: learning rate x replicas (Goyal et al. 2017); none: unchanged"},
+    {"net", "warmup_epochs", KEY_FLOAT, NET(warmup_epochs), "0", 0, 1000, 0, 0, NULL, 0,
+     "epochs to ramp linearly from the base to the scaled learning rate"},
+    {"net", "accumulate", KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
+     "micro-batches per update (gradient accumulation)"},
+
+    {"data", "train_images", KEY_PATH, DATA(train_images), NULL, 0, 0, 0, 0, NULL, 0,
+     "training images: IDX (raw or .gz), .npy, or file.h5:/dataset"},
+    {"data", "train_labels", KEY_PATH, DATA(train_labels), NULL, 0, 0, 0, 0, NULL, 0,
+     "training labels (integer class ids), same formats"},
+    {"data", "test_images", KEY_PATH, DATA(test_images), "", 0, 0, 0, 0, NULL, 0,
+     "test images (optional)"},
+    {"data", "test_labels", KEY_PATH, DATA(test_labels), "", 0, 0, 0, 0, NULL, 0,
+     "test labels (required with test_images)"},
+    {"data", "scale", KEY_FLOAT, DATA(scale), "1", 0, 1e6, 1, 0, NULL, 0,
+     "multiply inputs by this (e.g. 1/255); a fraction a/b is accepted"},
+    {"data", "standardize", KEY_BOOL, DATA(standardize), "0", 0, 1, 0, 0, NULL, 0,
+     "subtract the per-feature mean and divide by the standard deviation of the training split"},
+
+    {"augment", "flip", KEY_BOOL, AUG(flip), "0", 0, 1, 0, 0, NULL, 0,
+     "random horizontal flip (training only)"},
+    {"augment", "shift", KEY_INT, AUG(shift), "0", 0, 64, 0, 0, NULL, 0,
+     "random shift up to this many pixels on each axis, zero fill (training only)"},
+
+    {"input", "shape", KEY_INTS, LAY(shape), NULL, 1, 1 << 24, 0, 0, NULL, 3,
+     "shape of one example: H,W,C (images, channels last) or F (features)"},
+
+    {"dense", "units", KEY_INT, LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0, "output features"},
+    {"dense", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
+     "linear, relu, sigmoid, tanh or softmax"},
+    {"dense", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
+
+    {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
+     "linear, relu, sigmoid, tanh or softmax"},
+
+    {"conv2d", "filters", KEY_INT, LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
+     "output channels"},
+    {"conv2d", "size", KEY_INTS, LAY(size), NULL, 1, 1024, 0, 0, NULL, 2,
+     "kernel size: k or kh,kw"},
+    {"conv2d", "stride", KEY_INTS, LAY(stride), "1", 1, 1024, 0, 0, NULL, 2, "stride: s or sh,sw"},
+    {"conv2d", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
+     "valid or same (as Keras)"},
+    {"conv2d", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
+     "linear, relu, sigmoid, tanh or softmax"},
+    {"conv2d", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
+
+    {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
+    {"maxpool", "stride", KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
+     "stride: s or sh,sw (0: the pool size, as Keras)"},
+    {"maxpool", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
+     "valid or same"},
+    {"avgpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
+    {"avgpool", "stride", KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
+     "stride: s or sh,sw (0: the pool size, as Keras)"},
+    {"avgpool", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
+     "valid or same (same: averages over the valid cells only, as Keras)"},
+
+    {"dropout", "rate", KEY_FLOAT, LAY(rate), NULL, 0, 1, 0, 1, NULL, 0,
+     "fraction of inputs zeroed in training (inverted dropout)"},
+
+    {"batchnorm", "momentum", KEY_FLOAT, LAY(momentum), "0.99", 0, 1, 0, 1, NULL, 0,
+     "moving average momentum (Keras default 0.99)"},
+    {"batchnorm", "epsilon", KEY_FLOAT, LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
+     "added to the variance (Keras default 0.001)"},
+    {"batchnorm", "sync", KEY_BOOL, LAY(sync), "0", 0, 1, 0, 0, NULL, 0,
+     "batch statistics over the global batch (SyncBatchNormalization)"},
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+/* Sections in the order the reference lists them; layer kinds match mr_layer_kind. */
+static const struct {
+    const char *name;
+    sec_kind kind;
+    const char *help;
+} sections[] = {
+    {"net", SEC_NET, "training settings (once)"},
+    {"data", SEC_DATA, "data files and preprocessing (once)"},
+    {"augment", SEC_AUGMENT, "data augmentation of the training split (optional, once)"},
+    {"input", SEC_LAYER, "first layer section: the shape of one example"},
+    {"flatten", SEC_LAYER, "reshape to one feature vector (no keys)"},
+    {"dense", SEC_LAYER, "fully connected layer; kernel (in, units), bias (units)"},
+    {"activation", SEC_LAYER, "element-wise activation"},
+    {"conv2d", SEC_LAYER, "2-D convolution, NHWC; kernel (kh, kw, in, filters), bias (filters)"},
+    {"maxpool", SEC_LAYER, "2-D max pooling"},
+    {"avgpool", SEC_LAYER, "2-D average pooling"},
+    {"dropout", SEC_LAYER, "inverted dropout, training only"},
+    {"batchnorm", SEC_LAYER, "batch normalisation over the channels (last axis)"},
+};
+#define N_SECTIONS (sizeof sections / sizeof sections[0])
+
+/* mr_layer_kind value of a layer section name, -1 otherwise */
+static int layer_kind_of(const char *name) {
+    static const char *const order[MR_LAYER_KIND_COUNT] = {"input",      "flatten", "dense",
+                                                           "activation", "conv2d",  "maxpool",
+                                                           "avgpool",    "dropout", "batchnorm"};
+    for (int k = 0; k < MR_LAYER_KIND_COUNT; k++)
+        if (strcmp(order[k], name) == 0) return k;
+    return -1;
+}
+
+const char *mr_layer_kind_name(mr_layer_kind kind) {
+    static const char *const order[MR_LAYER_KIND_COUNT] = {"input",      "flatten", "dense",
+                                                           "activation", "conv2d",  "maxpool",
+                                                           "avgpool",    "dropout", "batchnorm"};
+    return (kind >= 0 && kind < MR_LAYER_KIND_COUNT) ? order[kind] : "?";
+}
+const char *mr_activation_name(mr_activation a) {
+    return activation_names[a];
+}
+const char *mr_optimizer_name(mr_optimizer_kind o) {
+    return optimizer_names[o];
+}
+const char *mr_loss_name(mr_loss_kind l) {
+    return loss_names[l];
+}
+
+/* ---- parsing state ----------------------------------------------------- */
+
+typedef struct parse_state {
+    mr_config *cfg;
+    mr_error *err;
+    const char *name;     /* file name for messages */
+    const char *base_dir; /* relative data paths resolve against it */
+    const char *text;     /* remaining input for the reader */
+    int line;             /* line the reader returned last */
+    int failed;
+    int sec; /* index into sections[] of the current section, -1 none */
+    int sec_line;
+    int seen[N_SECTIONS];           /* singleton sections seen */
+    unsigned char keys_set[N_KEYS]; /* keys given in the current section */
+} parse_state;
+
+/* Levenshtein distance, for "did you mean" (short strings only). */
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] +
+                    (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = c < del ? (c < ins ? c : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+static int fail(parse_state *ps, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(parse_state *ps, int line, const char *fmt, ...) {
+    if (ps->failed) return 0;
+    char what[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    mr_error_set(ps->err, MR_ERR_CONFIG, "%s:%d: %s", ps->name, line, what);
+    ps->failed = 1;
+    return 0;
+}
+
+static void *section_base(parse_state *ps) {
+    switch (sections[ps->sec].kind) {
+    case SEC_NET:
+        return &ps->cfg->net;
+    case SEC_DATA:
+        return &ps->cfg->data;
+    case SEC_AUGMENT:
+        return &ps->cfg->augment;
+    case SEC_LAYER:
+        return &ps->cfg->layers[ps->cfg->n_layers - 1];
+    }
+    return NULL;
+}
+
+static int is_blank(const char *s) {
+    while (isspace((unsigned char)*s))
+        s++;
+    return *s == '\0';
+}
+
+/* Parses one value of key k into dst. Returns 1, or 0 with *why filled. */
+static int parse_value(const key_def *k, const char *val, void *dst, const char *base_dir,
+                       char *why, size_t why_n) {
+    char *end;
+    switch (k->type) {
+    case KEY_INT:
+    case KEY_INT64: {
+        errno = 0;
+        long long v = strtoll(val, &end, 10);
+        if (end == val || !is_blank(end) || errno) {
+            snprintf(why, why_n, "'%s' is not an integer", val);
+            return 0;
+        }
+        if ((double)v < k->min || (double)v > k->max) {
+            snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
+            return 0;
+        }
+        if (k->type == KEY_INT)
+            *(int *)dst = (int)v;
+        else
+            *(int64_t *)dst = (int64_t)v;
+        return 1;
+    }
+    case KEY_FLOAT: {
+        errno = 0;
+        double v = strtod(val, &end);
+        if (end != val && *end == '/') { /* a fraction such as 1/255 */
+            const char *den_s = end + 1;
+            double den = strtod(den_s, &end);
+            if (end == den_s || den == 0.0) {
+                snprintf(why, why_n, "'%s' is not a number", val);
+                return 0;
+            }
+            v /= den;
+        }
+        if (end == val || !is_blank(end) || errno || !isfinite(v)) {
+            snprintf(why, why_n, "'%s' is not a number", val);
+            return 0;
+        }
+        int lo_bad = k->open_min ? v <= k->min : v < k->min;
+        int hi_bad = k->open_max ? v >= k->max : v > k->max;
+        if (lo_bad || hi_bad) {
+            snprintf(why, why_n, "%g is out of range %c%g, %g%c", v, k->open_min ? '(' : '[',
+                     k->min, k->max, k->open_max ? ')' : ']');
+            return 0;
+        }
+        *(float *)dst = (float)v;
+        return 1;
+    }
+    case KEY_BOOL: {
+        static const char *const yes[] = {"1", "true", "yes", "on"};
+        static const char *const no[] = {"0", "false", "no", "off"};
+        for (int i = 0; i < 4; i++) {
+            if (strcasecmp(val, yes[i]) == 0) return *(int *)dst = 1, 1;
+            if (strcasecmp(val, no[i]) == 0) return *(int *)dst = 0, 1;
+        }
+        snprintf(why, why_n, "'%s' is not a boolean (use 1/0, true/false, yes/no)", val);
+        return 0;
+    }
+    case KEY_ENUM: {
+        for (int i = 0; k->names[i]; i++)
+            if (strcasecmp(val, k->names[i]) == 0) return *(int *)dst = i, 1;
+        char list[256] = "";
+        for (int i = 0; k->names[i]; i++) {
+            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, k->names[i], sizeof list - strlen(list) - 1);
+        }
+        snprintf(why, why_n, "'%s' is not one of: %s", val, list);
+        return 0;
+    }
+    case KEY_PATH: {
+        char *out = dst;
+        if (val[0] == '\0' || val[0] == '/' || base_dir == NULL || base_dir[0] == '\0')
+            snprintf(out, MR_PATH_MAX, "%s", val);
+        else
+            snprintf(out, MR_PATH_MAX, "%s/%s", base_dir, val);
+        if (strlen(val) + (base_dir ? strlen(base_dir) : 0) + 2 > MR_PATH_MAX) {
+            snprintf(why, why_n, "path too long");
+            return 0;
+        }
+        return 1;
+    }
+    case KEY_INTS: {
+        int *out = dst, n = 0;
+        const char *p = val;
+        while (1) {
+            errno = 0;
+            long v = strtol(p, &end, 10);
+            if (end == p || errno) {
+                snprintf(why, why_n, "'%s' is not a list of integers", val);
+                return 0;
+            }
+            if (n == k->n_ints) {
+                snprintf(why, why_n, "'%s' has more than %d numbers", val, k->n_ints);
+                return 0;
+            }
+            if (v < k->min || v > k->max) {
+                snprintf(why, why_n, "%ld is out of range [%g, %g]", v, k->min, k->max);
+                return 0;
+            }
+            out[n++] = (int)v;
+            while (isspace((unsigned char)*end))
+                end++;
+            if (*end == '\0') break;
+            if (*end != ',' && *end != 'x') {
+                snprintf(why, why_n, "'%s' is not a comma-separated list of integers", val);
+                return 0;
+            }
+            p = end + 1;
+        }
+        /* a single number for a pair means both (size=3 -> 3x3) */
+        if (k->n_ints == 2 && n == 1) out[1] = out[0];
+        if (k->offset == LAY(shape)) {
+            /* remember how many numbers the shape had */
+            mr_layer_cfg *l = (mr_layer_cfg *)((char *)dst - LAY(shape));
+            l->shape_rank = n;
+            if (n == 2) {
+                snprintf(why, why_n, "shape '%s' must be H,W,C or F", val);
+                return 0;
+            }
+        }
+        return 1;
+    }
+    }
+    return 0;
+}
+
+/* Checks the keys required in the section that just ended. */
+static int close_section(parse_state *ps) {
+    if (ps->sec < 0 || ps->failed) return !ps->failed;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (strcmp(keys[i].section, sections[ps->sec].name) != 0) continue;
+        if (keys[i].def == NULL && !ps->keys_set[i])
+            return fail(ps, ps->sec_line, "[%s] is missing the required key '%s' (%s)",
+                        sections[ps->sec].name, keys[i].key, keys[i].help);
+    }
+    return 1;
+}
+
+static int open_section(parse_state *ps, const char *name, int line) {
+    if (!close_section(ps)) return 0;
+    int s = -1;
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        if (strcasecmp(sections[i].name, name) == 0) s = (int)i;
+    if (s < 0) {
+        const char *best = NULL;
+        int bd = 99;
+        for (size_t i = 0; i < N_SECTIONS; i++) {
+            int d = edit_distance(name, sections[i].name);
+            if (d < bd) bd = d, best = sections[i].name;
+        }
+        if (bd <= 3) return fail(ps, line, "unknown section [%s]; did you mean [%s]?", name, best);
+        return fail(ps, line, "unknown section [%s]", name);
+    }
+    ps->sec = s;
+    ps->sec_line = line;
+    memset(ps->keys_set, 0, sizeof ps->keys_set);
+    mr_config *cfg = ps->cfg;
+    if (sections[s].kind != SEC_LAYER) {
+        if (ps->seen[s]) return fail(ps, line, "section [%s] appears twice", sections[s].name);
+        ps->seen[s] = 1;
+        if (sections[s].kind == SEC_AUGMENT) cfg->augment.present = 1;
+    } else {
+        int kind = layer_kind_of(sections[s].name);
+        if (cfg->n_layers == 0 && kind != MR_LAYER_INPUT)
+            return fail(ps, line,
+                        "[%s] comes before [input]: the first layer section must be [input]",
+                        sections[s].name);
+        if (cfg->n_layers > 0 && kind == MR_LAYER_INPUT)
+            return fail(ps, line, "a second [input] section: only the first layer may be [input]");
+        if (cfg->n_layers == MR_MAX_LAYERS)
+            return fail(ps, line, "too many layers (at most %d)", MR_MAX_LAYERS);
+        mr_layer_cfg *l = &cfg->layers[cfg->n_layers++];
+        memset(l, 0, sizeof *l);
+        l->kind = (mr_layer_kind)kind;
+        l->line = line;
+    }
+    /* defaults of this section */
+    void *base = section_base(ps);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (strcmp(keys[i].section, sections[s].name) != 0 || keys[i].def == NULL) continue;
+        char why[256];
+        if (!parse_value(&keys[i], keys[i].def, (char *)base + keys[i].offset, NULL, why,
+                         sizeof why))
+            MR_ASSERT(!"bad default in the key table");
+    }
+    return 1;
+}
+
+/* inih reader: returns the next line, and opens a section when the line is a header. */
+static char *reader(char *str, int num, void *stream) {
+    parse_state *ps = stream;
+    if (*ps->text == '\0') return NULL;
+    const char *nl = strchr(ps->text, '\n');
+    size_t len = nl ? (size_t)(nl - ps->text) + 1 : strlen(ps->text);
+    ps->line++;
+    if (len >= (size_t)num) {
+        fail(ps, ps->line, "line longer than %d characters", num - 2);
+        /* hand inih an empty line and skip the rest */
+        ps->text += len;
+        str[0] = '\n', str[1] = '\0';
+        return str;
+    }
+    memcpy(str, ps->text, len);
+    str[len] = '\0';
+    ps->text += len;
+    /* a section header: [name] with optional blanks and a trailing comment */
+    const char *p = str;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '[') {
+        const char *close = strchr(p, ']');
+        if (close != NULL) {
+            char name[64];
+            size_t n = (size_t)(close - p - 1);
+            if (n >= sizeof name) n = sizeof name - 1;
+            memcpy(name, p + 1, n);
+            name[n] = '\0';
+            /* trim */
+            char *s = name;
+            while (isspace((unsigned char)*s))
+                s++;
+            char *e = s + strlen(s);
+            while (e > s && isspace((unsigned char)e[-1]))
+                *--e = '\0';
+            if (!ps->failed) open_section(ps, s, ps->line);
+        }
+    }
+    return str;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value) {
+    parse_state *ps = user;
+    (void)section;
+    if (ps->failed) return 1; /* first error already recorded; keep inih quiet */
+    int line = ps->line;
+    if (ps->sec < 0) return fail(ps, line, "'%s' before any [section]", name);
+    const char *sname = sections[ps->sec].name;
+    int found = -1;
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].section, sname) == 0 && strcasecmp(keys[i].key, name) == 0)
+            found = (int)i;
+    if (found < 0) {
+        const char *best = NULL;
+        int bd = 99, any = 0;
+        for (size_t i = 0; i < N_KEYS; i++) {
+            if (strcmp(keys[i].section, sname) != 0) continue;
+            any = 1;
+            int d = edit_distance(name, keys[i].key);
+            if (d < bd) bd = d, best = keys[i].key;
+        }
+        if (!any) return fail(ps, line, "[%s] takes no keys, but has '%s'", sname, name);
+        if (bd <= 3 || (best && strlen(name) > 3 && strstr(best, name)))
+            return fail(ps, line, "unknown key '%s' in [%s]; did you mean '%s'?", name, sname,
+                        best);
+        return fail(ps, line, "unknown key '%s' in [%s]", name, sname);
+    }
+    if (ps->keys_set[found]) return fail(ps, line, "key '%s' given twice in [%s]", name, sname);
+    ps->keys_set[found] = 1;
+    char why[400];
+    void *dst = (char *)section_base(ps) + keys[found].offset;
+    if (!parse_value(&keys[found], value, dst, ps->base_dir, why, sizeof why))
+        return fail(ps, line, "[%s] %s: %s", sname, keys[found].key, why);
+    return 1;
+}
+
+/* Checks between keys, after the whole file is read. */
+static int cross_check(parse_state *ps) {
+    mr_config *cfg = ps->cfg;
+    if (!ps->seen[0]) return fail(ps, 1, "missing section [net]");
+    if (!ps->seen[1]) return fail(ps, 1, "missing section [data]");
+    if (cfg->n_layers == 0) return fail(ps, 1, "missing section [input] (and the layers after it)");
+    if (cfg->n_layers == 1) return fail(ps, cfg->layers[0].line, "no layers after [input]");
+    if ((cfg->data.test_images[0] != '\0') != (cfg->data.test_labels[0] != '\0'))
+        return fail(ps, 1, "[data] test_images and test_labels go together: give both or neither");
+    for (int i = 1; i < cfg->n_layers; i++) {
+        mr_layer_cfg *l = &cfg->layers[i];
+        if ((l->kind == MR_LAYER_MAXPOOL || l->kind == MR_LAYER_AVGPOOL)) {
+            if (l->stride[0] == 0) l->stride[0] = l->size[0];
+            if (l->stride[1] == 0) l->stride[1] = l->size[1];
+        }
+    }
+    return 1;
+}
+
+mr_status mr_config_parse(const char *text, const char *name, const char *base_dir, mr_config *cfg,
+                          mr_error *err) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->path, sizeof cfg->path, "%s", name);
+    cfg->text = strdup(text);
+    if (cfg->text == NULL) return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", name);
+    parse_state ps = {
+        .cfg = cfg, .err = err, .name = name, .base_dir = base_dir, .text = text, .sec = -1};
+    /* defaults of the singleton sections, so a file without [augment] has them */
+    for (int s = 0; s < 3; s++) {
+        ps.sec = s;
+        void *base = section_base(&ps);
+        for (size_t i = 0; i < N_KEYS; i++) {
+            if (strcmp(keys[i].section, sections[s].name) != 0 || keys[i].def == NULL) continue;
+            char why[256];
+            if (!parse_value(&keys[i], keys[i].def, (char *)base + keys[i].offset, NULL, why,
+                             sizeof why))
+                MR_ASSERT(!"bad default in the key table");
+        }
+    }
+    ps.sec = -1;
+    int rc = ini_parse_stream(reader, &ps, handler, &ps);
+    if (!ps.failed && rc > 0)
+        fail(&ps, rc, "cannot parse this line (expected [section] or key = value)");
+    if (!ps.failed) close_section(&ps);
+    if (!ps.failed) cross_check(&ps);
+    if (ps.failed) {
+        mr_config_free(cfg);
+        return MR_ERR_CONFIG;
+    }
+    return MR_OK;
+}
+
+mr_status mr_config_load(const char *path, mr_config *cfg, mr_error *err) {
+    memset(cfg, 0, sizeof *cfg);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot read (is it a directory?)", path);
+    }
+    long size = ftell(f);
+    if (size < 0 || size > (1 << 20)) {
+        fclose(f);
+        return mr_error_set(err, MR_ERR_IO, "%s: %s", path,
+                            size < 0 ? "cannot read (is it a directory?)"
+                                     : "larger than 1 MiB: not a model .cfg");
+    }
+    rewind(f);
+    char *text = malloc((size_t)size + 1);
+    if (text == NULL) {
+        fclose(f);
+        return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(text, 1, (size_t)size, f);
+    fclose(f);
+    text[got] = '\0';
+    if (strlen(text) != got) {
+        free(text);
+        return mr_error_set(err, MR_ERR_CONFIG, "%s: contains a NUL byte: not a text .cfg file",
+                            path);
+    }
+    /* relative data paths resolve against the .cfg file's folder */
+    char dir[MR_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    else
+        dir[0] = '\0';
+    mr_status st = mr_config_parse(text, path, slash ? dir : NULL, cfg, err);
+    free(text);
+    return st;
+}
+
+void mr_config_free(mr_config *cfg) {
+    free(cfg->text);
+    cfg->text = NULL;
+}
+
+static void format_range(const key_def *k, char *out, size_t n) {
+    switch (k->type) {
+    case KEY_INT:
+    case KEY_INT64:
+        snprintf(out, n, "%.0f .. %.0f", k->min, k->max);
+        break;
+    case KEY_FLOAT:
+        snprintf(out, n, "%c%g, %g%c", k->open_min ? '(' : '[', k->min, k->max,
+                 k->open_max ? ')' : ']');
+        break;
+    case KEY_BOOL:
+        snprintf(out, n, "0 or 1");
+        break;
+    case KEY_ENUM: {
+        out[0] = '\0';
+        for (int i = 0; k->names[i]; i++) {
+            strncat(out, i ? ", " : "", n - strlen(out) - 1);
+            strncat(out, k->names[i], n - strlen(out) - 1);
+        }
+        break;
+    }
+    case KEY_PATH:
+        snprintf(out, n, "path");
+        break;
+    case KEY_INTS:
+        snprintf(out, n, "%d number%s, each %.0f .. %.0f", k->n_ints,
+                 k->n_ints > 1 ? "s at most" : "", k->min, k->max);
+        break;
+    }
+}
+
+void mr_config_write_reference(FILE *out, int markdown) {
+    if (markdown) {
+        fprintf(out, "| section | key | default | allowed | meaning |\n|---|---|---|---|---|\n");
+    }
+    for (size_t s = 0; s < N_SECTIONS; s++) {
+        int any = 0;
+        if (!markdown) fprintf(out, "[%s]  %s\n", sections[s].name, sections[s].help);
+        for (size_t i = 0; i < N_KEYS; i++) {
+            if (strcmp(keys[i].section, sections[s].name) != 0) continue;
+            any = 1;
+            char range[256];
+            format_range(&keys[i], range, sizeof range);
+            const char *def = keys[i].def == NULL ? "(required)"
+                              : keys[i].def[0]    ? keys[i].def
+                                                  : "(none)";
+            if (markdown)
+                fprintf(out, "| `[%s]` | `%s` | %s | %s | %s |\n", sections[s].name, keys[i].key,
+                        def, range, keys[i].help);
+            else
+                fprintf(out, "    %-17s default %-12s %s; allowed: %s\n", keys[i].key, def,
+                        keys[i].help, range);
+        }
+        if (markdown && !any)
+            fprintf(out, "| `[%s]` | | | | %s |\n", sections[s].name, sections[s].help);
+    }
+}

@@ -1,0 +1,131 @@
+/* config.h: the model .cfg file, parsed with inih, validated by one key table.
+ *
+ * A .cfg is INI: [net], [data], an optional [augment], then layer sections in
+ * order, starting with [input]. One table (config.c, `mr_config_keys`) holds
+ * every key with its type, default, allowed range and help text; it drives
+ * parsing, validation, the error messages and the README/--help reference. */
+#ifndef MR_CONFIG_H
+#define MR_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../runtime/error.h"
+
+#define MR_MAX_LAYERS 64
+#define MR_PATH_MAX   1024
+
+typedef enum mr_activation {
+    MR_ACTIVATION_LINEAR,
+    MR_ACTIVATION_RELU,
+    MR_ACTIVATION_SIGMOID,
+    MR_ACTIVATION_TANH,
+    MR_ACTIVATION_SOFTMAX,
+} mr_activation;
+
+typedef enum mr_layer_kind {
+    MR_LAYER_INPUT,
+    MR_LAYER_FLATTEN,
+    MR_LAYER_DENSE,
+    MR_LAYER_ACTIVATION,
+    MR_LAYER_CONV2D,
+    MR_LAYER_MAXPOOL,
+    MR_LAYER_AVGPOOL,
+    MR_LAYER_DROPOUT,
+    MR_LAYER_BATCHNORM,
+    MR_LAYER_KIND_COUNT,
+} mr_layer_kind;
+
+typedef enum mr_padding { MR_PADDING_VALID, MR_PADDING_SAME } mr_padding;
+typedef enum mr_optimizer_kind { MR_OPTIMIZER_SGD, MR_OPTIMIZER_ADAM } mr_optimizer_kind;
+typedef enum mr_loss_kind {
+    MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+    MR_LOSS_CATEGORICAL_CROSSENTROPY,
+    MR_LOSS_MSE,
+} mr_loss_kind;
+typedef enum mr_lr_scaling { MR_LR_SCALING_LINEAR, MR_LR_SCALING_NONE } mr_lr_scaling;
+
+/* One layer section. Fields a kind does not use keep their defaults. */
+typedef struct mr_layer_cfg {
+    mr_layer_kind kind;
+    int line;       /* line of the [section] header */
+    int shape[3];   /* [input] shape=H,W,C or shape=F */
+    int shape_rank; /* how many numbers shape had (1..3) */
+    int units;      /* [dense] */
+    mr_activation activation;
+    int filters;   /* [conv2d] */
+    int size[2];   /* kernel or pool size (h, w) */
+    int stride[2]; /* stride (h, w); 0 = same as size for pools, 1 for conv */
+    mr_padding padding;
+    int use_bias;
+    float rate;     /* [dropout] */
+    float momentum; /* [batchnorm] */
+    float epsilon;  /* [batchnorm] */
+    int sync;       /* [batchnorm] global batch statistics across replicas */
+} mr_layer_cfg;
+
+typedef struct mr_net_cfg {
+    int batch;        /* per replica */
+    int global_batch; /* 0 = batch x replicas */
+    int epochs;
+    mr_optimizer_kind optimizer;
+    float learning_rate;
+    float momentum;
+    int nesterov;
+    float beta1, beta2, epsilon;
+    mr_loss_kind loss;
+    int64_t seed;
+    int shuffle;
+    float validation_split;
+    mr_lr_scaling lr_scaling;
+    float warmup_epochs;
+    int accumulate;
+} mr_net_cfg;
+
+typedef struct mr_data_cfg {
+    char train_images[MR_PATH_MAX]; /* resolved against the .cfg file's folder */
+    char train_labels[MR_PATH_MAX];
+    char test_images[MR_PATH_MAX];
+    char test_labels[MR_PATH_MAX];
+    float scale;
+    int standardize;
+} mr_data_cfg;
+
+typedef struct mr_augment_cfg {
+    int present; /* 1 if the file had an [augment] section */
+    int flip;    /* random horizontal flip */
+    int shift;   /* random shift, pixels, each axis, zero fill */
+} mr_augment_cfg;
+
+typedef struct mr_config {
+    char path[MR_PATH_MAX]; /* the .cfg file as given ("<string>" for parsed text) */
+    char *text;             /* the whole file, kept for checkpoints */
+    mr_net_cfg net;
+    mr_data_cfg data;
+    mr_augment_cfg augment;
+    int n_layers; /* including [input] at index 0 */
+    mr_layer_cfg layers[MR_MAX_LAYERS];
+} mr_config;
+
+/* Parses and validates a .cfg file. Errors: "PATH:LINE: what" (MR_ERR_CONFIG),
+ * or "PATH: cannot open: reason" (MR_ERR_IO). Free with mr_config_free. */
+mr_status mr_config_load(const char *path, mr_config *cfg, mr_error *err);
+
+/* The same for text in memory; `name` stands in for the path in messages and
+ * relative data paths resolve against `base_dir` (NULL: the current folder). */
+mr_status mr_config_parse(const char *text, const char *name, const char *base_dir, mr_config *cfg,
+                          mr_error *err);
+
+void mr_config_free(mr_config *cfg);
+
+/* Section name of a layer kind ("dense"). */
+const char *mr_layer_kind_name(mr_layer_kind kind);
+const char *mr_activation_name(mr_activation act);
+const char *mr_optimizer_name(mr_optimizer_kind opt);
+const char *mr_loss_name(mr_loss_kind loss);
+
+/* Writes the reference of every section and key: a Markdown table when
+ * markdown is nonzero (the README's), plain text otherwise (--help-config). */
+void mr_config_write_reference(FILE *out, int markdown);
+
+#endif

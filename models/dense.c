@@ -1,0 +1,70 @@
+/* dense.c: Dense, y = act(x W + b).
+ *   x: (B, in)   W "kernel": (in, units)   b "bias": (units)   y: (B, units)
+ * Forward and both backward products are single SGEMM calls. */
+#include <string.h>
+
+#include "layer.h"
+
+static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    (void)max_batch;
+    if (l->in.rank != 1)
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s:%d: [dense] needs a flat input (features); got shape (%d,%d,%d): "
+                            "add a [flatten] section before it",
+                            file, l->cfg->line, l->in.d[0], l->in.d[1], l->in.d[2]);
+    l->out.rank = 1;
+    l->out.d[0] = l->cfg->units;
+    mr_layer_declare_weight(l, "kernel", 1, 2, l->in.d[0], l->cfg->units, 0, 0);
+    if (l->cfg->use_bias) mr_layer_declare_weight(l, "bias", 1, 1, l->cfg->units, 0, 0, 0);
+    return MR_OK;
+}
+
+static void dense_init(mr_layer *l, uint64_t seed) {
+    mr_layer_glorot_uniform(l, 0, seed, l->in.d[0], l->out.d[0]);
+    if (l->n_weights > 1) memset(l->w[1].data, 0, sizeof(float) * (size_t)l->w[1].size);
+}
+
+static mr_activation dense_act(const mr_layer *l) {
+    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+}
+
+static void dense_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+    int in = l->in.d[0], out = l->out.d[0];
+    if (l->n_weights > 1) {
+        /* y = bias broadcast, then y += x W (beta = 1): saves a pass over y */
+        const float *b = l->w[1].data;
+        for (int i = 0; i < batch; i++)
+            memcpy(y + (int64_t)i * out, b, sizeof(float) * (size_t)out);
+        mr_gemm(run->be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 1.0f, y, out);
+    } else {
+        mr_gemm(run->be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 0.0f, y, out);
+    }
+    mr_activation_forward(dense_act(l), y, batch, out);
+}
+
+static void dense_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
+                           float *dy, float *dx) {
+    int in = l->in.d[0], out = l->out.d[0];
+    /* dy (B, units) becomes dL/dz through the activation */
+    mr_activation_backward(dense_act(l), y, dy, batch, out);
+    /* dW (in, units) += x^T (in, B) dz (B, units) */
+    mr_gemm(run->be, 1, 0, in, out, batch, 1.0f, x, in, dy, out, 1.0f, l->w[0].grad, out);
+    if (l->n_weights > 1) {
+        float *db = l->w[1].grad;
+        for (int i = 0; i < batch; i++) {
+            const float *row = dy + (int64_t)i * out;
+            for (int j = 0; j < out; j++)
+                db[j] += row[j];
+        }
+    }
+    /* dx (B, in) = dz (B, units) W^T (units, in) */
+    if (dx) mr_gemm(run->be, 0, 1, batch, in, out, 1.0f, dy, out, l->w[0].data, out, 0.0f, dx, in);
+}
+
+const mr_layer_ops mr_dense_ops = {
+    .class_name = "Dense",
+    .setup = dense_setup,
+    .init = dense_init,
+    .forward = dense_forward,
+    .backward = dense_backward,
+};

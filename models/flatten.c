@@ -1,0 +1,30 @@
+/* flatten.c: Flatten, (B, H, W, C) -> (B, H*W*C). NHWC is already
+ * row-major per example, so this is a copy with a new shape. */
+#include <string.h>
+
+#include "layer.h"
+
+static mr_status flatten_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    (void)max_batch, (void)file, (void)err;
+    l->out.rank = 1;
+    l->out.d[0] = (int)mr_shape_size(l->in);
+    return MR_OK;
+}
+
+static void flatten_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+    (void)run;
+    memcpy(y, x, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
+}
+
+static void flatten_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
+                             float *dy, float *dx) {
+    (void)run, (void)x, (void)y;
+    if (dx) memcpy(dx, dy, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
+}
+
+const mr_layer_ops mr_flatten_ops = {
+    .class_name = "Flatten",
+    .setup = flatten_setup,
+    .forward = flatten_forward,
+    .backward = flatten_backward,
+};

@@ -1,0 +1,27 @@
+/* loss.h: losses over a batch of model outputs and integer class labels.
+ *
+ * The strategy's contract (DESIGN.md, step 3): a replica's loss is the SUM
+ * of its per-example losses divided by the GLOBAL batch size `norm`, so the
+ * SUM-all-reduced gradients are the gradient of the mean loss over the
+ * global batch. Metrics come back as plain sums (loss, correct) so they can
+ * be reduced with the gradients and divided once by the global count. */
+#ifndef MR_LOSS_H
+#define MR_LOSS_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+/* out: (batch, k) model outputs: logits when `fused_softmax` (softmax +
+ * cross-entropy computed together, stable through log-sum-exp), otherwise
+ * the last layer's activations. labels: (batch) in [0, k).
+ * Adds the sum of per-example losses to *loss_sum and the number of correct
+ * argmax predictions to *correct. If dy is not NULL, writes
+ * dy (batch, k) = d (sum of losses / norm) / d out. */
+void mr_loss_compute(mr_loss_kind kind, int fused_softmax, const float *out, const int32_t *labels,
+                     int batch, int k, float norm, float *dy, double *loss_sum, int64_t *correct);
+
+/* 1 when the loss takes logits from a final softmax (the cross-entropies). */
+int mr_loss_fuses_softmax(mr_loss_kind kind);
+
+#endif

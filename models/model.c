@@ -1,0 +1,291 @@
+/* model.c: building, running and updating a model (see model.h). */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "loss.h"
+
+/* Keras's automatic layer names: dense, dense_1, ... */
+static const char *keras_base_name(mr_layer_kind kind) {
+    switch (kind) {
+    case MR_LAYER_FLATTEN:
+        return "flatten";
+    case MR_LAYER_DENSE:
+        return "dense";
+    case MR_LAYER_ACTIVATION:
+        return "activation";
+    case MR_LAYER_CONV2D:
+        return "conv2d";
+    case MR_LAYER_MAXPOOL:
+        return "max_pooling2d";
+    case MR_LAYER_AVGPOOL:
+        return "average_pooling2d";
+    case MR_LAYER_DROPOUT:
+        return "dropout";
+    case MR_LAYER_BATCHNORM:
+        return "batch_normalization";
+    default:
+        return "layer";
+    }
+}
+
+static float *alloc_floats(mr_model *m, int64_t n) {
+    return m->be->ops->alloc(m->be, sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
+
+static void free_floats(mr_model *m, float **p) {
+    if (*p) m->be->ops->free(m->be, *p);
+    *p = NULL;
+}
+
+mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t grads_extra,
+                        mr_error *err) {
+    memset(m, 0, sizeof *m);
+    m->cfg = cfg;
+    m->be = mr_backend_cpu();
+    m->max_batch = max_batch;
+    m->grads_extra = grads_extra;
+    m->opt = mr_optimizer_from_config(&cfg->net);
+    const mr_layer_cfg *in = &cfg->layers[0];
+    MR_ASSERT(in->kind == MR_LAYER_INPUT);
+    m->in_shape.rank = in->shape_rank;
+    for (int i = 0; i < in->shape_rank; i++)
+        m->in_shape.d[i] = in->shape[i];
+    m->in_size = mr_shape_size(m->in_shape);
+
+    int counts[MR_LAYER_KIND_COUNT] = {0};
+    mr_shape cur = m->in_shape;
+    size_t scratch = 0;
+    for (int i = 1; i < cfg->n_layers; i++) {
+        mr_layer *l = &m->layers[m->n_layers++];
+        l->cfg = &cfg->layers[i];
+        l->ops = mr_layer_ops_for(l->cfg->kind);
+        l->index = i;
+        l->in = cur;
+        int c = counts[l->cfg->kind]++;
+        if (c == 0)
+            snprintf(l->name, sizeof l->name, "%s", keras_base_name(l->cfg->kind));
+        else
+            snprintf(l->name, sizeof l->name, "%s_%d", keras_base_name(l->cfg->kind), c);
+        mr_status st = l->ops->setup(l, max_batch, cfg->path, err);
+        if (st != MR_OK) {
+            mr_model_free(m);
+            return st;
+        }
+        if (mr_shape_size(l->out) <= 0) {
+            mr_model_free(m);
+            return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [%s] would output an empty shape",
+                                cfg->path, l->cfg->line, mr_layer_kind_name(l->cfg->kind));
+        }
+        if (l->scratch_floats > scratch) scratch = l->scratch_floats;
+        cur = l->out;
+    }
+    mr_layer *last = &m->layers[m->n_layers - 1];
+    m->out_size = mr_shape_size(last->out);
+    if (last->out.rank != 1)
+        return mr_model_free(m),
+               mr_error_set(err, MR_ERR_CONFIG,
+                            "%s:%d: the last layer must output class scores (a flat vector); "
+                            "add [flatten] and a [dense] layer",
+                            cfg->path, last->cfg->line);
+    /* softmax + cross-entropy are computed together from logits (stable) */
+    int last_is_softmax =
+        (last->cfg->kind == MR_LAYER_DENSE || last->cfg->kind == MR_LAYER_ACTIVATION ||
+         last->cfg->kind == MR_LAYER_CONV2D) &&
+        last->cfg->activation == MR_ACTIVATION_SOFTMAX;
+    if (last_is_softmax && mr_loss_fuses_softmax(cfg->net.loss)) {
+        last->logits_out = 1;
+        m->fused_softmax = 1;
+    }
+
+    /* weights: trainable in reverse layer order into params, the rest into state */
+    int64_t np = 0, ns = 0;
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        m->param_offset[i] = np;
+        for (int w = 0; w < m->layers[i].n_weights; w++) {
+            if (m->layers[i].w[w].trainable)
+                np += m->layers[i].w[w].size;
+            else
+                ns += m->layers[i].w[w].size;
+        }
+    }
+    m->n_params = np;
+    m->n_state = ns;
+    m->params = alloc_floats(m, np);
+    m->grads = alloc_floats(m, np + (int64_t)grads_extra);
+    int nslots = mr_optimizer_slot_count(&m->opt);
+    for (int s = 0; s < nslots; s++)
+        m->slots[s] = alloc_floats(m, np);
+    m->state = ns ? alloc_floats(m, ns) : NULL;
+    m->input = alloc_floats(m, (int64_t)max_batch * m->in_size);
+    int64_t widest = m->in_size;
+    for (int i = 0; i < m->n_layers; i++) {
+        int64_t o = mr_shape_size(m->layers[i].out);
+        m->acts[i] = alloc_floats(m, (int64_t)max_batch * o);
+        if (o > widest) widest = o;
+        if (m->acts[i] == NULL) break;
+    }
+    m->dbuf[0] = alloc_floats(m, (int64_t)max_batch * widest);
+    m->dbuf[1] = alloc_floats(m, (int64_t)max_batch * widest);
+    m->scratch = alloc_floats(m, (int64_t)scratch);
+    int ok = m->params && m->grads && m->input && m->dbuf[0] && m->dbuf[1] && m->scratch &&
+             (ns == 0 || m->state);
+    for (int s = 0; s < nslots; s++)
+        ok = ok && m->slots[s];
+    for (int i = 0; i < m->n_layers; i++)
+        ok = ok && m->acts[i];
+    if (!ok) {
+        mr_model_free(m);
+        return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for the model at batch %d",
+                            cfg->path, max_batch);
+    }
+    for (int i = m->n_layers - 1, p = 0, s = 0; i >= 0; i--) {
+        (void)p;
+        mr_layer *l = &m->layers[i];
+        int64_t off = m->param_offset[i];
+        for (int w = 0; w < l->n_weights; w++) {
+            if (l->w[w].trainable) {
+                l->w[w].data = m->params + off;
+                l->w[w].grad = m->grads + off;
+                off += l->w[w].size;
+            } else {
+                l->w[w].data = m->state + s;
+                s += (int)l->w[w].size;
+            }
+        }
+    }
+    m->run.be = m->be;
+    m->run.scratch = m->scratch;
+    return MR_OK;
+}
+
+void mr_model_free(mr_model *m) {
+    if (m->be == NULL) return;
+    for (int i = 0; i < m->n_layers; i++) {
+        if (m->layers[i].ops && m->layers[i].ops->destroy) m->layers[i].ops->destroy(&m->layers[i]);
+        free_floats(m, &m->acts[i]);
+    }
+    free_floats(m, &m->params);
+    free_floats(m, &m->grads);
+    free_floats(m, &m->slots[0]);
+    free_floats(m, &m->slots[1]);
+    free_floats(m, &m->state);
+    free_floats(m, &m->input);
+    free_floats(m, &m->dbuf[0]);
+    free_floats(m, &m->dbuf[1]);
+    free_floats(m, &m->scratch);
+    m->be = NULL;
+}
+
+void mr_model_init_weights(mr_model *m, uint64_t seed) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].ops->init) m->layers[i].ops->init(&m->layers[i], seed);
+    int nslots = mr_optimizer_slot_count(&m->opt);
+    for (int s = 0; s < nslots; s++)
+        memset(m->slots[s], 0, sizeof(float) * (size_t)m->n_params);
+}
+
+int mr_model_classes(const mr_model *m) {
+    return (int)m->out_size;
+}
+
+const float *mr_model_forward(mr_model *m, int batch, int training) {
+    MR_ASSERT(batch >= 1 && batch <= m->max_batch);
+    m->run.training = training;
+    const float *x = m->input;
+    for (int i = 0; i < m->n_layers; i++) {
+        m->layers[i].ops->forward(&m->layers[i], &m->run, batch, x, m->acts[i]);
+        x = m->acts[i];
+    }
+    return x;
+}
+
+mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
+                               double *loss_sum, int64_t *correct,
+                               void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
+    m->run.status = MR_OK;
+    const float *out = mr_model_forward(m, batch, 1);
+    if (m->run.status != MR_OK) return m->run.status;
+    int k = (int)m->out_size;
+    float *dy = m->dbuf[0];
+    mr_loss_compute(m->cfg->net.loss, m->fused_softmax, out, labels, batch, k, norm, dy, loss_sum,
+                    correct);
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        mr_layer *l = &m->layers[i];
+        const float *x = i > 0 ? m->acts[i - 1] : m->input;
+        float *dx = i > 0 ? m->dbuf[(m->n_layers - i) & 1] : NULL;
+        l->ops->backward(l, &m->run, batch, x, m->acts[i], dy, dx);
+        if (m->run.status != MR_OK) return m->run.status;
+        dy = dx;
+        if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
+    }
+    return MR_OK;
+}
+
+void mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
+                         int64_t *correct) {
+    const float *out = mr_model_forward(m, batch, 0);
+    mr_loss_compute(m->cfg->net.loss, m->fused_softmax, out, labels, batch, (int)m->out_size, 1.0f,
+                    NULL, loss_sum, correct);
+}
+
+void mr_model_zero_grads(mr_model *m) {
+    memset(m->grads, 0, sizeof(float) * (size_t)(m->n_params + (int64_t)m->grads_extra));
+}
+
+void mr_model_apply_update(mr_model *m, float lr, int64_t t) {
+    mr_optimizer_step(&m->opt, lr, t, m->params, m->grads, m->slots[0], m->slots[1],
+                      (size_t)m->n_params);
+}
+
+void mr_shape_format(mr_shape s, char *buf, size_t n) {
+    if (s.rank == 1)
+        snprintf(buf, n, "(None, %d)", s.d[0]);
+    else
+        snprintf(buf, n, "(None, %d, %d, %d)", s.d[0], s.d[1], s.d[2]);
+}
+
+static void thousands(int64_t v, char *buf, size_t n) {
+    char raw[32];
+    snprintf(raw, sizeof raw, "%lld", (long long)v);
+    int len = (int)strlen(raw), o = 0;
+    for (int i = 0; i < len && o + 2 < (int)n; i++) {
+        if (i > 0 && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+}
+
+void mr_model_summary(const mr_model *m, const char *name, FILE *out) {
+    const char *rule = "_________________________________________________________________";
+    const char *dbl = "=================================================================";
+    fprintf(out, "Model: \"%s\"\n%s\n", name, rule);
+    fprintf(out, " %-28s %-25s %s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl);
+    char shape[64], label[80], num[32];
+    mr_shape_format(m->in_shape, shape, sizeof shape);
+    fprintf(out, " %-28s %-25s %s\n", "input (InputLayer)", shape, "0");
+    int64_t trainable = 0, frozen = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const mr_layer *l = &m->layers[i];
+        int64_t p = 0;
+        for (int w = 0; w < l->n_weights; w++) {
+            p += l->w[w].size;
+            if (l->w[w].trainable)
+                trainable += l->w[w].size;
+            else
+                frozen += l->w[w].size;
+        }
+        snprintf(label, sizeof label, "%s (%s)", l->name, l->ops->class_name);
+        mr_shape_format(l->out, shape, sizeof shape);
+        snprintf(num, sizeof num, "%lld", (long long)p);
+        fprintf(out, " %-28s %-25s %s\n", label, shape, num);
+    }
+    fprintf(out, "%s\n", dbl);
+    thousands(trainable + frozen, num, sizeof num);
+    fprintf(out, "Total params: %s\n", num);
+    thousands(trainable, num, sizeof num);
+    fprintf(out, "Trainable params: %s\n", num);
+    thousands(frozen, num, sizeof num);
+    fprintf(out, "Non-trainable params: %s\n%s\n", num, rule);
+}

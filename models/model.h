@@ -1,0 +1,91 @@
+/* model.h: a sequence of layers built from a .cfg, with flat buffers.
+ *
+ * One mr_model is one replica's copy. All trainable weights live in ONE
+ * buffer `params`, their gradients in ONE buffer `grads` of the same layout,
+ * each optimizer slot likewise, non-trainable state (BN moving statistics) in
+ * `state`; layers hold views. Weights are laid out in REVERSE layer order, so
+ * the gradients backward produces first are contiguous at the front and can
+ * be reduced while backward goes on. Consequences: all-reduce is one call (or
+ * a few buckets), the optimizer one pass, replicas compare with one memcmp. */
+#ifndef MR_MODEL_H
+#define MR_MODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "layer.h"
+#include "optimizer.h"
+
+typedef struct mr_model {
+    const mr_config *cfg;
+    int n_layers;                   /* layers after [input] */
+    mr_layer layers[MR_MAX_LAYERS]; /* layers[0] is the first after [input] */
+    mr_shape in_shape;              /* one example */
+    int64_t in_size, out_size;      /* floats per example in / out */
+    int max_batch;
+    int fused_softmax; /* output is logits; loss applies the softmax */
+    mr_backend *be;
+    mr_optimizer opt;
+
+    int64_t n_params;   /* trainable floats */
+    int64_t n_state;    /* non-trainable floats */
+    size_t grads_extra; /* floats after the gradients (metrics ride along) */
+    float *params;      /* (n_params) */
+    float *grads;       /* (n_params + grads_extra) */
+    float *slots[2];    /* optimizer slots, (n_params) each, or NULL */
+    float *state;       /* (n_state) or NULL */
+
+    float *input;               /* (max_batch, in_size): fill before forward */
+    float *acts[MR_MAX_LAYERS]; /* layer i's output, (max_batch, out of layer i) */
+    float *dbuf[2];             /* ping-pong gradients w.r.t. activations */
+    float *scratch;
+    mr_run run; /* this replica's execution context */
+    /* where each layer's trainable weights start in params, in floats; a layer's
+     * gradients are complete (for bucketing) once its backward has run */
+    int64_t param_offset[MR_MAX_LAYERS];
+} mr_model;
+
+/* Builds the layers from cfg (shape inference: errors name the .cfg line),
+ * allocates every buffer for batches up to max_batch, plus `grads_extra`
+ * floats after the gradients. Weights are zero until mr_model_init_weights. */
+mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t grads_extra,
+                        mr_error *err);
+void mr_model_free(mr_model *m);
+
+/* Initialises all weights from the seed (same seed -> same bits anywhere). */
+void mr_model_init_weights(mr_model *m, uint64_t seed);
+
+/* Number of classes the output layer predicts (its width). */
+int mr_model_classes(const mr_model *m);
+
+/* Runs the layers on m->input (batch rows); returns the output (batch, out_size).
+ * training selects dropout and batch statistics. */
+const float *mr_model_forward(mr_model *m, int batch, int training);
+
+/* Forward, loss and backward on m->input: ADDS this batch's gradients of
+ * (sum of losses / norm) into m->grads. Adds the loss sum and correct count
+ * to *loss_sum, *correct. Returns m->run.status (a SyncBN collective may fail).
+ * `after_layer`, if not NULL, is called after each layer's backward with the
+ * number of leading gradient floats now final (for bucketed all-reduce). */
+mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
+                               double *loss_sum, int64_t *correct,
+                               void (*after_layer)(void *ctx, int64_t ready), void *ctx);
+
+/* Inference on m->input: adds loss sum and correct count. */
+void mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
+                         int64_t *correct);
+
+/* Zeroes gradients (and the extra floats). */
+void mr_model_zero_grads(mr_model *m);
+
+/* One optimizer update of all parameters with learning rate lr; t is 1-based. */
+void mr_model_apply_update(mr_model *m, float lr, int64_t t);
+
+/* Keras model.summary(): layers, output shapes, parameter counts, totals. */
+void mr_model_summary(const mr_model *m, const char *name, FILE *out);
+
+/* Formats an output shape as Keras does: "(None, 13, 13, 32)". */
+void mr_shape_format(mr_shape s, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,211 @@
+/* dataset.c: see dataset.h. */
+#include "dataset.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+static mr_status to_float(mr_array *a, mr_error *err, const char *path) {
+    int64_t n = mr_array_count(a);
+    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (f == NULL) return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", path);
+    if (a->dtype == MR_DTYPE_I32)
+        for (int64_t i = 0; i < n; i++)
+            f[i] = (float)((int32_t *)a->data)[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            f[i] = (float)((int64_t *)a->data)[i];
+    free(a->data);
+    a->data = f;
+    a->dtype = MR_DTYPE_F32;
+    return MR_OK;
+}
+
+mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err) {
+    memset(ds, 0, sizeof *ds);
+    ds->scale = 1.0f;
+    mr_array lab = {0};
+    MR_CHECK(mr_array_read(images, &ds->x, err));
+    mr_status st = mr_array_read(labels, &lab, err);
+    if (st != MR_OK) goto fail;
+    if (ds->x.ndim < 1 || ds->x.dims[0] < 1) {
+        st = mr_error_set(err, MR_ERR_DATA, "%s: no examples", images);
+        goto fail;
+    }
+    if (ds->x.dtype == MR_DTYPE_I32 || ds->x.dtype == MR_DTYPE_I64)
+        if ((st = to_float(&ds->x, err, images)) != MR_OK) goto fail;
+    int lab_ok = lab.ndim == 1 || (lab.ndim == 2 && lab.dims[1] == 1);
+    if (!lab_ok || lab.dtype == MR_DTYPE_F32) {
+        st = mr_error_set(err, MR_ERR_DATA,
+                          "%s: labels must be integer class ids of shape (n) or (n, 1); got %s "
+                          "with %d dimensions",
+                          labels, mr_dtype_name(lab.dtype), lab.ndim);
+        goto fail;
+    }
+    if (lab.dims[0] != ds->x.dims[0]) {
+        st = mr_error_set(err, MR_ERR_DATA, "%s: %lld labels, but %s has %lld images", labels,
+                          (long long)lab.dims[0], images, (long long)ds->x.dims[0]);
+        goto fail;
+    }
+    ds->n = ds->x.dims[0];
+    ds->row = mr_array_row_size(&ds->x);
+    ds->y = malloc(sizeof(int32_t) * (size_t)ds->n);
+    if (ds->y == NULL) {
+        st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", labels);
+        goto fail;
+    }
+    for (int64_t i = 0; i < ds->n; i++) {
+        int64_t v = lab.dtype == MR_DTYPE_U8    ? ((uint8_t *)lab.data)[i]
+                    : lab.dtype == MR_DTYPE_I32 ? ((int32_t *)lab.data)[i]
+                                                : ((int64_t *)lab.data)[i];
+        if (v < 0 || v > INT32_MAX) {
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: label %lld of example %lld is negative or too large", labels,
+                              (long long)v, (long long)i);
+            goto fail;
+        }
+        ds->y[i] = (int32_t)v;
+    }
+    mr_array_free(&lab);
+    return MR_OK;
+fail:
+    mr_array_free(&lab);
+    mr_dataset_free(ds);
+    return st;
+}
+
+mr_status mr_dataset_check_labels(const mr_dataset *ds, int classes, const char *labels_path,
+                                  mr_error *err) {
+    for (int64_t i = 0; i < ds->n; i++)
+        if (ds->y[i] >= classes)
+            return mr_error_set(err, MR_ERR_DATA,
+                                "%s: label %d of example %lld is outside the class range 0..%d "
+                                "(the model has %d outputs)",
+                                labels_path, ds->y[i], (long long)i, classes - 1, classes);
+    return MR_OK;
+}
+
+mr_status mr_dataset_check_row(const mr_dataset *ds, int64_t row, const char *images_path,
+                               mr_error *err) {
+    if (ds->row != row) {
+        char dims[128] = "";
+        for (int i = 1; i < ds->x.ndim; i++) {
+            char d[24];
+            snprintf(d, sizeof d, i > 1 ? ",%lld" : "%lld", (long long)ds->x.dims[i]);
+            strncat(dims, d, sizeof dims - strlen(dims) - 1);
+        }
+        return mr_error_set(
+            err, MR_ERR_DATA,
+            "%s: examples have shape (%s) = %lld values, but [input] shape has %lld", images_path,
+            dims, (long long)ds->row, (long long)row);
+    }
+    return MR_OK;
+}
+
+static inline float raw_value(const mr_dataset *ds, int64_t r, int64_t j) {
+    int64_t k = r * ds->row + j;
+    return ds->x.dtype == MR_DTYPE_U8 ? (float)((const uint8_t *)ds->x.data)[k]
+                                      : ((const float *)ds->x.data)[k];
+}
+
+mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t begin,
+                                 int64_t count, mr_error *err) {
+    int64_t d = from->row;
+    double *sum = calloc((size_t)d, sizeof(double)), *sq = calloc((size_t)d, sizeof(double));
+    float *mean = malloc(sizeof(float) * (size_t)d), *inv = malloc(sizeof(float) * (size_t)d);
+    if (!sum || !sq || !mean || !inv) {
+        free(sum), free(sq), free(mean), free(inv);
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory for standardisation statistics");
+    }
+    /* two passes (mean, then squared deviations): a one-pass sq/n - mean^2
+     * leaves a rounding residue for constant features, whose root would then
+     * pass for a tiny deviation and blow the feature up */
+    for (int64_t r = begin; r < begin + count; r++)
+        for (int64_t j = 0; j < d; j++)
+            sum[j] += (double)raw_value(from, r, j) * from->scale;
+    for (int64_t j = 0; j < d; j++)
+        mean[j] = count ? (float)(sum[j] / (double)count) : 0.0f;
+    for (int64_t r = begin; r < begin + count; r++)
+        for (int64_t j = 0; j < d; j++) {
+            double e = (double)raw_value(from, r, j) * from->scale - sum[j] / (double)count;
+            sq[j] += e * e;
+        }
+    for (int64_t j = 0; j < d; j++) {
+        double sd = count ? sqrt(sq[j] / (double)count) : 0.0;
+        /* relative to the feature's size: a residue of a few ulps is no spread */
+        double tiny = 1e-6 * (fabs((double)mean[j]) + 1e-6);
+        inv[j] = sd > tiny ? (float)(1.0 / sd) : 1.0f;
+    }
+    free(sum), free(sq);
+    free(ds->mean), free(ds->inv_std);
+    ds->mean = mean;
+    ds->inv_std = inv;
+    return MR_OK;
+}
+
+void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count, const mr_augment *aug,
+                     float *x, int32_t *y) {
+    int64_t d = ds->row;
+    const float s = ds->scale;
+    /* copy of one image for augmentation (the shift reads the unshifted image) */
+    float *img = NULL;
+    if (aug != NULL && (aug->flip || aug->shift) && aug->h * aug->w * aug->c == d)
+        img = malloc(sizeof(float) * (size_t)d);
+    for (int i = 0; i < count; i++) {
+        int64_t r = rows[i];
+        float *dst = x + (int64_t)i * d;
+        if (ds->x.dtype == MR_DTYPE_U8) {
+            const uint8_t *src = (const uint8_t *)ds->x.data + r * d;
+            for (int64_t j = 0; j < d; j++)
+                dst[j] = (float)src[j] * s;
+        } else {
+            const float *src = (const float *)ds->x.data + r * d;
+            for (int64_t j = 0; j < d; j++)
+                dst[j] = src[j] * s;
+        }
+        if (ds->mean)
+            for (int64_t j = 0; j < d; j++)
+                dst[j] = (dst[j] - ds->mean[j]) * ds->inv_std[j];
+        y[i] = ds->y[r];
+        if (img != NULL) {
+            /* one Philox draw per (epoch, sample): flip bit, dy, dx */
+            uint32_t key[2], w[4];
+            mr_rng_key(aug->seed, MR_RNG_STREAM_AUGMENT, key);
+            mr_philox4x32(key[0], key[1], (uint32_t)aug->epoch,
+                          (uint32_t)((uint64_t)aug->epoch >> 32), (uint32_t)r,
+                          (uint32_t)((uint64_t)r >> 32), w);
+            int flip = aug->flip && (w[0] & 1u);
+            int span = 2 * aug->shift + 1;
+            int sy = aug->shift ? (int)(w[1] % (uint32_t)span) - aug->shift : 0;
+            int sx = aug->shift ? (int)(w[2] % (uint32_t)span) - aug->shift : 0;
+            if (!flip && sy == 0 && sx == 0) continue;
+            int H = aug->h, W = aug->w, C = aug->c;
+            if (img == NULL) continue; /* no memory: no augmentation rather than a crash */
+            memcpy(img, dst, sizeof(float) * (size_t)(H * W * C));
+            /* out(yy, xx) = in(yy - sy, flip ? W-1-(xx - sx) : xx - sx), zero outside */
+            for (int yy = 0; yy < H; yy++)
+                for (int xx = 0; xx < W; xx++) {
+                    int iy = yy - sy, ix = xx - sx;
+                    if (flip) ix = W - 1 - ix;
+                    float *o = dst + ((int64_t)yy * W + xx) * C;
+                    if (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                        for (int c = 0; c < C; c++)
+                            o[c] = 0.0f;
+                    else
+                        memcpy(o, img + ((int64_t)iy * W + ix) * C, sizeof(float) * (size_t)C);
+                }
+        }
+    }
+    free(img);
+}
+
+void mr_dataset_free(mr_dataset *ds) {
+    mr_array_free(&ds->x);
+    free(ds->y);
+    free(ds->mean);
+    free(ds->inv_std);
+    memset(ds, 0, sizeof *ds);
+    ds->scale = 1.0f;
+}

@@ -1,0 +1,62 @@
+/* dataset.h: examples and labels in memory, preprocessing, batch assembly.
+ *
+ * Images stay in the dtype they arrived in (uint8 for Fashion-MNIST: 47 MB
+ * rather than 188 MB as float) and are converted per batch, row by row, by
+ * the replica that trains on them. Labels become int32 class ids. The
+ * training/validation split is a row range (Keras's validation_split takes
+ * the LAST fraction, before any shuffling). */
+#ifndef MR_DATASET_H
+#define MR_DATASET_H
+
+#include <stdint.h>
+
+#include "array.h"
+#include "error.h"
+
+typedef struct mr_dataset {
+    mr_array x;     /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */
+    int32_t *y;     /* (n) class ids */
+    int64_t n;      /* examples */
+    int64_t row;    /* values per example */
+    float scale;    /* multiply every value by this (1 = none) */
+    float *mean;    /* (row) subtracted after scaling, or NULL */
+    float *inv_std; /* (row) multiplied after subtracting, or NULL */
+} mr_dataset;
+
+/* Random augmentation of (H, W, C) images; all zero = none. */
+typedef struct mr_augment {
+    int flip;    /* random horizontal flip */
+    int shift;   /* random shift in [-shift, shift] pixels per axis, zero fill */
+    int h, w, c; /* image shape */
+    uint64_t seed;
+    int64_t epoch;
+} mr_augment;
+
+/* Reads images and labels (specs as mr_array_read takes them) and checks
+ * they agree: same count, labels 1-D integers (or (n, 1)). */
+mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err);
+
+/* Checks labels are in [0, classes); the message names `labels_path`. */
+mr_status mr_dataset_check_labels(const mr_dataset *ds, int classes, const char *labels_path,
+                                  mr_error *err);
+
+/* Checks that each example has `row` values (the model's input size). */
+mr_status mr_dataset_check_row(const mr_dataset *ds, int64_t row, const char *images_path,
+                               mr_error *err);
+
+/* Per-feature mean and standard deviation of rows [begin, begin+count) of
+ * `from` (after its scale), installed into ds (which may be `from`).
+ * Features with zero deviation get inv_std 1. */
+mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t begin,
+                                 int64_t count, mr_error *err);
+
+/* Converts the examples rows[0..count) into x (count, row) as float with
+ * preprocessing (and augmentation if aug is not NULL; aug keys by the row
+ * index, so a sample's augmentation is the same whatever replica takes it),
+ * and their labels into y (count). */
+void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count, const mr_augment *aug,
+                     float *x, int32_t *y);
+
+void mr_dataset_free(mr_dataset *ds);
+
+#endif

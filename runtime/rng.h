@@ -1,0 +1,43 @@
+/* rng.h: counter-based random numbers (Philox4x32-10, Salmon et al. 2011).
+ *
+ * Every random number is a pure function of (key, counter): no generator
+ * state to carry, save or keep in step between replicas or ranks. Weights
+ * come from (seed, layer, index), an epoch's permutation from (seed, epoch),
+ * a dropout mask from (seed, step, sample, layer); the same inputs give the
+ * same bits on any machine and with any replica count. */
+#ifndef MR_RNG_H
+#define MR_RNG_H
+
+#include <stdint.h>
+
+/* Streams separate the uses of one seed so they never share counters. */
+enum {
+    MR_RNG_STREAM_INIT = 1,    /* weight initialisation: ctr = (layer, weight, index) */
+    MR_RNG_STREAM_SHUFFLE = 2, /* epoch permutation: ctr = (epoch, i) */
+    MR_RNG_STREAM_DROPOUT = 3, /* dropout masks: ctr = (step, sample, layer) */
+    MR_RNG_STREAM_AUGMENT = 4, /* data augmentation: ctr = (epoch, sample) */
+};
+
+/* Four 32-bit random words for counter (c0, c1, c2, c3) under key (k0, k1). */
+void mr_philox4x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                   uint32_t out[4]);
+
+/* Uniform float in [0, 1) from a 32-bit word (24 bits of mantissa). */
+static inline float mr_rng_u01(uint32_t w) {
+    return (float)(w >> 8) * (1.0f / 16777216.0f);
+}
+
+/* Key for (seed, stream): the two halves of a 64-bit seed mixed with the stream. */
+void mr_rng_key(uint64_t seed, uint32_t stream, uint32_t key[2]);
+
+/* Fills n floats uniform in [lo, hi) for counter prefix (a, b): element i uses
+ * counter (a, b, i / 4, 0), word i % 4. Same output for any n-prefix. */
+void mr_rng_uniform(uint64_t seed, uint32_t stream, uint32_t a, uint32_t b, float lo, float hi,
+                    float *out, int64_t n);
+
+/* perm (n entries) becomes a uniformly random permutation of 0..n-1 that depends
+ * only on (seed, epoch): Fisher-Yates driven by Philox (unbiased via 64-bit
+ * multiply-shift on two words). */
+void mr_rng_permutation(uint64_t seed, int64_t epoch, int64_t *perm, int64_t n);
+
+#endif

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what mirrored needs from Debian 12 packages (only what is missing).
+set -euo pipefail
+pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libhdf5-dev zlib1g-dev
+      libinih-dev check libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: all installed"
+    exit 0
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "deps: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

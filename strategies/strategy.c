@@ -1,0 +1,480 @@
+/* strategy.c: replicas as threads, the training step, sharded evaluation.
+ * Relies on the local communicator for every meeting of the replicas. */
+#include "strategy.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../collectives/local.h"
+#include "../runtime/rng.h"
+
+/* Floats that ride behind the gradients in the all-reduce: loss sum, correct count. */
+#define METRIC_FLOATS 2
+
+typedef struct replica {
+    mr_strategy *s;
+    int r;
+    mr_model model;
+    int64_t *rows;   /* (max_batch) row indices of the current shard */
+    int32_t *labels; /* (max_batch) */
+    mr_error err;
+    /* bucketed all-reduce state for the current update */
+    int next_bucket;
+    int64_t reduced;
+    int reduce_now; /* 1 during the last micro-batch of an update */
+    mr_status bucket_status;
+} replica;
+
+struct mr_strategy {
+    const mr_config *cfg;
+    mr_strategy_opts opts;
+    mr_fit_plan plan;
+    int R;
+    replica *reps;
+    mr_comm *comm;
+    /* bucket boundaries: all-reduce [b[i-1], b[i]) once backward has made b[i] floats final */
+    int64_t *buckets;
+    int n_buckets;
+    /* the job the replica threads run, and its arguments */
+    mr_status (*job)(replica *rep);
+    const mr_dataset *ds;
+    int64_t n_train, val_begin, n_val;
+    int epochs;
+    const mr_augment *aug;
+    const mr_fit_callbacks *cb;
+    int64_t *perm; /* (n_train) this epoch's order, written by replica 0 */
+    int64_t eval_begin, eval_count;
+    double eval_loss, eval_acc;
+    /* --check-sync */
+    uint64_t *hashes;
+    int sync_failed;
+    char sync_msg[512];
+};
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- running a job on every replica ----------------------------------- */
+
+static void *thread_main(void *arg) {
+    replica *rep = arg;
+    mr_status st = rep->s->job(rep);
+    /* a failing replica releases the others from their collectives */
+    if (st != MR_OK) mr_comm_abort(rep->s->comm, rep->r);
+    return NULL;
+}
+
+/* Runs job on all replicas: threads for 1..R-1, the caller is replica 0.
+ * Returns the first real error (not an "aborted by" echo of it). */
+static mr_status run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_error *err) {
+    s->job = job;
+    pthread_t tid[MR_MAX_REPLICAS];
+    int started[MR_MAX_REPLICAS] = {0};
+    for (int r = 0; r < s->R; r++)
+        mr_error_clear(&s->reps[r].err);
+    for (int r = 1; r < s->R; r++) {
+        if (pthread_create(&tid[r], NULL, thread_main, &s->reps[r]) != 0) {
+            mr_error_set(&s->reps[r].err, MR_ERR_RUNTIME, "cannot start the thread of replica %d",
+                         r);
+            mr_comm_abort(s->comm, r);
+            continue;
+        }
+        started[r] = 1;
+    }
+    thread_main(&s->reps[0]);
+    for (int r = 1; r < s->R; r++)
+        if (started[r]) pthread_join(tid[r], NULL);
+    const mr_error *first = NULL;
+    for (int r = 0; r < s->R; r++) {
+        const mr_error *e = &s->reps[r].err;
+        if (e->status == MR_OK) continue;
+        if (first == NULL || (strstr(first->msg, "aborted") && !strstr(e->msg, "aborted")))
+            first = e;
+    }
+    if (first == NULL) return MR_OK;
+    return mr_error_set(err, first->status, "%s", first->msg);
+}
+
+/* ---- creation ----------------------------------------------------------- */
+
+/* mr_run.sync_sum for SyncBatchNormalization: a sum over the replicas. */
+static mr_status replica_sync_sum(void *ctx, float *buf, size_t n) {
+    replica *rep = ctx;
+    return mr_comm_allreduce_sum(rep->s->comm, rep->r, buf, n, &rep->err);
+}
+
+static mr_status job_broadcast_init(replica *rep) {
+    mr_strategy *s = rep->s;
+    mr_model *m = &rep->model;
+    if (rep->r == 0) mr_model_init_weights(m, s->opts.seed);
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0, &rep->err));
+    if (m->n_state)
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0, &rep->err));
+    return MR_OK;
+}
+
+static mr_status make_plan(mr_strategy *s, int64_t n_train, mr_error *err) {
+    const mr_net_cfg *net = &s->cfg->net;
+    mr_fit_plan *p = &s->plan;
+    p->replicas = s->R;
+    p->accumulate = net->accumulate;
+    int per_update = s->R * net->accumulate;
+    if (net->global_batch > 0) {
+        if (net->global_batch % per_update != 0)
+            return mr_error_set(
+                err, MR_ERR_CONFIG,
+                "%s: [net] global_batch=%d does not divide evenly over %d replica%s%s",
+                s->cfg->path, net->global_batch, s->R, s->R > 1 ? "s" : "",
+                net->accumulate > 1 ? " x accumulate micro-batches" : "");
+        p->batch = net->global_batch / per_update;
+    } else {
+        p->batch = net->batch;
+    }
+    p->global_batch = p->batch * per_update;
+    if (n_train > 0 && p->global_batch > n_train)
+        return mr_error_set(
+            err, MR_ERR_CONFIG,
+            "%s: the global batch (%d) is larger than the training set (%lld examples)",
+            s->cfg->path, p->global_batch, (long long)n_train);
+    p->base_lr = net->learning_rate;
+    p->lr_factor = net->lr_scaling == MR_LR_SCALING_LINEAR ? (float)s->R : 1.0f;
+    p->warmup_epochs = net->warmup_epochs;
+    p->steps_per_epoch = n_train > 0 ? (n_train + p->global_batch - 1) / p->global_batch : 0;
+    return MR_OK;
+}
+
+mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts, int64_t n_train,
+                             mr_strategy **out, mr_error *err) {
+    *out = NULL;
+    mr_strategy *s = calloc(1, sizeof *s);
+    if (s == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    s->cfg = cfg;
+    s->opts = *opts;
+    s->R = opts->devices.count;
+    mr_status st = make_plan(s, n_train, err);
+    if (st != MR_OK) {
+        free(s);
+        return st;
+    }
+    /* R replicas x BLAS threads <= cores: one replica may use them all */
+    int cores = mr_cpu_cores();
+    mr_backend_set_threads(mr_backend_cpu(), s->R == 1 ? cores : 1);
+    s->reps = calloc((size_t)s->R, sizeof *s->reps);
+    s->hashes = calloc((size_t)s->R, sizeof *s->hashes);
+    if (s->reps == NULL || s->hashes == NULL) {
+        mr_strategy_destroy(s);
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    }
+    for (int r = 0; r < s->R; r++) {
+        replica *rep = &s->reps[r];
+        rep->s = s;
+        rep->r = r;
+        st = mr_model_init(&rep->model, cfg, s->plan.batch, METRIC_FLOATS, err);
+        if (st == MR_OK && s->R > 1) {
+            rep->model.run.sync_sum = replica_sync_sum;
+            rep->model.run.sync_ctx = rep;
+        }
+        if (st == MR_OK) {
+            rep->rows = malloc(sizeof(int64_t) * (size_t)s->plan.batch);
+            rep->labels = malloc(sizeof(int32_t) * (size_t)s->plan.batch);
+            if (!rep->rows || !rep->labels) st = mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+        }
+        if (st != MR_OK) {
+            mr_strategy_destroy(s);
+            return st;
+        }
+    }
+    /* bucket boundaries at layer ends, every >= bucket_floats */
+    mr_model *m0 = &s->reps[0].model;
+    s->buckets = malloc(sizeof(int64_t) * (size_t)(m0->n_layers + 1));
+    int64_t last = 0;
+    if (opts->bucket_floats > 0)
+        for (int i = m0->n_layers - 1; i >= 1; i--) {
+            int64_t ready = m0->param_offset[i - 1];
+            if (ready - last >= (int64_t)opts->bucket_floats) {
+                s->buckets[s->n_buckets++] = ready;
+                last = ready;
+            }
+        }
+    st = mr_comm_local_create(s->R, &s->comm, err);
+    if (st == MR_OK) st = run_replicas(s, job_broadcast_init, err);
+    if (st != MR_OK) {
+        mr_strategy_destroy(s);
+        return st;
+    }
+    *out = s;
+    return MR_OK;
+}
+
+void mr_strategy_destroy(mr_strategy *s) {
+    if (s == NULL) return;
+    for (int r = 0; s->reps && r < s->R; r++) {
+        mr_model_free(&s->reps[r].model);
+        free(s->reps[r].rows);
+        free(s->reps[r].labels);
+    }
+    if (s->comm) mr_comm_destroy(s->comm);
+    free(s->reps);
+    free(s->hashes);
+    free(s->buckets);
+    free(s->perm);
+    free(s);
+}
+
+const mr_fit_plan *mr_strategy_plan(const mr_strategy *s) {
+    return &s->plan;
+}
+
+mr_model *mr_strategy_replica(mr_strategy *s, int r) {
+    return &s->reps[r].model;
+}
+
+float mr_plan_learning_rate(const mr_fit_plan *p, double progress) {
+    float target = p->base_lr * p->lr_factor;
+    if (p->warmup_epochs <= 0.0f || progress >= p->warmup_epochs) return target;
+    return p->base_lr + (target - p->base_lr) * (float)(progress / p->warmup_epochs);
+}
+
+/* ---- the training step -------------------------------------------------- */
+
+/* Shard s of `total` rows split over `parts`: as even as possible, in order.
+ * For a full global batch every shard is exactly B rows at s*B. */
+static void shard_range(int64_t total, int parts, int s, int64_t *start, int64_t *count) {
+    int64_t base = total / parts, rem = total % parts;
+    *start = s * base + (s < rem ? s : rem);
+    *count = base + (s < rem);
+}
+
+static void bucket_ready(void *ctx, int64_t ready) {
+    replica *rep = ctx;
+    mr_strategy *s = rep->s;
+    if (!rep->reduce_now || rep->bucket_status != MR_OK) return;
+    while (rep->next_bucket < s->n_buckets && s->buckets[rep->next_bucket] <= ready) {
+        int64_t end = s->buckets[rep->next_bucket++];
+        rep->bucket_status = mr_comm_allreduce_sum(s->comm, rep->r, rep->model.grads + rep->reduced,
+                                                   (size_t)(end - rep->reduced), &rep->err);
+        rep->reduced = end;
+        if (rep->bucket_status != MR_OK) return;
+    }
+}
+
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001B3ull;
+    return h;
+}
+
+/* --check-sync: every replica hashes its parameters and state; replica 0
+ * compares and names the first replica and layer that differ. */
+static mr_status check_sync(replica *rep, int64_t step) {
+    mr_strategy *s = rep->s;
+    mr_model *m = &rep->model;
+    uint64_t h = fnv1a(m->params, sizeof(float) * (size_t)m->n_params, 0xCBF29CE484222325ull);
+    if (m->n_state) h = fnv1a(m->state, sizeof(float) * (size_t)m->n_state, h);
+    s->hashes[rep->r] = h;
+    MR_CHECK(mr_comm_barrier(s->comm, rep->r, &rep->err));
+    if (rep->r == 0) {
+        s->sync_failed = 0;
+        for (int q = 1; q < s->R && !s->sync_failed; q++) {
+            if (s->hashes[q] == s->hashes[0]) continue;
+            const mr_model *a = &s->reps[0].model, *b = &s->reps[q].model;
+            for (int i = 0; i < a->n_layers && !s->sync_failed; i++)
+                for (int w = 0; w < a->layers[i].n_weights; w++) {
+                    const mr_weight *wa = &a->layers[i].w[w], *wb = &b->layers[i].w[w];
+                    if (memcmp(wa->data, wb->data, sizeof(float) * (size_t)wa->size) == 0) continue;
+                    snprintf(s->sync_msg, sizeof s->sync_msg,
+                             "--check-sync: after step %lld replica %d differs from replica 0 in "
+                             "layer %s (%s)",
+                             (long long)step, q, a->layers[i].name, wa->name);
+                    s->sync_failed = 1;
+                    break;
+                }
+            if (!s->sync_failed) {
+                snprintf(s->sync_msg, sizeof s->sync_msg,
+                         "--check-sync: after step %lld replica %d differs from replica 0",
+                         (long long)step, q);
+                s->sync_failed = 1;
+            }
+        }
+    }
+    MR_CHECK(mr_comm_barrier(s->comm, rep->r, &rep->err));
+    if (s->sync_failed) return mr_error_set(&rep->err, MR_ERR_RUNTIME, "%s", s->sync_msg);
+    return MR_OK;
+}
+
+/* Loss and correct sums over this replica's shards of [begin, begin+count),
+ * then one all-reduce of the two sums. */
+static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t begin, int64_t count,
+                                  double *loss, double *acc) {
+    mr_strategy *s = rep->s;
+    mr_model *m = &rep->model;
+    int B = m->max_batch;
+    double loss_sum = 0.0;
+    int64_t correct = 0;
+    int64_t chunks = (count + B - 1) / B;
+    for (int64_t c = rep->r; c < chunks; c += s->R) {
+        int64_t start = begin + c * B;
+        int n = (int)(start + B <= begin + count ? B : begin + count - start);
+        for (int i = 0; i < n; i++)
+            rep->rows[i] = start + i;
+        mr_dataset_fill(ds, rep->rows, n, NULL, m->input, rep->labels);
+        mr_model_eval_batch(m, rep->labels, n, &loss_sum, &correct);
+    }
+    float sums[2] = {(float)loss_sum, (float)correct};
+    MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, sums, 2, &rep->err));
+    *loss = count ? (double)sums[0] / (double)count : 0.0;
+    *acc = count ? (double)sums[1] / (double)count : 0.0;
+    return MR_OK;
+}
+
+static mr_status job_fit(replica *rep) {
+    mr_strategy *s = rep->s;
+    mr_model *m = &rep->model;
+    const mr_fit_plan *p = &s->plan;
+    const int R = s->R, K = p->accumulate, G = p->global_batch;
+    const int64_t n = s->n_train, steps = p->steps_per_epoch;
+    const int64_t np = m->n_params;
+    const int shuffle = s->cfg->net.shuffle;
+    int64_t global_step = 0;
+    for (int epoch = 0; epoch < s->epochs; epoch++) {
+        if (rep->r == 0) {
+            if (shuffle)
+                mr_rng_permutation(s->opts.seed, epoch, s->perm, n);
+            else
+                for (int64_t i = 0; i < n; i++)
+                    s->perm[i] = i;
+        }
+        /* everyone sees the permutation before using it */
+        MR_CHECK(mr_comm_barrier(s->comm, rep->r, &rep->err));
+        mr_augment aug;
+        const mr_augment *augp = NULL;
+        if (s->aug != NULL) {
+            aug = *s->aug;
+            aug.epoch = epoch;
+            augp = &aug;
+        }
+        double t0 = now_s(), epoch_loss = 0.0, epoch_correct = 0.0;
+        int64_t seen = 0;
+        float lr = 0.0f;
+        for (int64_t g = 0; g < steps; g++) {
+            int64_t gbegin = g * G;
+            int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
+            mr_model_zero_grads(m);
+            rep->next_bucket = 0;
+            rep->reduced = 0;
+            rep->bucket_status = MR_OK;
+            double loss_sum = 0.0;
+            int64_t correct = 0;
+            for (int k = 0; k < K; k++) {
+                int64_t start, cnt;
+                shard_range(ga, K * R, k * R + rep->r, &start, &cnt);
+                rep->reduce_now = k == K - 1;
+                if (cnt == 0) continue;
+                mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp, m->input,
+                                rep->labels);
+                m->run.seed = s->opts.seed;
+                m->run.step = global_step;
+                m->run.sample_base = start;
+                mr_status st =
+                    mr_model_train_batch(m, rep->labels, (int)cnt, (float)ga, &loss_sum, &correct,
+                                         s->n_buckets ? bucket_ready : NULL, rep);
+                if (st != MR_OK)
+                    return mr_error_set(&rep->err, st,
+                                        "replica %d: a collective inside the model failed", rep->r);
+                if (rep->bucket_status != MR_OK) return rep->bucket_status;
+            }
+            /* buckets this replica did not reach (its last shard was empty) */
+            rep->reduce_now = 1;
+            bucket_ready(rep, np);
+            if (rep->bucket_status != MR_OK) return rep->bucket_status;
+            m->grads[np] = (float)loss_sum;
+            m->grads[np + 1] = (float)correct;
+            MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->grads + rep->reduced,
+                                           (size_t)(np + METRIC_FLOATS - rep->reduced), &rep->err));
+            lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
+            mr_model_apply_update(m, lr, global_step + 1);
+            if (m->n_state && R > 1) {
+                /* BN moving statistics: the mean over replicas, same bits everywhere */
+                MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state, (size_t)m->n_state,
+                                               &rep->err));
+                float inv = 1.0f / (float)R;
+                for (int64_t i = 0; i < m->n_state; i++)
+                    m->state[i] *= inv;
+            }
+            global_step++;
+            if (rep->r == 0) {
+                epoch_loss += m->grads[np];
+                epoch_correct += m->grads[np + 1];
+                seen += ga;
+                if (s->cb && s->cb->on_step)
+                    s->cb->on_step(s->cb->user, epoch, g + 1, steps, epoch_loss / (double)seen,
+                                   epoch_correct / (double)seen);
+            }
+            if (s->opts.check_sync > 0 && global_step % s->opts.check_sync == 0) {
+                if (s->opts.debug_perturb_step == global_step && rep->r == R - 1 && R > 1)
+                    m->params[0] += 1.0f; /* test hook: make the last replica diverge */
+                MR_CHECK(check_sync(rep, global_step));
+            }
+        }
+        double t1 = now_s();
+        mr_epoch_logs logs = {.epoch = epoch};
+        if (s->n_val > 0) {
+            MR_CHECK(evaluate_replica(rep, s->ds, s->val_begin, s->n_val, &logs.val_loss,
+                                      &logs.val_accuracy));
+            logs.has_val = 1;
+        }
+        if (rep->r == 0) {
+            logs.loss = seen ? epoch_loss / (double)seen : 0.0;
+            logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
+            logs.train_seconds = t1 - t0;
+            logs.samples_per_sec = (double)n / (t1 - t0);
+            logs.lr = lr;
+            if (s->cb && s->cb->on_epoch_end) s->cb->on_epoch_end(s->cb->user, &logs);
+        }
+    }
+    return MR_OK;
+}
+
+mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_train,
+                          int64_t val_begin, int64_t n_val, int epochs, const mr_augment *aug,
+                          const mr_fit_callbacks *cb, mr_error *err) {
+    if (n_train < 1) return mr_error_set(err, MR_ERR_DATA, "no training examples");
+    MR_CHECK(make_plan(s, n_train, err));
+    free(s->perm);
+    s->perm = malloc(sizeof(int64_t) * (size_t)n_train);
+    if (s->perm == NULL)
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory for the permutation");
+    s->ds = train;
+    s->n_train = n_train;
+    s->val_begin = val_begin;
+    s->n_val = n_val;
+    s->epochs = epochs;
+    s->aug = aug;
+    s->cb = cb;
+    return run_replicas(s, job_fit, err);
+}
+
+static mr_status job_evaluate(replica *rep) {
+    mr_strategy *s = rep->s;
+    double loss, acc;
+    MR_CHECK(evaluate_replica(rep, s->ds, s->eval_begin, s->eval_count, &loss, &acc));
+    if (rep->r == 0) s->eval_loss = loss, s->eval_acc = acc;
+    return MR_OK;
+}
+
+mr_status mr_strategy_evaluate(mr_strategy *s, const mr_dataset *ds, int64_t begin, int64_t count,
+                               double *loss, double *accuracy, mr_error *err) {
+    s->ds = ds;
+    s->eval_begin = begin;
+    s->eval_count = count;
+    MR_CHECK(run_replicas(s, job_evaluate, err));
+    *loss = s->eval_loss;
+    *accuracy = s->eval_acc;
+    return MR_OK;
+}

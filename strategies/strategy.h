@@ -1,0 +1,97 @@
+/* strategy.h: the replica manager and the training step.
+ *
+ * A strategy owns R replicas (one mr_model each, one host thread each), the
+ * communicator that joins them, and the step of DESIGN.md:
+ *   1. replica 0 initialises the weights; they are broadcast to all;
+ *   2. global batch g (G = B x R x K rows of the epoch's permutation) is split
+ *      in order: micro-batch k, replica r takes shard s = k*R + r; shards are
+ *      B rows each, or as even as possible for the last, partial batch;
+ *   3. each replica's loss is the SUM of its per-example losses / G (the real
+ *      size of the global batch), so SUM-all-reduced gradients are those of
+ *      the mean loss over the global batch;
+ *   4. gradients (and the loss/accuracy sums riding behind them) are
+ *      all-reduced in buckets, in reverse layer order, once per update;
+ *   5. every replica applies the same update with the same learning rate, so
+ *      replicas stay bitwise identical without another broadcast.
+ * With R = 1 this is the one_device strategy, the same code. */
+#ifndef MR_STRATEGY_H
+#define MR_STRATEGY_H
+
+#include <stdint.h>
+
+#include "../collectives/comm.h"
+#include "../models/model.h"
+#include "../runtime/dataset.h"
+#include "devices.h"
+
+typedef struct mr_strategy mr_strategy;
+
+typedef struct mr_strategy_opts {
+    mr_device_set devices; /* replicas */
+    uint64_t seed;
+    int check_sync;             /* every K steps verify replicas are bitwise equal (0: never) */
+    size_t bucket_floats;       /* all-reduce bucket size (0: one all-reduce after backward) */
+    int64_t debug_perturb_step; /* tests only: at this step (with check_sync) the last
+                                   replica's first parameter is changed; 0: never */
+} mr_strategy_opts;
+
+/* What the strategy decided, for the start-up line and the JSON summary. */
+typedef struct mr_fit_plan {
+    int replicas;
+    int batch;        /* per replica, per micro-batch */
+    int accumulate;   /* micro-batches per update */
+    int global_batch; /* batch x replicas x accumulate */
+    float base_lr;
+    float lr_factor; /* replicas with linear scaling, else 1 */
+    float warmup_epochs;
+    int64_t steps_per_epoch;
+} mr_fit_plan;
+
+typedef struct mr_epoch_logs {
+    int epoch;             /* 0-based */
+    double loss, accuracy; /* training, means over the epoch's examples */
+    int has_val;
+    double val_loss, val_accuracy;
+    double train_seconds;   /* training steps only, no validation */
+    double samples_per_sec; /* training examples / train_seconds */
+    float lr;               /* learning rate at the end of the epoch */
+} mr_epoch_logs;
+
+/* Progress reporting; called on replica 0's thread only. Any slot may be NULL. */
+typedef struct mr_fit_callbacks {
+    void *user;
+    /* after each update: running means over the epoch so far */
+    void (*on_step)(void *user, int epoch, int64_t step, int64_t steps, double loss, double acc);
+    void (*on_epoch_end)(void *user, const mr_epoch_logs *logs);
+} mr_fit_callbacks;
+
+/* Builds R replicas of the model (shape errors name the .cfg line) and the
+ * communicator; works out the batch plan for a training set of n_train
+ * examples (a global batch that does not divide by R x accumulate, or that is
+ * larger than the training set, is an MR_ERR_CONFIG). Weights are initialised
+ * from opts->seed on replica 0 and broadcast. */
+mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts, int64_t n_train,
+                             mr_strategy **out, mr_error *err);
+void mr_strategy_destroy(mr_strategy *s);
+
+const mr_fit_plan *mr_strategy_plan(const mr_strategy *s);
+
+/* Replica r's model (r < replicas). */
+mr_model *mr_strategy_replica(mr_strategy *s, int r);
+
+/* Trains `epochs` epochs on rows [0, n_train) of train, validating on rows
+ * [val_begin, val_begin + n_val) after each epoch when n_val > 0. aug (may be
+ * NULL) augments training examples. */
+mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_train,
+                          int64_t val_begin, int64_t n_val, int epochs, const mr_augment *aug,
+                          const mr_fit_callbacks *cb, mr_error *err);
+
+/* Mean loss and accuracy over rows [begin, begin + count) of ds, sharded over
+ * the replicas, exact for uneven shards. */
+mr_status mr_strategy_evaluate(mr_strategy *s, const mr_dataset *ds, int64_t begin, int64_t count,
+                               double *loss, double *accuracy, mr_error *err);
+
+/* The learning rate at a point of training (epochs as a real number). */
+float mr_plan_learning_rate(const mr_fit_plan *plan, double epoch_progress);
+
+#endif

@@ -1,0 +1,277 @@
+/* test_backend_cpu.c: unit tests of the CPU backend (runtime/backend_cpu.c)
+ * through the wrappers of runtime/backend.h: gemm in every transpose
+ * combination against a naive double-precision loop, with row strides wider
+ * than the rows (the padding holds NaN, so reading it shows in the result,
+ * and C's padding must come back untouched); memory and copies; threads. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/backend.h"
+#include "runtime/rng.h"
+#include "tests/testutil.h"
+
+/* ---- gemm ----------------------------------------------------------------- */
+
+/* A (rows x cols) matrix stored with row stride ld >= cols; the padding
+ * columns hold `pad`, the rest uniform [-1, 1) from the seed. */
+static float *make_matrix(int rows, int cols, int ld, float pad, uint32_t seed) {
+    float *m = malloc(sizeof(float) * (size_t)rows * (size_t)ld);
+    float *vals = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
+    mr_rng_uniform(77, MR_RNG_STREAM_INIT, seed, 0, -1.0f, 1.0f, vals, (int64_t)rows * cols);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < ld; c++)
+            m[(size_t)r * ld + c] = c < cols ? vals[(size_t)r * cols + c] : pad;
+    free(vals);
+    return m;
+}
+
+/* C = alpha * op(A) op(B) + beta * C in double, row-major with strides. */
+static void naive_gemm(int ta, int tb, int m, int n, int k, double alpha, const float *a, int lda,
+                       const float *b, int ldb, double beta, const float *c_in, int ldc,
+                       double *out /* (m, n) dense */) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int p = 0; p < k; p++) {
+                double av = ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+                double bv = tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                s += av * bv;
+            }
+            double prev = beta == 0.0 ? 0.0 : beta * c_in[(size_t)i * ldc + j];
+            out[(size_t)i * n + j] = alpha * s + prev;
+        }
+}
+
+/* Runs one gemm case and compares with the naive loop: normalised error
+ * max|C - ref| / max|ref| < 1e-5. The float sum of k products carries a
+ * relative error of about k * 6e-8 in the worst case (1e-5 at k = 160; the
+ * errors being random, in practice sqrt(k) * 6e-8 ~ 1e-6), so 1e-5 passes a
+ * correct gemm and fails a wrong layout, stride or transpose by far (those
+ * give errors of order 1). */
+static void check_gemm(int ta, int tb, int m, int n, int k, float alpha, float beta, int extra,
+                       int nan_c) {
+    mr_backend *be = mr_backend_cpu();
+    const float NaN = nanf("");
+    int a_rows = ta ? k : m, a_cols = ta ? m : k;
+    int b_rows = tb ? n : k, b_cols = tb ? k : n;
+    int lda = a_cols + extra, ldb = b_cols + extra + 1, ldc = n + extra + 2;
+    float *a = make_matrix(a_rows, a_cols, lda, NaN, 1);
+    float *b = make_matrix(b_rows, b_cols, ldb, NaN, 2);
+    /* C's padding holds a sentinel that must survive */
+    float *c = make_matrix(m, n, ldc, 12345.0f, 3);
+    if (nan_c)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                c[(size_t)i * ldc + j] = NaN;
+    double *ref = malloc(sizeof(double) * (size_t)m * n);
+    naive_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ref);
+
+    mr_gemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+
+    float *got = malloc(sizeof(float) * (size_t)m * n),
+          *want = malloc(sizeof(float) * (size_t)m * n);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            got[(size_t)i * n + j] = c[(size_t)i * ldc + j];
+            want[(size_t)i * n + j] = (float)ref[(size_t)i * n + j];
+            ck_assert_msg(isfinite(got[(size_t)i * n + j]),
+                          "ta=%d tb=%d: C[%d][%d] not finite (padding or beta=0 C read?)", ta, tb,
+                          i, j);
+        }
+    double e = tu_rel_diff(got, want, (size_t)m * n);
+    ck_assert_msg(e < 1e-5, "gemm ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g: error %g", ta, tb, m,
+                  n, k, alpha, beta, e);
+    for (int i = 0; i < m; i++)
+        for (int j = n; j < ldc; j++)
+            ck_assert_msg(c[(size_t)i * ldc + j] == 12345.0f, "C padding [%d][%d] overwritten", i,
+                          j);
+    free(a), free(b), free(c), free(ref), free(got), free(want);
+}
+
+/* _i: trans_a = _i / 2, trans_b = _i % 2 */
+START_TEST(test_gemm_transposes_small) {
+    check_gemm(_i / 2, _i % 2, 7, 5, 9, 1.0f, 0.0f, 3, 0);
+    check_gemm(_i / 2, _i % 2, 1, 13, 4, 1.0f, 0.0f, 1, 0);
+    check_gemm(_i / 2, _i % 2, 6, 1, 11, 1.0f, 0.0f, 2, 0);
+}
+END_TEST
+
+/* Big enough for OpenBLAS's blocked kernels and several threads. */
+START_TEST(test_gemm_transposes_large) {
+    check_gemm(_i / 2, _i % 2, 67, 45, 131, 1.0f, 0.0f, 5, 0);
+}
+END_TEST
+
+START_TEST(test_gemm_alpha_beta) {
+    int ta = _i / 2, tb = _i % 2;
+    check_gemm(ta, tb, 9, 6, 8, 1.5f, 0.5f, 2, 0);   /* scale and accumulate */
+    check_gemm(ta, tb, 9, 6, 8, -0.25f, 1.0f, 2, 0); /* add into C (gradient accumulation) */
+    check_gemm(ta, tb, 9, 6, 8, 0.0f, 2.0f, 2, 0);   /* alpha 0: C = beta C */
+    check_gemm(ta, tb, 33, 17, 21, 2.0f, -1.0f, 0, 0);
+    /* beta 0: C is not read (BLAS contract), so garbage such as NaN in an
+     * uninitialised output does not leak into the result */
+    check_gemm(ta, tb, 9, 6, 8, 1.0f, 0.0f, 2, 1);
+}
+END_TEST
+
+/* A hand-checked product, independent of the naive loop. */
+START_TEST(test_gemm_hand) {
+    mr_backend *be = mr_backend_cpu();
+    const float a[2 * 3] = {1, 2, 3, 4, 5, 6};    /* 2 x 3 */
+    const float b[3 * 2] = {7, 8, 9, 10, 11, 12}; /* 3 x 2 */
+    float c[2 * 2] = {1, 1, 1, 1};
+    mr_gemm(be, 0, 0, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c, 2);
+    ck_assert_float_eq(c[0], 58.0f);
+    ck_assert_float_eq(c[1], 64.0f);
+    ck_assert_float_eq(c[2], 139.0f);
+    ck_assert_float_eq(c[3], 154.0f);
+    /* A^T A (3 x 3) from the same storage: row 0 is (17, 22, 27) */
+    float d[9];
+    mr_gemm(be, 1, 0, 3, 3, 2, 1.0f, a, 3, a, 3, 0.0f, d, 3);
+    ck_assert_float_eq(d[0], 17.0f);
+    ck_assert_float_eq(d[1], 22.0f);
+    ck_assert_float_eq(d[2], 27.0f);
+    ck_assert_float_eq(d[8], 45.0f);
+    /* A A^T (2 x 2) = (14, 32; 32, 77), with beta = 1 on top of 1s */
+    float e[4] = {1, 1, 1, 1};
+    mr_gemm(be, 0, 1, 2, 2, 3, 1.0f, a, 3, a, 3, 1.0f, e, 2);
+    ck_assert_float_eq(e[0], 15.0f);
+    ck_assert_float_eq(e[1], 33.0f);
+    ck_assert_float_eq(e[2], 33.0f);
+    ck_assert_float_eq(e[3], 78.0f);
+}
+END_TEST
+
+/* ---- memory and copies ------------------------------------------------------ */
+
+START_TEST(test_backend_identity) {
+    mr_backend *be = mr_backend_cpu();
+    ck_assert_ptr_nonnull(be);
+    ck_assert_ptr_eq(be, mr_backend_cpu());
+    ck_assert_int_eq(be->kind, MR_DEVICE_CPU);
+    ck_assert_ptr_nonnull(be->ops);
+    ck_assert_str_eq(be->ops->name, "cpu");
+    ck_assert_ptr_nonnull(be->ops->alloc);
+    ck_assert_ptr_nonnull(be->ops->free);
+    ck_assert_ptr_nonnull(be->ops->to_device);
+    ck_assert_ptr_nonnull(be->ops->to_host);
+    ck_assert_ptr_nonnull(be->ops->gemm);
+}
+END_TEST
+
+START_TEST(test_alloc_zeroed_aligned) {
+    mr_backend *be = mr_backend_cpu();
+    const size_t sizes[] = {1, 3, 63, 64, 65, 1000, 4096, 1 << 20};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        /* dirty memory first, so a fresh block likely reuses it: an alloc
+         * that does not zero shows */
+        for (int round = 0; round < 2; round++) {
+            unsigned char *p = be->ops->alloc(be, n);
+            ck_assert_ptr_nonnull(p);
+            ck_assert_msg(((uintptr_t)p & 63u) == 0, "alloc(%zu) = %p not 64-byte aligned", n,
+                          (void *)p);
+            /* one assertion per block: Check's assertions are slow in loops */
+            size_t bad = n;
+            for (size_t i = 0; i < n && bad == n; i++)
+                if (p[i] != 0) bad = i;
+            ck_assert_msg(bad == n, "alloc(%zu) byte %zu = %d", n, bad, bad < n ? p[bad] : 0);
+            memset(p, 0xA5, n); /* the whole block is writable (ASan checks) */
+            be->ops->free(be, p);
+        }
+    }
+    /* n = 0 still gives a pointer that can be freed */
+    void *z = be->ops->alloc(be, 0);
+    ck_assert_ptr_nonnull(z);
+    ck_assert_uint_eq((uintptr_t)z & 63u, 0);
+    be->ops->free(be, z);
+}
+END_TEST
+
+START_TEST(test_copies) {
+    mr_backend *be = mr_backend_cpu();
+    enum { N = 1000 };
+    float host[N], back[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i * 0.5f - 3.0f;
+    float *dev = be->ops->alloc(be, sizeof host);
+    be->ops->to_device(be, dev, host, sizeof host);
+    ck_assert_mem_eq(dev, host, sizeof host);
+    memset(back, 0, sizeof back);
+    be->ops->to_host(be, back, dev, sizeof host);
+    ck_assert_mem_eq(back, host, sizeof host);
+    /* a partial copy touches only its bytes */
+    memset(back, 0, sizeof back);
+    be->ops->to_host(be, back, dev + 10, 5 * sizeof(float));
+    ck_assert_mem_eq(back, host + 10, 5 * sizeof(float));
+    ck_assert_float_eq(back[5], 0.0f);
+    /* n = 0 copies nothing */
+    back[0] = 99.0f;
+    be->ops->to_host(be, back, dev, 0);
+    be->ops->to_device(be, dev, back, 0);
+    ck_assert_float_eq(back[0], 99.0f);
+    ck_assert_float_eq(dev[0], host[0]);
+    be->ops->free(be, dev);
+}
+END_TEST
+
+/* ---- cores and threads ------------------------------------------------------ */
+
+START_TEST(test_cpu_cores) {
+    int n = mr_cpu_cores();
+    ck_assert_int_ge(n, 1);
+    long conf = sysconf(_SC_NPROCESSORS_CONF);
+    if (conf > 0) ck_assert_int_le(n, conf);
+    ck_assert_int_eq(mr_cpu_cores(), n);
+}
+END_TEST
+
+START_TEST(test_set_threads) {
+    mr_backend *be = mr_backend_cpu();
+    const int counts[] = {1, 0, -3, 2, mr_cpu_cores()};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        mr_backend_set_threads(be, counts[i]);
+        /* gemm still right at each setting */
+        check_gemm(0, 1, 67, 45, 131, 1.0f, 0.0f, 1, 0);
+    }
+    /* a backend without the optional slot: the wrapper skips it */
+    mr_backend_ops ops = *be->ops;
+    ops.set_threads = NULL;
+    mr_backend other = {.ops = &ops, .kind = MR_DEVICE_CPU, .ordinal = 0};
+    mr_backend_set_threads(&other, 4);
+}
+END_TEST
+
+static Suite *backend_suite(void) {
+    Suite *s = suite_create("backend_cpu");
+    TCase *tc = tcase_create("gemm");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_gemm_transposes_small, 0, 4);
+    tcase_add_loop_test(tc, test_gemm_transposes_large, 0, 4);
+    tcase_add_loop_test(tc, test_gemm_alpha_beta, 0, 4);
+    tcase_add_test(tc, test_gemm_hand);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("memory");
+    tcase_add_test(tc, test_backend_identity);
+    tcase_add_test(tc, test_alloc_zeroed_aligned);
+    tcase_add_test(tc, test_copies);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("threads");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cpu_cores);
+    tcase_add_test(tc, test_set_threads);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(backend_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

@@ -1,0 +1,279 @@
+/* test_cli.c: mirrored_train as a user runs it: options, exit codes, one-line
+ * errors for bad input (naming the file and line or the path), no partial
+ * output files, and a small successful run on generated data. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/array.h"
+#include "../runtime/rng.h"
+#include "testutil.h"
+
+static char exe[4096];
+static char dir[4096];
+
+/* Runs mirrored_train with args; returns the exit status and the output. */
+static int run(const char *args, char **out) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s", dir, exe, args);
+    return tu_run(cmd, out);
+}
+
+static int one_line(const char *s) {
+    const char *nl = strchr(s, '\n');
+    return nl != NULL && nl[1] == '\0';
+}
+
+/* Generated data: n 8x8x1 uint8 images, labels in [0, classes). */
+static void write_data(const char *name_x, const char *name_y, int64_t n, int classes) {
+    mr_array x = {.dtype = MR_DTYPE_U8, .ndim = 3, .dims = {n, 8, 8}};
+    mr_array y = {.dtype = MR_DTYPE_U8, .ndim = 1, .dims = {n}};
+    uint8_t *px = malloc((size_t)(n * 64)), *py = malloc((size_t)n);
+    float *u = malloc(sizeof(float) * (size_t)(n * 64));
+    mr_rng_uniform(1, 1, 0, 0, 0.0f, 1.0f, u, n * 64);
+    for (int64_t i = 0; i < n; i++) {
+        py[i] = (uint8_t)(i % classes);
+        for (int j = 0; j < 64; j++) /* class-dependent brightness: learnable */
+            px[i * 64 + j] = (uint8_t)(u[i * 64 + j] * 100 + (j % classes == py[i] ? 120 : 0));
+    }
+    x.data = px, y.data = py;
+    char path[8192];
+    mr_error err = {0};
+    snprintf(path, sizeof path, "%s/%s", dir, name_x);
+    ck_assert(mr_array_write_npy(path, &x, &err) == MR_OK);
+    snprintf(path, sizeof path, "%s/%s", dir, name_y);
+    ck_assert(mr_array_write_npy(path, &y, &err) == MR_OK);
+    free(px), free(py), free(u);
+}
+
+static const char *good_cfg =
+    "[net]\nbatch=8\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+    "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+    "test_images=x.npy\ntest_labels=y.npy\nscale=1/255\n"
+    "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+    "[dense]\nunits=4\nactivation=softmax\n";
+
+static void setup(void) {
+    char *p = tu_build_path("launch/mirrored_train");
+    snprintf(exe, sizeof exe, "%s", p);
+    free(p);
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir());
+    write_data("x.npy", "y.npy", 200, 4);
+    free(tu_write_text(dir, "good.cfg", good_cfg));
+}
+
+START_TEST(help_and_version) {
+    char *out;
+    ck_assert_int_eq(run("--help", &out), 0);
+    ck_assert_msg(strstr(out, "Usage:") && strstr(out, "--devices") && strstr(out, "Exit status"),
+                  "%s", out);
+    free(out);
+    ck_assert_int_eq(run("--version", &out), 0);
+    ck_assert_msg(strstr(out, "mirrored "), "%s", out);
+    free(out);
+    ck_assert_int_eq(run("--help-config", &out), 0);
+    ck_assert_msg(strstr(out, "[dense]") && strstr(out, "units"), "%s", out);
+    free(out);
+    ck_assert_int_eq(run("--list-devices", &out), 0);
+    ck_assert_msg(strstr(out, "cpu:"), "%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(bad_options) {
+    const char *cases[] = {"",
+                           "--bogus good.cfg",
+                           "--epochs abc good.cfg",
+                           "--epochs 0 good.cfg",
+                           "good.cfg other.cfg",
+                           "--devices cpu:0 good.cfg",
+                           "--devices cpu:-1 good.cfg",
+                           "--devices cpu:abc good.cfg",
+                           "--devices gpu good.cfg",
+                           "--seed -4 good.cfg",
+                           "--epochs",
+                           "--check-sync x good.cfg"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out;
+        int rc = run(cases[i], &out);
+        ck_assert_msg(rc == 2, "'%s' exited %d: %s", cases[i], rc, out);
+        ck_assert_msg(one_line(out) && strstr(out, "mirrored_train: "), "'%s': %s", cases[i], out);
+        free(out);
+    }
+}
+END_TEST
+
+/* A .cfg with one bad line: exit 2, one line naming file:line, no output files. */
+static void expect_cfg_error(const char *text, const char *want1, const char *want2) {
+    free(tu_write_text(dir, "bad.cfg", text));
+    char *out;
+    int rc = run("--metrics m.csv --json s.json bad.cfg", &out);
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, out);
+    ck_assert_msg(one_line(out) && strstr(out, want1) && strstr(out, want2), "want '%s' '%s': %s",
+                  want1, want2, out);
+    free(out);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/m.csv", dir);
+    ck_assert_msg(!tu_exists(p), "partial metrics file left behind");
+    snprintf(p, sizeof p, "%s/s.json", dir);
+    ck_assert_msg(!tu_exists(p), "partial json file left behind");
+}
+
+START_TEST(bad_cfg) {
+    char *out;
+    ck_assert_int_eq(run("missing.cfg", &out), 2);
+    ck_assert_msg(strstr(out, "missing.cfg: cannot open"), "%s", out);
+    free(out);
+    char text[4096];
+    snprintf(text, sizeof text, "%s", good_cfg);
+    /* unknown key, suggestion */
+    expect_cfg_error(strstr(good_cfg, "[input]")
+                         ? "[net]\nbach=8\n[data]\ntrain_images=x.npy\n"
+                           "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n"
+                           "[dense]\nunits=4\n"
+                         : "",
+                     "bad.cfg:2:", "did you mean 'batch'");
+    expect_cfg_error("[net]\nepochs=-1\n", "bad.cfg:2:", "out of range");
+    expect_cfg_error("[net]\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[dense]\nunits=4\n",
+                     "bad.cfg:5:", "[input]");
+    expect_cfg_error("[net]\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\nshape=8,8,1\n"
+                     "[dense]\nunits=4\n",
+                     "bad.cfg:7:", "[flatten]");
+    expect_cfg_error("[net]\n[wat]\n", "bad.cfg:2:", "unknown section");
+}
+END_TEST
+
+/* Bad data files: exit 2, one line naming the path. */
+static void expect_data_error(const char *images, const char *labels, const char *want) {
+    char text[4096];
+    snprintf(text, sizeof text,
+             "[net]\nbatch=8\n[data]\ntrain_images=%s\ntrain_labels=%s\n[input]\nshape=8,8,1\n"
+             "[flatten]\n[dense]\nunits=4\nactivation=softmax\n",
+             images, labels);
+    free(tu_write_text(dir, "data.cfg", text));
+    char *out;
+    int rc = run("--metrics m.csv data.cfg", &out);
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, out);
+    ck_assert_msg(one_line(out) && strstr(out, want), "want '%s': %s", want, out);
+    free(out);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/m.csv", dir);
+    ck_assert(!tu_exists(p));
+}
+
+START_TEST(bad_data) {
+    expect_data_error("nope.npy", "y.npy", "nope.npy: cannot open");
+    /* wrong IDX magic */
+    free(tu_write_file(dir, "magic.idx", "\x00\x00\x09\x03\x00\x00\x00\x01", 8));
+    expect_data_error("magic.idx", "y.npy", "magic.idx");
+    /* truncated IDX: header says 10 images of 8x8, one byte of data */
+    free(tu_write_file(dir, "trunc.idx",
+                       "\x00\x00\x08\x03\x00\x00\x00\x0a\x00\x00\x00\x08\x00\x00\x00\x08\x01", 17));
+    expect_data_error("trunc.idx", "y.npy", "trunc.idx");
+    /* image and label counts differ */
+    write_data("x150.npy", "y150.npy", 150, 4);
+    expect_data_error("x.npy", "y150.npy", "y150.npy: 150 labels");
+    /* labels outside the class range (model has 4 outputs) */
+    write_data("x6.npy", "y6.npy", 60, 6);
+    expect_data_error("x6.npy", "y6.npy", "outside the class range");
+    /* not an HDF5 file */
+    free(tu_write_text(dir, "fake.h5", "not hdf5 at all"));
+    expect_data_error("fake.h5:/x", "y.npy", "fake.h5");
+    /* examples of the wrong size for [input] */
+    mr_array x = {.dtype = MR_DTYPE_U8, .ndim = 2, .dims = {200, 10}};
+    x.data = calloc(2000, 1);
+    char p[8192];
+    mr_error err = {0};
+    snprintf(p, sizeof p, "%s/x10.npy", dir);
+    ck_assert(mr_array_write_npy(p, &x, &err) == MR_OK);
+    free(x.data);
+    expect_data_error("x10.npy", "y.npy", "[input] shape");
+}
+END_TEST
+
+START_TEST(trains_and_writes_logs) {
+    char *out;
+    int rc = run("--devices cpu:2 --metrics m.csv --json s.json good.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Total params") && strstr(out, "2 replicas (cpu:0, cpu:1)") &&
+                      strstr(out, "batch 8/replica = 16 global") && strstr(out, "x 2 = ") &&
+                      strstr(out, "Epoch 2/2") && strstr(out, "val_accuracy") &&
+                      strstr(out, "samples/s") && strstr(out, "Test loss"),
+                  "%s", out);
+    free(out);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/m.csv", dir);
+    char *csv = tu_read_file(p, NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_msg(strncmp(csv, "epoch,accuracy,loss,val_accuracy,val_loss\n0,", 44) == 0, "%s",
+                  csv);
+    ck_assert_ptr_nonnull(strstr(csv, "\n1,"));
+    snprintf(p, sizeof p, "%s/s.json", dir);
+    char *json = tu_read_file(p, NULL);
+    ck_assert_ptr_nonnull(json);
+    const char *keys[] = {"\"epochs\": 2",   "\"train_samples_per_sec\"",
+                          "\"test_loss\"",   "\"test_accuracy\"",
+                          "\"replicas\": 2", "\"devices\": [\"cpu:0\", \"cpu:1\"]",
+                          "\"params_hash\""};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(strstr(json, keys[i]) != NULL, "missing %s in %s", keys[i], json);
+    /* the same seed again: the same metrics and bitwise the same weights */
+    rc = run("--devices cpu:2 --quiet --metrics m2.csv --json s2.json good.cfg", &out);
+    ck_assert_int_eq(rc, 0);
+    free(out);
+    snprintf(p, sizeof p, "%s/m2.csv", dir);
+    char *csv2 = tu_read_file(p, NULL);
+    ck_assert_str_eq(csv, csv2);
+    snprintf(p, sizeof p, "%s/s2.json", dir);
+    char *json2 = tu_read_file(p, NULL);
+    ck_assert_str_eq(strstr(json, "\"params_hash\""),
+                     strstr(json2, "\"params_hash\"") ? strstr(json2, "\"params_hash\"") : "");
+    /* another seed: other weights */
+    rc = run("--devices cpu:2 --quiet --seed 4 --json s3.json good.cfg", &out);
+    ck_assert_int_eq(rc, 0);
+    free(out);
+    snprintf(p, sizeof p, "%s/s3.json", dir);
+    char *json3 = tu_read_file(p, NULL);
+    ck_assert_str_ne(strstr(json, "\"params_hash\""), strstr(json3, "\"params_hash\""));
+    free(csv), free(csv2), free(json), free(json2), free(json3);
+}
+END_TEST
+
+START_TEST(global_batch_errors) {
+    free(tu_write_text(
+        dir, "gb.cfg",
+        "[net]\nglobal_batch=9\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\n"
+        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+    char *out;
+    ck_assert_int_eq(run("--devices cpu:2 gb.cfg", &out), 2);
+    ck_assert_msg(one_line(out) && strstr(out, "global_batch=9"), "%s", out);
+    free(out);
+    free(tu_write_text(
+        dir, "gb2.cfg",
+        "[net]\nglobal_batch=400\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\n"
+        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+    ck_assert_int_eq(run("--devices cpu:2 gb2.cfg", &out), 2);
+    ck_assert_msg(one_line(out) && strstr(out, "larger than the training set"), "%s", out);
+    free(out);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, help_and_version);
+    tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, bad_cfg);
+    tcase_add_test(tc, bad_data);
+    tcase_add_test(tc, trains_and_writes_logs);
+    tcase_add_test(tc, global_batch_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

@@ -1,0 +1,254 @@
+/* test_config.c: .cfg parsing, defaults, validation and error messages. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../models/config.h"
+#include "testutil.h"
+
+static const char *base_cfg = "[net]\n"
+                              "batch = 16\n"
+                              "[data]\n"
+                              "train_images = a.idx\n"
+                              "train_labels = b.idx\n"
+                              "[input]\n"
+                              "shape = 28,28,1\n"
+                              "[flatten]\n"
+                              "[dense]\n"
+                              "units = 10\n"
+                              "activation = softmax\n";
+
+/* Parses text, expects failure; returns the message (static). */
+static const char *parse_fail(const char *text) {
+    static mr_error err;
+    mr_config cfg;
+    mr_error_clear(&err);
+    mr_status st = mr_config_parse(text, "t.cfg", NULL, &cfg, &err);
+    ck_assert_int_eq(st, MR_ERR_CONFIG);
+    return err.msg;
+}
+
+START_TEST(parses_defaults) {
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(base_cfg, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_int_eq(cfg.net.batch, 16);
+    ck_assert_int_eq(cfg.net.optimizer, MR_OPTIMIZER_ADAM);
+    ck_assert_float_eq_tol(cfg.net.learning_rate, 0.001f, 1e-9f);
+    ck_assert_float_eq_tol(cfg.net.beta2, 0.999f, 1e-9f);
+    ck_assert_float_eq_tol(cfg.net.epsilon, 1e-7f, 1e-12f);
+    ck_assert_int_eq(cfg.net.lr_scaling, MR_LR_SCALING_LINEAR);
+    ck_assert_int_eq(cfg.net.shuffle, 1);
+    ck_assert_int_eq(cfg.net.accumulate, 1);
+    ck_assert_int_eq(cfg.n_layers, 3);
+    ck_assert_int_eq(cfg.layers[0].kind, MR_LAYER_INPUT);
+    ck_assert_int_eq(cfg.layers[0].shape_rank, 3);
+    ck_assert_int_eq(cfg.layers[0].shape[1], 28);
+    ck_assert_int_eq(cfg.layers[1].kind, MR_LAYER_FLATTEN);
+    ck_assert_int_eq(cfg.layers[1].line, 8);
+    ck_assert_int_eq(cfg.layers[2].units, 10);
+    ck_assert_int_eq(cfg.layers[2].activation, MR_ACTIVATION_SOFTMAX);
+    ck_assert_int_eq(cfg.layers[2].use_bias, 1);
+    ck_assert_str_eq(cfg.data.train_images, "a.idx");
+    ck_assert_str_eq(cfg.data.test_images, "");
+    ck_assert_int_eq(cfg.augment.present, 0);
+    ck_assert_ptr_nonnull(strstr(cfg.text, "[flatten]"));
+    mr_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(parses_all_layer_kinds) {
+    const char *text =
+        "[net]\noptimizer=sgd\nmomentum=0.9\nnesterov=true\nlearning_rate=1/100\n"
+        "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\nscale=1/255\nstandardize=yes\n"
+        "[augment]\nflip=1\nshift=2\n"
+        "[input]\nshape=28,28,1\n"
+        "[conv2d]\nfilters=8\nsize=3,5\nstride=2\npadding=same\nactivation=relu\n"
+        "[batchnorm]\nmomentum=0.9\n[maxpool]\nsize=2\n[avgpool]\nsize=3\nstride=1\n"
+        "[dropout]\nrate=0.25\n[flatten]\n[dense]\nunits=4\n[activation]\nactivation=tanh\n";
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", "/base", &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(cfg.net.optimizer, MR_OPTIMIZER_SGD);
+    ck_assert_int_eq(cfg.net.nesterov, 1);
+    ck_assert_float_eq_tol(cfg.net.learning_rate, 0.01f, 1e-9f);
+    ck_assert_float_eq_tol(cfg.data.scale, 1.0f / 255.0f, 1e-9f);
+    ck_assert_int_eq(cfg.data.standardize, 1);
+    ck_assert_str_eq(cfg.data.train_images, "/base/x.npy"); /* relative to the .cfg folder */
+    ck_assert_int_eq(cfg.augment.present, 1);
+    ck_assert_int_eq(cfg.augment.shift, 2);
+    const mr_layer_cfg *conv = &cfg.layers[1];
+    ck_assert_int_eq(conv->kind, MR_LAYER_CONV2D);
+    ck_assert_int_eq(conv->size[0], 3);
+    ck_assert_int_eq(conv->size[1], 5);
+    ck_assert_int_eq(conv->stride[0], 2);
+    ck_assert_int_eq(conv->stride[1], 2);
+    ck_assert_int_eq(conv->padding, MR_PADDING_SAME);
+    ck_assert_int_eq(cfg.layers[2].kind, MR_LAYER_BATCHNORM);
+    ck_assert_float_eq_tol(cfg.layers[2].epsilon, 1e-3f, 1e-9f);
+    /* pool stride defaults to the pool size, as Keras */
+    ck_assert_int_eq(cfg.layers[3].stride[0], 2);
+    ck_assert_int_eq(cfg.layers[4].size[0], 3);
+    ck_assert_int_eq(cfg.layers[4].stride[0], 1);
+    ck_assert_float_eq_tol(cfg.layers[5].rate, 0.25f, 1e-9f);
+    ck_assert_int_eq(cfg.layers[8].activation, MR_ACTIVATION_TANH);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* base_cfg with `line` inserted after line number `after` */
+static char *with_line(int after, const char *line) {
+    static char buf[4096];
+    const char *p = base_cfg;
+    size_t o = 0;
+    for (int n = 0; n < after; n++) {
+        const char *nl = strchr(p, '\n');
+        memcpy(buf + o, p, (size_t)(nl - p + 1));
+        o += (size_t)(nl - p + 1);
+        p = nl + 1;
+    }
+    o += (size_t)sprintf(buf + o, "%s\n", line);
+    strcpy(buf + o, p);
+    return buf;
+}
+
+START_TEST(unknown_key_suggests) {
+    const char *msg = parse_fail(with_line(9, "unit = 5"));
+    ck_assert_msg(strstr(msg, "t.cfg:10:") && strstr(msg, "'unit'") &&
+                      strstr(msg, "did you mean 'units'"),
+                  "%s", msg);
+}
+END_TEST
+
+START_TEST(unknown_section_suggests) {
+    const char *msg = parse_fail(with_line(8, "[dnse]"));
+    ck_assert_msg(strstr(msg, "t.cfg:9:") && strstr(msg, "[dnse]") && strstr(msg, "[dense]"), "%s",
+                  msg);
+}
+END_TEST
+
+START_TEST(wrong_type) {
+    const char *msg = parse_fail(with_line(1, "epochs = five"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "epochs") && strstr(msg, "not an integer"),
+                  "%s", msg);
+    msg = parse_fail(with_line(1, "shuffle = maybe"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "boolean"), "%s", msg);
+    msg = parse_fail(with_line(1, "optimizer = rmsprop"));
+    ck_assert_msg(strstr(msg, "not one of: sgd, adam"), "%s", msg);
+    msg = parse_fail(with_line(1, "learning_rate = 0.01x"));
+    ck_assert_msg(strstr(msg, "not a number"), "%s", msg);
+}
+END_TEST
+
+START_TEST(out_of_range) {
+    const char *msg = parse_fail(with_line(1, "validation_split = 1.0"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
+    msg = parse_fail(with_line(1, "batch = 0"));
+    ck_assert_msg(strstr(msg, "out of range"), "%s", msg);
+    msg = parse_fail(with_line(1, "learning_rate = 0"));
+    ck_assert_msg(strstr(msg, "out of range (0"), "%s", msg);
+    msg = parse_fail(
+        "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4\n[dense]\nunits=-3\n");
+    ck_assert_msg(strstr(msg, "t.cfg:8:") && strstr(msg, "out of range"), "%s", msg);
+}
+END_TEST
+
+START_TEST(missing_input) {
+    const char *msg =
+        parse_fail("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[dense]\nunits=3\n");
+    ck_assert_msg(strstr(msg, "t.cfg:5:") && strstr(msg, "[input]"), "%s", msg);
+    msg = parse_fail("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n");
+    ck_assert_msg(strstr(msg, "missing section [input]"), "%s", msg);
+    msg =
+        parse_fail("[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=3\n[dense]\nunits=1\n");
+    ck_assert_msg(strstr(msg, "missing section [net]"), "%s", msg);
+}
+END_TEST
+
+START_TEST(missing_required_key) {
+    const char *msg =
+        parse_fail("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4\n[dense]\n"
+                   "activation=relu\n");
+    ck_assert_msg(strstr(msg, "t.cfg:7:") && strstr(msg, "'units'"), "%s", msg);
+    msg = parse_fail("[net]\n[data]\ntrain_images=a\n[input]\nshape=4\n[dense]\nunits=1\n");
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "train_labels"), "%s", msg);
+}
+END_TEST
+
+START_TEST(duplicates_and_syntax) {
+    const char *msg = parse_fail(with_line(2, "[net]"));
+    ck_assert_msg(strstr(msg, "t.cfg:3:") && strstr(msg, "twice"), "%s", msg);
+    msg = parse_fail(with_line(1, "batch = 8"));
+    ck_assert_msg(strstr(msg, "t.cfg:3:") && strstr(msg, "twice"), "%s", msg);
+    msg = parse_fail(with_line(1, "this line has no equals sign"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:"), "%s", msg);
+    msg = parse_fail(with_line(8, "units = 3")); /* [flatten] takes no keys */
+    ck_assert_msg(strstr(msg, "t.cfg:9:") && strstr(msg, "takes no keys"), "%s", msg);
+    msg = parse_fail(with_line(6, "shape = 28,28"));
+    ck_assert_msg(strstr(msg, "H,W,C or F"), "%s", msg);
+    msg = parse_fail(with_line(4, "test_images = t.idx"));
+    ck_assert_msg(strstr(msg, "test_labels"), "%s", msg);
+}
+END_TEST
+
+START_TEST(load_file_and_errors) {
+    const char *dir = tu_tmpdir();
+    char *p = tu_write_text(dir, "m.cfg", base_cfg);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_load(p, &cfg, &err), MR_OK);
+    /* relative data paths resolve against the .cfg's folder */
+    char want[2048];
+    snprintf(want, sizeof want, "%s/a.idx", dir);
+    ck_assert_str_eq(cfg.data.train_images, want);
+    mr_config_free(&cfg);
+    mr_error_clear(&err);
+    char missing[2048];
+    snprintf(missing, sizeof missing, "%s/nope.cfg", dir);
+    ck_assert_int_eq(mr_config_load(missing, &cfg, &err), MR_ERR_IO);
+    ck_assert_msg(strstr(err.msg, missing) && strstr(err.msg, "No such file"), "%s", err.msg);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_config_load(dir, &cfg, &err), MR_ERR_IO);
+    free(p);
+}
+END_TEST
+
+START_TEST(reference_lists_every_key) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mr_config_write_reference(f, 1);
+    fclose(f);
+    const char *keys[] = {"`batch`",         "`validation_split`",
+                          "`warmup_epochs`", "`accumulate`",
+                          "`scale`",         "`standardize`",
+                          "`units`",         "`filters`",
+                          "`rate`",          "`sync`",
+                          "`[flatten]`",     "`flip`"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(strstr(buf, keys[i]) != NULL, "missing %s", keys[i]);
+    free(buf);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, parses_defaults);
+    tcase_add_test(tc, parses_all_layer_kinds);
+    tcase_add_test(tc, unknown_key_suggests);
+    tcase_add_test(tc, unknown_section_suggests);
+    tcase_add_test(tc, wrong_type);
+    tcase_add_test(tc, out_of_range);
+    tcase_add_test(tc, missing_input);
+    tcase_add_test(tc, missing_required_key);
+    tcase_add_test(tc, duplicates_and_syntax);
+    tcase_add_test(tc, load_file_and_errors);
+    tcase_add_test(tc, reference_lists_every_key);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

@@ -1,0 +1,330 @@
+/* test_loss.c: unit tests of models/loss.c. For each loss the gradient is
+ * checked against central finite differences of the loss itself (as a
+ * function of the output values, evaluated by the float implementation and
+ * differenced in double), then the 1/norm scaling, values and correct counts
+ * against small cases worked by hand, and the stability of the fused
+ * softmax cross-entropy at extreme logits. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/loss.h"
+#include "runtime/rng.h"
+#include "tests/testutil.h"
+
+enum { B = 4, K = 5 };
+
+/* The scalar the gradient is of: sum of per-example losses / norm. */
+static double loss_of(mr_loss_kind kind, int fused, const float *out, const int32_t *labels,
+                      int batch, int k, float norm) {
+    double sum = 0.0;
+    int64_t correct = 0;
+    mr_loss_compute(kind, fused, out, labels, batch, k, norm, NULL, &sum, &correct);
+    return sum / norm;
+}
+
+/* Largest |numeric - analytic| over every output, times norm (so it is on
+ * the scale of one example's gradient, whatever the batch). The step is the
+ * float difference actually taken, (z + h) - (z - h) after rounding. */
+static double fd_error(mr_loss_kind kind, int fused, float *out, const int32_t *labels, int batch,
+                       int k, float norm, float h) {
+    float *dy = malloc(sizeof(float) * (size_t)(batch * k));
+    double sum = 0.0;
+    int64_t correct = 0;
+    mr_loss_compute(kind, fused, out, labels, batch, k, norm, dy, &sum, &correct);
+    double worst = 0.0;
+    for (int i = 0; i < batch * k; i++) {
+        float z = out[i];
+        float zp = z + h, zm = z - h;
+        out[i] = zp;
+        double lp = loss_of(kind, fused, out, labels, batch, k, norm);
+        out[i] = zm;
+        double lm = loss_of(kind, fused, out, labels, batch, k, norm);
+        out[i] = z;
+        double num = (lp - lm) / ((double)zp - (double)zm);
+        double e = fabs(num - dy[i]) * norm;
+        if (e > worst) worst = e;
+    }
+    free(dy);
+    return worst;
+}
+
+/* Logits uniform in [-3, 3), labels covering several classes. */
+static void make_logits(float *out, int32_t *labels, uint32_t seed) {
+    mr_rng_uniform(2024, MR_RNG_STREAM_INIT, seed, 0, -3.0f, 3.0f, out, B * K);
+    for (int i = 0; i < B; i++)
+        labels[i] = (int32_t)((i * 3 + (int)seed) % K);
+}
+
+/* Rows of probabilities, each >= 1/9 (uniform [1, 2) normalised over 5). */
+static void make_probs(float *out, int32_t *labels, uint32_t seed) {
+    mr_rng_uniform(2024, MR_RNG_STREAM_INIT, seed, 1, 1.0f, 2.0f, out, B * K);
+    for (int i = 0; i < B; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < K; j++)
+            s += out[i * K + j];
+        for (int j = 0; j < K; j++)
+            out[i * K + j] /= s;
+        labels[i] = (int32_t)((i * 2 + (int)seed) % K);
+    }
+}
+
+/* ---- gradients by finite differences --------------------------------------- */
+
+/* Fused softmax cross-entropy, h = 1e-2. The float evaluation of one
+ * example's loss (log-sum-exp of logits below 3 in magnitude, ~4.6) is off by
+ * a few ulps, delta <= ~1.5e-6; the central difference turns that into at
+ * most delta / h = 1.5e-4. Truncation is h^2 / 6 * |f'''| with |f'''| < 0.1
+ * for log-sum-exp: 2e-6. Bound 1e-3: above both with margin, and far below
+ * what a wrong gradient gives (a dropped term or factor is >= 0.05 here). */
+START_TEST(test_fd_fused_crossentropy) {
+    const mr_loss_kind kinds[2] = {MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                   MR_LOSS_CATEGORICAL_CROSSENTROPY};
+    for (int kk = 0; kk < 2; kk++)
+        for (uint32_t seed = 0; seed < 3; seed++) {
+            float out[B * K];
+            int32_t labels[B];
+            make_logits(out, labels, seed);
+            double e = fd_error(kinds[kk], 1, out, labels, B, K, (float)B, 1e-2f);
+            ck_assert_msg(e < 1e-3, "kind %d seed %u: gradient error %g", kinds[kk], seed, e);
+        }
+}
+END_TEST
+
+/* Cross-entropy on probabilities (no softmax), h = 5e-4. The loss is
+ * -log(p_y) evaluated in double, so rounding adds nothing measurable;
+ * truncation is h^2 / 6 * 2 / p^3 <= 6e-5 for p >= 1/9. Same bound 1e-3
+ * against gradients up to 9 per example. */
+START_TEST(test_fd_crossentropy_on_probabilities) {
+    const mr_loss_kind kinds[2] = {MR_LOSS_CATEGORICAL_CROSSENTROPY,
+                                   MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY};
+    for (int kk = 0; kk < 2; kk++)
+        for (uint32_t seed = 0; seed < 3; seed++) {
+            float out[B * K];
+            int32_t labels[B];
+            make_probs(out, labels, seed);
+            double e = fd_error(kinds[kk], 0, out, labels, B, K, (float)B, 5e-4f);
+            ck_assert_msg(e < 1e-3, "kind %d seed %u: gradient error %g", kinds[kk], seed, e);
+        }
+}
+END_TEST
+
+/* Mean squared error, h = 1e-2: quadratic, so no truncation error; the
+ * float residual (z - onehot) is rounded to ~1e-7 relative before squaring
+ * in double, delta ~ 1e-7 and delta / h ~ 1e-5. Bound 1e-3. The fused flag
+ * does not apply to MSE: both settings give the same. */
+START_TEST(test_fd_mse) {
+    for (int fused = 0; fused <= 1; fused++)
+        for (uint32_t seed = 0; seed < 3; seed++) {
+            float out[B * K];
+            int32_t labels[B];
+            make_logits(out, labels, seed);
+            double e = fd_error(MR_LOSS_MSE, fused, out, labels, B, K, (float)B, 1e-2f);
+            ck_assert_msg(e < 1e-3, "fused flag %d seed %u: gradient error %g", fused, seed, e);
+        }
+}
+END_TEST
+
+/* ---- the 1/norm scaling ---------------------------------------------------- */
+
+/* norm is the global batch: with two replicas of B each, norm = 2B halves
+ * every gradient; the loss and correct sums do not depend on it. */
+START_TEST(test_norm_scaling) {
+    const struct {
+        mr_loss_kind kind;
+        int fused;
+    } cases[3] = {{MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1},
+                  {MR_LOSS_CATEGORICAL_CROSSENTROPY, 0},
+                  {MR_LOSS_MSE, 0}};
+    for (int c = 0; c < 3; c++) {
+        float out[B * K], d1[B * K], d2[B * K], half[B * K];
+        int32_t labels[B];
+        if (cases[c].fused || cases[c].kind == MR_LOSS_MSE)
+            make_logits(out, labels, 1);
+        else
+            make_probs(out, labels, 1);
+        double s1 = 0.0, s2 = 0.0;
+        int64_t c1 = 0, c2 = 0;
+        mr_loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, (float)B, d1, &s1, &c1);
+        mr_loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, (float)(2 * B), d2, &s2,
+                        &c2);
+        for (int i = 0; i < B * K; i++)
+            half[i] = 0.5f * d1[i];
+        ck_assert_msg(tu_rel_diff(d2, half, B * K) < 1e-6, "case %d: dy(norm=2B) != dy(norm=B)/2",
+                      c);
+        ck_assert(fabs(s1 - s2) <= 1e-12 * fabs(s1));
+        ck_assert_int_eq(c1, c2);
+        /* and the loss is not divided by norm: it is the plain sum */
+        double s3 = 0.0;
+        int64_t c3 = 0;
+        mr_loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, 1.0f, NULL, &s3, &c3);
+        ck_assert(fabs(s1 - s3) <= 1e-12 * fabs(s1));
+    }
+}
+END_TEST
+
+/* ---- values by hand ------------------------------------------------------------ */
+
+START_TEST(test_fused_values_by_hand) {
+    /* example 0: logits (1, 2, 3), label 2: log(e + e^2 + e^3) - 3 = 0.4076060,
+     *            argmax 2, right;
+     * example 1: logits (0, 1, 0.5), label 0: log(1 + e + e^0.5) = 1.6802697,
+     *            argmax 1, wrong */
+    const float out[6] = {1.0f, 2.0f, 3.0f, 0.0f, 1.0f, 0.5f};
+    const int32_t labels[2] = {2, 0};
+    float dy[6];
+    double sum = 10.0; /* added to, not overwritten */
+    int64_t correct = 5;
+    mr_loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, dy, &sum,
+                    &correct);
+    ck_assert_msg(fabs(sum - (10.0 + 0.40760596444438 + 1.68026967064173)) < 1e-5, "sum %.9g", sum);
+    ck_assert_int_eq(correct, 6);
+    /* dy = (softmax - onehot) / norm */
+    double e1 = exp(1.0), e2 = exp(2.0), e3 = exp(3.0), s = e1 + e2 + e3;
+    const double want0[3] = {e1 / s / 2, e2 / s / 2, (e3 / s - 1) / 2};
+    double t = 1 + exp(1.0) + exp(0.5);
+    const double want1[3] = {(1 / t - 1) / 2, exp(1.0) / t / 2, exp(0.5) / t / 2};
+    for (int j = 0; j < 3; j++) {
+        ck_assert_msg(fabs(dy[j] - want0[j]) < 1e-6, "dy[0][%d] = %.9g, want %.9g", j, dy[j],
+                      want0[j]);
+        ck_assert_msg(fabs(dy[3 + j] - want1[j]) < 1e-6, "dy[1][%d] = %.9g, want %.9g", j,
+                      dy[3 + j], want1[j]);
+    }
+    /* categorical (one-hot) and sparse agree on integer labels */
+    double sum2 = 10.0;
+    int64_t correct2 = 5;
+    float dy2[6];
+    mr_loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, dy2, &sum2,
+                    &correct2);
+    ck_assert(fabs(sum2 - sum) < 1e-12);
+    ck_assert_int_eq(correct2, correct);
+    ck_assert_mem_eq(dy2, dy, sizeof dy);
+    /* without dy: the same sums */
+    double sum3 = 10.0;
+    int64_t correct3 = 5;
+    mr_loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, NULL,
+                    &sum3, &correct3);
+    ck_assert(fabs(sum3 - sum) < 1e-12);
+    ck_assert_int_eq(correct3, correct);
+}
+END_TEST
+
+START_TEST(test_probabilities_values_by_hand) {
+    /* example 0: p = (0.2, 0.7, 0.1), label 1: -log 0.7 = 0.3566749, right;
+     * example 1: p = (0.5, 0.25, 0.25), label 2: -log 0.25 = 1.3862944, wrong */
+    const float out[6] = {0.2f, 0.7f, 0.1f, 0.5f, 0.25f, 0.25f};
+    const int32_t labels[2] = {1, 2};
+    float dy[6];
+    double sum = 0.0;
+    int64_t correct = 0;
+    mr_loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 0, out, labels, 2, 3, 4.0f, dy, &sum,
+                    &correct);
+    ck_assert_msg(fabs(sum - (0.35667494393873 + 1.38629436111989)) < 1e-6, "sum %.9g", sum);
+    ck_assert_int_eq(correct, 1);
+    /* d(-log p_y)/dp = -1/p_y at the label, 0 elsewhere; over norm 4 */
+    const double want[6] = {0, -1 / 0.7 / 4, 0, 0, 0, -1 / 0.25 / 4};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(fabs(dy[i] - want[i]) < 1e-6, "dy[%d] = %.9g, want %.9g", i, dy[i], want[i]);
+}
+END_TEST
+
+/* Keras clips probabilities to [1e-7, 1 - 1e-7]: p_y = 0 gives -log(1e-7)
+ * = 16.118, not infinity, and a finite gradient. */
+START_TEST(test_probabilities_clipped) {
+    const float out[3] = {0.0f, 1.0f, 0.0f};
+    const int32_t labels[1] = {0};
+    float dy[3];
+    double sum = 0.0;
+    int64_t correct = 0;
+    mr_loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 0, out, labels, 1, 3, 1.0f, dy, &sum,
+                    &correct);
+    ck_assert_msg(isfinite(sum) && fabs(sum - 16.11809565) < 1e-4, "loss %.9g", sum);
+    for (int j = 0; j < 3; j++)
+        ck_assert(isfinite(dy[j]));
+    ck_assert_int_eq(correct, 0);
+}
+END_TEST
+
+START_TEST(test_mse_values_by_hand) {
+    /* example 0: out (0.5, -1, 2), label 0: residuals (-0.5, -1, 2),
+     *            mean square 5.25 / 3 = 1.75, argmax 2, wrong;
+     * example 1: out (0, 0.9, 0.1), label 1: residuals (0, -0.1, 0.1),
+     *            mean square 0.02 / 3, right */
+    const float out[6] = {0.5f, -1.0f, 2.0f, 0.0f, 0.9f, 0.1f};
+    const int32_t labels[2] = {0, 1};
+    float dy[6];
+    double sum = 0.0;
+    int64_t correct = 0;
+    mr_loss_compute(MR_LOSS_MSE, 0, out, labels, 2, 3, 2.0f, dy, &sum, &correct);
+    ck_assert_msg(fabs(sum - (1.75 + 0.02 / 3)) < 1e-6, "sum %.9g", sum);
+    ck_assert_int_eq(correct, 1);
+    /* d/dz of mean_j (z_j - t_j)^2 = 2 (z_j - t_j) / k; over norm 2 */
+    const double res[6] = {-0.5, -1.0, 2.0, 0.0, -0.1, 0.1};
+    for (int i = 0; i < 6; i++) {
+        double want = 2.0 * res[i] / 3.0 / 2.0;
+        ck_assert_msg(fabs(dy[i] - want) < 1e-6, "dy[%d] = %.9g, want %.9g", i, dy[i], want);
+    }
+}
+END_TEST
+
+/* ---- stability --------------------------------------------------------------------- */
+
+START_TEST(test_fused_extreme_logits) {
+    /* example 0: (1000, -1000, 0), label 1: loss 2000, dy = (1, -1, 0) / norm
+     * example 1: (-1000, -1000, -1000), label 0: loss log 3, dy = (1/3 - 1, 1/3, 1/3)
+     * example 2: (1000, 1000, -1000), label 0: loss log 2, dy = (-1/2, 1/2, 0) */
+    const float out[9] = {1000.0f,  -1000.0f, 0.0f,    -1000.0f, -1000.0f,
+                          -1000.0f, 1000.0f,  1000.0f, -1000.0f};
+    const int32_t labels[3] = {1, 0, 0};
+    float dy[9];
+    double sum = 0.0;
+    int64_t correct = 0;
+    mr_loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 3, 3, 1.0f, dy, &sum,
+                    &correct);
+    ck_assert_msg(isfinite(sum), "loss %g", sum);
+    ck_assert_msg(fabs(sum - (2000.0 + log(3.0) + log(2.0))) < 1e-3, "loss %.9g", sum);
+    const double want[9] = {1, -1, 0, 1.0 / 3 - 1, 1.0 / 3, 1.0 / 3, -0.5, 0.5, 0};
+    for (int i = 0; i < 9; i++) {
+        ck_assert_msg(isfinite(dy[i]), "dy[%d] = %g", i, dy[i]);
+        ck_assert_msg(fabs(dy[i] - want[i]) < 1e-6, "dy[%d] = %.9g, want %.9g", i, dy[i], want[i]);
+    }
+    /* example 0 is wrong (argmax 0); 1 and 2 are right, ties going to the
+     * first index as numpy's and Keras's argmax */
+    ck_assert_int_eq(correct, 2);
+}
+END_TEST
+
+START_TEST(test_fuses_softmax) {
+    ck_assert_int_eq(mr_loss_fuses_softmax(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY), 1);
+    ck_assert_int_eq(mr_loss_fuses_softmax(MR_LOSS_CATEGORICAL_CROSSENTROPY), 1);
+    ck_assert_int_eq(mr_loss_fuses_softmax(MR_LOSS_MSE), 0);
+}
+END_TEST
+
+static Suite *loss_suite(void) {
+    Suite *s = suite_create("loss");
+    TCase *tc = tcase_create("gradients");
+    tcase_add_test(tc, test_fd_fused_crossentropy);
+    tcase_add_test(tc, test_fd_crossentropy_on_probabilities);
+    tcase_add_test(tc, test_fd_mse);
+    tcase_add_test(tc, test_norm_scaling);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("values");
+    tcase_add_test(tc, test_fused_values_by_hand);
+    tcase_add_test(tc, test_probabilities_values_by_hand);
+    tcase_add_test(tc, test_probabilities_clipped);
+    tcase_add_test(tc, test_mse_values_by_hand);
+    tcase_add_test(tc, test_fused_extreme_logits);
+    tcase_add_test(tc, test_fuses_softmax);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(loss_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

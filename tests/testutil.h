@@ -1,0 +1,37 @@
+/* testutil.h: small helpers shared by the Check tests. */
+#ifndef MR_TESTUTIL_H
+#define MR_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Makes a fresh temporary directory (under $TMPDIR or /tmp) and returns its
+ * path in a static buffer; each call makes a new one. */
+const char *tu_tmpdir(void);
+
+/* Writes `len` bytes to `dir/name`, returns the full path (malloc'd). */
+char *tu_write_file(const char *dir, const char *name, const void *data, size_t len);
+
+/* Same for a NUL-terminated string. */
+char *tu_write_text(const char *dir, const char *name, const char *text);
+
+/* Path of a file in the source tree (MR_SOURCE_ROOT/rel), malloc'd. */
+char *tu_source_path(const char *rel);
+
+/* Path of a file in the build tree (MR_BUILD_ROOT/rel), malloc'd. */
+char *tu_build_path(const char *rel);
+
+/* Runs a shell command, captures stdout+stderr (malloc'd, NUL-terminated, in
+ * *output if not NULL) and returns its exit status (-1 if it did not exit). */
+int tu_run(const char *cmd, char **output);
+
+/* Reads a whole file (malloc'd, NUL-terminated); NULL if it cannot. */
+char *tu_read_file(const char *path, size_t *len);
+
+/* 1 if the file exists. */
+int tu_exists(const char *path);
+
+/* Largest |a-b| / max(1e-30, max|b|) over n floats: a normalised error. */
+double tu_rel_diff(const float *a, const float *b, size_t n);
+
+#endif
