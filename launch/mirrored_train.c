@@ -43,7 +43,8 @@ static void usage(FILE *out) {
             "  --bucket-mb X      all-reduce gradients in buckets of X MiB during backward\n"
             "                     (default 0: one all-reduce after backward)\n"
             "  --quiet            print only the final test result\n"
-            "  --help-config      print every .cfg section and key with defaults and ranges\n"
+            "  --help-config[=markdown]  print every .cfg section and key with defaults and\n"
+            "                     ranges (markdown: the README's table)\n"
             "  --help             this text\n"
             "  --version          print the version\n"
             "\n"
@@ -187,7 +188,7 @@ int main(int argc, char **argv) {
         {"list-devices", no_argument, NULL, OPT_LIST},
         {"check-sync", required_argument, NULL, OPT_CHECK_SYNC},
         {"bucket-mb", required_argument, NULL, OPT_BUCKET},
-        {"help-config", no_argument, NULL, OPT_HELP_CONFIG},
+        {"help-config", optional_argument, NULL, OPT_HELP_CONFIG},
         {NULL, 0, NULL, 0},
     };
     mr_error err = {0};
@@ -239,7 +240,12 @@ int main(int argc, char **argv) {
             printf("mirrored %s\n", MR_VERSION);
             return EXIT_OK;
         case OPT_HELP_CONFIG:
-            mr_config_write_reference(stdout, 0);
+            if (optarg != NULL && strcmp(optarg, "markdown") != 0) {
+                mr_error_set(&err, MR_ERR_USAGE, "--help-config=%s: the only format is 'markdown'",
+                             optarg);
+                return die(&err);
+            }
+            mr_config_write_reference(stdout, optarg != NULL);
             return EXIT_OK;
         case OPT_LIST:
             mr_devices_list(stdout);

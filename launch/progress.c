@@ -42,6 +42,7 @@ void mr_progress_on_step(void *user, int epoch, int64_t step, int64_t steps, dou
                          double acc) {
     mr_progress *p = user;
     begin_epoch(p, epoch);
+    p->steps = steps;
     if (p->quiet || !p->tty) return;
     double t = now_s();
     if (step != steps && t - p->last_draw < 0.1) return;
@@ -86,9 +87,13 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
                  l->val_accuracy);
     else
         snprintf(val, sizeof val, " - val_loss: n/a - val_accuracy: n/a");
-    if (p->tty)
-        fprintf(p->out, "\r\033[K");
-    else
+    if (p->tty) {
+        /* the finished bar, as Keras leaves it */
+        char bar[40];
+        memset(bar, '=', 30);
+        bar[30] = '\0';
+        fprintf(p->out, "\r\033[K%lld/%lld [%s] - ", (long long)p->steps, (long long)p->steps, bar);
+    } else
         fprintf(p->out, "Epoch %d/%d - ", l->epoch + 1, p->epochs);
     fprintf(p->out, "%s - loss: %.4f - accuracy: %.4f%s - %.0f samples/s\n", ts, l->loss,
             l->accuracy, val, l->samples_per_sec);

@@ -19,6 +19,7 @@ typedef struct mr_progress {
     FILE *csv; /* Keras CSVLogger columns, or NULL */
     double epoch_start, last_draw;
     int current_epoch;
+    int64_t steps; /* of the current epoch */
     int header_done;
     /* kept for the JSON summary */
     double train_seconds;

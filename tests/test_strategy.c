@@ -300,7 +300,7 @@ START_TEST(linear_scaling_in_plan) {
     ck_assert_int_eq(mr_strategy_create(&cfg, &so, 100, &s, &err), MR_OK);
     const mr_fit_plan *p = mr_strategy_plan(s);
     ck_assert_int_eq(p->global_batch, 12);
-    ck_assert_float_eq_tol(p->lr_factor, 3.0f, 0);
+    ck_assert_float_eq(p->lr_factor, 3.0f);
     ck_assert_int_eq(p->steps_per_epoch, 9);
     /* replicas start identical (broadcast from replica 0) */
     mr_model *a = mr_strategy_replica(s, 0), *b = mr_strategy_replica(s, 2);

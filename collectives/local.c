@@ -1,0 +1,195 @@
+/* local.c: the shared-memory communicator for replica threads (local.h).
+ *
+ * Meeting point: a sense-reversing barrier on C11 atomics. Each round every
+ * rank increments `arrived`; the last one resets it and flips `sense`; the
+ * others wait for the flip, spinning (with a pause) a bounded number of
+ * times, then yielding, then sleeping with backoff, so 4 replicas on 2 cores
+ * still progress. A waiter past the timeout, or any waiter once a rank has
+ * aborted, fails with a message that names who was missing.
+ *
+ * All-reduce of n floats over R ranks: each rank publishes its buffer
+ * pointer; [barrier]; rank r sums slice r of every buffer in rank order
+ * 0..R-1 into its own buffer (fixed order: every rank, every run, same bits);
+ * [barrier]; rank r copies the other slices from their owners; [barrier] so
+ * no rank reuses its buffer while another still reads it. */
+#include "local.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct local_comm {
+    mr_comm base;
+    _Alignas(64) atomic_int arrived;
+    _Alignas(64) atomic_int sense;
+    _Alignas(64) atomic_int aborted_by; /* -1: none */
+    _Alignas(64) atomic_int *present;   /* (size) rank r is at the current barrier */
+    float *volatile *bufs;              /* (size) published buffers */
+} local_comm;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static inline void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static mr_status aborted(local_comm *lc, const char *what, mr_error *err) {
+    return mr_error_set(err, MR_ERR_RUNTIME, "local %s: communicator aborted by replica %d", what,
+                        atomic_load(&lc->aborted_by));
+}
+
+static mr_status barrier(local_comm *lc, int rank, const char *what, mr_error *err) {
+    const int size = lc->base.size;
+    if (atomic_load_explicit(&lc->aborted_by, memory_order_acquire) >= 0)
+        return aborted(lc, what, err);
+    int my_sense = !atomic_load_explicit(&lc->sense, memory_order_relaxed);
+    atomic_store_explicit(&lc->present[rank], 1, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&lc->arrived, 1, memory_order_acq_rel) == size - 1) {
+        for (int r = 0; r < size; r++)
+            atomic_store_explicit(&lc->present[r], 0, memory_order_relaxed);
+        atomic_store_explicit(&lc->arrived, 0, memory_order_relaxed);
+        atomic_store_explicit(&lc->sense, my_sense, memory_order_release);
+        return MR_OK;
+    }
+    double start = 0.0;
+    long sleep_ns = 1000;
+    for (long spins = 0;; spins++) {
+        if (atomic_load_explicit(&lc->sense, memory_order_acquire) == my_sense) return MR_OK;
+        if (spins < 20000) {
+            cpu_pause();
+            continue;
+        }
+        if (atomic_load_explicit(&lc->aborted_by, memory_order_acquire) >= 0)
+            return aborted(lc, what, err);
+        if (spins < 20100) {
+            sched_yield();
+            continue;
+        }
+        if (start == 0.0) start = now_s();
+        if (now_s() - start > lc->base.timeout_s) {
+            char missing[256] = "";
+            for (int r = 0; r < size; r++)
+                if (!atomic_load(&lc->present[r])) {
+                    char one[16];
+                    snprintf(one, sizeof one, "%s%d", missing[0] ? "," : "", r);
+                    strncat(missing, one, sizeof missing - strlen(missing) - 1);
+                }
+            return mr_error_set(err, MR_ERR_RUNTIME,
+                                "local %s: replica %d waited %.0f s for replica(s) %s", what, rank,
+                                lc->base.timeout_s, missing);
+        }
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+}
+
+/* Slice r of n floats over size ranks, 16-float (64-byte) aligned. */
+static void slice(size_t n, int size, int r, size_t *begin, size_t *end) {
+    size_t per = (n + (size_t)size - 1) / (size_t)size;
+    per = (per + 15) & ~(size_t)15;
+    *begin = per * (size_t)r < n ? per * (size_t)r : n;
+    *end = *begin + per < n ? *begin + per : n;
+}
+
+static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+    local_comm *lc = (local_comm *)c;
+    const int size = c->size;
+    if (size == 1) return MR_OK;
+    lc->bufs[rank] = buf;
+    MR_CHECK(barrier(lc, rank, "all-reduce", err));
+    size_t b, e;
+    slice(n, size, rank, &b, &e);
+    /* buf[b:e] = bufs[0][b:e] + bufs[1][b:e] + ... in rank order, through a
+     * small accumulator so the loops vectorise and our own buffer is not
+     * overwritten before it is added */
+    float acc[256];
+    for (size_t i = b; i < e; i += 256) {
+        size_t m = e - i < 256 ? e - i : 256;
+        const float *src0 = lc->bufs[0] + i;
+        for (size_t j = 0; j < m; j++)
+            acc[j] = src0[j];
+        for (int q = 1; q < size; q++) {
+            const float *restrict src = lc->bufs[q] + i;
+            for (size_t j = 0; j < m; j++)
+                acc[j] += src[j];
+        }
+        memcpy(buf + i, acc, sizeof(float) * m);
+    }
+    MR_CHECK(barrier(lc, rank, "all-reduce", err));
+    for (int q = 0; q < size; q++) {
+        if (q == rank) continue;
+        size_t qb, qe;
+        slice(n, size, q, &qb, &qe);
+        if (qb < qe) memcpy(buf + qb, lc->bufs[q] + qb, sizeof(float) * (qe - qb));
+    }
+    return barrier(lc, rank, "all-reduce", err);
+}
+
+static mr_status local_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root,
+                                 mr_error *err) {
+    local_comm *lc = (local_comm *)c;
+    if (c->size == 1) return MR_OK;
+    lc->bufs[rank] = buf;
+    MR_CHECK(barrier(lc, rank, "broadcast", err));
+    if (rank != root && n) memcpy(buf, lc->bufs[root], sizeof(float) * n);
+    return barrier(lc, rank, "broadcast", err);
+}
+
+static mr_status local_barrier(mr_comm *c, int rank, mr_error *err) {
+    if (c->size == 1) return MR_OK;
+    return barrier((local_comm *)c, rank, "barrier", err);
+}
+
+static void local_abort(mr_comm *c, int rank) {
+    local_comm *lc = (local_comm *)c;
+    int none = -1;
+    atomic_compare_exchange_strong(&lc->aborted_by, &none, rank);
+}
+
+static void local_destroy(mr_comm *c) {
+    local_comm *lc = (local_comm *)c;
+    free((void *)lc->present);
+    free((void *)lc->bufs);
+    free(lc);
+}
+
+static const mr_comm_vtable local_vt = {
+    .name = "local",
+    .allreduce_sum = local_allreduce,
+    .broadcast = local_broadcast,
+    .barrier = local_barrier,
+    .abort = local_abort,
+    .destroy = local_destroy,
+};
+
+mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err) {
+    *out = NULL;
+    if (size < 1) return mr_error_set(err, MR_ERR_USAGE, "local communicator: size %d < 1", size);
+    local_comm *lc = aligned_alloc(64, (sizeof *lc + 63) & ~(size_t)63);
+    if (lc == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    memset(lc, 0, sizeof *lc);
+    lc->base.vt = &local_vt;
+    lc->base.size = size;
+    lc->base.timeout_s = mr_comm_default_timeout();
+    atomic_init(&lc->arrived, 0);
+    atomic_init(&lc->sense, 0);
+    atomic_init(&lc->aborted_by, -1);
+    lc->present = calloc((size_t)size, sizeof *lc->present);
+    lc->bufs = calloc((size_t)size, sizeof *lc->bufs);
+    if (lc->present == NULL || lc->bufs == NULL) {
+        local_destroy(&lc->base);
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    }
+    *out = &lc->base;
+    return MR_OK;
+}

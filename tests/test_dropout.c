@@ -1,0 +1,99 @@
+/* test_dropout.c: inverted dropout: keep rate, scaling, identity in
+ * inference, masks keyed by the global sample position, gradient check. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/rng.h"
+#include "gradcheck.h"
+
+static mr_layer make(mr_layer_cfg *c, int n) {
+    mr_layer l = {0};
+    l.ops = &mr_dropout_ops;
+    l.cfg = c;
+    l.index = 3;
+    l.in = (mr_shape){1, {n, 0, 0}};
+    mr_error err = {0};
+    ck_assert_int_eq(l.ops->setup(&l, 64, "t.cfg", &err), MR_OK);
+    return l;
+}
+
+START_TEST(keep_fraction_and_scale) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
+    c.rate = 0.3f;
+    const int n = 1000, B = 20;
+    mr_layer l = make(&c, n);
+    float *x = malloc(sizeof(float) * n * B), *y = malloc(sizeof(float) * n * B);
+    for (int i = 0; i < n * B; i++)
+        x[i] = 2.0f;
+    mr_run run = {.be = mr_backend_cpu(), .training = 1, .seed = 9, .step = 4, .sample_base = 0};
+    l.ops->forward(&l, &run, B, x, y);
+    int kept = 0;
+    for (int i = 0; i < n * B; i++) {
+        if (y[i] != 0.0f) {
+            ck_assert_float_eq_tol(y[i], 2.0f / 0.7f, 1e-6f);
+            kept++;
+        }
+    }
+    /* 20000 Bernoulli(0.7): sd = sqrt(20000 * 0.21) ~ 65; allow 5 sd */
+    ck_assert_int_lt(abs(kept - 14000), 325);
+    run.training = 0;
+    l.ops->forward(&l, &run, B, x, y);
+    ck_assert(memcmp(x, y, sizeof(float) * n * B) == 0);
+    free(x), free(y);
+}
+END_TEST
+
+/* Row i with sample_base b gets the same mask as row i+1 with base b-1:
+ * the mask follows the sample's global position, not the replica. */
+START_TEST(mask_follows_global_position) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
+    c.rate = 0.5f;
+    const int n = 64;
+    mr_layer l = make(&c, n);
+    float x[4 * 64], a[4 * 64], b[4 * 64];
+    for (int i = 0; i < 4 * n; i++)
+        x[i] = 1.0f + (float)i;
+    mr_run run = {.be = mr_backend_cpu(), .training = 1, .seed = 1, .step = 7, .sample_base = 10};
+    l.ops->forward(&l, &run, 4, x, a);
+    run.sample_base = 12; /* rows 2,3 of the first call, alone */
+    l.ops->forward(&l, &run, 2, x + 2 * n, b);
+    ck_assert(memcmp(a + 2 * n, b, sizeof(float) * 2 * n) == 0);
+    /* another step or another layer: another mask */
+    run.sample_base = 10;
+    run.step = 8;
+    l.ops->forward(&l, &run, 4, x, b);
+    ck_assert(memcmp(a, b, sizeof(float) * 4 * n) != 0);
+    run.step = 7;
+    l.index = 4;
+    l.ops->forward(&l, &run, 4, x, b);
+    ck_assert(memcmp(a, b, sizeof(float) * 4 * n) != 0);
+}
+END_TEST
+
+START_TEST(gradient_with_fixed_mask) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
+    c.rate = 0.3f;
+    gc_layer_result r;
+    mr_error err = {0};
+    mr_shape in = {3, {3, 3, 2}};
+    ck_assert_int_eq(gc_check_layer(&c, in, 3, 5, &r, &err), MR_OK);
+    ck_assert_msg(r.err_input < 1e-3, "%g", r.err_input);
+    ck_assert_int_eq(r.skipped, 0);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("dropout");
+    TCase *tc = tcase_create("dropout");
+    tcase_add_test(tc, keep_fraction_and_scale);
+    tcase_add_test(tc, mask_follows_global_position);
+    tcase_add_test(tc, gradient_with_fixed_mask);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

@@ -1,0 +1,211 @@
+/* test_local.c: the shared-memory communicator: sums in rank order on every
+ * rank (bitwise), broadcast, barrier reuse, timeout and abort. */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../collectives/local.h"
+
+typedef struct job {
+    mr_comm *c;
+    int rank;
+    size_t n;
+    float *buf;
+    int op; /* 0 all-reduce, 1 broadcast, 2 many small all-reduces, 3 absent, 4 abort */
+    int root;
+    mr_status st;
+    mr_error err;
+} job;
+
+static float value(int rank, size_t i) {
+    return (float)((rank + 1) * 0.37) + (float)i * 1e-3f + 1.0f / (float)(rank + 3);
+}
+
+static void *worker(void *arg) {
+    job *j = arg;
+    switch (j->op) {
+    case 0:
+        j->st = mr_comm_allreduce_sum(j->c, j->rank, j->buf, j->n, &j->err);
+        break;
+    case 1:
+        j->st = mr_comm_broadcast(j->c, j->rank, j->buf, j->n, j->root, &j->err);
+        break;
+    case 2:
+        for (int k = 0; k < 1000 && j->st == MR_OK; k++) {
+            j->buf[0] = (float)j->rank;
+            j->st = mr_comm_allreduce_sum(j->c, j->rank, j->buf, 1, &j->err);
+            if (j->st == MR_OK && j->buf[0] != (float)(j->c->size * (j->c->size - 1) / 2))
+                j->st = MR_ERR_RUNTIME;
+            if (j->st == MR_OK) j->st = mr_comm_barrier(j->c, j->rank, &j->err);
+        }
+        break;
+    case 3:
+        break; /* never arrives */
+    case 4:
+        mr_comm_abort(j->c, j->rank);
+        j->st = MR_ERR_RUNTIME;
+        break;
+    }
+    return NULL;
+}
+
+/* Runs one job per rank (ops[r]), returns the jobs. */
+static job *run_all(mr_comm *c, size_t n, const int *ops, int root) {
+    int R = c->size;
+    job *jobs = calloc((size_t)R, sizeof *jobs);
+    pthread_t tid[16];
+    for (int r = 0; r < R; r++) {
+        jobs[r] = (job){.c = c, .rank = r, .n = n, .op = ops[r], .root = root};
+        jobs[r].buf = malloc(sizeof(float) * (n ? n : 1));
+        for (size_t i = 0; i < n; i++)
+            jobs[r].buf[i] = value(r, i);
+        pthread_create(&tid[r], NULL, worker, &jobs[r]);
+    }
+    for (int r = 0; r < R; r++)
+        pthread_join(tid[r], NULL);
+    return jobs;
+}
+
+static void free_jobs(job *jobs, int R) {
+    for (int r = 0; r < R; r++)
+        free(jobs[r].buf);
+    free(jobs);
+}
+
+START_TEST(allreduce_bitwise_in_rank_order) {
+    const size_t sizes[] = {0, 1, 7, 1000, 100003};
+    for (int R = 1; R <= 4; R++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            mr_comm *c;
+            mr_error err = {0};
+            ck_assert_int_eq(mr_comm_local_create(R, &c, &err), MR_OK);
+            int ops[4] = {0, 0, 0, 0};
+            size_t n = sizes[k];
+            job *jobs = run_all(c, n, ops, 0);
+            for (int r = 0; r < R; r++)
+                ck_assert_msg(jobs[r].st == MR_OK, "%s", jobs[r].err.msg);
+            for (size_t i = 0; i < n; i++) {
+                float want = value(0, i);
+                for (int q = 1; q < R; q++)
+                    want += value(q, i);
+                for (int r = 0; r < R; r++)
+                    ck_assert_msg(memcmp(&jobs[r].buf[i], &want, sizeof want) == 0,
+                                  "R=%d n=%zu rank %d element %zu: %g != %g", R, n, r, i,
+                                  jobs[r].buf[i], want);
+            }
+            free_jobs(jobs, R);
+            mr_comm_destroy(c);
+        }
+}
+END_TEST
+
+START_TEST(broadcast_from_every_root) {
+    for (int root = 0; root < 3; root++) {
+        mr_comm *c;
+        mr_error err = {0};
+        ck_assert_int_eq(mr_comm_local_create(3, &c, &err), MR_OK);
+        int ops[3] = {1, 1, 1};
+        job *jobs = run_all(c, 1001, ops, root);
+        for (int r = 0; r < 3; r++) {
+            ck_assert_int_eq(jobs[r].st, MR_OK);
+            for (size_t i = 0; i < 1001; i++)
+                ck_assert(jobs[r].buf[i] == value(root, i));
+        }
+        free_jobs(jobs, 3);
+        mr_comm_destroy(c);
+    }
+}
+END_TEST
+
+START_TEST(many_small_collectives) {
+    for (int R = 2; R <= 4; R += 2) {
+        mr_comm *c;
+        mr_error err = {0};
+        ck_assert_int_eq(mr_comm_local_create(R, &c, &err), MR_OK);
+        int ops[4] = {2, 2, 2, 2};
+        job *jobs = run_all(c, 1, ops, 0);
+        for (int r = 0; r < R; r++)
+            ck_assert_msg(jobs[r].st == MR_OK, "rank %d: %s", r, jobs[r].err.msg);
+        free_jobs(jobs, R);
+        mr_comm_destroy(c);
+    }
+}
+END_TEST
+
+START_TEST(timeout_names_the_missing_rank) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(3, &c, &err), MR_OK);
+    c->timeout_s = 0.2;
+    int ops[3] = {0, 0, 3}; /* rank 2 never arrives */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    job *jobs = run_all(c, 10, ops, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(jobs[r].st, MR_ERR_RUNTIME);
+        ck_assert_msg(strstr(jobs[r].err.msg, "all-reduce") &&
+                          strstr(jobs[r].err.msg, "replica(s) 2"),
+                      "%s", jobs[r].err.msg);
+    }
+    ck_assert_double_lt((double)(t1.tv_sec - t0.tv_sec), 5.0);
+    free_jobs(jobs, 3);
+    mr_comm_destroy(c);
+}
+END_TEST
+
+START_TEST(abort_releases_the_others) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(3, &c, &err), MR_OK);
+    int ops[3] = {0, 4, 0}; /* rank 1 fails and aborts */
+    job *jobs = run_all(c, 10, ops, 0);
+    ck_assert_int_eq(jobs[0].st, MR_ERR_RUNTIME);
+    ck_assert_int_eq(jobs[2].st, MR_ERR_RUNTIME);
+    ck_assert_msg(strstr(jobs[0].err.msg, "aborted by replica 1"), "%s", jobs[0].err.msg);
+    /* and later collectives fail at once */
+    float x = 1.0f;
+    ck_assert_int_eq(mr_comm_allreduce_sum(c, 0, &x, 1, &err), MR_ERR_RUNTIME);
+    free_jobs(jobs, 3);
+    mr_comm_destroy(c);
+}
+END_TEST
+
+START_TEST(wrapper_checks) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(2, &c, &err), MR_OK);
+    float x = 0.0f;
+    ck_assert_int_eq(mr_comm_allreduce_sum(c, 2, &x, 1, &err), MR_ERR_USAGE);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_comm_broadcast(c, 0, &x, 1, 5, &err), MR_ERR_USAGE);
+    ck_assert_str_eq(mr_comm_name(c), "local");
+    mr_comm_destroy(c);
+    ck_assert_int_eq(mr_comm_local_create(0, &c, &err), MR_ERR_USAGE);
+    setenv("MIRRORED_COMM_TIMEOUT", "12.5", 1);
+    ck_assert_double_eq(mr_comm_default_timeout(), 12.5);
+    setenv("MIRRORED_COMM_TIMEOUT", "abc", 1);
+    ck_assert_double_eq(mr_comm_default_timeout(), 600.0);
+    unsetenv("MIRRORED_COMM_TIMEOUT");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("local");
+    TCase *tc = tcase_create("local");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, allreduce_bitwise_in_rank_order);
+    tcase_add_test(tc, broadcast_from_every_root);
+    tcase_add_test(tc, many_small_collectives);
+    tcase_add_test(tc, timeout_names_the_missing_rank);
+    tcase_add_test(tc, abort_releases_the_others);
+    tcase_add_test(tc, wrapper_checks);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}
