@@ -109,21 +109,28 @@ static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_
     MR_CHECK(barrier(lc, rank, "all-reduce", err));
     size_t b, e;
     slice(n, size, rank, &b, &e);
-    /* buf[b:e] = bufs[0][b:e] + bufs[1][b:e] + ... in rank order, through a
-     * small accumulator so the loops vectorise and our own buffer is not
-     * overwritten before it is added */
-    float acc[256];
-    for (size_t i = b; i < e; i += 256) {
-        size_t m = e - i < 256 ? e - i : 256;
-        const float *src0 = lc->bufs[0] + i;
-        for (size_t j = 0; j < m; j++)
-            acc[j] = src0[j];
-        for (int q = 1; q < size; q++) {
-            const float *restrict src = lc->bufs[q] + i;
+    /* buf[b:e] = bufs[0][b:e] + bufs[1][b:e] + ... in rank order. Writing
+     * our own slice in place is safe: nobody else reads slice `rank`, and
+     * each element is read before it is written. */
+    if (size == 2) { /* the common case: one vectorised pass, no staging */
+        const float *s0 = lc->bufs[0], *s1 = lc->bufs[1];
+        for (size_t i = b; i < e; i++)
+            buf[i] = s0[i] + s1[i];
+    } else if (b < e) {
+        /* through a small accumulator so the loops vectorise */
+        float acc[1024];
+        for (size_t i = b; i < e; i += 1024) {
+            size_t m = e - i < 1024 ? e - i : 1024;
+            const float *src0 = lc->bufs[0] + i;
             for (size_t j = 0; j < m; j++)
-                acc[j] += src[j];
+                acc[j] = src0[j];
+            for (int q = 1; q < size; q++) {
+                const float *restrict src = lc->bufs[q] + i;
+                for (size_t j = 0; j < m; j++)
+                    acc[j] += src[j];
+            }
+            memcpy(buf + i, acc, sizeof(float) * m);
         }
-        memcpy(buf + i, acc, sizeof(float) * m);
     }
     MR_CHECK(barrier(lc, rank, "all-reduce", err));
     for (int q = 0; q < size; q++) {

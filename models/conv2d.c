@@ -68,8 +68,12 @@ static void conv_init(mr_layer *l, uint64_t seed) {
     if (l->n_weights > 1) memset(l->w[1].data, 0, sizeof(float) * (size_t)p->F);
 }
 
-/* col (n * OH * OW, K) from x (n, H, W, C). */
-static void im2col(const conv_priv *p, const float *x, int n, float *col) {
+/* col (n * OH * OW, K) from x (n, H, W, C).
+ * For few channels (the first layer has C = 1) a memcpy call per 3 floats
+ * costs more than the copy, so short rows are copied inline, and gcc is told
+ * not to turn that loop back into the call. */
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) static void
+im2col(const conv_priv *p, const float *x, int n, float *col) {
     const mr_window *g = &p->g;
     const int C = p->C, K = p->K;
     const size_t rowc = (size_t)g->k_w * C;
@@ -89,7 +93,12 @@ static void im2col(const conv_priv *p, const float *x, int n, float *col) {
                     }
                     const float *src = xb + ((int64_t)iy * g->in_w) * C;
                     if (inside_x) { /* the window's row is contiguous in NHWC */
-                        memcpy(dst, src + (int64_t)x0 * C, sizeof(float) * rowc);
+                        if (rowc < 64) {
+                            const float *s = src + (int64_t)x0 * C;
+                            for (size_t j = 0; j < rowc; j++)
+                                dst[j] = s[j];
+                        } else
+                            memcpy(dst, src + (int64_t)x0 * C, sizeof(float) * rowc);
                         continue;
                     }
                     for (int kx = 0; kx < g->k_w; kx++) {

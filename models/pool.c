@@ -3,7 +3,6 @@
  * Same padding as Keras: the max ignores padded cells; the average divides
  * by the number of real cells in the window. Max records where each maximum
  * came from (first on ties) so backward routes dy there. */
-#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +44,17 @@ static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_err
     return MR_OK;
 }
 
+/* o, a (C) = max of o and v and where it came from (strict >: the first
+ * maximum wins ties). Branch-free with restrict so it vectorises. */
+static inline void max_cell(float *restrict o, int32_t *restrict a, const float *restrict v,
+                            int32_t off, int C) {
+    for (int c = 0; c < C; c++) {
+        int gt = v[c] > o[c];
+        o[c] = gt ? v[c] : o[c];
+        a[c] = gt ? off + c : a[c];
+    }
+}
+
 /* The window of output (oy, ox) clipped to the input: rows [y0, y1), cols [x0, x1). */
 static void window(const mr_window *g, int oy, int ox, int *y0, int *y1, int *x0, int *x1) {
     *y0 = oy * g->s_h - g->pad_t;
@@ -74,15 +84,19 @@ static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
                 window(g, oy, ox, &y0, &y1, &x0, &x1);
                 float *o = yb + ((int64_t)oy * g->out_w + ox) * C;
                 if (is_max) {
+                    /* start from the window's first cell, then branch-free
+                     * compare-and-select so the channel loop vectorises;
+                     * strict > keeps the first maximum on ties */
                     int32_t *a = ab + ((int64_t)oy * g->out_w + ox) * C;
-                    for (int c = 0; c < C; c++)
-                        o[c] = -FLT_MAX, a[c] = -1;
+                    int32_t off0 = (int32_t)(((int64_t)y0 * g->in_w + x0) * C);
+                    for (int c = 0; c < C; c++) {
+                        o[c] = xb[off0 + c];
+                        a[c] = off0 + c;
+                    }
                     for (int iy = y0; iy < y1; iy++)
                         for (int ix = x0; ix < x1; ix++) {
                             int32_t off = (int32_t)(((int64_t)iy * g->in_w + ix) * C);
-                            const float *v = xb + off;
-                            for (int c = 0; c < C; c++)
-                                if (v[c] > o[c] || a[c] < 0) o[c] = v[c], a[c] = off + c;
+                            max_cell(o, a, xb + off, off, C);
                         }
                 } else {
                     for (int c = 0; c < C; c++)

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Weak scaling of the mirrored strategy on this machine, and the peer.
+
+Same run, alternating: fashion_cnn.cfg (or --model) at --batch per replica,
+  - 1 replica restricted to one core (taskset -c 0),
+  - 2 replicas (--devices cpu:2) on both cores,
+  - PyTorch DistributedDataParallel, gloo, 2 processes, 1 thread each,
+    same model and per-replica batch (bench/peer_torch.py --ddp 2).
+Reports medians of samples/s and the ratios the issue names.
+
+    /usr/bin/python3 bench/scaling.py [--model cnn] [--batch 32] [--runs 3] [--build build]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import CONFIGS, ROOT, run_peer  # noqa: E402
+
+import json
+import re
+import tempfile
+
+
+def run_ours(build, cfg, batch, devices, cores, epochs):
+    with tempfile.TemporaryDirectory() as tmp:
+        text = re.sub(r"(?m)^batch\s*=.*$", f"batch = {batch}", open(cfg).read())
+        path = os.path.join(tmp, "model.cfg")
+        open(path, "w").write(text)
+        out = os.path.join(tmp, "s.json")
+        subprocess.run(["taskset", "-c", cores, os.path.join(build, "launch", "mirrored_train"), path,
+                        "--devices", devices, "--epochs", str(epochs), "--quiet", "--json", out],
+                       check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(out))["train_samples_per_sec"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=sorted(CONFIGS), default="cnn")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = ap.parse_args()
+    cfg = os.path.join(ROOT, "models", "configs", CONFIGS[args.model])
+    one, two, ddp = [], [], []
+    for _ in range(args.runs):
+        one.append(run_ours(args.build, cfg, args.batch, "cpu", "0", args.epochs))
+        two.append(run_ours(args.build, cfg, args.batch, "cpu:2", "0,1", args.epochs))
+        ddp.append(run_peer(args.model, args.batch, "0,1", ["--ddp", "2", "--steps", "200"])["samples_per_sec"])
+    o, t, d = statistics.median(one), statistics.median(two), statistics.median(ddp)
+    print(f"| model | batch/replica | 1 replica, 1 core | 2 replicas, 2 cores | scaling | PyTorch DDP 2 procs | ours / DDP |")
+    print(f"|---|---|---|---|---|---|---|")
+    print(f"| {args.model} | {args.batch} | {o:.0f} | {t:.0f} | {t / o:.2f}x | {d:.0f} | {t / d:.2f}x |")
+    print(f"  runs: 1 replica {[round(x) for x in one]}, 2 replicas {[round(x) for x in two]}, "
+          f"ddp {[round(x) for x in ddp]}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
