@@ -11,14 +11,20 @@
 #include "conv_geometry.h"
 #include "layer.h"
 
-/* col buffer budget per chunk, in floats (16 MiB); at least one example */
-#define COL_BUDGET (4 << 20)
+/* Working set per chunk (col + output, in floats): about 512 KiB, an L2
+ * cache, so bias, activation and the next chunk's GEMM find their data in
+ * cache instead of streaming the whole batch's output through memory
+ * several times. At least one example per chunk. */
+#define CHUNK_BUDGET (128 << 10)
+/* Largest col matrix kept from forward to backward, in floats (8 MiB). */
+#define COLS_CACHE_MAX (2 << 20)
 
 typedef struct conv_priv {
     mr_window g;
     int C, F, K; /* input channels, filters, K = kh*kw*C */
     int chunk;   /* examples per GEMM */
     int direct;  /* 1x1, stride 1, valid: x is its own col matrix */
+    float *cols; /* (max_batch * OH * OW, K): the forward im2col kept for backward, or NULL */
 } conv_priv;
 
 static conv_priv *priv(mr_layer *l) {
@@ -51,10 +57,18 @@ static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_err
     p->direct =
         g.k_h == 1 && g.k_w == 1 && g.s_h == 1 && g.s_w == 1 && c->padding == MR_PADDING_VALID;
     int64_t per_example = (int64_t)g.out_h * g.out_w * p->K;
-    int64_t chunk = COL_BUDGET / (per_example > 0 ? per_example : 1);
+    int64_t per_chunk = per_example + (int64_t)g.out_h * g.out_w * p->F;
+    int64_t chunk = CHUNK_BUDGET / per_chunk;
     p->chunk = (int)(chunk < 1 ? 1 : (chunk > max_batch ? max_batch : chunk));
     /* scratch: col (chunk rows x K) and dcol of the same size */
     l->scratch_floats = p->direct ? 0 : (size_t)(2 * (int64_t)p->chunk * per_example);
+    /* Keep the forward's col matrix for backward when it is small (the first
+     * layers: a 3x3x1 window makes 9 floats per pixel), instead of building it
+     * again; large ones (5x5x32 = 800 per pixel) are rebuilt chunk by chunk. */
+    if (!p->direct && (int64_t)max_batch * per_example <= COLS_CACHE_MAX) {
+        p->cols = malloc(sizeof(float) * (size_t)max_batch * (size_t)per_example);
+        if (p->cols == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    }
     l->out = (mr_shape){3, {g.out_h, g.out_w, p->F}};
     mr_layer_declare_weight(l, "kernel", 1, 4, g.k_h, g.k_w, p->C, p->F);
     if (c->use_bias) mr_layer_declare_weight(l, "bias", 1, 1, p->F, 0, 0, 0);
@@ -154,8 +168,9 @@ static void conv_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
         float *yc = y + (int64_t)b0 * P * F;
         const float *col = x + b0 * in_per;
         if (!p->direct) {
-            im2col(p, x + b0 * in_per, n, run->scratch);
-            col = run->scratch;
+            float *dst = p->cols ? p->cols + (int64_t)b0 * P * K : run->scratch;
+            im2col(p, x + b0 * in_per, n, dst);
+            col = dst;
         }
         float beta = 0.0f;
         if (l->n_weights > 1) { /* y = bias, then y += col W */
@@ -165,8 +180,8 @@ static void conv_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
             beta = 1.0f;
         }
         mr_gemm(run->be, 0, 0, rows, F, K, 1.0f, col, K, l->w[0].data, F, beta, yc, F);
+        mr_activation_forward(conv_act(l), yc, rows, F);
     }
-    mr_activation_forward(conv_act(l), y, batch * P, F);
 }
 
 static void conv_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
@@ -174,22 +189,23 @@ static void conv_backward(mr_layer *l, mr_run *run, int batch, const float *x, c
     conv_priv *p = priv(l);
     const int P = p->g.out_h * p->g.out_w, F = p->F, K = p->K;
     const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;
-    mr_activation_backward(conv_act(l), y, dy, batch * P, F); /* dy: (B*P, F) = dL/dz */
-    if (l->n_weights > 1) {
-        float *db = l->w[1].grad;
-        for (int64_t r = 0; r < (int64_t)batch * P; r++) {
-            const float *row = dy + r * F;
-            for (int f = 0; f < F; f++)
-                db[f] += row[f];
-        }
-    }
     float *col_buf = run->scratch, *dcol = run->scratch + (size_t)p->chunk * P * K;
     for (int b0 = 0; b0 < batch; b0 += p->chunk) {
         int n = batch - b0 < p->chunk ? batch - b0 : p->chunk;
         int rows = n * P;
-        const float *dyc = dy + (int64_t)b0 * P * F;
+        float *dyc = dy + (int64_t)b0 * P * F;
+        /* dy (rows, F) becomes dL/dz through the activation, chunk by chunk */
+        mr_activation_backward(conv_act(l), y + (int64_t)b0 * P * F, dyc, rows, F);
+        if (l->n_weights > 1) {
+            float *db = l->w[1].grad;
+            for (int64_t r = 0; r < rows; r++)
+                for (int f = 0; f < F; f++)
+                    db[f] += dyc[r * F + f];
+        }
         const float *col = x + b0 * in_per;
-        if (!p->direct) {
+        if (p->cols != NULL) { /* built by the forward pass on this x */
+            col = p->cols + (int64_t)b0 * P * K;
+        } else if (!p->direct) {
             im2col(p, x + b0 * in_per, n, col_buf);
             col = col_buf;
         }
@@ -208,6 +224,7 @@ static void conv_backward(mr_layer *l, mr_run *run, int batch, const float *x, c
 }
 
 static void conv_destroy(mr_layer *l) {
+    if (l->priv) free(priv(l)->cols);
     free(l->priv);
     l->priv = NULL;
 }

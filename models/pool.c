@@ -1,8 +1,10 @@
 /* pool.c: MaxPooling2D and AveragePooling2D, NHWC.
  *   x: (B, H, W, C) -> y: (B, OH, OW, C)
  * Same padding as Keras: the max ignores padded cells; the average divides
- * by the number of real cells in the window. Max records where each maximum
- * came from (first on ties) so backward routes dy there. */
+ * by the number of real cells in the window. Max backward routes dy to the
+ * first cell of the window that equals the output (x == y), found again
+ * from x and y rather than stored: the forward pass stays a pure max that
+ * vectorises, and no index array has to stream through memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +14,12 @@
 typedef struct pool_priv {
     mr_window g;
     int C;
-    int32_t *argmax; /* (max_batch, OH, OW, C): offset of the max within the example */
+    float *done; /* (C) max backward: channels already routed in this window */
+    int tiles;   /* the windows partition the input: backward writes dx once, no zeroing */
 } pool_priv;
 
 static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    (void)max_batch;
     const mr_layer_cfg *c = l->cfg;
     const char *sec = mr_layer_kind_name(c->kind);
     if (l->in.rank != 3)
@@ -33,26 +37,15 @@ static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_err
                             c->line, sec);
     pool_priv *p = calloc(1, sizeof *p);
     if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    l->priv = p;
     p->g = g;
     p->C = l->in.d[2];
-    l->priv = p;
+    p->done = malloc(sizeof(float) * (size_t)p->C);
+    if (p->done == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     l->out = (mr_shape){3, {g.out_h, g.out_w, p->C}};
-    if (c->kind == MR_LAYER_MAXPOOL) {
-        p->argmax = malloc(sizeof(int32_t) * (size_t)max_batch * g.out_h * g.out_w * p->C);
-        if (p->argmax == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    }
+    p->tiles = g.s_h == g.k_h && g.s_w == g.k_w &&
+               (c->padding == MR_PADDING_SAME || (g.in_h % g.k_h == 0 && g.in_w % g.k_w == 0));
     return MR_OK;
-}
-
-/* o, a (C) = max of o and v and where it came from (strict >: the first
- * maximum wins ties). Branch-free with restrict so it vectorises. */
-static inline void max_cell(float *restrict o, int32_t *restrict a, const float *restrict v,
-                            int32_t off, int C) {
-    for (int c = 0; c < C; c++) {
-        int gt = v[c] > o[c];
-        o[c] = gt ? v[c] : o[c];
-        a[c] = gt ? off + c : a[c];
-    }
 }
 
 /* The window of output (oy, ox) clipped to the input: rows [y0, y1), cols [x0, x1). */
@@ -67,6 +60,16 @@ static void window(const mr_window *g, int oy, int ox, int *y0, int *y1, int *x0
     if (*x1 > g->in_w) *x1 = g->in_w;
 }
 
+static inline void max_into(float *restrict o, const float *restrict v, int C) {
+    for (int c = 0; c < C; c++)
+        o[c] = v[c] > o[c] ? v[c] : o[c];
+}
+
+static inline void add_into(float *restrict o, const float *restrict v, int C) {
+    for (int c = 0; c < C; c++)
+        o[c] += v[c];
+}
+
 static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
     (void)run;
     pool_priv *p = l->priv;
@@ -77,36 +80,22 @@ static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
     for (int b = 0; b < batch; b++) {
         const float *xb = x + b * in_per;
         float *yb = y + b * out_per;
-        int32_t *ab = is_max ? p->argmax + b * out_per : NULL;
         for (int oy = 0; oy < g->out_h; oy++)
             for (int ox = 0; ox < g->out_w; ox++) {
                 int y0, y1, x0, x1;
                 window(g, oy, ox, &y0, &y1, &x0, &x1);
                 float *o = yb + ((int64_t)oy * g->out_w + ox) * C;
-                if (is_max) {
-                    /* start from the window's first cell, then branch-free
-                     * compare-and-select so the channel loop vectorises;
-                     * strict > keeps the first maximum on ties */
-                    int32_t *a = ab + ((int64_t)oy * g->out_w + ox) * C;
-                    int32_t off0 = (int32_t)(((int64_t)y0 * g->in_w + x0) * C);
-                    for (int c = 0; c < C; c++) {
-                        o[c] = xb[off0 + c];
-                        a[c] = off0 + c;
+                /* start from the first cell of the window */
+                memcpy(o, xb + ((int64_t)y0 * g->in_w + x0) * C, sizeof(float) * (size_t)C);
+                for (int iy = y0; iy < y1; iy++)
+                    for (int ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
+                        const float *v = xb + ((int64_t)iy * g->in_w + ix) * C;
+                        if (is_max)
+                            max_into(o, v, C);
+                        else
+                            add_into(o, v, C);
                     }
-                    for (int iy = y0; iy < y1; iy++)
-                        for (int ix = x0; ix < x1; ix++) {
-                            int32_t off = (int32_t)(((int64_t)iy * g->in_w + ix) * C);
-                            max_cell(o, a, xb + off, off, C);
-                        }
-                } else {
-                    for (int c = 0; c < C; c++)
-                        o[c] = 0.0f;
-                    for (int iy = y0; iy < y1; iy++)
-                        for (int ix = x0; ix < x1; ix++) {
-                            const float *v = xb + ((int64_t)iy * g->in_w + ix) * C;
-                            for (int c = 0; c < C; c++)
-                                o[c] += v[c];
-                        }
+                if (!is_max) {
                     float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
                     for (int c = 0; c < C; c++)
                         o[c] *= inv;
@@ -115,36 +104,62 @@ static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
     }
 }
 
+/* dx (+)= dy where x == y and this channel is not yet routed (first max
+ * wins); `assign` when the windows tile the input (each dx cell once). */
+static inline void route_max(float *restrict dx, const float *restrict v, const float *restrict o,
+                             const float *restrict d, float *restrict done, int C, int assign) {
+    if (assign)
+        for (int c = 0; c < C; c++) {
+            float hit = (v[c] == o[c] && done[c] == 0.0f) ? 1.0f : 0.0f;
+            dx[c] = hit * d[c];
+            done[c] += hit;
+        }
+    else
+        for (int c = 0; c < C; c++) {
+            float hit = (v[c] == o[c] && done[c] == 0.0f) ? 1.0f : 0.0f;
+            dx[c] += hit * d[c];
+            done[c] += hit;
+        }
+}
+
 static void pool_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
                           float *dy, float *dx) {
-    (void)run, (void)x, (void)y;
+    (void)run;
     if (dx == NULL) return;
     pool_priv *p = l->priv;
     const mr_window *g = &p->g;
     const int C = p->C, is_max = l->cfg->kind == MR_LAYER_MAXPOOL;
     const int64_t in_per = (int64_t)g->in_h * g->in_w * C,
                   out_per = (int64_t)g->out_h * g->out_w * C;
-    memset(dx, 0, sizeof(float) * (size_t)(batch * in_per));
+    if (!p->tiles) memset(dx, 0, sizeof(float) * (size_t)(batch * in_per));
     for (int b = 0; b < batch; b++) {
+        const float *xb = x + b * in_per;
         float *dxb = dx + b * in_per;
-        const float *dyb = dy + b * out_per;
-        if (is_max) {
-            const int32_t *ab = p->argmax + b * out_per;
-            for (int64_t i = 0; i < out_per; i++)
-                dxb[ab[i]] += dyb[i];
-            continue;
-        }
+        const float *yb = y + b * out_per, *dyb = dy + b * out_per;
         for (int oy = 0; oy < g->out_h; oy++)
             for (int ox = 0; ox < g->out_w; ox++) {
                 int y0, y1, x0, x1;
                 window(g, oy, ox, &y0, &y1, &x0, &x1);
-                const float *d = dyb + ((int64_t)oy * g->out_w + ox) * C;
+                int64_t o = ((int64_t)oy * g->out_w + ox) * C;
+                if (is_max) {
+                    memset(p->done, 0, sizeof(float) * (size_t)C);
+                    for (int iy = y0; iy < y1; iy++)
+                        for (int ix = x0; ix < x1; ix++) {
+                            int64_t i = ((int64_t)iy * g->in_w + ix) * C;
+                            route_max(dxb + i, xb + i, yb + o, dyb + o, p->done, C, p->tiles);
+                        }
+                    continue;
+                }
                 float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
                 for (int iy = y0; iy < y1; iy++)
                     for (int ix = x0; ix < x1; ix++) {
                         float *t = dxb + ((int64_t)iy * g->in_w + ix) * C;
-                        for (int c = 0; c < C; c++)
-                            t[c] += d[c] * inv;
+                        if (p->tiles)
+                            for (int c = 0; c < C; c++)
+                                t[c] = dyb[o + c] * inv;
+                        else
+                            for (int c = 0; c < C; c++)
+                                t[c] += dyb[o + c] * inv;
                     }
             }
     }
@@ -152,7 +167,7 @@ static void pool_backward(mr_layer *l, mr_run *run, int batch, const float *x, c
 
 static void pool_destroy(mr_layer *l) {
     pool_priv *p = l->priv;
-    if (p) free(p->argmax);
+    if (p) free(p->done);
     free(p);
     l->priv = NULL;
 }

@@ -1,0 +1,110 @@
+/* bench_layers: per-layer forward and backward time of a model, and each
+ * convolution's achieved GFLOP/s (2 x multiply-adds / time) against the
+ * machine's SGEMM GFLOP/s measured in the same run (1024^3, same threads).
+ *
+ *   OPENBLAS_NUM_THREADS=1 taskset -c 0 bench_layers MODEL.cfg [BATCH]
+ * Median of 9 timings of each layer on random inputs; backward includes the
+ * weight gradient and, except for the first layer, the input gradient. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../models/conv_geometry.h"
+#include "../models/model.h"
+#include "../runtime/rng.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double sgemm_gflops(void) {
+    const int n = 1024;
+    float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4),
+          *c = calloc((size_t)n * n, 4);
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        double t0 = now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+        t[k] = now_s() - t0;
+    }
+    qsort(t, 5, sizeof t[0], cmp);
+    free(a), free(b), free(c);
+    return 2.0 * n * n * n / t[2] / 1e9;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: bench_layers MODEL.cfg [BATCH]\n");
+        return 2;
+    }
+    mr_config cfg;
+    mr_error err = {0};
+    if (mr_config_load(argv[1], &cfg, &err) != MR_OK) {
+        fprintf(stderr, "bench_layers: %s\n", err.msg);
+        return 2;
+    }
+    int B = argc == 3 ? atoi(argv[2]) : cfg.net.batch;
+    if (B < 1) {
+        fprintf(stderr, "bench_layers: batch must be >= 1\n");
+        return 2;
+    }
+    mr_model m;
+    if (mr_model_init(&m, &cfg, B, 0, &err) != MR_OK) {
+        fprintf(stderr, "bench_layers: %s\n", err.msg);
+        return 2;
+    }
+    mr_model_init_weights(&m, 1);
+    mr_rng_uniform(1, 50, 0, 0, 0.0f, 1.0f, m.input, B * m.in_size);
+    mr_model_forward(&m, B, 1); /* every layer's x and y hold real values */
+    double peak = sgemm_gflops();
+    printf("SGEMM 1024^3: %.1f GFLOP/s; batch %d\n", peak, B);
+    printf("| layer | output | forward ms | backward ms | forward GFLOP/s | backward GFLOP/s | %% "
+           "of SGEMM (fwd / bwd) |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < m.n_layers; i++) {
+        mr_layer *l = &m.layers[i];
+        const float *x = i > 0 ? m.acts[i - 1] : m.input;
+        int64_t ny = B * mr_shape_size(l->out), nx = B * mr_shape_size(l->in);
+        float *dy = malloc(sizeof(float) * ny), *dx = i > 0 ? malloc(sizeof(float) * nx) : NULL;
+        double tf[9], tb[9];
+        for (int k = 0; k < 9; k++) {
+            double t0 = now_s();
+            l->ops->forward(l, &m.run, B, x, m.acts[i]);
+            tf[k] = now_s() - t0;
+            mr_rng_uniform(2, 51, (uint32_t)k, 0, -1.0f, 1.0f, dy, ny);
+            t0 = now_s();
+            l->ops->backward(l, &m.run, B, x, m.acts[i], dy, dx);
+            tb[k] = now_s() - t0;
+        }
+        qsort(tf, 9, sizeof tf[0], cmp);
+        qsort(tb, 9, sizeof tb[0], cmp);
+        char shape[64];
+        mr_shape_format(l->out, shape, sizeof shape);
+        if (l->cfg->kind == MR_LAYER_CONV2D) {
+            /* multiply-adds: output pixels x kernel volume x filters */
+            double macs = (double)B * l->out.d[0] * l->out.d[1] * l->cfg->size[0] *
+                          l->cfg->size[1] * l->in.d[2] * l->out.d[2];
+            double fwd = 2 * macs / tf[4] / 1e9, bwd = 2 * macs * (dx ? 2 : 1) / tb[4] / 1e9;
+            printf("| %s (%s) | %s | %.3f | %.3f | %.1f | %.1f | %.0f%% / %.0f%% |\n", l->name,
+                   l->ops->class_name, shape, tf[4] * 1e3, tb[4] * 1e3, fwd, bwd, 100 * fwd / peak,
+                   100 * bwd / peak);
+        } else {
+            printf("| %s (%s) | %s | %.3f | %.3f | | | |\n", l->name, l->ops->class_name, shape,
+                   tf[4] * 1e3, tb[4] * 1e3);
+        }
+        free(dy);
+        free(dx);
+    }
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    return 0;
+}
