@@ -251,9 +251,10 @@ int main(int argc, char **argv) {
             mr_devices_list(stdout);
             return EXIT_OK;
         default:
-            if (optopt)
-                fprintf(stderr, "%s: option -%c%s\n", prog, optopt,
-                        strchr("", optopt) ? "" : ": unknown or missing its value (see --help)");
+            /* getopt sets optopt to the short option, or to a long option's code */
+            if (optopt > 0 && optopt < 256)
+                fprintf(stderr, "%s: -%c: unknown option or missing value (see --help)\n", prog,
+                        optopt);
             else
                 fprintf(stderr, "%s: %s: unknown option or missing value (see --help)\n", prog,
                         argv[optind - 1]);

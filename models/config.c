@@ -400,6 +400,18 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
     return 0;
 }
 
+/* Fills the current section's struct with the table's defaults. */
+static void apply_defaults(parse_state *ps) {
+    void *base = section_base(ps);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (strcmp(keys[i].section, sections[ps->sec].name) != 0 || keys[i].def == NULL) continue;
+        char why[256];
+        if (!parse_value(&keys[i], keys[i].def, (char *)base + keys[i].offset, NULL, why,
+                         sizeof why))
+            MR_ASSERT(!"bad default in the key table");
+    }
+}
+
 /* Checks the keys required in the section that just ended. */
 static int close_section(parse_state *ps) {
     if (ps->sec < 0 || ps->failed) return !ps->failed;
@@ -450,15 +462,7 @@ static int open_section(parse_state *ps, const char *name, int line) {
         l->kind = (mr_layer_kind)kind;
         l->line = line;
     }
-    /* defaults of this section */
-    void *base = section_base(ps);
-    for (size_t i = 0; i < N_KEYS; i++) {
-        if (strcmp(keys[i].section, sections[s].name) != 0 || keys[i].def == NULL) continue;
-        char why[256];
-        if (!parse_value(&keys[i], keys[i].def, (char *)base + keys[i].offset, NULL, why,
-                         sizeof why))
-            MR_ASSERT(!"bad default in the key table");
-    }
+    apply_defaults(ps);
     return 1;
 }
 
@@ -569,14 +573,7 @@ mr_status mr_config_parse(const char *text, const char *name, const char *base_d
     /* defaults of the singleton sections, so a file without [augment] has them */
     for (int s = 0; s < 3; s++) {
         ps.sec = s;
-        void *base = section_base(&ps);
-        for (size_t i = 0; i < N_KEYS; i++) {
-            if (strcmp(keys[i].section, sections[s].name) != 0 || keys[i].def == NULL) continue;
-            char why[256];
-            if (!parse_value(&keys[i], keys[i].def, (char *)base + keys[i].offset, NULL, why,
-                             sizeof why))
-                MR_ASSERT(!"bad default in the key table");
-        }
+        apply_defaults(&ps);
     }
     ps.sec = -1;
     int rc = ini_parse_stream(reader, &ps, handler, &ps);

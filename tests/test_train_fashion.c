@@ -21,7 +21,7 @@
 static double run_accuracy(const char *args) {
     char *exe = tu_build_path("launch/mirrored_train");
     const char *dir = tu_tmpdir();
-    char cmd[8192], json[4200];
+    char cmd[16384], json[4200];
     snprintf(json, sizeof json, "%s/summary.json", dir);
     snprintf(cmd, sizeof cmd, "%s %s --json %s", exe, args, json);
     char *out;
@@ -45,30 +45,27 @@ static char *cfg(const char *name) {
     return tu_source_path(rel);
 }
 
-START_TEST(mlp_one_epoch_one_replica) {
-    char args[4096], *c = cfg("fashion_mlp.cfg");
-    snprintf(args, sizeof args, "%s --quiet --epochs 1 --devices cpu", c);
-    double acc = run_accuracy(args);
-    ck_assert_msg(acc >= 0.82, "test accuracy %.4f < 0.82", acc);
+/* Trains models/configs/NAME with ARGS and checks the test accuracy. */
+static void expect_accuracy(const char *name, const char *args, double floor) {
+    char all[4096], *c = cfg(name);
+    snprintf(all, sizeof all, "%s --quiet %s", c, args);
+    double acc = run_accuracy(all);
+    ck_assert_msg(acc >= floor, "%s %s: test accuracy %.4f < %.3f", name, args, acc, floor);
     free(c);
+}
+
+START_TEST(mlp_one_epoch_one_replica) {
+    expect_accuracy("fashion_mlp.cfg", "--epochs 1 --devices cpu", 0.82);
 }
 END_TEST
 
 START_TEST(mlp_one_epoch_two_replicas) {
-    char args[4096], *c = cfg("fashion_mlp.cfg");
-    snprintf(args, sizeof args, "%s --quiet --epochs 1 --devices cpu:2", c);
-    double acc = run_accuracy(args);
-    ck_assert_msg(acc >= 0.82, "test accuracy %.4f < 0.82", acc);
-    free(c);
+    expect_accuracy("fashion_mlp.cfg", "--epochs 1 --devices cpu:2", 0.82);
 }
 END_TEST
 
 START_TEST(cnn_two_replicas_reaches_bar) {
-    char args[4096], *c = cfg("fashion_cnn.cfg");
-    snprintf(args, sizeof args, "%s --quiet --devices cpu:2", c);
-    double acc = run_accuracy(args);
-    ck_assert_msg(acc >= 0.90, "test accuracy %.4f < 0.90", acc);
-    free(c);
+    expect_accuracy("fashion_cnn.cfg", "--devices cpu:2", 0.90);
 }
 END_TEST
 
