@@ -83,12 +83,14 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
     }
     mr_layer *last = &m->layers[m->n_layers - 1];
     m->out_size = mr_shape_size(last->out);
-    if (last->out.rank != 1)
-        return mr_model_free(m),
-               mr_error_set(err, MR_ERR_CONFIG,
+    if (last->out.rank != 1) {
+        int line = last->cfg->line;
+        mr_model_free(m);
+        return mr_error_set(err, MR_ERR_CONFIG,
                             "%s:%d: the last layer must output class scores (a flat vector); "
                             "add [flatten] and a [dense] layer",
-                            cfg->path, last->cfg->line);
+                            cfg->path, line);
+    }
     /* softmax + cross-entropy are computed together from logits (stable) */
     int last_is_softmax =
         (last->cfg->kind == MR_LAYER_DENSE || last->cfg->kind == MR_LAYER_ACTIVATION ||
@@ -140,8 +142,8 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
         return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for the model at batch %d",
                             cfg->path, max_batch);
     }
-    for (int i = m->n_layers - 1, p = 0, s = 0; i >= 0; i--) {
-        (void)p;
+    int64_t s = 0; /* next free float of the state buffer */
+    for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
         int64_t off = m->param_offset[i];
         for (int w = 0; w < l->n_weights; w++) {
@@ -151,7 +153,7 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
                 off += l->w[w].size;
             } else {
                 l->w[w].data = m->state + s;
-                s += (int)l->w[w].size;
+                s += l->w[w].size;
             }
         }
     }
