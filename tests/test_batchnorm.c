@@ -8,6 +8,7 @@
 
 #include "../runtime/rng.h"
 #include "gradcheck.h"
+#include "testutil.h"
 
 START_TEST(gradients) {
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_BATCHNORM);
@@ -77,9 +78,5 @@ int main(void) {
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, statistics_and_inference);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return tu_run_suite(s);
 }

@@ -265,9 +265,5 @@ int main(void) {
     tcase_add_test(tc, reference_lists_every_key);
     tcase_add_test(tc, readme_table_matches_key_table);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return tu_run_suite(s);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../strategies/devices.h"
+#include "testutil.h"
 
 static mr_status parse(const char *spec, mr_device_set *set, mr_error *err) {
     mr_error_clear(err);
@@ -68,9 +69,5 @@ int main(void) {
     tcase_add_test(tc, gpu_fails_clearly);
     tcase_add_test(tc, list_devices);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return tu_run_suite(s);
 }

@@ -7,6 +7,7 @@
 
 #include "../runtime/rng.h"
 #include "gradcheck.h"
+#include "testutil.h"
 
 static mr_layer make(mr_layer_cfg *c, int n) {
     mr_layer l = {0};
@@ -91,9 +92,5 @@ int main(void) {
     tcase_add_test(tc, mask_follows_global_position);
     tcase_add_test(tc, gradient_with_fixed_mask);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return tu_run_suite(s);
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "../collectives/local.h"
+#include "testutil.h"
 
 typedef struct job {
     mr_comm *c;
@@ -203,9 +204,5 @@ int main(void) {
     tcase_add_test(tc, abort_releases_the_others);
     tcase_add_test(tc, wrapper_checks);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return tu_run_suite(s);
 }

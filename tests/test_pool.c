@@ -9,6 +9,7 @@
 
 #include "../runtime/rng.h"
 #include "gradcheck.h"
+#include "testutil.h"
 
 static mr_layer_cfg pool_cfg(mr_layer_kind kind, int k, int s, mr_padding pad) {
     mr_layer_cfg c = gc_layer_cfg(kind);
@@ -116,9 +117,5 @@ int main(void) {
     tcase_add_test(tc, forward_matches_direct);
     tcase_add_test(tc, shape_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return tu_run_suite(s);
 }

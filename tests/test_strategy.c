@@ -355,9 +355,5 @@ int main(void) {
     tcase_add_test(tc, linear_scaling_in_plan);
     tcase_add_test(tc, evaluate_exact_with_uneven_shards);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return tu_run_suite(s);
 }

@@ -1,6 +1,8 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include <check.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,4 +112,12 @@ double tu_rel_diff(const float *a, const float *b, size_t n) {
         if (fabs((double)b[i]) > maxb) maxb = fabs((double)b[i]);
     }
     return maxd / (maxb > 1e-30 ? maxb : 1e-30);
+}
+
+int tu_run_suite(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
 }

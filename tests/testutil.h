@@ -31,6 +31,11 @@ char *tu_read_file(const char *path, size_t *len);
 /* 1 if the file exists. */
 int tu_exists(const char *path);
 
+/* Runs every test of suite s (Check's forking mode), frees it, and returns the
+ * process exit status: 0 when all passed. */
+struct Suite;
+int tu_run_suite(struct Suite *s);
+
 /* Largest |a-b| / max(1e-30, max|b|) over n floats: a normalised error. */
 double tu_rel_diff(const float *a, const float *b, size_t n);
 
