@@ -58,7 +58,12 @@ static void dense_backward(mr_layer *l, mr_run *run, int batch, const float *x, 
         }
     }
     /* dx (B, in) = dz (B, units) W^T (units, in) */
-    if (dx) mr_gemm(run->be, 0, 1, batch, in, out, 1.0f, dy, out, l->w[0].data, out, 0.0f, dx, in);
+    if (dx) {
+        /* zero dx ourselves and accumulate (beta = 1): OpenBLAS's own beta = 0
+         * pass over C is slower than memset */
+        memset(dx, 0, sizeof(float) * (size_t)batch * (size_t)in);
+        mr_gemm(run->be, 0, 1, batch, in, out, 1.0f, dy, out, l->w[0].data, out, 1.0f, dx, in);
+    }
 }
 
 const mr_layer_ops mr_dense_ops = {

@@ -156,6 +156,13 @@ void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count, const
     for (int i = 0; i < count; i++) {
         int64_t r = rows[i];
         float *dst = x + (int64_t)i * d;
+        if (i + 1 < count) {
+            /* rows come in a random order: ask for the next one while this one converts */
+            size_t es = mr_dtype_size(ds->x.dtype);
+            const char *next = (const char *)ds->x.data + rows[i + 1] * d * (int64_t)es;
+            for (int64_t off = 0; off < d * (int64_t)es; off += 64)
+                __builtin_prefetch(next + off);
+        }
         if (ds->x.dtype == MR_DTYPE_U8) {
             const uint8_t *src = (const uint8_t *)ds->x.data + r * d;
             for (int64_t j = 0; j < d; j++)

@@ -38,6 +38,9 @@ START_TEST(gradients) {
                 check_grad(conv_cfg(2, 3, 3, s, s, (mr_padding)pad, bias), in);
     check_grad(conv_cfg(3, 3, 5, 1, 2, MR_PADDING_SAME, 1), in);  /* odd kernel, mixed stride */
     check_grad(conv_cfg(2, 1, 1, 1, 1, MR_PADDING_VALID, 1), in); /* the direct 1x1 path */
+    mr_shape gray = {3, {6, 7, 1}};                               /* one channel: its own im2col */
+    check_grad(conv_cfg(3, 3, 3, 1, 1, MR_PADDING_VALID, 1), gray);
+    check_grad(conv_cfg(3, 3, 3, 2, 2, MR_PADDING_SAME, 1), gray);
     mr_layer_cfg relu = conv_cfg(2, 3, 3, 1, 1, MR_PADDING_SAME, 1);
     relu.activation = MR_ACTIVATION_RELU;
     check_grad(relu, in);
@@ -99,6 +102,11 @@ START_TEST(forward_matches_direct) {
     check_forward(conv_cfg(5, 5, 5, 1, 1, MR_PADDING_SAME, 0), in, 2);
     check_forward(conv_cfg(2, 2, 3, 3, 2, MR_PADDING_SAME, 1), in, 2);
     check_forward(conv_cfg(3, 1, 1, 1, 1, MR_PADDING_VALID, 1), in, 2);
+    /* one input channel: its own im2col */
+    mr_shape gray = {3, {9, 8, 1}};
+    check_forward(conv_cfg(4, 3, 3, 1, 1, MR_PADDING_VALID, 1), gray, 3);
+    check_forward(conv_cfg(4, 3, 5, 2, 1, MR_PADDING_SAME, 1), gray, 2);
+    check_forward(conv_cfg(2, 5, 5, 1, 1, MR_PADDING_SAME, 0), gray, 2);
 }
 END_TEST
 
