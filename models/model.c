@@ -193,7 +193,7 @@ int mr_model_classes(const mr_model *m) {
 }
 
 const float *mr_model_forward(mr_model *m, int batch, int training) {
-    MR_ASSERT(batch >= 1 && batch <= m->max_batch);
+    MR_ASSERT(batch >= 0 && batch <= m->max_batch); /* 0: an empty shard (see strategy.c) */
     m->run.training = training;
     const float *x = m->input;
     for (int i = 0; i < m->n_layers; i++) {

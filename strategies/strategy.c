@@ -375,7 +375,8 @@ static mr_status job_fit(replica *rep) {
                 int64_t start, cnt;
                 shard_range(ga, K * R, k * R + rep->r, &start, &cnt);
                 rep->reduce_now = k == K - 1;
-                if (cnt == 0) continue;
+                /* an empty shard (a last batch smaller than R x K) still runs the
+                 * layers on zero rows: SyncBN's collectives need every replica */
                 mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp, m->input,
                                 rep->labels);
                 m->run.seed = s->opts.seed;

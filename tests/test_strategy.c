@@ -200,6 +200,13 @@ START_TEST(partial_last_batch) {
     d = tu_rel_diff(a, b, (size_t)na);
     ck_assert_msg(d < BOUND, "tiny last batch: %g", d);
     free(a), free(b);
+    /* the same with SyncBN: the idle replica still joins the statistics' collectives */
+    many.text = one.text = bn_text;
+    many.net_extra = one.net_extra = sgd;
+    a = train_ok(&many, &na), b = train_ok(&one, &nb);
+    d = tu_rel_diff(a, b, (size_t)na);
+    ck_assert_msg(d < BOUND, "tiny last batch, SyncBN: %g", d);
+    free(a), free(b);
 }
 END_TEST
 
