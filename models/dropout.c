@@ -3,7 +3,8 @@
  * (seed, dropout stream) at counter (step, sample_base + i, layer, j / 4):
  * it depends on the sample's position in the GLOBAL batch, never on which
  * replica holds it, so R replicas x B and 1 x RB drop the same elements.
- * Backward recomputes the mask instead of storing it. */
+ * Backward recomputes the mask instead of storing it.
+ * Relies on: layer.h (mr_run: seed, step, sample_base), rng.h (Philox). */
 #include <string.h>
 
 #include "../runtime/rng.h"

@@ -4,12 +4,19 @@
  * by the number of real cells in the window. Max backward routes dy to the
  * first cell of the window that equals the output (x == y), found again
  * from x and y rather than stored: the forward pass stays a pure max that
- * vectorises, and no index array has to stream through memory. */
+ * vectorises, and no index array has to stream through memory. 2x2
+ * windows (the usual MaxPooling2D) take a one-pass path both ways.
+ * Relies on: layer.h (the layer contract), conv_geometry.h (Keras/TF
+ * output size and padding). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "conv_geometry.h"
 #include "layer.h"
+
+/* gcc would turn the per-window copy of C floats into a memcpy call, which
+ * costs more than the copy itself; keep it a (vectorised) loop. */
+#define MR_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
 
 typedef struct pool_priv {
     mr_window g;
@@ -26,13 +33,16 @@ static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_err
         return mr_error_set(err, MR_ERR_CONFIG,
                             "%s:%d: [%s] needs an image input (H,W,C), got (%d)", file, c->line,
                             sec, l->in.d[0]);
+    if (c->size[0] < 1 || c->size[1] < 1 || c->stride[0] < 1 || c->stride[1] < 1)
+        return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [%s] size and stride must be >= 1", file,
+                            c->line, sec);
     mr_window g = mr_window_make(l->in.d[0], l->in.d[1], c);
     if (c->padding == MR_PADDING_VALID && (c->size[0] > g.in_h || c->size[1] > g.in_w))
         return mr_error_set(
             err, MR_ERR_CONFIG,
             "%s:%d: [%s] pool %dx%d is larger than its %dx%d input with valid padding", file,
             c->line, sec, c->size[0], c->size[1], g.in_h, g.in_w);
-    if (g.out_h < 1 || g.out_w < 1 || c->stride[0] < 1 || c->stride[1] < 1)
+    if (g.out_h < 1 || g.out_w < 1 || l->in.d[2] < 1)
         return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [%s] would output an empty shape", file,
                             c->line, sec);
     pool_priv *p = calloc(1, sizeof *p);
@@ -70,13 +80,26 @@ static inline void add_into(float *restrict o, const float *restrict v, int C) {
         o[c] += v[c];
 }
 
-static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+/* o (C) = max of the four cells of a 2x2 window (rows r0 and r1 of the
+ * input, adjacent pixels C floats apart): the common case, in one pass. */
+static inline void max2x2(float *restrict o, const float *restrict r0, const float *restrict r1,
+                          int C) {
+    for (int c = 0; c < C; c++) {
+        /* strict >: on ties the earlier cell is kept, as in max_into */
+        float a = r0[C + c] > r0[c] ? r0[C + c] : r0[c];
+        float b = r1[C + c] > r1[c] ? r1[C + c] : r1[c];
+        o[c] = b > a ? b : a;
+    }
+}
+
+MR_NO_MEMCPY static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x,
+                                      float *y) {
     (void)run;
     pool_priv *p = l->priv;
     const mr_window *g = &p->g;
     const int C = p->C, is_max = l->cfg->kind == MR_LAYER_MAXPOOL;
     const int64_t in_per = (int64_t)g->in_h * g->in_w * C,
-                  out_per = (int64_t)g->out_h * g->out_w * C;
+                  out_per = (int64_t)g->out_h * g->out_w * C, row = (int64_t)g->in_w * C;
     for (int b = 0; b < batch; b++) {
         const float *xb = x + b * in_per;
         float *yb = y + b * out_per;
@@ -84,9 +107,15 @@ static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
             for (int ox = 0; ox < g->out_w; ox++) {
                 int y0, y1, x0, x1;
                 window(g, oy, ox, &y0, &y1, &x0, &x1);
-                float *o = yb + ((int64_t)oy * g->out_w + ox) * C;
+                float *restrict o = yb + ((int64_t)oy * g->out_w + ox) * C;
+                const float *restrict first = xb + ((int64_t)y0 * g->in_w + x0) * C;
+                if (is_max && y1 - y0 == 2 && x1 - x0 == 2) {
+                    max2x2(o, first, first + row, C);
+                    continue;
+                }
                 /* start from the first cell of the window */
-                memcpy(o, xb + ((int64_t)y0 * g->in_w + x0) * C, sizeof(float) * (size_t)C);
+                for (int c = 0; c < C; c++)
+                    o[c] = first[c];
                 for (int iy = y0; iy < y1; iy++)
                     for (int ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
                         const float *v = xb + ((int64_t)iy * g->in_w + ix) * C;
@@ -101,6 +130,22 @@ static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
                         o[c] *= inv;
                 }
             }
+    }
+}
+
+/* dx of a 2x2 window that is its own (the windows tile the input): dy goes
+ * to the first of the four cells equal to the max, 0 to the others. */
+static inline void route2x2(float *restrict d0, float *restrict d1, const float *restrict r0,
+                            const float *restrict r1, const float *restrict o,
+                            const float *restrict d, int C) {
+    for (int c = 0; c < C; c++) { /* bitwise, not &&: no branches, so it vectorises */
+        int e0 = r0[c] == o[c], e1 = r0[C + c] == o[c], e2 = r1[c] == o[c];
+        int e3 = r1[C + c] == o[c];
+        int h0 = e0, h1 = e1 & !e0, h2 = e2 & !(e0 | e1), h3 = e3 & !(e0 | e1 | e2);
+        d0[c] = h0 ? d[c] : 0.0f;
+        d0[C + c] = h1 ? d[c] : 0.0f;
+        d1[c] = h2 ? d[c] : 0.0f;
+        d1[C + c] = h3 ? d[c] : 0.0f;
     }
 }
 
@@ -130,7 +175,7 @@ static void pool_backward(mr_layer *l, mr_run *run, int batch, const float *x, c
     const mr_window *g = &p->g;
     const int C = p->C, is_max = l->cfg->kind == MR_LAYER_MAXPOOL;
     const int64_t in_per = (int64_t)g->in_h * g->in_w * C,
-                  out_per = (int64_t)g->out_h * g->out_w * C;
+                  out_per = (int64_t)g->out_h * g->out_w * C, row = (int64_t)g->in_w * C;
     if (!p->tiles) memset(dx, 0, sizeof(float) * (size_t)(batch * in_per));
     for (int b = 0; b < batch; b++) {
         const float *xb = x + b * in_per;
@@ -141,6 +186,11 @@ static void pool_backward(mr_layer *l, mr_run *run, int batch, const float *x, c
                 int y0, y1, x0, x1;
                 window(g, oy, ox, &y0, &y1, &x0, &x1);
                 int64_t o = ((int64_t)oy * g->out_w + ox) * C;
+                if (is_max && p->tiles && y1 - y0 == 2 && x1 - x0 == 2) {
+                    int64_t i = ((int64_t)y0 * g->in_w + x0) * C;
+                    route2x2(dxb + i, dxb + i + row, xb + i, xb + i + row, yb + o, dyb + o, C);
+                    continue;
+                }
                 if (is_max) {
                     memset(p->done, 0, sizeof(float) * (size_t)C);
                     for (int iy = y0; iy < y1; iy++)

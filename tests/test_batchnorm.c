@@ -1,8 +1,14 @@
 /* test_batchnorm.c: batch normalisation: gradient checks in training mode
- * (rank 3 and rank 1), normalised output, moving averages, inference.
- * Bound 2e-3: gradcheck.h; BN is smooth, so nothing is skipped. */
+ * (rank 3 and rank 1), normalised output, moving averages with momentum,
+ * inference on the moving statistics, SyncBatchNormalization (two replica
+ * threads with sync=1 equal one replica with their whole batch), a failing
+ * collective, and an empty shard.
+ * Bound 2e-3: gradcheck.h; BN is smooth, so nothing is skipped, and the
+ * noise measured here is near 1e-4; a wrong term of the BN backward (a
+ * missing mean(dy) or xhat * mean(dy xhat)) is off by O(0.1..1). */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,11 +78,248 @@ START_TEST(statistics_and_inference) {
 }
 END_TEST
 
+/* A layer of the BN kind on `in` with its own weights (gamma, beta random
+ * around 1 and 0; moving mean 0.5, moving variance 2: a shift that is not
+ * the batch mean) and gradients. */
+typedef struct bn_case {
+    mr_layer_cfg c;
+    mr_layer l;
+    float w[4][8], g[2][8], scratch[32];
+} bn_case;
+
+static void bn_case_init(bn_case *t, mr_shape in, int max_batch, int sync) {
+    memset(t, 0, sizeof *t);
+    t->c = gc_layer_cfg(MR_LAYER_BATCHNORM);
+    t->c.sync = sync;
+    t->c.momentum = 0.9f;
+    t->l.ops = &mr_batchnorm_ops;
+    t->l.cfg = &t->c;
+    t->l.in = in;
+    mr_error err = {0};
+    ck_assert_int_eq(t->l.ops->setup(&t->l, max_batch, "test.cfg", &err), MR_OK);
+    ck_assert_int_le(t->l.scratch_floats, 32);
+    int C = in.d[in.rank - 1];
+    for (int i = 0; i < 4; i++)
+        t->l.w[i].data = t->w[i];
+    t->l.w[0].grad = t->g[0], t->l.w[1].grad = t->g[1];
+    t->l.ops->init(&t->l, 1);
+    for (int ch = 0; ch < C; ch++) {
+        t->w[0][ch] = 1.0f + 0.1f * (float)ch;
+        t->w[1][ch] = 0.2f * (float)ch - 0.3f;
+        t->w[2][ch] = 0.5f;
+        t->w[3][ch] = 2.0f;
+    }
+}
+
+/* Replica threads meeting in sync_sum: each adds its buffer, waits for the
+ * others, and leaves with the total. */
+typedef struct fake_comm {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int R, arrived, leaving, round;
+    float sum[64];
+    int calls[2];     /* per replica */
+    size_t floats[2]; /* largest n per replica */
+    int fail;         /* 1: every call fails */
+} fake_comm;
+
+typedef struct replica_ctx {
+    fake_comm *comm;
+    int r;
+} replica_ctx;
+
+static mr_status fake_sync_sum(void *ctx, float *buf, size_t n) {
+    replica_ctx *rc = ctx;
+    fake_comm *c = rc->comm;
+    ck_assert_int_le(n, 64);
+    c->calls[rc->r]++;
+    if (n > c->floats[rc->r]) c->floats[rc->r] = n;
+    if (c->fail) return MR_ERR_RUNTIME;
+    pthread_mutex_lock(&c->mu);
+    while (c->leaving > 0) /* the previous round is still being read */
+        pthread_cond_wait(&c->cv, &c->mu);
+    if (c->arrived == 0) memset(c->sum, 0, sizeof c->sum);
+    for (size_t i = 0; i < n; i++)
+        c->sum[i] += buf[i];
+    int round = c->round;
+    if (++c->arrived == c->R) {
+        c->arrived = 0;
+        c->leaving = c->R;
+        c->round++;
+        pthread_cond_broadcast(&c->cv);
+    } else {
+        while (c->round == round)
+            pthread_cond_wait(&c->cv, &c->mu);
+    }
+    memcpy(buf, c->sum, sizeof(float) * n);
+    if (--c->leaving == 0) pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return MR_OK;
+}
+
+typedef struct replica_job {
+    bn_case *t;
+    replica_ctx ctx;
+    int batch;
+    const float *x, *dy;
+    float *y, *dx;
+    mr_status status;
+} replica_job;
+
+static void *replica_main(void *arg) {
+    replica_job *j = arg;
+    mr_run run = {.be = mr_backend_cpu(),
+                  .training = 1,
+                  .scratch = j->t->scratch,
+                  .sync_sum = fake_sync_sum,
+                  .sync_ctx = &j->ctx};
+    float dy[256];
+    memcpy(dy, j->dy, sizeof(float) * (size_t)j->batch * mr_shape_size(j->t->l.in));
+    j->t->l.ops->forward(&j->t->l, &run, j->batch, j->x, j->y);
+    if (run.status == MR_OK) j->t->l.ops->backward(&j->t->l, &run, j->batch, j->x, j->y, dy, j->dx);
+    j->status = run.status;
+    return NULL;
+}
+
+/* y (rows, C) is x normalised per channel with the biased variance of x:
+ * (y - beta) / gamma has mean 0 and variance var / (var + eps). */
+static void check_normalised(const float *x, const float *y, int rows, int C, const float *gamma,
+                             const float *beta, double eps) {
+    for (int ch = 0; ch < C; ch++) {
+        double m = 0, v = 0, zm = 0, zv = 0;
+        for (int r = 0; r < rows; r++)
+            m += x[r * C + ch], zm += (y[r * C + ch] - beta[ch]) / gamma[ch];
+        m /= rows, zm /= rows;
+        for (int r = 0; r < rows; r++) {
+            double z = (y[r * C + ch] - beta[ch]) / gamma[ch];
+            v += (x[r * C + ch] - m) * (x[r * C + ch] - m), zv += (z - zm) * (z - zm);
+        }
+        v /= rows, zv /= rows;
+        ck_assert_double_eq_tol(zm, 0.0, 1e-5);
+        ck_assert_double_eq_tol(zv, v / (v + eps), 1e-5);
+    }
+}
+
+/* 2 replicas x 4 examples with sync=1 == 1 replica x 8 examples: outputs,
+ * input gradients, summed weight gradients and the moving statistics. */
+START_TEST(sync_matches_one_replica) {
+    mr_shape in = {3, {2, 2, 3}};
+    const int C = 3, per = 12, B = 4;
+    float x[2 * 4 * 12], dy[2 * 4 * 12], y[2 * 4 * 12], dx[2 * 4 * 12];
+    float ry[2 * 4 * 12], rdx[2 * 4 * 12], rdy[2 * 4 * 12];
+    mr_rng_uniform(4, 4, 0, 0, 1.0f, 5.0f, x, 2 * B * per); /* mean 3: far from the shift 0.5 */
+    mr_rng_uniform(4, 4, 1, 0, -1.0f, 1.0f, dy, 2 * B * per);
+    /* the reference: one replica, no sync, the whole batch */
+    bn_case ref;
+    bn_case_init(&ref, in, 2 * B, 0);
+    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = ref.scratch};
+    memcpy(rdy, dy, sizeof dy);
+    ref.l.ops->forward(&ref.l, &run, 2 * B, x, ry);
+    ref.l.ops->backward(&ref.l, &run, 2 * B, x, ry, rdy, rdx);
+    check_normalised(x, ry, 2 * B * per / C, C, ref.w[0], ref.w[1], 1e-3);
+    /* two replica threads with sync=1 */
+    bn_case rep[2];
+    fake_comm comm = {.R = 2};
+    pthread_mutex_init(&comm.mu, NULL);
+    pthread_cond_init(&comm.cv, NULL);
+    replica_job jobs[2];
+    pthread_t tid[2];
+    for (int r = 0; r < 2; r++) {
+        bn_case_init(&rep[r], in, B, 1);
+        jobs[r] = (replica_job){.t = &rep[r],
+                                .ctx = {&comm, r},
+                                .batch = B,
+                                .x = x + r * B * per,
+                                .dy = dy + r * B * per,
+                                .y = y + r * B * per,
+                                .dx = dx + r * B * per};
+        pthread_create(&tid[r], NULL, replica_main, &jobs[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(tid[r], NULL);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(jobs[r].status, MR_OK);
+        ck_assert_int_eq(comm.calls[r], 2);          /* one in forward, one in backward */
+        ck_assert_int_eq(comm.floats[r], 2 * C + 1); /* 2C sums and a count */
+    }
+    for (int i = 0; i < 2 * B * per; i++) {
+        ck_assert_double_eq_tol(y[i], ry[i], 1e-5);
+        ck_assert_double_eq_tol(dx[i], rdx[i], 1e-5);
+    }
+    for (int ch = 0; ch < C; ch++) {
+        ck_assert_double_eq_tol(rep[0].g[0][ch] + rep[1].g[0][ch], ref.g[0][ch], 1e-5);
+        ck_assert_double_eq_tol(rep[0].g[1][ch] + rep[1].g[1][ch], ref.g[1][ch], 1e-5);
+        for (int r = 0; r < 2; r++) {
+            ck_assert_double_eq_tol(rep[r].w[2][ch], ref.w[2][ch], 1e-5);
+            ck_assert_double_eq_tol(rep[r].w[3][ch], ref.w[3][ch], 1e-5);
+        }
+    }
+    /* without sync each replica normalises with its own statistics */
+    bn_case solo;
+    bn_case_init(&solo, in, B, 0);
+    run.scratch = solo.scratch;
+    float y0[4 * 12];
+    solo.l.ops->forward(&solo.l, &run, B, x, y0);
+    double d = 0.0;
+    for (int i = 0; i < B * per; i++)
+        d = fmax(d, fabs(y0[i] - ry[i]));
+    ck_assert_double_gt(d, 1e-3);
+    for (int r = 0; r < 2; r++)
+        rep[r].l.ops->destroy(&rep[r].l);
+    ref.l.ops->destroy(&ref.l);
+    solo.l.ops->destroy(&solo.l);
+    pthread_mutex_destroy(&comm.mu);
+    pthread_cond_destroy(&comm.cv);
+}
+END_TEST
+
+/* A failing collective is reported through run->status, not a crash. */
+START_TEST(sync_failure_sets_status) {
+    bn_case t;
+    bn_case_init(&t, (mr_shape){1, {3, 0, 0}}, 4, 1);
+    fake_comm comm = {.R = 2, .fail = 1};
+    replica_ctx ctx = {&comm, 0};
+    mr_run run = {.be = mr_backend_cpu(),
+                  .training = 1,
+                  .scratch = t.scratch,
+                  .sync_sum = fake_sync_sum,
+                  .sync_ctx = &ctx};
+    float x[12], y[12];
+    mr_rng_uniform(5, 5, 0, 0, -1.0f, 1.0f, x, 12);
+    t.l.ops->forward(&t.l, &run, 4, x, y);
+    ck_assert_int_eq(run.status, MR_ERR_RUNTIME);
+    ck_assert_float_eq(t.w[2][0], 0.5f); /* the moving statistics did not move */
+    t.l.ops->destroy(&t.l);
+}
+END_TEST
+
+/* An empty shard (batch 0) in training leaves the moving statistics as
+ * they were instead of learning 0/0. */
+START_TEST(empty_batch_keeps_moving_statistics) {
+    bn_case t;
+    bn_case_init(&t, (mr_shape){3, {2, 2, 3}}, 4, 0);
+    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = t.scratch};
+    float x[1] = {0}, y[1], dy[1], dx[1];
+    t.l.ops->forward(&t.l, &run, 0, x, y);
+    t.l.ops->backward(&t.l, &run, 0, x, y, dy, dx);
+    for (int ch = 0; ch < 3; ch++) {
+        ck_assert_float_eq(t.w[2][ch], 0.5f);
+        ck_assert_float_eq(t.w[3][ch], 2.0f);
+        ck_assert_float_eq(t.g[0][ch], 0.0f);
+        ck_assert_float_eq(t.g[1][ch], 0.0f);
+    }
+    t.l.ops->destroy(&t.l);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("batchnorm");
     TCase *tc = tcase_create("batchnorm");
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, statistics_and_inference);
+    tcase_add_test(tc, sync_matches_one_replica);
+    tcase_add_test(tc, sync_failure_sets_status);
+    tcase_add_test(tc, empty_batch_keeps_moving_statistics);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,5 +1,10 @@
 /* test_dropout.c: inverted dropout: keep rate, scaling, identity in
- * inference, masks keyed by the global sample position, gradient check. */
+ * inference and at rate 0, masks keyed by the global sample position (not
+ * the replica), the same mask in forward and backward, gradient check.
+ * Gradient bound 1e-3: with the mask fixed by the run (seed, step,
+ * sample_base, layer) dropout is linear, so the central difference is exact
+ * up to float rounding (gradcheck.h: ~1e-4 at worst); a mask that differed
+ * between forward and backward would be off by a whole dy/(1-rate) ~ 1. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -73,6 +78,49 @@ START_TEST(mask_follows_global_position) {
 }
 END_TEST
 
+/* The same run gives the same mask; backward applies exactly the
+ * forward's mask and scale; rate 0 is the identity even in training. */
+START_TEST(backward_uses_the_forward_mask) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
+    c.rate = 0.3f;
+    const int n = 203, B = 5; /* n not a multiple of 4: the last word of a row */
+    mr_layer l = make(&c, n);
+    float x[5 * 203], y[5 * 203], y2[5 * 203], dy[5 * 203], dx[5 * 203];
+    for (int i = 0; i < n * B; i++)
+        x[i] = 1.0f, dy[i] = 1.0f;
+    mr_run run = {.be = mr_backend_cpu(), .training = 1, .seed = 3, .step = 11, .sample_base = 7};
+    l.ops->forward(&l, &run, B, x, y);
+    l.ops->forward(&l, &run, B, x, y2);
+    ck_assert(memcmp(y, y2, sizeof y) == 0);
+    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    ck_assert(memcmp(y, dx, sizeof y) == 0); /* dx = mask * dy / (1 - rate) = y here */
+    int dropped = 0;
+    for (int i = 0; i < n * B; i++)
+        dropped += y[i] == 0.0f;
+    ck_assert_int_gt(dropped, 0);
+    /* element j of row i is kept iff u01(Philox(seed, dropout; step, base + i, layer, j / 4)[j %
+     * 4]) >= rate */
+    uint32_t key[2], w[4];
+    mr_rng_key(3, MR_RNG_STREAM_DROPOUT, key);
+    for (int i = 0; i < B; i++)
+        for (int j = 0; j < n; j++) {
+            mr_philox4x32(key[0], key[1], 11, 7 + (uint32_t)i, 3, (uint32_t)(j / 4), w);
+            int keep = mr_rng_u01(w[j % 4]) >= 0.3f;
+            ck_assert_int_eq(keep, y[i * n + j] != 0.0f);
+        }
+    c.rate = 0.0f;
+    l.ops->forward(&l, &run, B, x, y);
+    ck_assert(memcmp(x, y, sizeof y) == 0);
+    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    ck_assert(memcmp(dy, dx, sizeof dx) == 0);
+    /* inference backward (not used in training, but defined): the identity */
+    c.rate = 0.3f;
+    run.training = 0;
+    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    ck_assert(memcmp(dy, dx, sizeof dx) == 0);
+}
+END_TEST
+
 START_TEST(gradient_with_fixed_mask) {
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
     c.rate = 0.3f;
@@ -90,6 +138,7 @@ int main(void) {
     TCase *tc = tcase_create("dropout");
     tcase_add_test(tc, keep_fraction_and_scale);
     tcase_add_test(tc, mask_follows_global_position);
+    tcase_add_test(tc, backward_uses_the_forward_mask);
     tcase_add_test(tc, gradient_with_fixed_mask);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
