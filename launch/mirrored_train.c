@@ -337,6 +337,9 @@ int main(int argc, char **argv) {
                cfg.net.lr_scaling == MR_LR_SCALING_LINEAR ? "linear" : "no");
         if (plan->warmup_epochs > 0)
             printf(", %g warmup epoch%s", plan->warmup_epochs, plan->warmup_epochs == 1 ? "" : "s");
+        if (plan->schedule == MR_LR_SCHEDULE_COSINE)
+            printf(", cosine decay to %g at epoch %d",
+                   plan->base_lr * plan->lr_factor * plan->lr_alpha, cfg.net.epochs);
         printf(")\n");
         printf("Train on %lld samples", (long long)n_train);
         if (n_val) printf(", validate on %lld samples", (long long)n_val);

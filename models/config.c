@@ -54,6 +54,7 @@ static const char *const optimizer_names[] = {"sgd", "adam", NULL};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "mse", NULL};
 static const char *const scaling_names[] = {"linear", "none", NULL};
+static const char *const schedule_names[] = {"constant", "cosine", NULL};
 static const char *const padding_names[] = {"valid", "same", NULL};
 
 #define NET(f)  offsetof(mr_net_cfg, f)
@@ -91,6 +92,10 @@ static const key_def keys[] = {
      "linear: learning rate x replicas (Goyal et al. 2017); none: unchanged"},
     {"net", "warmup_epochs", KEY_FLOAT, NET(warmup_epochs), "0", 0, 1000, 0, 0, NULL, 0,
      "epochs to ramp linearly from the base to the scaled learning rate"},
+    {"net", "lr_schedule", KEY_ENUM, NET(lr_schedule), "constant", 0, 0, 0, 0, schedule_names, 0,
+     "after the warmup: constant, or cosine decay over the remaining epochs (Keras CosineDecay)"},
+    {"net", "lr_alpha", KEY_FLOAT, NET(lr_alpha), "0", 0, 1, 0, 0, NULL, 0,
+     "cosine: the final learning rate as a fraction of the scaled one (Keras alpha)"},
     {"net", "accumulate", KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
      "micro-batches per update (gradient accumulation)"},
 

@@ -44,6 +44,7 @@ typedef enum mr_loss_kind {
     MR_LOSS_MSE,
 } mr_loss_kind;
 typedef enum mr_lr_scaling { MR_LR_SCALING_LINEAR, MR_LR_SCALING_NONE } mr_lr_scaling;
+typedef enum mr_lr_schedule { MR_LR_SCHEDULE_CONSTANT, MR_LR_SCHEDULE_COSINE } mr_lr_schedule;
 
 /* One layer section. Fields a kind does not use keep their defaults. */
 typedef struct mr_layer_cfg {
@@ -79,6 +80,8 @@ typedef struct mr_net_cfg {
     float validation_split;
     mr_lr_scaling lr_scaling;
     float warmup_epochs;
+    mr_lr_schedule lr_schedule; /* after the warmup */
+    float lr_alpha;             /* cosine: final rate as a fraction of the peak */
     int accumulate;
 } mr_net_cfg;
 

@@ -2,6 +2,7 @@
  * Relies on the local communicator for every meeting of the replicas. */
 #include "strategy.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,9 @@ static mr_status make_plan(mr_strategy *s, int64_t n_train, mr_error *err) {
     p->base_lr = net->learning_rate;
     p->lr_factor = net->lr_scaling == MR_LR_SCALING_LINEAR ? (float)s->R : 1.0f;
     p->warmup_epochs = net->warmup_epochs;
+    p->schedule = net->lr_schedule;
+    p->lr_alpha = net->lr_alpha;
+    p->epochs = net->epochs;
     p->steps_per_epoch = n_train > 0 ? (n_train + p->global_batch - 1) / p->global_batch : 0;
     return MR_OK;
 }
@@ -236,8 +240,14 @@ mr_model *mr_strategy_replica(mr_strategy *s, int r) {
 
 float mr_plan_learning_rate(const mr_fit_plan *p, double progress) {
     float target = p->base_lr * p->lr_factor;
-    if (p->warmup_epochs <= 0.0f || progress >= p->warmup_epochs) return target;
-    return p->base_lr + (target - p->base_lr) * (float)(progress / p->warmup_epochs);
+    if (p->warmup_epochs > 0.0f && progress < p->warmup_epochs)
+        return p->base_lr + (target - p->base_lr) * (float)(progress / p->warmup_epochs);
+    if (p->schedule != MR_LR_SCHEDULE_COSINE) return target;
+    double span = (double)p->epochs - p->warmup_epochs;
+    double t = span > 0.0 ? (progress - p->warmup_epochs) / span : 1.0;
+    if (t > 1.0) t = 1.0;
+    double cosine = 0.5 * (1.0 + cos(M_PI * t));
+    return (float)(target * ((1.0 - p->lr_alpha) * cosine + p->lr_alpha));
 }
 
 /* ---- the training step -------------------------------------------------- */
@@ -456,6 +466,7 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     s->val_begin = val_begin;
     s->n_val = n_val;
     s->epochs = epochs;
+    s->plan.epochs = epochs;
     s->aug = aug;
     s->cb = cb;
     return run_replicas(s, job_fit, err);

@@ -44,6 +44,9 @@ typedef struct mr_fit_plan {
     float base_lr;
     float lr_factor; /* replicas with linear scaling, else 1 */
     float warmup_epochs;
+    mr_lr_schedule schedule; /* after the warmup */
+    float lr_alpha;          /* cosine: final rate / scaled rate */
+    int epochs;              /* of the whole fit: where a cosine decay ends */
     int64_t steps_per_epoch;
 } mr_fit_plan;
 
@@ -91,7 +94,10 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
 mr_status mr_strategy_evaluate(mr_strategy *s, const mr_dataset *ds, int64_t begin, int64_t count,
                                double *loss, double *accuracy, mr_error *err);
 
-/* The learning rate at a point of training (epochs as a real number). */
+/* The learning rate at a point of training (epochs as a real number):
+ * a linear ramp from base_lr to base_lr x lr_factor over warmup_epochs,
+ * then constant, or a cosine decay from there to lr_alpha times it at
+ * plan->epochs (Keras CosineDecay with warmup_target and alpha). */
 float mr_plan_learning_rate(const mr_fit_plan *plan, double epoch_progress);
 
 #endif

@@ -38,6 +38,8 @@ START_TEST(parses_defaults) {
     ck_assert_float_eq_tol(cfg.net.beta2, 0.999f, 1e-9f);
     ck_assert_float_eq_tol(cfg.net.epsilon, 1e-7f, 1e-12f);
     ck_assert_int_eq(cfg.net.lr_scaling, MR_LR_SCALING_LINEAR);
+    ck_assert_int_eq(cfg.net.lr_schedule, MR_LR_SCHEDULE_CONSTANT);
+    ck_assert_float_eq(cfg.net.lr_alpha, 0.0f);
     ck_assert_int_eq(cfg.net.shuffle, 1);
     ck_assert_int_eq(cfg.net.accumulate, 1);
     ck_assert_int_eq(cfg.n_layers, 3);
@@ -137,6 +139,9 @@ START_TEST(wrong_type) {
     ck_assert_msg(strstr(msg, "not one of: sgd, adam"), "%s", msg);
     msg = parse_fail(with_line(1, "learning_rate = 0.01x"));
     ck_assert_msg(strstr(msg, "not a number"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_schedule = step"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "not one of: constant, cosine"), "%s",
+                  msg);
 }
 END_TEST
 
@@ -147,6 +152,8 @@ START_TEST(out_of_range) {
     ck_assert_msg(strstr(msg, "out of range"), "%s", msg);
     msg = parse_fail(with_line(1, "learning_rate = 0"));
     ck_assert_msg(strstr(msg, "out of range (0"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_alpha = 1.5"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
     msg = parse_fail(
         "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4\n[dense]\nunits=-3\n");
     ck_assert_msg(strstr(msg, "t.cfg:8:") && strstr(msg, "out of range"), "%s", msg);
@@ -220,7 +227,8 @@ START_TEST(reference_lists_every_key) {
     mr_config_write_reference(f, 1);
     fclose(f);
     const char *keys[] = {"`batch`",         "`validation_split`",
-                          "`warmup_epochs`", "`accumulate`",
+                          "`warmup_epochs`", "`lr_schedule`",
+                          "`lr_alpha`",      "`accumulate`",
                           "`scale`",         "`standardize`",
                           "`units`",         "`filters`",
                           "`rate`",          "`sync`",

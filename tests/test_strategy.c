@@ -293,6 +293,24 @@ START_TEST(learning_rate_schedule) {
     ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 5.0), 0.4f, 1e-7f);
     p.warmup_epochs = 0.0f;
     ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 0.0), 0.4f, 1e-7f);
+    /* cosine after a 2-epoch warmup, 10 epochs in all: peak 0.4 at epoch 2,
+     * halfway (epoch 6) (0.4 + 0.04) / 2, then 0.1 x 0.4 at the end */
+    p.warmup_epochs = 2.0f;
+    p.schedule = MR_LR_SCHEDULE_COSINE;
+    p.lr_alpha = 0.1f;
+    p.epochs = 10;
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 1.0), 0.25f, 1e-7f);
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 2.0), 0.4f, 1e-7f);
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 6.0), 0.22f, 1e-6f);
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 4.0), 0.04f + 0.36f * 0.8535534f, 1e-6f);
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 10.0), 0.04f, 1e-7f);
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 12.0), 0.04f, 1e-7f);
+    /* no warmup, alpha 0: from the peak down to 0 */
+    p.warmup_epochs = 0.0f;
+    p.lr_alpha = 0.0f;
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 0.0), 0.4f, 1e-7f);
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 5.0), 0.2f, 1e-6f);
+    ck_assert_float_eq_tol(mr_plan_learning_rate(&p, 10.0), 0.0f, 1e-7f);
 }
 END_TEST
 
