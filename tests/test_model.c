@@ -150,6 +150,19 @@ START_TEST(model_gradient_cce_relu) {
 }
 END_TEST
 
+/* The BN model's shape (conv without bias, BN, relu, max-pool, dense,
+ * dropout, dense) end to end: the layers' backward passes chain correctly.
+ * Dropout's mask depends on (seed, step, sample), fixed across the calls. */
+START_TEST(model_gradient_conv_bn_pool_dropout) {
+    check_model_gradient(
+        "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=6,6,2\n"
+        "[conv2d]\nfilters=3\nsize=3\npadding=same\nuse_bias=0\n[batchnorm]\n"
+        "[activation]\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\nunits=5\n"
+        "activation=relu\n[dropout]\nrate=0.3\n[dense]\nunits=3\nactivation=softmax\n",
+        4);
+}
+END_TEST
+
 /* Gradients accumulate across calls (micro-batches) until zeroed. */
 START_TEST(gradients_accumulate) {
     mr_config cfg;
@@ -238,6 +251,7 @@ int main(void) {
     tcase_add_test(tc, model_gradient_sparse_cce);
     tcase_add_test(tc, model_gradient_mse);
     tcase_add_test(tc, model_gradient_cce_relu);
+    tcase_add_test(tc, model_gradient_conv_bn_pool_dropout);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, after_layer_reports_reverse_order);
     tcase_add_test(tc, shape_errors_name_the_line);
