@@ -82,6 +82,12 @@ const mr_fit_plan *mr_strategy_plan(const mr_strategy *s);
 /* Replica r's model (r < replicas). */
 mr_model *mr_strategy_replica(mr_strategy *s, int r);
 
+/* The core replica r's thread runs on during fit and evaluate: with R > 1
+ * CPU replicas and exactly R cores in the process's affinity mask, replica
+ * r is pinned to its r-th core (the caller, replica 0, gets its mask back
+ * afterwards); otherwise -1, not pinned. */
+int mr_strategy_replica_cpu(const mr_strategy *s, int r);
+
 /* Trains `epochs` epochs on rows [0, n_train) of train, validating on rows
  * [val_begin, val_begin + n_val) after each epoch when n_val > 0. aug (may be
  * NULL) augments training examples. */

@@ -15,6 +15,7 @@
  * shard) changes the weights by 1e-3 or more after the first step. */
 #include <check.h>
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,6 +362,77 @@ START_TEST(evaluate_exact_with_uneven_shards) {
 }
 END_TEST
 
+/* on_step runs on replica 0's thread: record the cores it may run on. */
+static void record_affinity(void *user, int epoch, int64_t step, int64_t steps, double loss,
+                            double acc) {
+    (void)epoch, (void)step, (void)steps, (void)loss, (void)acc;
+    sched_getaffinity(0, sizeof(cpu_set_t), user);
+}
+
+/* With one core per replica and no core left over, each replica is pinned
+ * to its own core of the process's mask, replica 0 (the caller) too while
+ * the job runs, and the caller gets its whole mask back afterwards; with
+ * more or fewer replicas than cores, nothing is pinned. */
+static void check_pinning(int R, const cpu_set_t *mask) {
+    char text[2048];
+    snprintf(text, sizeof text, mlp_text, "");
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+    mr_dataset ds;
+    const int64_t n = 8 * (int64_t)R; /* two steps of batch 4 */
+    make_data(&ds, n);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof *mask, mask), 0);
+    mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = R}, .seed = 3};
+    mr_strategy *s;
+    ck_assert_int_eq(mr_strategy_create(&cfg, &so, n, &s, &err), MR_OK);
+    int pinned = R > 1 && R == CPU_COUNT(mask);
+    for (int r = 0; r < R; r++) {
+        int cpu = mr_strategy_replica_cpu(s, r);
+        if (!pinned) {
+            ck_assert_int_eq(cpu, -1);
+            continue;
+        }
+        ck_assert(cpu >= 0 && CPU_ISSET(cpu, mask));
+        for (int q = 0; q < r; q++)
+            ck_assert_int_ne(mr_strategy_replica_cpu(s, q), cpu);
+    }
+    cpu_set_t during, after;
+    CPU_ZERO(&during);
+    mr_fit_callbacks cb = {.user = &during, .on_step = record_affinity};
+    ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 1, NULL, &cb, &err), MR_OK);
+    if (pinned) {
+        ck_assert_int_eq(CPU_COUNT(&during), 1);
+        ck_assert(CPU_ISSET(mr_strategy_replica_cpu(s, 0), &during));
+    } else {
+        ck_assert(CPU_EQUAL(&during, mask));
+    }
+    ck_assert_int_eq(sched_getaffinity(0, sizeof after, &after), 0);
+    ck_assert(CPU_EQUAL(&after, mask));
+    mr_strategy_destroy(s);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+}
+
+START_TEST(replicas_pinned_one_per_core) {
+    cpu_set_t all, first;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    int n = CPU_COUNT(&all);
+    CPU_ZERO(&first);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &first);
+            break;
+        }
+    if (n >= 2 && n <= MR_MAX_REPLICAS) check_pinning(n, &all); /* one per core: pinned */
+    if (n >= 3) check_pinning(2, &all);                         /* cores left over: not pinned */
+    if (n < MR_MAX_REPLICAS) check_pinning(n + 1, &all);        /* more replicas than cores */
+    check_pinning(2, &first); /* one core for two replicas: not pinned */
+    check_pinning(1, &all);   /* one replica: BLAS may use every core */
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("strategy");
     TCase *tc = tcase_create("strategy");
@@ -379,6 +451,7 @@ int main(void) {
     tcase_add_test(tc, learning_rate_schedule);
     tcase_add_test(tc, linear_scaling_in_plan);
     tcase_add_test(tc, evaluate_exact_with_uneven_shards);
+    tcase_add_test(tc, replicas_pinned_one_per_core);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
