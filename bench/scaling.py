@@ -4,6 +4,10 @@
 Same run, alternating: fashion_cnn.cfg (or --model) at --batch per replica,
   - 1 replica restricted to one core (taskset -c 0),
   - 2 replicas (--devices cpu:2) on both cores,
+  - two independent 1-replica processes at once, one pinned to each core
+    (their samples/s added): what the two cores give with no communication
+    and no synchronisation at all, the ceiling for 2 replicas on this
+    machine (shared caches, memory bandwidth, clock),
   - PyTorch DistributedDataParallel, gloo, 2 processes, 1 thread each,
     same model and per-replica batch (bench/peer_torch.py --ddp 2).
 Reports medians of samples/s and the ratios the issue names.
@@ -36,6 +40,26 @@ def run_ours(build, cfg, batch, devices, cores, epochs):
         return json.load(open(out))["train_samples_per_sec"]
 
 
+def run_two_processes(build, cfg, batch, epochs):
+    """Two 1-replica jobs at the same time, on cores 0 and 1: summed samples/s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text = re.sub(r"(?m)^batch\s*=.*$", f"batch = {batch}", open(cfg).read())
+        path = os.path.join(tmp, "model.cfg")
+        open(path, "w").write(text)
+        procs, outs = [], []
+        for core in ("0", "1"):
+            out = os.path.join(tmp, f"s{core}.json")
+            outs.append(out)
+            procs.append(subprocess.Popen(
+                ["taskset", "-c", core, os.path.join(build, "launch", "mirrored_train"), path,
+                 "--devices", "cpu", "--epochs", str(epochs), "--quiet", "--json", out],
+                stdout=subprocess.DEVNULL))
+        for p in procs:
+            if p.wait() != 0:
+                raise RuntimeError("mirrored_train failed")
+        return sum(json.load(open(o))["train_samples_per_sec"] for o in outs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=sorted(CONFIGS), default="cnn")
@@ -45,17 +69,21 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
     cfg = os.path.join(ROOT, "models", "configs", CONFIGS[args.model])
-    one, two, ddp = [], [], []
+    one, two, indep, ddp = [], [], [], []
     for _ in range(args.runs):
         one.append(run_ours(args.build, cfg, args.batch, "cpu", "0", args.epochs))
         two.append(run_ours(args.build, cfg, args.batch, "cpu:2", "0,1", args.epochs))
+        indep.append(run_two_processes(args.build, cfg, args.batch, args.epochs))
         ddp.append(run_peer(args.model, args.batch, "0,1", ["--ddp", "2", "--steps", "200"])["samples_per_sec"])
     o, t, d = statistics.median(one), statistics.median(two), statistics.median(ddp)
-    print(f"| model | batch/replica | 1 replica, 1 core | 2 replicas, 2 cores | scaling | PyTorch DDP 2 procs | ours / DDP |")
-    print(f"|---|---|---|---|---|---|---|")
-    print(f"| {args.model} | {args.batch} | {o:.0f} | {t:.0f} | {t / o:.2f}x | {d:.0f} | {t / d:.2f}x |")
+    i = statistics.median(indep)
+    print(f"| model | batch/replica | 1 replica, 1 core | 2 replicas, 2 cores | scaling | "
+          f"2 independent 1-replica jobs | their scaling | PyTorch DDP 2 procs | ours / DDP |")
+    print(f"|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.model} | {args.batch} | {o:.0f} | {t:.0f} | {t / o:.2f}x | {i:.0f} | {i / o:.2f}x | "
+          f"{d:.0f} | {t / d:.2f}x |")
     print(f"  runs: 1 replica {[round(x) for x in one]}, 2 replicas {[round(x) for x in two]}, "
-          f"ddp {[round(x) for x in ddp]}", file=sys.stderr)
+          f"2 independent {[round(x) for x in indep]}, ddp {[round(x) for x in ddp]}", file=sys.stderr)
 
 
 if __name__ == "__main__":
