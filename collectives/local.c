@@ -6,9 +6,9 @@
  * times, then yielding, then sleeping with backoff. With more ranks than
  * cores (4 replicas on 2 cores) a waiter does not spin at all and yields
  * for longer: the rank it waits for may need the very core it spins on
- * (fashion_cnn.cfg with cpu:4 on 2 cores went from 21.7k to 31-32k
- * samples/s, test_local from 4.3 s to 1.7 s). A waiter past the timeout, or any waiter once a rank
- * has aborted, fails with a message that names who was missing.
+ * (README, "Oversubscribed replicas"). A waiter past the timeout, or any
+ * waiter once a rank has aborted, fails with a message that names who was
+ * missing.
  *
  * All-reduce of n floats over R ranks: each rank publishes its buffer
  * pointer; [barrier]; rank r sums slice r of every buffer in rank order
