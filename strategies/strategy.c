@@ -44,7 +44,6 @@ struct mr_strategy {
     mr_status (*job)(replica *rep);
     const mr_dataset *ds;
     int64_t n_train, val_begin, n_val;
-    int epochs;
     const mr_augment *aug;
     const mr_fit_callbacks *cb;
     int64_t *perm; /* (n_train) this epoch's order, written by replica 0 */
@@ -385,7 +384,7 @@ static mr_status job_fit(replica *rep) {
     const int64_t np = m->n_params;
     const int shuffle = s->cfg->net.shuffle;
     int64_t global_step = 0;
-    for (int epoch = 0; epoch < s->epochs; epoch++) {
+    for (int epoch = 0; epoch < s->plan.epochs; epoch++) {
         if (rep->r == 0) {
             if (shuffle)
                 mr_rng_permutation(s->opts.seed, epoch, s->perm, n);
@@ -498,7 +497,6 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     s->n_train = n_train;
     s->val_begin = val_begin;
     s->n_val = n_val;
-    s->epochs = epochs;
     s->plan.epochs = epochs;
     s->aug = aug;
     s->cb = cb;

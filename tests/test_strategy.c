@@ -336,14 +336,20 @@ START_TEST(linear_scaling_in_plan) {
 }
 END_TEST
 
-START_TEST(evaluate_exact_with_uneven_shards) {
+/* The MLP config (no [net] extras) and n examples of generated data. */
+static void mlp_with_data(mr_config *cfg, mr_dataset *ds, int64_t n) {
     char text[2048];
     snprintf(text, sizeof text, mlp_text, "");
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
+    make_data(ds, n);
+}
+
+START_TEST(evaluate_exact_with_uneven_shards) {
     mr_config cfg;
     mr_error err = {0};
-    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
     mr_dataset ds;
-    make_data(&ds, 37);
+    mlp_with_data(&cfg, &ds, 37);
     double l1, a1, l3, a3;
     for (int R = 1; R <= 3; R += 2) {
         mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = R}, .seed = 3};
@@ -374,14 +380,11 @@ static void record_affinity(void *user, int epoch, int64_t step, int64_t steps, 
  * the job runs, and the caller gets its whole mask back afterwards; with
  * more or fewer replicas than cores, nothing is pinned. */
 static void check_pinning(int R, const cpu_set_t *mask) {
-    char text[2048];
-    snprintf(text, sizeof text, mlp_text, "");
     mr_config cfg;
     mr_error err = {0};
-    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
     mr_dataset ds;
     const int64_t n = 8 * (int64_t)R; /* two steps of batch 4 */
-    make_data(&ds, n);
+    mlp_with_data(&cfg, &ds, n);
     ck_assert_int_eq(sched_setaffinity(0, sizeof *mask, mask), 0);
     mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = R}, .seed = 3};
     mr_strategy *s;
