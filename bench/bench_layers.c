@@ -72,6 +72,10 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < m.n_layers; i++) {
         mr_layer *l = &m.layers[i];
+        if (l->ops->view) { /* the model neither copies nor calls it */
+            printf("| %s (%s) | view | 0 | 0 | | | |\n", l->name, l->ops->class_name);
+            continue;
+        }
         const float *x = i > 0 ? m.acts[i - 1] : m.input;
         int64_t ny = B * mr_shape_size(l->out), nx = B * mr_shape_size(l->in);
         float *dy = malloc(sizeof(float) * ny), *dx = i > 0 ? malloc(sizeof(float) * nx) : NULL;

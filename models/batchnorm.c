@@ -242,4 +242,5 @@ const mr_layer_ops mr_batchnorm_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .destroy = bn_destroy,
+    .whole_batch = 1,
 };

@@ -1,5 +1,6 @@
 /* flatten.c: Flatten, (B, H, W, C) -> (B, H*W*C). NHWC is already
- * row-major per example, so this is a copy with a new shape. */
+ * row-major per example, so this is a copy with a new shape; the model
+ * skips even the copy (.view, layer.h). */
 #include <string.h>
 
 #include "layer.h"
@@ -27,4 +28,5 @@ const mr_layer_ops mr_flatten_ops = {
     .setup = flatten_setup,
     .forward = flatten_forward,
     .backward = flatten_backward,
+    .view = 1,
 };

@@ -82,6 +82,15 @@ typedef struct mr_layer_ops {
                      float *dx);
     /* Frees l->priv. May be NULL. */
     void (*destroy)(mr_layer *l);
+    /* 1: y is x under a new shape (Flatten). The model then hands x's buffer
+     * on as y and dy on as dx, and calls neither forward nor backward (they
+     * still copy, for callers that pass separate buffers): for the usual
+     * CNN that is two passes of (B, 5408) floats per step less, and a
+     * smaller working set per replica (README, "Weak scaling"). */
+    int view;
+    /* 1: training needs the whole batch in one pass (batch statistics); the
+     * model then never splits a batch into passes (model.h, chunk). */
+    int whole_batch;
 } mr_layer_ops;
 
 struct mr_layer {

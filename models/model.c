@@ -6,6 +6,13 @@
 
 #include "loss.h"
 
+/* Floats that one training pass may touch (weights and their gradients,
+ * activations, input, the two gradient buffers): 5 MiB. fashion_cnn.cfg (71,098 floats a row) then
+ * runs batch 32 as two passes of 16; measured there, 2 replicas on 2 cores, the median of 5 epochs
+ * each: 16 rows 1.87x one unsplit replica, 12 rows 1.79x, 32 rows (no split) 1.82x (README, "Weak
+ * scaling"). */
+#define MR_CHUNK_FLOATS (5 << 18)
+
 /* Keras's automatic layer names: dense, dense_1, ... */
 static const char *keras_base_name(mr_layer_kind kind) {
     switch (kind) {
@@ -124,8 +131,12 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
     int64_t widest = m->in_size;
     for (int i = 0; i < m->n_layers; i++) {
         int64_t o = mr_shape_size(m->layers[i].out);
-        m->acts[i] = alloc_floats(m, (int64_t)max_batch * o);
         if (o > widest) widest = o;
+        if (m->layers[i].ops->view) { /* y is x's buffer: nothing to allocate or copy */
+            m->acts[i] = i > 0 ? m->acts[i - 1] : m->input;
+            continue;
+        }
+        m->acts[i] = alloc_floats(m, (int64_t)max_batch * o);
         if (m->acts[i] == NULL) break;
     }
     m->dbuf[0] = alloc_floats(m, (int64_t)max_batch * widest);
@@ -159,6 +170,18 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
     }
     m->run.be = m->be;
     m->run.scratch = m->scratch;
+    /* training passes (model.h, chunk): every pass reads the weights and
+     * adds into their gradients, and each row touches per_row floats */
+    int64_t per_row = m->in_size + 2 * widest;
+    int whole = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        if (!m->layers[i].ops->view) per_row += mr_shape_size(m->layers[i].out);
+        whole |= m->layers[i].ops->whole_batch;
+    }
+    int64_t c = (MR_CHUNK_FLOATS - 2 * np) / per_row; /* < 1: big weights, one pass */
+    if (c >= 8) c -= c % 8;                           /* GEMM-friendly row counts */
+    if (c < 1) c = max_batch;
+    m->chunk = whole || c > max_batch ? max_batch : (int)c;
     return MR_OK;
 }
 
@@ -166,7 +189,10 @@ void mr_model_free(mr_model *m) {
     if (m->be == NULL) return;
     for (int i = 0; i < m->n_layers; i++) {
         if (m->layers[i].ops && m->layers[i].ops->destroy) m->layers[i].ops->destroy(&m->layers[i]);
-        free_floats(m, &m->acts[i]);
+        if (m->layers[i].ops && m->layers[i].ops->view)
+            m->acts[i] = NULL; /* borrowed from the layer before */
+        else
+            free_floats(m, &m->acts[i]);
     }
     free_floats(m, &m->params);
     free_floats(m, &m->grads);
@@ -192,37 +218,76 @@ int mr_model_classes(const mr_model *m) {
     return (int)m->out_size;
 }
 
-const float *mr_model_forward(mr_model *m, int batch, int training) {
-    MR_ASSERT(batch >= 0 && batch <= m->max_batch); /* 0: an empty shard (see strategy.c) */
-    m->run.training = training;
-    const float *x = m->input;
+/* Runs the layers on `in` (batch rows, in_size each) into m->acts. */
+static const float *forward_rows(mr_model *m, const float *in, int batch) {
+    const float *x = in;
     for (int i = 0; i < m->n_layers; i++) {
+        if (m->layers[i].ops->view) {
+            m->acts[i] = (float *)x; /* a view passes its input's buffer on */
+            continue;
+        }
         m->layers[i].ops->forward(&m->layers[i], &m->run, batch, x, m->acts[i]);
         x = m->acts[i];
     }
     return x;
 }
 
-mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
-                               double *loss_sum, int64_t *correct,
-                               void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
-    m->run.status = MR_OK;
-    const float *out = mr_model_forward(m, batch, 1);
+const float *mr_model_forward(mr_model *m, int batch, int training) {
+    MR_ASSERT(batch >= 0 && batch <= m->max_batch); /* 0: an empty shard (see strategy.c) */
+    m->run.training = training;
+    return forward_rows(m, m->input, batch);
+}
+
+/* Forward, loss and backward of `batch` rows starting at `in` (labels
+ * alongside); after_layer only when this pass completes the gradients. */
+static mr_status train_rows(mr_model *m, const float *in, const int32_t *labels, int batch,
+                            float norm, double *loss_sum, int64_t *correct,
+                            void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
+    const float *out = forward_rows(m, in, batch);
     if (m->run.status != MR_OK) return m->run.status;
     int k = (int)m->out_size;
-    float *dy = m->dbuf[0];
+    int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
+    float *dy = m->dbuf[cur];
     mr_loss_compute(m->cfg->net.loss, m->fused_softmax, out, labels, batch, k, norm, dy, loss_sum,
                     correct);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
-        const float *x = i > 0 ? m->acts[i - 1] : m->input;
-        float *dx = i > 0 ? m->dbuf[(m->n_layers - i) & 1] : NULL;
-        l->ops->backward(l, &m->run, batch, x, m->acts[i], dy, dx);
-        if (m->run.status != MR_OK) return m->run.status;
-        dy = dx;
+        if (!l->ops->view) { /* a view's dx is dy under the input's shape */
+            const float *x = i > 0 ? m->acts[i - 1] : in;
+            float *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
+            l->ops->backward(l, &m->run, batch, x, m->acts[i], dy, dx);
+            if (m->run.status != MR_OK) return m->run.status;
+            dy = dx;
+            cur ^= 1;
+        }
         if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
     }
     return MR_OK;
+}
+
+mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
+                               double *loss_sum, int64_t *correct,
+                               void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
+    MR_ASSERT(batch >= 0 && batch <= m->max_batch);
+    m->run.status = MR_OK;
+    m->run.training = 1;
+    /* In passes of m->chunk rows, each reusing rows [0, chunk) of the
+     * activation buffers: the gradients add up across passes (the layers'
+     * contract), and one pass's activations stay in cache from its forward
+     * to its backward (model.h, chunk). */
+    const int chunk = m->chunk > 0 && m->chunk < batch ? m->chunk : batch;
+    const int64_t base = m->run.sample_base;
+    mr_status st = MR_OK;
+    int c0 = 0;
+    do {
+        int n = batch - c0 < chunk ? batch - c0 : chunk;
+        m->run.sample_base = base + c0; /* dropout masks follow the sample */
+        st = train_rows(m, m->input + (int64_t)c0 * m->in_size, labels + c0, n, norm, loss_sum,
+                        correct, c0 + n >= batch ? after_layer : NULL, ctx);
+        c0 += n;
+    } while (st == MR_OK && c0 < batch);
+    m->run.sample_base = base;
+    return st;
 }
 
 void mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,

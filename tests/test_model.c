@@ -222,6 +222,111 @@ START_TEST(after_layer_reports_reverse_order) {
 }
 END_TEST
 
+/* A small CNN with dropout: every layer is per-example, so training may
+ * split a batch into passes (model.h, chunk). */
+static const char *pass_cfg = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                              "shape=6,6,1\n[conv2d]\nfilters=4\nsize=3\nactivation=relu\n"
+                              "[maxpool]\nsize=2\n[flatten]\n[dense]\nunits=6\nactivation=relu\n"
+                              "[dropout]\nrate=0.3\n[dense]\nunits=3\nactivation=softmax\n";
+
+/* Gradients, loss and hits of one batch of 8 rows trained in passes of `chunk`. */
+static int64_t train_in_passes(int chunk, float *grads, double *loss, int64_t *correct,
+                               int *calls) {
+    mr_config cfg;
+    mr_model m;
+    build(pass_cfg, &cfg, &m, 8);
+    mr_model_init_weights(&m, 3);
+    ck_assert_int_eq(m.chunk, 8); /* tiny rows: one pass unless told otherwise */
+    m.chunk = chunk;
+    int32_t labels[8] = {0, 1, 2, 0, 1, 2, 2, 1};
+    mr_rng_uniform(5, 1, 0, 0, 0.0f, 1.0f, m.input, 8 * m.in_size);
+    m.run.seed = 7;
+    m.run.step = 2;
+    m.run.sample_base = 16; /* as for replica 2 of a global batch of 32 */
+    mr_model_zero_grads(&m);
+    last_ready = 0;
+    ready_calls = 0;
+    ck_assert_int_eq(mr_model_train_batch(&m, labels, 8, 32.0f, loss, correct, on_ready, NULL),
+                     MR_OK);
+    ck_assert_int_eq(m.run.sample_base, 16); /* the caller's value is restored */
+    *calls = ready_calls;
+    ck_assert_int_eq(last_ready, m.n_params);
+    int64_t n = m.n_params;
+    ck_assert_int_le(n, 512);
+    memcpy(grads, m.grads, sizeof(float) * (size_t)n);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    return n;
+}
+
+/* Passes of 3, 3 and 2 rows give one pass's gradients (up to the order of
+ * the sums: relative 1e-5 of the largest), the same loss and hits, the same
+ * dropout masks (they follow each row's position in the global batch), and
+ * report finished gradients once, after the last pass. */
+START_TEST(passes_equal_one_pass) {
+    float one[512], three[512];
+    double loss1 = 0.0, loss3 = 0.0;
+    int64_t c1 = 0, c3 = 0;
+    int calls1, calls3;
+    int64_t n = train_in_passes(8, one, &loss1, &c1, &calls1);
+    ck_assert_int_eq(train_in_passes(3, three, &loss3, &c3, &calls3), n);
+    ck_assert_int_eq(calls1, 6);
+    ck_assert_int_eq(calls3, 6);
+    ck_assert_int_eq(c1, c3);
+    ck_assert_double_eq_tol(loss1, loss3, 1e-5 * fabs(loss1));
+    float peak = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        peak = fmaxf(peak, fabsf(one[i]));
+    ck_assert(peak > 0.0f);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabsf(one[i] - three[i]) <= 1e-5f * peak, "grad %d: %g vs %g", (int)i, one[i],
+                      three[i]);
+}
+END_TEST
+
+/* The pass size follows the floats a row touches and the weights' size:
+ * fashion_cnn.cfg's layout at batch 32 runs two passes of 16; a layer that
+ * needs the whole batch (BN) or weights near the budget keep one pass; a
+ * Flatten is a view of its input's buffer, nothing copied. */
+START_TEST(pass_size_from_the_layout) {
+    const char *cnn = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n"
+                      "[conv2d]\nfilters=32\nsize=3\nactivation=relu\n[maxpool]\nsize=2\n"
+                      "[flatten]\n[dense]\nunits=10\nactivation=softmax\n";
+    mr_config cfg;
+    mr_model m;
+    build(cnn, &cfg, &m, 32);
+    ck_assert_int_eq(m.chunk, 16);
+    mr_model_forward(&m, 4, 0);
+    ck_assert_ptr_eq(m.acts[2], m.acts[1]); /* flatten */
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+
+    const char *bn = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n"
+                     "[conv2d]\nfilters=32\nsize=3\n[batchnorm]\n[maxpool]\nsize=2\n"
+                     "[flatten]\n[dense]\nunits=10\nactivation=softmax\n";
+    build(bn, &cfg, &m, 32);
+    ck_assert_int_eq(m.chunk, 32);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+
+    const char *wide = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n"
+                       "[conv2d]\nfilters=32\nsize=3\nactivation=relu\n[maxpool]\nsize=2\n"
+                       "[flatten]\n[dense]\nunits=256\nactivation=relu\n"
+                       "[dense]\nunits=10\nactivation=softmax\n";
+    build(wide, &cfg, &m, 32); /* 1.4M weights: twice that exceeds the budget */
+    ck_assert_int_eq(m.chunk, 32);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+
+    build(mlp_cfg, &cfg, &m, 256); /* 2,554 floats a row: 256 rows fit */
+    ck_assert_int_eq(m.chunk, 256);
+    mr_model_forward(&m, 2, 0);
+    ck_assert_ptr_eq(m.acts[0], m.input); /* a leading flatten views the input */
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 START_TEST(shape_errors_name_the_line) {
     mr_config cfg;
     mr_model m;
@@ -254,6 +359,8 @@ int main(void) {
     tcase_add_test(tc, model_gradient_conv_bn_pool_dropout);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, after_layer_reports_reverse_order);
+    tcase_add_test(tc, passes_equal_one_pass);
+    tcase_add_test(tc, pass_size_from_the_layout);
     tcase_add_test(tc, shape_errors_name_the_line);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
