@@ -73,7 +73,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < m.n_layers; i++) {
         mr_layer *l = &m.layers[i];
         if (l->ops->view) { /* the model neither copies nor calls it */
-            printf("| %s (%s) | view | 0 | 0 | | | |\n", l->name, l->ops->class_name);
+            char shape[64];
+            mr_shape_format(l->out, shape, sizeof shape);
+            printf("| %s (%s) | %s | view, no copy | view, no copy | | | |\n", l->name,
+                   l->ops->class_name, shape);
             continue;
         }
         const float *x = i > 0 ? m.acts[i - 1] : m.input;
