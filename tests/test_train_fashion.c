@@ -48,37 +48,26 @@ static char *cfg(const char *name) {
     return tu_source_path(rel);
 }
 
-/* Trains models/configs/NAME with ARGS and checks the test accuracy. */
-static void expect_accuracy(const char *name, const char *args, double floor) {
-    char all[4096], *c = cfg(name);
-    snprintf(all, sizeof all, "%s --quiet %s", c, args);
+/* The runs and their floors (the header says where each comes from). */
+static const struct {
+    const char *cfg, *args;
+    double floor;
+} runs[] = {
+    {"fashion_mlp.cfg", "--epochs 1 --devices cpu", 0.82},
+    {"fashion_mlp.cfg", "--epochs 1 --devices cpu:2", 0.82},
+    {"fashion_cnn.cfg", "--devices cpu:2", 0.90},
+    {"fashion_cnn2.cfg", "--devices cpu:2", 0.915},
+    {"fashion_cnn_bn.cfg", "--devices cpu:2", 0.925},
+};
+
+/* Run _i: trains models/configs/CFG with ARGS and checks the test accuracy. */
+START_TEST(reaches_floor) {
+    char all[4096], *c = cfg(runs[_i].cfg);
+    snprintf(all, sizeof all, "%s --quiet %s", c, runs[_i].args);
     double acc = run_accuracy(all);
-    ck_assert_msg(acc >= floor, "%s %s: test accuracy %.4f < %.3f", name, args, acc, floor);
+    ck_assert_msg(acc >= runs[_i].floor, "%s %s: test accuracy %.4f < %.3f", runs[_i].cfg,
+                  runs[_i].args, acc, runs[_i].floor);
     free(c);
-}
-
-START_TEST(mlp_one_epoch_one_replica) {
-    expect_accuracy("fashion_mlp.cfg", "--epochs 1 --devices cpu", 0.82);
-}
-END_TEST
-
-START_TEST(mlp_one_epoch_two_replicas) {
-    expect_accuracy("fashion_mlp.cfg", "--epochs 1 --devices cpu:2", 0.82);
-}
-END_TEST
-
-START_TEST(cnn_two_replicas_reaches_bar) {
-    expect_accuracy("fashion_cnn.cfg", "--devices cpu:2", 0.90);
-}
-END_TEST
-
-START_TEST(cnn2_two_replicas_reaches_bar) {
-    expect_accuracy("fashion_cnn2.cfg", "--devices cpu:2", 0.915);
-}
-END_TEST
-
-START_TEST(cnn_bn_two_replicas_reaches_bar) {
-    expect_accuracy("fashion_cnn_bn.cfg", "--devices cpu:2", 0.925);
 }
 END_TEST
 
@@ -86,11 +75,7 @@ int main(void) {
     Suite *s = suite_create("train_fashion");
     TCase *tc = tcase_create("train_fashion");
     tcase_set_timeout(tc, 3600);
-    tcase_add_test(tc, mlp_one_epoch_one_replica);
-    tcase_add_test(tc, mlp_one_epoch_two_replicas);
-    tcase_add_test(tc, cnn_two_replicas_reaches_bar);
-    tcase_add_test(tc, cnn2_two_replicas_reaches_bar);
-    tcase_add_test(tc, cnn_bn_two_replicas_reaches_bar);
+    tcase_add_loop_test(tc, reaches_floor, 0, (int)(sizeof runs / sizeof runs[0]));
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
