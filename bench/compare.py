@@ -48,10 +48,16 @@ def train_flops_per_example(model):
     raise ValueError(model)
 
 
+def per_replica_batch(cfg, batch):
+    """The .cfg text with `batch` examples per replica: the shipped configs fix
+    the global batch (global_batch = 64), which would hand one replica all 64."""
+    text = re.sub(r"(?m)^(global_)?batch\s*=.*\n", "", open(cfg).read())
+    return text.replace("[net]\n", f"[net]\nbatch = {batch}\n", 1)
+
+
 def run_ours(build, cfg, batch, core, epochs):
     with tempfile.TemporaryDirectory() as tmp:
-        text = open(cfg).read()
-        text = re.sub(r"(?m)^batch\s*=.*$", f"batch = {batch}", text)
+        text = per_replica_batch(cfg, batch)
         path = os.path.join(tmp, "model.cfg")
         open(path, "w").write(text)
         out = os.path.join(tmp, "s.json")

@@ -1,6 +1,7 @@
 /* comm.c: the communicator wrappers (argument checks, then the vtable). */
 #include "comm.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static mr_status check_rank(const mr_comm *c, int rank, const char *what, mr_error *err) {
@@ -15,17 +16,38 @@ mr_status mr_comm_allreduce_sum(mr_comm *c, int rank, float *buf, size_t n, mr_e
     return c->vt->allreduce_sum(c, rank, buf, n, err);
 }
 
+mr_status mr_comm_allreduce_sum_f64(mr_comm *c, int rank, double *buf, size_t n, mr_error *err) {
+    MR_CHECK(check_rank(c, rank, "all-reduce", err));
+    return c->vt->allreduce_sum_f64(c, rank, buf, n, err);
+}
+
 mr_status mr_comm_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root, mr_error *err) {
     MR_CHECK(check_rank(c, rank, "broadcast", err));
-    if (root < 0 || root >= c->size)
+    if (root < 0 || root >= c->world_size)
         return mr_error_set(err, MR_ERR_USAGE, "%s broadcast: root %d outside 0..%d",
-                            mr_comm_name(c), root, c->size - 1);
+                            mr_comm_name(c), root, c->world_size - 1);
     return c->vt->broadcast(c, rank, buf, n, root, err);
 }
 
 mr_status mr_comm_barrier(mr_comm *c, int rank, mr_error *err) {
     MR_CHECK(check_rank(c, rank, "barrier", err));
     return c->vt->barrier(c, rank, err);
+}
+
+mr_status mr_comm_allreduce_start(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+    MR_CHECK(check_rank(c, rank, "all-reduce", err));
+    if (c->vt->allreduce_start == NULL) return c->vt->allreduce_sum(c, rank, buf, n, err);
+    return c->vt->allreduce_start(c, rank, buf, n, err);
+}
+
+mr_status mr_comm_progress(mr_comm *c, int rank, mr_error *err) {
+    MR_CHECK(check_rank(c, rank, "progress", err));
+    return c->vt->progress ? c->vt->progress(c, rank, err) : MR_OK;
+}
+
+mr_status mr_comm_wait_all(mr_comm *c, int rank, mr_error *err) {
+    MR_CHECK(check_rank(c, rank, "wait", err));
+    return c->vt->wait_all ? c->vt->wait_all(c, rank, err) : MR_OK;
 }
 
 void mr_comm_abort(mr_comm *c, int rank) {
@@ -40,12 +62,19 @@ const char *mr_comm_name(const mr_comm *c) {
     return c->vt->name;
 }
 
+int mr_comm_is_async(const mr_comm *c) {
+    return c->vt->allreduce_start != NULL;
+}
+
+double mr_comm_parse_timeout(const char *s) {
+    if (s == NULL) return -1.0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v > 0.0) || !isfinite(v)) return -1.0;
+    return v;
+}
+
 double mr_comm_default_timeout(void) {
-    const char *s = getenv("MIRRORED_COMM_TIMEOUT");
-    if (s != NULL) {
-        char *end;
-        double v = strtod(s, &end);
-        if (end != s && *end == '\0' && v > 0.0) return v;
-    }
-    return 600.0;
+    double v = mr_comm_parse_timeout(getenv("MIRRORED_COMM_TIMEOUT"));
+    return v > 0.0 ? v : 600.0;
 }

@@ -37,6 +37,8 @@ typedef struct local_comm {
     long spins;                         /* pauses before yielding: 0 with more ranks than cores */
     double yield_s;                     /* seconds of yielding before sleeping */
     float *volatile *bufs;              /* (size) published buffers */
+    double *volatile *dbufs;            /* (size) published double buffers (f64 all-reduce) */
+    int first;                          /* job-wide number of rank 0, for messages */
 } local_comm;
 
 static double now_s(void) {
@@ -52,8 +54,8 @@ static inline void cpu_pause(void) {
 }
 
 static mr_status aborted(local_comm *lc, const char *what, mr_error *err) {
-    return mr_error_set(err, MR_ERR_RUNTIME, "local %s: communicator aborted by replica %d", what,
-                        atomic_load(&lc->aborted_by));
+    return mr_error_set(err, MR_ERR_ABORTED, "local %s: communicator aborted by replica %d", what,
+                        lc->first + atomic_load(&lc->aborted_by));
 }
 
 static mr_status barrier(local_comm *lc, int rank, const char *what, mr_error *err) {
@@ -90,12 +92,12 @@ static mr_status barrier(local_comm *lc, int rank, const char *what, mr_error *e
             for (int r = 0; r < size; r++)
                 if (!atomic_load(&lc->present[r])) {
                     char one[16];
-                    snprintf(one, sizeof one, "%s%d", missing[0] ? "," : "", r);
+                    snprintf(one, sizeof one, "%s%d", missing[0] ? "," : "", lc->first + r);
                     strncat(missing, one, sizeof missing - strlen(missing) - 1);
                 }
             return mr_error_set(err, MR_ERR_RUNTIME,
-                                "local %s: replica %d waited %.0f s for replica(s) %s", what, rank,
-                                lc->base.timeout_s, missing);
+                                "local %s: replica %d waited %.0f s for replica(s) %s", what,
+                                lc->first + rank, lc->base.timeout_s, missing);
         }
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
@@ -150,6 +152,28 @@ static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_
     return barrier(lc, rank, "all-reduce", err);
 }
 
+/* A few doubles: every rank sums all published buffers in rank order into a
+ * private copy, then (after everyone has read) writes its own buffer. */
+static mr_status local_allreduce_f64(mr_comm *c, int rank, double *buf, size_t n, mr_error *err) {
+    local_comm *lc = (local_comm *)c;
+    if (c->size == 1 || n == 0) return MR_OK;
+    double small[16], *sum = n <= 16 ? small : malloc(sizeof(double) * n);
+    if (sum == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    lc->dbufs[rank] = buf;
+    mr_status st = barrier(lc, rank, "all-reduce", err);
+    if (st == MR_OK) {
+        for (size_t i = 0; i < n; i++)
+            sum[i] = lc->dbufs[0][i];
+        for (int q = 1; q < c->size; q++)
+            for (size_t i = 0; i < n; i++)
+                sum[i] += lc->dbufs[q][i];
+        st = barrier(lc, rank, "all-reduce", err);
+    }
+    if (st == MR_OK) memcpy(buf, sum, sizeof(double) * n);
+    if (sum != small) free(sum);
+    return st;
+}
+
 static mr_status local_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root,
                                  mr_error *err) {
     local_comm *lc = (local_comm *)c;
@@ -175,17 +199,25 @@ static void local_destroy(mr_comm *c) {
     local_comm *lc = (local_comm *)c;
     free((void *)lc->present);
     free((void *)lc->bufs);
+    free((void *)lc->dbufs);
     free(lc);
 }
 
 static const mr_comm_vtable local_vt = {
     .name = "local",
     .allreduce_sum = local_allreduce,
+    .allreduce_sum_f64 = local_allreduce_f64,
     .broadcast = local_broadcast,
     .barrier = local_barrier,
     .abort = local_abort,
     .destroy = local_destroy,
 };
+
+/* Spin before yielding only when every rank has a core of its own. */
+static void set_waiting(local_comm *lc, int cores) {
+    lc->spins = lc->base.size <= cores ? 20000 : 0;
+    lc->yield_s = lc->base.size <= cores ? 20e-6 : 10e-3;
+}
 
 mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err) {
     *out = NULL;
@@ -195,6 +227,7 @@ mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err) {
     memset(lc, 0, sizeof *lc);
     lc->base.vt = &local_vt;
     lc->base.size = size;
+    lc->base.world_size = size;
     lc->base.timeout_s = mr_comm_default_timeout();
     atomic_init(&lc->arrived, 0);
     atomic_init(&lc->sense, 0);
@@ -202,14 +235,20 @@ mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err) {
     /* cores this process may run on */
     cpu_set_t set;
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    lc->spins = size <= cores ? 20000 : 0;
-    lc->yield_s = size <= cores ? 20e-6 : 10e-3;
+    set_waiting(lc, cores);
     lc->present = calloc((size_t)size, sizeof *lc->present);
     lc->bufs = calloc((size_t)size, sizeof *lc->bufs);
-    if (lc->present == NULL || lc->bufs == NULL) {
+    lc->dbufs = calloc((size_t)size, sizeof *lc->dbufs);
+    if (lc->present == NULL || lc->bufs == NULL || lc->dbufs == NULL) {
         local_destroy(&lc->base);
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     }
     *out = &lc->base;
     return MR_OK;
+}
+
+void mr_comm_local_place(mr_comm *c, int first, int cores) {
+    local_comm *lc = (local_comm *)c;
+    lc->first = first;
+    set_waiting(lc, cores < 1 ? 1 : cores);
 }

@@ -1,12 +1,12 @@
 /* local.h: the communicator for replicas that are threads of one process.
  *
- * Shared memory, no copies through a staging buffer: each rank publishes its
- * buffer, then all-reduce is a reduce-scatter (rank r sums slice r of every
- * rank's buffer, in rank order 0..size-1, into its own buffer) followed by an
- * all-gather (every rank copies the other slices from their owners).
- * Threads meet by spinning on atomics (bounded, then yielding/sleeping), not
- * pthread barriers: a pthread barrier round costs tens of microseconds on a
- * 2-core machine, which would drown small buckets. */
+ * Shared memory, no staging buffer: each rank publishes its buffer, then an
+ * all-reduce is a reduce-scatter in which rank r sums slice r of every rank's
+ * buffer, in rank order 0..size-1, and pushes the sum into slice r of every
+ * buffer (the all-gather done by the slice's owner, not pulled by the
+ * others). Threads meet by spinning on atomics (bounded, then yielding,
+ * then sleeping), not pthread barriers: a pthread barrier round costs tens
+ * of microseconds on a 2-core machine, which would drown small buckets. */
 #ifndef MR_LOCAL_H
 #define MR_LOCAL_H
 
@@ -14,5 +14,12 @@
 
 /* Creates a local communicator for `size` threads (size >= 1). */
 mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err);
+
+/* Places a local communicator in a multi-process job: its participants are
+ * the job's replicas first .. first + size - 1 (so messages name them as
+ * such: "replica 5 waited for replica(s) 4"), and the process may use
+ * `cores` cores (its share of the node when several processes share it),
+ * which decides whether waiters spin or yield at once. */
+void mr_comm_local_place(mr_comm *c, int first, int cores);
 
 #endif

@@ -1,10 +1,21 @@
-/* mirrored_train: train a model defined in a .cfg file on every local device.
+/* mirrored_train: train a model defined in a .cfg file on every local device,
+ * or, under mpirun, on the devices of every process of the job.
  *
  *   mirrored_train MODEL.cfg [options]
+ *   mpirun -np 4 mirrored_train MODEL.cfg [options]
  *
  * The only place (with the other executables) that prints and exits: library
  * calls return a status with a one-line message, turned here into
- * "mirrored_train: message" on stderr and an exit code (see usage()). */
+ * "mirrored_train: message" on stderr and an exit code (see usage()).
+ *
+ * In a job of several processes every process runs this same sequence, and
+ * at the end of each stage that can fail on one process alone (options and
+ * .cfg, data files) they agree on the outcome (mr_job_agree), so a bad file
+ * fails every process with one message and nobody waits in a collective.
+ * Only the process of global replica 0 prints progress and writes output
+ * files; the others print nothing but errors, prefixed "rank R (host): ".
+ * A failure after training has started, which the other processes cannot
+ * see, ends the whole job (mr_job_abort). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -14,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../collectives/hierarchical.h"
+#include "../collectives/job.h"
 #include "../models/model.h"
 #include "../runtime/dataset.h"
 #include "../strategies/devices.h"
@@ -42,6 +55,9 @@ static void usage(FILE *out) {
             "  --check-sync K     every K steps verify all replicas hold identical weights\n"
             "  --bucket-mb X      all-reduce gradients in buckets of X MiB during backward\n"
             "                     (default 0: one all-reduce after backward)\n"
+            "  --collective-timeout S  fail a collective that waits more than S seconds for\n"
+            "                     another replica or process (default: MIRRORED_COMM_TIMEOUT\n"
+            "                     or 600)\n"
             "  --quiet            print only the final test result\n"
             "  --help-config[=markdown]  print every .cfg section and key with defaults and\n"
             "                     ranges (markdown: the README's table)\n"
@@ -50,8 +66,14 @@ static void usage(FILE *out) {
             "\n"
             "Exit status: 0 success; 1 failure while running (out of memory, a replica or\n"
             "collective failed, an output file could not be written); 2 bad input (options,\n"
-            ".cfg file, data files).\n",
-            prog);
+            ".cfg file, data files).\n"
+            "\n"
+            "Multi-process: mpirun -np N %s MODEL.cfg trains one job over N processes\n"
+            "(each takes its share of its node's cores: --devices auto; cpu:N may not ask for\n"
+            "more). Environment: MIRRORED_COMM_TIMEOUT (seconds), MIRRORED_RANKS_PER_NODE=K\n"
+            "(treat K consecutive ranks as one node, to exercise the cross-node path on one\n"
+            "machine).\n",
+            prog, prog);
 }
 
 static int exit_code(mr_status st) {
@@ -88,10 +110,21 @@ static int parse_long(const char *opt, const char *s, long long lo, long long hi
     return 1;
 }
 
+/* Replica i of process p's devices ("cpu:2"): CPU replicas are numbered
+ * across the job, in rank order. */
+static void rank_devices(const mr_job *job, const mr_device_set *mine, int p, char *buf, size_t n) {
+    mr_device_set set = *mine;
+    set.count = job->replicas[p];
+    for (int i = 0; i < set.count && i < MR_MAX_REPLICAS; i++)
+        set.ordinals[i] = job->first[p] + i;
+    mr_devices_format(&set, buf, n);
+}
+
 /* Writes the JSON summary via a temporary file renamed into place. */
 static mr_status write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
-                            const mr_device_set *devs, int epochs, int has_test, double test_loss,
-                            double test_acc, uint64_t weights_hash, mr_error *err) {
+                            const mr_job *job, const mr_device_set *devs, const char *comm,
+                            int epochs, int has_test, double test_loss, double test_acc,
+                            uint64_t weights_hash, mr_error *err) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
@@ -108,10 +141,17 @@ static mr_status write_json(const char *path, const mr_progress *pg, const mr_fi
     if (pg->last.has_val)
         fprintf(f, "  \"val_loss\": %.6f,\n  \"val_accuracy\": %.6f,\n", pg->last.val_loss,
                 pg->last.val_accuracy);
-    fprintf(f, "  \"replicas\": %d,\n  \"devices\": [", plan->replicas);
-    for (int i = 0; i < devs->count; i++)
-        fprintf(f, "%s\"%s:%d\"", i ? ", " : "", devs->kind == MR_DEVICE_CPU ? "cpu" : "gpu",
-                devs->ordinals[i]);
+    fprintf(f, "  \"replicas\": %d,\n  \"processes\": %d,\n  \"nodes\": %d,\n", plan->replicas,
+            job->size, job->n_nodes);
+    fprintf(f, "  \"communicator\": \"%s\",\n  \"devices\": [", comm);
+    for (int p = 0, k = 0; p < job->size; p++)
+        for (int i = 0; i < job->replicas[p]; i++, k++)
+            fprintf(f, "%s\"%s:%d\"", k ? ", " : "", devs->kind == MR_DEVICE_CPU ? "cpu" : "gpu",
+                    job->first[p] + i);
+    fprintf(f, "],\n  \"ranks\": [");
+    for (int p = 0; p < job->size; p++)
+        fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"replicas\": %d}", p ? ", " : "", p,
+                job->hosts[p], job->replicas[p]);
     fprintf(f, "],\n  \"global_batch\": %d,\n  \"learning_rate\": %.8g,\n", plan->global_batch,
             plan->base_lr * plan->lr_factor);
     fprintf(f, "  \"params_hash\": \"%016llx\",\n", (unsigned long long)weights_hash);
@@ -161,7 +201,17 @@ static void model_name(const char *cfg_path, char *buf, size_t n) {
     if (dot) *dot = '\0';
 }
 
-int main(int argc, char **argv) {
+/* What the command line asks for. */
+typedef struct cli {
+    enum { RUN_TRAIN, RUN_HELP, RUN_VERSION, RUN_HELP_CONFIG, RUN_LIST } action;
+    int markdown; /* --help-config=markdown */
+    long long epochs, seed, check_sync;
+    double bucket_mb, timeout;
+    const char *metrics_path, *json_path, *devices_spec, *cfg_path;
+    int quiet;
+} cli;
+
+static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
     enum {
         OPT_EPOCHS = 1000,
         OPT_SEED,
@@ -174,6 +224,7 @@ int main(int argc, char **argv) {
         OPT_LIST,
         OPT_CHECK_SYNC,
         OPT_BUCKET,
+        OPT_TIMEOUT,
         OPT_HELP_CONFIG
     };
     static const struct option longopts[] = {
@@ -188,175 +239,358 @@ int main(int argc, char **argv) {
         {"list-devices", no_argument, NULL, OPT_LIST},
         {"check-sync", required_argument, NULL, OPT_CHECK_SYNC},
         {"bucket-mb", required_argument, NULL, OPT_BUCKET},
+        {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
         {"help-config", optional_argument, NULL, OPT_HELP_CONFIG},
         {NULL, 0, NULL, 0},
     };
-    mr_error err = {0};
-    long long epochs = -1, seed = -1, check_sync = 0;
-    double bucket_mb = 0.0;
-    const char *metrics_path = NULL, *json_path = NULL, *devices_spec = "auto";
-    int quiet = 0;
+    *c = (cli){.action = RUN_TRAIN, .epochs = -1, .seed = -1, .devices_spec = "auto"};
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
+    int o;
+    while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (o) {
         case OPT_EPOCHS:
-            if (!parse_long("--epochs", optarg, 1, 100000, &epochs, &err)) return die(&err);
+            if (!parse_long("--epochs", optarg, 1, 100000, &c->epochs, err)) return err->status;
             break;
         case OPT_SEED:
-            if (!parse_long("--seed", optarg, 0, INT64_MAX, &seed, &err)) return die(&err);
+            if (!parse_long("--seed", optarg, 0, INT64_MAX, &c->seed, err)) return err->status;
             break;
         case OPT_CHECK_SYNC:
-            if (!parse_long("--check-sync", optarg, 1, 1000000000, &check_sync, &err))
-                return die(&err);
+            if (!parse_long("--check-sync", optarg, 1, 1000000000, &c->check_sync, err))
+                return err->status;
             break;
         case OPT_BUCKET: {
             char *end;
-            bucket_mb = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || !(bucket_mb >= 0.0) || bucket_mb > 4096) {
-                mr_error_set(&err, MR_ERR_USAGE,
-                             "--bucket-mb %s: expected a number of MiB in [0, 4096]", optarg);
-                return die(&err);
-            }
+            c->bucket_mb = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(c->bucket_mb >= 0.0) || c->bucket_mb > 4096)
+                return mr_error_set(err, MR_ERR_USAGE,
+                                    "--bucket-mb %s: expected a number of MiB in [0, 4096]",
+                                    optarg);
             break;
         }
+        case OPT_TIMEOUT:
+            c->timeout = mr_comm_parse_timeout(optarg);
+            if (c->timeout <= 0.0)
+                return mr_error_set(err, MR_ERR_USAGE,
+                                    "--collective-timeout %s: expected a number of seconds > 0",
+                                    optarg);
+            break;
         case OPT_METRICS:
-            metrics_path = optarg;
+            c->metrics_path = optarg;
             break;
         case OPT_JSON:
-            json_path = optarg;
+            c->json_path = optarg;
             break;
         case OPT_QUIET:
-            quiet = 1;
+            c->quiet = 1;
             break;
         case OPT_DEVICES:
-            devices_spec = optarg;
+            c->devices_spec = optarg;
             break;
         case 'h':
         case OPT_HELP:
-            usage(stdout);
-            return EXIT_OK;
+            c->action = RUN_HELP;
+            return MR_OK;
         case OPT_VERSION:
-            printf("mirrored %s\n", MR_VERSION);
-            return EXIT_OK;
+            c->action = RUN_VERSION;
+            return MR_OK;
         case OPT_HELP_CONFIG:
-            if (optarg != NULL && strcmp(optarg, "markdown") != 0) {
-                mr_error_set(&err, MR_ERR_USAGE, "--help-config=%s: the only format is 'markdown'",
-                             optarg);
-                return die(&err);
-            }
-            mr_config_write_reference(stdout, optarg != NULL);
-            return EXIT_OK;
+            if (optarg != NULL && strcmp(optarg, "markdown") != 0)
+                return mr_error_set(err, MR_ERR_USAGE,
+                                    "--help-config=%s: the only format is 'markdown'", optarg);
+            c->action = RUN_HELP_CONFIG;
+            c->markdown = optarg != NULL;
+            return MR_OK;
         case OPT_LIST:
-            mr_devices_list(stdout);
-            return EXIT_OK;
+            c->action = RUN_LIST;
+            return MR_OK;
         default:
             /* getopt sets optopt to the short option, or to a long option's code */
             if (optopt > 0 && optopt < 256)
-                fprintf(stderr, "%s: -%c: unknown option or missing value (see --help)\n", prog,
-                        optopt);
-            else
-                fprintf(stderr, "%s: %s: unknown option or missing value (see --help)\n", prog,
-                        argv[optind - 1]);
-            return EXIT_BAD_INPUT;
+                return mr_error_set(err, MR_ERR_USAGE,
+                                    "-%c: unknown option or missing value (see --help)", optopt);
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "%s: unknown option or missing value (see --help)",
+                                argv[optind - 1]);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "%s: %s (see --help)\n", prog,
-                optind == argc ? "missing MODEL.cfg" : "more than one MODEL.cfg given");
-        return EXIT_BAD_INPUT;
+    if (optind != argc - 1)
+        return mr_error_set(err, MR_ERR_USAGE, "%s (see --help)",
+                            optind == argc ? "missing MODEL.cfg" : "more than one MODEL.cfg given");
+    c->cfg_path = argv[optind];
+    return MR_OK;
+}
+
+/* --devices auto with a global batch fixed by the .cfg: the most replicas,
+ * up to one per core, over which the global batch divides evenly (on every
+ * process alike, so that the job's total divides too). */
+static int auto_replicas(const mr_config *cfg, int processes, int cores) {
+    const mr_net_cfg *net = &cfg->net;
+    if (net->global_batch <= 0 || net->global_batch % net->accumulate != 0) return cores;
+    int per = net->global_batch / net->accumulate;
+    for (int c = cores; c > 1; c--)
+        if (per % (c * processes) == 0) return c;
+    return 1;
+}
+
+/* Stage 1, on every process: the .cfg, the devices, the model's shapes and
+ * (on the writing process) the output files. */
+static mr_status prepare(const cli *c, const mr_job *job, mr_config *cfg, mr_strategy_opts *opts,
+                         int64_t *in_size, int *classes, mr_error *err) {
+    MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
+    if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
+    if (c->seed >= 0) cfg->net.seed = c->seed;
+    MR_CHECK(mr_devices_parse(c->devices_spec, job->cores, &opts->devices, err));
+    mr_device_set *d = &opts->devices;
+    if (d->kind == MR_DEVICE_CPU && strcmp(c->devices_spec, "auto") == 0) {
+        d->count = auto_replicas(cfg, job->size, d->count);
+        for (int i = 0; i < d->count; i++)
+            d->ordinals[i] = i;
     }
-    const char *cfg_path = argv[optind];
-
-    mr_config cfg;
-    if (mr_config_load(cfg_path, &cfg, &err) != MR_OK) return die(&err);
-    int rc = EXIT_OK;
-    mr_dataset train = {0}, test = {0};
-    mr_strategy *strategy = NULL;
-    FILE *csv = NULL;
-    mr_strategy_opts opts = {0};
-    if (mr_devices_parse(devices_spec, &opts.devices, &err) != MR_OK) goto fail;
-    if (epochs > 0) cfg.net.epochs = (int)epochs;
-    if (seed >= 0) cfg.net.seed = seed;
-    opts.seed = (uint64_t)cfg.net.seed;
-    opts.check_sync = (int)check_sync;
-    opts.bucket_floats = (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
-
+    if (job->size > 1 && d->kind == MR_DEVICE_CPU && d->count > job->cores) {
+        char why[128];
+        if (job->bound || job->local_size == 1)
+            snprintf(why, sizeof why, "its binding");
+        else
+            snprintf(why, sizeof why, "%d cores of the node shared by %d processes",
+                     job->node_cores, job->local_size);
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--devices %s: this process has %d core%s (%s); use --devices auto, "
+                            "at most cpu:%d, or fewer processes per node",
+                            c->devices_spec, job->cores, job->cores == 1 ? "" : "s", why,
+                            job->cores);
+    }
+    opts->seed = (uint64_t)cfg->net.seed;
+    opts->check_sync = (int)c->check_sync;
+    opts->bucket_floats = (size_t)(c->bucket_mb * 1024 * 1024 / sizeof(float));
+    opts->comm_timeout = c->timeout;
     /* the model's shapes first: a .cfg mistake should not wait for the data */
     mr_model probe;
-    if (mr_model_init(&probe, &cfg, 1, 0, &err) != MR_OK) goto fail;
-    int64_t in_size = probe.in_size;
-    int classes = mr_model_classes(&probe);
+    MR_CHECK(mr_model_init(&probe, cfg, 1, 0, err));
+    *in_size = probe.in_size;
+    *classes = mr_model_classes(&probe);
     mr_model_free(&probe);
-    if (check_writable("--metrics", metrics_path, &err) != MR_OK) goto fail;
-    if (check_writable("--json", json_path, &err) != MR_OK) goto fail;
+    if (job->rank == 0) {
+        MR_CHECK(check_writable("--metrics", c->metrics_path, err));
+        MR_CHECK(check_writable("--json", c->json_path, err));
+    }
+    return MR_OK;
+}
 
-    const mr_data_cfg *d = &cfg.data;
-    if (mr_dataset_load(&train, d->train_images, d->train_labels, &err) != MR_OK) goto fail;
-    if (mr_dataset_check_row(&train, in_size, d->train_images, &err) != MR_OK) goto fail;
-    if (mr_dataset_check_labels(&train, classes, d->train_labels, &err) != MR_OK) goto fail;
-    int has_test = d->test_images[0] != '\0';
-    if (has_test) {
-        if (mr_dataset_load(&test, d->test_images, d->test_labels, &err) != MR_OK) goto fail;
-        if (mr_dataset_check_row(&test, in_size, d->test_images, &err) != MR_OK) goto fail;
-        if (mr_dataset_check_labels(&test, classes, d->test_labels, &err) != MR_OK) goto fail;
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001B3ull;
+    return h;
+}
+
+/* Every process must train the same model with the same settings (a .cfg
+ * edited while mpirun started the processes, or different files on two
+ * nodes, would train different models or wait in different collectives):
+ * the .cfg text and the options that change the model or the sequence of
+ * collectives are hashed and compared. The same verdict on every process. */
+static mr_status check_same_job(const cli *c, mr_job *job, const mr_config *cfg,
+                                const mr_strategy_opts *opts, mr_error *err) {
+    if (job->size == 1) return MR_OK;
+    struct {
+        uint64_t text, settings;
+        char path[240];
+    } mine = {0}, *all = calloc((size_t)job->size, sizeof mine);
+    if (all == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    mine.text = fnv1a(cfg->text, strlen(cfg->text), 0xCBF29CE484222325ull);
+    long long settings[] = {cfg->net.epochs, cfg->net.seed, opts->check_sync,
+                            (long long)opts->bucket_floats};
+    mine.settings = fnv1a(settings, sizeof settings, 0xCBF29CE484222325ull);
+    snprintf(mine.path, sizeof mine.path, "%s", c->cfg_path);
+    mr_status st = mr_job_allgather(job, &mine, sizeof mine, all, err);
+    for (int p = 1; st == MR_OK && p < job->size; p++) {
+        if (all[p].text != all[0].text)
+            st = mr_error_set(err, MR_ERR_CONFIG,
+                              "rank %d (%s) read %s with other contents than rank 0 (%s) read in "
+                              "%s: every process must train the same .cfg (was it edited "
+                              "during the launch?)",
+                              p, job->hosts[p], all[p].path, job->hosts[0], all[0].path);
+        else if (all[p].settings != all[0].settings)
+            st = mr_error_set(err, MR_ERR_USAGE,
+                              "rank %d (%s) was started with other --epochs, --seed, "
+                              "--check-sync or --bucket-mb than rank 0 (%s)",
+                              p, job->hosts[p], job->hosts[0]);
+    }
+    free(all);
+    return st;
+}
+
+/* Stage 2, on every process: the data, checked against the model. */
+static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, mr_dataset *train,
+                           mr_dataset *test, int64_t *n_train, mr_error *err) {
+    const mr_data_cfg *d = &cfg->data;
+    MR_CHECK(mr_dataset_load(train, d->train_images, d->train_labels, err));
+    MR_CHECK(mr_dataset_check_row(train, in_size, d->train_images, err));
+    MR_CHECK(mr_dataset_check_labels(train, classes, d->train_labels, err));
+    if (d->test_images[0] != '\0') {
+        MR_CHECK(mr_dataset_load(test, d->test_images, d->test_labels, err));
+        MR_CHECK(mr_dataset_check_row(test, in_size, d->test_images, err));
+        MR_CHECK(mr_dataset_check_labels(test, classes, d->test_labels, err));
     }
     /* Keras's validation_split: the last fraction, taken before shuffling */
     /* + 1e-4: 0.1f is not 0.1, and 60000 x (1 - 0.1f) must still give 54000 */
-    int64_t n_train = (int64_t)((double)train.n * (1.0 - (double)cfg.net.validation_split) + 1e-4);
-    int64_t n_val = train.n - n_train;
-    if (n_train < 1) {
-        mr_error_set(&err, MR_ERR_CONFIG, "%s: validation_split leaves no training examples",
-                     cfg_path);
-        goto fail;
-    }
-    train.scale = test.scale = d->scale;
+    *n_train = (int64_t)((double)train->n * (1.0 - (double)cfg->net.validation_split) + 1e-4);
+    if (*n_train < 1)
+        return mr_error_set(err, MR_ERR_CONFIG, "%s: validation_split leaves no training examples",
+                            cfg->path);
+    train->scale = test->scale = d->scale;
     if (d->standardize) {
         /* statistics of the training split only, applied to everything */
-        if (mr_dataset_standardize(&train, &train, 0, n_train, &err) != MR_OK) goto fail;
-        if (has_test && mr_dataset_standardize(&test, &train, 0, n_train, &err) != MR_OK) goto fail;
+        MR_CHECK(mr_dataset_standardize(train, train, 0, *n_train, err));
+        if (test->n > 0) MR_CHECK(mr_dataset_standardize(test, train, 0, *n_train, err));
     }
-    if (mr_strategy_create(&cfg, &opts, n_train, &strategy, &err) != MR_OK) goto fail;
-    const mr_fit_plan *plan = mr_strategy_plan(strategy);
-    if (metrics_path != NULL && (csv = fopen(metrics_path, "w")) == NULL) {
-        mr_error_set(&err, MR_ERR_IO, "--metrics %s: cannot write: %s", metrics_path,
-                     strerror(errno));
-        goto fail;
-    }
+    return MR_OK;
+}
 
-    if (!quiet) {
-        char name[256], devs[512];
-        model_name(cfg_path, name, sizeof name);
-        mr_model_summary(mr_strategy_replica(strategy, 0), name, stdout);
-        mr_devices_format(&opts.devices, devs, sizeof devs);
-        printf("%d replica%s (%s), batch %d/replica", plan->replicas, plan->replicas > 1 ? "s" : "",
-               devs, plan->batch);
-        if (plan->accumulate > 1) printf(" x %d accumulated", plan->accumulate);
-        printf(" = %d global, learning rate %g x %g = %g (%s scaling", plan->global_batch,
-               plan->base_lr, plan->lr_factor, plan->base_lr * plan->lr_factor,
-               cfg.net.lr_scaling == MR_LR_SCALING_LINEAR ? "linear" : "no");
-        if (plan->warmup_epochs > 0)
-            printf(", %g warmup epoch%s", plan->warmup_epochs, plan->warmup_epochs == 1 ? "" : "s");
-        if (plan->schedule == MR_LR_SCHEDULE_COSINE)
-            printf(", cosine decay to %g at epoch %d",
-                   plan->base_lr * plan->lr_factor * plan->lr_alpha, cfg.net.epochs);
-        printf(")\n");
-        printf("Train on %lld samples", (long long)n_train);
-        if (n_val) printf(", validate on %lld samples", (long long)n_val);
-        printf(", %lld steps per epoch\n", (long long)plan->steps_per_epoch);
-        fflush(stdout);
+/* The start-up line: replicas and where they run, the communicator, the
+ * batch, and the learning rate with the rule that made it. */
+static void print_plan(const mr_job *job, const mr_strategy *strategy, const mr_device_set *devs,
+                       const mr_config *cfg, int64_t n_train, int64_t n_val) {
+    const mr_fit_plan *plan = mr_strategy_plan(strategy);
+    const mr_comm *comm = mr_strategy_comm(strategy);
+    char buf[512];
+    printf("%d replica%s", plan->replicas, plan->replicas > 1 ? "s" : "");
+    if (job->size > 1) {
+        printf(" on %d processes (", job->size);
+        for (int p = 0; p < job->size; p++) {
+            rank_devices(job, devs, p, buf, sizeof buf);
+            printf("%s%s: rank %d %s", p ? "; " : "", job->hosts[p], p, buf);
+        }
+        printf(")");
+    } else {
+        rank_devices(job, devs, 0, buf, sizeof buf);
+        printf(" (%s)", buf);
     }
-    mr_progress pg;
-    mr_progress_init(&pg, stdout, quiet, cfg.net.epochs, csv);
-    mr_fit_callbacks cb = {
-        .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
+    if (plan->replicas > 1) {
+        if (strcmp(mr_comm_name(comm), "hierarchical") == 0) {
+            mr_comm_hierarchical_describe(comm, buf, sizeof buf);
+            printf(", hierarchical all-reduce (%s)", buf);
+        } else if (strcmp(mr_comm_name(comm), "mpi") == 0) {
+            printf(", MPI all-reduce (mpi)");
+        } else {
+            printf(", shared-memory all-reduce (local)");
+        }
+    }
+    printf(", batch %d/replica", plan->batch);
+    if (plan->accumulate > 1) printf(" x %d accumulated", plan->accumulate);
+    float lr = plan->base_lr * plan->lr_factor;
+    printf(" = %d global, learning rate ", plan->global_batch);
+    if (plan->fixed_global)
+        printf("%g (global batch fixed by the .cfg: the same on any replica count", lr);
+    else if (plan->lr_factor != 1.0f)
+        printf("%g x %g = %g (linear scaling: global batch %d / batch %d", plan->base_lr,
+               plan->lr_factor, lr, plan->global_batch, plan->batch);
+    else
+        printf("%g (%s", lr,
+               cfg->net.lr_scaling == MR_LR_SCALING_LINEAR ? "linear scaling, one replica"
+                                                           : "no scaling");
+    if (plan->warmup_epochs > 0)
+        printf(", %g warmup epoch%s from %g", plan->warmup_epochs,
+               plan->warmup_epochs == 1 ? "" : "s", plan->base_lr);
+    if (plan->schedule == MR_LR_SCHEDULE_COSINE)
+        printf(", cosine decay to %g at epoch %d", lr * plan->lr_alpha, cfg->net.epochs);
+    printf(")\n");
+    printf("Train on %lld samples", (long long)n_train);
+    if (n_val) printf(", validate on %lld samples", (long long)n_val);
+    printf(", %lld steps per epoch\n", (long long)plan->steps_per_epoch);
+    fflush(stdout);
+}
+
+/* A test hook (MIRRORED_DEBUG_FAIL=RANK:STEP): that rank's replica 0 fails
+ * at that training step, as a process-local failure would; with
+ * RANK:STEP:stall it stops answering there instead (a hung process). */
+static void debug_fail(const mr_job *job, mr_strategy_opts *opts) {
+    const char *v = getenv("MIRRORED_DEBUG_FAIL");
+    int rank, n = 0;
+    long long step;
+    if (v == NULL || sscanf(v, "%d:%lld%n", &rank, &step, &n) != 2 || rank != job->rank || step < 1)
+        return;
+    opts->debug_fail_step = step;
+    opts->debug_stall = strcmp(v + n, ":stall") == 0;
+}
+
+/* Prints a failure of this process alone. In a job of several processes it
+ * names the rank and ends the whole job, since the others may be waiting
+ * for this one in a collective. A process whose replicas were all stopped
+ * because of another process's failure (MR_ERR_ABORTED) prints nothing and
+ * leaves normally: the process that failed reports and ends the job. */
+static int fail_alone(mr_job *job, const mr_error *err) {
+    int code = exit_code(err->status);
+    if (err->status == MR_ERR_ABORTED && job->size > 1) return code;
+    if (job->size > 1) {
+        fprintf(stderr, "%s: rank %d (%s): %s\n", prog, job->rank, job->hosts[job->rank], err->msg);
+        mr_job_abort(job, code);
+    } else {
+        fprintf(stderr, "%s: %s\n", prog, err->msg);
+    }
+    return code;
+}
+
+/* Prints a failure that every process agreed on, once. */
+static int fail_agreed(const mr_job *job, const mr_error *err) {
+    if (job->rank == 0) fprintf(stderr, "%s: %s\n", prog, err->msg);
+    return exit_code(err->status);
+}
+
+int main(int argc, char **argv) {
+    mr_error err = {0};
+    mr_job job;
+    int ranks_per_node = 0;
+    const char *rpn = getenv("MIRRORED_RANKS_PER_NODE");
+    if (rpn != NULL) {
+        long long v;
+        if (!parse_long("MIRRORED_RANKS_PER_NODE", rpn, 1, 1 << 20, &v, &err)) return die(&err);
+        ranks_per_node = (int)v;
+    }
+    if (mr_job_init(&argc, &argv, ranks_per_node, mr_comm_default_timeout(), &job, &err) != MR_OK) {
+        int rc = die(&err);
+        mr_job_finalize(&job);
+        return rc;
+    }
+    const int lead = job.rank == 0; /* the process of global replica 0 prints and writes */
+    cli c;
+    mr_status st = parse_cli(argc, argv, &c, &err);
+    if (st == MR_OK && c.action != RUN_TRAIN) {
+        if (lead && c.action == RUN_HELP) usage(stdout);
+        if (lead && c.action == RUN_VERSION) printf("mirrored %s\n", MR_VERSION);
+        if (lead && c.action == RUN_HELP_CONFIG) mr_config_write_reference(stdout, c.markdown);
+        if (lead && c.action == RUN_LIST) mr_devices_list(stdout);
+        mr_job_finalize(&job);
+        return EXIT_OK;
+    }
+    if (c.timeout > 0) job.timeout_s = c.timeout;
+
+    int rc = EXIT_OK;
+    mr_config cfg = {0};
+    mr_dataset train = {0}, test = {0};
+    mr_strategy *strategy = NULL;
+    FILE *csv = NULL;
+    mr_strategy_opts opts = {.job = &job};
+    int64_t in_size = 0, n_train = 0;
+    int classes = 0;
+    /* stages that may fail on one process alone end with an agreement */
+    if (st == MR_OK) st = prepare(&c, &job, &cfg, &opts, &in_size, &classes, &err);
+    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+    if ((st = check_same_job(&c, &job, &cfg, &opts, &err)) != MR_OK) goto agreed_failure;
+    st = load_data(&cfg, in_size, classes, &train, &test, &n_train, &err);
+    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+    int64_t n_val = train.n - n_train;
+    int has_test = test.n > 0;
+    debug_fail(&job, &opts);
+    if (mr_strategy_create(&cfg, &opts, n_train, &strategy, &err) != MR_OK) goto agreed_failure;
+    const mr_fit_plan *plan = mr_strategy_plan(strategy);
+
     mr_augment aug = {0}, *augp = NULL;
     if (cfg.augment.flip || cfg.augment.shift) {
         const mr_layer_cfg *in = &cfg.layers[0];
         if (in->shape_rank != 3) {
             mr_error_set(&err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",
-                         cfg_path, in->line);
-            goto fail;
+                         c.cfg_path, in->line);
+            goto agreed_failure; /* the same .cfg everywhere: the same verdict */
         }
         aug = (mr_augment){.flip = cfg.augment.flip,
                            .shift = cfg.augment.shift,
@@ -366,35 +600,55 @@ int main(int argc, char **argv) {
                            .seed = opts.seed};
         augp = &aug;
     }
+    if (lead && c.metrics_path != NULL && (csv = fopen(c.metrics_path, "w")) == NULL) {
+        mr_error_set(&err, MR_ERR_IO, "--metrics %s: cannot write: %s", c.metrics_path,
+                     strerror(errno));
+        goto alone_failure;
+    }
+    if (lead && !c.quiet) {
+        char name[256];
+        model_name(c.cfg_path, name, sizeof name);
+        mr_model_summary(mr_strategy_replica(strategy, 0), name, stdout);
+        print_plan(&job, strategy, &opts.devices, &cfg, n_train, n_val);
+    }
+    mr_progress pg;
+    mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
+    mr_fit_callbacks cb = {
+        .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
     if (mr_strategy_fit(strategy, &train, n_train, n_train, n_val, cfg.net.epochs, augp, &cb,
                         &err) != MR_OK)
-        goto fail;
+        goto alone_failure;
     double test_loss = 0.0, test_acc = 0.0;
     if (has_test) {
         if (mr_strategy_evaluate(strategy, &test, 0, test.n, &test_loss, &test_acc, &err) != MR_OK)
-            goto fail;
-        printf("Test loss: %.4f - test accuracy: %.4f\n", test_loss, test_acc);
+            goto alone_failure;
+        if (lead) printf("Test loss: %.4f - test accuracy: %.4f\n", test_loss, test_acc);
     }
     if (csv != NULL) {
         int bad = fclose(csv) != 0;
         csv = NULL;
         if (bad) {
-            mr_error_set(&err, MR_ERR_RUNTIME, "--metrics %s: cannot write", metrics_path);
-            goto fail;
+            mr_error_set(&err, MR_ERR_RUNTIME, "--metrics %s: cannot write", c.metrics_path);
+            goto alone_failure;
         }
     }
-    if (json_path != NULL &&
-        write_json(json_path, &pg, plan, &opts.devices, cfg.net.epochs, has_test, test_loss,
+    if (lead && c.json_path != NULL &&
+        write_json(c.json_path, &pg, plan, &job, &opts.devices,
+                   mr_comm_name(mr_strategy_comm(strategy)), cfg.net.epochs, has_test, test_loss,
                    test_acc, params_hash(mr_strategy_replica(strategy, 0)), &err) != MR_OK)
-        goto fail;
+        goto alone_failure;
     goto done;
-fail:
-    rc = die(&err);
+agreed_failure:
+    rc = fail_agreed(&job, &err);
+    goto done;
+alone_failure:
+    rc = fail_alone(&job, &err);
 done:
     if (csv) fclose(csv);
     mr_strategy_destroy(strategy);
     mr_dataset_free(&train);
     mr_dataset_free(&test);
     mr_config_free(&cfg);
+    mr_job_finalize(&job);
     return rc;
 }

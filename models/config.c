@@ -65,15 +65,16 @@ static const char *const padding_names[] = {"valid", "same", NULL};
 
 static const key_def keys[] = {
     {"net", "batch", KEY_INT, NET(batch), "32", 1, 1 << 20, 0, 0, NULL, 0,
-     "examples per replica per step (the global batch is batch x replicas)"},
+     "examples per replica per step (the global batch is batch x replicas x accumulate)"},
     {"net", "global_batch", KEY_INT, NET(global_batch), "0", 0, 1 << 24, 0, 0, NULL, 0,
-     "if > 0: the global batch, split evenly over the replicas (must divide); overrides batch"},
+     "if > 0: the global batch on any replica count, split evenly over the replicas (must "
+     "divide; --devices auto picks a count that does); overrides batch and lr_scaling"},
     {"net", "epochs", KEY_INT, NET(epochs), "1", 1, 100000, 0, 0, NULL, 0,
      "passes over the training split (--epochs overrides)"},
     {"net", "optimizer", KEY_ENUM, NET(optimizer), "adam", 0, 0, 0, 0, optimizer_names, 0,
      "sgd or adam"},
     {"net", "learning_rate", KEY_FLOAT, NET(learning_rate), "0.001", 0, 10, 1, 0, NULL, 0,
-     "base learning rate (for one replica; see lr_scaling)"},
+     "learning rate for a batch of `batch` (with global_batch: for that global batch)"},
     {"net", "momentum", KEY_FLOAT, NET(momentum), "0", 0, 1, 0, 1, NULL, 0, "sgd: momentum"},
     {"net", "nesterov", KEY_BOOL, NET(nesterov), "0", 0, 1, 0, 0, NULL, 0,
      "sgd: Nesterov momentum"},
@@ -89,9 +90,10 @@ static const key_def keys[] = {
     {"net", "validation_split", KEY_FLOAT, NET(validation_split), "0", 0, 1, 0, 1, NULL, 0,
      "last fraction of the training data held out for validation (as Keras)"},
     {"net", "lr_scaling", KEY_ENUM, NET(lr_scaling), "linear", 0, 0, 0, 0, scaling_names, 0,
-     "linear: learning rate x replicas (Goyal et al. 2017); none: unchanged"},
+     "with batch per replica: linear multiplies the rate by global batch / batch (Goyal et "
+     "al. 2017), none leaves it; with global_batch the rate is never scaled"},
     {"net", "warmup_epochs", KEY_FLOAT, NET(warmup_epochs), "0", 0, 1000, 0, 0, NULL, 0,
-     "epochs to ramp linearly from the base to the scaled learning rate"},
+     "epochs to ramp linearly from learning_rate to the scaled rate"},
     {"net", "lr_schedule", KEY_ENUM, NET(lr_schedule), "constant", 0, 0, 0, 0, schedule_names, 0,
      "after the warmup: constant, or cosine decay over the remaining epochs (Keras CosineDecay)"},
     {"net", "lr_alpha", KEY_FLOAT, NET(lr_alpha), "0", 0, 1, 0, 0, NULL, 0,

@@ -38,6 +38,8 @@ const char *mr_status_name(mr_status status) {
         return "unsupported";
     case MR_ERR_RUNTIME:
         return "runtime error";
+    case MR_ERR_ABORTED:
+        return "aborted";
     }
     return "unknown error";
 }

@@ -20,6 +20,8 @@ typedef enum mr_status {
     MR_ERR_NOMEM,       /* allocation failed */
     MR_ERR_UNSUPPORTED, /* asked for something this build or machine cannot do */
     MR_ERR_RUNTIME,     /* failure while running: a collective timed out, replicas diverged */
+    MR_ERR_ABORTED,     /* released from a collective because another participant failed:
+                           an echo, the real error is that participant's */
 } mr_status;
 
 typedef struct mr_error {

@@ -18,11 +18,13 @@ static mr_status no_gpu(const char *spec, mr_error *err) {
                         spec);
 }
 
-mr_status mr_devices_parse(const char *spec, mr_device_set *out, mr_error *err) {
+mr_status mr_devices_parse(const char *spec, int cores, mr_device_set *out, mr_error *err) {
     memset(out, 0, sizeof *out);
     out->kind = MR_DEVICE_CPU;
+    out->cores = cores > 0 ? cores : mr_cpu_cores();
     if (strcmp(spec, "auto") == 0) {
-        out->count = mr_gpu_count() > 0 ? mr_gpu_count() : mr_cpu_cores();
+        out->count = mr_gpu_count() > 0 ? mr_gpu_count() : out->cores;
+        if (out->count > MR_MAX_REPLICAS) out->count = MR_MAX_REPLICAS;
     } else if (strcmp(spec, "cpu") == 0) {
         out->count = 1;
     } else if (strncmp(spec, "cpu:", 4) == 0) {

@@ -19,13 +19,17 @@ typedef struct mr_device_set {
     mr_device_kind kind;
     int count;                     /* replicas */
     int ordinals[MR_MAX_REPLICAS]; /* device ordinal of each replica (CPU: 0..count-1, threads) */
+    int cores; /* cores this process may use (its share of the node under mpirun); 0: all of
+                  its affinity mask */
 } mr_device_set;
 
 /* Number of CUDA devices this build and machine can use (0 without the CUDA backend or driver). */
 int mr_gpu_count(void);
 
-/* Parses a --devices spec; errors are MR_ERR_USAGE one-liners. */
-mr_status mr_devices_parse(const char *spec, mr_device_set *out, mr_error *err);
+/* Parses a --devices spec for a process that may use `cores` cores (its
+ * share of the node; 0: all of its affinity mask): "auto" is one CPU
+ * replica per core. Errors are MR_ERR_USAGE one-liners. */
+mr_status mr_devices_parse(const char *spec, int cores, mr_device_set *out, mr_error *err);
 
 /* "cpu:0, cpu:1" */
 void mr_devices_format(const mr_device_set *set, char *buf, size_t n);

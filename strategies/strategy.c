@@ -1,5 +1,6 @@
 /* strategy.c: replicas as threads, the training step, sharded evaluation.
- * Relies on the local communicator for every meeting of the replicas. */
+ * Every meeting of the replicas, in this process or across the job's
+ * processes, goes through the communicator (collectives/). */
 #include "strategy.h"
 
 #include <math.h>
@@ -12,12 +13,17 @@
 #include "../collectives/local.h"
 #include "../runtime/rng.h"
 
-/* Floats that ride behind the gradients in the all-reduce: loss sum, correct count. */
-#define METRIC_FLOATS 2
+/* Floats that ride behind the gradients in the all-reduce: the global
+ * batch's loss sum and correct count. The count is at most G, which
+ * make_plan keeps at or below 2^24, so it stays an exact integer in a
+ * float; the epoch's totals add up in doubles on replica 0. */
+#define METRIC_FLOATS       2
+#define MAX_EXACT_FLOAT_INT (1 << 24)
 
 typedef struct replica {
     mr_strategy *s;
-    int r;
+    int r; /* index in this process (the communicator's rank) */
+    int g; /* index in the job */
     mr_model model;
     int64_t *rows;   /* (max_batch) row indices of the current shard */
     int32_t *labels; /* (max_batch) */
@@ -34,7 +40,9 @@ struct mr_strategy {
     const mr_config *cfg;
     mr_strategy_opts opts;
     mr_fit_plan plan;
-    int R;
+    int R;      /* replicas of the job */
+    int L;      /* replicas of this process */
+    int offset; /* job-wide index of this process's replica 0 */
     replica *reps;
     mr_comm *comm;
     /* bucket boundaries: all-reduce [b[i-1], b[i]) once backward has made b[i] floats final */
@@ -49,10 +57,6 @@ struct mr_strategy {
     int64_t *perm; /* (n_train) this epoch's order, written by replica 0 */
     int64_t eval_begin, eval_count;
     double eval_loss, eval_acc;
-    /* --check-sync */
-    uint64_t *hashes;
-    int sync_failed;
-    char sync_msg[512];
     cpu_set_t cpus; /* the process's cores at creation */
 };
 
@@ -85,18 +89,19 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-/* Runs job on all replicas: threads for 1..R-1, the caller is replica 0.
- * Returns the first real error (not an "aborted by" echo of it). */
+/* Runs job on this process's replicas: threads for 1..L-1, the caller is
+ * replica 0 (the thread that may call MPI). Returns the first real error,
+ * not an MR_ERR_ABORTED echo of it. */
 static mr_status run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_error *err) {
     s->job = job;
     pthread_t tid[MR_MAX_REPLICAS];
     int started[MR_MAX_REPLICAS] = {0};
-    for (int r = 0; r < s->R; r++)
+    for (int r = 0; r < s->L; r++)
         mr_error_clear(&s->reps[r].err);
-    for (int r = 1; r < s->R; r++) {
+    for (int r = 1; r < s->L; r++) {
         if (pthread_create(&tid[r], NULL, thread_main, &s->reps[r]) != 0) {
             mr_error_set(&s->reps[r].err, MR_ERR_RUNTIME, "cannot start the thread of replica %d",
-                         r);
+                         s->reps[r].g);
             mr_comm_abort(s->comm, r);
             continue;
         }
@@ -105,13 +110,13 @@ static mr_status run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_er
     thread_main(&s->reps[0]);
     /* the caller was replica 0: give it back the whole mask */
     if (s->reps[0].cpu >= 0) pthread_setaffinity_np(pthread_self(), sizeof s->cpus, &s->cpus);
-    for (int r = 1; r < s->R; r++)
+    for (int r = 1; r < s->L; r++)
         if (started[r]) pthread_join(tid[r], NULL);
     const mr_error *first = NULL;
-    for (int r = 0; r < s->R; r++) {
+    for (int r = 0; r < s->L; r++) {
         const mr_error *e = &s->reps[r].err;
         if (e->status == MR_OK) continue;
-        if (first == NULL || (strstr(first->msg, "aborted") && !strstr(e->msg, "aborted")))
+        if (first == NULL || (first->status == MR_ERR_ABORTED && e->status != MR_ERR_ABORTED))
             first = e;
     }
     if (first == NULL) return MR_OK;
@@ -120,7 +125,7 @@ static mr_status run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_er
 
 /* ---- creation ----------------------------------------------------------- */
 
-/* mr_run.sync_sum for SyncBatchNormalization: a sum over the replicas. */
+/* mr_run.sync_sum for SyncBatchNormalization: a sum over all the replicas. */
 static mr_status replica_sync_sum(void *ctx, float *buf, size_t n) {
     replica *rep = ctx;
     return mr_comm_allreduce_sum(rep->s->comm, rep->r, buf, n, &rep->err);
@@ -129,26 +134,42 @@ static mr_status replica_sync_sum(void *ctx, float *buf, size_t n) {
 static mr_status job_broadcast_init(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
-    if (rep->r == 0) mr_model_init_weights(m, s->opts.seed);
+    if (rep->g == 0) mr_model_init_weights(m, s->opts.seed);
     MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0, &rep->err));
     if (m->n_state)
         MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0, &rep->err));
     return MR_OK;
 }
 
+/* "4 replicas" or "4 replicas on 2 processes" */
+static void describe_replicas(const mr_strategy *s, char *buf, size_t n) {
+    int P = s->plan.processes;
+    snprintf(buf, n, "%d replica%s%s", s->R, s->R > 1 ? "s" : "", P > 1 ? " on " : "");
+    if (P > 1) snprintf(buf + strlen(buf), n - strlen(buf), "%d processes", P);
+}
+
 static mr_status make_plan(mr_strategy *s, int64_t n_train, mr_error *err) {
     const mr_net_cfg *net = &s->cfg->net;
     mr_fit_plan *p = &s->plan;
     p->replicas = s->R;
+    p->local_replicas = s->L;
+    p->processes = s->opts.job ? s->opts.job->size : 1;
     p->accumulate = net->accumulate;
     int per_update = s->R * net->accumulate;
-    if (net->global_batch > 0) {
+    char who[64];
+    describe_replicas(s, who, sizeof who);
+    const char *acc = net->accumulate > 1 ? " x accumulate micro-batches" : "";
+    p->fixed_global = net->global_batch > 0;
+    if (p->fixed_global) {
+        if (net->global_batch < per_update)
+            return mr_error_set(err, MR_ERR_CONFIG,
+                                "%s: [net] global_batch=%d is smaller than %s%s: each replica "
+                                "needs at least one example",
+                                s->cfg->path, net->global_batch, who, acc);
         if (net->global_batch % per_update != 0)
-            return mr_error_set(
-                err, MR_ERR_CONFIG,
-                "%s: [net] global_batch=%d does not divide evenly over %d replica%s%s",
-                s->cfg->path, net->global_batch, s->R, s->R > 1 ? "s" : "",
-                net->accumulate > 1 ? " x accumulate micro-batches" : "");
+            return mr_error_set(err, MR_ERR_CONFIG,
+                                "%s: [net] global_batch=%d does not divide evenly over %s%s",
+                                s->cfg->path, net->global_batch, who, acc);
         p->batch = net->global_batch / per_update;
     } else {
         p->batch = net->batch;
@@ -159,13 +180,68 @@ static mr_status make_plan(mr_strategy *s, int64_t n_train, mr_error *err) {
             err, MR_ERR_CONFIG,
             "%s: the global batch (%d) is larger than the training set (%lld examples)",
             s->cfg->path, p->global_batch, (long long)n_train);
+    if (p->global_batch > MAX_EXACT_FLOAT_INT)
+        return mr_error_set(err, MR_ERR_CONFIG, "%s: the global batch (%d) is larger than %d",
+                            s->cfg->path, p->global_batch, MAX_EXACT_FLOAT_INT);
     p->base_lr = net->learning_rate;
-    p->lr_factor = net->lr_scaling == MR_LR_SCALING_LINEAR ? (float)s->R : 1.0f;
+    /* the learning rate follows the global batch (strategy.h, mr_fit_plan) */
+    p->lr_factor = !p->fixed_global && net->lr_scaling == MR_LR_SCALING_LINEAR
+                       ? (float)p->global_batch / (float)p->batch
+                       : 1.0f;
     p->warmup_epochs = net->warmup_epochs;
     p->schedule = net->lr_schedule;
     p->lr_alpha = net->lr_alpha;
     p->epochs = net->epochs;
     p->steps_per_epoch = n_train > 0 ? (n_train + p->global_batch - 1) / p->global_batch : 0;
+    return MR_OK;
+}
+
+/* The process's replicas: models, shard buffers, pinning. */
+static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *err) {
+    const mr_strategy_opts *opts = &s->opts;
+    /* pin only when the replicas fill the process's cores exactly (the
+     * `auto` plan): fewer replicas pinned to the first cores would pile two
+     * jobs of a shared machine onto the same cores */
+    int pin = opts->devices.kind == MR_DEVICE_CPU && s->L > 1 &&
+              sched_getaffinity(0, sizeof s->cpus, &s->cpus) == 0 && s->L == CPU_COUNT(&s->cpus);
+    /* L replicas x BLAS threads <= cores: one replica may use them all */
+    int cores = opts->devices.cores > 0 ? opts->devices.cores : mr_cpu_cores();
+    mr_backend_set_threads(mr_backend_cpu(), s->L == 1 ? cores : 1);
+    s->reps = calloc((size_t)s->L, sizeof *s->reps);
+    if (s->reps == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    for (int r = 0; r < s->L; r++) {
+        replica *rep = &s->reps[r];
+        rep->s = s;
+        rep->r = r;
+        rep->g = s->offset + r;
+        rep->cpu = -1;
+        for (int c = 0, n = 0; pin && c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &s->cpus) && n++ == r) {
+                rep->cpu = c;
+                break;
+            }
+        MR_CHECK(mr_model_init(&rep->model, cfg, s->plan.batch, METRIC_FLOATS, err));
+        if (s->R > 1) {
+            rep->model.run.sync_sum = replica_sync_sum;
+            rep->model.run.sync_ctx = rep;
+        }
+        rep->rows = malloc(sizeof(int64_t) * (size_t)s->plan.batch);
+        rep->labels = malloc(sizeof(int32_t) * (size_t)s->plan.batch);
+        if (!rep->rows || !rep->labels) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    }
+    /* bucket boundaries at layer ends, every >= bucket_floats */
+    mr_model *m0 = &s->reps[0].model;
+    s->buckets = malloc(sizeof(int64_t) * (size_t)(m0->n_layers + 1));
+    if (s->buckets == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    int64_t last = 0;
+    if (opts->bucket_floats > 0)
+        for (int i = m0->n_layers - 1; i >= 1; i--) {
+            int64_t ready = m0->param_offset[i - 1];
+            if (ready - last >= (int64_t)opts->bucket_floats) {
+                s->buckets[s->n_buckets++] = ready;
+                last = ready;
+            }
+        }
     return MR_OK;
 }
 
@@ -176,64 +252,24 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     if (s == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     s->cfg = cfg;
     s->opts = *opts;
-    s->R = opts->devices.count;
-    mr_status st = make_plan(s, n_train, err);
-    if (st != MR_OK) {
-        free(s);
-        return st;
+    s->L = opts->devices.count;
+    double timeout = opts->comm_timeout > 0 ? opts->comm_timeout : mr_comm_default_timeout();
+    mr_status st;
+    if (opts->job != NULL) {
+        opts->job->timeout_s = timeout;
+        st = mr_job_comm_create(opts->job, s->L, &s->comm, err);
+    } else {
+        st = mr_comm_local_create(s->L, &s->comm, err);
+        if (st == MR_OK) s->comm->timeout_s = timeout;
     }
-    /* R replicas x BLAS threads <= cores: one replica may use them all */
-    int cores = mr_cpu_cores();
-    /* pin only when the replicas fill the process's cores exactly (the
-     * `auto` plan): fewer replicas pinned to the first cores would pile two
-     * jobs of a shared machine onto the same cores */
-    int pin = opts->devices.kind == MR_DEVICE_CPU && s->R > 1 &&
-              sched_getaffinity(0, sizeof s->cpus, &s->cpus) == 0 && s->R == CPU_COUNT(&s->cpus);
-    mr_backend_set_threads(mr_backend_cpu(), s->R == 1 ? cores : 1);
-    s->reps = calloc((size_t)s->R, sizeof *s->reps);
-    s->hashes = calloc((size_t)s->R, sizeof *s->hashes);
-    if (s->reps == NULL || s->hashes == NULL) {
-        mr_strategy_destroy(s);
-        return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    if (st == MR_OK) {
+        s->R = s->comm->world_size;
+        s->offset = s->comm->world_offset;
+        st = make_plan(s, n_train, err);
     }
-    for (int r = 0; r < s->R; r++) {
-        replica *rep = &s->reps[r];
-        rep->s = s;
-        rep->r = r;
-        rep->cpu = -1;
-        for (int c = 0, n = 0; pin && c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &s->cpus) && n++ == r) {
-                rep->cpu = c;
-                break;
-            }
-        st = mr_model_init(&rep->model, cfg, s->plan.batch, METRIC_FLOATS, err);
-        if (st == MR_OK && s->R > 1) {
-            rep->model.run.sync_sum = replica_sync_sum;
-            rep->model.run.sync_ctx = rep;
-        }
-        if (st == MR_OK) {
-            rep->rows = malloc(sizeof(int64_t) * (size_t)s->plan.batch);
-            rep->labels = malloc(sizeof(int32_t) * (size_t)s->plan.batch);
-            if (!rep->rows || !rep->labels) st = mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-        }
-        if (st != MR_OK) {
-            mr_strategy_destroy(s);
-            return st;
-        }
-    }
-    /* bucket boundaries at layer ends, every >= bucket_floats */
-    mr_model *m0 = &s->reps[0].model;
-    s->buckets = malloc(sizeof(int64_t) * (size_t)(m0->n_layers + 1));
-    int64_t last = 0;
-    if (opts->bucket_floats > 0)
-        for (int i = m0->n_layers - 1; i >= 1; i--) {
-            int64_t ready = m0->param_offset[i - 1];
-            if (ready - last >= (int64_t)opts->bucket_floats) {
-                s->buckets[s->n_buckets++] = ready;
-                last = ready;
-            }
-        }
-    st = mr_comm_local_create(s->R, &s->comm, err);
+    if (st == MR_OK) st = make_replicas(s, cfg, err);
+    /* every process has its replicas (or none has) before the broadcast */
+    if (opts->job != NULL && s->comm != NULL) st = mr_job_agree(opts->job, st, err);
     if (st == MR_OK) st = run_replicas(s, job_broadcast_init, err);
     if (st != MR_OK) {
         mr_strategy_destroy(s);
@@ -245,14 +281,13 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
 
 void mr_strategy_destroy(mr_strategy *s) {
     if (s == NULL) return;
-    for (int r = 0; s->reps && r < s->R; r++) {
+    for (int r = 0; s->reps && r < s->L; r++) {
         mr_model_free(&s->reps[r].model);
         free(s->reps[r].rows);
         free(s->reps[r].labels);
     }
     if (s->comm) mr_comm_destroy(s->comm);
     free(s->reps);
-    free(s->hashes);
     free(s->buckets);
     free(s->perm);
     free(s);
@@ -268,6 +303,10 @@ mr_model *mr_strategy_replica(mr_strategy *s, int r) {
 
 int mr_strategy_replica_cpu(const mr_strategy *s, int r) {
     return s->reps[r].cpu;
+}
+
+const mr_comm *mr_strategy_comm(const mr_strategy *s) {
+    return s->comm;
 }
 
 float mr_plan_learning_rate(const mr_fit_plan *p, double progress) {
@@ -292,17 +331,22 @@ static void shard_range(int64_t total, int parts, int s, int64_t *start, int64_t
     *count = base + (s < rem);
 }
 
+/* After a layer's backward: start reducing every bucket that is now final
+ * (in the background where the communicator can), and let MPI move the
+ * buckets already in flight. */
 static void bucket_ready(void *ctx, int64_t ready) {
     replica *rep = ctx;
     mr_strategy *s = rep->s;
     if (!rep->reduce_now || rep->bucket_status != MR_OK) return;
     while (rep->next_bucket < s->n_buckets && s->buckets[rep->next_bucket] <= ready) {
         int64_t end = s->buckets[rep->next_bucket++];
-        rep->bucket_status = mr_comm_allreduce_sum(s->comm, rep->r, rep->model.grads + rep->reduced,
-                                                   (size_t)(end - rep->reduced), &rep->err);
+        rep->bucket_status =
+            mr_comm_allreduce_start(s->comm, rep->r, rep->model.grads + rep->reduced,
+                                    (size_t)(end - rep->reduced), &rep->err);
         rep->reduced = end;
         if (rep->bucket_status != MR_OK) return;
     }
+    if (rep->next_bucket > 0) rep->bucket_status = mr_comm_progress(s->comm, rep->r, &rep->err);
 }
 
 static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
@@ -312,46 +356,54 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
     return h;
 }
 
-/* --check-sync: every replica hashes its parameters and state; replica 0
- * compares and names the first replica and layer that differ. */
+/* --check-sync: every replica hashes each of its weights (parameters and
+ * state); the hashes travel through the communicator, 16 bits per float
+ * in a row of zeros per replica (a sum of zeros and one integer below
+ * 2^16 is exact), so replicas of other processes are compared without
+ * reading their memory. Every replica reaches the same verdict: global
+ * replica 0 reports the first replica and weight that differ, the others
+ * stop with MR_ERR_ABORTED (an echo: they print nothing). */
 static mr_status check_sync(replica *rep, int64_t step) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
-    uint64_t h = fnv1a(m->params, sizeof(float) * (size_t)m->n_params, 0xCBF29CE484222325ull);
-    if (m->n_state) h = fnv1a(m->state, sizeof(float) * (size_t)m->n_state, h);
-    s->hashes[rep->r] = h;
-    MR_CHECK(mr_comm_barrier(s->comm, rep->r, &rep->err));
-    if (rep->r == 0) {
-        s->sync_failed = 0;
-        for (int q = 1; q < s->R && !s->sync_failed; q++) {
-            if (s->hashes[q] == s->hashes[0]) continue;
-            const mr_model *a = &s->reps[0].model, *b = &s->reps[q].model;
-            for (int i = 0; i < a->n_layers && !s->sync_failed; i++)
-                for (int w = 0; w < a->layers[i].n_weights; w++) {
-                    const mr_weight *wa = &a->layers[i].w[w], *wb = &b->layers[i].w[w];
-                    if (memcmp(wa->data, wb->data, sizeof(float) * (size_t)wa->size) == 0) continue;
-                    snprintf(s->sync_msg, sizeof s->sync_msg,
-                             "--check-sync: after step %lld replica %d differs from replica 0 in "
-                             "layer %s (%s)",
-                             (long long)step, q, a->layers[i].name, wa->name);
-                    s->sync_failed = 1;
-                    break;
-                }
-            if (!s->sync_failed) {
-                snprintf(s->sync_msg, sizeof s->sync_msg,
-                         "--check-sync: after step %lld replica %d differs from replica 0",
-                         (long long)step, q);
-                s->sync_failed = 1;
-            }
+    int nw = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        nw += m->layers[i].n_weights;
+    const size_t row = (size_t)nw * 4;
+    float *all = calloc((size_t)s->R * row, sizeof(float));
+    if (all == NULL) return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory");
+    float *mine = all + (size_t)rep->g * row;
+    for (int i = 0, k = 0; i < m->n_layers; i++)
+        for (int w = 0; w < m->layers[i].n_weights; w++, k++) {
+            const mr_weight *wt = &m->layers[i].w[w];
+            uint64_t h = fnv1a(wt->data, sizeof(float) * (size_t)wt->size, 0xCBF29CE484222325ull);
+            for (int d = 0; d < 4; d++)
+                mine[k * 4 + d] = (float)((h >> (16 * d)) & 0xFFFF);
         }
+    mr_status st = mr_comm_allreduce_sum(s->comm, rep->r, all, (size_t)s->R * row, &rep->err);
+    for (int q = 1; st == MR_OK && q < s->R; q++) {
+        const float *other = all + (size_t)q * row;
+        if (memcmp(other, all, sizeof(float) * row) == 0) continue;
+        if (rep->g != 0) {
+            st = mr_error_set(&rep->err, MR_ERR_ABORTED,
+                              "replica %d: stopped by --check-sync (replica 0 reports)", rep->g);
+            break;
+        }
+        for (int i = 0, k = 0; i < m->n_layers; i++)
+            for (int w = 0; w < m->layers[i].n_weights; w++, k++)
+                if (st == MR_OK && memcmp(other + k * 4, all + k * 4, sizeof(float) * 4) != 0)
+                    st =
+                        mr_error_set(&rep->err, MR_ERR_RUNTIME,
+                                     "--check-sync: after step %lld replica %d differs from "
+                                     "replica 0 in layer %s (%s)",
+                                     (long long)step, q, m->layers[i].name, m->layers[i].w[w].name);
     }
-    MR_CHECK(mr_comm_barrier(s->comm, rep->r, &rep->err));
-    if (s->sync_failed) return mr_error_set(&rep->err, MR_ERR_RUNTIME, "%s", s->sync_msg);
-    return MR_OK;
+    free(all);
+    return st;
 }
 
 /* Loss and correct sums over this replica's shards of [begin, begin+count),
- * then one all-reduce of the two sums. */
+ * then one all-reduce of the two sums as doubles. */
 static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t begin, int64_t count,
                                   double *loss, double *acc) {
     mr_strategy *s = rep->s;
@@ -360,7 +412,7 @@ static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t be
     double loss_sum = 0.0;
     int64_t correct = 0;
     int64_t chunks = (count + B - 1) / B;
-    for (int64_t c = rep->r; c < chunks; c += s->R) {
+    for (int64_t c = rep->g; c < chunks; c += s->R) {
         int64_t start = begin + c * B;
         int n = (int)(start + B <= begin + count ? B : begin + count - start);
         for (int i = 0; i < n; i++)
@@ -368,10 +420,10 @@ static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t be
         mr_dataset_fill(ds, rep->rows, n, NULL, m->input, rep->labels);
         mr_model_eval_batch(m, rep->labels, n, &loss_sum, &correct);
     }
-    float sums[2] = {(float)loss_sum, (float)correct};
-    MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, sums, 2, &rep->err));
-    *loss = count ? (double)sums[0] / (double)count : 0.0;
-    *acc = count ? (double)sums[1] / (double)count : 0.0;
+    double sums[2] = {loss_sum, (double)correct};
+    MR_CHECK(mr_comm_allreduce_sum_f64(s->comm, rep->r, sums, 2, &rep->err));
+    *loss = count ? sums[0] / (double)count : 0.0;
+    *acc = count ? sums[1] / (double)count : 0.0;
     return MR_OK;
 }
 
@@ -385,6 +437,7 @@ static mr_status job_fit(replica *rep) {
     const int shuffle = s->cfg->net.shuffle;
     int64_t global_step = 0;
     for (int epoch = 0; epoch < s->plan.epochs; epoch++) {
+        /* every process computes the same permutation */
         if (rep->r == 0) {
             if (shuffle)
                 mr_rng_permutation(s->opts.seed, epoch, s->perm, n);
@@ -415,7 +468,7 @@ static mr_status job_fit(replica *rep) {
             int64_t correct = 0;
             for (int k = 0; k < K; k++) {
                 int64_t start, cnt;
-                shard_range(ga, K * R, k * R + rep->r, &start, &cnt);
+                shard_range(ga, K * R, k * R + rep->g, &start, &cnt);
                 rep->reduce_now = k == K - 1;
                 /* an empty shard (a last batch smaller than R x K) still runs the
                  * layers on zero rows: SyncBN's collectives need every replica */
@@ -429,7 +482,7 @@ static mr_status job_fit(replica *rep) {
                                          s->n_buckets ? bucket_ready : NULL, rep);
                 if (st != MR_OK)
                     return mr_error_set(&rep->err, st,
-                                        "replica %d: a collective inside the model failed", rep->r);
+                                        "replica %d: a collective inside the model failed", rep->g);
                 if (rep->bucket_status != MR_OK) return rep->bucket_status;
             }
             /* buckets this replica did not reach (its last shard was empty) */
@@ -438,12 +491,26 @@ static mr_status job_fit(replica *rep) {
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
             m->grads[np] = (float)loss_sum;
             m->grads[np + 1] = (float)correct;
-            MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->grads + rep->reduced,
-                                           (size_t)(np + METRIC_FLOATS - rep->reduced), &rep->err));
+            MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, m->grads + rep->reduced,
+                                             (size_t)(np + METRIC_FLOATS - rep->reduced),
+                                             &rep->err));
+            MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
+            if (s->opts.debug_fail_step == global_step + 1 && rep->r == 0) {
+                if (!s->opts.debug_stall)
+                    return mr_error_set(&rep->err, MR_ERR_RUNTIME,
+                                        "replica %d: injected failure at step %lld "
+                                        "(MIRRORED_DEBUG_FAIL)",
+                                        rep->g, (long long)(global_step + 1));
+                double until = now_s() + 3.0 * s->comm->timeout_s;
+                while (now_s() < until) {
+                    struct timespec ts = {0, 10000000};
+                    nanosleep(&ts, NULL);
+                }
+            }
             lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
             mr_model_apply_update(m, lr, global_step + 1);
             if (m->n_state && R > 1) {
-                /* BN moving statistics: the mean over replicas, same bits everywhere */
+                /* BN moving statistics: the mean over all replicas, same bits everywhere */
                 MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state, (size_t)m->n_state,
                                                &rep->err));
                 float inv = 1.0f / (float)R;
@@ -451,7 +518,7 @@ static mr_status job_fit(replica *rep) {
                     m->state[i] *= inv;
             }
             global_step++;
-            if (rep->r == 0) {
+            if (rep->g == 0) {
                 epoch_loss += m->grads[np];
                 epoch_correct += m->grads[np + 1];
                 seen += ga;
@@ -460,7 +527,7 @@ static mr_status job_fit(replica *rep) {
                                    epoch_correct / (double)seen);
             }
             if (s->opts.check_sync > 0 && global_step % s->opts.check_sync == 0) {
-                if (s->opts.debug_perturb_step == global_step && rep->r == R - 1 && R > 1)
+                if (s->opts.debug_perturb_step == global_step && rep->g == R - 1 && R > 1)
                     m->params[0] += 1.0f; /* test hook: make the last replica diverge */
                 MR_CHECK(check_sync(rep, global_step));
             }
@@ -472,7 +539,7 @@ static mr_status job_fit(replica *rep) {
                                       &logs.val_accuracy));
             logs.has_val = 1;
         }
-        if (rep->r == 0) {
+        if (rep->g == 0) {
             logs.loss = seen ? epoch_loss / (double)seen : 0.0;
             logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
             logs.train_seconds = t1 - t0;

@@ -1,11 +1,15 @@
 /* strategy.h: the replica manager and the training step.
  *
- * A strategy owns R replicas (one mr_model each, one host thread each), the
- * communicator that joins them, and the step of DESIGN.md:
+ * A job trains R replicas. A strategy owns this process's L of them (one
+ * mr_model each, one host thread each; L = R in a one-process job), the
+ * communicator that joins all R (across processes under mpirun), and the
+ * step of DESIGN.md. A replica's job-wide index is its process's offset
+ * plus its local index, and everything below uses the job-wide index and R:
  *   1. replica 0 initialises the weights; they are broadcast to all;
- *   2. global batch g (G = B x R x K rows of the epoch's permutation) is split
- *      in order: micro-batch k, replica r takes shard s = k*R + r; shards are
- *      B rows each, or as even as possible for the last, partial batch;
+ *   2. global batch g (G = B x R x K rows of the epoch's permutation, the
+ *      same on every process) is split in order: micro-batch k, replica r
+ *      takes shard s = k*R + r; shards are B rows each, or as even as
+ *      possible for the last, partial batch;
  *   3. each replica's loss is the SUM of its per-example losses / G (the real
  *      size of the global batch), so SUM-all-reduced gradients are those of
  *      the mean loss over the global batch;
@@ -20,6 +24,7 @@
 #include <stdint.h>
 
 #include "../collectives/comm.h"
+#include "../collectives/job.h"
 #include "../models/model.h"
 #include "../runtime/dataset.h"
 #include "devices.h"
@@ -27,22 +32,36 @@
 typedef struct mr_strategy mr_strategy;
 
 typedef struct mr_strategy_opts {
-    mr_device_set devices; /* replicas */
+    mr_device_set devices; /* this process's replicas */
+    mr_job *job;           /* the job's processes; NULL: this process alone */
     uint64_t seed;
     int check_sync;             /* every K steps verify replicas are bitwise equal (0: never) */
     size_t bucket_floats;       /* all-reduce bucket size (0: one all-reduce after backward) */
+    double comm_timeout;        /* seconds a collective waits (0: mr_comm_default_timeout()) */
     int64_t debug_perturb_step; /* tests only: at this step (with check_sync) the last
                                    replica's first parameter is changed; 0: never */
+    int64_t debug_fail_step;    /* tests only: replica 0 of this process fails at this
+                                   step (1-based); 0: never */
+    int debug_stall;            /* tests only: ... or, with this set, stalls there for
+                                   three collective timeouts instead */
 } mr_strategy_opts;
 
 /* What the strategy decided, for the start-up line and the JSON summary. */
 typedef struct mr_fit_plan {
-    int replicas;
+    int replicas;       /* of the whole job */
+    int local_replicas; /* of this process */
+    int processes;
     int batch;        /* per replica, per micro-batch */
     int accumulate;   /* micro-batches per update */
     int global_batch; /* batch x replicas x accumulate */
+    int fixed_global; /* 1: [net] global_batch fixed it (the same on any replica count) */
     float base_lr;
-    float lr_factor; /* replicas with linear scaling, else 1 */
+    /* The learning rate follows the global batch, not the replica count:
+     * with [net] global_batch the batch is the same on any R, and so is the
+     * rate (factor 1); with [net] batch per replica and lr_scaling = linear
+     * the global batch grows with R (and accumulate), and the rate by
+     * global_batch / batch; lr_scaling = none: 1. */
+    float lr_factor;
     float warmup_epochs;
     mr_lr_schedule schedule; /* after the warmup */
     float lr_alpha;          /* cosine: final rate / scaled rate */
@@ -68,18 +87,20 @@ typedef struct mr_fit_callbacks {
     void (*on_epoch_end)(void *user, const mr_epoch_logs *logs);
 } mr_fit_callbacks;
 
-/* Builds R replicas of the model (shape errors name the .cfg line) and the
- * communicator; works out the batch plan for a training set of n_train
- * examples (a global batch that does not divide by R x accumulate, or that is
- * larger than the training set, is an MR_ERR_CONFIG). Weights are initialised
- * from opts->seed on replica 0 and broadcast. */
+/* Builds this process's replicas of the model (shape errors name the .cfg
+ * line) and the communicator (through opts->job when there is one: then a
+ * collective call of every process); works out the batch plan for a
+ * training set of n_train examples (a global batch that does not divide by
+ * R x accumulate, that is smaller than that, or larger than the training
+ * set, is an MR_ERR_CONFIG). Weights are initialised from opts->seed on
+ * replica 0 and broadcast. */
 mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts, int64_t n_train,
                              mr_strategy **out, mr_error *err);
 void mr_strategy_destroy(mr_strategy *s);
 
 const mr_fit_plan *mr_strategy_plan(const mr_strategy *s);
 
-/* Replica r's model (r < replicas). */
+/* This process's replica r's model (r < local_replicas). */
 mr_model *mr_strategy_replica(mr_strategy *s, int r);
 
 /* The core replica r's thread runs on during fit and evaluate: with R > 1
@@ -87,6 +108,9 @@ mr_model *mr_strategy_replica(mr_strategy *s, int r);
  * r is pinned to its r-th core (the caller, replica 0, gets its mask back
  * afterwards); otherwise -1, not pinned. */
 int mr_strategy_replica_cpu(const mr_strategy *s, int r);
+
+/* The communicator joining the job's replicas (for its name on the start line). */
+const mr_comm *mr_strategy_comm(const mr_strategy *s);
 
 /* Trains `epochs` epochs on rows [0, n_train) of train, validating on rows
  * [val_begin, val_begin + n_val) after each epoch when n_val > 0. aug (may be
@@ -96,7 +120,8 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
                           const mr_fit_callbacks *cb, mr_error *err);
 
 /* Mean loss and accuracy over rows [begin, begin + count) of ds, sharded over
- * the replicas, exact for uneven shards. */
+ * all the job's replicas, exact for uneven shards (the sums travel as
+ * doubles: a correct count stays exact far past 2^24 examples). */
 mr_status mr_strategy_evaluate(mr_strategy *s, const mr_dataset *ds, int64_t begin, int64_t count,
                                double *loss, double *accuracy, mr_error *err);
 

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "../runtime/array.h"
-#include "../runtime/rng.h"
 #include "testutil.h"
 
 static char exe[4096];
@@ -25,26 +24,8 @@ static int one_line(const char *s) {
     return nl != NULL && nl[1] == '\0';
 }
 
-/* Generated data: n 8x8x1 uint8 images, labels in [0, classes). */
 static void write_data(const char *name_x, const char *name_y, int64_t n, int classes) {
-    mr_array x = {.dtype = MR_DTYPE_U8, .ndim = 3, .dims = {n, 8, 8}};
-    mr_array y = {.dtype = MR_DTYPE_U8, .ndim = 1, .dims = {n}};
-    uint8_t *px = malloc((size_t)(n * 64)), *py = malloc((size_t)n);
-    float *u = malloc(sizeof(float) * (size_t)(n * 64));
-    mr_rng_uniform(1, 1, 0, 0, 0.0f, 1.0f, u, n * 64);
-    for (int64_t i = 0; i < n; i++) {
-        py[i] = (uint8_t)(i % classes);
-        for (int j = 0; j < 64; j++) /* class-dependent brightness: learnable */
-            px[i * 64 + j] = (uint8_t)(u[i * 64 + j] * 100 + (j % classes == py[i] ? 120 : 0));
-    }
-    x.data = px, y.data = py;
-    char path[8192];
-    mr_error err = {0};
-    snprintf(path, sizeof path, "%s/%s", dir, name_x);
-    ck_assert(mr_array_write_npy(path, &x, &err) == MR_OK);
-    snprintf(path, sizeof path, "%s/%s", dir, name_y);
-    ck_assert(mr_array_write_npy(path, &y, &err) == MR_OK);
-    free(px), free(py), free(u);
+    tu_write_image_data(dir, name_x, name_y, n, classes);
 }
 
 static const char *good_cfg =

@@ -8,7 +8,7 @@
 
 static mr_status parse(const char *spec, mr_device_set *set, mr_error *err) {
     mr_error_clear(err);
-    return mr_devices_parse(spec, set, err);
+    return mr_devices_parse(spec, 0, set, err);
 }
 
 START_TEST(valid_specs) {
@@ -23,6 +23,13 @@ START_TEST(valid_specs) {
     ck_assert_int_eq(parse("auto", &set, &err), MR_OK);
     /* no GPU here: one CPU replica per usable core */
     ck_assert_int_eq(set.count, mr_gpu_count() > 0 ? mr_gpu_count() : mr_cpu_cores());
+    ck_assert_int_eq(set.cores, mr_cpu_cores());
+    /* a process's share of the node (under mpirun): auto takes that many */
+    ck_assert_int_eq(mr_devices_parse("auto", 3, &set, &err), MR_OK);
+    ck_assert_int_eq(set.count, mr_gpu_count() > 0 ? mr_gpu_count() : 3);
+    ck_assert_int_eq(set.cores, 3);
+    ck_assert_int_eq(mr_devices_parse("cpu:2", 1, &set, &err), MR_OK); /* checked by the caller */
+    ck_assert_int_eq(set.count, 2);
     char buf[256];
     ck_assert_int_eq(parse("cpu:2", &set, &err), MR_OK);
     mr_devices_format(&set, buf, sizeof buf);

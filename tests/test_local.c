@@ -1,5 +1,7 @@
 /* test_local.c: the shared-memory communicator: sums in rank order on every
- * rank (bitwise), broadcast, barrier reuse, timeout and abort. */
+ * rank (bitwise), doubles, broadcast, barrier reuse, the non-blocking
+ * wrappers, timeout and abort (naming replicas by their job-wide number),
+ * and the wrappers' argument checks. */
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -14,7 +16,8 @@ typedef struct job {
     int rank;
     size_t n;
     float *buf;
-    int op; /* 0 all-reduce, 1 broadcast, 2 many small all-reduces, 3 absent, 4 abort */
+    int op; /* 0 all-reduce, 1 broadcast, 2 many small all-reduces, 3 absent, 4 abort,
+               5 f64 all-reduce, 6 all-reduce in two started halves */
     int root;
     mr_status st;
     mr_error err;
@@ -48,6 +51,20 @@ static void *worker(void *arg) {
         mr_comm_abort(j->c, j->rank);
         j->st = MR_ERR_RUNTIME;
         break;
+    case 5: {
+        double d[3] = {1e9 + j->rank, 0.1 * (j->rank + 1), (double)(1 << 26)};
+        j->st = mr_comm_allreduce_sum_f64(j->c, j->rank, d, 3, &j->err);
+        memcpy(j->buf, d, sizeof d);
+        break;
+    }
+    case 6:
+        j->st = mr_comm_allreduce_start(j->c, j->rank, j->buf, j->n / 2, &j->err);
+        if (j->st == MR_OK)
+            j->st =
+                mr_comm_allreduce_start(j->c, j->rank, j->buf + j->n / 2, j->n - j->n / 2, &j->err);
+        if (j->st == MR_OK) j->st = mr_comm_progress(j->c, j->rank, &j->err);
+        if (j->st == MR_OK) j->st = mr_comm_wait_all(j->c, j->rank, &j->err);
+        break;
     }
     return NULL;
 }
@@ -59,7 +76,7 @@ static job *run_all(mr_comm *c, size_t n, const int *ops, int root) {
     pthread_t tid[16];
     for (int r = 0; r < R; r++) {
         jobs[r] = (job){.c = c, .rank = r, .n = n, .op = ops[r], .root = root};
-        jobs[r].buf = malloc(sizeof(float) * (n ? n : 1));
+        jobs[r].buf = malloc(sizeof(float) * (n > 6 ? n : 6));
         for (size_t i = 0; i < n; i++)
             jobs[r].buf[i] = value(r, i);
         pthread_create(&tid[r], NULL, worker, &jobs[r]);
@@ -163,13 +180,77 @@ START_TEST(abort_releases_the_others) {
     ck_assert_int_eq(mr_comm_local_create(3, &c, &err), MR_OK);
     int ops[3] = {0, 4, 0}; /* rank 1 fails and aborts */
     job *jobs = run_all(c, 10, ops, 0);
-    ck_assert_int_eq(jobs[0].st, MR_ERR_RUNTIME);
-    ck_assert_int_eq(jobs[2].st, MR_ERR_RUNTIME);
+    /* the others are released with an echo of rank 1's failure, not a cause */
+    ck_assert_int_eq(jobs[0].st, MR_ERR_ABORTED);
+    ck_assert_int_eq(jobs[2].st, MR_ERR_ABORTED);
     ck_assert_msg(strstr(jobs[0].err.msg, "aborted by replica 1"), "%s", jobs[0].err.msg);
     /* and later collectives fail at once */
     float x = 1.0f;
-    ck_assert_int_eq(mr_comm_allreduce_sum(c, 0, &x, 1, &err), MR_ERR_RUNTIME);
+    ck_assert_int_eq(mr_comm_allreduce_sum(c, 0, &x, 1, &err), MR_ERR_ABORTED);
     free_jobs(jobs, 3);
+    mr_comm_destroy(c);
+}
+END_TEST
+
+/* Doubles keep what floats lose: 1e9 + 1 and sums past 2^24, in rank order. */
+START_TEST(allreduce_f64_exact) {
+    for (int R = 1; R <= 3; R++) {
+        mr_comm *c;
+        mr_error err = {0};
+        ck_assert_int_eq(mr_comm_local_create(R, &c, &err), MR_OK);
+        int ops[3] = {5, 5, 5};
+        job *jobs = run_all(c, 0, ops, 0);
+        double want[3] = {0, 0, 0};
+        for (int r = 0; r < R; r++) {
+            want[0] += 1e9 + r;
+            want[1] += 0.1 * (r + 1);
+            want[2] += (double)(1 << 26);
+        }
+        for (int r = 0; r < R; r++) {
+            ck_assert_msg(jobs[r].st == MR_OK, "%s", jobs[r].err.msg);
+            ck_assert(memcmp(jobs[r].buf, want, sizeof want) == 0);
+        }
+        free_jobs(jobs, R);
+        mr_comm_destroy(c);
+    }
+}
+END_TEST
+
+/* Without a non-blocking slot the started reductions complete at once:
+ * two started halves give the bits of one all-reduce. */
+START_TEST(started_allreduce_completes) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(3, &c, &err), MR_OK);
+    ck_assert_int_eq(mr_comm_is_async(c), 0);
+    int ops[3] = {6, 6, 6};
+    job *jobs = run_all(c, 1001, ops, 0);
+    for (int r = 0; r < 3; r++) {
+        ck_assert_msg(jobs[r].st == MR_OK, "%s", jobs[r].err.msg);
+        for (size_t i = 0; i < 1001; i++) {
+            float want = value(0, i) + value(1, i) + value(2, i);
+            ck_assert(memcmp(&jobs[r].buf[i], &want, sizeof want) == 0);
+        }
+    }
+    free_jobs(jobs, 3);
+    mr_comm_destroy(c);
+}
+END_TEST
+
+/* A local level placed in a job names its replicas by their job-wide number. */
+START_TEST(placed_names_job_replicas) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(2, &c, &err), MR_OK);
+    mr_comm_local_place(c, 6, 1); /* replicas 6 and 7, one core: yield at once */
+    c->timeout_s = 0.2;
+    int ops[2] = {0, 3};
+    job *jobs = run_all(c, 10, ops, 0);
+    ck_assert_int_eq(jobs[0].st, MR_ERR_RUNTIME);
+    ck_assert_msg(strstr(jobs[0].err.msg, "replica 6 waited") &&
+                      strstr(jobs[0].err.msg, "replica(s) 7"),
+                  "%s", jobs[0].err.msg);
+    free_jobs(jobs, 2);
     mr_comm_destroy(c);
 }
 END_TEST
@@ -190,6 +271,11 @@ START_TEST(wrapper_checks) {
     setenv("MIRRORED_COMM_TIMEOUT", "abc", 1);
     ck_assert_double_eq(mr_comm_default_timeout(), 600.0);
     unsetenv("MIRRORED_COMM_TIMEOUT");
+    ck_assert_double_eq(mr_comm_parse_timeout("2.5"), 2.5);
+    ck_assert_double_eq(mr_comm_parse_timeout("0"), -1.0);
+    ck_assert_double_eq(mr_comm_parse_timeout("inf"), -1.0);
+    ck_assert_double_eq(mr_comm_parse_timeout("5s"), -1.0);
+    ck_assert_double_eq(mr_comm_parse_timeout(NULL), -1.0);
 }
 END_TEST
 
@@ -202,6 +288,9 @@ int main(void) {
     tcase_add_test(tc, many_small_collectives);
     tcase_add_test(tc, timeout_names_the_missing_rank);
     tcase_add_test(tc, abort_releases_the_others);
+    tcase_add_test(tc, allreduce_f64_exact);
+    tcase_add_test(tc, started_allreduce_completes);
+    tcase_add_test(tc, placed_names_job_replicas);
     tcase_add_test(tc, wrapper_checks);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

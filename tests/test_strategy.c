@@ -21,111 +21,15 @@
 
 #include "../runtime/rng.h"
 #include "../strategies/strategy.h"
+#include "strategyutil.h"
 #include "testutil.h"
 
-#define BOUND 2e-5
-
-static const char *mlp_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
-                              "[data]\ntrain_images=a\ntrain_labels=b\n"
-                              "[input]\nshape=6,6,1\n[flatten]\n"
-                              "[dense]\nunits=16\nactivation=relu\n"
-                              "[dense]\nunits=4\nactivation=softmax\n";
-
-static const char *cnn_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
-                              "[data]\ntrain_images=a\ntrain_labels=b\n"
-                              "[input]\nshape=6,6,1\n"
-                              "[conv2d]\nfilters=4\nsize=3\nactivation=relu\n"
-                              "[maxpool]\nsize=2\n[flatten]\n"
-                              "[dense]\nunits=4\nactivation=softmax\n";
-
-static const char *bn_text =
-    "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
-    "[data]\ntrain_images=a\ntrain_labels=b\n"
-    "[input]\nshape=6,6,1\n"
-    "[conv2d]\nfilters=4\nsize=3\n[batchnorm]\nsync=1\n[activation]\nactivation=relu\n"
-    "[dropout]\nrate=0.3\n[flatten]\n"
-    "[dense]\nunits=4\nactivation=softmax\n";
-
-/* n examples of 6x6x1 float images with 4 classes that depend on the image. */
-static void make_data(mr_dataset *ds, int64_t n) {
-    memset(ds, 0, sizeof *ds);
-    ds->scale = 1.0f;
-    ds->x.dtype = MR_DTYPE_F32;
-    ds->x.ndim = 4;
-    ds->x.dims[0] = n, ds->x.dims[1] = 6, ds->x.dims[2] = 6, ds->x.dims[3] = 1;
-    float *x = malloc(sizeof(float) * (size_t)(n * 36));
-    mr_rng_uniform(77, 9, 0, 0, 0.0f, 1.0f, x, n * 36);
-    ds->x.data = x;
-    ds->y = malloc(sizeof(int32_t) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) {
-        float a = x[i * 36 + 7] + x[i * 36 + 8], b = x[i * 36 + 27] + x[i * 36 + 28];
-        ds->y[i] = (a > 1.0f) * 2 + (b > 1.0f);
-    }
-    ds->n = n;
-    ds->row = 36;
+static float *train(const su_run *o, int64_t *np, mr_status *status, mr_error *err) {
+    return su_train(o, np, NULL, status, err);
 }
 
-typedef struct run_opts {
-    const char *text;
-    const char *net_extra; /* more [net] lines */
-    int replicas;
-    int batch;
-    int64_t n;
-    size_t bucket_floats;
-    int check_sync;
-    int64_t perturb;
-} run_opts;
-
-/* Trains one epoch; returns replica 0's parameters (malloc'd) and their count. */
-static float *train(const run_opts *o, int64_t *np, mr_status *status, mr_error *err) {
-    char text[2048];
-    snprintf(text, sizeof text, o->text, o->net_extra ? o->net_extra : "");
-    mr_config cfg;
-    mr_error perr = {0};
-    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &perr) == MR_OK, "%s", perr.msg);
-    cfg.net.batch = o->batch;
-    mr_dataset ds;
-    make_data(&ds, o->n);
-    mr_strategy_opts so = {0};
-    so.devices.kind = MR_DEVICE_CPU;
-    so.devices.count = o->replicas;
-    for (int r = 0; r < o->replicas; r++)
-        so.devices.ordinals[r] = r;
-    so.seed = 5;
-    so.bucket_floats = o->bucket_floats;
-    so.check_sync = o->check_sync;
-    so.debug_perturb_step = o->perturb;
-    mr_strategy *s = NULL;
-    float *out = NULL;
-    *status = mr_strategy_create(&cfg, &so, o->n, &s, err);
-    if (*status == MR_OK) {
-        *status = mr_strategy_fit(s, &ds, o->n, 0, 0, 1, NULL, NULL, err);
-        mr_model *m = mr_strategy_replica(s, 0);
-        *np = m->n_params;
-        out = malloc(sizeof(float) * (size_t)(m->n_params + m->n_state));
-        memcpy(out, m->params, sizeof(float) * (size_t)m->n_params);
-        if (m->n_state) memcpy(out + m->n_params, m->state, sizeof(float) * (size_t)m->n_state);
-        *np += m->n_state;
-        /* every replica holds the same bits */
-        for (int r = 1; r < o->replicas && *status == MR_OK; r++) {
-            mr_model *q = mr_strategy_replica(s, r);
-            ck_assert(memcmp(q->params, m->params, sizeof(float) * (size_t)m->n_params) == 0);
-            if (m->n_state)
-                ck_assert(memcmp(q->state, m->state, sizeof(float) * (size_t)m->n_state) == 0);
-        }
-    }
-    mr_strategy_destroy(s);
-    mr_dataset_free(&ds);
-    mr_config_free(&cfg);
-    return out;
-}
-
-static float *train_ok(const run_opts *o, int64_t *np) {
-    mr_status st;
-    mr_error err = {0};
-    float *p = train(o, np, &st, &err);
-    ck_assert_msg(st == MR_OK, "%s", err.msg);
-    return p;
+static float *train_ok(const su_run *o, int64_t *np) {
+    return su_train_ok(o, np, NULL);
 }
 
 /* R replicas x B == 1 replica x R*B after 20 steps. */
@@ -134,85 +38,156 @@ static void check_equivalent(const char *text, const char *net_extra, int R, int
     int64_t n = 20 * (int64_t)B * R * K;
     char extra[256];
     snprintf(extra, sizeof extra, "%s\naccumulate=%d", net_extra, K);
-    run_opts many = {.text = text, .net_extra = extra, .replicas = R, .batch = B, .n = n};
-    run_opts one = {
-        .text = text, .net_extra = net_extra, .replicas = 1, .batch = B * R * K, .n = n};
+    su_run many = {.text = text, .net_extra = extra, .replicas = R, .batch = B, .n = n};
+    su_run one = {.text = text, .net_extra = net_extra, .replicas = 1, .batch = B * R * K, .n = n};
     int64_t na, nb;
     float *a = train_ok(&many, &na), *b = train_ok(&one, &nb);
     ck_assert_int_eq(na, nb);
     double d = tu_rel_diff(a, b, (size_t)na);
-    ck_assert_msg(d < BOUND, "R=%d K=%d: relative difference %g", R, K, d);
+    ck_assert_msg(d < SU_BOUND, "R=%d K=%d: relative difference %g", R, K, d);
     free(a), free(b);
 }
 
-static const char *sgd = "optimizer=sgd\nlearning_rate=0.1\nmomentum=0.9";
-static const char *adam = "optimizer=adam\nlearning_rate=0.01";
-
 START_TEST(mlp_sgd_equivalence) {
-    check_equivalent(mlp_text, sgd, 2, 1);
-    check_equivalent(mlp_text, sgd, 4, 1);
+    check_equivalent(su_mlp_text, su_sgd, 2, 1);
+    check_equivalent(su_mlp_text, su_sgd, 4, 1);
 }
 END_TEST
 
 START_TEST(mlp_adam_equivalence) {
-    check_equivalent(mlp_text, adam, 2, 1);
-    check_equivalent(mlp_text, adam, 4, 1);
+    check_equivalent(su_mlp_text, su_adam, 2, 1);
+    check_equivalent(su_mlp_text, su_adam, 4, 1);
 }
 END_TEST
 
 START_TEST(cnn_sgd_equivalence) {
-    check_equivalent(cnn_text, sgd, 2, 1);
-    check_equivalent(cnn_text, sgd, 4, 1);
+    check_equivalent(su_cnn_text, su_sgd, 2, 1);
+    check_equivalent(su_cnn_text, su_sgd, 4, 1);
 }
 END_TEST
 
 START_TEST(cnn_adam_equivalence) {
-    check_equivalent(cnn_text, adam, 2, 1);
-    check_equivalent(cnn_text, adam, 4, 1);
+    check_equivalent(su_cnn_text, su_adam, 2, 1);
+    check_equivalent(su_cnn_text, su_adam, 4, 1);
 }
 END_TEST
 
 START_TEST(accumulate_equivalence) {
-    check_equivalent(mlp_text, adam, 2, 2); /* R=2, accumulate=2 == R=1 at 4B */
-    check_equivalent(cnn_text, sgd, 2, 2);
+    check_equivalent(su_mlp_text, su_adam, 2, 2); /* R=2, accumulate=2 == R=1 at 4B */
+    check_equivalent(su_cnn_text, su_sgd, 2, 2);
 }
 END_TEST
 
 /* SyncBatchNormalization and dropout keyed by global sample position keep
  * the equivalence exact for BN models too. */
 START_TEST(syncbn_dropout_equivalence) {
-    check_equivalent(bn_text, sgd, 2, 1);
+    check_equivalent(su_bn_text, su_sgd, 2, 1);
+}
+END_TEST
+
+/* BatchNormalization with per-replica statistics (sync=0): after a step
+ * every replica holds the same moving statistics, the mean over replicas
+ * of what each replica's batch made of them (DESIGN.md). The expectation
+ * is computed here from each shard alone. */
+START_TEST(bn_moving_statistics_averaged) {
+    char text[2048];
+    snprintf(text, sizeof text, "%s", su_bn_text);
+    char *sync = strstr(text, "sync=1");
+    ck_assert_ptr_nonnull(sync);
+    sync[5] = '0';
+    const int R = 2, B = 4;
+    su_run o = {.text = text,
+                .net_extra = "optimizer=sgd\nshuffle=0",
+                .replicas = R,
+                .batch = B,
+                .n = R * B}; /* one step */
+    int64_t np;
+    float *got = train_ok(&o, &np); /* su_train: every replica holds these bits */
+    /* each shard alone, from the same initial weights */
+    char full[2048];
+    snprintf(full, sizeof full, text, o.net_extra);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(full, "t.cfg", NULL, &cfg, &err), MR_OK);
+    mr_dataset ds;
+    su_make_data(&ds, o.n);
+    float *want = NULL;
+    int64_t ns = 0, off = 0;
+    for (int r = 0; r < R; r++) {
+        mr_model m;
+        ck_assert_int_eq(mr_model_init(&m, &cfg, B, 0, &err), MR_OK);
+        mr_model_init_weights(&m, 5);
+        int64_t rows[4];
+        int32_t labels[4];
+        for (int i = 0; i < B; i++)
+            rows[i] = r * B + i;
+        mr_dataset_fill(&ds, rows, B, NULL, m.input, labels);
+        m.run.seed = 5, m.run.step = 0, m.run.sample_base = r * B;
+        mr_model_forward(&m, B, 1);
+        ns = m.n_state, off = m.n_params;
+        if (want == NULL) want = calloc((size_t)ns, sizeof(float));
+        for (int64_t i = 0; i < ns; i++)
+            want[i] += m.state[i];
+        mr_model_free(&m);
+    }
+    ck_assert_int_eq(np, off + ns);
+    for (int64_t i = 0; i < ns; i++)
+        want[i] *= 1.0f / (float)R;
+    double d = tu_rel_diff(got + off, want, (size_t)ns);
+    ck_assert_msg(d < 1e-6, "moving statistics differ from the replicas' mean by %g", d);
+    /* and they are not what one shard alone gives (the averaging matters) */
+    free(got), free(want);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* The epoch's loss and accuracy that replica 0 reports are over the whole
+ * global batch (the sums ride the all-reduce), not its own shard's. */
+START_TEST(epoch_metrics_are_global) {
+    const int B = 4;
+    su_run two = {.text = su_mlp_text, .net_extra = su_adam, .replicas = 2, .batch = B, .n = 160};
+    su_run one = {
+        .text = su_mlp_text, .net_extra = su_adam, .replicas = 1, .batch = 2 * B, .n = 160};
+    int64_t na, nb;
+    mr_epoch_logs la, lb;
+    float *a = su_train_ok(&two, &na, &la), *b = su_train_ok(&one, &nb, &lb);
+    ck_assert_msg(fabs(la.loss - lb.loss) < 1e-5 * lb.loss, "loss %g vs %g", la.loss, lb.loss);
+    ck_assert_msg(fabs(la.accuracy - lb.accuracy) < 1.5 / 160, "accuracy %g vs %g", la.accuracy,
+                  lb.accuracy);
+    ck_assert(lb.loss > 0.1 && lb.accuracy > 0.0);
+    free(a), free(b);
 }
 END_TEST
 
 START_TEST(partial_last_batch) {
     /* 83 examples, G = 8: ten full batches and one of 3, split 2 + 1 */
-    run_opts many = {.text = mlp_text, .net_extra = adam, .replicas = 2, .batch = 4, .n = 83};
-    run_opts one = {.text = mlp_text, .net_extra = adam, .replicas = 1, .batch = 8, .n = 83};
+    su_run many = {.text = su_mlp_text, .net_extra = su_adam, .replicas = 2, .batch = 4, .n = 83};
+    su_run one = {.text = su_mlp_text, .net_extra = su_adam, .replicas = 1, .batch = 8, .n = 83};
     int64_t na, nb;
     float *a = train_ok(&many, &na), *b = train_ok(&one, &nb);
     double d = tu_rel_diff(a, b, (size_t)na);
-    ck_assert_msg(d < BOUND, "partial batch: %g", d);
+    ck_assert_msg(d < SU_BOUND, "partial batch: %g", d);
     /* a last batch smaller than the replica count (81 = 10 x 8 + 1): one replica idles */
     many.n = one.n = 81;
     many.replicas = 4, many.batch = 2;
     free(a), free(b);
     a = train_ok(&many, &na), b = train_ok(&one, &nb);
     d = tu_rel_diff(a, b, (size_t)na);
-    ck_assert_msg(d < BOUND, "tiny last batch: %g", d);
+    ck_assert_msg(d < SU_BOUND, "tiny last batch: %g", d);
     free(a), free(b);
     /* the same with SyncBN: the idle replica still joins the statistics' collectives */
-    many.text = one.text = bn_text;
-    many.net_extra = one.net_extra = sgd;
+    many.text = one.text = su_bn_text;
+    many.net_extra = one.net_extra = su_sgd;
     a = train_ok(&many, &na), b = train_ok(&one, &nb);
     d = tu_rel_diff(a, b, (size_t)na);
-    ck_assert_msg(d < BOUND, "tiny last batch, SyncBN: %g", d);
+    ck_assert_msg(d < SU_BOUND, "tiny last batch, SyncBN: %g", d);
     free(a), free(b);
 }
 END_TEST
 
 START_TEST(two_runs_bitwise_identical) {
-    run_opts o = {.text = cnn_text, .net_extra = adam, .replicas = 2, .batch = 4, .n = 160};
+    su_run o = {.text = su_cnn_text, .net_extra = su_adam, .replicas = 2, .batch = 4, .n = 160};
     int64_t na, nb;
     float *a = train_ok(&o, &na), *b = train_ok(&o, &nb);
     ck_assert(memcmp(a, b, sizeof(float) * (size_t)na) == 0);
@@ -221,7 +196,7 @@ START_TEST(two_runs_bitwise_identical) {
 END_TEST
 
 START_TEST(buckets_do_not_change_the_result) {
-    run_opts o = {.text = mlp_text, .net_extra = adam, .replicas = 2, .batch = 4, .n = 160};
+    su_run o = {.text = su_mlp_text, .net_extra = su_adam, .replicas = 2, .batch = 4, .n = 160};
     int64_t na, nb;
     float *a = train_ok(&o, &na);
     o.bucket_floats = 50; /* a bucket per layer */
@@ -232,13 +207,13 @@ START_TEST(buckets_do_not_change_the_result) {
 END_TEST
 
 START_TEST(check_sync_names_replica_and_layer) {
-    run_opts o = {.text = mlp_text,
-                  .net_extra = adam,
-                  .replicas = 3,
-                  .batch = 4,
-                  .n = 240,
-                  .check_sync = 5,
-                  .perturb = 10};
+    su_run o = {.text = su_mlp_text,
+                .net_extra = su_adam,
+                .replicas = 3,
+                .batch = 4,
+                .n = 240,
+                .check_sync = 5,
+                .perturb = 10};
     int64_t np;
     mr_status st;
     mr_error err = {0};
@@ -259,8 +234,8 @@ START_TEST(batch_errors) {
     int64_t np;
     mr_status st;
     mr_error err = {0};
-    run_opts o = {
-        .text = mlp_text, .net_extra = "global_batch=10", .replicas = 4, .batch = 4, .n = 100};
+    su_run o = {
+        .text = su_mlp_text, .net_extra = "global_batch=10", .replicas = 4, .batch = 4, .n = 100};
     float *p = train(&o, &np, &st, &err);
     ck_assert_int_eq(st, MR_ERR_CONFIG);
     ck_assert_msg(strstr(err.msg, "global_batch=10") && strstr(err.msg, "4 replicas"), "%s",
@@ -339,10 +314,10 @@ END_TEST
 /* The MLP config (no [net] extras) and n examples of generated data. */
 static void mlp_with_data(mr_config *cfg, mr_dataset *ds, int64_t n) {
     char text[2048];
-    snprintf(text, sizeof text, mlp_text, "");
+    snprintf(text, sizeof text, su_mlp_text, "");
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
-    make_data(ds, n);
+    su_make_data(ds, n);
 }
 
 START_TEST(evaluate_exact_with_uneven_shards) {
@@ -446,6 +421,8 @@ int main(void) {
     tcase_add_test(tc, cnn_adam_equivalence);
     tcase_add_test(tc, accumulate_equivalence);
     tcase_add_test(tc, syncbn_dropout_equivalence);
+    tcase_add_test(tc, bn_moving_statistics_averaged);
+    tcase_add_test(tc, epoch_metrics_are_global);
     tcase_add_test(tc, partial_last_batch);
     tcase_add_test(tc, two_runs_bitwise_identical);
     tcase_add_test(tc, buckets_do_not_change_the_result);

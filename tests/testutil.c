@@ -11,6 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../runtime/array.h"
+#include "../runtime/rng.h"
+
 const char *tu_tmpdir(void) {
     static char path[4096];
     const char *base = getenv("TMPDIR");
@@ -120,4 +123,26 @@ int tu_run_suite(Suite *s) {
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed != 0;
+}
+
+void tu_write_image_data(const char *dir, const char *name_x, const char *name_y, int64_t n,
+                         int classes) {
+    mr_array x = {.dtype = MR_DTYPE_U8, .ndim = 3, .dims = {n, 8, 8}};
+    mr_array y = {.dtype = MR_DTYPE_U8, .ndim = 1, .dims = {n}};
+    uint8_t *px = malloc((size_t)(n * 64)), *py = malloc((size_t)n);
+    float *u = malloc(sizeof(float) * (size_t)(n * 64));
+    mr_rng_uniform(1, 1, 0, 0, 0.0f, 1.0f, u, n * 64);
+    for (int64_t i = 0; i < n; i++) {
+        py[i] = (uint8_t)(i % classes);
+        for (int j = 0; j < 64; j++) /* class-dependent brightness: learnable */
+            px[i * 64 + j] = (uint8_t)(u[i * 64 + j] * 100 + (j % classes == py[i] ? 120 : 0));
+    }
+    x.data = px, y.data = py;
+    char path[8192];
+    mr_error err = {0};
+    snprintf(path, sizeof path, "%s/%s", dir, name_x);
+    ck_assert(mr_array_write_npy(path, &x, &err) == MR_OK);
+    snprintf(path, sizeof path, "%s/%s", dir, name_y);
+    ck_assert(mr_array_write_npy(path, &y, &err) == MR_OK);
+    free(px), free(py), free(u);
 }

@@ -31,6 +31,12 @@ char *tu_read_file(const char *path, size_t *len);
 /* 1 if the file exists. */
 int tu_exists(const char *path);
 
+/* Writes dir/name_x (n 8x8x1 uint8 images, NPY) and dir/name_y (n labels in
+ * [0, classes), NPY): each class brightens its own pixels, so a model
+ * learns it. The same bits on every call. */
+void tu_write_image_data(const char *dir, const char *name_x, const char *name_y, int64_t n,
+                         int classes);
+
 /* Runs every test of suite s (Check's forking mode), frees it, and returns the
  * process exit status: 0 when all passed. */
 struct Suite;

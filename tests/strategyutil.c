@@ -1,0 +1,111 @@
+/* strategyutil.c: see strategyutil.h. */
+#include "strategyutil.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/rng.h"
+
+const char *su_mlp_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
+                          "[data]\ntrain_images=a\ntrain_labels=b\n"
+                          "[input]\nshape=6,6,1\n[flatten]\n"
+                          "[dense]\nunits=16\nactivation=relu\n"
+                          "[dense]\nunits=4\nactivation=softmax\n";
+
+const char *su_cnn_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
+                          "[data]\ntrain_images=a\ntrain_labels=b\n"
+                          "[input]\nshape=6,6,1\n"
+                          "[conv2d]\nfilters=4\nsize=3\nactivation=relu\n"
+                          "[maxpool]\nsize=2\n[flatten]\n"
+                          "[dense]\nunits=4\nactivation=softmax\n";
+
+const char *su_bn_text =
+    "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
+    "[data]\ntrain_images=a\ntrain_labels=b\n"
+    "[input]\nshape=6,6,1\n"
+    "[conv2d]\nfilters=4\nsize=3\n[batchnorm]\nsync=1\n[activation]\nactivation=relu\n"
+    "[dropout]\nrate=0.3\n[flatten]\n"
+    "[dense]\nunits=4\nactivation=softmax\n";
+
+const char *su_sgd = "optimizer=sgd\nlearning_rate=0.1\nmomentum=0.9";
+const char *su_adam = "optimizer=adam\nlearning_rate=0.01";
+
+void su_make_data(mr_dataset *ds, int64_t n) {
+    memset(ds, 0, sizeof *ds);
+    ds->scale = 1.0f;
+    ds->x.dtype = MR_DTYPE_F32;
+    ds->x.ndim = 4;
+    ds->x.dims[0] = n, ds->x.dims[1] = 6, ds->x.dims[2] = 6, ds->x.dims[3] = 1;
+    float *x = malloc(sizeof(float) * (size_t)(n * 36));
+    mr_rng_uniform(77, 9, 0, 0, 0.0f, 1.0f, x, n * 36);
+    ds->x.data = x;
+    ds->y = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        float a = x[i * 36 + 7] + x[i * 36 + 8], b = x[i * 36 + 27] + x[i * 36 + 28];
+        ds->y[i] = (a > 1.0f) * 2 + (b > 1.0f);
+    }
+    ds->n = n;
+    ds->row = 36;
+}
+
+static void keep_logs(void *user, const mr_epoch_logs *logs) {
+    *(mr_epoch_logs *)user = *logs;
+}
+
+float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *status,
+                mr_error *err) {
+    char text[2048];
+    snprintf(text, sizeof text, o->text, o->net_extra ? o->net_extra : "");
+    mr_config cfg;
+    mr_error perr = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &perr) == MR_OK, "%s", perr.msg);
+    cfg.net.batch = o->batch;
+    mr_dataset ds;
+    su_make_data(&ds, o->n);
+    mr_strategy_opts so = {0};
+    so.devices.kind = MR_DEVICE_CPU;
+    so.devices.count = o->replicas;
+    for (int r = 0; r < o->replicas; r++)
+        so.devices.ordinals[r] = r;
+    so.job = o->job;
+    so.seed = 5;
+    so.bucket_floats = o->bucket_floats;
+    so.check_sync = o->check_sync;
+    so.debug_perturb_step = o->perturb;
+    mr_strategy *s = NULL;
+    float *out = NULL;
+    mr_epoch_logs got = {0};
+    mr_fit_callbacks cb = {.user = &got, .on_epoch_end = keep_logs};
+    *status = mr_strategy_create(&cfg, &so, o->n, &s, err);
+    if (*status == MR_OK) {
+        *status = mr_strategy_fit(s, &ds, o->n, 0, 0, 1, NULL, &cb, err);
+        mr_model *m = mr_strategy_replica(s, 0);
+        *np = m->n_params;
+        out = malloc(sizeof(float) * (size_t)(m->n_params + m->n_state));
+        memcpy(out, m->params, sizeof(float) * (size_t)m->n_params);
+        if (m->n_state) memcpy(out + m->n_params, m->state, sizeof(float) * (size_t)m->n_state);
+        *np += m->n_state;
+        /* every replica holds the same bits */
+        for (int r = 1; r < o->replicas && *status == MR_OK; r++) {
+            mr_model *q = mr_strategy_replica(s, r);
+            ck_assert(memcmp(q->params, m->params, sizeof(float) * (size_t)m->n_params) == 0);
+            if (m->n_state)
+                ck_assert(memcmp(q->state, m->state, sizeof(float) * (size_t)m->n_state) == 0);
+        }
+    }
+    if (logs != NULL) *logs = got;
+    mr_strategy_destroy(s);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+    return out;
+}
+
+float *su_train_ok(const su_run *o, int64_t *np, mr_epoch_logs *logs) {
+    mr_status st;
+    mr_error err = {0};
+    float *p = su_train(o, np, logs, &st, &err);
+    ck_assert_msg(st == MR_OK, "%s", err.msg);
+    return p;
+}

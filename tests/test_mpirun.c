@@ -1,0 +1,245 @@
+/* test_mpirun.c: mirrored_train under mpirun as a user runs it: one job of
+ * several processes that trains bitwise like the same number of replica
+ * threads, prints once and writes one set of files; bad input on one rank
+ * or on all fails with one message and exit 2; a failing, killed or hung
+ * rank ends the whole job within 10 seconds, named.
+ *
+ * mpirun runs with -q (no help banners) except where its own message is
+ * what names the rank (a killed process), and as root with the OMPI
+ * variables that tests/meson.build sets. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "testutil.h"
+
+static char exe[4096];
+static char dir[4096];
+
+static const char *good_cfg = "[net]\nglobal_batch=16\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                              "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                              "test_images=x.npy\ntest_labels=y.npy\nscale=1/255\n"
+                              "[input]\nshape=8,8,1\n[flatten]\n"
+                              "[dense]\nunits=16\nactivation=relu\n"
+                              "[dense]\nunits=4\nactivation=softmax\n";
+
+static void setup(void) {
+    char *p = tu_build_path("launch/mirrored_train");
+    snprintf(exe, sizeof exe, "%s", p);
+    free(p);
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir());
+    tu_write_image_data(dir, "x.npy", "y.npy", 400, 4);
+    free(tu_write_text(dir, "good.cfg", good_cfg));
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir; the script sees $T (the
+ * executable) and $OMPI_COMM_WORLD_RANK. Returns the exit status. */
+static int mpirun(const char *mpirun_args, const char *script, char **out, double *seconds) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "cd %s && T=%s mpirun %s -x T sh -c '%s'", dir, exe, mpirun_args,
+             script);
+    double t0 = now_s();
+    int rc = tu_run(cmd, out);
+    if (seconds) *seconds = now_s() - t0;
+    return rc;
+}
+
+/* Occurrences of `what` in s. Not inlined: GCC 12 then takes s for a
+ * pointer to the caller's local (a false -Wdangling-pointer). */
+__attribute__((noinline)) static int count(const char *s, const char *what) {
+    int n = 0;
+    for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
+static char *read_in_dir(const char *name) {
+    char p[8192];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return tu_read_file(p, NULL);
+}
+
+/* "params_hash": "<16 hex digits>" of a --json file in dir. */
+static void params_hash(const char *json_name, char *hash) {
+    char *j = read_in_dir(json_name);
+    ck_assert_msg(j != NULL, "%s missing", json_name);
+    const char *h = strstr(j, "\"params_hash\": \"");
+    ck_assert_ptr_nonnull(h);
+    snprintf(hash, 17, "%s", h + strlen("\"params_hash\": \""));
+    free(j);
+}
+
+/* mpirun that must succeed; returns its output (malloc'd). */
+static char *mpirun_ok(const char *mpirun_args, const char *script) {
+    char *out = NULL;
+    int rc = mpirun(mpirun_args, script, &out, NULL);
+    ck_assert_msg(rc == 0, "'%s': exit %d: %s", script, rc, out);
+    return out;
+}
+
+/* The two runs' --json files name bitwise the same weights. */
+static void same_weights(const char *json_a, const char *json_b) {
+    char a[17], b[17];
+    params_hash(json_a, a);
+    params_hash(json_b, b);
+    ck_assert_msg(strcmp(a, b) == 0, "%s: %s, %s: %s", json_a, a, json_b, b);
+}
+
+START_TEST(one_job_like_replica_threads) {
+    char *out = mpirun_ok("-q -np 2", "exec $T good.cfg --json a.json --metrics a.csv");
+    /* one start line naming both ranks, one summary, one result */
+    ck_assert_msg(strstr(out, "2 replicas on 2 processes (") && strstr(out, ": rank 1 cpu:1") &&
+                      strstr(out, "MPI all-reduce (mpi)") && count(out, "Total params") == 1 &&
+                      count(out, "Test loss") == 1 && count(out, "Epoch 2/2") == 1,
+                  "%s", out);
+    free(out);
+    char *json = read_in_dir("a.json");
+    ck_assert_msg(strstr(json, "\"replicas\": 2") && strstr(json, "\"processes\": 2") &&
+                      strstr(json, "\"communicator\": \"mpi\""),
+                  "%s", json);
+    free(json);
+    char *csv = read_in_dir("a.csv");
+    ck_assert_msg(csv && count(csv, "\n") == 3, "%s", csv ? csv : "no csv"); /* header + 2 */
+    free(csv);
+    /* bitwise the weights of 2 replica threads in one process */
+    free(mpirun_ok("-q -np 1", "exec $T good.cfg --devices cpu:2 --quiet --json b.json"));
+    same_weights("a.json", "b.json");
+    /* no temporary file of any rank left behind */
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "ls -a %s", dir);
+    ck_assert_int_eq(tu_run(cmd, &out), 0);
+    ck_assert_msg(strstr(out, ".tmp.") == NULL, "%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(four_processes_oversubscribed) {
+    char *out = mpirun_ok("-q --oversubscribe -np 4", "exec $T good.cfg --quiet --json c.json");
+    ck_assert_msg(count(out, "Test loss") == 1, "%s", out);
+    free(out);
+    free(mpirun_ok("-q -np 1", "exec $T good.cfg --devices cpu:4 --quiet --json d.json"));
+    same_weights("c.json", "d.json");
+}
+END_TEST
+
+/* MIRRORED_RANKS_PER_NODE makes every rank its own node: the hierarchical
+ * communicator's cross-node level runs (two terms: the same sum, the same
+ * bits as the flat path). */
+START_TEST(simulated_nodes) {
+    char *out =
+        mpirun_ok("-q -np 2 -x MIRRORED_RANKS_PER_NODE=1", "exec $T good.cfg --json e.json");
+    ck_assert_msg(strstr(out, "hierarchical all-reduce (local + MPI across 2 nodes)"), "%s", out);
+    free(out);
+    free(mpirun_ok("-q -np 2", "exec $T good.cfg --quiet --json f.json"));
+    same_weights("e.json", "f.json");
+}
+END_TEST
+
+/* Bad input, on every rank or one: exit 2, one line, no output files. */
+static void expect_bad(const char *args, const char *script, const char *want1, const char *want2) {
+    char *out;
+    int rc = mpirun(args, script, &out, NULL);
+    ck_assert_msg(rc == 2, "'%s': exit %d: %s", script, rc, out);
+    ck_assert_msg(count(out, "mirrored_train: ") == 1 && count(out, "\n") == 1 &&
+                      strstr(out, want1) && strstr(out, want2),
+                  "'%s': want '%s' '%s': %s", script, want1, want2, out);
+    free(out);
+    char *m = read_in_dir("bad.csv");
+    ck_assert_msg(m == NULL, "a metrics file was left behind");
+}
+
+START_TEST(bad_input_fails_once) {
+    /* a .cfg that differs between ranks (edited during the launch) */
+    free(tu_write_text(dir, "other.cfg",
+                       "[net]\nglobal_batch=16\nepochs=3\n"
+                       "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+    expect_bad("-q -np 2",
+               "c=good.cfg; [ $OMPI_COMM_WORLD_RANK = 1 ] && c=other.cfg; "
+               "exec $T $c --metrics bad.csv",
+               "rank 1 (", "other contents");
+    /* the data file missing on one node only: the same .cfg text in another folder */
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/elsewhere", dir);
+    ck_assert_int_eq(tu_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "cp %s/good.cfg %s/elsewhere/good.cfg", dir, dir);
+    ck_assert_int_eq(tu_run(cmd, NULL), 0);
+    expect_bad("-q -np 2",
+               "c=good.cfg; [ $OMPI_COMM_WORLD_RANK = 1 ] && c=elsewhere/good.cfg; "
+               "exec $T $c --metrics bad.csv",
+               "rank 1 (", "elsewhere/x.npy: cannot open");
+    /* a bad .cfg everywhere: the one-process message, once */
+    free(tu_write_text(dir, "broken.cfg", "[net]\nbach=8\n"));
+    expect_bad("-q -np 2", "exec $T broken.cfg", "broken.cfg:2:", "did you mean 'batch'");
+    /* more processes than examples in a global batch */
+    free(tu_write_text(dir, "tiny.cfg",
+                       "[net]\nglobal_batch=2\n"
+                       "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+    expect_bad("-q --oversubscribe -np 4", "exec $T tiny.cfg", "global_batch=2 is smaller than",
+               "4 replicas on 4 processes");
+    /* more replicas than the process has cores (mpirun binds 2 ranks to a core each) */
+    expect_bad("-q -np 2 --bind-to core", "exec $T good.cfg --devices cpu:2", "--devices cpu:2",
+               "this process has 1 core");
+}
+END_TEST
+
+START_TEST(failing_rank_ends_the_job) {
+    char *out;
+    double t;
+    int rc =
+        mpirun("-q -np 2 -x MIRRORED_DEBUG_FAIL=1:3", "exec $T good.cfg --epochs 50", &out, &t);
+    ck_assert_msg(rc != 0 && t < 10.0, "exit %d after %.1f s: %s", rc, t, out);
+    ck_assert_msg(strstr(out, "rank 1 (") && strstr(out, "injected failure at step 3"), "%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(killed_rank_ends_the_job) {
+    char *out;
+    double t;
+    /* rank 1 is killed 1 s into a run of a minute; mpirun itself names it */
+    int rc = mpirun("-np 2",
+                    "[ $OMPI_COMM_WORLD_RANK = 1 ] && (sleep 1; kill -9 $$) & "
+                    "exec $T good.cfg --epochs 5000 --quiet",
+                    &out, &t);
+    ck_assert_msg(rc != 0 && t < 11.0, "exit %d after %.1f s: %s", rc, t, out);
+    ck_assert_msg(strstr(out, "rank 1") && strstr(out, "signal 9"), "%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(hung_rank_times_out) {
+    char *out;
+    double t;
+    int rc = mpirun("-q -np 2 -x MIRRORED_DEBUG_FAIL=1:3:stall",
+                    "exec $T good.cfg --epochs 50 --collective-timeout 2", &out, &t);
+    ck_assert_msg(rc != 0 && t < 10.0, "exit %d after %.1f s: %s", rc, t, out);
+    ck_assert_msg(strstr(out, "rank 0 (") && strstr(out, "waited 2 s for rank(s) 1"), "%s", out);
+    free(out);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("mpirun");
+    TCase *tc = tcase_create("mpirun");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, one_job_like_replica_threads);
+    tcase_add_test(tc, four_processes_oversubscribed);
+    tcase_add_test(tc, simulated_nodes);
+    tcase_add_test(tc, bad_input_fails_once);
+    tcase_add_test(tc, failing_rank_ends_the_job);
+    tcase_add_test(tc, killed_rank_ends_the_job);
+    tcase_add_test(tc, hung_rank_times_out);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
