@@ -176,6 +176,9 @@ static mr_status mpi_wait_all(mr_comm *c, int rank, mr_error *err) {
         mc->head = (mc->head + 1) % MAX_OPS;
         mc->count--;
     }
+    /* start the next ops from slot 0 again: their staging areas are then
+     * the same few, already allocated and in memory, step after step */
+    mc->head = 0;
     return MR_OK;
 }
 

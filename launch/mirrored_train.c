@@ -558,7 +558,7 @@ int main(int argc, char **argv) {
         if (lead && c.action == RUN_HELP) usage(stdout);
         if (lead && c.action == RUN_VERSION) printf("mirrored %s\n", MR_VERSION);
         if (lead && c.action == RUN_HELP_CONFIG) mr_config_write_reference(stdout, c.markdown);
-        if (lead && c.action == RUN_LIST) mr_devices_list(stdout);
+        if (lead && c.action == RUN_LIST) mr_devices_list(stdout, job.cores);
         mr_job_finalize(&job);
         return EXIT_OK;
     }

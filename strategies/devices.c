@@ -68,7 +68,8 @@ void mr_devices_format(const mr_device_set *set, char *buf, size_t n) {
     }
 }
 
-void mr_devices_list(FILE *out) {
+void mr_devices_list(FILE *out, int cores) {
+    if (cores <= 0) cores = mr_cpu_cores();
     char model[256] = "unknown CPU";
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f != NULL) {
@@ -88,7 +89,7 @@ void mr_devices_list(FILE *out) {
         fclose(f);
     }
     long mem = sysconf(_SC_PHYS_PAGES) * (sysconf(_SC_PAGESIZE) / 1024) / 1024;
-    fprintf(out, "cpu: %s, %d cores usable, %ld MiB memory (auto: %d CPU replicas)\n", model,
-            mr_cpu_cores(), mem, mr_cpu_cores());
+    fprintf(out, "cpu: %s, %d core%s usable, %ld MiB memory (auto: up to %d CPU replica%s)\n",
+            model, cores, cores == 1 ? "" : "s", mem, cores, cores == 1 ? "" : "s");
     fprintf(out, "gpu: none (this build has no CUDA backend)\n");
 }

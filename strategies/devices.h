@@ -34,7 +34,8 @@ mr_status mr_devices_parse(const char *spec, int cores, mr_device_set *out, mr_e
 /* "cpu:0, cpu:1" */
 void mr_devices_format(const mr_device_set *set, char *buf, size_t n);
 
-/* --list-devices: what the runtime sees, one line each. */
-void mr_devices_list(FILE *out);
+/* --list-devices: what the runtime sees, one line each, for a process that
+ * may use `cores` cores (0: all of its affinity mask). */
+void mr_devices_list(FILE *out, int cores);
 
 #endif

@@ -61,9 +61,10 @@ START_TEST(list_devices) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    mr_devices_list(f);
+    mr_devices_list(f, 3);
     fclose(f);
-    ck_assert_msg(strstr(buf, "cpu:") && strstr(buf, "cores") && strstr(buf, "gpu:"), "%s", buf);
+    ck_assert_msg(strstr(buf, "cpu:") && strstr(buf, "3 cores usable") && strstr(buf, "gpu:"),
+                  "%s", buf);
     free(buf);
 }
 END_TEST
