@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../runtime/hot.h"
 
 typedef struct local_comm {
     mr_comm base;
@@ -113,7 +114,7 @@ static void slice(size_t n, int size, int r, size_t *begin, size_t *end) {
     *end = *begin + per < n ? *begin + per : n;
 }
 
-static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+MR_HOT static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
     local_comm *lc = (local_comm *)c;
     const int size = c->size;
     if (size == 1) return MR_OK;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mpi_impl.h"
+#include "../runtime/hot.h"
 
 #define MAX_OPS 64
 
@@ -93,7 +94,7 @@ static mr_status post_phase1(mpi_comm *mc, op *o, mr_error *err) {
 
 /* Between the phases: sum this process's slice in rank order, then post
  * phase 2 (send the sum to everyone, receive theirs). */
-static mr_status post_phase2(mpi_comm *mc, op *o, mr_error *err) {
+MR_HOT static mr_status post_phase2(mpi_comm *mc, op *o, mr_error *err) {
     const int P = mc->P, me = mc->me;
     size_t b, e;
     slice(o->n, P, me, &b, &e);

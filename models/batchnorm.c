@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "layer.h"
+#include "../runtime/hot.h"
 
 /* Rows summed in float before the partial sums join the double totals. */
 #define ROW_BLOCK 32
@@ -50,8 +51,8 @@ static inline void sum_row(float *restrict f1, float *restrict f2, const float *
  * a = u - ua and b = (v - vb) * vs per element (ua, vb, vs per channel):
  * forward: u = v = x, ua = vb = shift, vs = 1 (sums of x - s and (x - s)^2);
  * backward: u = dy, ua = 0, v = x, vb = mean, vs = inv_std (dy, dy * xhat). */
-static void channel_sums(bn_priv *p, const float *u, const float *ua, const float *v,
-                         const float *vb, const float *vs, int64_t rows) {
+MR_HOT static void channel_sums(bn_priv *p, const float *u, const float *ua, const float *v,
+                                const float *vb, const float *vs, int64_t rows) {
     const int C = p->C;
     for (int c = 0; c < C; c++)
         p->s1[c] = p->s2[c] = 0.0;
@@ -132,7 +133,7 @@ static int sync_sums(bn_priv *p, mr_run *run, double *count) {
     return 1;
 }
 
-static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+MR_HOT static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
     bn_priv *p = l->priv;
     const int C = p->C;
     const int64_t M = batch * mr_shape_size(l->in) / C; /* rows of C values */
@@ -190,8 +191,8 @@ static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *x, floa
  *   xhat = (x - mean) * inv_std,  dgamma += sum dy * xhat,  dbeta += sum dy,
  *   dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)),
  * the means over the N values of the channel (of the global batch with sync). */
-static void bn_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                        float *dy, float *dx) {
+MR_HOT static void bn_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
+                               float *dy, float *dx) {
     (void)y;
     bn_priv *p = l->priv;
     const int C = p->C;

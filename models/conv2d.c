@@ -17,6 +17,7 @@
 
 #include "conv_geometry.h"
 #include "layer.h"
+#include "../runtime/hot.h"
 
 /* Working set per chunk (col + output, in floats): about 512 KiB, an L2
  * cache, so bias, activation and the next chunk's GEMM find their data in
@@ -106,7 +107,8 @@ static void conv_init(mr_layer *l, uint64_t seed) {
  * input shifted by (ky, kx), so for each output row it is one run of
  * input pixels (contiguous at stride 1) between zeros where the window
  * hangs over the padding. */
-MR_NO_MEMCPY static void im2col_strips(const conv_priv *p, const float *x, int n, float *colT) {
+MR_HOT MR_NO_MEMCPY static void im2col_strips(const conv_priv *p, const float *x, int n,
+                                              float *colT) {
     const mr_window *g = &p->g;
     const int H = g->in_h, W = g->in_w, OH = g->out_h, OW = g->out_w, sw = g->s_w;
     const int64_t ld = (int64_t)n * OH * OW;
@@ -149,7 +151,7 @@ MR_NO_MEMCPY static void im2col_strips(const conv_priv *p, const float *x, int n
  * kernel row, the window's row is kw * C contiguous floats of x (NHWC), one
  * copy when the window is inside the input; short copies (few channels)
  * stay inline loops. */
-MR_NO_MEMCPY static void im2col(const conv_priv *p, const float *x, int n, float *col) {
+MR_HOT MR_NO_MEMCPY static void im2col(const conv_priv *p, const float *x, int n, float *col) {
     const mr_window *g = &p->g;
     const int C = p->C, K = p->K;
     const size_t rowc = (size_t)g->k_w * C;
@@ -191,7 +193,7 @@ MR_NO_MEMCPY static void im2col(const conv_priv *p, const float *x, int n, float
 }
 
 /* dx (n, H, W, C) = scatter-add of dcol (n * OH * OW, K); dx is zeroed first. */
-static void col2im(const conv_priv *p, const float *dcol, int n, float *dx) {
+MR_HOT static void col2im(const conv_priv *p, const float *dcol, int n, float *dx) {
     const mr_window *g = &p->g;
     const int C = p->C, K = p->K;
     memset(dx, 0, sizeof(float) * (size_t)n * g->in_h * g->in_w * C);
@@ -218,8 +220,8 @@ static void col2im(const conv_priv *p, const float *dcol, int n, float *dx) {
 
 /* y (rows, F) = bias in every row: the GEMM then accumulates onto it
  * (beta 1), which costs less than OpenBLAS's own pass for beta 0. */
-MR_NO_MEMCPY static void fill_rows(float *restrict y, const float *restrict bias, int64_t rows,
-                                   int F) {
+MR_HOT MR_NO_MEMCPY static void fill_rows(float *restrict y, const float *restrict bias,
+                                          int64_t rows, int F) {
     for (int64_t r = 0; r < rows; r++)
         for (int f = 0; f < F; f++)
             y[r * F + f] = bias[f];
@@ -229,8 +231,8 @@ MR_NO_MEMCPY static void fill_rows(float *restrict y, const float *restrict bias
  * and db (F) += its column sums when db is not NULL. ReLU and linear do
  * both in one pass over dy, four rows at a time so db is loaded and stored
  * once per four rows; the others go through the shared code first. */
-static void act_backward_sum(mr_activation act, const float *restrict y, float *restrict dy,
-                             float *restrict db, int64_t rows, int F) {
+MR_HOT static void act_backward_sum(mr_activation act, const float *restrict y, float *restrict dy,
+                                    float *restrict db, int64_t rows, int F) {
     int relu = act == MR_ACTIVATION_RELU;
     if (!relu && act != MR_ACTIVATION_LINEAR) {
         mr_activation_backward(act, y, dy, (int)rows, F);
@@ -269,7 +271,7 @@ static mr_activation conv_act(const mr_layer *l) {
     return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
 }
 
-static void conv_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+MR_HOT static void conv_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
     conv_priv *p = priv(l);
     const int P = p->g.out_h * p->g.out_w, F = p->F, K = p->K;
     const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;
@@ -299,8 +301,8 @@ static void conv_forward(mr_layer *l, mr_run *run, int batch, const float *x, fl
     }
 }
 
-static void conv_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                          float *dy, float *dx) {
+MR_HOT static void conv_backward(mr_layer *l, mr_run *run, int batch, const float *x,
+                                 const float *y, float *dy, float *dx) {
     conv_priv *p = priv(l);
     const int P = p->g.out_h * p->g.out_w, F = p->F, K = p->K;
     const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;

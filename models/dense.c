@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "layer.h"
+#include "../runtime/hot.h"
 
 static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -28,7 +29,7 @@ static mr_activation dense_act(const mr_layer *l) {
     return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
 }
 
-static void dense_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+MR_HOT static void dense_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
     int in = l->in.d[0], out = l->out.d[0];
     if (l->n_weights > 1) {
         /* y = bias broadcast, then y += x W (beta = 1): saves a pass over y */
@@ -42,8 +43,8 @@ static void dense_forward(mr_layer *l, mr_run *run, int batch, const float *x, f
     mr_activation_forward(dense_act(l), y, batch, out);
 }
 
-static void dense_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                           float *dy, float *dx) {
+MR_HOT static void dense_backward(mr_layer *l, mr_run *run, int batch, const float *x,
+                                  const float *y, float *dy, float *dx) {
     int in = l->in.d[0], out = l->out.d[0];
     /* dy (B, units) becomes dL/dz through the activation */
     mr_activation_backward(dense_act(l), y, dy, batch, out);

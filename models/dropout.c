@@ -9,6 +9,7 @@
 
 #include "../runtime/rng.h"
 #include "layer.h"
+#include "../runtime/hot.h"
 
 static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;
@@ -17,8 +18,8 @@ static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_
 }
 
 /* y = x * mask / (1 - rate), row by row. */
-static void apply_mask(const mr_layer *l, const mr_run *run, int batch, const float *in,
-                       float *out) {
+MR_HOT static void apply_mask(const mr_layer *l, const mr_run *run, int batch, const float *in,
+                              float *out) {
     const int64_t n = mr_shape_size(l->in);
     const float rate = l->cfg->rate, scale = 1.0f / (1.0f - rate);
     uint32_t key[2], w[4];

@@ -9,6 +9,7 @@
 
 #include "../runtime/elementwise.h"
 #include "../runtime/rng.h"
+#include "../runtime/hot.h"
 
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind) {
     switch (kind) {
@@ -60,7 +61,7 @@ void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int f
                    w->data, w->size);
 }
 
-void mr_activation_forward(mr_activation act, float *y, int rows, int width) {
+MR_HOT void mr_activation_forward(mr_activation act, float *y, int rows, int width) {
     int64_t n = (int64_t)rows * width;
     switch (act) {
     case MR_ACTIVATION_LINEAR:
@@ -95,7 +96,8 @@ void mr_activation_forward(mr_activation act, float *y, int rows, int width) {
     }
 }
 
-void mr_activation_backward(mr_activation act, const float *y, float *dy, int rows, int width) {
+MR_HOT void mr_activation_backward(mr_activation act, const float *y, float *dy, int rows,
+                                   int width) {
     int64_t n = (int64_t)rows * width;
     switch (act) {
     case MR_ACTIVATION_LINEAR:

@@ -2,6 +2,7 @@
 #include "loss.h"
 
 #include <math.h>
+#include "../runtime/hot.h"
 
 /* Keras clips probabilities to [eps, 1 - eps] before the log when the
  * cross-entropy gets probabilities rather than logits. */
@@ -18,8 +19,9 @@ static int argmax(const float *row, int k) {
     return best;
 }
 
-void mr_loss_compute(mr_loss_kind kind, int fused_softmax, const float *out, const int32_t *labels,
-                     int batch, int k, float norm, float *dy, double *loss_sum, int64_t *correct) {
+MR_HOT void mr_loss_compute(mr_loss_kind kind, int fused_softmax, const float *out,
+                            const int32_t *labels, int batch, int k, float norm, float *dy,
+                            double *loss_sum, int64_t *correct) {
     float inv = 1.0f / norm;
     double total = 0.0;
     int64_t right = 0;

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "../runtime/elementwise.h"
+#include "../runtime/hot.h"
 
 mr_optimizer mr_optimizer_from_config(const mr_net_cfg *net) {
     mr_optimizer o = {.kind = net->optimizer,
@@ -20,9 +21,9 @@ int mr_optimizer_slot_count(const mr_optimizer *opt) {
     return opt->momentum != 0.0f ? 1 : 0;
 }
 
-void mr_optimizer_step(const mr_optimizer *opt, float lr, int64_t t, float *restrict w,
-                       const float *restrict g, float *restrict slot0, float *restrict slot1,
-                       size_t n) {
+MR_HOT void mr_optimizer_step(const mr_optimizer *opt, float lr, int64_t t, float *restrict w,
+                              const float *restrict g, float *restrict slot0, float *restrict slot1,
+                              size_t n) {
     if (opt->kind == MR_OPTIMIZER_ADAM) {
         /* bias correction folded into the step size once (Keras 3) */
         double b1t = pow((double)opt->beta1, (double)t), b2t = pow((double)opt->beta2, (double)t);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rng.h"
+#include "hot.h"
 
 static mr_status to_float(mr_array *a, mr_error *err, const char *path) {
     int64_t n = mr_array_count(a);
@@ -145,8 +146,8 @@ mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t
     return MR_OK;
 }
 
-void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count, const mr_augment *aug,
-                     float *x, int32_t *y) {
+MR_HOT void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count,
+                            const mr_augment *aug, float *x, int32_t *y) {
     int64_t d = ds->row;
     const float s = ds->scale;
     /* copy of one image for augmentation (the shift reads the unshifted image) */
