@@ -31,6 +31,8 @@
 #include "../runtime/dataset.h"
 #include "../strategies/devices.h"
 #include "../strategies/strategy.h"
+#include "../models/keras.h"
+#include "checkpointing.h"
 #include "progress.h"
 
 enum { EXIT_OK = 0, EXIT_FAILURE_RUN = 1, EXIT_BAD_INPUT = 2 };
@@ -55,6 +57,16 @@ static void usage(FILE *out) {
             "  --check-sync K     every K steps verify all replicas hold identical weights\n"
             "  --bucket-mb X      all-reduce gradients in buckets of X MiB during backward\n"
             "                     (default 0: one all-reduce after backward)\n"
+            "  --save FILE.h5     write the trained model (Keras .h5 layout, with what\n"
+            "                     resuming needs) after training\n"
+            "  --resume FILE|auto go on from a checkpoint (auto: the newest of [net]\n"
+            "                     checkpoint); the rest of the run is bitwise the\n"
+            "                     uninterrupted one with the same replica count\n"
+            "  --keep N           keep only the newest N checkpoints of [net] checkpoint\n"
+            "  --init-weights F.h5  start from these weights (ours, or Keras's model.save)\n"
+            "  --log FILE.jsonl   one JSON line per update: loss, learning rate, timings\n"
+            "  --write-data F.h5  write the preprocessed data to F.h5 and exit (a later\n"
+            "                     job reads it instead of the raw files)\n"
             "  --collective-timeout S  fail a collective that waits more than S seconds for\n"
             "                     another replica or process (default: MIRRORED_COMM_TIMEOUT\n"
             "                     or 600)\n"
@@ -205,9 +217,10 @@ static void model_name(const char *cfg_path, char *buf, size_t n) {
 typedef struct cli {
     enum { RUN_TRAIN, RUN_HELP, RUN_VERSION, RUN_HELP_CONFIG, RUN_LIST } action;
     int markdown; /* --help-config=markdown */
-    long long epochs, seed, check_sync;
+    long long epochs, seed, check_sync, keep;
     double bucket_mb, timeout;
     const char *metrics_path, *json_path, *devices_spec, *cfg_path;
+    const char *save_path, *resume, *init_weights, *log_path, *data_out;
     int quiet;
 } cli;
 
@@ -225,7 +238,13 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
         OPT_CHECK_SYNC,
         OPT_BUCKET,
         OPT_TIMEOUT,
-        OPT_HELP_CONFIG
+        OPT_HELP_CONFIG,
+        OPT_SAVE,
+        OPT_RESUME,
+        OPT_KEEP,
+        OPT_INIT,
+        OPT_LOG,
+        OPT_WRITE_DATA
     };
     static const struct option longopts[] = {
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -241,6 +260,12 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
         {"bucket-mb", required_argument, NULL, OPT_BUCKET},
         {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
         {"help-config", optional_argument, NULL, OPT_HELP_CONFIG},
+        {"save", required_argument, NULL, OPT_SAVE},
+        {"resume", required_argument, NULL, OPT_RESUME},
+        {"keep", required_argument, NULL, OPT_KEEP},
+        {"init-weights", required_argument, NULL, OPT_INIT},
+        {"log", required_argument, NULL, OPT_LOG},
+        {"write-data", required_argument, NULL, OPT_WRITE_DATA},
         {NULL, 0, NULL, 0},
     };
     *c = (cli){.action = RUN_TRAIN, .epochs = -1, .seed = -1, .devices_spec = "auto"};
@@ -276,6 +301,24 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
             break;
         case OPT_METRICS:
             c->metrics_path = optarg;
+            break;
+        case OPT_SAVE:
+            c->save_path = optarg;
+            break;
+        case OPT_RESUME:
+            c->resume = optarg;
+            break;
+        case OPT_KEEP:
+            if (!parse_long("--keep", optarg, 1, 1000000, &c->keep, err)) return err->status;
+            break;
+        case OPT_INIT:
+            c->init_weights = optarg;
+            break;
+        case OPT_LOG:
+            c->log_path = optarg;
+            break;
+        case OPT_WRITE_DATA:
+            c->data_out = optarg;
             break;
         case OPT_JSON:
             c->json_path = optarg;
@@ -317,6 +360,9 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
         return mr_error_set(err, MR_ERR_USAGE, "%s (see --help)",
                             optind == argc ? "missing MODEL.cfg" : "more than one MODEL.cfg given");
     c->cfg_path = argv[optind];
+    if (c->resume && c->init_weights)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--resume and --init-weights: a resumed run has its weights already");
     return MR_OK;
 }
 
@@ -372,7 +418,60 @@ static mr_status prepare(const cli *c, const mr_job *job, mr_config *cfg, mr_str
     if (job->rank == 0) {
         MR_CHECK(check_writable("--metrics", c->metrics_path, err));
         MR_CHECK(check_writable("--json", c->json_path, err));
+        MR_CHECK(check_writable("--log", c->log_path, err));
+        MR_CHECK(check_writable("--write-data", c->data_out, err));
     }
+    return MR_OK;
+}
+
+/* --write-data: the examples as the model sees them (scaled, standardised),
+ * float32, with their labels, for a later job to read with scale = 1 and no
+ * standardize: a CPU job and a GPU job then train on the same bits. */
+static mr_status write_data(const char *path, const mr_config *cfg, const mr_dataset *train,
+                            const mr_dataset *test, mr_error *err) {
+    const mr_layer_cfg *in = &cfg->layers[0];
+    mr_h5 h;
+    MR_CHECK(mr_h5_create(&h, path, err));
+    mr_status st = MR_OK;
+    const mr_dataset *sets[2] = {train, test};
+    const char *names[2] = {"train", "test"};
+    for (int k = 0; k < 2 && st == MR_OK; k++) {
+        const mr_dataset *ds = sets[k];
+        if (ds->n == 0) continue;
+        float *x = malloc(sizeof(float) * (size_t)(ds->n * ds->row));
+        int32_t *y = malloc(sizeof(int32_t) * (size_t)ds->n);
+        int64_t *rows = malloc(sizeof(int64_t) * (size_t)ds->n), *labels = NULL;
+        if (x && y && rows) labels = malloc(sizeof(int64_t) * (size_t)ds->n);
+        if (labels == NULL) {
+            st = mr_error_set(err, MR_ERR_NOMEM, "--write-data: out of memory");
+        } else {
+            for (int64_t i = 0; i < ds->n; i++)
+                rows[i] = i;
+            for (int64_t i = 0; i < ds->n; i += 1 << 20) /* fill takes an int count */
+                mr_dataset_fill(ds, rows + i, (int)(ds->n - i < (1 << 20) ? ds->n - i : 1 << 20),
+                                NULL, x + i * ds->row, y + i);
+            for (int64_t i = 0; i < ds->n; i++)
+                labels[i] = y[i];
+            int64_t dims[4] = {ds->n, in->shape[0], in->shape[1], in->shape[2]};
+            char name[32];
+            snprintf(name, sizeof name, "%s_images", names[k]);
+            st = mr_h5_write(&h, h.file, name, MR_H5_F32, 1 + in->shape_rank, dims, x, err);
+            snprintf(name, sizeof name, "%s_labels", names[k]);
+            if (st == MR_OK) st = mr_h5_write(&h, h.file, name, MR_H5_I64, 1, &ds->n, labels, err);
+        }
+        free(x), free(y), free(rows), free(labels);
+    }
+    if (st != MR_OK) {
+        mr_h5_discard(&h);
+        return st;
+    }
+    MR_CHECK(mr_h5_commit(&h, err));
+    printf("Wrote %s: %lld training and %lld test examples, preprocessed. To train on them:\n"
+           "[data]\ntrain_images = %s:/train_images\ntrain_labels = %s:/train_labels\n",
+           path, (long long)train->n, (long long)test->n, path, path);
+    if (test->n)
+        printf("test_images = %s:/test_images\ntest_labels = %s:/test_labels\n", path, path);
+    printf("scale = 1\n");
     return MR_OK;
 }
 
@@ -500,6 +599,22 @@ static void print_plan(const mr_job *job, const mr_strategy *strategy, const mr_
     fflush(stdout);
 }
 
+/* "Resuming from ...": where the run stood and, with another replica count,
+ * what changes. */
+static void print_resume(const char *path, const mr_checkpoint *ck, const mr_fit_plan *plan,
+                         int epochs) {
+    const mr_fit_state *s = &ck->state;
+    printf("Resuming from %s: epoch %d/%d, %lld updates into it, %lld in all\n", path,
+           s->epoch + 1 > epochs ? epochs : s->epoch + 1, epochs, (long long)s->step,
+           (long long)s->global_step);
+    if (ck->replicas != plan->replicas || ck->global_batch != plan->global_batch)
+        printf("It was trained with %d replica%s and a global batch of %d; now %d and %d: training "
+               "goes on from example %lld of the epoch's order, with the learning rate of this "
+               "run (above); the rest of the run is not bitwise the uninterrupted one\n",
+               ck->replicas, ck->replicas == 1 ? "" : "s", ck->global_batch, plan->replicas,
+               plan->global_batch, (long long)s->position);
+}
+
 /* A test hook (MIRRORED_DEBUG_FAIL=RANK:STEP): that rank's replica 0 fails
  * at that training step, as a process-local failure would; with
  * RANK:STEP:stall it stops answering there instead (a hung process). */
@@ -568,7 +683,10 @@ int main(int argc, char **argv) {
     mr_config cfg = {0};
     mr_dataset train = {0}, test = {0};
     mr_strategy *strategy = NULL;
-    FILE *csv = NULL;
+    FILE *csv = NULL, *log = NULL;
+    mr_checkpoint ck = {0};
+    int resuming = 0;
+    char ck_path[MR_PATH_MAX + 64] = "";
     mr_strategy_opts opts = {.job = &job};
     int64_t in_size = 0, n_train = 0;
     int classes = 0;
@@ -576,20 +694,60 @@ int main(int argc, char **argv) {
     if (st == MR_OK) st = prepare(&c, &job, &cfg, &opts, &in_size, &classes, &err);
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     if ((st = check_same_job(&c, &job, &cfg, &opts, &err)) != MR_OK) goto agreed_failure;
+    /* --resume: every process reads where the run stood, as it reads the .cfg */
+    if (c.resume != NULL) {
+        st = mr_ckpt_resume_path(c.resume, cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
+                                 ck_path, sizeof ck_path, &err);
+        if (st == MR_OK) st = mr_checkpoint_load(ck_path, &ck, &err);
+        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+        resuming = 1;
+    }
+    if (job.rank == 0) {
+        mr_ckpt_run probe = {.pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
+                             .lead = 1};
+        st = mr_ckpt_check_writable(&probe, c.save_path, &err);
+    }
+    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     st = load_data(&cfg, in_size, classes, &train, &test, &n_train, &err);
+    /* a resumed run preprocesses with the statistics it trained with */
+    if (st == MR_OK && resuming) st = mr_ckpt_apply_preprocessing(&ck, &train, &err);
+    if (st == MR_OK && resuming && test.n) st = mr_ckpt_apply_preprocessing(&ck, &test, &err);
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     int64_t n_val = train.n - n_train;
     int has_test = test.n > 0;
+    if (c.data_out != NULL) {
+        st = lead ? write_data(c.data_out, &cfg, &train, &test, &err) : MR_OK;
+        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+        goto done;
+    }
     debug_fail(&job, &opts);
     if (mr_strategy_create(&cfg, &opts, n_train, &strategy, &err) != MR_OK) goto agreed_failure;
     const mr_fit_plan *plan = mr_strategy_plan(strategy);
+    mr_model *model0 = mr_strategy_replica(strategy, 0);
+
+    /* weights from a file: every process reads them into its replica 0,
+     * then replica 0 of the job hands its bits to all */
+    if (resuming || c.init_weights != NULL) {
+        if (resuming) {
+            st = mr_checkpoint_load_model(ck_path, model0, 1, &err);
+        } else {
+            mr_h5 h;
+            st = mr_h5_open(&h, c.init_weights, &err);
+            if (st == MR_OK) {
+                st = mr_keras_read_weights(&h, model0, 0, &err);
+                mr_h5_close(&h);
+            }
+        }
+        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+        if (mr_strategy_sync_model(strategy, &err) != MR_OK) goto alone_failure;
+    }
 
     mr_augment aug = {0}, *augp = NULL;
     if (cfg.augment.flip || cfg.augment.shift) {
         const mr_layer_cfg *in = &cfg.layers[0];
         if (in->shape_rank != 3) {
             mr_error_set(&err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",
-                         c.cfg_path, in->line);
+                         c.cfg_path, cfg.augment.line);
             goto agreed_failure; /* the same .cfg everywhere: the same verdict */
         }
         aug = (mr_augment){.flip = cfg.augment.flip,
@@ -605,18 +763,44 @@ int main(int argc, char **argv) {
                      strerror(errno));
         goto alone_failure;
     }
+    if (lead && c.log_path != NULL && (log = fopen(c.log_path, "w")) == NULL) {
+        mr_error_set(&err, MR_ERR_IO, "--log %s: cannot write: %s", c.log_path, strerror(errno));
+        goto alone_failure;
+    }
     if (lead && !c.quiet) {
         char name[256];
         model_name(c.cfg_path, name, sizeof name);
-        mr_model_summary(mr_strategy_replica(strategy, 0), name, stdout);
+        mr_model_summary(model0, name, stdout);
         print_plan(&job, strategy, &opts.devices, &cfg, n_train, n_val);
+        if (resuming) print_resume(ck_path, &ck, plan, cfg.net.epochs);
+        if (c.init_weights) printf("Weights from %s\n", c.init_weights);
     }
+    mr_ckpt_run ck_run = {.pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
+                          .keep = (int)c.keep,
+                          .lead = lead,
+                          .out = lead && !c.quiet ? stdout : NULL,
+                          .cfg = &cfg,
+                          .cfg_path = c.cfg_path,
+                          .plan = plan,
+                          .processes = job.size,
+                          .train = &train};
     mr_progress pg;
     mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
+    pg.log = log;
+    pg.device = opts.devices.kind == MR_DEVICE_CPU ? "cpu" : "gpu";
+    if (resuming) mr_progress_replay(&pg, ck.state.history, ck.state.n_history);
     mr_fit_callbacks cb = {
         .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
-    if (mr_strategy_fit(strategy, &train, n_train, n_train, n_val, cfg.net.epochs, augp, &cb,
-                        &err) != MR_OK)
+    if (ck_run.pattern != NULL) {
+        cb.save = mr_ckpt_on_save;
+        cb.save_user = &ck_run;
+        if (cfg.net.checkpoint_every.steps)
+            cb.every_steps = cfg.net.checkpoint_every.n;
+        else
+            cb.every_epochs = (int)cfg.net.checkpoint_every.n;
+    }
+    if (mr_strategy_fit(strategy, &train, n_train, n_train, n_val, cfg.net.epochs, augp,
+                        resuming ? &ck.state : NULL, &cb, &err) != MR_OK)
         goto alone_failure;
     double test_loss = 0.0, test_acc = 0.0;
     if (has_test) {
@@ -632,6 +816,17 @@ int main(int argc, char **argv) {
             goto alone_failure;
         }
     }
+    if (lead && c.save_path != NULL) {
+        const mr_fit_state *end = mr_strategy_state(strategy);
+        float lr = end->n_history ? end->history[end->n_history - 1].lr : plan->base_lr;
+        if (mr_ckpt_write(&ck_run, c.save_path, end, model0, lr, &err) != MR_OK) goto alone_failure;
+    }
+    if (log != NULL && fclose(log) != 0) {
+        log = NULL;
+        mr_error_set(&err, MR_ERR_RUNTIME, "--log %s: cannot write", c.log_path);
+        goto alone_failure;
+    }
+    log = NULL;
     if (lead && c.json_path != NULL &&
         write_json(c.json_path, &pg, plan, &job, &opts.devices,
                    mr_comm_name(mr_strategy_comm(strategy)), cfg.net.epochs, has_test, test_loss,
@@ -645,6 +840,8 @@ alone_failure:
     rc = fail_alone(&job, &err);
 done:
     if (csv) fclose(csv);
+    if (log) fclose(log);
+    mr_checkpoint_free(&ck);
     mr_strategy_destroy(strategy);
     mr_dataset_free(&train);
     mr_dataset_free(&test);

@@ -38,11 +38,21 @@ static void begin_epoch(mr_progress *p, int epoch) {
     if (!p->quiet && p->tty) fprintf(p->out, "Epoch %d/%d\n", epoch + 1, p->epochs);
 }
 
-void mr_progress_on_step(void *user, int epoch, int64_t step, int64_t steps, double loss,
-                         double acc) {
+void mr_progress_on_step(void *user, const mr_step_info *info) {
     mr_progress *p = user;
-    begin_epoch(p, epoch);
+    const int64_t step = info->step, steps = info->steps;
+    const double loss = info->loss, acc = info->accuracy;
+    begin_epoch(p, info->epoch);
     p->steps = steps;
+    if (p->log) {
+        fprintf(p->log,
+                "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6g, \"learning_rate\": %.8g, "
+                "\"step_seconds\": %.6f, \"compute_seconds\": %.6f, \"comm_seconds\": %.6f, "
+                "\"data_seconds\": %.6f, \"device\": \"%s\"}\n",
+                (long long)info->global_step, info->epoch, info->step_loss, (double)info->lr,
+                info->seconds, info->compute_seconds, info->comm_seconds, info->data_seconds,
+                p->device ? p->device : "cpu");
+    }
     if (p->quiet || !p->tty) return;
     double t = now_s();
     if (step != steps && t - p->last_draw < 0.1) return;
@@ -63,22 +73,36 @@ void mr_progress_on_step(void *user, int epoch, int64_t step, int64_t steps, dou
     fflush(p->out);
 }
 
+static void csv_line(mr_progress *p, const mr_epoch_logs *l) {
+    if (p->csv == NULL) return;
+    if (!p->header_done)
+        fprintf(p->csv, "epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,samples_per_sec,"
+                        "seconds\n");
+    p->header_done = 1;
+    if (l->has_val)
+        fprintf(p->csv, "%d,%.6f,%.6f,%.6f,%.6f", l->epoch, l->accuracy, l->loss, l->val_accuracy,
+                l->val_loss);
+    else
+        fprintf(p->csv, "%d,%.6f,%.6f,,", l->epoch, l->accuracy, l->loss);
+    fprintf(p->csv, ",%.8g,%.1f,%.3f\n", (double)l->lr, l->samples_per_sec, l->train_seconds);
+    fflush(p->csv);
+}
+
+void mr_progress_replay(mr_progress *p, const mr_epoch_logs *logs, int n) {
+    for (int i = 0; i < n; i++) {
+        csv_line(p, &logs[i]);
+        p->last = logs[i];
+    }
+}
+
 void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     mr_progress *p = user;
     begin_epoch(p, l->epoch);
     p->train_seconds += l->train_seconds;
     p->train_samples += l->samples_per_sec * l->train_seconds;
     p->last = *l;
-    if (p->csv) {
-        if (!p->header_done) fprintf(p->csv, "epoch,accuracy,loss,val_accuracy,val_loss\n");
-        p->header_done = 1;
-        if (l->has_val)
-            fprintf(p->csv, "%d,%.6f,%.6f,%.6f,%.6f\n", l->epoch, l->accuracy, l->loss,
-                    l->val_accuracy, l->val_loss);
-        else
-            fprintf(p->csv, "%d,%.6f,%.6f,,\n", l->epoch, l->accuracy, l->loss);
-        fflush(p->csv);
-    }
+    csv_line(p, l);
+    if (p->log) fflush(p->log);
     if (p->quiet) return;
     char ts[32], val[96] = "";
     format_time(l->train_seconds, ts, sizeof ts);

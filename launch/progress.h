@@ -1,9 +1,11 @@
-/* progress.h: Keras-style progress display and the CSV/JSON logs.
+/* progress.h: Keras-style progress display and the CSV and JSON-lines logs.
  *
  * On a terminal: a bar per epoch (step/steps, ETA, running loss and
  * accuracy), redrawn at most ten times a second. Otherwise: one line per
  * epoch. Every epoch line ends with loss, accuracy, val_loss, val_accuracy
- * and samples/s. */
+ * and samples/s. The CSV (--metrics) has Keras CSVLogger's columns, then
+ * the learning rate, samples/s and seconds of the epoch; the JSON lines
+ * (--log) one object per update. */
 #ifndef MR_PROGRESS_H
 #define MR_PROGRESS_H
 
@@ -16,7 +18,9 @@ typedef struct mr_progress {
     int tty;   /* draw a bar */
     int quiet; /* print nothing */
     int epochs;
-    FILE *csv; /* Keras CSVLogger columns, or NULL */
+    FILE *csv;          /* Keras CSVLogger columns and ours, or NULL */
+    FILE *log;          /* one JSON object per update, or NULL */
+    const char *device; /* "cpu" or "gpu", for the log */
     double epoch_start, last_draw;
     int current_epoch;
     int64_t steps; /* of the current epoch */
@@ -30,8 +34,11 @@ typedef struct mr_progress {
 void mr_progress_init(mr_progress *p, FILE *out, int quiet, int epochs, FILE *csv);
 
 /* mr_fit_callbacks slots, with user = mr_progress. */
-void mr_progress_on_step(void *user, int epoch, int64_t step, int64_t steps, double loss,
-                         double acc);
+void mr_progress_on_step(void *user, const mr_step_info *info);
 void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *logs);
+
+/* Writes the CSV lines of epochs finished before a resume (their logs from
+ * the checkpoint), so the file reads as the uninterrupted run's. */
+void mr_progress_replay(mr_progress *p, const mr_epoch_logs *logs, int n);
 
 #endif

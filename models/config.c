@@ -28,7 +28,8 @@ typedef enum key_type {
     KEY_BOOL,
     KEY_ENUM,
     KEY_PATH,
-    KEY_INTS
+    KEY_INTS,
+    KEY_EVERY /* "N", "N epochs" or "N steps" into an mr_every */
 } key_type;
 
 /* Which struct a section's keys live in. */
@@ -100,6 +101,11 @@ static const key_def keys[] = {
      "cosine: the final learning rate as a fraction of the scaled one (Keras alpha)"},
     {"net", "accumulate", KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
      "micro-batches per update (gradient accumulation)"},
+    {"net", "checkpoint", KEY_PATH, NET(checkpoint), "", 0, 0, 0, 0, NULL, 0,
+     "if set: write checkpoints DIR/NAME-step<N>.h5 of this path (relative: to the .cfg's "
+     "folder; --keep prunes them, --resume auto takes the newest)"},
+    {"net", "checkpoint_every", KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30, 0, 0,
+     NULL, 0, "how often: N epochs or N steps (updates)"},
 
     {"data", "train_images", KEY_PATH, DATA(train_images), NULL, 0, 0, 0, 0, NULL, 0,
      "training images: IDX (raw or .gz), .npy, or file.h5:/dataset"},
@@ -362,6 +368,29 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
         }
         return 1;
     }
+    case KEY_EVERY: {
+        mr_every *out = dst;
+        errno = 0;
+        long long v = strtoll(val, &end, 10);
+        while (isspace((unsigned char)*end))
+            end++;
+        int steps = -1;
+        if (*end == '\0' || strcasecmp(end, "epochs") == 0 || strcasecmp(end, "epoch") == 0)
+            steps = 0;
+        else if (strcasecmp(end, "steps") == 0 || strcasecmp(end, "step") == 0)
+            steps = 1;
+        if (end == val || errno || steps < 0) {
+            snprintf(why, why_n, "'%s' is not N epochs or N steps", val);
+            return 0;
+        }
+        if ((double)v < k->min || (double)v > k->max) {
+            snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
+            return 0;
+        }
+        out->n = (int64_t)v;
+        out->steps = steps;
+        return 1;
+    }
     case KEY_INTS: {
         int *out = dst, n = 0;
         const char *p = val;
@@ -453,7 +482,7 @@ static int open_section(parse_state *ps, const char *name, int line) {
     if (sections[s].kind != SEC_LAYER) {
         if (ps->seen[s]) return fail(ps, line, "section [%s] appears twice", sections[s].name);
         ps->seen[s] = 1;
-        if (sections[s].kind == SEC_AUGMENT) cfg->augment.present = 1;
+        if (sections[s].kind == SEC_AUGMENT) cfg->augment.present = 1, cfg->augment.line = line;
     } else {
         int kind = layer_kind_of(sections[s].name);
         if (cfg->n_layers == 0 && kind != MR_LAYER_INPUT)
@@ -670,6 +699,9 @@ static void format_range(const key_def *k, char *out, size_t n) {
     case KEY_INTS:
         snprintf(out, n, "%d number%s, each %.0f .. %.0f", k->n_ints,
                  k->n_ints > 1 ? "s at most" : "", k->min, k->max);
+        break;
+    case KEY_EVERY:
+        snprintf(out, n, "N epochs or N steps, N %.0f .. %.0f", k->min, k->max);
         break;
     }
 }

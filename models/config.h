@@ -65,6 +65,12 @@ typedef struct mr_layer_cfg {
     int sync;       /* [batchnorm] global batch statistics across replicas */
 } mr_layer_cfg;
 
+/* "every N epochs" or "every N steps" */
+typedef struct mr_every {
+    int64_t n;
+    int steps; /* 1: n counts updates; 0: epochs */
+} mr_every;
+
 typedef struct mr_net_cfg {
     int batch;        /* per replica */
     int global_batch; /* 0 = batch x replicas */
@@ -83,6 +89,8 @@ typedef struct mr_net_cfg {
     mr_lr_schedule lr_schedule; /* after the warmup */
     float lr_alpha;             /* cosine: final rate as a fraction of the peak */
     int accumulate;
+    char checkpoint[MR_PATH_MAX]; /* "" = none; resolved against the .cfg file's folder */
+    mr_every checkpoint_every;
 } mr_net_cfg;
 
 typedef struct mr_data_cfg {
@@ -96,6 +104,7 @@ typedef struct mr_data_cfg {
 
 typedef struct mr_augment_cfg {
     int present; /* 1 if the file had an [augment] section */
+    int line;    /* its [augment] header */
     int flip;    /* random horizontal flip */
     int shift;   /* random shift, pixels, each axis, zero fill */
 } mr_augment_cfg;

@@ -54,7 +54,9 @@ struct mr_strategy {
     int64_t n_train, val_begin, n_val;
     const mr_augment *aug;
     const mr_fit_callbacks *cb;
-    int64_t *perm; /* (n_train) this epoch's order, written by replica 0 */
+    mr_fit_state from;  /* where the fit starts (zero: the beginning) */
+    mr_fit_state state; /* where it is, on global replica 0: history of finished epochs */
+    int64_t *perm;      /* (n_train) this epoch's order, written by replica 0 */
     int64_t eval_begin, eval_count;
     double eval_loss, eval_acc;
     cpu_set_t cpus; /* the process's cores at creation */
@@ -290,6 +292,7 @@ void mr_strategy_destroy(mr_strategy *s) {
     free(s->reps);
     free(s->buckets);
     free(s->perm);
+    free(s->state.history);
     free(s);
 }
 
@@ -427,16 +430,26 @@ static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t be
     return MR_OK;
 }
 
+/* Global replica 0 hands its model and the state to the checkpoint writer. */
+static mr_status save_checkpoint(replica *rep, float lr) {
+    mr_strategy *s = rep->s;
+    if (rep->g != 0 || s->cb == NULL || s->cb->save == NULL) return MR_OK;
+    return s->cb->save(s->cb->save_user, &s->state, &rep->model, lr, &rep->err);
+}
+
 static mr_status job_fit(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
     const mr_fit_plan *p = &s->plan;
+    const mr_fit_callbacks *cb = s->cb;
     const int R = s->R, K = p->accumulate, G = p->global_batch;
     const int64_t n = s->n_train, steps = p->steps_per_epoch;
     const int64_t np = m->n_params;
     const int shuffle = s->cfg->net.shuffle;
-    int64_t global_step = 0;
-    for (int epoch = 0; epoch < s->plan.epochs; epoch++) {
+    const mr_fit_state *from = &s->from;
+    mr_fit_state *state = &s->state; /* kept up to date by global replica 0 */
+    int64_t global_step = from->global_step;
+    for (int epoch = from->epoch; epoch < s->plan.epochs; epoch++) {
         /* every process computes the same permutation */
         if (rep->r == 0) {
             if (shuffle)
@@ -454,11 +467,16 @@ static mr_status job_fit(replica *rep) {
             aug.epoch = epoch;
             augp = &aug;
         }
-        double t0 = now_s(), epoch_loss = 0.0, epoch_correct = 0.0;
-        int64_t seen = 0;
+        /* a resumed epoch goes on from where the checkpoint left it */
+        const int resumed = epoch == from->epoch;
+        double t0 = now_s(), epoch_loss = resumed ? from->epoch_loss : 0.0;
+        double epoch_correct = resumed ? from->epoch_correct : 0.0;
+        double seconds_before = resumed ? from->epoch_seconds : 0.0;
+        int64_t seen = resumed ? from->seen : 0;
         float lr = 0.0f;
-        for (int64_t g = 0; g < steps; g++) {
-            int64_t gbegin = g * G;
+        int64_t g = resumed ? from->step : 0, gbegin = resumed ? from->position : 0;
+        for (; gbegin < n; g++, gbegin += G) {
+            double ts = now_s(), t_data = 0.0, t_compute = 0.0;
             int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
             mr_model_zero_grads(m);
             rep->next_bucket = 0;
@@ -472,20 +490,24 @@ static mr_status job_fit(replica *rep) {
                 rep->reduce_now = k == K - 1;
                 /* an empty shard (a last batch smaller than R x K) still runs the
                  * layers on zero rows: SyncBN's collectives need every replica */
+                double t1 = now_s();
                 mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp, m->input,
                                 rep->labels);
+                double t2 = now_s();
                 m->run.seed = s->opts.seed;
                 m->run.step = global_step;
                 m->run.sample_base = start;
                 mr_status st =
                     mr_model_train_batch(m, rep->labels, (int)cnt, (float)ga, &loss_sum, &correct,
                                          s->n_buckets ? bucket_ready : NULL, rep);
+                t_data += t2 - t1, t_compute += now_s() - t2;
                 if (st != MR_OK)
                     return mr_error_set(&rep->err, st,
                                         "replica %d: a collective inside the model failed", rep->g);
                 if (rep->bucket_status != MR_OK) return rep->bucket_status;
             }
             /* buckets this replica did not reach (its last shard was empty) */
+            double tc = now_s();
             rep->reduce_now = 1;
             bucket_ready(rep, np);
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
@@ -495,6 +517,7 @@ static mr_status job_fit(replica *rep) {
                                              (size_t)(np + METRIC_FLOATS - rep->reduced),
                                              &rep->err));
             MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
+            double t_comm = now_s() - tc;
             if (s->opts.debug_fail_step == global_step + 1 && rep->r == 0) {
                 if (!s->opts.debug_stall)
                     return mr_error_set(&rep->err, MR_ERR_RUNTIME,
@@ -503,8 +526,8 @@ static mr_status job_fit(replica *rep) {
                                         rep->g, (long long)(global_step + 1));
                 double until = now_s() + 3.0 * s->comm->timeout_s;
                 while (now_s() < until) {
-                    struct timespec ts = {0, 10000000};
-                    nanosleep(&ts, NULL);
+                    struct timespec nap = {0, 10000000};
+                    nanosleep(&nap, NULL);
                 }
             }
             lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
@@ -522,15 +545,39 @@ static mr_status job_fit(replica *rep) {
                 epoch_loss += m->grads[np];
                 epoch_correct += m->grads[np + 1];
                 seen += ga;
-                if (s->cb && s->cb->on_step)
-                    s->cb->on_step(s->cb->user, epoch, g + 1, steps, epoch_loss / (double)seen,
-                                   epoch_correct / (double)seen);
+                *state = (mr_fit_state){.epoch = epoch,
+                                        .step = g + 1,
+                                        .position = gbegin + ga,
+                                        .global_step = global_step,
+                                        .epoch_loss = epoch_loss,
+                                        .epoch_correct = epoch_correct,
+                                        .seen = seen,
+                                        .epoch_seconds = seconds_before + now_s() - t0,
+                                        .n_history = state->n_history,
+                                        .history = state->history};
+                if (cb && cb->on_step) {
+                    mr_step_info info = {.epoch = epoch,
+                                         .step = g + 1,
+                                         .steps = steps,
+                                         .global_step = global_step,
+                                         .loss = epoch_loss / (double)seen,
+                                         .accuracy = epoch_correct / (double)seen,
+                                         .step_loss = (double)m->grads[np] / (double)ga,
+                                         .lr = lr,
+                                         .seconds = now_s() - ts,
+                                         .data_seconds = t_data,
+                                         .compute_seconds = t_compute,
+                                         .comm_seconds = t_comm};
+                    cb->on_step(cb->user, &info);
+                }
             }
             if (s->opts.check_sync > 0 && global_step % s->opts.check_sync == 0) {
                 if (s->opts.debug_perturb_step == global_step && rep->g == R - 1 && R > 1)
                     m->params[0] += 1.0f; /* test hook: make the last replica diverge */
                 MR_CHECK(check_sync(rep, global_step));
             }
+            if (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0 && gbegin + ga < n)
+                MR_CHECK(save_checkpoint(rep, lr));
         }
         double t1 = now_s();
         mr_epoch_logs logs = {.epoch = epoch};
@@ -542,24 +589,43 @@ static mr_status job_fit(replica *rep) {
         if (rep->g == 0) {
             logs.loss = seen ? epoch_loss / (double)seen : 0.0;
             logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
-            logs.train_seconds = t1 - t0;
-            logs.samples_per_sec = (double)n / (t1 - t0);
+            logs.train_seconds = seconds_before + t1 - t0;
+            logs.samples_per_sec = (double)n / logs.train_seconds;
             logs.lr = lr;
-            if (s->cb && s->cb->on_epoch_end) s->cb->on_epoch_end(s->cb->user, &logs);
+            state->history[state->n_history++] = logs;
+            *state = (mr_fit_state){.epoch = epoch + 1,
+                                    .global_step = global_step,
+                                    .n_history = state->n_history,
+                                    .history = state->history};
+            if (cb && cb->on_epoch_end) cb->on_epoch_end(cb->user, &logs);
         }
+        int every = cb ? cb->every_epochs : 0;
+        if ((every > 0 && (epoch + 1) % every == 0) ||
+            (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0))
+            MR_CHECK(save_checkpoint(rep, lr));
     }
     return MR_OK;
 }
 
 mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_train,
                           int64_t val_begin, int64_t n_val, int epochs, const mr_augment *aug,
-                          const mr_fit_callbacks *cb, mr_error *err) {
+                          const mr_fit_state *from, const mr_fit_callbacks *cb, mr_error *err) {
     if (n_train < 1) return mr_error_set(err, MR_ERR_DATA, "no training examples");
     MR_CHECK(make_plan(s, n_train, err));
     free(s->perm);
     s->perm = malloc(sizeof(int64_t) * (size_t)n_train);
-    if (s->perm == NULL)
+    mr_epoch_logs *history = calloc((size_t)(epochs > 0 ? epochs : 1), sizeof *history);
+    if (s->perm == NULL || history == NULL) {
+        free(history);
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory for the permutation");
+    }
+    s->from = from ? *from : (mr_fit_state){0};
+    if (s->from.position > n_train) s->from.position = n_train;
+    free(s->state.history);
+    s->state = (mr_fit_state){
+        .epoch = s->from.epoch, .global_step = s->from.global_step, .history = history};
+    for (int e = 0; from && e < from->n_history && e < epochs; e++)
+        history[s->state.n_history++] = from->history[e];
     s->ds = train;
     s->n_train = n_train;
     s->val_begin = val_begin;
@@ -568,6 +634,27 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     s->aug = aug;
     s->cb = cb;
     return run_replicas(s, job_fit, err);
+}
+
+const mr_fit_state *mr_strategy_state(const mr_strategy *s) {
+    return &s->state;
+}
+
+static mr_status job_sync_model(replica *rep) {
+    mr_strategy *s = rep->s;
+    mr_model *m = &rep->model;
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0, &rep->err));
+    if (m->n_state)
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0, &rep->err));
+    for (int k = 0; k < 2; k++)
+        if (m->slots[k])
+            MR_CHECK(
+                mr_comm_broadcast(s->comm, rep->r, m->slots[k], (size_t)m->n_params, 0, &rep->err));
+    return MR_OK;
+}
+
+mr_status mr_strategy_sync_model(mr_strategy *s, mr_error *err) {
+    return run_replicas(s, job_sync_model, err);
 }
 
 static mr_status job_evaluate(replica *rep) {

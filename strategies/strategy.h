@@ -79,12 +79,49 @@ typedef struct mr_epoch_logs {
     float lr;               /* learning rate at the end of the epoch */
 } mr_epoch_logs;
 
-/* Progress reporting; called on replica 0's thread only. Any slot may be NULL. */
+/* One update, as global replica 0 saw it (for progress and --log). */
+typedef struct mr_step_info {
+    int epoch;              /* 0-based */
+    int64_t step, steps;    /* 1-based update in this epoch, updates of the epoch */
+    int64_t global_step;    /* updates since the start of training (1-based) */
+    double loss, accuracy;  /* running means over the epoch so far */
+    double step_loss;       /* this update's mean loss over its global batch */
+    float lr;               /* the rate this update applied */
+    double seconds;         /* wall time of the update */
+    double data_seconds;    /* converting this replica's rows */
+    double compute_seconds; /* forward and backward */
+    double comm_seconds;    /* the all-reduces after backward (waiting for the others too) */
+} mr_step_info;
+
+/* Where a fit is and what it has reported: with the weights and the
+ * optimizer slots, everything a checkpoint needs to resume exactly. */
+typedef struct mr_fit_state {
+    int epoch;           /* the epoch under way (0-based); == epochs when training is over */
+    int64_t step;        /* updates done in this epoch */
+    int64_t position;    /* examples of this epoch's order consumed */
+    int64_t global_step; /* updates done in all (Adam's t, dropout masks) */
+    double epoch_loss, epoch_correct; /* this epoch's sums so far */
+    int64_t seen;                     /* examples they are over */
+    double epoch_seconds;             /* training time of this epoch so far */
+    int n_history;                    /* finished epochs' logs in history */
+    mr_epoch_logs *history;           /* (epochs) owned by the strategy or the caller */
+} mr_fit_state;
+
+/* Progress reporting; called on global replica 0's thread only. Any slot may be NULL. */
 typedef struct mr_fit_callbacks {
     void *user;
-    /* after each update: running means over the epoch so far */
-    void (*on_step)(void *user, int epoch, int64_t step, int64_t steps, double loss, double acc);
+    /* after each update */
+    void (*on_step)(void *user, const mr_step_info *info);
     void (*on_epoch_end)(void *user, const mr_epoch_logs *logs);
+    /* Checkpoints: after every `every_steps` updates (0: never), and after
+     * every `every_epochs` epochs (0: never), with the model of global
+     * replica 0 (every replica holds the same bits) and the state to resume
+     * from. A failure stops training (the caller's file is left as it was). */
+    int every_epochs;
+    int64_t every_steps;
+    void *save_user;
+    mr_status (*save)(void *save_user, const mr_fit_state *state, const mr_model *model, float lr,
+                      mr_error *err);
 } mr_fit_callbacks;
 
 /* Builds this process's replicas of the model (shape errors name the .cfg
@@ -114,10 +151,22 @@ const mr_comm *mr_strategy_comm(const mr_strategy *s);
 
 /* Trains `epochs` epochs on rows [0, n_train) of train, validating on rows
  * [val_begin, val_begin + n_val) after each epoch when n_val > 0. aug (may be
- * NULL) augments training examples. */
+ * NULL) augments training examples. from (may be NULL: the start) is where
+ * a checkpoint left off: its epoch, position in the epoch's order, update
+ * count, partial sums and history; the weights and slots must already be
+ * in place (mr_strategy_sync_model). With the replica count of the run
+ * that wrote it, the rest of the run is bitwise the uninterrupted one;
+ * with another, training goes on from the same example of the epoch. */
 mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_train,
                           int64_t val_begin, int64_t n_val, int epochs, const mr_augment *aug,
-                          const mr_fit_callbacks *cb, mr_error *err);
+                          const mr_fit_state *from, const mr_fit_callbacks *cb, mr_error *err);
+
+/* The logs of the epochs trained so far (and restored from a checkpoint). */
+const mr_fit_state *mr_strategy_state(const mr_strategy *s);
+
+/* Copies the parameters, state and optimizer slots of global replica 0 to
+ * every replica of the job (after loading a checkpoint into it). */
+mr_status mr_strategy_sync_model(mr_strategy *s, mr_error *err);
 
 /* Mean loss and accuracy over rows [begin, begin + count) of ds, sharded over
  * all the job's replicas, exact for uneven shards (the sums travel as

@@ -344,9 +344,8 @@ START_TEST(evaluate_exact_with_uneven_shards) {
 END_TEST
 
 /* on_step runs on replica 0's thread: record the cores it may run on. */
-static void record_affinity(void *user, int epoch, int64_t step, int64_t steps, double loss,
-                            double acc) {
-    (void)epoch, (void)step, (void)steps, (void)loss, (void)acc;
+static void record_affinity(void *user, const mr_step_info *info) {
+    (void)info;
     sched_getaffinity(0, sizeof(cpu_set_t), user);
 }
 
@@ -378,7 +377,7 @@ static void check_pinning(int R, const cpu_set_t *mask) {
     cpu_set_t during, after;
     CPU_ZERO(&during);
     mr_fit_callbacks cb = {.user = &during, .on_step = record_affinity};
-    ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 1, NULL, &cb, &err), MR_OK);
+    ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 1, NULL, NULL, &cb, &err), MR_OK);
     if (pinned) {
         ck_assert_int_eq(CPU_COUNT(&during), 1);
         ck_assert(CPU_ISSET(mr_strategy_replica_cpu(s, 0), &during));

@@ -1,0 +1,539 @@
+/* keras.c: Keras's legacy .h5 layout and the parts of a .keras archive
+ * (keras.h). The JSON keys and their order follow what Keras 3.15 writes
+ * for these layer classes; load_model needs far fewer, but h5py users and
+ * other tools read the file as Keras would have written it. */
+#include "keras.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/strbuf.h"
+
+#define MODEL_NAME "sequential"
+
+static const char *dtype_policy =
+    "{\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": {\"name\": "
+    "\"float32\"}, \"registered_name\": null}";
+
+static const char *initializer(const char *cls) {
+    if (strcmp(cls, "GlorotUniform") == 0)
+        return "{\"module\": \"keras.initializers\", \"class_name\": \"GlorotUniform\", "
+               "\"config\": {\"seed\": null, \"input_axes\": null, \"output_axes\": null}, "
+               "\"registered_name\": null}";
+    if (strcmp(cls, "Ones") == 0)
+        return "{\"module\": \"keras.initializers\", \"class_name\": \"Ones\", \"config\": {}, "
+               "\"registered_name\": null}";
+    return "{\"module\": \"keras.initializers\", \"class_name\": \"Zeros\", \"config\": {}, "
+           "\"registered_name\": null}";
+}
+
+static const char *activation_name(mr_activation a) {
+    return a == MR_ACTIVATION_LINEAR ? "linear" : mr_activation_name(a);
+}
+
+/* [null, H, W, C] or [null, F] */
+static void batch_shape(mr_sb *b, mr_shape s) {
+    mr_sb_printf(b, "[null");
+    for (int i = 0; i < s.rank; i++)
+        mr_sb_printf(b, ", %d", s.d[i]);
+    mr_sb_printf(b, "]");
+}
+
+/* The config object of one layer (the keys Keras writes, in its order). */
+static void layer_config(mr_sb *b, const mr_layer *l) {
+    const mr_layer_cfg *c = l->cfg;
+    mr_sb_printf(b, "{\"name\": \"%s\", \"trainable\": true, \"dtype\": %s", l->name, dtype_policy);
+    switch (c->kind) {
+    case MR_LAYER_DENSE:
+        mr_sb_printf(b,
+                     ", \"units\": %d, \"activation\": \"%s\", \"use_bias\": %s, "
+                     "\"kernel_initializer\": %s, \"bias_initializer\": %s, "
+                     "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
+                     "\"kernel_constraint\": null, \"bias_constraint\": null, "
+                     "\"quantization_config\": null",
+                     c->units, activation_name(c->activation), c->use_bias ? "true" : "false",
+                     initializer("GlorotUniform"), initializer("Zeros"));
+        break;
+    case MR_LAYER_CONV2D:
+        mr_sb_printf(b,
+                     ", \"filters\": %d, \"kernel_size\": [%d, %d], \"strides\": [%d, %d], "
+                     "\"padding\": \"%s\", \"data_format\": \"channels_last\", "
+                     "\"dilation_rate\": [1, 1], \"groups\": 1, \"activation\": \"%s\", "
+                     "\"use_bias\": %s, \"kernel_initializer\": %s, \"bias_initializer\": %s, "
+                     "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
+                     "\"activity_regularizer\": null, \"kernel_constraint\": null, "
+                     "\"bias_constraint\": null",
+                     c->filters, c->size[0], c->size[1], c->stride[0], c->stride[1],
+                     c->padding == MR_PADDING_SAME ? "same" : "valid",
+                     activation_name(c->activation), c->use_bias ? "true" : "false",
+                     initializer("GlorotUniform"), initializer("Zeros"));
+        break;
+    case MR_LAYER_MAXPOOL:
+    case MR_LAYER_AVGPOOL:
+        mr_sb_printf(b,
+                     ", \"pool_size\": [%d, %d], \"padding\": \"%s\", \"strides\": [%d, %d], "
+                     "\"data_format\": \"channels_last\"",
+                     c->size[0], c->size[1], c->padding == MR_PADDING_SAME ? "same" : "valid",
+                     c->stride[0], c->stride[1]);
+        break;
+    case MR_LAYER_FLATTEN:
+        mr_sb_printf(b, ", \"data_format\": \"channels_last\"");
+        break;
+    case MR_LAYER_DROPOUT:
+        mr_sb_printf(b, ", \"rate\": ");
+        mr_sb_float(b, c->rate);
+        mr_sb_printf(b, ", \"seed\": null, \"noise_shape\": null");
+        break;
+    case MR_LAYER_BATCHNORM:
+        mr_sb_printf(b, ", \"axis\": -1, \"momentum\": ");
+        mr_sb_float(b, c->momentum);
+        mr_sb_printf(b, ", \"epsilon\": ");
+        mr_sb_float(b, c->epsilon);
+        mr_sb_printf(b,
+                     ", \"center\": true, \"scale\": true, \"beta_initializer\": %s, "
+                     "\"gamma_initializer\": %s, \"moving_mean_initializer\": %s, "
+                     "\"moving_variance_initializer\": %s, \"beta_regularizer\": null, "
+                     "\"gamma_regularizer\": null, \"beta_constraint\": null, "
+                     "\"gamma_constraint\": null, \"synchronized\": %s, \"renorm\": false, "
+                     "\"renorm_clipping\": null, \"renorm_momentum\": 0.99",
+                     initializer("Zeros"), initializer("Ones"), initializer("Zeros"),
+                     initializer("Ones"), c->sync ? "true" : "false");
+        break;
+    case MR_LAYER_ACTIVATION:
+        mr_sb_printf(b, ", \"activation\": \"%s\"", activation_name(c->activation));
+        break;
+    default:
+        break;
+    }
+    mr_sb_printf(b, "}");
+}
+
+/* Keras writes an archive layer's build_config (its input shape) for the
+ * layers that build weights, and Flatten. */
+static int has_build_config(mr_layer_kind k) {
+    return k == MR_LAYER_DENSE || k == MR_LAYER_CONV2D || k == MR_LAYER_BATCHNORM ||
+           k == MR_LAYER_FLATTEN;
+}
+
+static const char *loss_name(mr_loss_kind k) {
+    return k == MR_LOSS_MSE ? "mean_squared_error" : mr_loss_name(k);
+}
+
+/* {"class_name": "Adam", "config": {...}} (archive: with module keys) */
+static void optimizer_config(mr_sb *b, const mr_model *m, float lr, int archive) {
+    const mr_optimizer *o = &m->opt;
+    int adam = o->kind == MR_OPTIMIZER_ADAM;
+    mr_sb_printf(b, "{%s\"class_name\": \"%s\", \"config\": {\"name\": \"%s\", \"learning_rate\": ",
+                 archive ? "\"module\": \"keras.optimizers\", " : "", adam ? "Adam" : "SGD",
+                 adam ? "adam" : "sgd");
+    mr_sb_float(b, lr);
+    mr_sb_printf(b, ", \"weight_decay\": null, \"clipnorm\": null, \"global_clipnorm\": null, "
+                    "\"clipvalue\": null, \"use_ema\": false, \"ema_momentum\": 0.99, "
+                    "\"ema_overwrite_frequency\": null, \"loss_scale_factor\": null, "
+                    "\"gradient_accumulation_steps\": null");
+    if (adam) {
+        mr_sb_printf(b, ", \"beta_1\": ");
+        mr_sb_float(b, o->beta1);
+        mr_sb_printf(b, ", \"beta_2\": ");
+        mr_sb_float(b, o->beta2);
+        mr_sb_printf(b, ", \"epsilon\": ");
+        mr_sb_float(b, o->epsilon);
+        mr_sb_printf(b, ", \"amsgrad\": false}");
+    } else {
+        mr_sb_printf(b, ", \"momentum\": ");
+        mr_sb_float(b, o->momentum);
+        mr_sb_printf(b, ", \"nesterov\": %s}", o->nesterov ? "true" : "false");
+    }
+    mr_sb_printf(b, "%s}", archive ? ", \"registered_name\": null" : "");
+}
+
+/* "loss": ..., through "jit_compile" (shared by both forms) */
+static void compile_keys(mr_sb *b, const mr_model *m) {
+    mr_sb_printf(b,
+                 "\"loss\": \"%s\", \"loss_weights\": null, \"metrics\": [\"accuracy\"], "
+                 "\"weighted_metrics\": null, \"run_eagerly\": false, \"steps_per_execution\": "
+                 "1, \"jit_compile\": false",
+                 loss_name(m->cfg->net.loss));
+}
+
+char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr) {
+    const int archive = form == MR_KERAS_ARCHIVE;
+    mr_sb b;
+    mr_sb_init(&b);
+    mr_sb_printf(&b,
+                 "{%s\"class_name\": \"Sequential\", \"config\": {\"name\": \"" MODEL_NAME
+                 "\", \"trainable\": true, \"dtype\": %s, \"layers\": [",
+                 archive ? "\"module\": \"keras\", " : "", dtype_policy);
+    mr_sb_printf(&b, "{%s\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": ",
+                 archive ? "\"module\": \"keras.layers\", " : "");
+    batch_shape(&b, m->in_shape);
+    mr_sb_printf(&b,
+                 ", \"dtype\": \"float32\", \"sparse\": false, \"ragged\": false, \"name\": "
+                 "\"input_layer\", \"optional\": false}%s}",
+                 archive ? ", \"registered_name\": null" : "");
+    for (int i = 0; i < m->n_layers; i++) {
+        const mr_layer *l = &m->layers[i];
+        mr_sb_printf(&b, ", {%s\"class_name\": \"%s\", \"config\": ",
+                     archive ? "\"module\": \"keras.layers\", " : "", l->ops->class_name);
+        layer_config(&b, l);
+        if (archive) {
+            mr_sb_printf(&b, ", \"registered_name\": null");
+            if (has_build_config(l->cfg->kind)) {
+                mr_sb_printf(&b, ", \"build_config\": {\"input_shape\": ");
+                batch_shape(&b, l->in);
+                mr_sb_printf(&b, "}");
+            }
+        }
+        mr_sb_printf(&b, "}");
+    }
+    mr_sb_printf(&b, "], \"build_input_shape\": ");
+    batch_shape(&b, m->in_shape);
+    mr_sb_printf(&b, "}");
+    if (archive) {
+        mr_sb_printf(&b, ", \"registered_name\": null, \"build_config\": {\"input_shape\": ");
+        batch_shape(&b, m->in_shape);
+        mr_sb_printf(&b, "}, \"compile_config\": {\"optimizer\": ");
+        optimizer_config(&b, m, lr, 1);
+        mr_sb_printf(&b, ", ");
+        compile_keys(&b, m);
+        mr_sb_printf(&b, "}");
+    }
+    mr_sb_printf(&b, "}");
+    return mr_sb_take(&b);
+}
+
+char *mr_keras_training_config(const mr_model *m, float lr) {
+    mr_sb b;
+    mr_sb_init(&b);
+    mr_sb_printf(&b, "{");
+    compile_keys(&b, m);
+    mr_sb_printf(&b, ", \"optimizer_config\": ");
+    optimizer_config(&b, m, lr, 0);
+    mr_sb_printf(&b, "}");
+    return mr_sb_take(&b);
+}
+
+/* ---- weights ------------------------------------------------------------ */
+
+/* A weight's Keras shape as dims. */
+static int weight_dims(const mr_weight *w, int64_t *dims) {
+    for (int d = 0; d < w->rank; d++)
+        dims[d] = w->dims[d];
+    return w->rank;
+}
+
+/* Optimizer slot names, in Keras's order per variable. */
+static int slot_names(const mr_model *m, const char **names) {
+    if (m->opt.kind == MR_OPTIMIZER_ADAM) {
+        names[0] = "momentum", names[1] = "velocity";
+        return 2;
+    }
+    names[0] = "momentum";
+    return mr_optimizer_slot_count(&m->opt);
+}
+
+static const char *optimizer_name(const mr_model *m) {
+    return m->opt.kind == MR_OPTIMIZER_ADAM ? "adam" : "sgd";
+}
+
+/* Where weight w's slot s lives: slot buffers have the params' layout. */
+static float *slot_of(const mr_model *m, const mr_weight *w, int s) {
+    return m->slots[s] + (w->data - m->params);
+}
+
+mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr, mr_error *err) {
+    char *config = mr_keras_model_config(m, MR_KERAS_LEGACY_H5, lr);
+    char *training = mr_keras_training_config(m, lr);
+    mr_status st = config && training ? MR_OK : mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    hid_t root = h->file;
+    /* backend: the layout is TensorFlow's (channels_last kernels), which is
+     * what the attribute tells Keras's loader */
+    if (st == MR_OK) st = mr_h5_attr_str(h, root, "backend", "tensorflow", 1, err);
+    if (st == MR_OK) st = mr_h5_attr_str(h, root, "keras_version", MR_KERAS_VERSION, 1, err);
+    if (st == MR_OK) st = mr_h5_attr_str(h, root, "model_config", config, 0, err);
+    if (st == MR_OK) st = mr_h5_attr_str(h, root, "training_config", training, 0, err);
+    free(config);
+    free(training);
+    MR_CHECK(st);
+
+    hid_t mw;
+    MR_CHECK(mr_h5_group(h, root, "model_weights", &mw, err));
+    const char *names[MR_MAX_LAYERS];
+    for (int i = 0; i < m->n_layers; i++)
+        names[i] = m->layers[i].name;
+    st = mr_h5_attr_str(h, mw, "backend", "tensorflow", 0, err);
+    if (st == MR_OK) st = mr_h5_attr_str(h, mw, "keras_version", MR_KERAS_VERSION, 0, err);
+    if (st == MR_OK) st = mr_h5_attr_strs(h, mw, "layer_names", names, m->n_layers, err);
+    for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
+        const mr_layer *l = &m->layers[i];
+        hid_t g;
+        st = mr_h5_group(h, mw, l->name, &g, err);
+        if (st != MR_OK) break;
+        char paths[MR_MAX_WEIGHTS][96];
+        const char *wn[MR_MAX_WEIGHTS];
+        for (int w = 0; w < l->n_weights; w++) {
+            snprintf(paths[w], sizeof paths[w], MODEL_NAME "/%s/%s", l->name, l->w[w].name);
+            wn[w] = paths[w];
+        }
+        st = mr_h5_attr_strs(h, g, "weight_names", wn, l->n_weights, err);
+        for (int w = 0; st == MR_OK && w < l->n_weights; w++) {
+            int64_t dims[4];
+            int rank = weight_dims(&l->w[w], dims);
+            st = mr_h5_write(h, g, paths[w], MR_H5_F32, rank, dims, l->w[w].data, err);
+        }
+        H5Gclose(g);
+    }
+    if (st == MR_OK) { /* Keras writes it for every model, empty for a Sequential */
+        hid_t g;
+        st = mr_h5_group(h, mw, "top_level_model_weights", &g, err);
+        if (st == MR_OK) {
+            st = mr_h5_attr_strs(h, g, "weight_names", NULL, 0, err);
+            H5Gclose(g);
+        }
+    }
+    H5Gclose(mw);
+    MR_CHECK(st);
+
+    /* /optimizer_weights: iteration, learning_rate, then each trainable
+     * variable's slots in model order (Keras's names) */
+    const char *slot[2];
+    int ns = slot_names(m, slot);
+    const char *opt = optimizer_name(m);
+    int n = 2;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int w = 0; w < m->layers[i].n_weights; w++)
+            n += m->layers[i].w[w].trainable ? ns : 0;
+    char(*paths)[128] = calloc((size_t)n, sizeof *paths);
+    const char **wn = calloc((size_t)n, sizeof *wn);
+    if (paths == NULL || wn == NULL) {
+        free(paths), free(wn);
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    }
+    hid_t ow;
+    st = mr_h5_group(h, root, "optimizer_weights", &ow, err);
+    if (st == MR_OK) {
+        snprintf(paths[0], sizeof paths[0], "%s/iteration", opt);
+        snprintf(paths[1], sizeof paths[1], "%s/learning_rate", opt);
+        st = mr_h5_write(h, ow, paths[0], MR_H5_I64, 0, NULL, &step, err);
+        if (st == MR_OK) st = mr_h5_write(h, ow, paths[1], MR_H5_F32, 0, NULL, &lr, err);
+        int k = 2;
+        for (int i = 0; st == MR_OK && i < m->n_layers; i++)
+            for (int w = 0; st == MR_OK && w < m->layers[i].n_weights; w++) {
+                const mr_weight *wt = &m->layers[i].w[w];
+                if (!wt->trainable) continue;
+                for (int s = 0; st == MR_OK && s < ns; s++, k++) {
+                    snprintf(paths[k], sizeof paths[k], "%s/" MODEL_NAME "_%s_%s_%s", opt,
+                             m->layers[i].name, wt->name, slot[s]);
+                    int64_t dims[4];
+                    int rank = weight_dims(wt, dims);
+                    st =
+                        mr_h5_write(h, ow, paths[k], MR_H5_F32, rank, dims, slot_of(m, wt, s), err);
+                }
+            }
+        for (int i = 0; i < n; i++)
+            wn[i] = paths[i];
+        if (st == MR_OK) st = mr_h5_attr_strs(h, ow, "weight_names", wn, n, err);
+        H5Gclose(ow);
+    }
+    free(paths);
+    free(wn);
+    return st;
+}
+
+/* "dense_3" -> "dense": a Keras default name's class part. */
+static void name_base(const char *name, char *base, size_t n) {
+    snprintf(base, n, "%s", name);
+    char *u = strrchr(base, '_');
+    if (u != NULL && u[1] != '\0' && strspn(u + 1, "0123456789") == strlen(u + 1)) *u = '\0';
+}
+
+/* The class part of our layer's name ("conv2d"). */
+static int is_default_base(const char *base) {
+    const char *known[] = {
+        "dense",   "conv2d",  "batch_normalization", "max_pooling2d", "average_pooling2d",
+        "flatten", "dropout", "activation"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(base, known[i]) == 0) return 1;
+    return 0;
+}
+
+mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error *err) {
+    hid_t mw;
+    MR_CHECK(mr_h5_open_group(h, h->file, "model_weights", &mw, err));
+    char **names = NULL;
+    int n = 0;
+    mr_status st = mr_h5_read_attr_strs(h, mw, "layer_names", &names, &n, err);
+    if (st == MR_OK && same_layers) {
+        int same = n == m->n_layers;
+        for (int i = 0; same && i < n; i++)
+            same = strcmp(names[i], m->layers[i].name) == 0;
+        if (!same) {
+            char file_list[512] = "", model_list[512] = "";
+            for (int i = 0; i < n; i++)
+                snprintf(file_list + strlen(file_list), sizeof file_list - strlen(file_list),
+                         "%s%s", i ? ", " : "", names[i]);
+            for (int i = 0; i < m->n_layers; i++)
+                snprintf(model_list + strlen(model_list), sizeof model_list - strlen(model_list),
+                         "%s%s", i ? ", " : "", m->layers[i].name);
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: a checkpoint of another model: its layers are (%s), the .cfg's "
+                              "are (%s)",
+                              h->path, file_list, model_list);
+        }
+    }
+    /* pair the file's layers that have weights with the model's, in order */
+    int next = 0; /* next file layer to look at */
+    for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
+        mr_layer *l = &m->layers[i];
+        if (l->n_weights == 0) continue;
+        char **wn = NULL;
+        int nw = 0;
+        hid_t g = -1;
+        while (st == MR_OK && next < n) {
+            st = mr_h5_open_group(h, mw, names[next], &g, err);
+            if (st == MR_OK) st = mr_h5_read_attr_strs(h, g, "weight_names", &wn, &nw, err);
+            if (st != MR_OK) {
+                /* Keras may leave weight_names out of a layer without weights */
+                if (g >= 0 && H5Aexists(g, "weight_names") <= 0) {
+                    mr_error_clear(err);
+                    st = MR_OK;
+                    nw = 0;
+                } else {
+                    break;
+                }
+            }
+            next++;
+            if (nw > 0) break;
+            H5Gclose(g);
+            g = -1;
+            mr_h5_free_strs(wn, nw);
+            wn = NULL;
+        }
+        if (st != MR_OK) break;
+        if (nw == 0) {
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: has fewer layers with weights than the model: nothing for "
+                              "layer %s (%s)",
+                              h->path, l->name, l->ops->class_name);
+            break;
+        }
+        const char *fname = names[next - 1];
+        char base[64], mine[64];
+        name_base(fname, base, sizeof base);
+        name_base(l->name, mine, sizeof mine);
+        if (is_default_base(base) && strcmp(base, mine) != 0)
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: layer %s of the file is where the model has %s (%s): the "
+                              "layers differ",
+                              h->path, fname, l->name, l->ops->class_name);
+        else if (nw != l->n_weights)
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: /model_weights/%s has %d weights, the model's layer %s (%s) has "
+                              "%d",
+                              h->path, fname, nw, l->name, l->ops->class_name, l->n_weights);
+        for (int w = 0; st == MR_OK && w < nw; w++) {
+            int64_t dims[4];
+            int rank = weight_dims(&l->w[w], dims);
+            st = mr_h5_read(h, g, wn[w], MR_H5_F32, rank, dims, l->w[w].data, err);
+        }
+        mr_h5_free_strs(wn, nw);
+        H5Gclose(g);
+    }
+    /* weights left over in the file: another model */
+    for (; st == MR_OK && next < n; next++) {
+        hid_t g;
+        char **wn = NULL;
+        int nw = 0;
+        if (mr_h5_open_group(h, mw, names[next], &g, err) != MR_OK) {
+            st = err->status;
+            break;
+        }
+        if (H5Aexists(g, "weight_names") > 0)
+            st = mr_h5_read_attr_strs(h, g, "weight_names", &wn, &nw, err);
+        H5Gclose(g);
+        mr_h5_free_strs(wn, nw);
+        if (st == MR_OK && nw > 0)
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: has more layers with weights than the model (%s is left over)",
+                              h->path, names[next]);
+    }
+    mr_h5_free_strs(names, n);
+    H5Gclose(mw);
+    return st;
+}
+
+mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error *err) {
+    hid_t ow;
+    MR_CHECK(mr_h5_open_group(h, h->file, "optimizer_weights", &ow, err));
+    const char *slot[2];
+    int ns = slot_names(m, slot);
+    const char *opt = optimizer_name(m);
+    char path[160];
+    snprintf(path, sizeof path, "%s/iteration", opt);
+    mr_status st = mr_h5_read(h, ow, path, MR_H5_I64, 0, NULL, step, err);
+    for (int i = 0; st == MR_OK && i < m->n_layers; i++)
+        for (int w = 0; st == MR_OK && w < m->layers[i].n_weights; w++) {
+            const mr_weight *wt = &m->layers[i].w[w];
+            if (!wt->trainable) continue;
+            for (int s = 0; st == MR_OK && s < ns; s++) {
+                snprintf(path, sizeof path, "%s/" MODEL_NAME "_%s_%s_%s", opt, m->layers[i].name,
+                         wt->name, slot[s]);
+                int64_t dims[4];
+                int rank = weight_dims(wt, dims);
+                st = mr_h5_read(h, ow, path, MR_H5_F32, rank, dims, slot_of(m, wt, s), err);
+            }
+        }
+    H5Gclose(ow);
+    return st;
+}
+
+mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t step, float lr,
+                                         mr_error *err) {
+    mr_status st = MR_OK;
+    char path[160];
+    for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
+        const mr_layer *l = &m->layers[i];
+        hid_t g;
+        /* group names are the class's snake_case name and a counter, which
+         * our (Keras's default) layer names already are */
+        snprintf(path, sizeof path, "layers/%s/vars", l->name);
+        st = mr_h5_group(h, h->file, path, &g, err);
+        if (st != MR_OK) break;
+        st = mr_h5_attr_str(h, g, "name", l->name, 1, err);
+        for (int w = 0; st == MR_OK && w < l->n_weights; w++) {
+            int64_t dims[4];
+            int rank = weight_dims(&l->w[w], dims);
+            snprintf(path, sizeof path, "%d", w);
+            st = mr_h5_write(h, g, path, MR_H5_F32, rank, dims, l->w[w].data, err);
+        }
+        H5Gclose(g);
+    }
+    hid_t g;
+    if (st == MR_OK) st = mr_h5_group(h, h->file, "optimizer/vars", &g, err);
+    if (st == MR_OK) {
+        const char *slot[2];
+        int ns = slot_names(m, slot), k = 2;
+        st = mr_h5_attr_str(h, g, "name", optimizer_name(m), 1, err);
+        if (st == MR_OK) st = mr_h5_write(h, g, "0", MR_H5_I64, 0, NULL, &step, err);
+        if (st == MR_OK) st = mr_h5_write(h, g, "1", MR_H5_F32, 0, NULL, &lr, err);
+        for (int i = 0; st == MR_OK && i < m->n_layers; i++)
+            for (int w = 0; st == MR_OK && w < m->layers[i].n_weights; w++) {
+                const mr_weight *wt = &m->layers[i].w[w];
+                if (!wt->trainable) continue;
+                for (int s = 0; st == MR_OK && s < ns; s++, k++) {
+                    int64_t dims[4];
+                    int rank = weight_dims(wt, dims);
+                    snprintf(path, sizeof path, "%d", k);
+                    st = mr_h5_write(h, g, path, MR_H5_F32, rank, dims, slot_of(m, wt, s), err);
+                }
+            }
+        H5Gclose(g);
+    }
+    if (st == MR_OK) st = mr_h5_group(h, h->file, "vars", &g, err);
+    if (st == MR_OK) {
+        st = mr_h5_attr_str(h, g, "name", MODEL_NAME, 1, err);
+        H5Gclose(g);
+    }
+    return st;
+}

@@ -1,0 +1,58 @@
+/* keras.h: the model in Keras's file formats.
+ *
+ * The legacy .h5 layout that keras.models.load_model and h5py users read,
+ * as Keras 3.15 writes it (observed from its own model.save("m.h5")):
+ * root attributes backend, keras_version, model_config (the Sequential's
+ * JSON) and training_config; /model_weights with layer_names and one group
+ * per layer holding weight_names and the weights at
+ * sequential/<layer>/<weight> in Keras shapes (our own shapes: Dense kernel
+ * (in, out), Conv2D kernel (kh, kw, in, out)); /optimizer_weights with the
+ * optimizer's iteration, learning rate and slots (Adam's momentum and
+ * velocity, SGD's momentum: the same quantities Keras keeps). And the parts
+ * of a .keras archive: config.json (module keys, build_config,
+ * compile_config) and model.weights.h5 (/layers/<name>/vars/<i>).
+ * Weights are read back by layer order and checked against the model: the
+ * number of layers with weights, each one's weights and shapes, and the
+ * layer kinds where the file's names say them; every mismatch is named. */
+#ifndef MR_KERAS_H
+#define MR_KERAS_H
+
+#include <stdint.h>
+
+#include "../runtime/h5file.h"
+#include "model.h"
+
+/* The Keras version whose layout these files follow. */
+#define MR_KERAS_VERSION "3.15.1"
+
+typedef enum mr_keras_form {
+    MR_KERAS_LEGACY_H5, /* model_config of a .h5 */
+    MR_KERAS_ARCHIVE,   /* config.json of a .keras */
+} mr_keras_form;
+
+/* The model's Sequential config as JSON (malloc'd; NULL if out of memory).
+ * lr is the learning rate recorded with the optimizer (archive form). */
+char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr);
+
+/* The legacy training_config JSON: loss, metrics, optimizer (malloc'd). */
+char *mr_keras_training_config(const mr_model *m, float lr);
+
+/* Writes the legacy layout into the file being written: root attributes,
+ * /model_weights, /optimizer_weights (iteration = step, learning_rate = lr). */
+mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr, mr_error *err);
+
+/* Reads /model_weights into m's weights (trainable and state). With
+ * same_layers, the file's layer list must be the model's exactly (a
+ * checkpoint to resume); without, only the layers with weights must match
+ * in order (a file Keras wrote, with its own layer names). */
+mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error *err);
+
+/* Reads /optimizer_weights (as mr_keras_write_h5 writes them) into m's
+ * optimizer slots; *step is the iteration. */
+mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error *err);
+
+/* Writes the weights file of a .keras archive (model.weights.h5). */
+mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t step, float lr,
+                                         mr_error *err);
+
+#endif

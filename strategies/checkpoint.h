@@ -1,0 +1,61 @@
+/* checkpoint.h: a training checkpoint in one HDF5 file.
+ *
+ * The model in Keras's legacy .h5 layout (models/keras.h: model_config,
+ * /model_weights, /optimizer_weights with the optimizer's slots under
+ * Keras's names), so keras.models.load_model and h5py read it; and a group
+ * /mirrored with the rest of what resuming exactly needs: the .cfg text and
+ * where it was read, the replica and process counts, the global batch and
+ * seed, where the fit stood (epoch, updates in it, position in its order,
+ * update count, the epoch's partial sums and time), the metrics of every
+ * finished epoch, the learning rate, and the preprocessing (scale,
+ * per-feature mean and 1/std). The random streams are counter-based
+ * (Philox keyed by seed, epoch, step and sample), so the seed and the
+ * counters are their whole state. Written through a temporary file renamed
+ * into place (runtime/h5file.h): a crash leaves the previous file whole. */
+#ifndef MR_CHECKPOINT_H
+#define MR_CHECKPOINT_H
+
+#include "../models/config.h"
+#include "../models/model.h"
+#include "strategy.h"
+
+typedef struct mr_checkpoint {
+    char *cfg_text;             /* the .cfg as trained (malloc'd on load) */
+    char cfg_path[MR_PATH_MAX]; /* where it was read: relative data paths start there */
+    int replicas, processes;    /* of the run that wrote it */
+    int global_batch;
+    int64_t seed;
+    float lr;              /* learning rate at the checkpoint */
+    mr_fit_state state;    /* history malloc'd on load */
+    float scale;           /* preprocessing: x * scale, then (x - mean) * inv_std */
+    int64_t row;           /* features per example (mean, inv_std lengths) */
+    float *mean, *inv_std; /* NULL without standardisation */
+} mr_checkpoint;
+
+/* Writes model m (weights and optimizer slots) and c to path. */
+mr_status mr_checkpoint_save(const char *path, const mr_model *m, const mr_checkpoint *c,
+                             mr_error *err);
+
+/* Reads /mirrored of path into c (free with mr_checkpoint_free). */
+mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err);
+
+/* Reads the weights of path into m (and the optimizer slots when
+ * with_optimizer); the file's layers must be m's (a checkpoint of another
+ * model is named as such). */
+mr_status mr_checkpoint_load_model(const char *path, mr_model *m, int with_optimizer,
+                                   mr_error *err);
+
+void mr_checkpoint_free(mr_checkpoint *c);
+
+/* Checkpoint file names: PATTERN "dir/name.h5" gives "dir/name-step<N>.h5",
+ * N zero-padded to 9 digits so that names sort by step. */
+void mr_checkpoint_name(const char *pattern, int64_t step, char *buf, size_t n);
+
+/* The checkpoint of PATTERN with the most updates (--resume auto), into
+ * buf; MR_ERR_IO naming the folder when there is none. */
+mr_status mr_checkpoint_newest(const char *pattern, char *buf, size_t n, mr_error *err);
+
+/* Deletes all but the newest `keep` checkpoints of PATTERN (keep >= 1). */
+mr_status mr_checkpoint_prune(const char *pattern, int keep, mr_error *err);
+
+#endif

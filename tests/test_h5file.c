@@ -1,0 +1,179 @@
+/* test_h5file.c: HDF5 checkpoint files: atomic writes (a temporary file
+ * renamed into place, the old file whole until then), attributes and
+ * datasets read back, and errors that name the file and the object. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../runtime/h5file.h"
+#include "testutil.h"
+
+static char dir[4096];
+
+static void setup(void) {
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir());
+}
+
+static char *path_of(const char *name) {
+    static char p[8192];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return p;
+}
+
+/* Writes a small file with every kind of object. */
+static void write_sample(const char *path, float first) {
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_msg(mr_h5_create(&h, path, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_attr_str(&h, h.file, "backend", "tensorflow", 1, &err), MR_OK);
+    const char *names[] = {"dense", "dense_1"};
+    hid_t g;
+    ck_assert_int_eq(mr_h5_group(&h, h.file, "model_weights/dense", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_attr_strs(&h, g, "weight_names", names, 2, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_attr_strs(&h, g, "empty", NULL, 0, &err), MR_OK);
+    float w[6] = {first, 2, 3, 4, 5, 6};
+    int64_t dims[2] = {2, 3};
+    ck_assert_int_eq(mr_h5_write(&h, g, "sequential/dense/kernel", MR_H5_F32, 2, dims, w, &err),
+                     MR_OK);
+    H5Gclose(g);
+    int64_t step = 938;
+    double x = 0.1;
+    ck_assert_int_eq(mr_h5_write(&h, h.file, "a/step", MR_H5_I64, 0, NULL, &step, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_write(&h, h.file, "a/x", MR_H5_F64, 0, NULL, &x, &err), MR_OK);
+    /* the target appears only at commit */
+    ck_assert(tu_exists(h.tmp));
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+    ck_assert(!tu_exists(h.tmp));
+}
+
+START_TEST(write_then_read) {
+    const char *p = path_of("a.h5");
+    write_sample(p, 1.0f);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    char *s;
+    ck_assert_int_eq(mr_h5_read_attr_str(&h, h.file, "backend", &s, &err), MR_OK);
+    ck_assert_str_eq(s, "tensorflow");
+    free(s);
+    hid_t g;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "model_weights/dense", &g, &err), MR_OK);
+    char **v;
+    int n;
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, g, "weight_names", &v, &n, &err), MR_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(v[1], "dense_1");
+    mr_h5_free_strs(v, n);
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, g, "empty", &v, &n, &err), MR_OK);
+    ck_assert_int_eq(n, 0); /* Keras's empty list: float64 of shape (0,) */
+    mr_h5_free_strs(v, n);
+    float w[6];
+    int64_t dims[2] = {2, 3};
+    ck_assert_int_eq(mr_h5_read(&h, g, "sequential/dense/kernel", MR_H5_F32, 2, dims, w, &err),
+                     MR_OK);
+    ck_assert(w[0] == 1.0f && w[5] == 6.0f);
+    /* a shape that is not the model's: both shapes named */
+    int64_t other[2] = {3, 2};
+    ck_assert_int_eq(mr_h5_read(&h, g, "sequential/dense/kernel", MR_H5_F32, 2, other, w, &err),
+                     MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "a.h5") && strstr(err.msg, "/model_weights/dense/sequential") &&
+                      strstr(err.msg, "(2, 3)") && strstr(err.msg, "(3, 2)"),
+                  "%s", err.msg);
+    /* missing things are named */
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, g, "nope", &v, &n, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "no attribute 'nope'") && strstr(err.msg, "/model_weights/dense"),
+                  "%s", err.msg);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_read(&h, g, "x/y", MR_H5_F32, 0, NULL, w, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "no dataset /model_weights/dense/x/y"), "%s", err.msg);
+    H5Gclose(g);
+    int64_t step;
+    double x;
+    ck_assert_int_eq(mr_h5_read(&h, h.file, "a/step", MR_H5_I64, 0, NULL, &step, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read(&h, h.file, "a/x", MR_H5_F64, 0, NULL, &x, &err), MR_OK);
+    ck_assert(step == 938 && x == 0.1);
+    ck_assert(mr_h5_exists(&h, h.file, "a/step") && !mr_h5_exists(&h, h.file, "b/step"));
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "nope/deeper", &g, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "no group /nope/deeper"), "%s", err.msg);
+    mr_h5_close(&h);
+}
+END_TEST
+
+/* Replacing a file: until commit the old one is whole; a discarded write
+ * leaves it and no temporary file behind. */
+START_TEST(atomic_replace) {
+    const char *p = path_of("b.h5");
+    write_sample(p, 1.0f);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
+    float z = 9;
+    ck_assert_int_eq(mr_h5_write(&h, h.file, "z", MR_H5_F32, 0, NULL, &z, &err), MR_OK);
+    char tmp[2048];
+    snprintf(tmp, sizeof tmp, "%s", h.tmp);
+    mr_h5_discard(&h);
+    ck_assert(!tu_exists(tmp));
+    mr_h5 r;
+    ck_assert_int_eq(mr_h5_open(&r, p, &err), MR_OK);
+    ck_assert(mr_h5_exists(&r, r.file, "a/step") && !mr_h5_exists(&r, r.file, "z"));
+    mr_h5_close(&r);
+    /* a commit replaces it */
+    write_sample(p, 7.0f);
+    ck_assert_int_eq(mr_h5_open(&r, p, &err), MR_OK);
+    float w[6];
+    int64_t dims[2] = {2, 3};
+    ck_assert_int_eq(mr_h5_read(&r, r.file, "model_weights/dense/sequential/dense/kernel",
+                                MR_H5_F32, 2, dims, w, &err),
+                     MR_OK);
+    ck_assert(w[0] == 7.0f);
+    mr_h5_close(&r);
+}
+END_TEST
+
+START_TEST(bad_files) {
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, path_of("missing.h5"), &err), MR_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "missing.h5: cannot open"), "%s", err.msg);
+    mr_error_clear(&err);
+    free(tu_write_text(dir, "text.h5", "not an HDF5 file at all\n"));
+    ck_assert_int_eq(mr_h5_open(&h, path_of("text.h5"), &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "text.h5: not a readable HDF5 file"), "%s", err.msg);
+    /* a file cut short: the first half of a real one */
+    write_sample(path_of("whole.h5"), 1.0f);
+    size_t len;
+    char *bytes = tu_read_file(path_of("whole.h5"), &len);
+    free(tu_write_file(dir, "cut.h5", bytes, len / 2));
+    free(bytes);
+    mr_error_clear(&err);
+    mr_status st = mr_h5_open(&h, path_of("cut.h5"), &err);
+    if (st == MR_OK) { /* the superblock survived: reading the rest fails, named */
+        float w[6];
+        int64_t dims[2] = {2, 3};
+        st = mr_h5_read(&h, h.file, "model_weights/dense/sequential/dense/kernel", MR_H5_F32, 2,
+                        dims, w, &err);
+        mr_h5_close(&h);
+    }
+    ck_assert_int_eq(st, MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "cut.h5"), "%s", err.msg);
+    /* a folder that cannot take the file: nothing created */
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_create(&h, path_of("no/such/folder/x.h5"), &err), MR_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "x.h5: cannot write"), "%s", err.msg);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("h5file");
+    TCase *tc = tcase_create("h5file");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, write_then_read);
+    tcase_add_test(tc, atomic_replace);
+    tcase_add_test(tc, bad_files);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

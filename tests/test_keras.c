@@ -1,0 +1,251 @@
+/* test_keras.c: the model in Keras's formats: the Sequential config (the
+ * classes and keys Keras writes), the legacy .h5 layout written and read
+ * back bit for bit (weights, BN state, optimizer slots), the archive's
+ * weights file, and every mismatch between a file and a model named. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../models/keras.h"
+#include "../runtime/rng.h"
+#include "testutil.h"
+
+/* Every layer kind Keras's formats need to describe. */
+static const char *all_kinds =
+    "[net]\nbatch=4\noptimizer=adam\n%s\n[data]\ntrain_images=a\ntrain_labels=b\n"
+    "[input]\nshape=8,8,1\n"
+    "[conv2d]\nfilters=4\nsize=3\npadding=same\nuse_bias=0\n"
+    "[batchnorm]\n[activation]\nactivation=relu\n[maxpool]\nsize=2\n"
+    "[conv2d]\nfilters=3\nsize=3\nstride=1\nactivation=relu\n[avgpool]\nsize=2\n"
+    "[flatten]\n[dense]\nunits=%d\nactivation=relu\n[dropout]\nrate=0.3\n"
+    "[dense]\nunits=4\nactivation=softmax\n";
+
+static void build(mr_config *cfg, mr_model *m, const char *extra, int units) {
+    char text[4096];
+    snprintf(text, sizeof text, all_kinds, extra, units);
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(m, cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
+}
+
+/* Random weights, state and slots (not the initial ones: a read that
+ * skipped a weight would go unnoticed with zeros). */
+static void randomise(mr_model *m, uint64_t key) {
+    mr_rng_uniform(key, 1, 0, 0, -1.0f, 1.0f, m->params, m->n_params);
+    if (m->n_state) mr_rng_uniform(key, 2, 0, 0, 0.5f, 2.0f, m->state, m->n_state);
+    for (int s = 0; s < 2; s++)
+        if (m->slots[s]) mr_rng_uniform(key, 3 + s, 0, 0, 0.0f, 1.0f, m->slots[s], m->n_params);
+}
+
+static const char *dir_path(const char *name) {
+    static char dir[4096] = "", p[8192];
+    if (!dir[0]) snprintf(dir, sizeof dir, "%s", tu_tmpdir());
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return p;
+}
+
+static void write_h5(const char *path, const mr_model *m) {
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_create(&h, path, &err), MR_OK);
+    ck_assert_msg(mr_keras_write_h5(&h, m, 77, 0.002f, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+}
+
+START_TEST(model_config_as_keras_writes_it) {
+    mr_config cfg;
+    mr_model m;
+    build(&cfg, &m, "", 16);
+    char *j = mr_keras_model_config(&m, MR_KERAS_LEGACY_H5, 0.001f);
+    ck_assert_ptr_nonnull(j);
+    const char *classes[] = {
+        "\"Sequential\"", "\"InputLayer\"",   "\"Conv2D\"",  "\"BatchNormalization\"",
+        "\"Activation\"", "\"MaxPooling2D\"", "\"Conv2D\"",  "\"AveragePooling2D\"",
+        "\"Flatten\"",    "\"Dense\"",        "\"Dropout\"", "\"Dense\""};
+    const char *p = j;
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+        p = strstr(p, classes[i]);
+        ck_assert_msg(p != NULL, "%s missing or out of order in %s", classes[i], j);
+        p++;
+    }
+    const char *keys[] = {"\"batch_shape\": [null, 8, 8, 1]",
+                          "\"name\": \"conv2d\"",
+                          "\"kernel_size\": [3, 3]",
+                          "\"padding\": \"same\"",
+                          "\"use_bias\": false",
+                          "\"name\": \"batch_normalization\"",
+                          "\"momentum\": 0.99",
+                          "\"epsilon\": 0.001",
+                          "\"pool_size\": [2, 2]",
+                          "\"strides\": [2, 2]",
+                          "\"name\": \"conv2d_1\"",
+                          "\"rate\": 0.3",
+                          "\"units\": 4, \"activation\": \"softmax\"",
+                          "\"build_input_shape\": [null, 8, 8, 1]"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(strstr(j, keys[i]) != NULL, "no %s in %s", keys[i], j);
+    ck_assert_ptr_null(strstr(j, "\"module\": \"keras.layers\"")); /* legacy form: no modules */
+    free(j);
+    /* the archive form: modules, build configs (input shapes), compile config */
+    j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+    const char *akeys[] = {"{\"module\": \"keras\", \"class_name\": \"Sequential\"",
+                           "\"module\": \"keras.layers\", \"class_name\": \"Dense\"",
+                           "\"build_config\": {\"input_shape\": [null, 8, 8, 1]}",
+                           "\"build_config\": {\"input_shape\": [null, 3]}",
+                           "\"compile_config\": {\"optimizer\": {\"module\": \"keras.optimizers\", "
+                           "\"class_name\": \"Adam\"",
+                           "\"loss\": \"sparse_categorical_crossentropy\""};
+    for (size_t i = 0; i < sizeof akeys / sizeof akeys[0]; i++)
+        ck_assert_msg(strstr(j, akeys[i]) != NULL, "no %s in %s", akeys[i], j);
+    free(j);
+    j = mr_keras_training_config(&m, 0.001f);
+    ck_assert_msg(strstr(j, "\"optimizer_config\": {\"class_name\": \"Adam\", \"config\": "
+                            "{\"name\": \"adam\", \"learning_rate\": 0.001") &&
+                      strstr(j, "\"beta_2\": 0.999") && strstr(j, "\"epsilon\": 1e-07") &&
+                      strstr(j, "\"metrics\": [\"accuracy\"]"),
+                  "%s", j);
+    free(j);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(h5_round_trip_bitwise) {
+    mr_config cfg;
+    mr_model a, b;
+    build(&cfg, &a, "", 16);
+    build(&cfg, &b, "", 16);
+    randomise(&a, 1);
+    const char *p = dir_path("m.h5");
+    write_h5(p, &a);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    ck_assert_msg(mr_keras_read_weights(&h, &b, 1, &err) == MR_OK, "%s", err.msg);
+    int64_t step = 0;
+    ck_assert_msg(mr_keras_read_optimizer(&h, &b, &step, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(step, 77);
+    /* the layout Keras's loader walks */
+    char **names;
+    int n;
+    hid_t g;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "model_weights", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, g, "layer_names", &names, &n, &err), MR_OK);
+    ck_assert_int_eq(n, a.n_layers);
+    ck_assert_str_eq(names[1], "batch_normalization");
+    mr_h5_free_strs(names, n);
+    H5Gclose(g);
+    ck_assert(mr_h5_exists(&h, h.file,
+                           "model_weights/batch_normalization/sequential/batch_normalization/"
+                           "moving_variance"));
+    ck_assert(mr_h5_exists(&h, h.file, "optimizer_weights/adam/sequential_dense_1_bias_velocity"));
+    mr_h5_close(&h);
+    ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
+    ck_assert(memcmp(a.state, b.state, sizeof(float) * (size_t)a.n_state) == 0);
+    for (int s = 0; s < 2; s++)
+        ck_assert(memcmp(a.slots[s], b.slots[s], sizeof(float) * (size_t)a.n_params) == 0);
+    mr_model_free(&a);
+    mr_model_free(&b);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* Reading into a model it does not fit: each way named. */
+static void expect_mismatch(const char *file, const char *extra, int units, int same_layers,
+                            const char *want1, const char *want2) {
+    mr_config cfg;
+    mr_model m;
+    build(&cfg, &m, extra, units);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, file, &err), MR_OK);
+    mr_status st = mr_keras_read_weights(&h, &m, same_layers, &err);
+    mr_h5_close(&h);
+    ck_assert_msg(st == MR_ERR_DATA && strstr(err.msg, want1) && strstr(err.msg, want2),
+                  "want '%s' '%s': %s", want1, want2, err.msg);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+
+START_TEST(mismatches_named) {
+    mr_config cfg;
+    mr_model a;
+    build(&cfg, &a, "", 16);
+    const char *p = dir_path("base.h5");
+    write_h5(p, &a);
+    mr_model_free(&a);
+    mr_config_free(&cfg);
+    /* a Dense of 8 units where the file has 16: the dataset and both shapes */
+    expect_mismatch(p, "", 8, 0, "/model_weights/dense/sequential/dense/kernel", "(3, 16)");
+    /* another model altogether (an MLP): its layers named */
+    mr_model mlp;
+    ck_assert_int_eq(mr_config_parse("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                                     "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n",
+                                     "mlp.cfg", NULL, &cfg, NULL),
+                     MR_OK);
+    ck_assert_int_eq(mr_model_init(&mlp, &cfg, 2, 0, NULL), MR_OK);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    ck_assert_int_eq(mr_keras_read_weights(&h, &mlp, 1, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "another model") && strstr(err.msg, "(flatten, dense)"), "%s",
+                  err.msg);
+    mr_error_clear(&err);
+    /* loosely (a Keras file): the first layer with weights is a conv2d, not a dense */
+    ck_assert_int_eq(mr_keras_read_weights(&h, &mlp, 0, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "layer conv2d of the file") && strstr(err.msg, "dense"), "%s",
+                  err.msg);
+    mr_h5_close(&h);
+    mr_model_free(&mlp);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(archive_weights_layout) {
+    mr_config cfg;
+    mr_model a;
+    build(&cfg, &a, "", 16);
+    randomise(&a, 2);
+    const char *p = dir_path("w.h5");
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
+    ck_assert_msg(mr_keras_write_archive_weights(&h, &a, 5, 0.01f, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    /* BN's four variables as vars/0..3, moving_mean third */
+    const mr_layer *bn = &a.layers[1];
+    float got[4];
+    int64_t dims[1] = {4};
+    ck_assert_int_eq(
+        mr_h5_read(&h, h.file, "layers/batch_normalization/vars/2", MR_H5_F32, 1, dims, got, &err),
+        MR_OK);
+    ck_assert(memcmp(got, bn->w[2].data, sizeof got) == 0);
+    char *name;
+    hid_t g;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "layers/dense_1/vars", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_attr_str(&h, g, "name", &name, &err), MR_OK);
+    ck_assert_str_eq(name, "dense_1");
+    free(name);
+    H5Gclose(g);
+    int64_t it;
+    ck_assert_int_eq(mr_h5_read(&h, h.file, "optimizer/vars/0", MR_H5_I64, 0, NULL, &it, &err),
+                     MR_OK);
+    ck_assert_int_eq(it, 5);
+    ck_assert(mr_h5_exists(&h, h.file, "layers/dropout/vars") && mr_h5_exists(&h, h.file, "vars"));
+    mr_h5_close(&h);
+    mr_model_free(&a);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("keras");
+    TCase *tc = tcase_create("keras");
+    tcase_add_test(tc, model_config_as_keras_writes_it);
+    tcase_add_test(tc, h5_round_trip_bitwise);
+    tcase_add_test(tc, mismatches_named);
+    tcase_add_test(tc, archive_weights_layout);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
