@@ -1,24 +1,14 @@
 /* checkpointing.c: see checkpointing.h. */
 #include "checkpointing.h"
 
+#include "cli.h"
+
 #include <errno.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Creates a file beside `path` and removes it: can the folder take one? */
-static mr_status probe_folder(const char *what, const char *path, mr_error *err) {
-    char tmp[MR_PATH_MAX + 160];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: %s", what, path, strerror(errno));
-    fclose(f);
-    unlink(tmp);
-    return MR_OK;
-}
 
 mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr_error *err) {
     if (!r->lead) return MR_OK;
@@ -31,9 +21,9 @@ mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr
             return mr_error_set(err, MR_ERR_IO, "[net] checkpoint %s: cannot make its folder: %s",
                                 r->pattern, strerror(errno));
         mr_checkpoint_name(r->pattern, 0, name, sizeof name);
-        MR_CHECK(probe_folder("[net] checkpoint", name, err));
+        MR_CHECK(mr_cli_check_writable("[net] checkpoint", name, err));
     }
-    if (save_path != NULL) MR_CHECK(probe_folder("--save", save_path, err));
+    if (save_path != NULL) MR_CHECK(mr_cli_check_writable("--save", save_path, err));
     return MR_OK;
 }
 

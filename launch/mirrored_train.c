@@ -33,9 +33,8 @@
 #include "../strategies/strategy.h"
 #include "../models/keras.h"
 #include "checkpointing.h"
+#include "cli.h"
 #include "progress.h"
-
-enum { EXIT_OK = 0, EXIT_FAILURE_RUN = 1, EXIT_BAD_INPUT = 2 };
 
 static const char *prog = "mirrored_train";
 
@@ -86,40 +85,6 @@ static void usage(FILE *out) {
             "(treat K consecutive ranks as one node, to exercise the cross-node path on one\n"
             "machine).\n",
             prog, prog);
-}
-
-static int exit_code(mr_status st) {
-    switch (st) {
-    case MR_OK:
-        return EXIT_OK;
-    case MR_ERR_USAGE:
-    case MR_ERR_CONFIG:
-    case MR_ERR_IO:
-    case MR_ERR_DATA:
-    case MR_ERR_UNSUPPORTED:
-        return EXIT_BAD_INPUT;
-    default:
-        return EXIT_FAILURE_RUN;
-    }
-}
-
-static int die(const mr_error *err) {
-    fprintf(stderr, "%s: %s\n", prog, err->msg);
-    return exit_code(err->status);
-}
-
-static int parse_long(const char *opt, const char *s, long long lo, long long hi, long long *out,
-                      mr_error *err) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end != '\0' || errno || v < lo || v > hi) {
-        mr_error_set(err, MR_ERR_USAGE, "%s %s: expected an integer in [%lld, %lld]", opt, s, lo,
-                     hi);
-        return 0;
-    }
-    *out = v;
-    return 1;
 }
 
 /* Replica i of process p's devices ("cpu:2"): CPU replicas are numbered
@@ -177,19 +142,6 @@ static mr_status write_json(const char *path, const mr_progress *pg, const mr_fi
         unlink(tmp);
         return mr_error_set(err, MR_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
     }
-    return MR_OK;
-}
-
-/* Fails early (before hours of training) if an output path cannot be created. */
-static mr_status check_writable(const char *opt, const char *path, mr_error *err) {
-    if (path == NULL) return MR_OK;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: %s", opt, path, strerror(errno));
-    fclose(f);
-    unlink(tmp);
     return MR_OK;
 }
 
@@ -274,13 +226,15 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
     while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (o) {
         case OPT_EPOCHS:
-            if (!parse_long("--epochs", optarg, 1, 100000, &c->epochs, err)) return err->status;
+            if (!mr_cli_parse_long("--epochs", optarg, 1, 100000, &c->epochs, err))
+                return err->status;
             break;
         case OPT_SEED:
-            if (!parse_long("--seed", optarg, 0, INT64_MAX, &c->seed, err)) return err->status;
+            if (!mr_cli_parse_long("--seed", optarg, 0, INT64_MAX, &c->seed, err))
+                return err->status;
             break;
         case OPT_CHECK_SYNC:
-            if (!parse_long("--check-sync", optarg, 1, 1000000000, &c->check_sync, err))
+            if (!mr_cli_parse_long("--check-sync", optarg, 1, 1000000000, &c->check_sync, err))
                 return err->status;
             break;
         case OPT_BUCKET: {
@@ -309,7 +263,7 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
             c->resume = optarg;
             break;
         case OPT_KEEP:
-            if (!parse_long("--keep", optarg, 1, 1000000, &c->keep, err)) return err->status;
+            if (!mr_cli_parse_long("--keep", optarg, 1, 1000000, &c->keep, err)) return err->status;
             break;
         case OPT_INIT:
             c->init_weights = optarg;
@@ -416,10 +370,10 @@ static mr_status prepare(const cli *c, const mr_job *job, mr_config *cfg, mr_str
     *classes = mr_model_classes(&probe);
     mr_model_free(&probe);
     if (job->rank == 0) {
-        MR_CHECK(check_writable("--metrics", c->metrics_path, err));
-        MR_CHECK(check_writable("--json", c->json_path, err));
-        MR_CHECK(check_writable("--log", c->log_path, err));
-        MR_CHECK(check_writable("--write-data", c->data_out, err));
+        MR_CHECK(mr_cli_check_writable("--metrics", c->metrics_path, err));
+        MR_CHECK(mr_cli_check_writable("--json", c->json_path, err));
+        MR_CHECK(mr_cli_check_writable("--log", c->log_path, err));
+        MR_CHECK(mr_cli_check_writable("--write-data", c->data_out, err));
     }
     return MR_OK;
 }
@@ -628,41 +582,11 @@ static void debug_fail(const mr_job *job, mr_strategy_opts *opts) {
     opts->debug_stall = strcmp(v + n, ":stall") == 0;
 }
 
-/* Prints a failure of this process alone. In a job of several processes it
- * names the rank and ends the whole job, since the others may be waiting
- * for this one in a collective. A process whose replicas were all stopped
- * because of another process's failure (MR_ERR_ABORTED) prints nothing and
- * leaves normally: the process that failed reports and ends the job. */
-static int fail_alone(mr_job *job, const mr_error *err) {
-    int code = exit_code(err->status);
-    if (err->status == MR_ERR_ABORTED && job->size > 1) return code;
-    if (job->size > 1) {
-        fprintf(stderr, "%s: rank %d (%s): %s\n", prog, job->rank, job->hosts[job->rank], err->msg);
-        mr_job_abort(job, code);
-    } else {
-        fprintf(stderr, "%s: %s\n", prog, err->msg);
-    }
-    return code;
-}
-
-/* Prints a failure that every process agreed on, once. */
-static int fail_agreed(const mr_job *job, const mr_error *err) {
-    if (job->rank == 0) fprintf(stderr, "%s: %s\n", prog, err->msg);
-    return exit_code(err->status);
-}
-
 int main(int argc, char **argv) {
     mr_error err = {0};
     mr_job job;
-    int ranks_per_node = 0;
-    const char *rpn = getenv("MIRRORED_RANKS_PER_NODE");
-    if (rpn != NULL) {
-        long long v;
-        if (!parse_long("MIRRORED_RANKS_PER_NODE", rpn, 1, 1 << 20, &v, &err)) return die(&err);
-        ranks_per_node = (int)v;
-    }
-    if (mr_job_init(&argc, &argv, ranks_per_node, mr_comm_default_timeout(), &job, &err) != MR_OK) {
-        int rc = die(&err);
+    if (mr_cli_job_init(&argc, &argv, &job, &err) != MR_OK) {
+        int rc = mr_cli_die(prog, &err);
         mr_job_finalize(&job);
         return rc;
     }
@@ -675,11 +599,11 @@ int main(int argc, char **argv) {
         if (lead && c.action == RUN_HELP_CONFIG) mr_config_write_reference(stdout, c.markdown);
         if (lead && c.action == RUN_LIST) mr_devices_list(stdout, job.cores);
         mr_job_finalize(&job);
-        return EXIT_OK;
+        return MR_EXIT_OK;
     }
     if (c.timeout > 0) job.timeout_s = c.timeout;
 
-    int rc = EXIT_OK;
+    int rc = MR_EXIT_OK;
     mr_config cfg = {0};
     mr_dataset train = {0}, test = {0};
     mr_strategy *strategy = NULL;
@@ -834,10 +758,10 @@ int main(int argc, char **argv) {
         goto alone_failure;
     goto done;
 agreed_failure:
-    rc = fail_agreed(&job, &err);
+    rc = mr_cli_fail_agreed(prog, &job, &err);
     goto done;
 alone_failure:
-    rc = fail_alone(&job, &err);
+    rc = mr_cli_fail_alone(prog, &job, &err);
 done:
     if (csv) fclose(csv);
     if (log) fclose(log);

@@ -1,6 +1,7 @@
 /* model.c: building, running and updating a model (see model.h). */
 #include "model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -295,6 +296,29 @@ void mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *
     const float *out = mr_model_forward(m, batch, 0);
     mr_loss_compute(m->cfg->net.loss, m->fused_softmax, out, labels, batch, (int)m->out_size, 1.0f,
                     NULL, loss_sum, correct);
+}
+
+void mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs) {
+    const int k = (int)m->out_size;
+    const float *out = m->acts[m->n_layers - 1];
+    for (int b = 0; b < batch; b++) {
+        const float *z = out + (int64_t)b * k;
+        int best = 0;
+        for (int j = 1; j < k; j++)
+            if (z[j] > z[best]) best = j;
+        pred[b] = best;
+        if (probs == NULL) continue;
+        float *p = probs + (int64_t)b * k;
+        if (!m->fused_softmax) {
+            memcpy(p, z, sizeof(float) * (size_t)k);
+            continue;
+        }
+        double sum = 0.0;
+        for (int j = 0; j < k; j++)
+            sum += exp((double)z[j] - (double)z[best]);
+        for (int j = 0; j < k; j++)
+            p[j] = (float)(exp((double)z[j] - (double)z[best]) / sum);
+    }
 }
 
 void mr_model_zero_grads(mr_model *m) {

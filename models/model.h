@@ -84,6 +84,13 @@ mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, fl
 void mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
                          int64_t *correct);
 
+/* The model's answers for the rows of the last forward pass: each row's
+ * predicted class (the largest output) into pred (batch), and, when probs
+ * is not NULL, its class probabilities into probs (batch, classes): the
+ * softmax of the logits where the softmax is fused with the loss, else the
+ * outputs themselves. */
+void mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs);
+
 /* Zeroes gradients (and the extra floats). */
 void mr_model_zero_grads(mr_model *m);
 

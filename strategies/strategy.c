@@ -59,7 +59,8 @@ struct mr_strategy {
     int64_t *perm;      /* (n_train) this epoch's order, written by replica 0 */
     int64_t eval_begin, eval_count;
     double eval_loss, eval_acc;
-    cpu_set_t cpus; /* the process's cores at creation */
+    mr_eval_detail *eval_detail; /* or NULL */
+    cpu_set_t cpus;              /* the process's cores at creation */
 };
 
 static double now_s(void) {
@@ -406,15 +407,26 @@ static mr_status check_sync(replica *rep, int64_t step) {
 }
 
 /* Loss and correct sums over this replica's shards of [begin, begin+count),
- * then one all-reduce of the two sums as doubles. */
+ * then one all-reduce of the two sums as doubles (and, with `detail`, of
+ * the confusion matrix: counts as doubles stay exact). */
 static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t begin, int64_t count,
-                                  double *loss, double *acc) {
+                                  double *loss, double *acc, mr_eval_detail *detail) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
     int B = m->max_batch;
+    const int k = detail ? detail->classes : 0;
     double loss_sum = 0.0;
     int64_t correct = 0;
     int64_t chunks = (count + B - 1) / B;
+    size_t nsum = 2 + (size_t)k * (size_t)k;
+    double *sums = calloc(nsum, sizeof(double));
+    int32_t *pred = detail ? malloc(sizeof(int32_t) * (size_t)B) : NULL;
+    float *probs =
+        detail && detail->on_probs ? malloc(sizeof(float) * (size_t)B * (size_t)k) : NULL;
+    if (sums == NULL || (detail && pred == NULL) || (detail && detail->on_probs && !probs)) {
+        free(sums), free(pred), free(probs);
+        return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory for the evaluation");
+    }
     for (int64_t c = rep->g; c < chunks; c += s->R) {
         int64_t start = begin + c * B;
         int n = (int)(start + B <= begin + count ? B : begin + count - start);
@@ -422,12 +434,21 @@ static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t be
             rep->rows[i] = start + i;
         mr_dataset_fill(ds, rep->rows, n, NULL, m->input, rep->labels);
         mr_model_eval_batch(m, rep->labels, n, &loss_sum, &correct);
+        if (detail == NULL) continue;
+        mr_model_predictions(m, n, pred, probs);
+        for (int i = 0; i < n; i++)
+            sums[2 + (size_t)rep->labels[i] * (size_t)k + (size_t)pred[i]] += 1.0;
+        if (probs) detail->on_probs(detail->user, start - begin, n, probs);
     }
-    double sums[2] = {loss_sum, (double)correct};
-    MR_CHECK(mr_comm_allreduce_sum_f64(s->comm, rep->r, sums, 2, &rep->err));
-    *loss = count ? sums[0] / (double)count : 0.0;
-    *acc = count ? sums[1] / (double)count : 0.0;
-    return MR_OK;
+    sums[0] = loss_sum, sums[1] = (double)correct;
+    mr_status st = mr_comm_allreduce_sum_f64(s->comm, rep->r, sums, nsum, &rep->err);
+    if (st == MR_OK) {
+        *loss = count ? sums[0] / (double)count : 0.0;
+        *acc = count ? sums[1] / (double)count : 0.0;
+        if (detail && rep->r == 0) memcpy(detail->confusion, sums + 2, sizeof(double) * (nsum - 2));
+    }
+    free(sums), free(pred), free(probs);
+    return st;
 }
 
 /* Global replica 0 hands its model and the state to the checkpoint writer. */
@@ -583,7 +604,7 @@ static mr_status job_fit(replica *rep) {
         mr_epoch_logs logs = {.epoch = epoch};
         if (s->n_val > 0) {
             MR_CHECK(evaluate_replica(rep, s->ds, s->val_begin, s->n_val, &logs.val_loss,
-                                      &logs.val_accuracy));
+                                      &logs.val_accuracy, NULL));
             logs.has_val = 1;
         }
         if (rep->g == 0) {
@@ -660,16 +681,24 @@ mr_status mr_strategy_sync_model(mr_strategy *s, mr_error *err) {
 static mr_status job_evaluate(replica *rep) {
     mr_strategy *s = rep->s;
     double loss, acc;
-    MR_CHECK(evaluate_replica(rep, s->ds, s->eval_begin, s->eval_count, &loss, &acc));
+    MR_CHECK(
+        evaluate_replica(rep, s->ds, s->eval_begin, s->eval_count, &loss, &acc, s->eval_detail));
     if (rep->r == 0) s->eval_loss = loss, s->eval_acc = acc;
     return MR_OK;
 }
 
 mr_status mr_strategy_evaluate(mr_strategy *s, const mr_dataset *ds, int64_t begin, int64_t count,
                                double *loss, double *accuracy, mr_error *err) {
+    return mr_strategy_evaluate_detail(s, ds, begin, count, loss, accuracy, NULL, err);
+}
+
+mr_status mr_strategy_evaluate_detail(mr_strategy *s, const mr_dataset *ds, int64_t begin,
+                                      int64_t count, double *loss, double *accuracy,
+                                      mr_eval_detail *detail, mr_error *err) {
     s->ds = ds;
     s->eval_begin = begin;
     s->eval_count = count;
+    s->eval_detail = detail;
     MR_CHECK(run_replicas(s, job_evaluate, err));
     *loss = s->eval_loss;
     *accuracy = s->eval_acc;

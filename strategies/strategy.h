@@ -174,6 +174,22 @@ mr_status mr_strategy_sync_model(mr_strategy *s, mr_error *err);
 mr_status mr_strategy_evaluate(mr_strategy *s, const mr_dataset *ds, int64_t begin, int64_t count,
                                double *loss, double *accuracy, mr_error *err);
 
+/* What an evaluation reports besides the mean loss and accuracy. */
+typedef struct mr_eval_detail {
+    int classes;
+    double *confusion; /* (classes, classes): [label][predicted] counts, filled */
+    /* Called on each replica's thread with the class probabilities of rows
+     * [row, row + n) of the evaluated range, (n, classes); may be NULL. */
+    void (*on_probs)(void *user, int64_t row, int n, const float *probs);
+    void *user;
+} mr_eval_detail;
+
+/* mr_strategy_evaluate that also fills `detail` (the confusion matrix over
+ * the whole range, summed across the job exactly as doubles). */
+mr_status mr_strategy_evaluate_detail(mr_strategy *s, const mr_dataset *ds, int64_t begin,
+                                      int64_t count, double *loss, double *accuracy,
+                                      mr_eval_detail *detail, mr_error *err);
+
 /* The learning rate at a point of training (epochs as a real number):
  * a linear ramp from base_lr to base_lr x lr_factor over warmup_epochs,
  * then constant, or a cosine decay from there to lr_alpha times it at

@@ -1,0 +1,41 @@
+/* cli.h: what the executables share: exit codes, one-line errors, option
+ * values, output files checked before the work, and starting the job of
+ * processes (mpirun) with its one-message failure rules. */
+#ifndef MR_CLI_H
+#define MR_CLI_H
+
+#include <stdint.h>
+
+#include "../collectives/job.h"
+#include "../runtime/error.h"
+
+enum { MR_EXIT_OK = 0, MR_EXIT_FAILURE = 1, MR_EXIT_BAD_INPUT = 2 };
+
+/* 0 for MR_OK; 2 for bad input (usage, .cfg, I/O, data, unsupported); 1
+ * for a failure while running. */
+int mr_cli_exit_code(mr_status st);
+
+/* "prog: message" on stderr; returns the exit code. */
+int mr_cli_die(const char *prog, const mr_error *err);
+
+/* An integer option value in [lo, hi]; 0 (err filled) if it is not one. */
+int mr_cli_parse_long(const char *opt, const char *s, long long lo, long long hi, long long *out,
+                      mr_error *err);
+
+/* Fails early, before any work, if `path` cannot be created (NULL: fine). */
+mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err);
+
+/* Starts the job (mpirun's processes, or this one), reading
+ * MIRRORED_RANKS_PER_NODE and MIRRORED_COMM_TIMEOUT. */
+mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err);
+
+/* A failure of this process alone: printed with its rank and host in a job
+ * of several processes, which it then ends (the others may wait for it in
+ * a collective); MR_ERR_ABORTED (stopped for another process's failure)
+ * prints nothing. Returns the exit code. */
+int mr_cli_fail_alone(const char *prog, mr_job *job, const mr_error *err);
+
+/* A failure every process agreed on (mr_job_agree): printed once. */
+int mr_cli_fail_agreed(const char *prog, const mr_job *job, const mr_error *err);
+
+#endif

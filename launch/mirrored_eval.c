@@ -1,0 +1,373 @@
+/* mirrored_eval: evaluate a trained model on any machine's CPUs (or, later,
+ * GPUs), from the checkpoint alone.
+ *
+ *   mirrored_eval CHECKPOINT.h5 [--data IMAGES,LABELS] [--batch N] [--devices SPEC]
+ *                 [--json FILE] [--predict OUT.npy] [--cfg MODEL.cfg] [--quiet]
+ *
+ * The model is rebuilt from the .cfg text the checkpoint carries, its weights
+ * read, and the data preprocessed with the statistics training used (also
+ * stored). The default data is the test set the .cfg names. Batches of N
+ * rows per replica go through the replicas (a checkpoint trained on any
+ * device count or kind evaluates on any other); memory follows the batch,
+ * and --predict writes each batch's class probabilities as it goes. A model
+ * that Keras wrote (model.save("x.h5"), no /mirrored group) evaluates with
+ * --cfg naming a .cfg of the same architecture. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../models/keras.h"
+#include "../runtime/array.h"
+#include "../strategies/checkpoint.h"
+#include "../strategies/devices.h"
+#include "../strategies/strategy.h"
+#include "checkpointing.h"
+#include "cli.h"
+
+static const char *prog = "mirrored_eval";
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "Usage: %s CHECKPOINT.h5 [options]\n"
+            "Evaluate a trained model: loss, accuracy, per-class accuracy and the confusion\n"
+            "matrix, on the test set its .cfg names or on --data.\n"
+            "\n"
+            "Options:\n"
+            "  --data IMAGES,LABELS  evaluate on these files (IDX, .npy, file.h5:/dataset)\n"
+            "  --batch N          rows per replica per batch (default 256)\n"
+            "  --devices SPEC     auto (default), cpu, cpu:N (as mirrored_train)\n"
+            "  --json FILE        write test_loss, test_accuracy, per_class and the confusion\n"
+            "                     matrix as JSON\n"
+            "  --predict OUT.npy  write the class probabilities, (examples, classes) float32\n"
+            "  --cfg MODEL.cfg    the architecture, for a model Keras wrote (no /mirrored)\n"
+            "  --quiet            print only the loss and accuracy line\n"
+            "  --help, --version\n"
+            "\n"
+            "Exit status: 0 success; 1 failure while running; 2 bad input.\n",
+            prog);
+}
+
+typedef struct eval_cli {
+    const char *checkpoint, *data, *devices, *json, *predict, *cfg;
+    long long batch;
+    int quiet, help, version;
+} eval_cli;
+
+static mr_status parse(int argc, char **argv, eval_cli *c, mr_error *err) {
+    enum { O_DATA = 1000, O_BATCH, O_DEVICES, O_JSON, O_PREDICT, O_CFG, O_QUIET, O_HELP, O_VER };
+    static const struct option opts[] = {{"data", required_argument, NULL, O_DATA},
+                                         {"batch", required_argument, NULL, O_BATCH},
+                                         {"devices", required_argument, NULL, O_DEVICES},
+                                         {"json", required_argument, NULL, O_JSON},
+                                         {"predict", required_argument, NULL, O_PREDICT},
+                                         {"cfg", required_argument, NULL, O_CFG},
+                                         {"quiet", no_argument, NULL, O_QUIET},
+                                         {"help", no_argument, NULL, O_HELP},
+                                         {"version", no_argument, NULL, O_VER},
+                                         {NULL, 0, NULL, 0}};
+    *c = (eval_cli){.devices = "auto", .batch = 256};
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case O_DATA:
+            c->data = optarg;
+            break;
+        case O_BATCH:
+            if (!mr_cli_parse_long("--batch", optarg, 1, 1 << 20, &c->batch, err))
+                return err->status;
+            break;
+        case O_DEVICES:
+            c->devices = optarg;
+            break;
+        case O_JSON:
+            c->json = optarg;
+            break;
+        case O_PREDICT:
+            c->predict = optarg;
+            break;
+        case O_CFG:
+            c->cfg = optarg;
+            break;
+        case O_QUIET:
+            c->quiet = 1;
+            break;
+        case 'h':
+        case O_HELP:
+            c->help = 1;
+            return MR_OK;
+        case O_VER:
+            c->version = 1;
+            return MR_OK;
+        default:
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "%s: unknown option or missing value (see --help)",
+                                optopt > 0 && optopt < 256 ? "option" : argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return mr_error_set(err, MR_ERR_USAGE, "%s (see --help)",
+                            optind == argc ? "missing CHECKPOINT.h5" : "more than one checkpoint");
+    c->checkpoint = argv[optind];
+    return MR_OK;
+}
+
+/* The model's .cfg: the checkpoint's own (its data paths start from the
+ * folder the .cfg was read from), or --cfg's for a file Keras wrote. */
+static mr_status load_config(const eval_cli *c, mr_checkpoint *ck, int *has_ck, mr_config *cfg,
+                             mr_error *err) {
+    mr_error ck_err = {0};
+    mr_status st = mr_checkpoint_load(c->checkpoint, ck, &ck_err);
+    *has_ck = st == MR_OK;
+    if (c->cfg != NULL) return mr_config_load(c->cfg, cfg, err);
+    if (st != MR_OK) {
+        if (st == MR_ERR_DATA && strstr(ck_err.msg, "no /mirrored group"))
+            return mr_error_set(err, MR_ERR_DATA,
+                                "%s: not a mirrored checkpoint (no /mirrored group); for weights "
+                                "Keras wrote, name the architecture with --cfg MODEL.cfg",
+                                c->checkpoint);
+        return mr_error_set(err, st, "%s", ck_err.msg);
+    }
+    char folder[MR_PATH_MAX];
+    snprintf(folder, sizeof folder, "%s", ck->cfg_path);
+    return mr_config_parse(ck->cfg_text, ck->cfg_path, dirname(folder), cfg, err);
+}
+
+/* --predict: an NPY 1.0 header for (n, k) float32, then rows written by
+ * each replica at their offsets (pwrite: threads need no lock). */
+typedef struct predictions {
+    int fd;
+    off_t data_start;
+    int k;
+    int failed;
+} predictions;
+
+static mr_status open_predictions(predictions *p, const char *path, int64_t n, int k,
+                                  mr_error *err) {
+    p->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    p->k = k;
+    p->failed = 0;
+    if (p->fd < 0)
+        return mr_error_set(err, MR_ERR_IO, "--predict %s: cannot write: %s", path,
+                            strerror(errno));
+    char header[128];
+    int len = snprintf(header, sizeof header,
+                       "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %d), }",
+                       (long long)n, k);
+    int total = 10 + len + 1;
+    int pad = (64 - total % 64) % 64;
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    int hlen = len + pad + 1;
+    pre[8] = (unsigned char)(hlen & 0xff), pre[9] = (unsigned char)(hlen >> 8);
+    char full[256];
+    memcpy(full, pre, 10);
+    memcpy(full + 10, header, (size_t)len);
+    memset(full + 10 + len, ' ', (size_t)pad);
+    full[10 + len + pad] = '\n';
+    p->data_start = 10 + hlen;
+    if (write(p->fd, full, (size_t)p->data_start) != p->data_start) {
+        close(p->fd);
+        unlink(path);
+        return mr_error_set(err, MR_ERR_IO, "--predict %s: cannot write: %s", path,
+                            strerror(errno));
+    }
+    return MR_OK;
+}
+
+static void write_probs(void *user, int64_t row, int n, const float *probs) {
+    predictions *p = user;
+    size_t bytes = sizeof(float) * (size_t)n * (size_t)p->k;
+    off_t at = p->data_start + (off_t)(sizeof(float) * (size_t)row * (size_t)p->k);
+    if (pwrite(p->fd, probs, bytes, at) != (ssize_t)bytes) p->failed = 1;
+}
+
+static mr_status write_json(const char *path, double loss, double acc, int64_t n,
+                            const double *conf, int k, mr_error *err) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return mr_error_set(err, MR_ERR_IO, "--json %s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "{\n  \"examples\": %lld,\n  \"test_loss\": %.6f,\n  \"test_accuracy\": %.6f,\n",
+            (long long)n, loss, acc);
+    fprintf(f, "  \"per_class\": [");
+    for (int c = 0; c < k; c++) {
+        double count = 0.0;
+        for (int j = 0; j < k; j++)
+            count += conf[c * k + j];
+        fprintf(f, "%s\n    {\"class\": %d, \"examples\": %.0f, \"accuracy\": %.6f}", c ? "," : "",
+                c, count, count > 0 ? conf[c * k + c] / count : 0.0);
+    }
+    fprintf(f, "\n  ],\n  \"confusion\": [");
+    for (int c = 0; c < k; c++) {
+        fprintf(f, "%s\n    [", c ? "," : "");
+        for (int j = 0; j < k; j++)
+            fprintf(f, "%s%.0f", j ? ", " : "", conf[c * k + j]);
+        fprintf(f, "]");
+    }
+    fprintf(f, "\n  ]\n}\n");
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return mr_error_set(err, MR_ERR_IO, "--json %s: cannot write", path);
+    }
+    return MR_OK;
+}
+
+static void print_report(double loss, double acc, const double *conf, int k, int quiet) {
+    printf("Test loss: %.4f - test accuracy: %.4f\n", loss, acc);
+    if (quiet) return;
+    printf("\nclass  examples  accuracy\n");
+    for (int c = 0; c < k; c++) {
+        double count = 0.0;
+        for (int j = 0; j < k; j++)
+            count += conf[c * k + j];
+        printf("%5d  %8.0f  %8.4f\n", c, count, count > 0 ? conf[c * k + c] / count : 0.0);
+    }
+    printf("\nconfusion matrix (rows: true class, columns: predicted)\n      ");
+    for (int j = 0; j < k; j++)
+        printf(" %6d", j);
+    printf("\n");
+    for (int c = 0; c < k; c++) {
+        printf("%5d ", c);
+        for (int j = 0; j < k; j++)
+            printf(" %6.0f", conf[c * k + j]);
+        printf("\n");
+    }
+}
+
+int main(int argc, char **argv) {
+    mr_error err = {0};
+    mr_job job;
+    if (mr_cli_job_init(&argc, &argv, &job, &err) != MR_OK) {
+        int rc = mr_cli_die(prog, &err);
+        mr_job_finalize(&job);
+        return rc;
+    }
+    const int lead = job.rank == 0;
+    eval_cli c;
+    mr_status st = parse(argc, argv, &c, &err);
+    if (st == MR_OK && (c.help || c.version)) {
+        if (lead && c.help) usage(stdout);
+        if (lead && c.version) printf("mirrored %s\n", MR_VERSION);
+        mr_job_finalize(&job);
+        return MR_EXIT_OK;
+    }
+    int rc = MR_EXIT_OK, has_ck = 0;
+    mr_checkpoint ck = {0};
+    mr_config cfg = {0};
+    mr_dataset ds = {0};
+    mr_strategy *s = NULL;
+    double *conf = NULL;
+    predictions pred = {.fd = -1};
+    if (st == MR_OK && c.predict && job.size > 1)
+        st = mr_error_set(&err, MR_ERR_USAGE, "--predict: run mirrored_eval as one process");
+    if (st == MR_OK) st = load_config(&c, &ck, &has_ck, &cfg, &err);
+    mr_strategy_opts opts = {.job = &job};
+    if (st == MR_OK) st = mr_devices_parse(c.devices, job.cores, &opts.devices, &err);
+    if (st == MR_OK && lead) st = mr_cli_check_writable("--json", c.json, &err);
+    /* the data: --data, or the test set of the .cfg */
+    char images[MR_PATH_MAX] = "", labels[MR_PATH_MAX] = "";
+    if (st == MR_OK) {
+        if (c.data != NULL) {
+            const char *comma = strchr(c.data, ',');
+            if (comma == NULL || comma == c.data || comma[1] == '\0')
+                st = mr_error_set(&err, MR_ERR_USAGE, "--data %s: expected IMAGES,LABELS", c.data);
+            else
+                snprintf(images, sizeof images, "%.*s", (int)(comma - c.data), c.data),
+                    snprintf(labels, sizeof labels, "%s", comma + 1);
+        } else if (cfg.data.test_images[0] == '\0') {
+            st = mr_error_set(&err, MR_ERR_CONFIG,
+                              "%s: its .cfg names no test set: give --data IMAGES,LABELS",
+                              c.checkpoint);
+        } else {
+            snprintf(images, sizeof images, "%s", cfg.data.test_images);
+            snprintf(labels, sizeof labels, "%s", cfg.data.test_labels);
+        }
+    }
+    /* evaluation batches: --batch rows on every replica */
+    if (st == MR_OK) {
+        cfg.net.global_batch = 0;
+        cfg.net.batch = (int)c.batch;
+        cfg.net.accumulate = 1;
+        opts.seed = (uint64_t)cfg.net.seed;
+        st = mr_dataset_load(&ds, images, labels, &err);
+    }
+    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+    st = mr_strategy_create(&cfg, &opts, 0, &s, &err);
+    if (st != MR_OK) goto agreed_failure;
+    mr_model *m = mr_strategy_replica(s, 0);
+    const int k = mr_model_classes(m);
+    st = mr_dataset_check_row(&ds, m->in_size, images, &err);
+    if (st == MR_OK) st = mr_dataset_check_labels(&ds, k, labels, &err);
+    /* preprocessing: what training used */
+    if (st == MR_OK && has_ck) st = mr_ckpt_apply_preprocessing(&ck, &ds, &err);
+    if (st == MR_OK && !has_ck) {
+        ds.scale = cfg.data.scale;
+        if (cfg.data.standardize)
+            st = mr_error_set(&err, MR_ERR_UNSUPPORTED,
+                              "%s: [data] standardize needs the training statistics, which only "
+                              "a mirrored checkpoint carries",
+                              c.cfg);
+    }
+    /* the weights: every process reads them, replica 0 of the job hands them on */
+    if (st == MR_OK) {
+        mr_h5 h;
+        st = mr_h5_open(&h, c.checkpoint, &err);
+        if (st == MR_OK) {
+            st = mr_keras_read_weights(&h, m, has_ck, &err);
+            mr_h5_close(&h);
+        }
+    }
+    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+    if (mr_strategy_sync_model(s, &err) != MR_OK) goto alone_failure;
+    conf = calloc((size_t)k * (size_t)k, sizeof(double));
+    if (conf == NULL) {
+        mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
+        goto alone_failure;
+    }
+    if (c.predict && open_predictions(&pred, c.predict, ds.n, k, &err) != MR_OK) goto alone_failure;
+    mr_eval_detail detail = {
+        .classes = k, .confusion = conf, .on_probs = c.predict ? write_probs : NULL, .user = &pred};
+    double loss, acc;
+    if (mr_strategy_evaluate_detail(s, &ds, 0, ds.n, &loss, &acc, &detail, &err) != MR_OK)
+        goto alone_failure;
+    if (pred.fd >= 0) {
+        int bad = pred.failed | (close(pred.fd) != 0);
+        pred.fd = -1;
+        if (bad) {
+            unlink(c.predict);
+            mr_error_set(&err, MR_ERR_IO, "--predict %s: cannot write", c.predict);
+            goto alone_failure;
+        }
+    }
+    if (lead) {
+        if (!c.quiet)
+            printf("%s: %lld examples of %s, %d replica%s\n", c.checkpoint, (long long)ds.n, images,
+                   mr_strategy_plan(s)->replicas, mr_strategy_plan(s)->replicas > 1 ? "s" : "");
+        print_report(loss, acc, conf, k, c.quiet);
+        if (c.json && write_json(c.json, loss, acc, ds.n, conf, k, &err) != MR_OK)
+            goto alone_failure;
+    }
+    goto done;
+agreed_failure:
+    rc = mr_cli_fail_agreed(prog, &job, &err);
+    goto done;
+alone_failure:
+    rc = mr_cli_fail_alone(prog, &job, &err);
+    if (pred.fd >= 0) close(pred.fd), pred.fd = -1, unlink(c.predict);
+done:
+    free(conf);
+    mr_strategy_destroy(s);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+    mr_checkpoint_free(&ck);
+    mr_job_finalize(&job);
+    return rc;
+}
