@@ -43,7 +43,11 @@ mr_status mr_ckpt_write(const mr_ckpt_run *r, const char *path, const mr_fit_sta
     /* relative data paths of the .cfg start from its folder: keep it absolute */
     if (r->cfg_path[0] == '/' || realpath(r->cfg_path, c.cfg_path) == NULL)
         snprintf(c.cfg_path, sizeof c.cfg_path, "%s", r->cfg_path);
-    MR_CHECK(mr_checkpoint_save(path, m, &c, err));
+    mr_status st = mr_checkpoint_save(path, m, &c, err);
+    /* the place was checked before training: failing now (a full disk) is a
+     * failure of the run, exit 1, not bad input */
+    if (st == MR_ERR_IO) err->status = st = MR_ERR_RUNTIME;
+    MR_CHECK(st);
     if (r->out) {
         fprintf(r->out, "Saved %s (epoch %d, step %lld)\n", path, state->epoch + (state->step > 0),
                 (long long)state->global_step);

@@ -21,6 +21,10 @@ static herr_t walk_last(unsigned n, const H5E_error2_t *e, void *data) {
 const char *mr_h5_last_error(char buf[256]) {
     snprintf(buf, 256, "no detail from HDF5");
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_last, buf);
+    /* one line: HDF5 appends ": time = ..., filename = ..." on a new line */
+    buf[strcspn(buf, "\n")] = '\0';
+    char *t = strstr(buf, ": time =");
+    if (t != NULL) *t = '\0';
     return buf;
 }
 
@@ -64,21 +68,51 @@ void mr_h5_format_shape(int rank, const int64_t *dims, char *buf, size_t n) {
 
 /* ---- files ---- */
 
+/* The file is built in memory (HDF5's core driver, no backing store) and
+ * written out by mr_h5_commit with plain write(2): a full disk or a file
+ * size limit is then an error of ours, not a failed H5Fclose, after which
+ * HDF5 1.10 keeps the file half-open and crashes at exit. */
 mr_status mr_h5_create(mr_h5 *h, const char *path, mr_error *err) {
     memset(h, 0, sizeof *h);
     h->file = -1;
     snprintf(h->path, sizeof h->path, "%s", path);
     snprintf(h->tmp, sizeof h->tmp, "%s.tmp.%d", path, (int)getpid());
-    quiet(h);
-    h->file = H5Fcreate(h->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (h->file < 0) {
+    /* the folder must take the temporary file now, not after all the work */
+    int fd = open(h->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
         int e = errno;
-        unquiet(h);
         h->tmp[0] = '\0';
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path,
-                            e ? strerror(e) : "HDF5 could not create it");
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    close(fd);
+    quiet(h);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_core(fapl, 1 << 20, 0);
+    h->file = H5Fcreate(h->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (h->file < 0) {
+        char detail[256];
+        mr_h5_last_error(detail);
+        unquiet(h);
+        unlink(h->tmp);
+        h->tmp[0] = '\0';
+        return mr_error_set(err, MR_ERR_NOMEM, "%s: cannot build the file in memory (%s)", path,
+                            detail);
     }
     return MR_OK;
+}
+
+/* Writes n bytes to fd, all of them or an error (errno). */
+static int write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w, n -= (size_t)w;
+    }
+    return 0;
 }
 
 /* fsync of a path's data (a file, or a folder's entries). */
@@ -93,13 +127,23 @@ static int sync_path(const char *path, int folder) {
 mr_status mr_h5_commit(mr_h5 *h, mr_error *err) {
     char detail[256];
     mr_status st = MR_OK;
-    if (H5Fflush(h->file, H5F_SCOPE_GLOBAL) < 0 || H5Fclose(h->file) < 0)
-        st = mr_error_set(err, MR_ERR_IO, "%s: cannot write (%s)", h->path,
-                          mr_h5_last_error(detail));
+    /* the image of the file built in memory */
+    ssize_t size = H5Fflush(h->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(h->file, NULL, 0);
+    char *image = size > 0 ? malloc((size_t)size) : NULL;
+    if (image == NULL || H5Fget_file_image(h->file, image, (size_t)size) != size)
+        st = mr_error_set(err, size > 0 ? MR_ERR_NOMEM : MR_ERR_IO, "%s: cannot write (%s)",
+                          h->path, mr_h5_last_error(detail));
+    H5Fclose(h->file); /* in memory: nothing to fail */
     h->file = -1;
     unquiet(h);
-    if (st == MR_OK && sync_path(h->tmp, 0) != 0)
-        st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", h->path, strerror(errno));
+    if (st == MR_OK) {
+        int fd = open(h->tmp, O_WRONLY | O_TRUNC);
+        int bad = fd < 0 || write_all(fd, image, (size_t)size) != 0 || fsync(fd) != 0;
+        int e = errno;
+        if (fd >= 0 && close(fd) != 0 && !bad) bad = 1, e = errno;
+        if (bad) st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", h->path, strerror(e));
+    }
+    free(image);
     if (st == MR_OK && rename(h->tmp, h->path) != 0)
         st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", h->path, strerror(errno));
     if (st != MR_OK) {
