@@ -43,7 +43,8 @@ static void setup(void) {
 /* Runs `cmd` in dir (prefix $T: mirrored_train, $E: mirrored_eval). */
 static int run(const char *cmd, char **out) {
     char full[40000];
-    snprintf(full, sizeof full, "cd %s && T=%s E=%s OMPI_ALLOW_RUN_AS_ROOT=1 "
+    snprintf(full, sizeof full,
+             "cd %s && T=%s E=%s OMPI_ALLOW_RUN_AS_ROOT=1 "
              "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c '%s'",
              dir, train_exe, eval_exe, cmd);
     return tu_run(full, out);
@@ -92,8 +93,7 @@ static char *metrics(const char *name) {
     return csv;
 }
 
-static void same_run(const char *json_a, const char *csv_a, const char *json_b,
-                     const char *csv_b) {
+static void same_run(const char *json_a, const char *csv_a, const char *json_b, const char *csv_b) {
     char a[17], b[17];
     params_hash(json_a, a);
     params_hash(json_b, b);
@@ -276,6 +276,82 @@ START_TEST(unwritable_places) {
 }
 END_TEST
 
+/* Another replica count: weights and optimizer restored, training goes on
+ * from the same example, and the run says what changed. */
+START_TEST(resume_with_other_replicas) {
+    run_ok("rm -rf ck && $T m.cfg --devices cpu:2 --epochs 1 --quiet");
+    char *out;
+    int rc = run("$T m.cfg --devices cpu --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Resuming from " FIRST) &&
+                      strstr(out, "It was trained with 2 replicas") && strstr(out, "Epoch 2/2") &&
+                      !strstr(out, "Epoch 1/2"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* --write-data: the preprocessed examples, which train to the same bits. */
+START_TEST(write_data_trains_the_same) {
+    char *out;
+    int rc = run("$T m.cfg --write-data pre.h5", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "train_images = pre.h5:/train_images"), "%s", out);
+    free(out);
+    free(tu_write_text(dir, "pre.cfg",
+                       "[net]\nglobal_batch=16\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                       "[data]\ntrain_images=pre.h5:/train_images\n"
+                       "train_labels=pre.h5:/train_labels\ntest_images=pre.h5:/test_images\n"
+                       "test_labels=pre.h5:/test_labels\nscale=1\n"
+                       "[input]\nshape=8,8,1\n[conv2d]\nfilters=4\nsize=3\n[batchnorm]\n"
+                       "[activation]\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\n"
+                       "units=16\nactivation=relu\n[dropout]\nrate=0.3\n[dense]\nunits=4\n"
+                       "activation=softmax\n"));
+    run_ok("rm -rf ck && $T m.cfg --devices cpu:2 --quiet --json raw.json --metrics raw.csv");
+    run_ok("$T pre.cfg --devices cpu:2 --quiet --json pre.json --metrics pre.csv");
+    same_run("raw.json", "raw.csv", "pre.json", "pre.csv");
+}
+END_TEST
+
+/* --log: one JSON object per update with the fields the issue names. */
+START_TEST(step_log) {
+    run_ok("rm -rf ck && $T m.cfg --quiet --log steps.jsonl");
+    char *log = read_in_dir("steps.jsonl");
+    ck_assert_ptr_nonnull(log);
+    int lines = 0;
+    for (char *p = log; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    ck_assert_int_eq(lines, 40); /* 2 epochs of 20 updates */
+    const char *keys[] = {"{\"step\": 1, \"epoch\": 0, \"loss\": ",
+                          "\"learning_rate\": 0.001",
+                          "\"step_seconds\": ",
+                          "\"compute_seconds\": ",
+                          "\"comm_seconds\": ",
+                          "\"data_seconds\": ",
+                          "\"device\": \"cpu\"}",
+                          "{\"step\": 40, \"epoch\": 1,"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(strstr(log, keys[i]) != NULL, "no %s in %s", keys[i], log);
+    free(log);
+}
+END_TEST
+
+/* --init-weights: training starts from the file's weights. */
+START_TEST(init_weights) {
+    run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet --save start.h5 --metrics a.csv");
+    char *out;
+    int rc = run("$T m.cfg --epochs 1 --init-weights start.h5 --metrics b.csv", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Weights from start.h5"), "%s", out);
+    free(out);
+    /* the first epoch from trained weights has a lower loss than from scratch */
+    char *a = read_in_dir("a.csv"), *b = read_in_dir("b.csv");
+    double la = atof(strchr(strchr(strchr(a, '\n') + 1, ',') + 1, ',') + 1);
+    double lb = atof(strchr(strchr(strchr(b, '\n') + 1, ',') + 1, ',') + 1);
+    ck_assert_msg(lb < 0.9 * la, "loss from the file %g, from scratch %g", lb, la);
+    free(a), free(b);
+    expect_fail("$T m.cfg --init-weights start.h5 --resume start.h5", 2, "--resume",
+                "--init-weights");
+}
+END_TEST
+
 START_TEST(augment_error_names_its_line) {
     free(tu_write_text(dir, "aug.cfg",
                        "[net]\nbatch=8\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
@@ -294,6 +370,10 @@ int main(void) {
     tcase_add_test(tc, eval_reports_what_training_did);
     tcase_add_test(tc, bad_checkpoints);
     tcase_add_test(tc, unwritable_places);
+    tcase_add_test(tc, resume_with_other_replicas);
+    tcase_add_test(tc, write_data_trains_the_same);
+    tcase_add_test(tc, step_log);
+    tcase_add_test(tc, init_weights);
     tcase_add_test(tc, augment_error_names_its_line);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -12,6 +12,10 @@
  *    0.915 and 0.925 test accuracy. A run is deterministic (same seed and
  *    replica count, same bits), so these repeat the README's figures; the
  *    two longer runs take about 13 minutes on 2 cores.
+ *  - fashion_cnn.cfg and fashion_cnn_bn.cfg also save their model, and
+ *    mirrored_eval, from the checkpoint alone (the same batches, so the same
+ *    bits; test_checkpoints.c evaluates on other device counts), must report
+ *    the very test accuracy training printed.
  *  - fashion_cnn.cfg under `mpirun -np 2` (one replica per process): the
  *    same bar of 0.90, one --json with 2 replicas on 2 processes (it trains
  *    bitwise like --devices cpu:2, test_mpirun.c checks that). */
@@ -22,14 +26,28 @@
 
 #include "testutil.h"
 
+/* "test_accuracy": X of a JSON file. */
+static double json_accuracy(const char *path) {
+    char *text = tu_read_file(path, NULL);
+    ck_assert_msg(text != NULL, "%s missing", path);
+    const char *p = strstr(text, "\"test_accuracy\": ");
+    ck_assert_ptr_nonnull(p);
+    double acc = atof(p + strlen("\"test_accuracy\": "));
+    free(text);
+    return acc;
+}
+
 /* Runs [launcher] mirrored_train ARGS --json; returns the test accuracy and
- * checks the JSON holds every `want` string. */
-static double run_accuracy(const char *launcher, const char *args, const char *want) {
+ * checks the JSON holds every `want` string. With `eval`, the run saves its
+ * model and mirrored_eval must report the same test accuracy from it. */
+static double run_accuracy(const char *launcher, const char *args, const char *want, int eval) {
     char *exe = tu_build_path("launch/mirrored_train");
     const char *dir = tu_tmpdir();
-    char cmd[16384], json[4200];
+    char cmd[16384], json[4200], model[4200];
     snprintf(json, sizeof json, "%s/summary.json", dir);
-    snprintf(cmd, sizeof cmd, "%s %s %s --json %s", launcher, exe, args, json);
+    snprintf(model, sizeof model, "%s/model.h5", dir);
+    snprintf(cmd, sizeof cmd, "%s %s %s --json %s%s%s", launcher, exe, args, json,
+             eval ? " --save " : "", eval ? model : "");
     char *out;
     int rc = tu_run(cmd, &out);
     ck_assert_msg(rc == 0, "%s exited %d: %s", cmd, rc, out);
@@ -39,11 +57,23 @@ static double run_accuracy(const char *launcher, const char *args, const char *w
     ck_assert_ptr_nonnull(text);
     for (const char *w = want; w && *w; w += strlen(w) + 1)
         ck_assert_msg(strstr(text, w), "%s: no '%s' in %s", cmd, w, text);
-    const char *p = strstr(text, "\"test_accuracy\": ");
-    ck_assert_ptr_nonnull(p);
-    double acc = atof(p + strlen("\"test_accuracy\": "));
     free(text);
     free(exe);
+    double acc = json_accuracy(json);
+    if (eval) {
+        char *ev = tu_build_path("launch/mirrored_eval");
+        snprintf(cmd, sizeof cmd, "%s %s --devices cpu:2 --batch 32 --quiet --json %s/eval.json",
+                 ev, model, dir);
+        rc = tu_run(cmd, &out);
+        ck_assert_msg(rc == 0, "%s exited %d: %s", cmd, rc, out);
+        printf("%s\n%s", cmd, out);
+        free(out);
+        snprintf(json, sizeof json, "%s/eval.json", dir);
+        double e = json_accuracy(json);
+        ck_assert_msg(e == acc, "mirrored_eval: test accuracy %.6f, training reported %.6f", e,
+                      acc);
+        free(ev);
+    }
     return acc;
 }
 
@@ -59,14 +89,15 @@ static const struct {
     const char *cfg, *args;
     double floor;
     const char *want; /* strings the JSON must hold, each NUL-terminated, then "" */
+    int eval;         /* save the model; mirrored_eval must report the same accuracy */
 } runs[] = {
-    {"", "fashion_mlp.cfg", "--epochs 1 --devices cpu", 0.82, "\"replicas\": 1\0"},
-    {"", "fashion_mlp.cfg", "--epochs 1 --devices cpu:2", 0.82, "\"replicas\": 2\0"},
-    {"", "fashion_cnn.cfg", "--devices cpu:2", 0.90, ""},
-    {"", "fashion_cnn2.cfg", "--devices cpu:2", 0.915, ""},
-    {"", "fashion_cnn_bn.cfg", "--devices cpu:2", 0.925, ""},
+    {"", "fashion_mlp.cfg", "--epochs 1 --devices cpu", 0.82, "\"replicas\": 1\0", 0},
+    {"", "fashion_mlp.cfg", "--epochs 1 --devices cpu:2", 0.82, "\"replicas\": 2\0", 0},
+    {"", "fashion_cnn.cfg", "--devices cpu:2", 0.90, "", 1},
+    {"", "fashion_cnn2.cfg", "--devices cpu:2", 0.915, "", 0},
+    {"", "fashion_cnn_bn.cfg", "--devices cpu:2", 0.925, "", 1},
     {"-q -np 2 --bind-to core", "fashion_cnn.cfg", "", 0.90,
-     "\"replicas\": 2\0\"processes\": 2\0\"communicator\": \"mpi\"\0"},
+     "\"replicas\": 2\0\"processes\": 2\0\"communicator\": \"mpi\"\0", 0},
 };
 
 /* Run _i: trains models/configs/CFG with ARGS and checks the test accuracy. */
@@ -83,7 +114,7 @@ START_TEST(reaches_floor) {
         }
         snprintf(launcher, sizeof launcher, "%s %s", mpirun, runs[_i].launcher);
     }
-    double acc = run_accuracy(launcher, all, runs[_i].want);
+    double acc = run_accuracy(launcher, all, runs[_i].want, runs[_i].eval);
     ck_assert_msg(acc >= runs[_i].floor, "%s %s: test accuracy %.4f < %.3f", runs[_i].cfg,
                   runs[_i].args, acc, runs[_i].floor);
     free(c);
