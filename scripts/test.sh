@@ -2,8 +2,8 @@
 # The whole test suite: builds and runs
 #   1. every test (unit, MPI under mpirun, integration on Fashion-MNIST and
 #      mirrored_train under mpirun) in a release build,
-#   2. the unit, CLI (mirrored_train, mirrored_compare) and MPI tests under
-#      AddressSanitizer + UndefinedBehavior Sanitizer,
+#   2. the unit, CLI (mirrored_train, mirrored_compare), checkpoint and MPI
+#      tests under AddressSanitizer + UndefinedBehavior Sanitizer,
 #   3. the collective, strategy and MPI tests under ThreadSanitizer,
 #   4. the unit and CLI tests of a build without MPI (job_single.c).
 # Warnings are errors in every build. OpenMPI's own leaks and races are
@@ -32,8 +32,11 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs --suite unit --num-processes 2
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compare
 # the slow unwinder reaches OpenMPI's frames, so its leaks can be told from ours
-ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$supp/lsan_openmpi.supp \
-    meson test -C build-asan --print-errorlogs --suite mpi
+export LSAN_OPTIONS=suppressions=$supp/lsan_openmpi.supp
+ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs --suite mpi
+# checkpoints, evaluation and resume, some under mpirun
+ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs checkpoints
+unset LSAN_OPTIONS
 
 echo "== thread sanitizer: collectives, strategy and MPI"
 setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
