@@ -1,10 +1,14 @@
-/* cli.c: see cli.h. */
+/* cli.c: exit codes, errors, option values and output files (cli.h);
+ * the job's part is cli_job.c. */
 #include "cli.h"
+
+#include <getopt.h>
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int mr_cli_exit_code(mr_status st) {
@@ -43,7 +47,10 @@ int mr_cli_parse_long(const char *opt, const char *s, long long lo, long long hi
 
 mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err) {
     if (path == NULL) return MR_OK;
-    char tmp[4096];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: Is a directory", opt, path);
+    char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (f == NULL)
@@ -53,33 +60,11 @@ mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err
     return MR_OK;
 }
 
-mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err) {
-    int ranks_per_node = 0;
-    const char *rpn = getenv("MIRRORED_RANKS_PER_NODE");
-    if (rpn != NULL && rpn[0] != '\0') {
-        long long v;
-        if (!mr_cli_parse_long("MIRRORED_RANKS_PER_NODE", rpn, 1, 1 << 20, &v, err)) {
-            memset(job, 0, sizeof *job);
-            return err->status;
-        }
-        ranks_per_node = (int)v;
-    }
-    return mr_job_init(argc, argv, ranks_per_node, mr_comm_default_timeout(), job, err);
-}
-
-int mr_cli_fail_alone(const char *prog, mr_job *job, const mr_error *err) {
-    int code = mr_cli_exit_code(err->status);
-    if (err->status == MR_ERR_ABORTED && job->size > 1) return code;
-    if (job->size > 1) {
-        fprintf(stderr, "%s: rank %d (%s): %s\n", prog, job->rank, job->hosts[job->rank], err->msg);
-        mr_job_abort(job, code);
-    } else {
-        fprintf(stderr, "%s: %s\n", prog, err->msg);
-    }
-    return code;
-}
-
-int mr_cli_fail_agreed(const char *prog, const mr_job *job, const mr_error *err) {
-    if (job->rank == 0) fprintf(stderr, "%s: %s\n", prog, err->msg);
-    return mr_cli_exit_code(err->status);
+mr_status mr_cli_bad_option(char *const *argv, mr_error *err) {
+    /* getopt sets optopt to the short option, or to a long option's code */
+    if (optopt > 0 && optopt < 256)
+        return mr_error_set(err, MR_ERR_USAGE, "-%c: unknown option or missing value (see --help)",
+                            optopt);
+    return mr_error_set(err, MR_ERR_USAGE, "%s: unknown option or missing value (see --help)",
+                        argv[optind - 1]);
 }

@@ -25,6 +25,12 @@ int mr_cli_parse_long(const char *opt, const char *s, long long lo, long long hi
 /* Fails early, before any work, if `path` cannot be created (NULL: fine). */
 mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err);
 
+/* The getopt_long failure just seen (an unknown option or a missing
+ * value), as a usage error naming it. */
+mr_status mr_cli_bad_option(char *const *argv, mr_error *err);
+
+/* cli_job.c: */
+
 /* Starts the job (mpirun's processes, or this one), reading
  * MIRRORED_RANKS_PER_NODE and MIRRORED_COMM_TIMEOUT. */
 mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err);

@@ -27,8 +27,7 @@
 #include <unistd.h>
 
 #include "../runtime/error.h"
-
-enum { EXIT_OK = 0, EXIT_FAILURE_RUN = 1, EXIT_BAD_INPUT = 2 };
+#include "cli.h"
 
 static const char *prog = "mirrored_compare";
 
@@ -63,20 +62,6 @@ static void usage(FILE *out) {
             "written, gnuplot failed); 2 bad input (options, a missing or malformed CSV\n"
             "file, no epoch in common, --plot without gnuplot).\n",
             prog);
-}
-
-static int exit_code(mr_status st) {
-    switch (st) {
-    case MR_OK:
-        return EXIT_OK;
-    case MR_ERR_USAGE:
-    case MR_ERR_IO:
-    case MR_ERR_DATA:
-    case MR_ERR_UNSUPPORTED:
-        return EXIT_BAD_INPUT;
-    default:
-        return EXIT_FAILURE_RUN;
-    }
 }
 
 /* ---- reading a metrics CSV ------------------------------------------------ */
@@ -988,12 +973,7 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
             c->action = RUN_VERSION;
             return MR_OK;
         default:
-            if (optopt > 0 && optopt < 256)
-                return mr_error_set(err, MR_ERR_USAGE,
-                                    "-%c: unknown option or missing value (see --help)", optopt);
-            return mr_error_set(err, MR_ERR_USAGE,
-                                "%s: unknown option or missing value (see --help)",
-                                argv[optind - 1]);
+            return mr_cli_bad_option(argv, err);
         }
     }
     if (argc - optind != 2)
@@ -1002,22 +982,6 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
                                               : "more than two CSV files given");
     c->path_a = argv[optind];
     c->path_b = argv[optind + 1];
-    return MR_OK;
-}
-
-/* Fails before anything is printed if an output path cannot be created. */
-static mr_status check_writable(const char *opt, const char *path, mr_error *err) {
-    if (path == NULL) return MR_OK;
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: Is a directory", opt, path);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: %s", opt, path, strerror(errno));
-    fclose(f);
-    unlink(tmp);
     return MR_OK;
 }
 
@@ -1030,11 +994,11 @@ int main(int argc, char **argv) {
     mr_status st = parse_cli(argc, argv, &c, &err);
     if (st == MR_OK && c.action == RUN_HELP) {
         usage(stdout);
-        return EXIT_OK;
+        return MR_EXIT_OK;
     }
     if (st == MR_OK && c.action == RUN_VERSION) {
         printf("mirrored %s\n", MR_VERSION);
-        return EXIT_OK;
+        return MR_EXIT_OK;
     }
     /* bad input, found before anything is printed or written */
     if (st == MR_OK) st = run_load(&a, c.path_a, &err);
@@ -1056,8 +1020,8 @@ int main(int argc, char **argv) {
                               "--plot: the output path and the run names may not contain "
                               "control characters (use --labels)");
     }
-    if (st == MR_OK) st = check_writable("--plot", c.plot_path, &err);
-    if (st == MR_OK) st = check_writable("--json", c.json_path, &err);
+    if (st == MR_OK) st = mr_cli_check_writable("--plot", c.plot_path, &err);
+    if (st == MR_OK) st = mr_cli_check_writable("--json", c.json_path, &err);
     if (st != MR_OK) goto fail;
 
     print_report(&cmp);
@@ -1097,7 +1061,7 @@ int main(int argc, char **argv) {
     comparison_free(&cmp);
     run_free(&a);
     run_free(&b);
-    return EXIT_OK;
+    return MR_EXIT_OK;
 fail:
     fprintf(stderr, "%s: %s\n", prog, err.msg);
     if (png_tmp[0]) unlink(png_tmp);
@@ -1105,5 +1069,5 @@ fail:
     comparison_free(&cmp);
     run_free(&a);
     run_free(&b);
-    return exit_code(st);
+    return mr_cli_exit_code(st);
 }

@@ -301,13 +301,7 @@ static mr_status parse_cli(int argc, char **argv, cli *c, mr_error *err) {
             c->action = RUN_LIST;
             return MR_OK;
         default:
-            /* getopt sets optopt to the short option, or to a long option's code */
-            if (optopt > 0 && optopt < 256)
-                return mr_error_set(err, MR_ERR_USAGE,
-                                    "-%c: unknown option or missing value (see --help)", optopt);
-            return mr_error_set(err, MR_ERR_USAGE,
-                                "%s: unknown option or missing value (see --help)",
-                                argv[optind - 1]);
+            return mr_cli_bad_option(argv, err);
         }
     }
     if (optind != argc - 1)

@@ -1,0 +1,38 @@
+/* cli_job.c: starting the job of processes and its failure rules (cli.h),
+ * for the executables that train or evaluate (not mirrored_compare). */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err) {
+    int ranks_per_node = 0;
+    const char *rpn = getenv("MIRRORED_RANKS_PER_NODE");
+    if (rpn != NULL && rpn[0] != '\0') {
+        long long v;
+        if (!mr_cli_parse_long("MIRRORED_RANKS_PER_NODE", rpn, 1, 1 << 20, &v, err)) {
+            memset(job, 0, sizeof *job);
+            return err->status;
+        }
+        ranks_per_node = (int)v;
+    }
+    return mr_job_init(argc, argv, ranks_per_node, mr_comm_default_timeout(), job, err);
+}
+
+int mr_cli_fail_alone(const char *prog, mr_job *job, const mr_error *err) {
+    int code = mr_cli_exit_code(err->status);
+    if (err->status == MR_ERR_ABORTED && job->size > 1) return code;
+    if (job->size > 1) {
+        fprintf(stderr, "%s: rank %d (%s): %s\n", prog, job->rank, job->hosts[job->rank], err->msg);
+        mr_job_abort(job, code);
+    } else {
+        fprintf(stderr, "%s: %s\n", prog, err->msg);
+    }
+    return code;
+}
+
+int mr_cli_fail_agreed(const char *prog, const mr_job *job, const mr_error *err) {
+    if (job->rank == 0) fprintf(stderr, "%s: %s\n", prog, err->msg);
+    return mr_cli_exit_code(err->status);
+}
