@@ -25,21 +25,19 @@ static mr_status put_f64(mr_h5 *h, hid_t g, const char *name, double v, mr_error
     return mr_h5_write(h, g, name, MR_H5_F64, 0, NULL, &v, err);
 }
 
-/* The finished epochs' logs, one array per field, in /mirrored/history. */
+/* The finished epochs' logs: one array per field, in /mirrored/history, in
+ * the order of put_history's and get_history's field tables. */
+#define HISTORY_FIELDS 8
+static const char *const history_names[HISTORY_FIELDS] = {
+    "history/loss",    "history/accuracy",      "history/val_loss",        "history/val_accuracy",
+    "history/has_val", "history/train_seconds", "history/samples_per_sec", "history/learning_rate"};
+
 static mr_status put_history(mr_h5 *h, hid_t g, const mr_fit_state *s, mr_error *err) {
     const int64_t n = s->n_history;
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (v == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    static const char *names[] = {"history/loss",
-                                  "history/accuracy",
-                                  "history/val_loss",
-                                  "history/val_accuracy",
-                                  "history/has_val",
-                                  "history/train_seconds",
-                                  "history/samples_per_sec",
-                                  "history/learning_rate"};
     mr_status st = MR_OK;
-    for (int f = 0; st == MR_OK && f < 8; f++) {
+    for (int f = 0; st == MR_OK && f < HISTORY_FIELDS; f++) {
         for (int64_t e = 0; e < n; e++) {
             const mr_epoch_logs *l = &s->history[e];
             double x[8] = {l->loss,
@@ -52,7 +50,7 @@ static mr_status put_history(mr_h5 *h, hid_t g, const mr_fit_state *s, mr_error 
                            (double)l->lr};
             v[e] = x[f];
         }
-        st = mr_h5_write(h, g, names[f], MR_H5_F64, 1, &n, v, err);
+        st = mr_h5_write(h, g, history_names[f], MR_H5_F64, 1, &n, v, err);
     }
     free(v);
     return st;
@@ -134,17 +132,9 @@ static mr_status get_history(mr_h5 *h, hid_t g, mr_fit_state *s, mr_error *err) 
         free(v);
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     }
-    static const char *names[] = {"history/loss",
-                                  "history/accuracy",
-                                  "history/val_loss",
-                                  "history/val_accuracy",
-                                  "history/has_val",
-                                  "history/train_seconds",
-                                  "history/samples_per_sec",
-                                  "history/learning_rate"};
     mr_status st = MR_OK;
-    for (int f = 0; st == MR_OK && f < 8; f++) {
-        st = mr_h5_read(h, g, names[f], MR_H5_F64, 1, &n, v, err);
+    for (int f = 0; st == MR_OK && f < HISTORY_FIELDS; f++) {
+        st = mr_h5_read(h, g, history_names[f], MR_H5_F64, 1, &n, v, err);
         for (int64_t e = 0; st == MR_OK && e < n; e++) {
             mr_epoch_logs *l = &s->history[e];
             l->epoch = (int)e;
