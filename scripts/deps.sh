@@ -2,7 +2,7 @@
 # Installs what mirrored needs from Debian 12 packages (only what is missing).
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libhdf5-dev zlib1g-dev
-      libinih-dev check libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+      libinih-dev libzip-dev check libopenmpi-dev openmpi-bin dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
