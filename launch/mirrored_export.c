@@ -206,7 +206,9 @@ static mr_status parse(int argc, char **argv, export_paths *p, int *help, int *v
         } else if (options && a[0] == '-' && a[1] != '\0') {
             return mr_error_set(err, MR_ERR_USAGE, "%s: unknown option (see --help)", a);
         } else if (n == 2) {
-            return mr_error_set(err, MR_ERR_USAGE, "%s: one checkpoint and one OUT.keras only", a);
+            return mr_error_set(
+                err, MR_ERR_USAGE,
+                "%s: unexpected argument (give one CHECKPOINT.h5 and one OUT.keras)", a);
         } else {
             pos[n++] = a;
         }
