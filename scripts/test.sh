@@ -2,8 +2,9 @@
 # The whole test suite: builds and runs
 #   1. every test (unit, MPI under mpirun, integration on Fashion-MNIST and
 #      mirrored_train under mpirun) in a release build,
-#   2. the unit, CLI (mirrored_train, mirrored_compare), checkpoint and MPI
-#      tests under AddressSanitizer + UndefinedBehavior Sanitizer,
+#   2. the unit, CLI (mirrored_train, mirrored_compare, mirrored_export),
+#      checkpoint and MPI tests under AddressSanitizer + UndefinedBehavior
+#      Sanitizer,
 #   3. the collective, strategy and MPI tests under ThreadSanitizer,
 #   4. the unit and CLI tests of a build without MPI (job_single.c).
 # Warnings are errors in every build. OpenMPI's own leaks and races are
@@ -26,11 +27,11 @@ echo "== release build: all tests"
 setup build
 meson test -C build --print-errorlogs --num-processes 1
 
-echo "== address + undefined sanitizers: unit, CLI and MPI tests"
+echo "== address + undefined sanitizers: unit, CLI, export and MPI tests"
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs --suite unit --num-processes 2
-ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compare
+ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compare export
 # the slow unwinder reaches OpenMPI's frames, so its leaks can be told from ours
 export LSAN_OPTIONS=suppressions=$supp/lsan_openmpi.supp
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs --suite mpi
