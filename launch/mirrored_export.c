@@ -59,15 +59,6 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* fsync of a file's data, or of a folder's entries. */
-static int sync_path(const char *path, int folder) {
-    int fd = open(path, folder ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 /* Fails before any work if no file can be created beside OUT. */
 static mr_status check_writable(const export_paths *p, mr_error *err) {
     int fd = open(p->zip_tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
@@ -166,14 +157,14 @@ static mr_status write_archive(const export_paths *p, const char *metadata, cons
         unlink(p->zip_tmp);
         return st;
     }
-    if (sync_path(p->zip_tmp, 0) != 0 || rename(p->zip_tmp, p->out) != 0) {
+    if (mr_sync_path(p->zip_tmp, 0) != 0 || rename(p->zip_tmp, p->out) != 0) {
         st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", p->out, strerror(errno));
         unlink(p->zip_tmp);
         return st;
     }
     char folder[MR_PATH_MAX + 32];
     snprintf(folder, sizeof folder, "%s", p->out);
-    if (sync_path(dirname(folder), 1) != 0)
+    if (mr_sync_path(dirname(folder), 1) != 0)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", p->out, strerror(errno));
     return MR_OK;
 }

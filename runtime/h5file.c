@@ -115,8 +115,7 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
-/* fsync of a path's data (a file, or a folder's entries). */
-static int sync_path(const char *path, int folder) {
+int mr_sync_path(const char *path, int folder) {
     int fd = open(path, folder ? O_RDONLY | O_DIRECTORY : O_RDONLY);
     if (fd < 0) return -1;
     int rc = fsync(fd);
@@ -128,7 +127,8 @@ mr_status mr_h5_commit(mr_h5 *h, mr_error *err) {
     char detail[256];
     mr_status st = MR_OK;
     /* the image of the file built in memory */
-    ssize_t size = H5Fflush(h->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(h->file, NULL, 0);
+    ssize_t size =
+        H5Fflush(h->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(h->file, NULL, 0);
     char *image = size > 0 ? malloc((size_t)size) : NULL;
     if (image == NULL || H5Fget_file_image(h->file, image, (size_t)size) != size)
         st = mr_error_set(err, size > 0 ? MR_ERR_NOMEM : MR_ERR_IO, "%s: cannot write (%s)",
@@ -154,7 +154,7 @@ mr_status mr_h5_commit(mr_h5 *h, mr_error *err) {
     h->tmp[0] = '\0';
     char folder[1024];
     snprintf(folder, sizeof folder, "%s", h->path);
-    if (sync_path(dirname(folder), 1) != 0)
+    if (mr_sync_path(dirname(folder), 1) != 0)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot sync its folder: %s", h->path,
                             strerror(errno));
     return MR_OK;

@@ -45,6 +45,11 @@ void mr_h5_discard(mr_h5 *h);
 mr_status mr_h5_open(mr_h5 *h, const char *path, mr_error *err);
 void mr_h5_close(mr_h5 *h);
 
+/* fsync of a file's data (folder 0) or of a folder's entries (folder 1),
+ * as an atomic write needs after writing and after renaming; -1 with errno
+ * on failure. (Also for files that are not HDF5: a .keras archive.) */
+int mr_sync_path(const char *path, int folder);
+
 /* The innermost message of HDF5's error stack, into buf (256 bytes). */
 const char *mr_h5_last_error(char buf[256]);
 
