@@ -8,7 +8,7 @@
 #   3. the collective, strategy and MPI tests under ThreadSanitizer,
 #   4. the unit and CLI tests of a build without MPI (job_single.c).
 # Warnings are errors in every build. OpenMPI's own leaks and races are
-# suppressed (tests/lsan_openmpi.supp, tests/tsan_openmpi.supp); ours are not.
+# suppressed (tests/lsan.supp, tests/tsan_openmpi.supp); ours are not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -30,10 +30,10 @@ meson test -C build --print-errorlogs --num-processes 1
 echo "== address + undefined sanitizers: unit, CLI, export and MPI tests"
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS=suppressions=$supp/lsan.supp
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs --suite unit --num-processes 2
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compare export
 # the slow unwinder reaches OpenMPI's frames, so its leaks can be told from ours
-export LSAN_OPTIONS=suppressions=$supp/lsan_openmpi.supp
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs --suite mpi
 # checkpoints, evaluation and resume, some under mpirun
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs checkpoints
