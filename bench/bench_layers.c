@@ -58,7 +58,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     mr_model m;
-    if (mr_model_init(&m, &cfg, B, 0, &err) != MR_OK) {
+    mr_backend *be = NULL;
+    if (mr_backend_create(MR_DEVICE_CPU, 0, &be, &err) != MR_OK ||
+        mr_model_init(&m, be, &cfg, B, 0, &err) != MR_OK) {
         fprintf(stderr, "bench_layers: %s\n", err.msg);
         return 2;
     }
@@ -112,6 +114,7 @@ int main(int argc, char **argv) {
         free(dx);
     }
     mr_model_free(&m);
+    mr_backend_destroy(be);
     mr_config_free(&cfg);
     return 0;
 }

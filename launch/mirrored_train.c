@@ -363,12 +363,19 @@ static mr_status prepare(const cli *c, const mr_job *job, mr_config *cfg, mr_str
     opts->check_sync = (int)c->check_sync;
     opts->bucket_floats = (size_t)(c->bucket_mb * 1024 * 1024 / sizeof(float));
     opts->comm_timeout = c->timeout;
-    /* the model's shapes first: a .cfg mistake should not wait for the data */
+    /* the model's shapes first: a .cfg mistake should not wait for the data
+     * (built on a CPU context: only the shapes are wanted) */
     mr_model probe;
-    MR_CHECK(mr_model_init(&probe, cfg, 1, 0, err));
-    *in_size = probe.in_size;
-    *classes = mr_model_classes(&probe);
-    mr_model_free(&probe);
+    mr_backend *be;
+    MR_CHECK(mr_backend_create(MR_DEVICE_CPU, 0, &be, err));
+    mr_status st = mr_model_init(&probe, be, cfg, 1, 0, err);
+    if (st == MR_OK) {
+        *in_size = probe.in_size;
+        *classes = mr_model_classes(&probe);
+        mr_model_free(&probe);
+    }
+    mr_backend_destroy(be);
+    MR_CHECK(st);
     if (job->rank == 0) {
         MR_CHECK(mr_cli_check_writable("--metrics", c->metrics_path, err));
         MR_CHECK(mr_cli_check_writable("--json", c->json_path, err));

@@ -17,6 +17,7 @@
 
 #include "conv_geometry.h"
 #include "layer.h"
+#include "../runtime/backend_impl.h"
 #include "../runtime/hot.h"
 
 /* Working set per chunk (col + output, in floats): about 512 KiB, an L2
@@ -294,9 +295,9 @@ MR_HOT static void conv_forward(mr_layer *l, mr_run *run, int batch, const float
             beta = 1.0f;
         }
         if (p->strips) /* y (rows, F) += colT^T (rows, K) W (K, F) */
-            mr_gemm(run->be, 1, 0, rows, F, K, 1.0f, col, rows, l->w[0].data, F, beta, yc, F);
+            mr_cpu_gemm(1, 0, rows, F, K, 1.0f, col, rows, l->w[0].data, F, beta, yc, F);
         else /* y (rows, F) += col (rows, K) W (K, F) */
-            mr_gemm(run->be, 0, 0, rows, F, K, 1.0f, col, K, l->w[0].data, F, beta, yc, F);
+            mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, l->w[0].data, F, beta, yc, F);
         mr_activation_forward(conv_act(l), yc, rows, F);
     }
 }
@@ -325,17 +326,17 @@ MR_HOT static void conv_backward(mr_layer *l, mr_run *run, int batch, const floa
             col = col_buf;
         }
         if (p->strips) /* dW (K, F) += colT (K, rows) dy (rows, F) */
-            mr_gemm(run->be, 0, 0, K, F, rows, 1.0f, col, rows, dyc, F, 1.0f, l->w[0].grad, F);
+            mr_cpu_gemm(0, 0, K, F, rows, 1.0f, col, rows, dyc, F, 1.0f, l->w[0].grad, F);
         else /* dW (K, F) += col^T (K, rows) dy (rows, F) */
-            mr_gemm(run->be, 1, 0, K, F, rows, 1.0f, col, K, dyc, F, 1.0f, l->w[0].grad, F);
+            mr_cpu_gemm(1, 0, K, F, rows, 1.0f, col, K, dyc, F, 1.0f, l->w[0].grad, F);
         if (dx == NULL) continue;
         float *dxc = dx + b0 * in_per;
         if (p->direct) { /* dx (rows, C) = dy (rows, F) W^T (F, C) */
-            mr_gemm(run->be, 0, 1, rows, K, F, 1.0f, dyc, F, l->w[0].data, F, 0.0f, dxc, K);
+            mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, l->w[0].data, F, 0.0f, dxc, K);
             continue;
         }
         /* dcol (rows, K) = dy (rows, F) W^T (F, K), then scatter back */
-        mr_gemm(run->be, 0, 1, rows, K, F, 1.0f, dyc, F, l->w[0].data, F, 0.0f, dcol, K);
+        mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, l->w[0].data, F, 0.0f, dcol, K);
         col2im(p, dcol, n, dxc);
     }
 }

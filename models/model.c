@@ -39,19 +39,19 @@ static const char *keras_base_name(mr_layer_kind kind) {
 }
 
 static float *alloc_floats(mr_model *m, int64_t n) {
-    return m->be->ops->alloc(m->be, sizeof(float) * (size_t)(n > 0 ? n : 1));
+    return mr_backend_alloc(m->be, sizeof(float) * (size_t)(n > 0 ? n : 1));
 }
 
 static void free_floats(mr_model *m, float **p) {
-    if (*p) m->be->ops->free(m->be, *p);
+    mr_backend_free(m->be, *p);
     *p = NULL;
 }
 
-mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t grads_extra,
-                        mr_error *err) {
+mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
+                        size_t grads_extra, mr_error *err) {
     memset(m, 0, sizeof *m);
     m->cfg = cfg;
-    m->be = mr_backend_cpu();
+    m->be = be;
     m->max_batch = max_batch;
     m->grads_extra = grads_extra;
     m->opt = mr_optimizer_from_config(&cfg->net);

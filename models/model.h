@@ -33,7 +33,7 @@ typedef struct mr_model {
      * (one pass) when a layer needs the whole batch (BatchNormalization).
      * Tests may lower it. The gradients are the same sums in another order. */
     int chunk;
-    mr_backend *be;
+    mr_backend *be; /* the replica's backend context (the caller's: not freed here) */
     mr_optimizer opt;
 
     int64_t n_params;   /* trainable floats */
@@ -54,11 +54,12 @@ typedef struct mr_model {
     int64_t param_offset[MR_MAX_LAYERS];
 } mr_model;
 
-/* Builds the layers from cfg (shape inference: errors name the .cfg line),
+/* Builds the layers from cfg (shape inference: errors name the .cfg line)
+ * on backend context `be` (the replica's; it must outlive the model),
  * allocates every buffer for batches up to max_batch, plus `grads_extra`
  * floats after the gradients. Weights are zero until mr_model_init_weights. */
-mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t grads_extra,
-                        mr_error *err);
+mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
+                        size_t grads_extra, mr_error *err);
 void mr_model_free(mr_model *m);
 
 /* Initialises all weights from the seed (same seed -> same bits anywhere). */

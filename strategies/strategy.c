@@ -22,8 +22,9 @@
 
 typedef struct replica {
     mr_strategy *s;
-    int r; /* index in this process (the communicator's rank) */
-    int g; /* index in the job */
+    int r;          /* index in this process (the communicator's rank) */
+    int g;          /* index in the job */
+    mr_backend *be; /* this replica's backend context (its device) */
     mr_model model;
     int64_t *rows;   /* (max_batch) row indices of the current shard */
     int32_t *labels; /* (max_batch) */
@@ -209,7 +210,6 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
               sched_getaffinity(0, sizeof s->cpus, &s->cpus) == 0 && s->L == CPU_COUNT(&s->cpus);
     /* L replicas x BLAS threads <= cores: one replica may use them all */
     int cores = opts->devices.cores > 0 ? opts->devices.cores : mr_cpu_cores();
-    mr_backend_set_threads(mr_backend_cpu(), s->L == 1 ? cores : 1);
     s->reps = calloc((size_t)s->L, sizeof *s->reps);
     if (s->reps == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     for (int r = 0; r < s->L; r++) {
@@ -223,7 +223,11 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
                 rep->cpu = c;
                 break;
             }
-        MR_CHECK(mr_model_init(&rep->model, cfg, s->plan.batch, METRIC_FLOATS, err));
+        MR_CHECK(mr_backend_create(opts->devices.kind, opts->devices.ordinals[r], &rep->be, err));
+        /* the math library's threads: OpenBLAS's setting is the process's,
+         * the same for every replica, set before any model is built */
+        if (r == 0) mr_backend_set_threads(rep->be, s->L == 1 ? cores : 1);
+        MR_CHECK(mr_model_init(&rep->model, rep->be, cfg, s->plan.batch, METRIC_FLOATS, err));
         if (s->R > 1) {
             rep->model.run.sync_sum = replica_sync_sum;
             rep->model.run.sync_ctx = rep;
@@ -286,6 +290,7 @@ void mr_strategy_destroy(mr_strategy *s) {
     if (s == NULL) return;
     for (int r = 0; s->reps && r < s->L; r++) {
         mr_model_free(&s->reps[r].model);
+        mr_backend_destroy(s->reps[r].be);
         free(s->reps[r].rows);
         free(s->reps[r].labels);
     }

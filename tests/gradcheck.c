@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../runtime/rng.h"
+#include "testutil.h"
 
 #define GC_STEP 1e-3 /* finite-difference step */
 #define GC_KINK 2e-2 /* one-sided slopes further apart than this: a kink */
@@ -103,7 +104,7 @@ mr_status gc_check_layer(const mr_layer_cfg *cfg, mr_shape in, int batch, uint64
             for (int64_t j = 0; j < w->size; j++)
                 w->data[j] = 1.0f + 0.5f * w->data[j];
     }
-    mr_run run = {.be = mr_backend_cpu(),
+    mr_run run = {.be = tu_cpu_backend(),
                   .training = 1,
                   .seed = seed,
                   .step = 3,

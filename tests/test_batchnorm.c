@@ -50,7 +50,7 @@ START_TEST(statistics_and_inference) {
     ck_assert_float_eq(w[3][2], 1.0f);
     mr_rng_uniform(3, 3, 0, 0, 0.0f, 4.0f, x, 48);
     float scratch[16];
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = scratch};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = scratch};
     l.ops->forward(&l, &run, 4, x, y);
     for (int ch = 0; ch < 3; ch++) {
         double m = 0, v = 0, ym = 0, yv = 0;
@@ -168,7 +168,7 @@ typedef struct replica_job {
 
 static void *replica_main(void *arg) {
     replica_job *j = arg;
-    mr_run run = {.be = mr_backend_cpu(),
+    mr_run run = {.be = tu_cpu_backend(),
                   .training = 1,
                   .scratch = j->t->scratch,
                   .sync_sum = fake_sync_sum,
@@ -212,7 +212,7 @@ START_TEST(sync_matches_one_replica) {
     /* the reference: one replica, no sync, the whole batch */
     bn_case ref;
     bn_case_init(&ref, in, 2 * B, 0);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = ref.scratch};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = ref.scratch};
     memcpy(rdy, dy, sizeof dy);
     ref.l.ops->forward(&ref.l, &run, 2 * B, x, ry);
     ref.l.ops->backward(&ref.l, &run, 2 * B, x, ry, rdy, rdx);
@@ -279,7 +279,7 @@ START_TEST(sync_failure_sets_status) {
     bn_case_init(&t, (mr_shape){1, {3, 0, 0}}, 4, 1);
     fake_comm comm = {.R = 2, .fail = 1};
     replica_ctx ctx = {&comm, 0};
-    mr_run run = {.be = mr_backend_cpu(),
+    mr_run run = {.be = tu_cpu_backend(),
                   .training = 1,
                   .scratch = t.scratch,
                   .sync_sum = fake_sync_sum,
@@ -298,7 +298,7 @@ END_TEST
 START_TEST(empty_batch_keeps_moving_statistics) {
     bn_case t;
     bn_case_init(&t, (mr_shape){3, {2, 2, 3}}, 4, 0);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = t.scratch};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = t.scratch};
     float x[1] = {0}, y[1], dy[1], dx[1];
     t.l.ops->forward(&t.l, &run, 0, x, y);
     t.l.ops->backward(&t.l, &run, 0, x, y, dy, dx);

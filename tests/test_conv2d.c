@@ -189,7 +189,7 @@ static void check_against_direct(mr_layer_cfg c, mr_shape in, int batch, int max
     double *rdx = malloc(sizeof(double) * nx), *ry = malloc(sizeof(double) * ny);
     mr_rng_uniform(2, 1, 0, 0, -1, 1, x, nx);
     mr_rng_uniform(2, 1, 1, 0, -1, 1, dy, ny);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = t.scratch};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = t.scratch};
     t.l.ops->forward(&t.l, &run, batch, x, y);
     ref_forward(&t, batch, x, z);
     /* the activation (ReLU or linear here) on the reference, and its dz */
@@ -299,7 +299,7 @@ START_TEST(bound_detects_wrong_gradients) {
     mr_rng_uniform(3, 1, 0, 0, -1, 1, x, nx);
     mr_rng_uniform(3, 1, 1, 0, -1, 1, r, ny);
     memcpy(dy, r, sizeof(float) * ny);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = t.scratch};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = t.scratch};
     t.l.ops->forward(&t.l, &run, 2, x, y);
     t.l.ops->backward(&t.l, &run, 2, x, y, dy, dx);
     ck_assert_double_lt(dx_err(&t.l, &run, 2, x, r, dx, nx, ny, y), GRAD_BOUND);

@@ -25,7 +25,7 @@ static void build(mr_config *cfg, mr_model *m, const char *extra, int units) {
     snprintf(text, sizeof text, all_kinds, extra, units);
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
-    ck_assert_msg(mr_model_init(m, cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(m, tu_cpu_backend(), cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
 }
 
 /* Random weights, state and slots (not the initial ones: a read that
@@ -183,7 +183,7 @@ START_TEST(mismatches_named) {
                                      "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n",
                                      "mlp.cfg", NULL, &cfg, NULL),
                      MR_OK);
-    ck_assert_int_eq(mr_model_init(&mlp, &cfg, 2, 0, NULL), MR_OK);
+    ck_assert_int_eq(mr_model_init(&mlp, tu_cpu_backend(), &cfg, 2, 0, NULL), MR_OK);
     mr_h5 h;
     mr_error err = {0};
     ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);

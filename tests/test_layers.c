@@ -94,7 +94,7 @@ START_TEST(dense_values) {
         x[i] = (float)(i % 5) - 1.5f;
     l.w[0].data = w;
     l.w[1].data = b;
-    mr_run run = {.be = mr_backend_cpu(), .training = 1};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1};
     l.ops->forward(&l, &run, 2, x, y);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++) {

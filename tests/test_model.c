@@ -19,7 +19,7 @@ static const char *mlp_cfg = "[net]\nbatch=8\n[data]\ntrain_images=a\ntrain_labe
 static void build(const char *text, mr_config *cfg, mr_model *m, int batch) {
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
-    ck_assert_msg(mr_model_init(m, cfg, batch, 2, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(m, tu_cpu_backend(), cfg, batch, 2, &err) == MR_OK, "%s", err.msg);
 }
 
 START_TEST(mlp_layout_and_summary) {
@@ -60,7 +60,7 @@ START_TEST(same_seed_same_bits) {
     mr_model a, b;
     build(mlp_cfg, &cfg, &a, 4);
     mr_error err = {0};
-    ck_assert_int_eq(mr_model_init(&b, &cfg, 4, 0, &err), MR_OK);
+    ck_assert_int_eq(mr_model_init(&b, tu_cpu_backend(), &cfg, 4, 0, &err), MR_OK);
     mr_model_init_weights(&a, 42);
     mr_model_init_weights(&b, 42);
     ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
@@ -334,14 +334,14 @@ START_TEST(shape_errors_name_the_line) {
     const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n"
                        "[dense]\nunits=10\n";
     ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
-    ck_assert_int_eq(mr_model_init(&m, &cfg, 4, 0, &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, 4, 0, &err), MR_ERR_CONFIG);
     ck_assert_msg(strstr(err.msg, "t.cfg:7:") && strstr(err.msg, "[dense]"), "%s", err.msg);
     mr_config_free(&cfg);
     mr_error_clear(&err);
     text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n[activation]\n"
            "activation=relu\n";
     ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
-    ck_assert_int_eq(mr_model_init(&m, &cfg, 4, 0, &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, 4, 0, &err), MR_ERR_CONFIG);
     ck_assert_msg(strstr(err.msg, "t.cfg:7:") && strstr(err.msg, "flat"), "%s", err.msg);
     mr_config_free(&cfg);
 }

@@ -115,7 +115,7 @@ START_TEST(bn_moving_statistics_averaged) {
     int64_t ns = 0, off = 0;
     for (int r = 0; r < R; r++) {
         mr_model m;
-        ck_assert_int_eq(mr_model_init(&m, &cfg, B, 0, &err), MR_OK);
+        ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, B, 0, &err), MR_OK);
         mr_model_init_weights(&m, 5);
         int64_t rows[4];
         int32_t labels[4];
