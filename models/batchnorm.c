@@ -23,7 +23,36 @@
 #include <string.h>
 
 #include "layer.h"
+#include "kernels_cpu.h"
 #include "../runtime/hot.h"
+
+static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    (void)max_batch, (void)file, (void)err;
+    int C = l->in.d[l->in.rank - 1];
+    l->out = l->in;
+    mr_layer_declare_weight(l, "gamma", 1, 1, C, 0, 0, 0);
+    mr_layer_declare_weight(l, "beta", 1, 1, C, 0, 0, 0);
+    mr_layer_declare_weight(l, "moving_mean", 0, 1, C, 0, 0, 0);
+    mr_layer_declare_weight(l, "moving_variance", 0, 1, C, 0, 0, 0);
+    return MR_OK;
+}
+
+/* gamma 1, beta 0, moving mean 0, moving variance 1 */
+static void bn_init(const mr_layer *l, int weight, uint64_t seed, float *out) {
+    (void)seed;
+    const float v = weight == 0 || weight == 3 ? 1.0f : 0.0f;
+    for (int64_t c = 0; c < l->w[weight].size; c++)
+        out[c] = v;
+}
+
+const mr_layer_ops mr_batchnorm_ops = {
+    .class_name = "BatchNormalization",
+    .setup = bn_setup,
+    .init = bn_init,
+    .whole_batch = 1,
+};
+
+/* ---- CPU kernels (to move to batchnorm_cpu.c) ---- */
 
 /* Rows summed in float before the partial sums join the double totals. */
 #define ROW_BLOCK 32
@@ -69,8 +98,8 @@ MR_HOT static void channel_sums(bn_priv *p, const float *u, const float *ua, con
     }
 }
 
-static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
-    (void)max_batch, (void)file;
+static mr_status bn_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
+    (void)be, (void)max_batch;
     int C = l->in.d[l->in.rank - 1];
     bn_priv *p = calloc(1, sizeof *p);
     if (p) {
@@ -85,25 +114,9 @@ static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error
     p->f1 = p->mean + 3 * C;
     p->f2 = p->mean + 4 * C;
     p->s2 = p->s1 + C;
-    l->out = l->in;
     /* the sync buffer (2C sums and a count); per-channel factors in inference */
     l->scratch_floats = (size_t)(2 * C + 1);
-    mr_layer_declare_weight(l, "gamma", 1, 1, C, 0, 0, 0);
-    mr_layer_declare_weight(l, "beta", 1, 1, C, 0, 0, 0);
-    mr_layer_declare_weight(l, "moving_mean", 0, 1, C, 0, 0, 0);
-    mr_layer_declare_weight(l, "moving_variance", 0, 1, C, 0, 0, 0);
     return MR_OK;
-}
-
-static void bn_init(mr_layer *l, uint64_t seed) {
-    (void)seed;
-    int C = ((bn_priv *)l->priv)->C;
-    for (int c = 0; c < C; c++) {
-        l->w[0].data[c] = 1.0f;
-        l->w[1].data[c] = 0.0f;
-        l->w[2].data[c] = 0.0f;
-        l->w[3].data[c] = 1.0f;
-    }
 }
 
 static int use_sync(const mr_layer *l, const mr_run *run) {
@@ -111,38 +124,37 @@ static int use_sync(const mr_layer *l, const mr_run *run) {
 }
 
 /* Adds p->s1, p->s2 (C each) and *count over the replicas: one sync_sum of
- * 2C+1 floats in run->scratch. 0 (run->status set) if the collective failed. */
-static int sync_sums(bn_priv *p, mr_run *run, double *count) {
+ * 2C+1 floats in run->scratch; the collective's failure is returned. */
+static mr_status sync_sums(bn_priv *p, mr_run *run, double *count) {
     const int C = p->C;
-    float *buf = run->scratch;
+    float *buf = mr_dfloat_ptr(run->scratch);
     for (int c = 0; c < C; c++) {
         buf[c] = (float)p->s1[c];
         buf[C + c] = (float)p->s2[c];
     }
     buf[2 * C] = (float)*count;
-    mr_status st = run->sync_sum(run->sync_ctx, buf, (size_t)(2 * C + 1));
-    if (st != MR_OK) {
-        run->status = st;
-        return 0;
-    }
+    MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)(2 * C + 1)));
     for (int c = 0; c < C; c++) {
         p->s1[c] = buf[c];
         p->s2[c] = buf[C + c];
     }
     *count = buf[2 * C];
-    return 1;
+    return MR_OK;
 }
 
-MR_HOT static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+MR_HOT static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                   mr_dfloat *yd) {
+    const float *x = mr_dfloat_cptr(xd);
+    float *y = mr_dfloat_ptr(yd);
     bn_priv *p = l->priv;
     const int C = p->C;
     const int64_t M = batch * mr_shape_size(l->in) / C; /* rows of C values */
-    const float *gamma = l->w[0].data, *beta = l->w[1].data;
-    float *mm = l->w[2].data, *mv = l->w[3].data;
+    const float *gamma = mr_dfloat_cptr(l->w[0].data), *beta = mr_dfloat_cptr(l->w[1].data);
+    float *mm = mr_dfloat_ptr(l->w[2].data), *mv = mr_dfloat_ptr(l->w[3].data);
     const float eps = l->cfg->epsilon, mom = l->cfg->momentum;
     if (!run->training) {
         /* y = (x - moving_mean) * gamma / sqrt(moving_var + eps) + beta */
-        float *scale = run->scratch; /* (C) */
+        float *scale = mr_dfloat_ptr(run->scratch); /* (C) */
         for (int c = 0; c < C; c++)
             scale[c] = gamma[c] / sqrtf(mv[c] + eps);
         for (int64_t r = 0; r < M; r++) {
@@ -151,7 +163,7 @@ MR_HOT static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *
             for (int c = 0; c < C; c++)
                 yr[c] = (xr[c] - mm[c]) * scale[c] + beta[c];
         }
-        return;
+        return MR_OK;
     }
     /* shifted sums: s1 = sum (x - s), s2 = sum (x - s)^2 per channel */
     const int sync = use_sync(l, run);
@@ -161,11 +173,11 @@ MR_HOT static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *
         p->inv_std[c] = 1.0f; /* the sums' vs; the real inv_std follows */
     channel_sums(p, x, p->shift, x, p->shift, p->inv_std, M);
     double count = (double)M;
-    if (sync && !sync_sums(p, run, &count)) return;
+    if (sync) MR_CHECK(sync_sums(p, run, &count));
     if (count <= 0.0) {
         /* an empty shard (and no global statistics): nothing to normalise,
          * and the moving averages must not learn 0/0 */
-        return;
+        return MR_OK;
     }
     float *restrict scale = p->f1; /* (C) gamma * inv_std */
     for (int c = 0; c < C; c++) {
@@ -185,20 +197,23 @@ MR_HOT static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *
         for (int c = 0; c < C; c++)
             yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
     }
+    return MR_OK;
 }
 
 /* Training-mode backward with the statistics of the forward:
  *   xhat = (x - mean) * inv_std,  dgamma += sum dy * xhat,  dbeta += sum dy,
  *   dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)),
  * the means over the N values of the channel (of the global batch with sync). */
-MR_HOT static void bn_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                               float *dy, float *dx) {
-    (void)y;
+MR_HOT static mr_status bn_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                    const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+    (void)yd;
+    const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd);
+    float *dx = mr_dfloat_ptr(dxd);
     bn_priv *p = l->priv;
     const int C = p->C;
     const int64_t M = batch * mr_shape_size(l->in) / C;
-    const float *gamma = l->w[0].data;
-    float *dgamma = l->w[0].grad, *dbeta = l->w[1].grad;
+    const float *gamma = mr_dfloat_cptr(l->w[0].data);
+    float *dgamma = mr_dfloat_ptr(l->w[0].grad), *dbeta = mr_dfloat_ptr(l->w[1].grad);
     /* s1 = sum dy, s2 = sum dy * xhat per channel; shift holds zeros here */
     memset(p->shift, 0, sizeof(float) * (size_t)C);
     channel_sums(p, dy, p->shift, x, p->mean, p->inv_std, M);
@@ -207,10 +222,10 @@ MR_HOT static void bn_backward(mr_layer *l, mr_run *run, int batch, const float 
         dgamma[c] += (float)p->s2[c];
         dbeta[c] += (float)p->s1[c];
     }
-    if (dx == NULL) return;
+    if (dx == NULL) return MR_OK;
     double count = (double)M;
-    if (use_sync(l, run) && !sync_sums(p, run, &count)) return;
-    if (count <= 0.0) return; /* no rows anywhere */
+    if (use_sync(l, run)) MR_CHECK(sync_sums(p, run, &count));
+    if (count <= 0.0) return MR_OK; /* no rows anywhere */
     /* dx = a * (dy - mean(dy)) - b * (x - mean), a = gamma * inv_std,
      * b = a * inv_std * mean(dy * xhat): per-channel factors in f1, f2, shift */
     float *restrict fa = p->f1, *restrict fb = p->f2, *restrict fm = p->shift;
@@ -227,21 +242,20 @@ MR_HOT static void bn_backward(mr_layer *l, mr_run *run, int batch, const float 
         for (int c = 0; c < C; c++)
             out[c] = fa[c] * (dr[c] - fm[c]) - fb[c] * (xr[c] - mean[c]);
     }
+    return MR_OK;
 }
 
-static void bn_destroy(mr_layer *l) {
+static void bn_cpu_destroy(mr_layer *l, mr_backend *be) {
+    (void)be;
     bn_priv *p = l->priv;
     if (p) free(p->mean), free(p->s1);
     free(p);
     l->priv = NULL;
 }
 
-const mr_layer_ops mr_batchnorm_ops = {
-    .class_name = "BatchNormalization",
-    .setup = bn_setup,
-    .init = bn_init,
+const mr_layer_kernels mr_batchnorm_cpu = {
+    .setup = bn_cpu_setup,
     .forward = bn_forward,
     .backward = bn_backward,
-    .destroy = bn_destroy,
-    .whole_batch = 1,
+    .destroy = bn_cpu_destroy,
 };

@@ -17,7 +17,7 @@
 
 #include "conv_geometry.h"
 #include "layer.h"
-#include "../runtime/backend_impl.h"
+#include "kernels_cpu.h"
 #include "../runtime/hot.h"
 
 /* Working set per chunk (col + output, in floats): about 512 KiB, an L2
@@ -43,11 +43,8 @@ typedef struct conv_priv {
     float *cols;
 } conv_priv;
 
-static conv_priv *priv(mr_layer *l) {
-    return (conv_priv *)l->priv;
-}
-
 static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    (void)max_batch;
     const mr_layer_cfg *c = l->cfg;
     if (l->in.rank != 3)
         return mr_error_set(err, MR_ERR_CONFIG,
@@ -66,6 +63,39 @@ static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_err
     if (g.out_h < 1 || g.out_w < 1 || l->in.d[2] < 1)
         return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [conv2d] would output an empty shape", file,
                             c->line);
+    l->out = (mr_shape){3, {g.out_h, g.out_w, c->filters}};
+    mr_layer_declare_weight(l, "kernel", 1, 4, g.k_h, g.k_w, l->in.d[2], c->filters);
+    if (c->use_bias) mr_layer_declare_weight(l, "bias", 1, 1, c->filters, 0, 0, 0);
+    return MR_OK;
+}
+
+static void conv_init(const mr_layer *l, int weight, uint64_t seed, float *out) {
+    const mr_layer_cfg *c = l->cfg;
+    /* Keras: fan_in = kh*kw*in, fan_out = kh*kw*out */
+    int area = c->size[0] * c->size[1];
+    if (weight == 0)
+        mr_layer_glorot_uniform(l, 0, seed, area * l->in.d[2], area * c->filters, out);
+    else
+        memset(out, 0, sizeof(float) * (size_t)c->filters);
+}
+
+const mr_layer_ops mr_conv2d_ops = {
+    .class_name = "Conv2D",
+    .setup = conv_setup,
+    .init = conv_init,
+};
+
+/* ---- CPU kernels (to move to conv2d_cpu.c) ---- */
+
+static conv_priv *priv(mr_layer *l) {
+    return (conv_priv *)l->priv;
+}
+
+/* The im2col plan of a layer that conv_setup accepted. */
+static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
+    (void)be;
+    const mr_layer_cfg *c = l->cfg;
+    mr_window g = mr_window_make(l->in.d[0], l->in.d[1], c);
     conv_priv *p = calloc(1, sizeof *p);
     if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     l->priv = p;
@@ -91,17 +121,7 @@ static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_err
         p->cols = malloc(sizeof(float) * (size_t)max_batch * (size_t)per_example);
         if (p->cols == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     }
-    l->out = (mr_shape){3, {g.out_h, g.out_w, p->F}};
-    mr_layer_declare_weight(l, "kernel", 1, 4, g.k_h, g.k_w, p->C, p->F);
-    if (c->use_bias) mr_layer_declare_weight(l, "bias", 1, 1, p->F, 0, 0, 0);
     return MR_OK;
-}
-
-static void conv_init(mr_layer *l, uint64_t seed) {
-    conv_priv *p = priv(l);
-    int area = p->g.k_h * p->g.k_w; /* Keras: fan_in = kh*kw*in, fan_out = kh*kw*out */
-    mr_layer_glorot_uniform(l, 0, seed, area * p->C, area * p->F);
-    if (l->n_weights > 1) memset(l->w[1].data, 0, sizeof(float) * (size_t)p->F);
 }
 
 /* colT (K, n * OH * OW) from x (n, H, W, 1): row (ky, kx) of colT is the
@@ -236,11 +256,11 @@ MR_HOT static void act_backward_sum(mr_activation act, const float *restrict y, 
                                     float *restrict db, int64_t rows, int F) {
     int relu = act == MR_ACTIVATION_RELU;
     if (!relu && act != MR_ACTIVATION_LINEAR) {
-        mr_activation_backward(act, y, dy, (int)rows, F);
+        mr_cpu_activation_backward(act, y, dy, (int)rows, F);
         act = MR_ACTIVATION_LINEAR;
     }
     if (relu && db == NULL) {
-        mr_activation_backward(act, y, dy, (int)rows, F);
+        mr_cpu_activation_backward(act, y, dy, (int)rows, F);
         return;
     }
     if (db == NULL) return; /* linear, no bias: nothing to do */
@@ -272,7 +292,10 @@ static mr_activation conv_act(const mr_layer *l) {
     return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
 }
 
-MR_HOT static void conv_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+MR_HOT static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                     mr_dfloat *yd) {
+    const float *x = mr_dfloat_cptr(xd), *w = mr_dfloat_cptr(l->w[0].data);
+    float *y = mr_dfloat_ptr(yd), *scratch = mr_dfloat_ptr(run->scratch);
     conv_priv *p = priv(l);
     const int P = p->g.out_h * p->g.out_w, F = p->F, K = p->K;
     const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;
@@ -282,7 +305,7 @@ MR_HOT static void conv_forward(mr_layer *l, mr_run *run, int batch, const float
         float *yc = y + (int64_t)b0 * P * F; /* (rows, F) */
         const float *col = x + b0 * in_per;  /* direct: x (rows, C) is col */
         if (!p->direct) {
-            float *dst = p->cols ? p->cols + (int64_t)b0 * P * K : run->scratch;
+            float *dst = p->cols ? p->cols + (int64_t)b0 * P * K : scratch;
             if (p->strips)
                 im2col_strips(p, x + b0 * in_per, n, dst);
             else
@@ -291,24 +314,27 @@ MR_HOT static void conv_forward(mr_layer *l, mr_run *run, int batch, const float
         }
         float beta = 0.0f;
         if (l->n_weights > 1) { /* y = bias, then y += col W */
-            fill_rows(yc, l->w[1].data, rows, F);
+            fill_rows(yc, mr_dfloat_cptr(l->w[1].data), rows, F);
             beta = 1.0f;
         }
         if (p->strips) /* y (rows, F) += colT^T (rows, K) W (K, F) */
-            mr_cpu_gemm(1, 0, rows, F, K, 1.0f, col, rows, l->w[0].data, F, beta, yc, F);
+            mr_cpu_gemm(1, 0, rows, F, K, 1.0f, col, rows, w, F, beta, yc, F);
         else /* y (rows, F) += col (rows, K) W (K, F) */
-            mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, l->w[0].data, F, beta, yc, F);
-        mr_activation_forward(conv_act(l), yc, rows, F);
+            mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, w, F, beta, yc, F);
+        mr_cpu_activation_forward(conv_act(l), yc, rows, F);
     }
+    return MR_OK;
 }
 
-MR_HOT static void conv_backward(mr_layer *l, mr_run *run, int batch, const float *x,
-                                 const float *y, float *dy, float *dx) {
+MR_HOT static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                      const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+    const float *x = mr_dfloat_cptr(xd), *y = mr_dfloat_cptr(yd), *w = mr_dfloat_cptr(l->w[0].data);
+    float *dy = mr_dfloat_ptr(dyd), *dx = mr_dfloat_ptr(dxd), *dw = mr_dfloat_ptr(l->w[0].grad);
     conv_priv *p = priv(l);
     const int P = p->g.out_h * p->g.out_w, F = p->F, K = p->K;
     const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;
-    float *col_buf = run->scratch, *dcol = run->scratch + (size_t)p->chunk * P * K;
-    float *db = l->n_weights > 1 ? l->w[1].grad : NULL;
+    float *col_buf = mr_dfloat_ptr(run->scratch), *dcol = col_buf + (size_t)p->chunk * P * K;
+    float *db = l->n_weights > 1 ? mr_dfloat_ptr(l->w[1].grad) : NULL;
     for (int b0 = 0; b0 < batch; b0 += p->chunk) {
         int n = batch - b0 < p->chunk ? batch - b0 : p->chunk;
         int rows = n * P;
@@ -326,32 +352,32 @@ MR_HOT static void conv_backward(mr_layer *l, mr_run *run, int batch, const floa
             col = col_buf;
         }
         if (p->strips) /* dW (K, F) += colT (K, rows) dy (rows, F) */
-            mr_cpu_gemm(0, 0, K, F, rows, 1.0f, col, rows, dyc, F, 1.0f, l->w[0].grad, F);
+            mr_cpu_gemm(0, 0, K, F, rows, 1.0f, col, rows, dyc, F, 1.0f, dw, F);
         else /* dW (K, F) += col^T (K, rows) dy (rows, F) */
-            mr_cpu_gemm(1, 0, K, F, rows, 1.0f, col, K, dyc, F, 1.0f, l->w[0].grad, F);
+            mr_cpu_gemm(1, 0, K, F, rows, 1.0f, col, K, dyc, F, 1.0f, dw, F);
         if (dx == NULL) continue;
         float *dxc = dx + b0 * in_per;
         if (p->direct) { /* dx (rows, C) = dy (rows, F) W^T (F, C) */
-            mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, l->w[0].data, F, 0.0f, dxc, K);
+            mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, w, F, 0.0f, dxc, K);
             continue;
         }
         /* dcol (rows, K) = dy (rows, F) W^T (F, K), then scatter back */
-        mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, l->w[0].data, F, 0.0f, dcol, K);
+        mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, w, F, 0.0f, dcol, K);
         col2im(p, dcol, n, dxc);
     }
+    return MR_OK;
 }
 
-static void conv_destroy(mr_layer *l) {
+static void conv_cpu_destroy(mr_layer *l, mr_backend *be) {
+    (void)be;
     if (l->priv) free(priv(l)->cols);
     free(l->priv);
     l->priv = NULL;
 }
 
-const mr_layer_ops mr_conv2d_ops = {
-    .class_name = "Conv2D",
-    .setup = conv_setup,
-    .init = conv_init,
+const mr_layer_kernels mr_conv2d_cpu = {
+    .setup = conv_cpu_setup,
     .forward = conv_forward,
     .backward = conv_backward,
-    .destroy = conv_destroy,
+    .destroy = conv_cpu_destroy,
 };

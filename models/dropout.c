@@ -9,6 +9,7 @@
 
 #include "../runtime/rng.h"
 #include "layer.h"
+#include "kernels_cpu.h"
 #include "../runtime/hot.h"
 
 static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -16,6 +17,13 @@ static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_
     l->out = l->in;
     return MR_OK;
 }
+
+const mr_layer_ops mr_dropout_ops = {
+    .class_name = "Dropout",
+    .setup = dropout_setup,
+};
+
+/* ---- CPU kernels (to move to dropout_cpu.c) ---- */
 
 /* y = x * mask / (1 - rate), row by row. */
 MR_HOT static void apply_mask(const mr_layer *l, const mr_run *run, int batch, const float *in,
@@ -38,28 +46,32 @@ MR_HOT static void apply_mask(const mr_layer *l, const mr_run *run, int batch, c
     }
 }
 
-static void dropout_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+static mr_status dropout_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                                 mr_dfloat *y) {
     if (!run->training || l->cfg->rate == 0.0f) {
-        memcpy(y, x, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
-        return;
+        memcpy(mr_dfloat_ptr(y), mr_dfloat_cptr(x),
+               sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
+        return MR_OK;
     }
-    apply_mask(l, run, batch, x, y);
+    apply_mask(l, run, batch, mr_dfloat_cptr(x), mr_dfloat_ptr(y));
+    return MR_OK;
 }
 
-static void dropout_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                             float *dy, float *dx) {
+static mr_status dropout_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                                  const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     (void)x, (void)y;
-    if (dx == NULL) return;
+    if (dx == NULL) return MR_OK;
     if (!run->training || l->cfg->rate == 0.0f) {
-        memcpy(dx, dy, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
-        return;
+        memcpy(mr_dfloat_ptr(dx), mr_dfloat_cptr(dy),
+               sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
+        return MR_OK;
     }
-    apply_mask(l, run, batch, dy, dx); /* the same mask and scale: d(y)/d(x) */
+    /* the same mask and scale: d(y)/d(x) */
+    apply_mask(l, run, batch, mr_dfloat_cptr(dy), mr_dfloat_ptr(dx));
+    return MR_OK;
 }
 
-const mr_layer_ops mr_dropout_ops = {
-    .class_name = "Dropout",
-    .setup = dropout_setup,
+const mr_layer_kernels mr_dropout_cpu = {
     .forward = dropout_forward,
     .backward = dropout_backward,
 };

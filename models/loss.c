@@ -1,8 +1,11 @@
-/* loss.c: cross-entropy (sparse and one-hot), mean squared error. */
+/* loss.c: cross-entropy (sparse and one-hot), mean squared error: which
+ * losses take logits, and the dispatch to the device's kernels (kernels.h). */
 #include "loss.h"
 
 #include <math.h>
 #include "../runtime/hot.h"
+#include "kernels.h"
+#include "kernels_cpu.h"
 
 /* Keras clips probabilities to [eps, 1 - eps] before the log when the
  * cross-entropy gets probabilities rather than logits. */
@@ -12,6 +15,19 @@ int mr_loss_fuses_softmax(mr_loss_kind kind) {
     return kind != MR_LOSS_MSE;
 }
 
+mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                          const mr_dfloat *out, const int32_t *labels, int batch, int k, float norm,
+                          mr_dfloat *dy, double *loss_sum, int64_t *correct, mr_error *err) {
+    const mr_kernels *kern = mr_kernels_for(be->kind);
+    if (kern == NULL)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s loss kernels in this build",
+                            be->ops->name);
+    return kern->loss->compute(be, kind, fused_softmax, out, labels, batch, k, norm, dy, loss_sum,
+                               correct, err);
+}
+
+/* ---- CPU kernels (to move to loss_cpu.c) ---- */
+
 static int argmax(const float *row, int k) {
     int best = 0;
     for (int j = 1; j < k; j++)
@@ -19,9 +35,13 @@ static int argmax(const float *row, int k) {
     return best;
 }
 
-MR_HOT void mr_loss_compute(mr_loss_kind kind, int fused_softmax, const float *out,
-                            const int32_t *labels, int batch, int k, float norm, float *dy,
-                            double *loss_sum, int64_t *correct) {
+MR_HOT static mr_status cpu_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                                 const mr_dfloat *outd, const int32_t *labels, int batch, int k,
+                                 float norm, mr_dfloat *dyd, double *loss_sum, int64_t *correct,
+                                 mr_error *err) {
+    (void)be, (void)err;
+    const float *out = mr_dfloat_cptr(outd);
+    float *dy = mr_dfloat_ptr(dyd);
     float inv = 1.0f / norm;
     double total = 0.0;
     int64_t right = 0;
@@ -68,4 +88,7 @@ MR_HOT void mr_loss_compute(mr_loss_kind kind, int fused_softmax, const float *o
     }
     *loss_sum += total;
     *correct += right;
+    return MR_OK;
 }
+
+const mr_loss_kernels mr_loss_cpu = {.compute = cpu_loss};

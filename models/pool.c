@@ -13,6 +13,7 @@
 
 #include "conv_geometry.h"
 #include "layer.h"
+#include "kernels_cpu.h"
 #include "../runtime/hot.h"
 
 /* gcc would turn the per-window copy of C floats into a memcpy call, which
@@ -46,6 +47,26 @@ static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_err
     if (g.out_h < 1 || g.out_w < 1 || l->in.d[2] < 1)
         return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [%s] would output an empty shape", file,
                             c->line, sec);
+    l->out = (mr_shape){3, {g.out_h, g.out_w, l->in.d[2]}};
+    return MR_OK;
+}
+
+const mr_layer_ops mr_maxpool_ops = {
+    .class_name = "MaxPooling2D",
+    .setup = pool_setup,
+};
+
+const mr_layer_ops mr_avgpool_ops = {
+    .class_name = "AveragePooling2D",
+    .setup = pool_setup,
+};
+
+/* ---- CPU kernels (to move to pool_cpu.c) ---- */
+
+static mr_status pool_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
+    (void)be, (void)max_batch;
+    const mr_layer_cfg *c = l->cfg;
+    mr_window g = mr_window_make(l->in.d[0], l->in.d[1], c);
     pool_priv *p = calloc(1, sizeof *p);
     if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     l->priv = p;
@@ -53,7 +74,6 @@ static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_err
     p->C = l->in.d[2];
     p->done = malloc(sizeof(float) * (size_t)p->C);
     if (p->done == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    l->out = (mr_shape){3, {g.out_h, g.out_w, p->C}};
     p->tiles = g.s_h == g.k_h && g.s_w == g.k_w &&
                (c->padding == MR_PADDING_SAME || (g.in_h % g.k_h == 0 && g.in_w % g.k_w == 0));
     return MR_OK;
@@ -93,9 +113,11 @@ static inline void max2x2(float *restrict o, const float *restrict r0, const flo
     }
 }
 
-MR_HOT MR_NO_MEMCPY static void pool_forward(mr_layer *l, mr_run *run, int batch, const float *x,
-                                             float *y) {
+MR_HOT MR_NO_MEMCPY static mr_status pool_forward(mr_layer *l, mr_run *run, int batch,
+                                                  const mr_dfloat *xd, mr_dfloat *yd) {
     (void)run;
+    const float *x = mr_dfloat_cptr(xd);
+    float *y = mr_dfloat_ptr(yd);
     pool_priv *p = l->priv;
     const mr_window *g = &p->g;
     const int C = p->C, is_max = l->cfg->kind == MR_LAYER_MAXPOOL;
@@ -132,6 +154,7 @@ MR_HOT MR_NO_MEMCPY static void pool_forward(mr_layer *l, mr_run *run, int batch
                 }
             }
     }
+    return MR_OK;
 }
 
 /* dx of a 2x2 window that is its own (the windows tile the input): dy goes
@@ -177,10 +200,12 @@ static inline void route_max(float *restrict dx, const float *restrict v, const 
         }
 }
 
-MR_HOT static void pool_backward(mr_layer *l, mr_run *run, int batch, const float *x,
-                                 const float *y, float *dy, float *dx) {
+MR_HOT static mr_status pool_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                      const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
     (void)run;
-    if (dx == NULL) return;
+    if (dxd == NULL) return MR_OK;
+    const float *x = mr_dfloat_cptr(xd), *y = mr_dfloat_cptr(yd), *dy = mr_dfloat_cptr(dyd);
+    float *dx = mr_dfloat_ptr(dxd);
     pool_priv *p = l->priv;
     const mr_window *g = &p->g;
     const int C = p->C, is_max = l->cfg->kind == MR_LAYER_MAXPOOL;
@@ -223,27 +248,20 @@ MR_HOT static void pool_backward(mr_layer *l, mr_run *run, int batch, const floa
                     }
             }
     }
+    return MR_OK;
 }
 
-static void pool_destroy(mr_layer *l) {
+static void pool_cpu_destroy(mr_layer *l, mr_backend *be) {
+    (void)be;
     pool_priv *p = l->priv;
     if (p) free(p->done);
     free(p);
     l->priv = NULL;
 }
 
-const mr_layer_ops mr_maxpool_ops = {
-    .class_name = "MaxPooling2D",
-    .setup = pool_setup,
+const mr_layer_kernels mr_pool_cpu = {
+    .setup = pool_cpu_setup,
     .forward = pool_forward,
     .backward = pool_backward,
-    .destroy = pool_destroy,
-};
-
-const mr_layer_ops mr_avgpool_ops = {
-    .class_name = "AveragePooling2D",
-    .setup = pool_setup,
-    .forward = pool_forward,
-    .backward = pool_backward,
-    .destroy = pool_destroy,
+    .destroy = pool_cpu_destroy,
 };

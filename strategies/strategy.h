@@ -44,6 +44,9 @@ typedef struct mr_strategy_opts {
                                    step (1-based); 0: never */
     int debug_stall;            /* tests only: ... or, with this set, stalls there for
                                    three collective timeouts instead */
+    int debug_staged;           /* tests only: the replicas' CPU contexts say their memory
+                                   is not host memory, so the host copies to and from it
+                                   as it must for a GPU (the batch, metrics, hashes) */
 } mr_strategy_opts;
 
 /* What the strategy decided, for the start-up line and the JSON summary. */

@@ -21,7 +21,7 @@ static mr_layer make(mr_layer_cfg *c, int n) {
     l.index = 3;
     l.in = (mr_shape){1, {n, 0, 0}};
     mr_error err = {0};
-    ck_assert_int_eq(l.ops->setup(&l, 64, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(gc_setup(&l, 64, "t.cfg", &err), MR_OK);
     return l;
 }
 
@@ -34,7 +34,7 @@ START_TEST(keep_fraction_and_scale) {
     for (int i = 0; i < n * B; i++)
         x[i] = 2.0f;
     mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 9, .step = 4, .sample_base = 0};
-    l.ops->forward(&l, &run, B, x, y);
+    gc_forward(&l, &run, B, x, y);
     int kept = 0;
     for (int i = 0; i < n * B; i++) {
         if (y[i] != 0.0f) {
@@ -45,7 +45,7 @@ START_TEST(keep_fraction_and_scale) {
     /* 20000 Bernoulli(0.7): sd = sqrt(20000 * 0.21) ~ 65; allow 5 sd */
     ck_assert_int_lt(abs(kept - 14000), 325);
     run.training = 0;
-    l.ops->forward(&l, &run, B, x, y);
+    gc_forward(&l, &run, B, x, y);
     ck_assert(memcmp(x, y, sizeof(float) * n * B) == 0);
     free(x), free(y);
 }
@@ -62,18 +62,18 @@ START_TEST(mask_follows_global_position) {
     for (int i = 0; i < 4 * n; i++)
         x[i] = 1.0f + (float)i;
     mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 1, .step = 7, .sample_base = 10};
-    l.ops->forward(&l, &run, 4, x, a);
+    gc_forward(&l, &run, 4, x, a);
     run.sample_base = 12; /* rows 2,3 of the first call, alone */
-    l.ops->forward(&l, &run, 2, x + 2 * n, b);
+    gc_forward(&l, &run, 2, x + 2 * n, b);
     ck_assert(memcmp(a + 2 * n, b, sizeof(float) * 2 * n) == 0);
     /* another step or another layer: another mask */
     run.sample_base = 10;
     run.step = 8;
-    l.ops->forward(&l, &run, 4, x, b);
+    gc_forward(&l, &run, 4, x, b);
     ck_assert(memcmp(a, b, sizeof(float) * 4 * n) != 0);
     run.step = 7;
     l.index = 4;
-    l.ops->forward(&l, &run, 4, x, b);
+    gc_forward(&l, &run, 4, x, b);
     ck_assert(memcmp(a, b, sizeof(float) * 4 * n) != 0);
 }
 END_TEST
@@ -89,10 +89,10 @@ START_TEST(backward_uses_the_forward_mask) {
     for (int i = 0; i < n * B; i++)
         x[i] = 1.0f, dy[i] = 1.0f;
     mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 3, .step = 11, .sample_base = 7};
-    l.ops->forward(&l, &run, B, x, y);
-    l.ops->forward(&l, &run, B, x, y2);
+    gc_forward(&l, &run, B, x, y);
+    gc_forward(&l, &run, B, x, y2);
     ck_assert(memcmp(y, y2, sizeof y) == 0);
-    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    gc_backward(&l, &run, B, x, y, dy, dx);
     ck_assert(memcmp(y, dx, sizeof y) == 0); /* dx = mask * dy / (1 - rate) = y here */
     int dropped = 0;
     for (int i = 0; i < n * B; i++)
@@ -109,14 +109,14 @@ START_TEST(backward_uses_the_forward_mask) {
             ck_assert_int_eq(keep, y[i * n + j] != 0.0f);
         }
     c.rate = 0.0f;
-    l.ops->forward(&l, &run, B, x, y);
+    gc_forward(&l, &run, B, x, y);
     ck_assert(memcmp(x, y, sizeof y) == 0);
-    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    gc_backward(&l, &run, B, x, y, dy, dx);
     ck_assert(memcmp(dy, dx, sizeof dx) == 0);
     /* inference backward (not used in training, but defined): the identity */
     c.rate = 0.3f;
     run.training = 0;
-    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    gc_backward(&l, &run, B, x, y, dy, dx);
     ck_assert(memcmp(dy, dx, sizeof dx) == 0);
 }
 END_TEST
