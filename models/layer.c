@@ -1,19 +1,15 @@
 /* layer.c: what all layers share: the kind -> ops table, the wrappers
  * that set up, run and free a layer on its device's kernels (kernels.h),
  * weight declaration and initialisation (made on the host, copied to the
- * device unless its memory is host memory). Device-independent.
- * TEMPORARY: the CPU activation loops (kernels_cpu.h) until activation_cpu.c. */
+ * device unless its memory is host memory). Device-independent. */
 #include "layer.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../runtime/elementwise.h"
 #include "../runtime/rng.h"
-#include "../runtime/hot.h"
 #include "kernels.h"
-#include "kernels_cpu.h"
 
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind) {
     switch (kind) {
@@ -107,72 +103,4 @@ void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int f
     float limit = sqrtf(6.0f / (float)(fan_in + fan_out));
     mr_rng_uniform(seed, MR_RNG_STREAM_INIT, (uint32_t)l->index, (uint32_t)weight, -limit, limit,
                    out, w->size);
-}
-
-MR_HOT void mr_cpu_activation_forward(mr_activation act, float *y, int rows, int width) {
-    int64_t n = (int64_t)rows * width;
-    switch (act) {
-    case MR_ACTIVATION_LINEAR:
-        break;
-    case MR_ACTIVATION_RELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = mr_relu(y[i]);
-        break;
-    case MR_ACTIVATION_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = mr_sigmoid(y[i]);
-        break;
-    case MR_ACTIVATION_TANH:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = tanhf(y[i]);
-        break;
-    case MR_ACTIVATION_SOFTMAX:
-        for (int r = 0; r < rows; r++) {
-            float *row = y + (int64_t)r * width;
-            float mx = row[0], sum = 0.0f;
-            for (int j = 1; j < width; j++)
-                mx = row[j] > mx ? row[j] : mx;
-            for (int j = 0; j < width; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j < width; j++)
-                row[j] *= inv;
-        }
-        break;
-    }
-}
-
-MR_HOT void mr_cpu_activation_backward(mr_activation act, const float *y, float *dy, int rows,
-                                       int width) {
-    int64_t n = (int64_t)rows * width;
-    switch (act) {
-    case MR_ACTIVATION_LINEAR:
-        break;
-    case MR_ACTIVATION_RELU:
-        for (int64_t i = 0; i < n; i++)
-            dy[i] *= mr_relu_grad(y[i]);
-        break;
-    case MR_ACTIVATION_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            dy[i] *= mr_sigmoid_grad(y[i]);
-        break;
-    case MR_ACTIVATION_TANH:
-        for (int64_t i = 0; i < n; i++)
-            dy[i] *= mr_tanh_grad(y[i]);
-        break;
-    case MR_ACTIVATION_SOFTMAX:
-        /* dx_j = y_j (dy_j - sum_k dy_k y_k) */
-        for (int r = 0; r < rows; r++) {
-            const float *yr = y + (int64_t)r * width;
-            float *dr = dy + (int64_t)r * width;
-            float dot = 0.0f;
-            for (int j = 0; j < width; j++)
-                dot += dr[j] * yr[j];
-            for (int j = 0; j < width; j++)
-                dr[j] = yr[j] * (dr[j] - dot);
-        }
-        break;
-    }
 }
