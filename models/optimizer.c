@@ -4,10 +4,7 @@
 
 #include <math.h>
 
-#include "../runtime/elementwise.h"
-#include "../runtime/hot.h"
 #include "kernels.h"
-#include "kernels_cpu.h"
 
 mr_optimizer mr_optimizer_from_config(const mr_net_cfg *net) {
     mr_optimizer o = {.kind = net->optimizer,
@@ -41,34 +38,3 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
     return kern->optimizer->sgd(be, w, g, opt->momentum != 0.0f ? slot0 : NULL, n, lr,
                                 opt->momentum, opt->nesterov, err);
 }
-
-/* ---- CPU kernels (to move to optimizer_cpu.c) ---- */
-
-MR_HOT static mr_status cpu_adam(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd, mr_dfloat *md,
-                                 mr_dfloat *vd, size_t n, float alpha, float b1, float b2,
-                                 float eps, mr_error *err) {
-    (void)be, (void)err;
-    float *restrict w = mr_dfloat_ptr(wd), *restrict m = mr_dfloat_ptr(md),
-                    *restrict v = mr_dfloat_ptr(vd);
-    const float *restrict g = mr_dfloat_cptr(gd);
-    for (size_t i = 0; i < n; i++)
-        mr_adam_update(&w[i], g[i], &m[i], &v[i], alpha, b1, b2, eps);
-    return MR_OK;
-}
-
-MR_HOT static mr_status cpu_sgd(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd, mr_dfloat *veld,
-                                size_t n, float lr, float momentum, int nesterov, mr_error *err) {
-    (void)be, (void)err;
-    float *restrict w = mr_dfloat_ptr(wd), *restrict vel = mr_dfloat_ptr(veld);
-    const float *restrict g = mr_dfloat_cptr(gd);
-    if (momentum != 0.0f) {
-        for (size_t i = 0; i < n; i++)
-            mr_sgd_update(&w[i], g[i], &vel[i], lr, momentum, nesterov);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            w[i] -= lr * g[i];
-    }
-    return MR_OK;
-}
-
-const mr_optimizer_kernels mr_optimizer_cpu = {.adam = cpu_adam, .sgd = cpu_sgd};
