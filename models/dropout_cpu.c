@@ -1,7 +1,10 @@
-/* dropout_cpu.c: Dropout on the CPU (dropout.c: the mask's definition).
+/* dropout_cpu.c: Dropout on the CPU (dropout.c: the mask's definition), a
+ * loop over elementwise.h's single-source mask (mr_dropout_words,
+ * mr_dropout_apply), which a CUDA kernel shares: the same bits.
  * Relies on: layer.h (mr_run: seed, step, sample_base), rng.h (Philox). */
 #include <string.h>
 
+#include "../runtime/elementwise.h"
 #include "../runtime/hot.h"
 #include "../runtime/rng.h"
 #include "kernels_cpu.h"
@@ -18,11 +21,9 @@ MR_HOT static void apply_mask(const mr_layer *l, const mr_run *run, int batch, c
         const float *src = in + (int64_t)i * n;
         float *dst = out + (int64_t)i * n;
         for (int64_t j = 0; j < n; j += 4) {
-            mr_philox4x32(key[0], key[1], (uint32_t)run->step, (uint32_t)sample,
-                          (uint32_t)l->index | (uint32_t)(sample >> 32) << 16, (uint32_t)(j / 4),
-                          w);
+            mr_dropout_words(key, run->step, sample, l->index, j / 4, w);
             for (int k = 0; k < 4 && j + k < n; k++)
-                dst[j + k] = mr_rng_u01(w[k]) >= rate ? src[j + k] * scale : 0.0f;
+                dst[j + k] = mr_dropout_apply(src[j + k], w[k], rate, scale);
         }
     }
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/elementwise.h"
 #include "../runtime/rng.h"
 #include "gradcheck.h"
 #include "testutil.h"
@@ -121,6 +122,45 @@ START_TEST(backward_uses_the_forward_mask) {
 }
 END_TEST
 
+/* The single-source per-element mask (elementwise.h), which a CUDA kernel
+ * shares: its words are Philox at the documented counter (a sample past
+ * 2^32 folds its high bits into the layer word), and the layer's output is
+ * mr_dropout_apply of them, element by element, bit for bit. */
+START_TEST(single_source_mask) {
+    uint32_t key[2], w[4], want[4];
+    mr_rng_key(8, MR_RNG_STREAM_DROPOUT, key);
+    const uint64_t samples[3] = {0, 12345, (5ull << 32) + 9};
+    for (int s = 0; s < 3; s++) {
+        mr_dropout_words(key, 21, samples[s], 3, 17, w);
+        mr_philox4x32(key[0], key[1], 21, (uint32_t)samples[s],
+                      3u | (uint32_t)(samples[s] >> 32) << 16, 17, want);
+        ck_assert_mem_eq(w, want, sizeof w);
+    }
+    /* kept: x / (1 - rate) in float; dropped: +0 */
+    ck_assert_float_eq(mr_dropout_apply(2.0f, 0xffffffffu, 0.3f, 1.0f / 0.7f), 2.0f / 0.7f);
+    ck_assert_float_eq(mr_dropout_apply(-2.0f, 0u, 0.3f, 1.0f / 0.7f), 0.0f);
+    ck_assert(!signbit(mr_dropout_apply(-2.0f, 0u, 0.3f, 1.0f / 0.7f)));
+    ck_assert_float_eq(mr_dropout_apply(5.0f, 0u, 0.0f, 1.0f), 5.0f); /* u01 >= 0: kept */
+    /* the layer is exactly that */
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
+    c.rate = 0.4f;
+    const int n = 37, B = 3;
+    mr_layer l = make(&c, n);
+    float x[3 * 37], y[3 * 37];
+    mr_rng_uniform(2, 9, 0, 0, -2.0f, 2.0f, x, n * B);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 8, .step = 21, .sample_base = 40};
+    ck_assert_int_eq(gc_forward(&l, &run, B, x, y), MR_OK);
+    const float scale = 1.0f / (1.0f - 0.4f);
+    for (int i = 0; i < B; i++)
+        for (int j = 0; j < n; j++) {
+            mr_dropout_words(key, 21, 40 + (uint64_t)i, l.index, j / 4, w);
+            float e = mr_dropout_apply(x[i * n + j], w[j % 4], 0.4f, scale);
+            ck_assert(memcmp(&e, &y[i * n + j], sizeof e) == 0);
+        }
+    mr_layer_destroy(&l);
+}
+END_TEST
+
 START_TEST(gradient_with_fixed_mask) {
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
     c.rate = 0.3f;
@@ -140,6 +180,7 @@ int main(void) {
     tcase_add_test(tc, mask_follows_global_position);
     tcase_add_test(tc, backward_uses_the_forward_mask);
     tcase_add_test(tc, gradient_with_fixed_mask);
+    tcase_add_test(tc, single_source_mask);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
