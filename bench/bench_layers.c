@@ -58,13 +58,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     mr_model m;
-    if (mr_model_init(&m, &cfg, B, 0, &err) != MR_OK) {
+    mr_backend *be = NULL;
+    if (mr_backend_create(MR_DEVICE_CPU, 0, &be, &err) != MR_OK ||
+        mr_model_init(&m, be, &cfg, B, 0, &err) != MR_OK) {
         fprintf(stderr, "bench_layers: %s\n", err.msg);
         return 2;
     }
-    mr_model_init_weights(&m, 1);
-    mr_rng_uniform(1, 50, 0, 0, 0.0f, 1.0f, m.input, B * m.in_size);
-    mr_model_forward(&m, B, 1); /* every layer's x and y hold real values */
+    mr_rng_uniform(1, 50, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), B * m.in_size);
+    /* every layer's x and y hold real values */
+    if (mr_model_init_weights(&m, 1, &err) != MR_OK ||
+        mr_model_input_upload(&m, B, &err) != MR_OK || mr_model_forward(&m, B, 1, &err) != MR_OK) {
+        fprintf(stderr, "bench_layers: %s\n", err.msg);
+        return 2;
+    }
     double peak = sgemm_gflops();
     printf("SGEMM 1024^3: %.1f GFLOP/s; batch %d\n", peak, B);
     printf("| layer | output | forward ms | backward ms | forward GFLOP/s | backward GFLOP/s | %% "
@@ -79,18 +85,27 @@ int main(int argc, char **argv) {
                    l->ops->class_name, shape);
             continue;
         }
-        const float *x = i > 0 ? m.acts[i - 1] : m.input;
+        const mr_dfloat *x = i > 0 ? m.acts[i - 1] : m.input;
         int64_t ny = B * mr_shape_size(l->out), nx = B * mr_shape_size(l->in);
-        float *dy = malloc(sizeof(float) * ny), *dx = i > 0 ? malloc(sizeof(float) * nx) : NULL;
+        mr_dfloat *dy = mr_backend_alloc_floats(be, (size_t)ny);
+        mr_dfloat *dx = i > 0 ? mr_backend_alloc_floats(be, (size_t)nx) : NULL;
+        /* dy is made on the host: in place where the context's memory is host memory */
+        float *dy_host = mr_backend_host_view(be, dy), *stage = NULL;
+        if (dy_host == NULL) dy_host = stage = malloc(sizeof(float) * ny);
         double tf[9], tb[9];
         for (int k = 0; k < 9; k++) {
             double t0 = now_s();
-            l->ops->forward(l, &m.run, B, x, m.acts[i]);
+            mr_status st = mr_layer_forward(l, &m.run, B, x, m.acts[i]);
             tf[k] = now_s() - t0;
-            mr_rng_uniform(2, 51, (uint32_t)k, 0, -1.0f, 1.0f, dy, ny);
+            mr_rng_uniform(2, 51, (uint32_t)k, 0, -1.0f, 1.0f, dy_host, ny);
+            if (st == MR_OK) st = mr_backend_write(be, dy, dy_host, (size_t)ny, &err);
             t0 = now_s();
-            l->ops->backward(l, &m.run, B, x, m.acts[i], dy, dx);
+            if (st == MR_OK) st = mr_layer_backward(l, &m.run, B, x, m.acts[i], dy, dx);
             tb[k] = now_s() - t0;
+            if (st != MR_OK) {
+                fprintf(stderr, "bench_layers: %s: %s\n", l->name, err.msg);
+                return 1;
+            }
         }
         qsort(tf, 9, sizeof tf[0], cmp);
         qsort(tb, 9, sizeof tb[0], cmp);
@@ -108,10 +123,12 @@ int main(int argc, char **argv) {
             printf("| %s (%s) | %s | %.3f | %.3f | | | |\n", l->name, l->ops->class_name, shape,
                    tf[4] * 1e3, tb[4] * 1e3);
         }
-        free(dy);
-        free(dx);
+        mr_backend_free(be, dy);
+        mr_backend_free(be, dx);
+        free(stage);
     }
     mr_model_free(&m);
+    mr_backend_destroy(be);
     mr_config_free(&cfg);
     return 0;
 }

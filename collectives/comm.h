@@ -9,6 +9,13 @@
  * calls the same collectives in the same order with buffers of the same
  * length. collectives/ knows nothing of models: it moves float buffers.
  *
+ * The float buffers are the replicas' device memory (runtime/tensor.h),
+ * handed over as float * through mr_comm_buf: a communicator reads and
+ * writes them, so it serves one device kind. local, mpi and hierarchical
+ * join CPU replicas only, whose device memory is host memory; GPU replicas
+ * get NCCL, and the strategy picks the communicator for the replicas' kind.
+ * The f64 all-reduce takes host memory (a few metric sums).
+ *
  * No collective waits forever: a participant that does not arrive within the
  * communicator's timeout makes the others return MR_ERR_RUNTIME with a message
  * that says which collective was waiting for which participants. A
@@ -21,8 +28,15 @@
 #include <stddef.h>
 
 #include "../runtime/error.h"
+#include "../runtime/tensor.h"
 
 typedef struct mr_comm mr_comm;
+
+/* Device memory handed to a communicator, which joins replicas of that
+ * memory's device kind (see above). Not for dereferencing. */
+static inline float *mr_comm_buf(mr_dfloat *p) {
+    return (float *)p;
+}
 
 /* The interface every communicator implements. Callers use the mr_comm_*
  * wrappers below, never the slots directly. */

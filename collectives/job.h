@@ -66,6 +66,7 @@ mr_status mr_job_agree(mr_job *job, mr_status st, mr_error *err);
 /* The communicator for this process's `local_replicas` threads, chosen from
  * the job's shape: local (one process), mpi (one replica per process, one
  * node) or hierarchical (several replicas in a process, or several nodes).
+ * All three move host memory: for CPU replicas only (comm.h).
  * Fills job->replicas, job->first and job->world_replicas. */
 mr_status mr_job_comm_create(mr_job *job, int local_replicas, mr_comm **out, mr_error *err);
 

@@ -6,7 +6,12 @@
  * buffer (the all-gather done by the slice's owner, not pulled by the
  * others). Threads meet by spinning on atomics (bounded, then yielding,
  * then sleeping), not pthread barriers: a pthread barrier round costs tens
- * of microseconds on a 2-core machine, which would drown small buckets. */
+ * of microseconds on a 2-core machine, which would drown small buckets.
+ *
+ * CPU replicas only: the ranks read each other's buffers and copy with
+ * memcpy, which is right because a CPU replica's device memory is host
+ * memory (runtime/tensor.h). The strategy never gives it GPU replicas;
+ * those are joined by NCCL, device to device. */
 #ifndef MR_LOCAL_H
 #define MR_LOCAL_H
 

@@ -72,7 +72,7 @@ static mr_status check_writable(const export_paths *p, mr_error *err) {
 /* The model of the checkpoint: its .cfg (relative paths from the folder it
  * was read from; only the layers matter here), weights and optimizer slots. */
 static mr_status load_model(const export_paths *p, mr_checkpoint *ck, mr_config *cfg, mr_model *m,
-                            mr_error *err) {
+                            mr_backend *be, mr_error *err) {
     mr_error ck_err = {0};
     mr_status st = mr_checkpoint_load(p->checkpoint, ck, &ck_err);
     if (st == MR_ERR_DATA && strstr(ck_err.msg, "no /mirrored group"))
@@ -84,7 +84,7 @@ static mr_status load_model(const export_paths *p, mr_checkpoint *ck, mr_config 
     char folder[MR_PATH_MAX];
     snprintf(folder, sizeof folder, "%s", ck->cfg_path);
     MR_CHECK(mr_config_parse(ck->cfg_text, ck->cfg_path, dirname(folder), cfg, err));
-    MR_CHECK(mr_model_init(m, cfg, 1, 0, err));
+    MR_CHECK(mr_model_init(m, be, cfg, 1, 0, err));
     return mr_checkpoint_load_model(p->checkpoint, m, 1, err);
 }
 
@@ -235,10 +235,12 @@ int main(int argc, char **argv) {
     mr_checkpoint ck = {0};
     mr_config cfg = {0};
     mr_model m = {0};
+    mr_backend *be = NULL; /* the model lives in host memory: a CPU context */
     char *config = NULL;
     char metadata[128];
     st = check_writable(&p, &err);
-    if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, &err);
+    if (st == MR_OK) st = mr_backend_create(MR_DEVICE_CPU, 0, &be, &err);
+    if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, be, &err);
     if (st == MR_OK) {
         config = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, ck.lr);
         if (config == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
@@ -263,6 +265,7 @@ int main(int argc, char **argv) {
     }
     free(config);
     mr_model_free(&m); /* safe on a model never initialised */
+    if (be != NULL) mr_backend_destroy(be);
     mr_config_free(&cfg);
     mr_checkpoint_free(&ck);
     return rc;

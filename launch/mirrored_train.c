@@ -145,16 +145,28 @@ static mr_status write_json(const char *path, const mr_progress *pg, const mr_fi
     return MR_OK;
 }
 
+/* FNV-1a over n floats of the model's device memory p, read in pieces the
+ * model's host staging holds (at once where its memory is host memory). */
+static mr_status hash_floats(const mr_model *m, const mr_dfloat *p, int64_t n, uint64_t *h,
+                             mr_error *err) {
+    int64_t step = m->be->host_memory ? n : (int64_t)m->host_floats;
+    for (int64_t i = 0; i < n; i += step) {
+        int64_t k = n - i < step ? n - i : step;
+        const float *host;
+        MR_CHECK(mr_model_read(m, mr_dfloat_at_c(p, i), (size_t)k, &host, err));
+        const unsigned char *b = (const unsigned char *)host;
+        for (size_t j = 0; j < sizeof(float) * (size_t)k; j++)
+            *h = (*h ^ b[j]) * 0x100000001B3ull;
+    }
+    return MR_OK;
+}
+
 /* FNV-1a of the final weights and state: two runs are bitwise identical iff equal. */
-static uint64_t params_hash(const mr_model *m) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    const unsigned char *b = (const unsigned char *)m->params;
-    for (size_t i = 0; i < sizeof(float) * (size_t)m->n_params; i++)
-        h = (h ^ b[i]) * 0x100000001B3ull;
-    b = (const unsigned char *)m->state;
-    for (size_t i = 0; m->state && i < sizeof(float) * (size_t)m->n_state; i++)
-        h = (h ^ b[i]) * 0x100000001B3ull;
-    return h;
+static mr_status params_hash(const mr_model *m, uint64_t *h, mr_error *err) {
+    *h = 0xCBF29CE484222325ull;
+    MR_CHECK(hash_floats(m, m->params, m->n_params, h, err));
+    if (m->state) MR_CHECK(hash_floats(m, m->state, m->n_state, h, err));
+    return MR_OK;
 }
 
 static void model_name(const char *cfg_path, char *buf, size_t n) {
@@ -357,12 +369,19 @@ static mr_status prepare(const cli *c, const mr_job *job, mr_config *cfg, mr_str
     opts->check_sync = (int)c->check_sync;
     opts->bucket_floats = (size_t)(c->bucket_mb * 1024 * 1024 / sizeof(float));
     opts->comm_timeout = c->timeout;
-    /* the model's shapes first: a .cfg mistake should not wait for the data */
+    /* the model's shapes first: a .cfg mistake should not wait for the data
+     * (built on a CPU context: only the shapes are wanted) */
     mr_model probe;
-    MR_CHECK(mr_model_init(&probe, cfg, 1, 0, err));
-    *in_size = probe.in_size;
-    *classes = mr_model_classes(&probe);
-    mr_model_free(&probe);
+    mr_backend *be;
+    MR_CHECK(mr_backend_create(MR_DEVICE_CPU, 0, &be, err));
+    mr_status st = mr_model_init(&probe, be, cfg, 1, 0, err);
+    if (st == MR_OK) {
+        *in_size = probe.in_size;
+        *classes = mr_model_classes(&probe);
+        mr_model_free(&probe);
+    }
+    mr_backend_destroy(be);
+    MR_CHECK(st);
     if (job->rank == 0) {
         MR_CHECK(mr_cli_check_writable("--metrics", c->metrics_path, err));
         MR_CHECK(mr_cli_check_writable("--json", c->json_path, err));
@@ -745,10 +764,12 @@ int main(int argc, char **argv) {
         goto alone_failure;
     }
     log = NULL;
+    uint64_t hash = 0;
     if (lead && c.json_path != NULL &&
-        write_json(c.json_path, &pg, plan, &job, &opts.devices,
-                   mr_comm_name(mr_strategy_comm(strategy)), cfg.net.epochs, has_test, test_loss,
-                   test_acc, params_hash(mr_strategy_replica(strategy, 0)), &err) != MR_OK)
+        (params_hash(mr_strategy_replica(strategy, 0), &hash, &err) != MR_OK ||
+         write_json(c.json_path, &pg, plan, &job, &opts.devices,
+                    mr_comm_name(mr_strategy_comm(strategy)), cfg.net.epochs, has_test, test_loss,
+                    test_acc, hash, &err) != MR_OK))
         goto alone_failure;
     goto done;
 agreed_failure:

@@ -1,4 +1,5 @@
-/* batchnorm.c: BatchNormalization over the last axis (channels, NHWC).
+/* batchnorm.c: BatchNormalization over the last axis (channels, NHWC): what
+ * the layer is on every device.
  *   x, y: (B, ..., C)   gamma, beta, moving_mean, moving_variance: (C)
  * Training: statistics of this replica's batch (N = B * H * W values per
  * channel; biased variance, as Keras 3 uses for both the normalisation and
@@ -7,87 +8,15 @@
  * several replicas (run->sync_sum set) the statistics are those of the
  * global batch (SyncBatchNormalization): one sync_sum of 2C+1 floats in
  * forward (sums of x and x^2, and the count) and one in backward (sums of
- * dy and dy * xhat, and the count). Inference: the moving averages.
- *
- * Sums are taken around a per-channel shift s (sums of x - s and of
- * (x - s)^2), so the variance E[(x-s)^2] - E[x-s]^2 does not cancel
- * catastrophically. Without sync the shift is the batch's first row (a
- * sample of the channel, near its mean); with sync it is the moving mean,
- * which every replica holds bit for bit (the strategy keeps the state
- * identical), so the replicas' shifted sums can be added. The per-element
- * math is float, vectorised over the channels; sums go through float
- * partials of ROW_BLOCK rows into double totals.
+ * dy and dy * xhat, and the count). Inference: the moving averages. The
+ * CPU kernels are batchnorm_cpu.c.
  * Relies on: layer.h (the layer contract, mr_run.sync_sum). */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "layer.h"
-#include "../runtime/hot.h"
-
-/* Rows summed in float before the partial sums join the double totals. */
-#define ROW_BLOCK 32
-
-typedef struct bn_priv {
-    int C;
-    float *mean, *inv_std; /* (C) statistics of the last training forward, for backward */
-    float *shift;          /* (C) the shift of the sums */
-    float *f1, *f2;        /* (C) float partial sums of a block of rows */
-    double *s1, *s2;       /* (C) per-channel sums */
-} bn_priv;
-
-/* f1 += a, f2 += a * b for one row, a = u - ua, b = (v - vb) * vs. */
-static inline void sum_row(float *restrict f1, float *restrict f2, const float *restrict u,
-                           const float *restrict ua, const float *restrict v,
-                           const float *restrict vb, const float *restrict vs, int C) {
-    for (int c = 0; c < C; c++) {
-        float a = u[c] - ua[c], b = (v[c] - vb[c]) * vs[c];
-        f1[c] += a;
-        f2[c] += a * b;
-    }
-}
-
-/* s1 = sum of a, s2 = sum of a * b over `rows` rows of C, where
- * a = u - ua and b = (v - vb) * vs per element (ua, vb, vs per channel):
- * forward: u = v = x, ua = vb = shift, vs = 1 (sums of x - s and (x - s)^2);
- * backward: u = dy, ua = 0, v = x, vb = mean, vs = inv_std (dy, dy * xhat). */
-MR_HOT static void channel_sums(bn_priv *p, const float *u, const float *ua, const float *v,
-                                const float *vb, const float *vs, int64_t rows) {
-    const int C = p->C;
-    for (int c = 0; c < C; c++)
-        p->s1[c] = p->s2[c] = 0.0;
-    for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
-        int64_t r1 = r0 + ROW_BLOCK < rows ? r0 + ROW_BLOCK : rows;
-        for (int c = 0; c < C; c++)
-            p->f1[c] = p->f2[c] = 0.0f;
-        for (int64_t r = r0; r < r1; r++)
-            sum_row(p->f1, p->f2, u + r * C, ua, v + r * C, vb, vs, C);
-        for (int c = 0; c < C; c++) {
-            p->s1[c] += p->f1[c];
-            p->s2[c] += p->f2[c];
-        }
-    }
-}
 
 static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
-    (void)max_batch, (void)file;
+    (void)max_batch, (void)file, (void)err;
     int C = l->in.d[l->in.rank - 1];
-    bn_priv *p = calloc(1, sizeof *p);
-    if (p) {
-        p->C = C;
-        p->mean = calloc((size_t)C * 5, sizeof(float)); /* mean, inv_std, shift, f1, f2 */
-        p->s1 = calloc((size_t)C * 2, sizeof(double));  /* s1, s2 */
-    }
-    l->priv = p;
-    if (!p || !p->mean || !p->s1) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    p->inv_std = p->mean + C;
-    p->shift = p->mean + 2 * C;
-    p->f1 = p->mean + 3 * C;
-    p->f2 = p->mean + 4 * C;
-    p->s2 = p->s1 + C;
     l->out = l->in;
-    /* the sync buffer (2C sums and a count); per-channel factors in inference */
-    l->scratch_floats = (size_t)(2 * C + 1);
     mr_layer_declare_weight(l, "gamma", 1, 1, C, 0, 0, 0);
     mr_layer_declare_weight(l, "beta", 1, 1, C, 0, 0, 0);
     mr_layer_declare_weight(l, "moving_mean", 0, 1, C, 0, 0, 0);
@@ -95,153 +24,17 @@ static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error
     return MR_OK;
 }
 
-static void bn_init(mr_layer *l, uint64_t seed) {
+/* gamma 1, beta 0, moving mean 0, moving variance 1 */
+static void bn_init(const mr_layer *l, int weight, uint64_t seed, float *out) {
     (void)seed;
-    int C = ((bn_priv *)l->priv)->C;
-    for (int c = 0; c < C; c++) {
-        l->w[0].data[c] = 1.0f;
-        l->w[1].data[c] = 0.0f;
-        l->w[2].data[c] = 0.0f;
-        l->w[3].data[c] = 1.0f;
-    }
-}
-
-static int use_sync(const mr_layer *l, const mr_run *run) {
-    return l->cfg->sync && run->sync_sum != NULL;
-}
-
-/* Adds p->s1, p->s2 (C each) and *count over the replicas: one sync_sum of
- * 2C+1 floats in run->scratch. 0 (run->status set) if the collective failed. */
-static int sync_sums(bn_priv *p, mr_run *run, double *count) {
-    const int C = p->C;
-    float *buf = run->scratch;
-    for (int c = 0; c < C; c++) {
-        buf[c] = (float)p->s1[c];
-        buf[C + c] = (float)p->s2[c];
-    }
-    buf[2 * C] = (float)*count;
-    mr_status st = run->sync_sum(run->sync_ctx, buf, (size_t)(2 * C + 1));
-    if (st != MR_OK) {
-        run->status = st;
-        return 0;
-    }
-    for (int c = 0; c < C; c++) {
-        p->s1[c] = buf[c];
-        p->s2[c] = buf[C + c];
-    }
-    *count = buf[2 * C];
-    return 1;
-}
-
-MR_HOT static void bn_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
-    bn_priv *p = l->priv;
-    const int C = p->C;
-    const int64_t M = batch * mr_shape_size(l->in) / C; /* rows of C values */
-    const float *gamma = l->w[0].data, *beta = l->w[1].data;
-    float *mm = l->w[2].data, *mv = l->w[3].data;
-    const float eps = l->cfg->epsilon, mom = l->cfg->momentum;
-    if (!run->training) {
-        /* y = (x - moving_mean) * gamma / sqrt(moving_var + eps) + beta */
-        float *scale = run->scratch; /* (C) */
-        for (int c = 0; c < C; c++)
-            scale[c] = gamma[c] / sqrtf(mv[c] + eps);
-        for (int64_t r = 0; r < M; r++) {
-            const float *restrict xr = x + r * C;
-            float *restrict yr = y + r * C;
-            for (int c = 0; c < C; c++)
-                yr[c] = (xr[c] - mm[c]) * scale[c] + beta[c];
-        }
-        return;
-    }
-    /* shifted sums: s1 = sum (x - s), s2 = sum (x - s)^2 per channel */
-    const int sync = use_sync(l, run);
-    for (int c = 0; c < C; c++)
-        p->shift[c] = sync || M == 0 ? mm[c] : x[c];
-    for (int c = 0; c < C; c++)
-        p->inv_std[c] = 1.0f; /* the sums' vs; the real inv_std follows */
-    channel_sums(p, x, p->shift, x, p->shift, p->inv_std, M);
-    double count = (double)M;
-    if (sync && !sync_sums(p, run, &count)) return;
-    if (count <= 0.0) {
-        /* an empty shard (and no global statistics): nothing to normalise,
-         * and the moving averages must not learn 0/0 */
-        return;
-    }
-    float *restrict scale = p->f1; /* (C) gamma * inv_std */
-    for (int c = 0; c < C; c++) {
-        double m1 = p->s1[c] / count, var = p->s2[c] / count - m1 * m1;
-        if (var < 0.0) var = 0.0; /* rounding */
-        float mean = (float)((double)p->shift[c] + m1);
-        p->mean[c] = mean;
-        p->inv_std[c] = (float)(1.0 / sqrt(var + (double)eps));
-        scale[c] = gamma[c] * p->inv_std[c];
-        mm[c] = mm[c] * mom + mean * (1.0f - mom);
-        mv[c] = mv[c] * mom + (float)var * (1.0f - mom);
-    }
-    const float *restrict mean = p->mean;
-    for (int64_t r = 0; r < M; r++) {
-        const float *restrict xr = x + r * C;
-        float *restrict yr = y + r * C;
-        for (int c = 0; c < C; c++)
-            yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
-    }
-}
-
-/* Training-mode backward with the statistics of the forward:
- *   xhat = (x - mean) * inv_std,  dgamma += sum dy * xhat,  dbeta += sum dy,
- *   dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)),
- * the means over the N values of the channel (of the global batch with sync). */
-MR_HOT static void bn_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                               float *dy, float *dx) {
-    (void)y;
-    bn_priv *p = l->priv;
-    const int C = p->C;
-    const int64_t M = batch * mr_shape_size(l->in) / C;
-    const float *gamma = l->w[0].data;
-    float *dgamma = l->w[0].grad, *dbeta = l->w[1].grad;
-    /* s1 = sum dy, s2 = sum dy * xhat per channel; shift holds zeros here */
-    memset(p->shift, 0, sizeof(float) * (size_t)C);
-    channel_sums(p, dy, p->shift, x, p->mean, p->inv_std, M);
-    /* the weight gradients are this replica's: the strategy sums them */
-    for (int c = 0; c < C; c++) {
-        dgamma[c] += (float)p->s2[c];
-        dbeta[c] += (float)p->s1[c];
-    }
-    if (dx == NULL) return;
-    double count = (double)M;
-    if (use_sync(l, run) && !sync_sums(p, run, &count)) return;
-    if (count <= 0.0) return; /* no rows anywhere */
-    /* dx = a * (dy - mean(dy)) - b * (x - mean), a = gamma * inv_std,
-     * b = a * inv_std * mean(dy * xhat): per-channel factors in f1, f2, shift */
-    float *restrict fa = p->f1, *restrict fb = p->f2, *restrict fm = p->shift;
-    for (int c = 0; c < C; c++) {
-        double a = (double)gamma[c] * p->inv_std[c];
-        fa[c] = (float)a;
-        fm[c] = (float)(p->s1[c] / count);
-        fb[c] = (float)(a * p->inv_std[c] * (p->s2[c] / count));
-    }
-    const float *restrict mean = p->mean;
-    for (int64_t r = 0; r < M; r++) {
-        const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
-        float *restrict out = dx + r * C;
-        for (int c = 0; c < C; c++)
-            out[c] = fa[c] * (dr[c] - fm[c]) - fb[c] * (xr[c] - mean[c]);
-    }
-}
-
-static void bn_destroy(mr_layer *l) {
-    bn_priv *p = l->priv;
-    if (p) free(p->mean), free(p->s1);
-    free(p);
-    l->priv = NULL;
+    const float v = weight == 0 || weight == 3 ? 1.0f : 0.0f;
+    for (int64_t c = 0; c < l->w[weight].size; c++)
+        out[c] = v;
 }
 
 const mr_layer_ops mr_batchnorm_ops = {
     .class_name = "BatchNormalization",
     .setup = bn_setup,
     .init = bn_init,
-    .forward = bn_forward,
-    .backward = bn_backward,
-    .destroy = bn_destroy,
     .whole_batch = 1,
 };

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "layer.h"
-#include "../runtime/hot.h"
 
 static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -20,57 +19,15 @@ static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_er
     return MR_OK;
 }
 
-static void dense_init(mr_layer *l, uint64_t seed) {
-    mr_layer_glorot_uniform(l, 0, seed, l->in.d[0], l->out.d[0]);
-    if (l->n_weights > 1) memset(l->w[1].data, 0, sizeof(float) * (size_t)l->w[1].size);
-}
-
-static mr_activation dense_act(const mr_layer *l) {
-    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
-}
-
-MR_HOT static void dense_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
-    int in = l->in.d[0], out = l->out.d[0];
-    if (l->n_weights > 1) {
-        /* y = bias broadcast, then y += x W (beta = 1): saves a pass over y */
-        const float *b = l->w[1].data;
-        for (int i = 0; i < batch; i++)
-            memcpy(y + (int64_t)i * out, b, sizeof(float) * (size_t)out);
-        mr_gemm(run->be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 1.0f, y, out);
-    } else {
-        mr_gemm(run->be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 0.0f, y, out);
-    }
-    mr_activation_forward(dense_act(l), y, batch, out);
-}
-
-MR_HOT static void dense_backward(mr_layer *l, mr_run *run, int batch, const float *x,
-                                  const float *y, float *dy, float *dx) {
-    int in = l->in.d[0], out = l->out.d[0];
-    /* dy (B, units) becomes dL/dz through the activation */
-    mr_activation_backward(dense_act(l), y, dy, batch, out);
-    /* dW (in, units) += x^T (in, B) dz (B, units) */
-    mr_gemm(run->be, 1, 0, in, out, batch, 1.0f, x, in, dy, out, 1.0f, l->w[0].grad, out);
-    if (l->n_weights > 1) {
-        float *db = l->w[1].grad;
-        for (int i = 0; i < batch; i++) {
-            const float *row = dy + (int64_t)i * out;
-            for (int j = 0; j < out; j++)
-                db[j] += row[j];
-        }
-    }
-    /* dx (B, in) = dz (B, units) W^T (units, in) */
-    if (dx) {
-        /* zero dx ourselves and accumulate (beta = 1): OpenBLAS's own beta = 0
-         * pass over C is slower than memset */
-        memset(dx, 0, sizeof(float) * (size_t)batch * (size_t)in);
-        mr_gemm(run->be, 0, 1, batch, in, out, 1.0f, dy, out, l->w[0].data, out, 1.0f, dx, in);
-    }
+static void dense_init(const mr_layer *l, int weight, uint64_t seed, float *out) {
+    if (weight == 0)
+        mr_layer_glorot_uniform(l, 0, seed, l->in.d[0], l->out.d[0], out);
+    else
+        memset(out, 0, sizeof(float) * (size_t)l->w[weight].size);
 }
 
 const mr_layer_ops mr_dense_ops = {
     .class_name = "Dense",
     .setup = dense_setup,
     .init = dense_init,
-    .forward = dense_forward,
-    .backward = dense_backward,
 };

@@ -3,13 +3,9 @@
  * (seed, dropout stream) at counter (step, sample_base + i, layer, j / 4):
  * it depends on the sample's position in the GLOBAL batch, never on which
  * replica holds it, so R replicas x B and 1 x RB drop the same elements.
- * Backward recomputes the mask instead of storing it.
- * Relies on: layer.h (mr_run: seed, step, sample_base), rng.h (Philox). */
-#include <string.h>
-
-#include "../runtime/rng.h"
+ * Backward recomputes the mask instead of storing it. The kernels are
+ * dropout_cpu.c. */
 #include "layer.h"
-#include "../runtime/hot.h"
 
 static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;
@@ -17,49 +13,7 @@ static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_
     return MR_OK;
 }
 
-/* y = x * mask / (1 - rate), row by row. */
-MR_HOT static void apply_mask(const mr_layer *l, const mr_run *run, int batch, const float *in,
-                              float *out) {
-    const int64_t n = mr_shape_size(l->in);
-    const float rate = l->cfg->rate, scale = 1.0f / (1.0f - rate);
-    uint32_t key[2], w[4];
-    mr_rng_key(run->seed, MR_RNG_STREAM_DROPOUT, key);
-    for (int i = 0; i < batch; i++) {
-        uint64_t sample = (uint64_t)(run->sample_base + i);
-        const float *src = in + (int64_t)i * n;
-        float *dst = out + (int64_t)i * n;
-        for (int64_t j = 0; j < n; j += 4) {
-            mr_philox4x32(key[0], key[1], (uint32_t)run->step, (uint32_t)sample,
-                          (uint32_t)l->index | (uint32_t)(sample >> 32) << 16, (uint32_t)(j / 4),
-                          w);
-            for (int k = 0; k < 4 && j + k < n; k++)
-                dst[j + k] = mr_rng_u01(w[k]) >= rate ? src[j + k] * scale : 0.0f;
-        }
-    }
-}
-
-static void dropout_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
-    if (!run->training || l->cfg->rate == 0.0f) {
-        memcpy(y, x, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
-        return;
-    }
-    apply_mask(l, run, batch, x, y);
-}
-
-static void dropout_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                             float *dy, float *dx) {
-    (void)x, (void)y;
-    if (dx == NULL) return;
-    if (!run->training || l->cfg->rate == 0.0f) {
-        memcpy(dx, dy, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
-        return;
-    }
-    apply_mask(l, run, batch, dy, dx); /* the same mask and scale: d(y)/d(x) */
-}
-
 const mr_layer_ops mr_dropout_ops = {
     .class_name = "Dropout",
     .setup = dropout_setup,
-    .forward = dropout_forward,
-    .backward = dropout_backward,
 };

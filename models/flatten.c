@@ -1,8 +1,6 @@
 /* flatten.c: Flatten, (B, H, W, C) -> (B, H*W*C). NHWC is already
  * row-major per example, so this is a copy with a new shape; the model
  * skips even the copy (.view, layer.h). */
-#include <string.h>
-
 #include "layer.h"
 
 static mr_status flatten_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -12,21 +10,8 @@ static mr_status flatten_setup(mr_layer *l, int max_batch, const char *file, mr_
     return MR_OK;
 }
 
-static void flatten_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
-    (void)run;
-    memcpy(y, x, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
-}
-
-static void flatten_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
-                             float *dy, float *dx) {
-    (void)run, (void)x, (void)y;
-    if (dx) memcpy(dx, dy, sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
-}
-
 const mr_layer_ops mr_flatten_ops = {
     .class_name = "Flatten",
     .setup = flatten_setup,
-    .forward = flatten_forward,
-    .backward = flatten_backward,
     .view = 1,
 };

@@ -238,8 +238,25 @@ static const char *optimizer_name(const mr_model *m) {
 }
 
 /* Where weight w's slot s lives: slot buffers have the params' layout. */
-static float *slot_of(const mr_model *m, const mr_weight *w, int s) {
-    return m->slots[s] + (w->data - m->params);
+static mr_dfloat *slot_of(const mr_model *m, const mr_weight *w, int s) {
+    return mr_dfloat_at(m->slots[s], w->offset);
+}
+
+/* Writes n floats of the model's device memory p as dataset `path` of g
+ * (read through the model: in place on the CPU, copied from a GPU). */
+static mr_status write_floats(mr_h5 *h, hid_t g, const char *path, int rank, const int64_t *dims,
+                              const mr_model *m, const mr_dfloat *p, int64_t n, mr_error *err) {
+    const float *host;
+    MR_CHECK(mr_model_read(m, p, (size_t)n, &host, err));
+    return mr_h5_write(h, g, path, MR_H5_F32, rank, dims, host, err);
+}
+
+/* Reads dataset `path` of g into n floats of the model's device memory p. */
+static mr_status read_floats(mr_h5 *h, hid_t g, const char *path, int rank, const int64_t *dims,
+                             const mr_model *m, mr_dfloat *p, int64_t n, mr_error *err) {
+    float *host = mr_model_host_for(m, p);
+    MR_CHECK(mr_h5_read(h, g, path, MR_H5_F32, rank, dims, host, err));
+    return mr_model_write(m, p, host, (size_t)n, err);
 }
 
 mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr, mr_error *err) {
@@ -280,7 +297,7 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
         for (int w = 0; st == MR_OK && w < l->n_weights; w++) {
             int64_t dims[4];
             int rank = weight_dims(&l->w[w], dims);
-            st = mr_h5_write(h, g, paths[w], MR_H5_F32, rank, dims, l->w[w].data, err);
+            st = write_floats(h, g, paths[w], rank, dims, m, l->w[w].data, l->w[w].size, err);
         }
         H5Gclose(g);
     }
@@ -327,8 +344,8 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
                              m->layers[i].name, wt->name, slot[s]);
                     int64_t dims[4];
                     int rank = weight_dims(wt, dims);
-                    st =
-                        mr_h5_write(h, ow, paths[k], MR_H5_F32, rank, dims, slot_of(m, wt, s), err);
+                    st = write_floats(h, ow, paths[k], rank, dims, m, slot_of(m, wt, s), wt->size,
+                                      err);
                 }
             }
         for (int i = 0; i < n; i++)
@@ -435,7 +452,7 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
         for (int w = 0; st == MR_OK && w < nw; w++) {
             int64_t dims[4];
             int rank = weight_dims(&l->w[w], dims);
-            st = mr_h5_read(h, g, wn[w], MR_H5_F32, rank, dims, l->w[w].data, err);
+            st = read_floats(h, g, wn[w], rank, dims, m, l->w[w].data, l->w[w].size, err);
         }
         mr_h5_free_strs(wn, nw);
         H5Gclose(g);
@@ -481,7 +498,7 @@ mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error
                          wt->name, slot[s]);
                 int64_t dims[4];
                 int rank = weight_dims(wt, dims);
-                st = mr_h5_read(h, ow, path, MR_H5_F32, rank, dims, slot_of(m, wt, s), err);
+                st = read_floats(h, ow, path, rank, dims, m, slot_of(m, wt, s), wt->size, err);
             }
         }
     H5Gclose(ow);
@@ -505,7 +522,7 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
             int64_t dims[4];
             int rank = weight_dims(&l->w[w], dims);
             snprintf(path, sizeof path, "%d", w);
-            st = mr_h5_write(h, g, path, MR_H5_F32, rank, dims, l->w[w].data, err);
+            st = write_floats(h, g, path, rank, dims, m, l->w[w].data, l->w[w].size, err);
         }
         H5Gclose(g);
     }
@@ -525,7 +542,7 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
                     int64_t dims[4];
                     int rank = weight_dims(wt, dims);
                     snprintf(path, sizeof path, "%d", k);
-                    st = mr_h5_write(h, g, path, MR_H5_F32, rank, dims, slot_of(m, wt, s), err);
+                    st = write_floats(h, g, path, rank, dims, m, slot_of(m, wt, s), wt->size, err);
                 }
             }
         H5Gclose(g);

@@ -1,15 +1,15 @@
-/* layer.c: what all layers share: the kind -> ops table, weight declaration,
- * Glorot-uniform initialisation and the activation functions (whose
- * per-element math lives in runtime/elementwise.h). */
+/* layer.c: what all layers share: the kind -> ops table, the wrappers
+ * that set up, run and free a layer on its device's kernels (kernels.h),
+ * weight declaration and initialisation (made on the host, copied to the
+ * device unless its memory is host memory). Device-independent. */
 #include "layer.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../runtime/elementwise.h"
 #include "../runtime/rng.h"
-#include "../runtime/hot.h"
+#include "kernels.h"
 
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind) {
     switch (kind) {
@@ -37,6 +37,50 @@ const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind) {
     return NULL;
 }
 
+mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char *file,
+                         mr_error *err) {
+    l->be = be;
+    l->kern = NULL;
+    MR_CHECK(l->ops->setup(l, max_batch, file, err));
+    const mr_kernels *k = mr_kernels_for(be->kind);
+    if (k == NULL || k->layer[l->cfg->kind] == NULL) {
+        char dev[32];
+        mr_backend_format(be, dev, sizeof dev);
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "%s:%d: [%s]: no kernels for %s in this build",
+                            file, l->cfg->line, mr_layer_kind_name(l->cfg->kind), dev);
+    }
+    l->kern = k->layer[l->cfg->kind];
+    return l->kern->setup ? l->kern->setup(l, be, max_batch, err) : MR_OK;
+}
+
+mr_status mr_layer_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x, mr_dfloat *y) {
+    return l->kern->forward(l, run, batch, x, y);
+}
+
+mr_status mr_layer_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                            const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
+    return l->kern->backward(l, run, batch, x, y, dy, dx);
+}
+
+void mr_layer_destroy(mr_layer *l) {
+    if (l->kern != NULL && l->kern->destroy != NULL) l->kern->destroy(l, l->be);
+    l->kern = NULL;
+}
+
+mr_status mr_layer_init(mr_layer *l, uint64_t seed, float *staging, mr_error *err) {
+    for (int i = 0; i < l->n_weights; i++) {
+        mr_weight *w = &l->w[i];
+        float *host = mr_backend_host_view(l->be, w->data);
+        if (host == NULL) host = staging; /* made here, then copied */
+        if (l->ops->init != NULL)
+            l->ops->init(l, i, seed, host);
+        else
+            memset(host, 0, sizeof(float) * (size_t)w->size);
+        MR_CHECK(mr_backend_write(l->be, w->data, host, (size_t)w->size, err));
+    }
+    return MR_OK;
+}
+
 void mr_layer_declare_weight(mr_layer *l, const char *name, int trainable, int rank, int d0, int d1,
                              int d2, int d3) {
     MR_ASSERT(l->n_weights < MR_MAX_WEIGHTS && rank >= 1 && rank <= 4);
@@ -53,78 +97,10 @@ void mr_layer_declare_weight(mr_layer *l, const char *name, int trainable, int r
     }
 }
 
-void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int fan_in,
-                             int fan_out) {
+void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out,
+                             float *out) {
     const mr_weight *w = &l->w[weight];
     float limit = sqrtf(6.0f / (float)(fan_in + fan_out));
     mr_rng_uniform(seed, MR_RNG_STREAM_INIT, (uint32_t)l->index, (uint32_t)weight, -limit, limit,
-                   w->data, w->size);
-}
-
-MR_HOT void mr_activation_forward(mr_activation act, float *y, int rows, int width) {
-    int64_t n = (int64_t)rows * width;
-    switch (act) {
-    case MR_ACTIVATION_LINEAR:
-        break;
-    case MR_ACTIVATION_RELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = mr_relu(y[i]);
-        break;
-    case MR_ACTIVATION_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = mr_sigmoid(y[i]);
-        break;
-    case MR_ACTIVATION_TANH:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = tanhf(y[i]);
-        break;
-    case MR_ACTIVATION_SOFTMAX:
-        for (int r = 0; r < rows; r++) {
-            float *row = y + (int64_t)r * width;
-            float mx = row[0], sum = 0.0f;
-            for (int j = 1; j < width; j++)
-                mx = row[j] > mx ? row[j] : mx;
-            for (int j = 0; j < width; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j < width; j++)
-                row[j] *= inv;
-        }
-        break;
-    }
-}
-
-MR_HOT void mr_activation_backward(mr_activation act, const float *y, float *dy, int rows,
-                                   int width) {
-    int64_t n = (int64_t)rows * width;
-    switch (act) {
-    case MR_ACTIVATION_LINEAR:
-        break;
-    case MR_ACTIVATION_RELU:
-        for (int64_t i = 0; i < n; i++)
-            dy[i] *= mr_relu_grad(y[i]);
-        break;
-    case MR_ACTIVATION_SIGMOID:
-        for (int64_t i = 0; i < n; i++)
-            dy[i] *= mr_sigmoid_grad(y[i]);
-        break;
-    case MR_ACTIVATION_TANH:
-        for (int64_t i = 0; i < n; i++)
-            dy[i] *= mr_tanh_grad(y[i]);
-        break;
-    case MR_ACTIVATION_SOFTMAX:
-        /* dx_j = y_j (dy_j - sum_k dy_k y_k) */
-        for (int r = 0; r < rows; r++) {
-            const float *yr = y + (int64_t)r * width;
-            float *dr = dy + (int64_t)r * width;
-            float dot = 0.0f;
-            for (int j = 0; j < width; j++)
-                dot += dr[j] * yr[j];
-            for (int j = 0; j < width; j++)
-                dr[j] = yr[j] * (dr[j] - dot);
-        }
-        break;
-    }
+                   out, w->size);
 }

@@ -1,11 +1,20 @@
-/* layer.h: the layer interface (a small vtable) and what every layer shares.
+/* layer.h: the layer interface and what every layer shares.
  *
  * Tensors are float32, NHWC (channels last, as Keras); a layer sees a batch
  * as a row-major (batch, per-example size) block. Weights use Keras's shapes:
  * Dense kernel (in, out), Conv2D kernel (kh, kw, in_ch, out_ch), bias (out).
  * A layer does not own its weights: the model puts every trainable weight of
  * a replica in one flat buffer (and its gradient in a twin buffer) and hands
- * each layer views into them. */
+ * each layer views into them.
+ *
+ * A layer kind has two tables. mr_layer_ops (models/<kind>.c) is what the
+ * layer is on every device: shape inference, its weights and their initial
+ * values. mr_layer_kernels is how one device kind computes it: its private
+ * state and buffers, forward and backward, in models/<kind>_cpu.c for the
+ * CPU (a CUDA build adds .cu siblings); mr_layer_setup picks the table of
+ * the context's device kind (models/kernels.h). Tensors and weights are
+ * device memory (mr_dfloat *, runtime/tensor.h): only the kernels read them.
+ * Callers use the mr_layer_* wrappers, never the tables directly. */
 #ifndef MR_LAYER_H
 #define MR_LAYER_H
 
@@ -14,6 +23,7 @@
 
 #include "../runtime/backend.h"
 #include "../runtime/error.h"
+#include "../runtime/tensor.h"
 #include "config.h"
 
 /* Shape of one example (no batch axis): rank 3 is (H, W, C), rank 1 is (F). */
@@ -35,53 +45,47 @@ static inline int64_t mr_shape_size(mr_shape s) {
 typedef struct mr_weight {
     char name[24];
     int rank;
-    int dims[4];   /* Keras shape */
-    int64_t size;  /* product of dims */
-    int trainable; /* 1: in the parameter buffer with a gradient; 0: in the state buffer */
-    float *data;   /* view set by the model */
-    float *grad;   /* view set by the model; NULL when not trainable */
+    int dims[4];     /* Keras shape */
+    int64_t size;    /* product of dims */
+    int trainable;   /* 1: in the parameter buffer with a gradient; 0: in the state buffer */
+    int64_t offset;  /* where it starts in its buffer (params or state), in floats */
+    mr_dfloat *data; /* view set by the model (device memory) */
+    mr_dfloat *grad; /* view set by the model; NULL when not trainable */
 } mr_weight;
 
 /* What a forward/backward call may use besides its tensors: one per replica. */
 typedef struct mr_run {
-    mr_backend *be;
+    mr_backend *be;      /* the replica's backend context */
     int training;        /* 1: training (dropout on, batch statistics); 0: inference */
     uint64_t seed;       /* the job's seed (dropout masks) */
     int64_t step;        /* optimizer step, from 0 (dropout masks) */
     int64_t sample_base; /* position of this shard's row 0 in the global batch (dropout masks) */
-    float *scratch;      /* layer scratch, at least the model's max scratch_floats */
-    /* Sum n floats over all replicas in place (SyncBatchNormalization); NULL
-     * with one replica. Returns MR_OK or a failure that the layer reports. */
-    mr_status (*sync_sum)(void *sync_ctx, float *buf, size_t n);
+    mr_dfloat *scratch;  /* layer scratch, at least the model's max scratch_floats (device) */
+    /* Sum n floats of device memory over all replicas in place
+     * (SyncBatchNormalization); NULL with one replica. Returns MR_OK or a
+     * failure (its message already in the caller's error) that the layer
+     * returns. */
+    mr_status (*sync_sum)(void *sync_ctx, mr_dfloat *buf, size_t n);
     void *sync_ctx;
-    mr_status status; /* a layer that fails (a collective) sets this */
+    mr_error *err; /* where a failing kernel writes its message (may be NULL) */
 } mr_run;
 
 typedef struct mr_layer mr_layer;
 
+/* What a layer kind is, on every device. */
 typedef struct mr_layer_ops {
     /* Keras class name for the summary and checkpoints: "Dense", "Conv2D". */
     const char *class_name;
-    /* From l->in and l->cfg: set l->out, declare l->w[] (name, rank, dims,
-     * trainable) and l->scratch_floats for batches up to max_batch. A shape
-     * the layer cannot take is an MR_ERR_CONFIG naming the .cfg line
-     * ("FILE:LINE: [conv2d] ..."); `file` is the .cfg path for that message. */
+    /* From l->in and l->cfg: set l->out and declare l->w[] (name, rank,
+     * dims, trainable). A shape the layer cannot take is an MR_ERR_CONFIG
+     * naming the .cfg line ("FILE:LINE: [conv2d] ..."); `file` is the .cfg
+     * path for that message. */
     mr_status (*setup)(mr_layer *l, int max_batch, const char *file, mr_error *err);
-    /* Initialises the weights (data already points into the buffers). Trainable
-     * kernels: Glorot-uniform from mr_rng_uniform(seed, MR_RNG_STREAM_INIT,
-     * l->index, weight index, ...); biases zero; BN gamma 1, moving variance 1.
-     * May be NULL (no weights). */
-    void (*init)(mr_layer *l, uint64_t seed);
-    /* x: (batch, in) -> y: (batch, out). */
-    void (*forward)(mr_layer *l, mr_run *run, int batch, const float *x, float *y);
-    /* Given dy (batch, out) and the forward's x and y: ADDS this batch's weight
-     * gradients into w[i].grad (so micro-batches accumulate; the caller zeroes
-     * them per update) and writes dx (batch, in) unless dx is NULL (first layer).
-     * dy may be overwritten (it is scratch of the model). */
-    void (*backward)(mr_layer *l, mr_run *run, int batch, const float *x, const float *y, float *dy,
-                     float *dx);
-    /* Frees l->priv. May be NULL. */
-    void (*destroy)(mr_layer *l);
+    /* Writes the initial value of weight `weight` into host memory `out`
+     * (l->w[weight].size floats). Trainable kernels: Glorot-uniform from
+     * mr_rng_uniform(seed, MR_RNG_STREAM_INIT, l->index, weight index, ...);
+     * biases zero; BN gamma 1, moving variance 1. NULL: no weights. */
+    void (*init)(const mr_layer *l, int weight, uint64_t seed, float *out);
     /* 1: y is x under a new shape (Flatten). The model then hands x's buffer
      * on as y and dy on as dx, and calls neither forward nor backward (they
      * still copy, for callers that pass separate buffers): for the usual
@@ -93,11 +97,32 @@ typedef struct mr_layer_ops {
     int whole_batch;
 } mr_layer_ops;
 
+/* How one device kind computes a layer kind. Tensors are device memory. */
+typedef struct mr_layer_kernels {
+    /* After ops->setup: the kernels' state in l->priv, its buffers from be
+     * (the device's memory), and l->scratch_floats, the scratch forward +
+     * backward need at max_batch. May be NULL (no state). */
+    mr_status (*setup)(mr_layer *l, mr_backend *be, int max_batch, mr_error *err);
+    /* x: (batch, in) -> y: (batch, out). A failure (a device error, a
+     * collective) is returned with its message in run->err. */
+    mr_status (*forward)(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x, mr_dfloat *y);
+    /* Given dy (batch, out) and the forward's x and y: ADDS this batch's weight
+     * gradients into w[i].grad (so micro-batches accumulate; the caller zeroes
+     * them per update) and writes dx (batch, in) unless dx is NULL (first layer).
+     * dy may be overwritten (it is scratch of the model). */
+    mr_status (*backward)(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                          const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx);
+    /* Frees what setup made. May be NULL. */
+    void (*destroy)(mr_layer *l, mr_backend *be);
+} mr_layer_kernels;
+
 struct mr_layer {
     const mr_layer_ops *ops;
-    const mr_layer_cfg *cfg; /* its .cfg section */
-    int index;               /* position in the model: 1 = first layer after [input] */
-    char name[32];           /* Keras-style: "dense", "dense_1", ... */
+    const mr_layer_kernels *kern; /* its device's compute (set by mr_layer_setup) */
+    mr_backend *be;               /* the context it was set up on */
+    const mr_layer_cfg *cfg;      /* its .cfg section */
+    int index;                    /* position in the model: 1 = first layer after [input] */
+    char name[32];                /* Keras-style: "dense", "dense_1", ... */
     mr_shape in, out;
     int n_weights;
     mr_weight w[MR_MAX_WEIGHTS];
@@ -105,26 +130,39 @@ struct mr_layer {
     /* Set by the model on the last layer when its softmax is fused with a
      * cross-entropy loss: the layer then outputs logits (skips the softmax). */
     int logits_out;
-    void *priv; /* layer-private state */
+    void *priv; /* the kernels' state */
 };
 
 /* The ops table of a layer kind; NULL for MR_LAYER_INPUT. */
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind);
 
+/* Sets up l (ops, cfg, index, in already set) on context be: shape
+ * inference and weights (ops->setup), then the kernels of be's device kind
+ * (MR_ERR_UNSUPPORTED where this build has none) and their state. Call
+ * mr_layer_destroy afterwards, whatever it returned. */
+mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char *file,
+                         mr_error *err);
+mr_status mr_layer_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x, mr_dfloat *y);
+mr_status mr_layer_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                            const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx);
+void mr_layer_destroy(mr_layer *l);
+
+/* Initialises l's weights (w[i].data set) from the seed: each is made on
+ * the host (ops->init) and copied to the device, or made in place where
+ * the context's memory is host memory. `staging` is host memory for the
+ * largest weight (may be NULL then). */
+mr_status mr_layer_init(mr_layer *l, uint64_t seed, float *staging, mr_error *err);
+
 /* Declares weight i of l (helper for setup). */
 void mr_layer_declare_weight(mr_layer *l, const char *name, int trainable, int rank, int d0, int d1,
                              int d2, int d3);
 
-/* Glorot-uniform fill: limit sqrt(6 / (fan_in + fan_out)), keyed by (seed, layer, weight). */
-void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out);
+/* Glorot-uniform values of weight `weight` of l into host memory out:
+ * limit sqrt(6 / (fan_in + fan_out)), keyed by (seed, layer, weight). */
+void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out,
+                             float *out);
 
-/* Applies an activation in place over n floats of each of `rows` rows of
- * width `width` (softmax is per row; the others ignore the rows). */
-void mr_activation_forward(mr_activation act, float *y, int rows, int width);
-/* dy (rows, width) *= d act / d x, expressed through the output y. */
-void mr_activation_backward(mr_activation act, const float *y, float *dy, int rows, int width);
-
-/* Layer ops tables, one per file in models/. */
+/* Layer kinds, one file each in models/. */
 extern const mr_layer_ops mr_flatten_ops;    /* flatten.c */
 extern const mr_layer_ops mr_dense_ops;      /* dense.c */
 extern const mr_layer_ops mr_activation_ops; /* activation.c */

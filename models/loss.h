@@ -10,16 +10,27 @@
 
 #include <stdint.h>
 
+#include "../runtime/backend.h"
 #include "config.h"
 
-/* out: (batch, k) model outputs: logits when `fused_softmax` (softmax +
- * cross-entropy computed together, stable through log-sum-exp), otherwise
- * the last layer's activations. labels: (batch) in [0, k).
- * Adds the sum of per-example losses to *loss_sum and the number of correct
- * argmax predictions to *correct. If dy is not NULL, writes
- * dy (batch, k) = d (sum of losses / norm) / d out. */
-void mr_loss_compute(mr_loss_kind kind, int fused_softmax, const float *out, const int32_t *labels,
-                     int batch, int k, float norm, float *dy, double *loss_sum, int64_t *correct);
+/* out: (batch, k) model outputs (device memory): logits when
+ * `fused_softmax` (softmax + cross-entropy computed together, stable
+ * through log-sum-exp), otherwise the last layer's activations. labels:
+ * (batch) in [0, k), host memory (a device implementation copies these few
+ * integers over itself). Adds the sum of per-example losses to *loss_sum and
+ * the number of correct argmax predictions to *correct (host). If dy is not
+ * NULL, writes dy (batch, k) = d (sum of losses / norm) / d out (device).
+ * Runs on be's device (its kernels, models/kernels.h). */
+mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                          const mr_dfloat *out, const int32_t *labels, int batch, int k, float norm,
+                          mr_dfloat *dy, double *loss_sum, int64_t *correct, mr_error *err);
+
+/* A device kind's implementation of mr_loss_compute (same contract). */
+typedef struct mr_loss_kernels {
+    mr_status (*compute)(mr_backend *be, mr_loss_kind kind, int fused_softmax, const mr_dfloat *out,
+                         const int32_t *labels, int batch, int k, float norm, mr_dfloat *dy,
+                         double *loss_sum, int64_t *correct, mr_error *err);
+} mr_loss_kernels;
 
 /* 1 when the loss takes logits from a final softmax (the cross-entropies). */
 int mr_loss_fuses_softmax(mr_loss_kind kind);

@@ -1,10 +1,13 @@
-/* model.c: building, running and updating a model (see model.h). */
+/* model.c: building, running and updating a model (see model.h). Runs on
+ * the host for every device kind: it hands device memory to the layers'
+ * kernels, the loss and the optimizer, and never reads it itself. */
 #include "model.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "loss.h"
 
 /* Floats that one training pass may touch (weights and their gradients,
@@ -38,20 +41,20 @@ static const char *keras_base_name(mr_layer_kind kind) {
     }
 }
 
-static float *alloc_floats(mr_model *m, int64_t n) {
-    return m->be->ops->alloc(m->be, sizeof(float) * (size_t)(n > 0 ? n : 1));
+static mr_dfloat *alloc_floats(mr_model *m, int64_t n) {
+    return mr_backend_alloc_floats(m->be, (size_t)(n > 0 ? n : 1));
 }
 
-static void free_floats(mr_model *m, float **p) {
-    if (*p) m->be->ops->free(m->be, *p);
+static void free_floats(mr_model *m, mr_dfloat **p) {
+    mr_backend_free(m->be, *p);
     *p = NULL;
 }
 
-mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t grads_extra,
-                        mr_error *err) {
+mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
+                        size_t grads_extra, mr_error *err) {
     memset(m, 0, sizeof *m);
     m->cfg = cfg;
-    m->be = mr_backend_cpu();
+    m->be = be;
     m->max_batch = max_batch;
     m->grads_extra = grads_extra;
     m->opt = mr_optimizer_from_config(&cfg->net);
@@ -76,7 +79,7 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
             snprintf(l->name, sizeof l->name, "%s", keras_base_name(l->cfg->kind));
         else
             snprintf(l->name, sizeof l->name, "%s_%d", keras_base_name(l->cfg->kind), c);
-        mr_status st = l->ops->setup(l, max_batch, cfg->path, err);
+        mr_status st = mr_layer_setup(l, be, max_batch, cfg->path, err);
         if (st != MR_OK) {
             mr_model_free(m);
             return st;
@@ -110,14 +113,17 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
     }
 
     /* weights: trainable in reverse layer order into params, the rest into state */
-    int64_t np = 0, ns = 0;
+    int64_t np = 0, ns = 0, biggest = 0;
     for (int i = m->n_layers - 1; i >= 0; i--) {
         m->param_offset[i] = np;
         for (int w = 0; w < m->layers[i].n_weights; w++) {
-            if (m->layers[i].w[w].trainable)
-                np += m->layers[i].w[w].size;
+            mr_weight *wt = &m->layers[i].w[w];
+            wt->offset = wt->trainable ? np : ns;
+            if (wt->trainable)
+                np += wt->size;
             else
-                ns += m->layers[i].w[w].size;
+                ns += wt->size;
+            if (wt->size > biggest) biggest = wt->size;
         }
     }
     m->n_params = np;
@@ -142,9 +148,15 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
     }
     m->dbuf[0] = alloc_floats(m, (int64_t)max_batch * widest);
     m->dbuf[1] = alloc_floats(m, (int64_t)max_batch * widest);
-    m->scratch = alloc_floats(m, (int64_t)scratch);
-    int ok = m->params && m->grads && m->input && m->dbuf[0] && m->dbuf[1] && m->scratch &&
-             (ns == 0 || m->state);
+    mr_status sst = mr_backend_reserve_scratch(be, scratch, NULL);
+    /* host staging: a batch of input or output, or the largest weight */
+    if (!be->host_memory) {
+        int64_t h = (int64_t)max_batch * (m->in_size > m->out_size ? m->in_size : m->out_size);
+        m->host_floats = (size_t)(h > biggest ? h : biggest);
+        m->host = mr_backend_alloc_host(be, sizeof(float) * (m->host_floats ? m->host_floats : 1));
+    }
+    int ok = m->params && m->grads && m->input && m->dbuf[0] && m->dbuf[1] && sst == MR_OK &&
+             (ns == 0 || m->state) && (be->host_memory || m->host);
     for (int s = 0; s < nslots; s++)
         ok = ok && m->slots[s];
     for (int i = 0; i < m->n_layers; i++)
@@ -154,23 +166,20 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
         return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for the model at batch %d",
                             cfg->path, max_batch);
     }
-    int64_t s = 0; /* next free float of the state buffer */
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
-        int64_t off = m->param_offset[i];
         for (int w = 0; w < l->n_weights; w++) {
-            if (l->w[w].trainable) {
-                l->w[w].data = m->params + off;
-                l->w[w].grad = m->grads + off;
-                off += l->w[w].size;
+            mr_weight *wt = &l->w[w];
+            if (wt->trainable) {
+                wt->data = mr_dfloat_at(m->params, wt->offset);
+                wt->grad = mr_dfloat_at(m->grads, wt->offset);
             } else {
-                l->w[w].data = m->state + s;
-                s += l->w[w].size;
+                wt->data = mr_dfloat_at(m->state, wt->offset);
             }
         }
     }
-    m->run.be = m->be;
-    m->run.scratch = m->scratch;
+    m->run.be = be;
+    m->run.scratch = mr_backend_scratch(be);
     /* training passes (model.h, chunk): every pass reads the weights and
      * adds into their gradients, and each row touches per_row floats */
     int64_t per_row = m->in_size + 2 * widest;
@@ -189,7 +198,7 @@ mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t
 void mr_model_free(mr_model *m) {
     if (m->be == NULL) return;
     for (int i = 0; i < m->n_layers; i++) {
-        if (m->layers[i].ops && m->layers[i].ops->destroy) m->layers[i].ops->destroy(&m->layers[i]);
+        mr_layer_destroy(&m->layers[i]);
         if (m->layers[i].ops && m->layers[i].ops->view)
             m->acts[i] = NULL; /* borrowed from the layer before */
         else
@@ -203,61 +212,79 @@ void mr_model_free(mr_model *m) {
     free_floats(m, &m->input);
     free_floats(m, &m->dbuf[0]);
     free_floats(m, &m->dbuf[1]);
-    free_floats(m, &m->scratch);
+    mr_backend_free_host(m->be, m->host);
+    m->host = NULL;
     m->be = NULL;
 }
 
-void mr_model_init_weights(mr_model *m, uint64_t seed) {
+mr_status mr_model_init_weights(mr_model *m, uint64_t seed, mr_error *err) {
     for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].ops->init) m->layers[i].ops->init(&m->layers[i], seed);
+        MR_CHECK(mr_layer_init(&m->layers[i], seed, m->host, err));
     int nslots = mr_optimizer_slot_count(&m->opt);
     for (int s = 0; s < nslots; s++)
-        memset(m->slots[s], 0, sizeof(float) * (size_t)m->n_params);
+        MR_CHECK(mr_backend_zero(m->be, m->slots[s], sizeof(float) * (size_t)m->n_params, err));
+    return MR_OK;
 }
 
 int mr_model_classes(const mr_model *m) {
     return (int)m->out_size;
 }
 
-/* Runs the layers on `in` (batch rows, in_size each) into m->acts. */
-static const float *forward_rows(mr_model *m, const float *in, int batch) {
-    const float *x = in;
-    for (int i = 0; i < m->n_layers; i++) {
-        if (m->layers[i].ops->view) {
-            m->acts[i] = (float *)x; /* a view passes its input's buffer on */
-            continue;
-        }
-        m->layers[i].ops->forward(&m->layers[i], &m->run, batch, x, m->acts[i]);
-        x = m->acts[i];
-    }
-    return x;
+float *mr_model_input_host(mr_model *m) {
+    return mr_model_host_for(m, m->input);
 }
 
-const float *mr_model_forward(mr_model *m, int batch, int training) {
+mr_status mr_model_input_upload(mr_model *m, int batch, mr_error *err) {
+    MR_ASSERT(batch >= 0 && batch <= m->max_batch);
+    return mr_backend_write(m->be, m->input, mr_model_input_host(m),
+                            (size_t)batch * (size_t)m->in_size, err);
+}
+
+/* Runs the layers on `in` (batch rows, in_size each) into m->acts. */
+static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const mr_dfloat **out) {
+    const mr_dfloat *x = in;
+    for (int i = 0; i < m->n_layers; i++) {
+        if (m->layers[i].ops->view) {
+            m->acts[i] = (mr_dfloat *)x; /* a view passes its input's buffer on */
+            continue;
+        }
+        MR_CHECK(mr_layer_forward(&m->layers[i], &m->run, batch, x, m->acts[i]));
+        x = m->acts[i];
+    }
+    *out = x;
+    return MR_OK;
+}
+
+mr_status mr_model_forward(mr_model *m, int batch, int training, mr_error *err) {
     MR_ASSERT(batch >= 0 && batch <= m->max_batch); /* 0: an empty shard (see strategy.c) */
     m->run.training = training;
-    return forward_rows(m, m->input, batch);
+    m->run.err = err;
+    const mr_dfloat *out;
+    return forward_rows(m, m->input, batch, &out);
+}
+
+const mr_dfloat *mr_model_output(const mr_model *m) {
+    return m->acts[m->n_layers - 1];
 }
 
 /* Forward, loss and backward of `batch` rows starting at `in` (labels
  * alongside); after_layer only when this pass completes the gradients. */
-static mr_status train_rows(mr_model *m, const float *in, const int32_t *labels, int batch,
+static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *labels, int batch,
                             float norm, double *loss_sum, int64_t *correct,
                             void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
-    const float *out = forward_rows(m, in, batch);
-    if (m->run.status != MR_OK) return m->run.status;
+    const mr_dfloat *out;
+    MR_CHECK(forward_rows(m, in, batch, &out));
     int k = (int)m->out_size;
     int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
-    float *dy = m->dbuf[cur];
-    mr_loss_compute(m->cfg->net.loss, m->fused_softmax, out, labels, batch, k, norm, dy, loss_sum,
-                    correct);
+    mr_dfloat *dy = m->dbuf[cur];
+    MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, out, labels, batch, k, norm,
+                             dy, loss_sum, correct, m->run.err));
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
         if (!l->ops->view) { /* a view's dx is dy under the input's shape */
-            const float *x = i > 0 ? m->acts[i - 1] : in;
-            float *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
-            l->ops->backward(l, &m->run, batch, x, m->acts[i], dy, dx);
-            if (m->run.status != MR_OK) return m->run.status;
+            const mr_dfloat *x = i > 0 ? m->acts[i - 1] : in;
+            mr_dfloat *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
+            MR_CHECK(mr_layer_backward(l, &m->run, batch, x, m->acts[i], dy, dx));
             dy = dx;
             cur ^= 1;
         }
@@ -268,9 +295,10 @@ static mr_status train_rows(mr_model *m, const float *in, const int32_t *labels,
 
 mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
                                double *loss_sum, int64_t *correct,
-                               void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
+                               void (*after_layer)(void *ctx, int64_t ready), void *ctx,
+                               mr_error *err) {
     MR_ASSERT(batch >= 0 && batch <= m->max_batch);
-    m->run.status = MR_OK;
+    m->run.err = err;
     m->run.training = 1;
     /* In passes of m->chunk rows, each reusing rows [0, chunk) of the
      * activation buffers: the gradients add up across passes (the layers'
@@ -283,24 +311,26 @@ mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, fl
     do {
         int n = batch - c0 < chunk ? batch - c0 : chunk;
         m->run.sample_base = base + c0; /* dropout masks follow the sample */
-        st = train_rows(m, m->input + (int64_t)c0 * m->in_size, labels + c0, n, norm, loss_sum,
-                        correct, c0 + n >= batch ? after_layer : NULL, ctx);
+        st = train_rows(m, mr_dfloat_at_c(m->input, (int64_t)c0 * m->in_size), labels + c0, n, norm,
+                        loss_sum, correct, c0 + n >= batch ? after_layer : NULL, ctx);
         c0 += n;
     } while (st == MR_OK && c0 < batch);
     m->run.sample_base = base;
     return st;
 }
 
-void mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
-                         int64_t *correct) {
-    const float *out = mr_model_forward(m, batch, 0);
-    mr_loss_compute(m->cfg->net.loss, m->fused_softmax, out, labels, batch, (int)m->out_size, 1.0f,
-                    NULL, loss_sum, correct);
+mr_status mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
+                              int64_t *correct, mr_error *err) {
+    MR_CHECK(mr_model_forward(m, batch, 0, err));
+    return mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, mr_model_output(m), labels,
+                           batch, (int)m->out_size, 1.0f, NULL, loss_sum, correct, err);
 }
 
-void mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs) {
+mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs,
+                               mr_error *err) {
     const int k = (int)m->out_size;
-    const float *out = m->acts[m->n_layers - 1];
+    const float *out;
+    MR_CHECK(mr_model_read(m, mr_model_output(m), (size_t)batch * (size_t)k, &out, err));
     for (int b = 0; b < batch; b++) {
         const float *z = out + (int64_t)b * k;
         int best = 0;
@@ -319,15 +349,46 @@ void mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *pr
         for (int j = 0; j < k; j++)
             p[j] = (float)(exp((double)z[j] - (double)z[best]) / sum);
     }
+    return MR_OK;
 }
 
-void mr_model_zero_grads(mr_model *m) {
-    memset(m->grads, 0, sizeof(float) * (size_t)(m->n_params + (int64_t)m->grads_extra));
+mr_status mr_model_zero_grads(mr_model *m, mr_error *err) {
+    return mr_backend_zero(m->be, m->grads,
+                           sizeof(float) * (size_t)(m->n_params + (int64_t)m->grads_extra), err);
 }
 
-void mr_model_apply_update(mr_model *m, float lr, int64_t t) {
-    mr_optimizer_step(&m->opt, lr, t, m->params, m->grads, m->slots[0], m->slots[1],
-                      (size_t)m->n_params);
+mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, mr_error *err) {
+    return mr_optimizer_step(&m->opt, m->be, lr, t, m->params, m->grads, m->slots[0], m->slots[1],
+                             (size_t)m->n_params, err);
+}
+
+mr_status mr_model_write_extra(mr_model *m, const float *v, size_t n, mr_error *err) {
+    MR_ASSERT(n <= m->grads_extra);
+    return mr_backend_to_device(m->be, mr_dfloat_at(m->grads, m->n_params), v, sizeof(float) * n,
+                                err);
+}
+
+mr_status mr_model_read_extra(const mr_model *m, float *v, size_t n, mr_error *err) {
+    MR_ASSERT(n <= m->grads_extra);
+    return mr_backend_to_host(m->be, v, mr_dfloat_at_c(m->grads, m->n_params), sizeof(float) * n,
+                              err);
+}
+
+mr_status mr_model_read(const mr_model *m, const mr_dfloat *p, size_t n, const float **host,
+                        mr_error *err) {
+    MR_ASSERT(m->be->host_memory || n <= m->host_floats);
+    return mr_backend_read(m->be, p, n, m->host, host, err);
+}
+
+float *mr_model_host_for(const mr_model *m, mr_dfloat *p) {
+    float *view = mr_backend_host_view(m->be, p);
+    return view ? view : m->host;
+}
+
+mr_status mr_model_write(const mr_model *m, mr_dfloat *p, const float *host, size_t n,
+                         mr_error *err) {
+    MR_ASSERT(m->be->host_memory || n <= m->host_floats);
+    return mr_backend_write(m->be, p, host, n, err);
 }
 
 void mr_shape_format(mr_shape s, char *buf, size_t n) {

@@ -6,7 +6,13 @@
  * `state`; layers hold views. Weights are laid out in REVERSE layer order, so
  * the gradients backward produces first are contiguous at the front and can
  * be reduced while backward goes on. Consequences: all-reduce is one call (or
- * a few buckets), the optimizer one pass, replicas compare with one memcmp. */
+ * a few buckets), the optimizer one pass, replicas compare with one memcmp.
+ *
+ * Device-independent: the buffers are the replica's device memory, the
+ * layers, loss and optimizer run on its kernels (kernels.h), and what the
+ * host reads or writes (a batch, the outputs, the weights' initial values,
+ * the metrics after the gradients) goes through the backend, in place where
+ * its memory is host memory. */
 #ifndef MR_MODEL_H
 #define MR_MODEL_H
 
@@ -33,69 +39,107 @@ typedef struct mr_model {
      * (one pass) when a layer needs the whole batch (BatchNormalization).
      * Tests may lower it. The gradients are the same sums in another order. */
     int chunk;
-    mr_backend *be;
+    mr_backend *be; /* the replica's backend context (the caller's: not freed here) */
     mr_optimizer opt;
 
     int64_t n_params;   /* trainable floats */
     int64_t n_state;    /* non-trainable floats */
     size_t grads_extra; /* floats after the gradients (metrics ride along) */
-    float *params;      /* (n_params) */
-    float *grads;       /* (n_params + grads_extra) */
-    float *slots[2];    /* optimizer slots, (n_params) each, or NULL */
-    float *state;       /* (n_state) or NULL */
+    /* Device memory (runtime/tensor.h): read and written by the kernels
+     * only; host code goes through the functions below or the backend. */
+    mr_dfloat *params;   /* (n_params) */
+    mr_dfloat *grads;    /* (n_params + grads_extra) */
+    mr_dfloat *slots[2]; /* optimizer slots, (n_params) each, or NULL */
+    mr_dfloat *state;    /* (n_state) or NULL */
 
-    float *input;               /* (max_batch, in_size): fill before forward */
-    float *acts[MR_MAX_LAYERS]; /* layer i's output, (max_batch, out of layer i) */
-    float *dbuf[2];             /* ping-pong gradients w.r.t. activations */
-    float *scratch;
+    mr_dfloat *input;               /* (max_batch, in_size): see mr_model_input_host */
+    mr_dfloat *acts[MR_MAX_LAYERS]; /* layer i's output, (max_batch, out of layer i) */
+    mr_dfloat *dbuf[2];             /* ping-pong gradients w.r.t. activations */
+    /* Host staging for what host code reads or writes of those buffers (a
+     * batch of input or output, one weight), where the context's memory is
+     * not host memory; NULL where it is (the CPU), which is used in place. */
+    float *host;
+    size_t host_floats;
     mr_run run; /* this replica's execution context */
     /* where each layer's trainable weights start in params, in floats; a layer's
      * gradients are complete (for bucketing) once its backward has run */
     int64_t param_offset[MR_MAX_LAYERS];
 } mr_model;
 
-/* Builds the layers from cfg (shape inference: errors name the .cfg line),
- * allocates every buffer for batches up to max_batch, plus `grads_extra`
- * floats after the gradients. Weights are zero until mr_model_init_weights. */
-mr_status mr_model_init(mr_model *m, const mr_config *cfg, int max_batch, size_t grads_extra,
-                        mr_error *err);
+/* Builds the layers from cfg (shape inference: errors name the .cfg line)
+ * on backend context `be` (the replica's; it must outlive the model): the
+ * layers' kernels of be's device kind, every buffer in be's memory for
+ * batches up to max_batch, plus `grads_extra` floats after the gradients,
+ * and the layers' scratch in the context. Weights are zero until
+ * mr_model_init_weights. */
+mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
+                        size_t grads_extra, mr_error *err);
 void mr_model_free(mr_model *m);
 
-/* Initialises all weights from the seed (same seed -> same bits anywhere). */
-void mr_model_init_weights(mr_model *m, uint64_t seed);
+/* Initialises all weights from the seed (same seed -> same bits anywhere,
+ * on any device: they are made on the host) and zeroes the optimizer slots. */
+mr_status mr_model_init_weights(mr_model *m, uint64_t seed, mr_error *err);
 
 /* Number of classes the output layer predicts (its width). */
 int mr_model_classes(const mr_model *m);
 
-/* Runs the layers on m->input (batch rows); returns the output (batch, out_size).
- * training selects dropout and batch statistics. */
-const float *mr_model_forward(mr_model *m, int batch, int training);
+/* Host memory for the next batch (max_batch, in_size floats), for the
+ * loader to fill: m->input itself where the context's memory is host
+ * memory (no copy), else the staging buffer; then mr_model_input_upload
+ * puts `batch` rows of it into m->input (nothing to do in the first case). */
+float *mr_model_input_host(mr_model *m);
+mr_status mr_model_input_upload(mr_model *m, int batch, mr_error *err);
+
+/* Runs the layers on m->input (batch rows); the output (batch, out_size) is
+ * then at mr_model_output (device memory). training selects dropout and
+ * batch statistics. */
+mr_status mr_model_forward(mr_model *m, int batch, int training, mr_error *err);
+const mr_dfloat *mr_model_output(const mr_model *m);
 
 /* Forward, loss and backward on m->input: ADDS this batch's gradients of
  * (sum of losses / norm) into m->grads. Adds the loss sum and correct count
- * to *loss_sum, *correct. Returns m->run.status (a SyncBN collective may fail).
+ * to *loss_sum, *correct. A failure of the device or of a collective inside
+ * the model (SyncBN) is returned, with its message in err.
  * `after_layer`, if not NULL, is called after each layer's backward with the
  * number of leading gradient floats now final (for bucketed all-reduce). */
 mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
                                double *loss_sum, int64_t *correct,
-                               void (*after_layer)(void *ctx, int64_t ready), void *ctx);
+                               void (*after_layer)(void *ctx, int64_t ready), void *ctx,
+                               mr_error *err);
 
 /* Inference on m->input: adds loss sum and correct count. */
-void mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
-                         int64_t *correct);
+mr_status mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
+                              int64_t *correct, mr_error *err);
 
 /* The model's answers for the rows of the last forward pass: each row's
  * predicted class (the largest output) into pred (batch), and, when probs
  * is not NULL, its class probabilities into probs (batch, classes): the
  * softmax of the logits where the softmax is fused with the loss, else the
- * outputs themselves. */
-void mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs);
+ * outputs themselves. pred and probs are host memory. */
+mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs,
+                               mr_error *err);
 
 /* Zeroes gradients (and the extra floats). */
-void mr_model_zero_grads(mr_model *m);
+mr_status mr_model_zero_grads(mr_model *m, mr_error *err);
 
 /* One optimizer update of all parameters with learning rate lr; t is 1-based. */
-void mr_model_apply_update(mr_model *m, float lr, int64_t t);
+mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, mr_error *err);
+
+/* The `grads_extra` floats after the gradients (metrics that ride along in
+ * the all-reduce): n <= grads_extra of them from or to host memory v. */
+mr_status mr_model_write_extra(mr_model *m, const float *v, size_t n, mr_error *err);
+mr_status mr_model_read_extra(const mr_model *m, float *v, size_t n, mr_error *err);
+
+/* n floats of the model's device memory p (n <= m->host_floats unless the
+ * context's memory is host memory) for the host to read: *host is p's host
+ * view, or the staging buffer after a copy (valid until the next call). */
+mr_status mr_model_read(const mr_model *m, const mr_dfloat *p, size_t n, const float **host,
+                        mr_error *err);
+/* Host memory in which to write n floats for p: p's host view, or the
+ * staging buffer; mr_model_write then puts them into p (no copy for a view). */
+float *mr_model_host_for(const mr_model *m, mr_dfloat *p);
+mr_status mr_model_write(const mr_model *m, mr_dfloat *p, const float *host, size_t n,
+                         mr_error *err);
 
 /* Keras model.summary(): layers, output shapes, parameter counts, totals. */
 void mr_model_summary(const mr_model *m, const char *name, FILE *out);

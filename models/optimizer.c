@@ -1,10 +1,10 @@
-/* optimizer.c: the fused update loops (see optimizer.h). */
+/* optimizer.c: the optimizer's settings, what is computed once per step,
+ * and the dispatch to the device's update loops (see optimizer.h). */
 #include "optimizer.h"
 
 #include <math.h>
 
-#include "../runtime/elementwise.h"
-#include "../runtime/hot.h"
+#include "kernels.h"
 
 mr_optimizer mr_optimizer_from_config(const mr_net_cfg *net) {
     mr_optimizer o = {.kind = net->optimizer,
@@ -21,21 +21,20 @@ int mr_optimizer_slot_count(const mr_optimizer *opt) {
     return opt->momentum != 0.0f ? 1 : 0;
 }
 
-MR_HOT void mr_optimizer_step(const mr_optimizer *opt, float lr, int64_t t, float *restrict w,
-                              const float *restrict g, float *restrict slot0, float *restrict slot1,
-                              size_t n) {
+mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
+                            mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
+                            size_t n, mr_error *err) {
+    const mr_kernels *kern = mr_kernels_for(be->kind);
+    if (kern == NULL)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s optimizer kernels in this build",
+                            be->ops->name);
     if (opt->kind == MR_OPTIMIZER_ADAM) {
         /* bias correction folded into the step size once (Keras 3) */
         double b1t = pow((double)opt->beta1, (double)t), b2t = pow((double)opt->beta2, (double)t);
         float alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
-        float b1 = opt->beta1, b2 = opt->beta2, eps = opt->epsilon;
-        for (size_t i = 0; i < n; i++)
-            mr_adam_update(&w[i], g[i], &slot0[i], &slot1[i], alpha, b1, b2, eps);
-    } else if (opt->momentum != 0.0f) {
-        for (size_t i = 0; i < n; i++)
-            mr_sgd_update(&w[i], g[i], &slot0[i], lr, opt->momentum, opt->nesterov);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            w[i] -= lr * g[i];
+        return kern->optimizer->adam(be, w, g, slot0, slot1, n, alpha, opt->beta1, opt->beta2,
+                                     opt->epsilon, err);
     }
+    return kern->optimizer->sgd(be, w, g, opt->momentum != 0.0f ? slot0 : NULL, n, lr,
+                                opt->momentum, opt->nesterov, err);
 }

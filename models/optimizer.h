@@ -1,14 +1,17 @@
 /* optimizer.h: SGD (momentum, Nesterov) and Adam over one flat buffer.
  *
  * Parameters, gradients and each optimizer slot are single contiguous
- * buffers of the same layout (model.h), so an update is one fused pass. The
- * per-element formulas are in runtime/elementwise.h (shared with CUDA). */
+ * buffers of the same layout (model.h), so an update is one fused pass,
+ * run by the kernels of the buffers' device (optimizer_cpu.c; kernels.h).
+ * The per-element formulas are in runtime/elementwise.h (shared with CUDA);
+ * what is computed once per step (Adam's bias correction) is here. */
 #ifndef MR_OPTIMIZER_H
 #define MR_OPTIMIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../runtime/backend.h"
 #include "config.h"
 
 typedef struct mr_optimizer {
@@ -25,11 +28,23 @@ mr_optimizer mr_optimizer_from_config(const mr_net_cfg *net);
  * sgd 0, adam 2 (m, v). */
 int mr_optimizer_slot_count(const mr_optimizer *opt);
 
-/* One update of n parameters w with gradients g at learning rate lr.
- * t is the 1-based update count (Adam's bias correction). slot0/slot1 as
- * mr_optimizer_slot_count says (NULL where unused). The buffers must not
- * overlap (restrict: the loops vectorise). */
-void mr_optimizer_step(const mr_optimizer *opt, float lr, int64_t t, float *w, const float *g,
-                       float *slot0, float *slot1, size_t n);
+/* One update of n parameters w with gradients g at learning rate lr, on
+ * be's device (w, g and the slots are its memory). t is the 1-based update
+ * count (Adam's bias correction). slot0/slot1 as mr_optimizer_slot_count
+ * says (NULL where unused). The buffers must not overlap. */
+mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
+                            mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
+                            size_t n, mr_error *err);
+
+/* A device kind's update loops over n elements (elementwise.h's math). */
+typedef struct mr_optimizer_kernels {
+    /* mr_adam_update with the step's alpha (bias correction folded in) */
+    mr_status (*adam)(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *m, mr_dfloat *v,
+                      size_t n, float alpha, float beta1, float beta2, float epsilon,
+                      mr_error *err);
+    /* mr_sgd_update; momentum 0: w -= lr * g and vel is NULL */
+    mr_status (*sgd)(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *vel, size_t n,
+                     float lr, float momentum, int nesterov, mr_error *err);
+} mr_optimizer_kernels;
 
 #endif

@@ -1,56 +1,138 @@
-/* backend.h: one table of operations per device kind.
+/* backend.h: a device's memory and math, one context per replica.
  *
- * Layers and optimizers reach the hardware only through these wrappers; a
- * replica owns one mr_backend context (CPU: scratch memory; CUDA: device,
- * streams, cuBLAS/cuDNN handles in a later .cu sibling). Matrices are
- * row-major. */
+ * A backend context (mr_backend) is what a replica computes with: its
+ * device kind and ordinal, the table of operations of that kind, scratch
+ * memory for the layers, and the implementation's own state (CUDA, in a
+ * later .cu sibling: the device, stream(s), cuBLAS and cuDNN handles).
+ * The strategy creates one per replica (mr_backend_create) and hands it to
+ * the model; one thread uses a context at a time.
+ *
+ * This table holds what every device kind offers whatever the model:
+ * memory (device and host staging), copies between them, zeroing, scaling
+ * and GEMM. A layer's own compute (im2col, pooling, batch norm,
+ * activations, dropout), the loss and the optimizer update are not here:
+ * they are per-device kernel tables in models/ (models/kernels.h), picked
+ * by the context's kind, and call this table for memory and GEMM. Host
+ * code never dereferences device memory (runtime/tensor.h): it copies
+ * through this table, or, where the context says its memory is host
+ * memory (the CPU), uses it in place through a host view, so the CPU path
+ * copies nothing.
+ *
+ * Implementations: backend_cpu.c (OpenBLAS); a CUDA one is a .cu sibling
+ * that meson builds instead of backend_nocuda.c, whose create says that
+ * this build has no CUDA backend. Matrices are row-major. */
 #ifndef MR_BACKEND_H
 #define MR_BACKEND_H
 
 #include <stddef.h>
 
 #include "error.h"
+#include "tensor.h"
 
 typedef enum mr_device_kind { MR_DEVICE_CPU, MR_DEVICE_CUDA } mr_device_kind;
 
 typedef struct mr_backend mr_backend;
 
+/* Callers use the wrappers below, never the slots directly. Device memory
+ * is `void *` in the byte-level slots (any element type) and mr_dfloat *
+ * where it holds floats. */
 typedef struct mr_backend_ops {
     const char *name; /* "cpu", "cuda" */
-    /* Device memory: n bytes, zeroed; NULL on failure. */
+    /* Device memory: n bytes, zeroed, 64-byte aligned; NULL on failure. */
     void *(*alloc)(mr_backend *be, size_t n);
     void (*free)(mr_backend *be, void *p);
-    /* Host <-> device copies (on the CPU both are memcpy). */
-    void (*to_device)(mr_backend *be, void *dst, const void *src, size_t n);
-    void (*to_host)(mr_backend *be, void *dst, const void *src, size_t n);
+    /* Host memory to stage copies through (CUDA: pinned, so copies can be
+     * asynchronous): n bytes, zeroed; NULL on failure. */
+    void *(*alloc_host)(mr_backend *be, size_t n);
+    void (*free_host)(mr_backend *be, void *p);
+    /* n bytes host -> device, device -> host (on the CPU both are memcpy). */
+    mr_status (*to_device)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
+    mr_status (*to_host)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
+    /* n bytes of device memory set to zero (gradients before a step). */
+    mr_status (*zero)(mr_backend *be, void *dst, size_t n, mr_error *err);
+    /* x (n floats) *= alpha, element by element. */
+    mr_status (*scale)(mr_backend *be, mr_dfloat *x, size_t n, float alpha, mr_error *err);
     /* C (m x n) = alpha * op(A) * op(B) + beta * C, op(A) m x k, op(B) k x n;
      * lda/ldb/ldc are row strides of A, B, C as stored. */
-    void (*gemm)(mr_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
-    /* Sets how many threads the backend's math library may use for this
-     * context (CPU: OpenBLAS threads). May be NULL. */
+    mr_status (*gemm)(mr_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const mr_dfloat *a, int lda, const mr_dfloat *b, int ldb, float beta,
+                      mr_dfloat *c, int ldc, mr_error *err);
+    /* Sets how many threads the backend's math library may use (CPU:
+     * OpenBLAS's setting, which is process-wide). May be NULL. */
     void (*set_threads)(mr_backend *be, int threads);
+    /* Frees the implementation's state and the context itself. */
+    void (*destroy)(mr_backend *be);
 } mr_backend_ops;
 
 struct mr_backend {
     const mr_backend_ops *ops;
     mr_device_kind kind;
     int ordinal;
+    /* 1: this context's device memory is host memory (the CPU), so host
+     * code may read and write it in place through mr_backend_host_view
+     * instead of copying. Tests may clear it on a CPU context: host code
+     * then copies as it must for a GPU (the kernels still run on the CPU). */
+    int host_memory;
+    /* Scratch for the layers' kernels (mr_backend_reserve_scratch). */
+    mr_dfloat *scratch;
+    size_t scratch_floats;
+    void *impl; /* the implementation's own state, or NULL */
 };
 
-/* The CPU backend (OpenBLAS). Stateless: one static context serves all replicas. */
-mr_backend *mr_backend_cpu(void);
+/* A context for device `ordinal` of `kind`: MR_ERR_UNSUPPORTED for a kind
+ * this build has no backend for ("no CUDA backend in this build"),
+ * MR_ERR_NOMEM, or what the device says. */
+mr_status mr_backend_create(mr_device_kind kind, int ordinal, mr_backend **out, mr_error *err);
+/* Frees the context and its scratch (NULL: nothing). */
+void mr_backend_destroy(mr_backend *be);
 
-static inline void mr_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n, int k,
-                           float alpha, const float *a, int lda, const float *b, int ldb,
-                           float beta, float *c, int ldc) {
-    be->ops->gemm(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
+/* "cpu:0", "cuda:1" */
+void mr_backend_format(const mr_backend *be, char *buf, size_t n);
+
+/* Device memory. */
+void *mr_backend_alloc(mr_backend *be, size_t bytes);
+mr_dfloat *mr_backend_alloc_floats(mr_backend *be, size_t n);
+void mr_backend_free(mr_backend *be, void *p); /* p may be NULL */
+/* Host staging memory (freed with mr_backend_free_host). */
+void *mr_backend_alloc_host(mr_backend *be, size_t bytes);
+void mr_backend_free_host(mr_backend *be, void *p);
+
+mr_status mr_backend_to_device(mr_backend *be, void *dst, const void *src, size_t bytes,
+                               mr_error *err);
+mr_status mr_backend_to_host(mr_backend *be, void *dst, const void *src, size_t bytes,
+                             mr_error *err);
+mr_status mr_backend_zero(mr_backend *be, void *dst, size_t bytes, mr_error *err);
+mr_status mr_backend_scale(mr_backend *be, mr_dfloat *x, size_t n, float alpha, mr_error *err);
+mr_status mr_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                  const mr_dfloat *a, int lda, const mr_dfloat *b, int ldb, float beta,
+                  mr_dfloat *c, int ldc, mr_error *err);
+
+/* The host address of device memory p where the context's memory is host
+ * memory (host_memory), else NULL: host code then copies. */
+float *mr_backend_host_view(const mr_backend *be, mr_dfloat *p);
+const float *mr_backend_host_cview(const mr_backend *be, const mr_dfloat *p);
+
+/* n floats of p for the host to read: *host is p's host view (no copy), or
+ * `staging` (n floats of host memory) after a copy. */
+mr_status mr_backend_read(mr_backend *be, const mr_dfloat *p, size_t n, float *staging,
+                          const float **host, mr_error *err);
+/* n floats from host memory into p: nothing to do when `host` is p's own
+ * host view (the caller filled p in place), else a copy. */
+mr_status mr_backend_write(mr_backend *be, mr_dfloat *p, const float *host, size_t n,
+                           mr_error *err);
+
+/* Makes the context's scratch at least n floats (grows, never shrinks; the
+ * contents are not kept). The layers of a model declare what they need and
+ * the model reserves the largest. */
+mr_status mr_backend_reserve_scratch(mr_backend *be, size_t n, mr_error *err);
+/* The scratch (mr_backend_reserve_scratch's size), or NULL before any reserve. */
+mr_dfloat *mr_backend_scratch(const mr_backend *be);
+
+/* Sets the math library's threads. On the CPU it is OpenBLAS's setting,
+ * global to the process: the strategy sets it once for all its replicas. */
+void mr_backend_set_threads(mr_backend *be, int threads);
 
 /* Number of cores this process may run on (sched_getaffinity), at least 1. */
 int mr_cpu_cores(void);
-
-/* Sets BLAS threads for the whole process (OpenBLAS's setting is global). */
-void mr_backend_set_threads(mr_backend *be, int threads);
 
 #endif

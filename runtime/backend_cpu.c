@@ -1,5 +1,11 @@
-/* backend_cpu.c: the CPU backend over OpenBLAS (see backend.h). */
-#include "backend.h"
+/* backend_cpu.c: the CPU backend over OpenBLAS (backend.h). Its device
+ * memory is host memory (64-byte aligned blocks), so host code uses it in
+ * place and the copies are memcpy. A context holds no state of its own
+ * besides the scratch that backend.c keeps in every context.
+ * Relies on: OpenBLAS (cblas_sgemm; openblas_set_num_threads, global to the
+ * process). */
+#include "backend_impl.h"
+#include "tensor_impl.h"
 
 #include <cblas.h>
 #include <sched.h>
@@ -21,17 +27,39 @@ static void cpu_free(mr_backend *be, void *p) {
     free(p);
 }
 
-static void cpu_copy(mr_backend *be, void *dst, const void *src, size_t n) {
-    (void)be;
+static mr_status cpu_copy(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err) {
+    (void)be, (void)err;
     if (n) memcpy(dst, src, n);
+    return MR_OK;
 }
 
-static void cpu_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                     int ldc) {
-    (void)be;
+static mr_status cpu_zero(mr_backend *be, void *dst, size_t n, mr_error *err) {
+    (void)be, (void)err;
+    if (n) memset(dst, 0, n);
+    return MR_OK;
+}
+
+static mr_status cpu_scale(mr_backend *be, mr_dfloat *xd, size_t n, float alpha, mr_error *err) {
+    (void)be, (void)err;
+    float *x = mr_dfloat_ptr(xd);
+    for (size_t i = 0; i < n; i++)
+        x[i] *= alpha;
+    return MR_OK;
+}
+
+void mr_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static mr_status cpu_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n, int k,
+                          float alpha, const mr_dfloat *a, int lda, const mr_dfloat *b, int ldb,
+                          float beta, mr_dfloat *c, int ldc, mr_error *err) {
+    (void)be, (void)err;
+    mr_cpu_gemm(trans_a, trans_b, m, n, k, alpha, mr_dfloat_cptr(a), lda, mr_dfloat_cptr(b), ldb,
+                beta, mr_dfloat_ptr(c), ldc);
+    return MR_OK;
 }
 
 static void cpu_set_threads(mr_backend *be, int threads) {
@@ -39,20 +67,35 @@ static void cpu_set_threads(mr_backend *be, int threads) {
     openblas_set_num_threads(threads < 1 ? 1 : threads);
 }
 
+static void cpu_destroy(mr_backend *be) {
+    free(be);
+}
+
 static const mr_backend_ops cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .alloc_host = cpu_alloc,
+    .free_host = cpu_free,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
+    .zero = cpu_zero,
+    .scale = cpu_scale,
     .gemm = cpu_gemm,
     .set_threads = cpu_set_threads,
+    .destroy = cpu_destroy,
 };
 
-static mr_backend cpu_backend = {.ops = &cpu_ops, .kind = MR_DEVICE_CPU, .ordinal = 0};
-
-mr_backend *mr_backend_cpu(void) {
-    return &cpu_backend;
+mr_status mr_backend_cpu_create(int ordinal, mr_backend **out, mr_error *err) {
+    *out = NULL;
+    mr_backend *be = calloc(1, sizeof *be);
+    if (be == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory for a CPU context");
+    be->ops = &cpu_ops;
+    be->kind = MR_DEVICE_CPU;
+    be->ordinal = ordinal;
+    be->host_memory = 1;
+    *out = be;
+    return MR_OK;
 }
 
 int mr_cpu_cores(void) {
@@ -62,8 +105,4 @@ int mr_cpu_cores(void) {
         if (n > 0) return n;
     }
     return 1;
-}
-
-void mr_backend_set_threads(mr_backend *be, int threads) {
-    if (be->ops->set_threads != NULL) be->ops->set_threads(be, threads);
 }

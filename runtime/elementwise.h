@@ -2,17 +2,16 @@
  *
  * Compiled as plain C for the CPU loops and, under nvcc, as host+device
  * functions for the CUDA kernels, so the CPU tests exercise the very
- * formulas the GPU runs. Only static inline functions of scalars here. */
+ * formulas the GPU runs. Only static inline functions of scalars here
+ * (MR_HD: hd.h). */
 #ifndef MR_ELEMENTWISE_H
 #define MR_ELEMENTWISE_H
 
 #include <math.h>
+#include <stdint.h>
 
-#ifdef __CUDACC__
-#define MR_HD __host__ __device__
-#else
-#define MR_HD
-#endif
+#include "hd.h"
+#include "rng.h"
 
 /* Activations: forward of x, derivative expressed through the output y
  * (cheaper: no need to keep x). */
@@ -54,6 +53,23 @@ MR_HD static inline void mr_sgd_update(float *w, float g, float *vel, float lr, 
     }
     *vel = momentum * *vel - lr * g;
     *w += nesterov ? momentum * *vel - lr * g : *vel;
+}
+
+/* Inverted dropout, per element. Element j of the row of global sample
+ * `sample` in layer `layer` at optimizer step `step` draws its keep bit from
+ * word j % 4 of Philox (rng.h) keyed by (seed, MR_RNG_STREAM_DROPOUT) at
+ * counter (step, sample, layer | sample's high bits << 16, j / 4): a pure
+ * function of where the element is, so every device (and any replica
+ * count) drops the same elements. mr_dropout_words gives the four words of
+ * elements 4*j4 .. 4*j4+3; key from mr_rng_key. */
+MR_HD static inline void mr_dropout_words(const uint32_t key[2], int64_t step, uint64_t sample,
+                                          int layer, int64_t j4, uint32_t w[4]) {
+    mr_philox4x32(key[0], key[1], (uint32_t)step, (uint32_t)sample,
+                  (uint32_t)layer | (uint32_t)(sample >> 32) << 16, (uint32_t)j4, w);
+}
+/* x kept and scaled by 1 / (1 - rate), or dropped (+0), from its word. */
+MR_HD static inline float mr_dropout_apply(float x, uint32_t word, float rate, float scale) {
+    return mr_rng_u01(word) >= rate ? x * scale : 0.0f;
 }
 
 #endif

@@ -1,30 +1,6 @@
-/* rng.c: Philox4x32-10 and the draws built on it (see rng.h). */
+/* rng.c: the draws built on Philox (see rng.h): keys, uniform floats,
+ * permutations. */
 #include "rng.h"
-
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-static inline void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo) {
-    uint64_t p = (uint64_t)a * b;
-    *hi = (uint32_t)(p >> 32);
-    *lo = (uint32_t)p;
-}
-
-void mr_philox4x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                   uint32_t out[4]) {
-    for (int round = 0; round < 10; round++) {
-        uint32_t hi0, lo0, hi1, lo1;
-        mulhilo(PHILOX_M0, c0, &hi0, &lo0);
-        mulhilo(PHILOX_M1, c2, &hi1, &lo1);
-        uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-        c0 = n0, c1 = n1, c2 = n2, c3 = n3;
-        k0 += PHILOX_W0;
-        k1 += PHILOX_W1;
-    }
-    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
-}
 
 void mr_rng_key(uint64_t seed, uint32_t stream, uint32_t key[2]) {
     /* splitmix64 finaliser so nearby seeds and streams give unrelated keys */

@@ -4,11 +4,21 @@
  * state to carry, save or keep in step between replicas or ranks. Weights
  * come from (seed, layer, index), an epoch's permutation from (seed, epoch),
  * a dropout mask from (seed, step, sample, layer); the same inputs give the
- * same bits on any machine and with any replica count. */
+ * same bits on any machine and with any replica count.
+ *
+ * Philox itself is Random123's header-only philox4x32 (Debian's
+ * librandom123-dev), which compiles as host and device code: the mask of a
+ * dropout kernel on the GPU is the CPU's bit for bit (elementwise.h,
+ * mr_dropout_words). It is bitwise the Philox4x32-10 this file implemented
+ * before (test_rng.c compares them over many keys and counters). */
 #ifndef MR_RNG_H
 #define MR_RNG_H
 
 #include <stdint.h>
+
+#include <Random123/philox.h>
+
+#include "hd.h"
 
 /* Streams separate the uses of one seed so they never share counters. */
 enum {
@@ -18,12 +28,18 @@ enum {
     MR_RNG_STREAM_AUGMENT = 4, /* data augmentation: ctr = (epoch, sample) */
 };
 
-/* Four 32-bit random words for counter (c0, c1, c2, c3) under key (k0, k1). */
-void mr_philox4x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                   uint32_t out[4]);
+/* Four 32-bit random words for counter (c0, c1, c2, c3) under key (k0, k1):
+ * Philox4x32 with 10 rounds (Random123's default). Host and device. */
+MR_HD static inline void mr_philox4x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1,
+                                       uint32_t c2, uint32_t c3, uint32_t out[4]) {
+    philox4x32_ctr_t ctr = {{c0, c1, c2, c3}};
+    philox4x32_key_t key = {{k0, k1}};
+    philox4x32_ctr_t r = philox4x32(ctr, key);
+    out[0] = r.v[0], out[1] = r.v[1], out[2] = r.v[2], out[3] = r.v[3];
+}
 
 /* Uniform float in [0, 1) from a 32-bit word (24 bits of mantissa). */
-static inline float mr_rng_u01(uint32_t w) {
+MR_HD static inline float mr_rng_u01(uint32_t w) {
     return (float)(w >> 8) * (1.0f / 16777216.0f);
 }
 

@@ -1,6 +1,10 @@
 /* strategy.c: replicas as threads, the training step, sharded evaluation.
  * Every meeting of the replicas, in this process or across the job's
- * processes, goes through the communicator (collectives/). */
+ * processes, goes through the communicator (collectives/). Each replica
+ * computes on its own backend context (its device); the strategy never
+ * reads a replica's device memory itself: the batch goes in through the
+ * model's host staging, the metrics and the --check-sync hashes come out
+ * through copies, and the BN state is averaged by the backend. */
 #include "strategy.h"
 
 #include <math.h>
@@ -22,8 +26,9 @@
 
 typedef struct replica {
     mr_strategy *s;
-    int r; /* index in this process (the communicator's rank) */
-    int g; /* index in the job */
+    int r;          /* index in this process (the communicator's rank) */
+    int g;          /* index in the job */
+    mr_backend *be; /* this replica's backend context (its device) */
     mr_model model;
     int64_t *rows;   /* (max_batch) row indices of the current shard */
     int32_t *labels; /* (max_batch) */
@@ -129,18 +134,20 @@ static mr_status run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_er
 /* ---- creation ----------------------------------------------------------- */
 
 /* mr_run.sync_sum for SyncBatchNormalization: a sum over all the replicas. */
-static mr_status replica_sync_sum(void *ctx, float *buf, size_t n) {
+static mr_status replica_sync_sum(void *ctx, mr_dfloat *buf, size_t n) {
     replica *rep = ctx;
-    return mr_comm_allreduce_sum(rep->s->comm, rep->r, buf, n, &rep->err);
+    return mr_comm_allreduce_sum(rep->s->comm, rep->r, mr_comm_buf(buf), n, &rep->err);
 }
 
 static mr_status job_broadcast_init(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
-    if (rep->g == 0) mr_model_init_weights(m, s->opts.seed);
-    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0, &rep->err));
+    if (rep->g == 0) MR_CHECK(mr_model_init_weights(m, s->opts.seed, &rep->err));
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->params), (size_t)m->n_params, 0,
+                               &rep->err));
     if (m->n_state)
-        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0, &rep->err));
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->state), (size_t)m->n_state, 0,
+                                   &rep->err));
     return MR_OK;
 }
 
@@ -209,7 +216,6 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
               sched_getaffinity(0, sizeof s->cpus, &s->cpus) == 0 && s->L == CPU_COUNT(&s->cpus);
     /* L replicas x BLAS threads <= cores: one replica may use them all */
     int cores = opts->devices.cores > 0 ? opts->devices.cores : mr_cpu_cores();
-    mr_backend_set_threads(mr_backend_cpu(), s->L == 1 ? cores : 1);
     s->reps = calloc((size_t)s->L, sizeof *s->reps);
     if (s->reps == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     for (int r = 0; r < s->L; r++) {
@@ -223,7 +229,12 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
                 rep->cpu = c;
                 break;
             }
-        MR_CHECK(mr_model_init(&rep->model, cfg, s->plan.batch, METRIC_FLOATS, err));
+        MR_CHECK(mr_backend_create(opts->devices.kind, opts->devices.ordinals[r], &rep->be, err));
+        if (opts->debug_staged) rep->be->host_memory = 0; /* host code copies, as for a GPU */
+        /* the math library's threads: OpenBLAS's setting is the process's,
+         * the same for every replica, set before any model is built */
+        if (r == 0) mr_backend_set_threads(rep->be, s->L == 1 ? cores : 1);
+        MR_CHECK(mr_model_init(&rep->model, rep->be, cfg, s->plan.batch, METRIC_FLOATS, err));
         if (s->R > 1) {
             rep->model.run.sync_sum = replica_sync_sum;
             rep->model.run.sync_ctx = rep;
@@ -248,6 +259,27 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
     return MR_OK;
 }
 
+/* The communicator for the replicas' device kind. CPU replicas: local
+ * threads over shared memory in one process, or the job's mpi or
+ * hierarchical communicator; all of them move host memory, which is CPU
+ * replicas' device memory (collectives/comm.h). GPU replicas would need
+ * NCCL, device to device, which comes with the CUDA backend. */
+static mr_status make_comm(mr_strategy *s, mr_error *err) {
+    const mr_strategy_opts *opts = &s->opts;
+    if (opts->devices.kind != MR_DEVICE_CPU)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED,
+                            "GPU replicas need the NCCL communicator, which this build does not "
+                            "have");
+    double timeout = opts->comm_timeout > 0 ? opts->comm_timeout : mr_comm_default_timeout();
+    if (opts->job != NULL) {
+        opts->job->timeout_s = timeout;
+        return mr_job_comm_create(opts->job, s->L, &s->comm, err);
+    }
+    MR_CHECK(mr_comm_local_create(s->L, &s->comm, err));
+    s->comm->timeout_s = timeout;
+    return MR_OK;
+}
+
 mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts, int64_t n_train,
                              mr_strategy **out, mr_error *err) {
     *out = NULL;
@@ -256,15 +288,7 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     s->cfg = cfg;
     s->opts = *opts;
     s->L = opts->devices.count;
-    double timeout = opts->comm_timeout > 0 ? opts->comm_timeout : mr_comm_default_timeout();
-    mr_status st;
-    if (opts->job != NULL) {
-        opts->job->timeout_s = timeout;
-        st = mr_job_comm_create(opts->job, s->L, &s->comm, err);
-    } else {
-        st = mr_comm_local_create(s->L, &s->comm, err);
-        if (st == MR_OK) s->comm->timeout_s = timeout;
-    }
+    mr_status st = make_comm(s, err);
     if (st == MR_OK) {
         s->R = s->comm->world_size;
         s->offset = s->comm->world_offset;
@@ -286,6 +310,7 @@ void mr_strategy_destroy(mr_strategy *s) {
     if (s == NULL) return;
     for (int r = 0; s->reps && r < s->L; r++) {
         mr_model_free(&s->reps[r].model);
+        mr_backend_destroy(s->reps[r].be);
         free(s->reps[r].rows);
         free(s->reps[r].labels);
     }
@@ -344,9 +369,9 @@ static void bucket_ready(void *ctx, int64_t ready) {
     if (!rep->reduce_now || rep->bucket_status != MR_OK) return;
     while (rep->next_bucket < s->n_buckets && s->buckets[rep->next_bucket] <= ready) {
         int64_t end = s->buckets[rep->next_bucket++];
-        rep->bucket_status =
-            mr_comm_allreduce_start(s->comm, rep->r, rep->model.grads + rep->reduced,
-                                    (size_t)(end - rep->reduced), &rep->err);
+        rep->bucket_status = mr_comm_allreduce_start(
+            s->comm, rep->r, mr_comm_buf(mr_dfloat_at(rep->model.grads, rep->reduced)),
+            (size_t)(end - rep->reduced), &rep->err);
         rep->reduced = end;
         if (rep->bucket_status != MR_OK) return;
     }
@@ -361,30 +386,43 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
 }
 
 /* --check-sync: every replica hashes each of its weights (parameters and
- * state); the hashes travel through the communicator, 16 bits per float
- * in a row of zeros per replica (a sum of zeros and one integer below
- * 2^16 is exact), so replicas of other processes are compared without
- * reading their memory. Every replica reaches the same verdict: global
- * replica 0 reports the first replica and weight that differ, the others
- * stop with MR_ERR_ABORTED (an echo: they print nothing). */
+ * state, read through the model: in place on the CPU, copied from a GPU);
+ * the hashes travel through the communicator, 16 bits per float in a row
+ * of zeros per replica (a sum of zeros and one integer below 2^16 is
+ * exact), so replicas of other processes are compared without reading
+ * their memory. The rows go through device memory, as a communicator for
+ * the replicas' device takes it. Every replica reaches the same verdict:
+ * global replica 0 reports the first replica and weight that differ, the
+ * others stop with MR_ERR_ABORTED (an echo: they print nothing). */
 static mr_status check_sync(replica *rep, int64_t step) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
     int nw = 0;
     for (int i = 0; i < m->n_layers; i++)
         nw += m->layers[i].n_weights;
-    const size_t row = (size_t)nw * 4;
-    float *all = calloc((size_t)s->R * row, sizeof(float));
-    if (all == NULL) return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory");
+    const size_t row = (size_t)nw * 4, n = (size_t)s->R * row;
+    float *all = calloc(n, sizeof(float));
+    mr_dfloat *dall = mr_backend_alloc_floats(rep->be, n);
+    if (all == NULL || dall == NULL) {
+        free(all);
+        mr_backend_free(rep->be, dall);
+        return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory");
+    }
     float *mine = all + (size_t)rep->g * row;
-    for (int i = 0, k = 0; i < m->n_layers; i++)
-        for (int w = 0; w < m->layers[i].n_weights; w++, k++) {
+    mr_status st = MR_OK;
+    for (int i = 0, k = 0; st == MR_OK && i < m->n_layers; i++)
+        for (int w = 0; st == MR_OK && w < m->layers[i].n_weights; w++, k++) {
             const mr_weight *wt = &m->layers[i].w[w];
-            uint64_t h = fnv1a(wt->data, sizeof(float) * (size_t)wt->size, 0xCBF29CE484222325ull);
+            const float *data;
+            st = mr_model_read(m, wt->data, (size_t)wt->size, &data, &rep->err);
+            if (st != MR_OK) break;
+            uint64_t h = fnv1a(data, sizeof(float) * (size_t)wt->size, 0xCBF29CE484222325ull);
             for (int d = 0; d < 4; d++)
                 mine[k * 4 + d] = (float)((h >> (16 * d)) & 0xFFFF);
         }
-    mr_status st = mr_comm_allreduce_sum(s->comm, rep->r, all, (size_t)s->R * row, &rep->err);
+    if (st == MR_OK) st = mr_backend_to_device(rep->be, dall, all, sizeof(float) * n, &rep->err);
+    if (st == MR_OK) st = mr_comm_allreduce_sum(s->comm, rep->r, mr_comm_buf(dall), n, &rep->err);
+    if (st == MR_OK) st = mr_backend_to_host(rep->be, all, dall, sizeof(float) * n, &rep->err);
     for (int q = 1; st == MR_OK && q < s->R; q++) {
         const float *other = all + (size_t)q * row;
         if (memcmp(other, all, sizeof(float) * row) == 0) continue;
@@ -403,7 +441,19 @@ static mr_status check_sync(replica *rep, int64_t step) {
                                      (long long)step, q, m->layers[i].name, m->layers[i].w[w].name);
     }
     free(all);
+    mr_backend_free(rep->be, dall);
     return st;
+}
+
+/* Tests only (debug_perturb_step): the first parameter += 1, through the
+ * model's host access like any host code. */
+static mr_status perturb(replica *rep) {
+    mr_model *m = &rep->model;
+    const float *now;
+    MR_CHECK(mr_model_read(m, m->params, 1, &now, &rep->err));
+    float *next = mr_model_host_for(m, m->params);
+    next[0] = now[0] + 1.0f;
+    return mr_model_write(m, m->params, next, 1, &rep->err);
 }
 
 /* Loss and correct sums over this replica's shards of [begin, begin+count),
@@ -432,10 +482,16 @@ static mr_status evaluate_replica(replica *rep, const mr_dataset *ds, int64_t be
         int n = (int)(start + B <= begin + count ? B : begin + count - start);
         for (int i = 0; i < n; i++)
             rep->rows[i] = start + i;
-        mr_dataset_fill(ds, rep->rows, n, NULL, m->input, rep->labels);
-        mr_model_eval_batch(m, rep->labels, n, &loss_sum, &correct);
+        mr_dataset_fill(ds, rep->rows, n, NULL, mr_model_input_host(m), rep->labels);
+        mr_status st = mr_model_input_upload(m, n, &rep->err);
+        if (st == MR_OK)
+            st = mr_model_eval_batch(m, rep->labels, n, &loss_sum, &correct, &rep->err);
+        if (st == MR_OK && detail != NULL) st = mr_model_predictions(m, n, pred, probs, &rep->err);
+        if (st != MR_OK) {
+            free(sums), free(pred), free(probs);
+            return st;
+        }
         if (detail == NULL) continue;
-        mr_model_predictions(m, n, pred, probs);
         for (int i = 0; i < n; i++)
             sums[2 + (size_t)rep->labels[i] * (size_t)k + (size_t)pred[i]] += 1.0;
         if (probs) detail->on_probs(detail->user, start - begin, n, probs);
@@ -499,7 +555,7 @@ static mr_status job_fit(replica *rep) {
         for (; gbegin < n; g++, gbegin += G) {
             double ts = now_s(), t_data = 0.0, t_compute = 0.0;
             int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
-            mr_model_zero_grads(m);
+            MR_CHECK(mr_model_zero_grads(m, &rep->err));
             rep->next_bucket = 0;
             rep->reduced = 0;
             rep->bucket_status = MR_OK;
@@ -512,19 +568,25 @@ static mr_status job_fit(replica *rep) {
                 /* an empty shard (a last batch smaller than R x K) still runs the
                  * layers on zero rows: SyncBN's collectives need every replica */
                 double t1 = now_s();
-                mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp, m->input,
-                                rep->labels);
+                /* the loader writes into the model's input where the device's
+                 * memory is host memory (the CPU: no copy), else into host
+                 * staging that the upload copies to the device */
+                mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp,
+                                mr_model_input_host(m), rep->labels);
+                MR_CHECK(mr_model_input_upload(m, (int)cnt, &rep->err));
                 double t2 = now_s();
                 m->run.seed = s->opts.seed;
                 m->run.step = global_step;
                 m->run.sample_base = start;
                 mr_status st =
                     mr_model_train_batch(m, rep->labels, (int)cnt, (float)ga, &loss_sum, &correct,
-                                         s->n_buckets ? bucket_ready : NULL, rep);
+                                         s->n_buckets ? bucket_ready : NULL, rep, &rep->err);
                 t_data += t2 - t1, t_compute += now_s() - t2;
                 if (st != MR_OK)
                     return mr_error_set(&rep->err, st,
-                                        "replica %d: a collective inside the model failed", rep->g);
+                                        "replica %d: its device or a collective inside the model "
+                                        "failed",
+                                        rep->g);
                 if (rep->bucket_status != MR_OK) return rep->bucket_status;
             }
             /* buckets this replica did not reach (its last shard was empty) */
@@ -532,11 +594,11 @@ static mr_status job_fit(replica *rep) {
             rep->reduce_now = 1;
             bucket_ready(rep, np);
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
-            m->grads[np] = (float)loss_sum;
-            m->grads[np + 1] = (float)correct;
-            MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, m->grads + rep->reduced,
-                                             (size_t)(np + METRIC_FLOATS - rep->reduced),
-                                             &rep->err));
+            const float sums[METRIC_FLOATS] = {(float)loss_sum, (float)correct};
+            MR_CHECK(mr_model_write_extra(m, sums, METRIC_FLOATS, &rep->err));
+            MR_CHECK(mr_comm_allreduce_start(
+                s->comm, rep->r, mr_comm_buf(mr_dfloat_at(m->grads, rep->reduced)),
+                (size_t)(np + METRIC_FLOATS - rep->reduced), &rep->err));
             MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
             double t_comm = now_s() - tc;
             if (s->opts.debug_fail_step == global_step + 1 && rep->r == 0) {
@@ -552,19 +614,21 @@ static mr_status job_fit(replica *rep) {
                 }
             }
             lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
-            mr_model_apply_update(m, lr, global_step + 1);
+            MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, &rep->err));
             if (m->n_state && R > 1) {
                 /* BN moving statistics: the mean over all replicas, same bits everywhere */
-                MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state, (size_t)m->n_state,
-                                               &rep->err));
-                float inv = 1.0f / (float)R;
-                for (int64_t i = 0; i < m->n_state; i++)
-                    m->state[i] *= inv;
+                MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, mr_comm_buf(m->state),
+                                               (size_t)m->n_state, &rep->err));
+                MR_CHECK(mr_backend_scale(rep->be, m->state, (size_t)m->n_state, 1.0f / (float)R,
+                                          &rep->err));
             }
             global_step++;
             if (rep->g == 0) {
-                epoch_loss += m->grads[np];
-                epoch_correct += m->grads[np + 1];
+                /* the global batch's sums, reduced with the gradients */
+                float metrics[METRIC_FLOATS];
+                MR_CHECK(mr_model_read_extra(m, metrics, METRIC_FLOATS, &rep->err));
+                epoch_loss += metrics[0];
+                epoch_correct += metrics[1];
                 seen += ga;
                 *state = (mr_fit_state){.epoch = epoch,
                                         .step = g + 1,
@@ -583,7 +647,7 @@ static mr_status job_fit(replica *rep) {
                                          .global_step = global_step,
                                          .loss = epoch_loss / (double)seen,
                                          .accuracy = epoch_correct / (double)seen,
-                                         .step_loss = (double)m->grads[np] / (double)ga,
+                                         .step_loss = (double)metrics[0] / (double)ga,
                                          .lr = lr,
                                          .seconds = now_s() - ts,
                                          .data_seconds = t_data,
@@ -594,7 +658,7 @@ static mr_status job_fit(replica *rep) {
             }
             if (s->opts.check_sync > 0 && global_step % s->opts.check_sync == 0) {
                 if (s->opts.debug_perturb_step == global_step && rep->g == R - 1 && R > 1)
-                    m->params[0] += 1.0f; /* test hook: make the last replica diverge */
+                    MR_CHECK(perturb(rep)); /* test hook: make the last replica diverge */
                 MR_CHECK(check_sync(rep, global_step));
             }
             if (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0 && gbegin + ga < n)
@@ -664,13 +728,15 @@ const mr_fit_state *mr_strategy_state(const mr_strategy *s) {
 static mr_status job_sync_model(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
-    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0, &rep->err));
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->params), (size_t)m->n_params, 0,
+                               &rep->err));
     if (m->n_state)
-        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0, &rep->err));
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->state), (size_t)m->n_state, 0,
+                                   &rep->err));
     for (int k = 0; k < 2; k++)
         if (m->slots[k])
-            MR_CHECK(
-                mr_comm_broadcast(s->comm, rep->r, m->slots[k], (size_t)m->n_params, 0, &rep->err));
+            MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->slots[k]),
+                                       (size_t)m->n_params, 0, &rep->err));
     return MR_OK;
 }
 

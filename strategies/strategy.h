@@ -17,7 +17,16 @@
  *      all-reduced in buckets, in reverse layer order, once per update;
  *   5. every replica applies the same update with the same learning rate, so
  *      replicas stay bitwise identical without another broadcast.
- * With R = 1 this is the one_device strategy, the same code. */
+ * With R = 1 this is the one_device strategy, the same code.
+ *
+ * Each replica computes on its own backend context (runtime/backend.h),
+ * made from opts->devices, and the communicator is one for that device
+ * kind (CPU replicas: local, mpi or hierarchical, over host memory). The
+ * strategy reaches a replica's device memory only through the model and the
+ * backend: the batch through the model's host staging, the metrics riding
+ * behind the gradients and the --check-sync hashes through copies, the BN
+ * state's averaging through the backend's scale; on the CPU all of it is in
+ * place, as before. */
 #ifndef MR_STRATEGY_H
 #define MR_STRATEGY_H
 
@@ -44,6 +53,9 @@ typedef struct mr_strategy_opts {
                                    step (1-based); 0: never */
     int debug_stall;            /* tests only: ... or, with this set, stalls there for
                                    three collective timeouts instead */
+    int debug_staged;           /* tests only: the replicas' CPU contexts say their memory
+                                   is not host memory, so the host copies to and from it
+                                   as it must for a GPU (the batch, metrics, hashes) */
 } mr_strategy_opts;
 
 /* What the strategy decided, for the start-up line and the JSON summary. */

@@ -1,11 +1,15 @@
 /* gradcheck.c: see gradcheck.h. */
 #include "gradcheck.h"
 
+#include <check.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../runtime/rng.h"
+#include "../runtime/tensor_impl.h"
+#include "testutil.h"
 
 #define GC_STEP 1e-3 /* finite-difference step */
 #define GC_KINK 2e-2 /* one-sided slopes further apart than this: a kink */
@@ -25,9 +29,37 @@ mr_layer_cfg gc_layer_cfg(mr_layer_kind kind) {
     return c;
 }
 
+mr_status gc_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    return mr_layer_setup(l, tu_cpu_backend(), max_batch, file, err);
+}
+
+mr_status gc_init(mr_layer *l, uint64_t seed) {
+    return mr_layer_init(l, seed, NULL, NULL);
+}
+
+mr_status gc_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+    return mr_layer_forward(l, run, batch, mr_dfloat_cof(x), mr_dfloat_of(y));
+}
+
+mr_status gc_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
+                      float *dy, float *dx) {
+    return mr_layer_backward(l, run, batch, mr_dfloat_cof(x), mr_dfloat_cof(y), mr_dfloat_of(dy),
+                             mr_dfloat_of(dx));
+}
+
+void gc_weight(mr_layer *l, int i, float *data, float *grad) {
+    l->w[i].data = mr_dfloat_of(data);
+    l->w[i].grad = mr_dfloat_of(grad);
+}
+
+mr_dfloat *gc_dev(float *p) {
+    return mr_dfloat_of(p);
+}
+
+/* The CPU kernels on host arrays: CPU device memory is host memory. */
 static double loss_of(mr_layer *l, mr_run *run, int batch, const float *x, float *y, const float *r,
                       int64_t ny) {
-    l->ops->forward(l, run, batch, x, y);
+    ck_assert_int_eq(mr_layer_forward(l, run, batch, mr_dfloat_cof(x), mr_dfloat_of(y)), MR_OK);
     double s = 0.0;
     for (int64_t i = 0; i < ny; i++)
         s += (double)r[i] * (double)y[i];
@@ -78,7 +110,11 @@ mr_status gc_check_layer(const mr_layer_cfg *cfg, mr_shape in, int batch, uint64
     l.index = 1;
     l.in = in;
     snprintf(l.name, sizeof l.name, "%s", mr_layer_kind_name(cfg->kind));
-    MR_CHECK(l.ops->setup(&l, batch, "test.cfg", err));
+    mr_status st = mr_layer_setup(&l, tu_cpu_backend(), batch, "test.cfg", err);
+    if (st != MR_OK) {
+        mr_layer_destroy(&l);
+        return st;
+    }
     int64_t nx = batch * mr_shape_size(l.in), ny = batch * mr_shape_size(l.out);
     float *x = malloc(sizeof(float) * nx), *y = malloc(sizeof(float) * ny);
     float *r = malloc(sizeof(float) * ny), *dy = malloc(sizeof(float) * ny);
@@ -87,32 +123,36 @@ mr_status gc_check_layer(const mr_layer_cfg *cfg, mr_shape in, int batch, uint64
     float *scratch = calloc(l.scratch_floats + 1, sizeof(float));
     mr_rng_uniform(seed, 100, 0, 0, -1.0f, 1.0f, x, nx);
     mr_rng_uniform(seed, 100, 1, 0, -1.0f, 1.0f, r, ny);
+    float *data[MR_MAX_WEIGHTS], *grad[MR_MAX_WEIGHTS];
     for (int i = 0; i < l.n_weights; i++) {
         mr_weight *w = &l.w[i];
-        w->data = malloc(sizeof(float) * w->size);
-        w->grad = w->trainable ? calloc(w->size, sizeof(float)) : NULL;
-        if (l.ops->init) continue;
+        data[i] = malloc(sizeof(float) * w->size);
+        grad[i] = w->trainable ? calloc(w->size, sizeof(float)) : NULL;
+        w->data = mr_dfloat_of(data[i]);
+        w->grad = grad[i] ? mr_dfloat_of(grad[i]) : NULL;
     }
-    if (l.ops->init) l.ops->init(&l, seed);
+    ck_assert_int_eq(mr_layer_init(&l, seed, NULL, NULL), MR_OK);
     /* random weights rather than the init (biases would be zero) */
     for (int i = 0; i < l.n_weights; i++) {
         mr_weight *w = &l.w[i];
         if (!w->trainable) continue;
-        mr_rng_uniform(seed, 101, (uint32_t)i, 0, -1.0f, 1.0f, w->data, w->size);
+        mr_rng_uniform(seed, 101, (uint32_t)i, 0, -1.0f, 1.0f, data[i], w->size);
         if (strcmp(w->name, "gamma") == 0)
             for (int64_t j = 0; j < w->size; j++)
-                w->data[j] = 1.0f + 0.5f * w->data[j];
+                data[i][j] = 1.0f + 0.5f * data[i][j];
     }
-    mr_run run = {.be = mr_backend_cpu(),
+    mr_run run = {.be = tu_cpu_backend(),
                   .training = 1,
                   .seed = seed,
                   .step = 3,
                   .sample_base = 5,
-                  .scratch = scratch};
+                  .scratch = mr_dfloat_of(scratch)};
     /* analytic */
-    l.ops->forward(&l, &run, batch, x, y);
+    ck_assert_int_eq(mr_layer_forward(&l, &run, batch, mr_dfloat_cof(x), mr_dfloat_of(y)), MR_OK);
     memcpy(dy, r, sizeof(float) * ny);
-    l.ops->backward(&l, &run, batch, x, y, dy, dx);
+    ck_assert_int_eq(mr_layer_backward(&l, &run, batch, mr_dfloat_cof(x), mr_dfloat_cof(y),
+                                       mr_dfloat_of(dy), mr_dfloat_of(dx)),
+                     MR_OK);
     const double l0 = loss_of(&l, &run, batch, x, y, r, ny);
     /* numeric dL/dx */
     for (int64_t i = 0; i < nx; i++)
@@ -124,17 +164,17 @@ mr_status gc_check_layer(const mr_layer_cfg *cfg, mr_shape in, int batch, uint64
         if (!w->trainable) continue;
         double *nw = malloc(sizeof(double) * w->size);
         for (int64_t i = 0; i < w->size; i++)
-            nw[i] = numeric(&l, &run, batch, x, y, r, ny, &w->data[i], l0, w->grad[i], res);
-        double e = group_err(nw, w->grad, w->size);
+            nw[i] = numeric(&l, &run, batch, x, y, r, ny, &data[wi][i], l0, grad[wi][i], res);
+        double e = group_err(nw, grad[wi], w->size);
         if (e > res->err_weights) res->err_weights = e;
         res->checked += w->size;
         free(nw);
     }
     for (int i = 0; i < l.n_weights; i++) {
-        free(l.w[i].data);
-        free(l.w[i].grad);
+        free(data[i]);
+        free(grad[i]);
     }
-    if (l.ops->destroy) l.ops->destroy(&l);
+    mr_layer_destroy(&l);
     free(x), free(y), free(r), free(dy), free(dx), free(num), free(scratch);
     return MR_OK;
 }

@@ -32,4 +32,17 @@ mr_status gc_check_layer(const mr_layer_cfg *cfg, mr_shape in, int batch, uint64
 /* A default-filled layer cfg of a kind (as if its section had only defaults). */
 mr_layer_cfg gc_layer_cfg(mr_layer_kind kind);
 
+/* A layer's CPU kernels on the test's host arrays: CPU device memory is
+ * host memory, so these wrap the arrays as device pointers
+ * (runtime/tensor_impl.h) and call the mr_layer_* wrappers, which dispatch
+ * to the kernels of the test's CPU context (tu_cpu_backend). */
+mr_status gc_setup(mr_layer *l, int max_batch, const char *file, mr_error *err);
+mr_status gc_init(mr_layer *l, uint64_t seed);
+mr_status gc_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y);
+mr_status gc_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
+                      float *dy, float *dx);
+/* Host arrays as a layer's weight i (grad may be NULL), and as scratch. */
+void gc_weight(mr_layer *l, int i, float *data, float *grad);
+mr_dfloat *gc_dev(float *p);
+
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../runtime/rng.h"
+#include "../runtime/tensor_impl.h"
 
 const char *su_mlp_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
                           "[data]\ntrain_images=a\ntrain_labels=b\n"
@@ -74,6 +75,7 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     so.bucket_floats = o->bucket_floats;
     so.check_sync = o->check_sync;
     so.debug_perturb_step = o->perturb;
+    so.debug_staged = o->staged;
     mr_strategy *s = NULL;
     float *out = NULL;
     mr_epoch_logs got = {0};
@@ -84,15 +86,19 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
         mr_model *m = mr_strategy_replica(s, 0);
         *np = m->n_params;
         out = malloc(sizeof(float) * (size_t)(m->n_params + m->n_state));
-        memcpy(out, m->params, sizeof(float) * (size_t)m->n_params);
-        if (m->n_state) memcpy(out + m->n_params, m->state, sizeof(float) * (size_t)m->n_state);
+        /* CPU device memory is host memory: read in place */
+        memcpy(out, mr_dfloat_ptr(m->params), sizeof(float) * (size_t)m->n_params);
+        if (m->n_state)
+            memcpy(out + m->n_params, mr_dfloat_ptr(m->state), sizeof(float) * (size_t)m->n_state);
         *np += m->n_state;
         /* every replica holds the same bits */
         for (int r = 1; r < o->replicas && *status == MR_OK; r++) {
             mr_model *q = mr_strategy_replica(s, r);
-            ck_assert(memcmp(q->params, m->params, sizeof(float) * (size_t)m->n_params) == 0);
+            ck_assert(memcmp(mr_dfloat_ptr(q->params), mr_dfloat_ptr(m->params),
+                             sizeof(float) * (size_t)m->n_params) == 0);
             if (m->n_state)
-                ck_assert(memcmp(q->state, m->state, sizeof(float) * (size_t)m->n_state) == 0);
+                ck_assert(memcmp(mr_dfloat_ptr(q->state), mr_dfloat_ptr(m->state),
+                                 sizeof(float) * (size_t)m->n_state) == 0);
         }
     }
     if (logs != NULL) *logs = got;

@@ -31,6 +31,7 @@ typedef struct su_run {
     size_t bucket_floats;
     int check_sync;
     int64_t perturb;
+    int staged;  /* the replicas' contexts stage host access (debug_staged) */
     mr_job *job; /* NULL: this process alone */
 } su_run;
 

@@ -1,8 +1,11 @@
 /* test_backend_cpu.c: unit tests of the CPU backend (runtime/backend_cpu.c)
- * through the wrappers of runtime/backend.h: gemm in every transpose
- * combination against a naive double-precision loop, with row strides wider
- * than the rows (the padding holds NaN, so reading it shows in the result,
- * and C's padding must come back untouched); memory and copies; threads. */
+ * through the wrappers of runtime/backend.h (runtime/backend.c): gemm in
+ * every transpose combination against a naive double-precision loop, with
+ * row strides wider than the rows (the padding holds NaN, so reading it
+ * shows in the result, and C's padding must come back untouched); contexts
+ * (one per replica, a CUDA one refused in a build without CUDA), memory,
+ * copies, zero, scale, host views and staged reads and writes, scratch;
+ * threads. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +15,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/rng.h"
+#include "runtime/tensor_impl.h"
 #include "tests/testutil.h"
 
 /* ---- gemm ----------------------------------------------------------------- */
@@ -54,7 +58,7 @@ static void naive_gemm(int ta, int tb, int m, int n, int k, double alpha, const 
  * give errors of order 1). */
 static void check_gemm(int ta, int tb, int m, int n, int k, float alpha, float beta, int extra,
                        int nan_c) {
-    mr_backend *be = mr_backend_cpu();
+    mr_backend *be = tu_cpu_backend();
     const float NaN = nanf("");
     int a_rows = ta ? k : m, a_cols = ta ? m : k;
     int b_rows = tb ? n : k, b_cols = tb ? k : n;
@@ -70,7 +74,9 @@ static void check_gemm(int ta, int tb, int m, int n, int k, float alpha, float b
     double *ref = malloc(sizeof(double) * (size_t)m * n);
     naive_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ref);
 
-    mr_gemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    ck_assert_int_eq(mr_gemm(be, ta, tb, m, n, k, alpha, mr_dfloat_cof(a), lda, mr_dfloat_cof(b),
+                             ldb, beta, mr_dfloat_of(c), ldc, NULL),
+                     MR_OK);
 
     float *got = malloc(sizeof(float) * (size_t)m * n),
           *want = malloc(sizeof(float) * (size_t)m * n);
@@ -119,26 +125,34 @@ START_TEST(test_gemm_alpha_beta) {
 END_TEST
 
 /* A hand-checked product, independent of the naive loop. */
+/* mr_gemm on host arrays (CPU device memory is host memory) */
+static void gemm(mr_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+    ck_assert_int_eq(mr_gemm(be, ta, tb, m, n, k, alpha, mr_dfloat_cof(a), lda, mr_dfloat_cof(b),
+                             ldb, beta, mr_dfloat_of(c), ldc, NULL),
+                     MR_OK);
+}
+
 START_TEST(test_gemm_hand) {
-    mr_backend *be = mr_backend_cpu();
+    mr_backend *be = tu_cpu_backend();
     const float a[2 * 3] = {1, 2, 3, 4, 5, 6};    /* 2 x 3 */
     const float b[3 * 2] = {7, 8, 9, 10, 11, 12}; /* 3 x 2 */
     float c[2 * 2] = {1, 1, 1, 1};
-    mr_gemm(be, 0, 0, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c, 2);
+    gemm(be, 0, 0, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c, 2);
     ck_assert_float_eq(c[0], 58.0f);
     ck_assert_float_eq(c[1], 64.0f);
     ck_assert_float_eq(c[2], 139.0f);
     ck_assert_float_eq(c[3], 154.0f);
     /* A^T A (3 x 3) from the same storage: row 0 is (17, 22, 27) */
     float d[9];
-    mr_gemm(be, 1, 0, 3, 3, 2, 1.0f, a, 3, a, 3, 0.0f, d, 3);
+    gemm(be, 1, 0, 3, 3, 2, 1.0f, a, 3, a, 3, 0.0f, d, 3);
     ck_assert_float_eq(d[0], 17.0f);
     ck_assert_float_eq(d[1], 22.0f);
     ck_assert_float_eq(d[2], 27.0f);
     ck_assert_float_eq(d[8], 45.0f);
     /* A A^T (2 x 2) = (14, 32; 32, 77), with beta = 1 on top of 1s */
     float e[4] = {1, 1, 1, 1};
-    mr_gemm(be, 0, 1, 2, 2, 3, 1.0f, a, 3, a, 3, 1.0f, e, 2);
+    gemm(be, 0, 1, 2, 2, 3, 1.0f, a, 3, a, 3, 1.0f, e, 2);
     ck_assert_float_eq(e[0], 15.0f);
     ck_assert_float_eq(e[1], 33.0f);
     ck_assert_float_eq(e[2], 33.0f);
@@ -149,73 +163,188 @@ END_TEST
 /* ---- memory and copies ------------------------------------------------------ */
 
 START_TEST(test_backend_identity) {
-    mr_backend *be = mr_backend_cpu();
+    mr_backend *be = NULL;
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 1, &be, NULL), MR_OK);
     ck_assert_ptr_nonnull(be);
-    ck_assert_ptr_eq(be, mr_backend_cpu());
     ck_assert_int_eq(be->kind, MR_DEVICE_CPU);
+    ck_assert_int_eq(be->ordinal, 1);
+    ck_assert_int_eq(be->host_memory, 1);
     ck_assert_ptr_nonnull(be->ops);
     ck_assert_str_eq(be->ops->name, "cpu");
     ck_assert_ptr_nonnull(be->ops->alloc);
     ck_assert_ptr_nonnull(be->ops->free);
+    ck_assert_ptr_nonnull(be->ops->alloc_host);
+    ck_assert_ptr_nonnull(be->ops->free_host);
     ck_assert_ptr_nonnull(be->ops->to_device);
     ck_assert_ptr_nonnull(be->ops->to_host);
+    ck_assert_ptr_nonnull(be->ops->zero);
+    ck_assert_ptr_nonnull(be->ops->scale);
     ck_assert_ptr_nonnull(be->ops->gemm);
+    ck_assert_ptr_nonnull(be->ops->destroy);
+    char name[32];
+    mr_backend_format(be, name, sizeof name);
+    ck_assert_str_eq(name, "cpu:1");
+    /* one context per replica: another create is another context */
+    mr_backend *other = NULL;
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &other, NULL), MR_OK);
+    ck_assert_ptr_ne(be, other);
+    mr_backend_destroy(other);
+    mr_backend_destroy(be);
+    mr_backend_destroy(NULL);
+}
+END_TEST
+
+/* This build has no CUDA backend: asking for one is a clear error, not a crash. */
+START_TEST(test_no_cuda) {
+    mr_backend *be = (mr_backend *)&be;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CUDA, 0, &be, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(be);
+    ck_assert_msg(strstr(err.msg, "no CUDA backend in this build") != NULL, "%s", err.msg);
 }
 END_TEST
 
 START_TEST(test_alloc_zeroed_aligned) {
-    mr_backend *be = mr_backend_cpu();
+    mr_backend *be = tu_cpu_backend();
     const size_t sizes[] = {1, 3, 63, 64, 65, 1000, 4096, 1 << 20};
-    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-        size_t n = sizes[s];
-        /* dirty memory first, so a fresh block likely reuses it: an alloc
-         * that does not zero shows */
-        for (int round = 0; round < 2; round++) {
-            unsigned char *p = be->ops->alloc(be, n);
-            ck_assert_ptr_nonnull(p);
-            ck_assert_msg(((uintptr_t)p & 63u) == 0, "alloc(%zu) = %p not 64-byte aligned", n,
-                          (void *)p);
-            /* one assertion per block: Check's assertions are slow in loops */
-            size_t bad = n;
-            for (size_t i = 0; i < n && bad == n; i++)
-                if (p[i] != 0) bad = i;
-            ck_assert_msg(bad == n, "alloc(%zu) byte %zu = %d", n, bad, bad < n ? p[bad] : 0);
-            memset(p, 0xA5, n); /* the whole block is writable (ASan checks) */
-            be->ops->free(be, p);
+    for (int host = 0; host < 2; host++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            size_t n = sizes[s];
+            /* dirty memory first, so a fresh block likely reuses it: an alloc
+             * that does not zero shows */
+            for (int round = 0; round < 2; round++) {
+                unsigned char *p = host ? mr_backend_alloc_host(be, n) : mr_backend_alloc(be, n);
+                ck_assert_ptr_nonnull(p);
+                ck_assert_msg(((uintptr_t)p & 63u) == 0, "alloc(%zu) = %p not 64-byte aligned", n,
+                              (void *)p);
+                /* one assertion per block: Check's assertions are slow in loops */
+                size_t bad = n;
+                for (size_t i = 0; i < n && bad == n; i++)
+                    if (p[i] != 0) bad = i;
+                ck_assert_msg(bad == n, "alloc(%zu) byte %zu = %d", n, bad, bad < n ? p[bad] : 0);
+                memset(p, 0xA5, n); /* the whole block is writable (ASan checks) */
+                if (host)
+                    mr_backend_free_host(be, p);
+                else
+                    mr_backend_free(be, p);
+            }
         }
-    }
     /* n = 0 still gives a pointer that can be freed */
-    void *z = be->ops->alloc(be, 0);
+    void *z = mr_backend_alloc(be, 0);
     ck_assert_ptr_nonnull(z);
     ck_assert_uint_eq((uintptr_t)z & 63u, 0);
-    be->ops->free(be, z);
+    mr_backend_free(be, z);
+    mr_backend_free(be, NULL);
+    mr_backend_free_host(be, NULL);
+    mr_dfloat *f = mr_backend_alloc_floats(be, 17);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_float_eq(mr_dfloat_ptr(f)[16], 0.0f);
+    mr_backend_free(be, f);
 }
 END_TEST
 
 START_TEST(test_copies) {
-    mr_backend *be = mr_backend_cpu();
+    mr_backend *be = tu_cpu_backend();
     enum { N = 1000 };
     float host[N], back[N];
     for (int i = 0; i < N; i++)
         host[i] = (float)i * 0.5f - 3.0f;
-    float *dev = be->ops->alloc(be, sizeof host);
-    be->ops->to_device(be, dev, host, sizeof host);
+    float *dev = mr_backend_alloc(be, sizeof host);
+    ck_assert_int_eq(mr_backend_to_device(be, dev, host, sizeof host, NULL), MR_OK);
     ck_assert_mem_eq(dev, host, sizeof host);
     memset(back, 0, sizeof back);
-    be->ops->to_host(be, back, dev, sizeof host);
+    ck_assert_int_eq(mr_backend_to_host(be, back, dev, sizeof host, NULL), MR_OK);
     ck_assert_mem_eq(back, host, sizeof host);
     /* a partial copy touches only its bytes */
     memset(back, 0, sizeof back);
-    be->ops->to_host(be, back, dev + 10, 5 * sizeof(float));
+    mr_backend_to_host(be, back, dev + 10, 5 * sizeof(float), NULL);
     ck_assert_mem_eq(back, host + 10, 5 * sizeof(float));
     ck_assert_float_eq(back[5], 0.0f);
     /* n = 0 copies nothing */
     back[0] = 99.0f;
-    be->ops->to_host(be, back, dev, 0);
-    be->ops->to_device(be, dev, back, 0);
+    mr_backend_to_host(be, back, dev, 0, NULL);
+    mr_backend_to_device(be, dev, back, 0, NULL);
     ck_assert_float_eq(back[0], 99.0f);
     ck_assert_float_eq(dev[0], host[0]);
-    be->ops->free(be, dev);
+    mr_backend_free(be, dev);
+}
+END_TEST
+
+/* zero and scale touch exactly their range; scale is x * alpha in float,
+ * element by element (what the strategy's BN state averaging relied on) */
+START_TEST(test_zero_scale) {
+    mr_backend *be = tu_cpu_backend();
+    enum { N = 301 };
+    mr_dfloat *d = mr_backend_alloc_floats(be, N);
+    float *x = mr_dfloat_ptr(d), want[N];
+    mr_rng_uniform(5, 1, 0, 0, -3.0f, 3.0f, x, N);
+    memcpy(want, x, sizeof want);
+    const float alpha = 1.0f / 3.0f;
+    ck_assert_int_eq(mr_backend_scale(be, mr_dfloat_at(d, 1), N - 2, alpha, NULL), MR_OK);
+    for (int i = 1; i < N - 1; i++)
+        want[i] *= alpha;
+    ck_assert_mem_eq(x, want, sizeof want);
+    ck_assert_int_eq(mr_backend_zero(be, mr_dfloat_at(d, 3), sizeof(float) * 5, NULL), MR_OK);
+    for (int i = 3; i < 8; i++)
+        want[i] = 0.0f;
+    ck_assert_mem_eq(x, want, sizeof want);
+    ck_assert_int_eq(mr_backend_zero(be, d, 0, NULL), MR_OK);
+    ck_assert_int_eq(mr_backend_scale(be, d, 0, 2.0f, NULL), MR_OK);
+    ck_assert_mem_eq(x, want, sizeof want);
+    mr_backend_free(be, d);
+}
+END_TEST
+
+/* Host views: the CPU's device memory is host memory, so reads and writes
+ * go in place; with host_memory cleared (a GPU's situation) they go through
+ * the caller's staging buffer and copies, with the same result. */
+START_TEST(test_host_views) {
+    mr_backend *be = NULL;
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &be, NULL), MR_OK);
+    enum { N = 40 };
+    mr_dfloat *d = mr_backend_alloc_floats(be, N);
+    float staging[N], src[N];
+    for (int i = 0; i < N; i++)
+        src[i] = (float)i + 0.25f;
+    for (int staged = 0; staged < 2; staged++) {
+        be->host_memory = !staged;
+        float *view = mr_backend_host_view(be, d);
+        ck_assert(staged ? view == NULL : view == mr_dfloat_ptr(d));
+        ck_assert(mr_backend_host_cview(be, d) == view);
+        /* write: in place (no copy needed) or from a host buffer */
+        float *into = view ? view : staging;
+        mr_backend_zero(be, d, sizeof(float) * N, NULL);
+        memcpy(into, src, sizeof src);
+        ck_assert_int_eq(mr_backend_write(be, d, into, N, NULL), MR_OK);
+        ck_assert_mem_eq(mr_dfloat_ptr(d), src, sizeof src);
+        /* read: the view itself, or a copy in staging */
+        memset(staging, 0, sizeof staging);
+        const float *got = NULL;
+        ck_assert_int_eq(mr_backend_read(be, d, N, staging, &got, NULL), MR_OK);
+        ck_assert_ptr_eq(got, staged ? staging : mr_dfloat_ptr(d));
+        ck_assert_mem_eq(got, src, sizeof src);
+    }
+    mr_backend_free(be, d);
+    mr_backend_destroy(be);
+}
+END_TEST
+
+/* The context's scratch grows to the largest reservation and stays. */
+START_TEST(test_scratch) {
+    mr_backend *be = NULL;
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &be, NULL), MR_OK);
+    ck_assert_ptr_null(mr_backend_scratch(be));
+    ck_assert_int_eq(mr_backend_reserve_scratch(be, 100, NULL), MR_OK);
+    mr_dfloat *s = mr_backend_scratch(be);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_ge(be->scratch_floats, 100);
+    mr_dfloat_ptr(s)[99] = 1.0f; /* writable (ASan) */
+    ck_assert_int_eq(mr_backend_reserve_scratch(be, 10, NULL), MR_OK);
+    ck_assert_ptr_eq(mr_backend_scratch(be), s);
+    ck_assert_int_eq(mr_backend_reserve_scratch(be, 5000, NULL), MR_OK);
+    ck_assert_uint_ge(be->scratch_floats, 5000);
+    mr_dfloat_ptr(mr_backend_scratch(be))[4999] = 1.0f;
+    mr_backend_destroy(be); /* frees the scratch (ASan: no leak) */
 }
 END_TEST
 
@@ -231,7 +360,7 @@ START_TEST(test_cpu_cores) {
 END_TEST
 
 START_TEST(test_set_threads) {
-    mr_backend *be = mr_backend_cpu();
+    mr_backend *be = tu_cpu_backend();
     const int counts[] = {1, 0, -3, 2, mr_cpu_cores()};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         mr_backend_set_threads(be, counts[i]);
@@ -257,8 +386,12 @@ static Suite *backend_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");
     tcase_add_test(tc, test_backend_identity);
+    tcase_add_test(tc, test_no_cuda);
     tcase_add_test(tc, test_alloc_zeroed_aligned);
     tcase_add_test(tc, test_copies);
+    tcase_add_test(tc, test_zero_scale);
+    tcase_add_test(tc, test_host_views);
+    tcase_add_test(tc, test_scratch);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_set_timeout(tc, 60);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../runtime/rng.h"
+#include "../runtime/tensor_impl.h"
 #include "gradcheck.h"
 #include "testutil.h"
 
@@ -38,20 +39,20 @@ START_TEST(statistics_and_inference) {
     l.cfg = &c;
     l.in = (mr_shape){3, {2, 2, 3}};
     mr_error err = {0};
-    ck_assert_int_eq(l.ops->setup(&l, 4, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(gc_setup(&l, 4, "t.cfg", &err), MR_OK);
     ck_assert_int_eq(l.n_weights, 4);
     ck_assert_str_eq(l.w[2].name, "moving_mean");
     ck_assert_int_eq(l.w[2].trainable, 0);
     float w[4][3], x[48], y[48];
     for (int i = 0; i < 4; i++)
-        l.w[i].data = w[i];
-    l.ops->init(&l, 1);
+        gc_weight(&l, i, w[i], NULL);
+    gc_init(&l, 1);
     ck_assert_float_eq(w[0][1], 1.0f);
     ck_assert_float_eq(w[3][2], 1.0f);
     mr_rng_uniform(3, 3, 0, 0, 0.0f, 4.0f, x, 48);
     float scratch[16];
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = scratch};
-    l.ops->forward(&l, &run, 4, x, y);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(scratch)};
+    gc_forward(&l, &run, 4, x, y);
     for (int ch = 0; ch < 3; ch++) {
         double m = 0, v = 0, ym = 0, yv = 0;
         for (int r = 0; r < 16; r++)
@@ -69,12 +70,12 @@ START_TEST(statistics_and_inference) {
     }
     /* inference: the moving statistics */
     run.training = 0;
-    l.ops->forward(&l, &run, 4, x, y);
+    gc_forward(&l, &run, 4, x, y);
     for (int i = 0; i < 48; i++) {
         int ch = i % 3;
         ck_assert_double_eq_tol(y[i], (x[i] - w[2][ch]) / sqrt(w[3][ch] + 1e-3), 1e-5);
     }
-    l.ops->destroy(&l);
+    mr_layer_destroy(&l);
 }
 END_TEST
 
@@ -96,13 +97,12 @@ static void bn_case_init(bn_case *t, mr_shape in, int max_batch, int sync) {
     t->l.cfg = &t->c;
     t->l.in = in;
     mr_error err = {0};
-    ck_assert_int_eq(t->l.ops->setup(&t->l, max_batch, "test.cfg", &err), MR_OK);
+    ck_assert_int_eq(gc_setup(&t->l, max_batch, "test.cfg", &err), MR_OK);
     ck_assert_int_le(t->l.scratch_floats, 32);
     int C = in.d[in.rank - 1];
     for (int i = 0; i < 4; i++)
-        t->l.w[i].data = t->w[i];
-    t->l.w[0].grad = t->g[0], t->l.w[1].grad = t->g[1];
-    t->l.ops->init(&t->l, 1);
+        gc_weight(&t->l, i, t->w[i], i < 2 ? t->g[i] : NULL);
+    gc_init(&t->l, 1);
     for (int ch = 0; ch < C; ch++) {
         t->w[0][ch] = 1.0f + 0.1f * (float)ch;
         t->w[1][ch] = 0.2f * (float)ch - 0.3f;
@@ -128,7 +128,8 @@ typedef struct replica_ctx {
     int r;
 } replica_ctx;
 
-static mr_status fake_sync_sum(void *ctx, float *buf, size_t n) {
+static mr_status fake_sync_sum(void *ctx, mr_dfloat *dbuf, size_t n) {
+    float *buf = mr_dfloat_ptr(dbuf); /* CPU device memory is host memory */
     replica_ctx *rc = ctx;
     fake_comm *c = rc->comm;
     ck_assert_int_le(n, 64);
@@ -168,16 +169,16 @@ typedef struct replica_job {
 
 static void *replica_main(void *arg) {
     replica_job *j = arg;
-    mr_run run = {.be = mr_backend_cpu(),
+    mr_run run = {.be = tu_cpu_backend(),
                   .training = 1,
-                  .scratch = j->t->scratch,
+                  .scratch = gc_dev(j->t->scratch),
                   .sync_sum = fake_sync_sum,
                   .sync_ctx = &j->ctx};
     float dy[256];
     memcpy(dy, j->dy, sizeof(float) * (size_t)j->batch * mr_shape_size(j->t->l.in));
-    j->t->l.ops->forward(&j->t->l, &run, j->batch, j->x, j->y);
-    if (run.status == MR_OK) j->t->l.ops->backward(&j->t->l, &run, j->batch, j->x, j->y, dy, j->dx);
-    j->status = run.status;
+    j->status = gc_forward(&j->t->l, &run, j->batch, j->x, j->y);
+    if (j->status == MR_OK)
+        j->status = gc_backward(&j->t->l, &run, j->batch, j->x, j->y, dy, j->dx);
     return NULL;
 }
 
@@ -212,10 +213,10 @@ START_TEST(sync_matches_one_replica) {
     /* the reference: one replica, no sync, the whole batch */
     bn_case ref;
     bn_case_init(&ref, in, 2 * B, 0);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = ref.scratch};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(ref.scratch)};
     memcpy(rdy, dy, sizeof dy);
-    ref.l.ops->forward(&ref.l, &run, 2 * B, x, ry);
-    ref.l.ops->backward(&ref.l, &run, 2 * B, x, ry, rdy, rdx);
+    gc_forward(&ref.l, &run, 2 * B, x, ry);
+    gc_backward(&ref.l, &run, 2 * B, x, ry, rdy, rdx);
     check_normalised(x, ry, 2 * B * per / C, C, ref.w[0], ref.w[1], 1e-3);
     /* two replica threads with sync=1 */
     bn_case rep[2];
@@ -257,39 +258,38 @@ START_TEST(sync_matches_one_replica) {
     /* without sync each replica normalises with its own statistics */
     bn_case solo;
     bn_case_init(&solo, in, B, 0);
-    run.scratch = solo.scratch;
+    run.scratch = gc_dev(solo.scratch);
     float y0[4 * 12];
-    solo.l.ops->forward(&solo.l, &run, B, x, y0);
+    gc_forward(&solo.l, &run, B, x, y0);
     double d = 0.0;
     for (int i = 0; i < B * per; i++)
         d = fmax(d, fabs(y0[i] - ry[i]));
     ck_assert_double_gt(d, 1e-3);
     for (int r = 0; r < 2; r++)
-        rep[r].l.ops->destroy(&rep[r].l);
-    ref.l.ops->destroy(&ref.l);
-    solo.l.ops->destroy(&solo.l);
+        mr_layer_destroy(&rep[r].l);
+    mr_layer_destroy(&ref.l);
+    mr_layer_destroy(&solo.l);
     pthread_mutex_destroy(&comm.mu);
     pthread_cond_destroy(&comm.cv);
 }
 END_TEST
 
-/* A failing collective is reported through run->status, not a crash. */
+/* A failing collective is returned by the layer, not a crash. */
 START_TEST(sync_failure_sets_status) {
     bn_case t;
     bn_case_init(&t, (mr_shape){1, {3, 0, 0}}, 4, 1);
     fake_comm comm = {.R = 2, .fail = 1};
     replica_ctx ctx = {&comm, 0};
-    mr_run run = {.be = mr_backend_cpu(),
+    mr_run run = {.be = tu_cpu_backend(),
                   .training = 1,
-                  .scratch = t.scratch,
+                  .scratch = gc_dev(t.scratch),
                   .sync_sum = fake_sync_sum,
                   .sync_ctx = &ctx};
     float x[12], y[12];
     mr_rng_uniform(5, 5, 0, 0, -1.0f, 1.0f, x, 12);
-    t.l.ops->forward(&t.l, &run, 4, x, y);
-    ck_assert_int_eq(run.status, MR_ERR_RUNTIME);
+    ck_assert_int_eq(gc_forward(&t.l, &run, 4, x, y), MR_ERR_RUNTIME);
     ck_assert_float_eq(t.w[2][0], 0.5f); /* the moving statistics did not move */
-    t.l.ops->destroy(&t.l);
+    mr_layer_destroy(&t.l);
 }
 END_TEST
 
@@ -298,17 +298,17 @@ END_TEST
 START_TEST(empty_batch_keeps_moving_statistics) {
     bn_case t;
     bn_case_init(&t, (mr_shape){3, {2, 2, 3}}, 4, 0);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = t.scratch};
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
     float x[1] = {0}, y[1], dy[1], dx[1];
-    t.l.ops->forward(&t.l, &run, 0, x, y);
-    t.l.ops->backward(&t.l, &run, 0, x, y, dy, dx);
+    gc_forward(&t.l, &run, 0, x, y);
+    gc_backward(&t.l, &run, 0, x, y, dy, dx);
     for (int ch = 0; ch < 3; ch++) {
         ck_assert_float_eq(t.w[2][ch], 0.5f);
         ck_assert_float_eq(t.w[3][ch], 2.0f);
         ck_assert_float_eq(t.g[0][ch], 0.0f);
         ck_assert_float_eq(t.g[1][ch], 0.0f);
     }
-    t.l.ops->destroy(&t.l);
+    mr_layer_destroy(&t.l);
 }
 END_TEST
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../runtime/h5file.h"
+#include "../runtime/tensor_impl.h"
 #include "../strategies/checkpoint.h"
 #include "strategyutil.h"
 #include "testutil.h"
@@ -126,8 +127,9 @@ static run_result train(int R, int epochs, int every, int every_steps, const cha
     mr_model *m = mr_strategy_replica(s, 0);
     r.n = m->n_params + m->n_state;
     r.weights = malloc(sizeof(float) * (size_t)r.n);
-    memcpy(r.weights, m->params, sizeof(float) * (size_t)m->n_params);
-    memcpy(r.weights + m->n_params, m->state, sizeof(float) * (size_t)m->n_state);
+    /* CPU device memory is host memory: read in place */
+    memcpy(r.weights, mr_dfloat_ptr(m->params), sizeof(float) * (size_t)m->n_params);
+    memcpy(r.weights + m->n_params, mr_dfloat_ptr(m->state), sizeof(float) * (size_t)m->n_state);
     mr_checkpoint_free(&ck);
     mr_strategy_destroy(s);
     mr_dataset_free(&ds);

@@ -83,7 +83,7 @@ static void case_init(conv_case *t, mr_layer_cfg c, mr_shape in, int max_batch) 
     t->l.index = 1;
     t->l.in = in;
     mr_error err = {0};
-    ck_assert_msg(t->l.ops->setup(&t->l, max_batch, "test.cfg", &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(gc_setup(&t->l, max_batch, "test.cfg", &err) == MR_OK, "%s", err.msg);
     int F = t->l.out.d[2];
     t->k = malloc(sizeof(float) * t->l.w[0].size);
     t->dk = calloc(t->l.w[0].size, sizeof(float));
@@ -92,12 +92,12 @@ static void case_init(conv_case *t, mr_layer_cfg c, mr_shape in, int max_batch) 
     t->scratch = malloc(sizeof(float) * (t->l.scratch_floats + 1));
     mr_rng_uniform(1, 1, 1, 0, -1, 1, t->k, t->l.w[0].size);
     mr_rng_uniform(1, 1, 2, 0, -1, 1, t->b, F);
-    t->l.w[0].data = t->k, t->l.w[0].grad = t->dk;
-    if (t->l.n_weights > 1) t->l.w[1].data = t->b, t->l.w[1].grad = t->db;
+    gc_weight(&t->l, 0, t->k, t->dk);
+    if (t->l.n_weights > 1) gc_weight(&t->l, 1, t->b, t->db);
 }
 
 static void case_free(conv_case *t) {
-    t->l.ops->destroy(&t->l);
+    mr_layer_destroy(&t->l);
     free(t->k), free(t->b), free(t->dk), free(t->db), free(t->scratch);
 }
 
@@ -189,8 +189,8 @@ static void check_against_direct(mr_layer_cfg c, mr_shape in, int batch, int max
     double *rdx = malloc(sizeof(double) * nx), *ry = malloc(sizeof(double) * ny);
     mr_rng_uniform(2, 1, 0, 0, -1, 1, x, nx);
     mr_rng_uniform(2, 1, 1, 0, -1, 1, dy, ny);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = t.scratch};
-    t.l.ops->forward(&t.l, &run, batch, x, y);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
+    gc_forward(&t.l, &run, batch, x, y);
     ref_forward(&t, batch, x, z);
     /* the activation (ReLU or linear here) on the reference, and its dz */
     int relu = c.activation == MR_ACTIVATION_RELU;
@@ -201,7 +201,7 @@ static void check_against_direct(mr_layer_cfg c, mr_shape in, int batch, int max
     double e = norm_err(y, ry, ny);
     ck_assert_msg(e < 1e-5, "forward k %dx%d s %dx%d pad %d C %d: %g", c.size[0], c.size[1],
                   c.stride[0], c.stride[1], c.padding, in.d[2], e);
-    t.l.ops->backward(&t.l, &run, batch, x, y, dy, dx);
+    gc_backward(&t.l, &run, batch, x, y, dy, dx);
     ref_backward(&t, batch, x, dz, rdk, rdb, rdx);
     double ek = norm_err(t.dk, rdk, t.l.w[0].size), ex = norm_err(dx, rdx, nx);
     double eb = t.l.n_weights > 1 ? norm_err(t.db, rdb, F) : 0.0;
@@ -272,12 +272,12 @@ static double dx_err(mr_layer *l, mr_run *run, int batch, float *x, const float 
         double lp = 0.0, lm = 0.0;
         x[i] = keep + 1e-3f;
         double hp = (double)x[i] - keep;
-        l->ops->forward(l, run, batch, x, y);
+        gc_forward(l, run, batch, x, y);
         for (int64_t j = 0; j < ny; j++)
             lp += (double)r[j] * y[j];
         x[i] = keep - 1e-3f;
         double hm = keep - (double)x[i];
-        l->ops->forward(l, run, batch, x, y);
+        gc_forward(l, run, batch, x, y);
         for (int64_t j = 0; j < ny; j++)
             lm += (double)r[j] * y[j];
         x[i] = keep;
@@ -299,9 +299,9 @@ START_TEST(bound_detects_wrong_gradients) {
     mr_rng_uniform(3, 1, 0, 0, -1, 1, x, nx);
     mr_rng_uniform(3, 1, 1, 0, -1, 1, r, ny);
     memcpy(dy, r, sizeof(float) * ny);
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .scratch = t.scratch};
-    t.l.ops->forward(&t.l, &run, 2, x, y);
-    t.l.ops->backward(&t.l, &run, 2, x, y, dy, dx);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
+    gc_forward(&t.l, &run, 2, x, y);
+    gc_backward(&t.l, &run, 2, x, y, dy, dx);
     ck_assert_double_lt(dx_err(&t.l, &run, 2, x, r, dx, nx, ny, y), GRAD_BOUND);
     /* 1% off on the largest element */
     int64_t imax = 0;
@@ -326,9 +326,9 @@ static void expect_error(mr_layer_cfg c, mr_shape in, const char *what) {
     l.cfg = &c;
     l.in = in;
     mr_error err = {0};
-    ck_assert_int_eq(l.ops->setup(&l, 4, "test.cfg", &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(gc_setup(&l, 4, "test.cfg", &err), MR_ERR_CONFIG);
     ck_assert_msg(strstr(err.msg, "test.cfg:9: [conv2d]") && strstr(err.msg, what), "%s", err.msg);
-    if (l.ops->destroy) l.ops->destroy(&l);
+    mr_layer_destroy(&l);
 }
 
 START_TEST(shape_errors) {
@@ -348,7 +348,7 @@ START_TEST(shape_errors) {
     l.ops = &mr_conv2d_ops;
     l.cfg = &c;
     l.in = (mr_shape){3, {4, 4, 1}};
-    ck_assert_int_eq(l.ops->setup(&l, 1, "test.cfg", &err), MR_OK);
+    ck_assert_int_eq(gc_setup(&l, 1, "test.cfg", &err), MR_OK);
     ck_assert_int_eq(l.out.rank, 3);
     ck_assert_int_eq(l.out.d[0], 2);
     ck_assert_int_eq(l.out.d[1], 4);
@@ -358,7 +358,7 @@ START_TEST(shape_errors) {
     ck_assert_int_eq(l.w[0].dims[2], 1);
     ck_assert_int_eq(l.w[0].dims[3], 2);
     ck_assert_str_eq(l.w[1].name, "bias");
-    l.ops->destroy(&l);
+    mr_layer_destroy(&l);
 }
 END_TEST
 
@@ -366,7 +366,7 @@ END_TEST
 START_TEST(init_as_keras) {
     conv_case t;
     case_init(&t, conv_cfg(16, 3, 3, 1, 1, MR_PADDING_SAME, 1), (mr_shape){3, {8, 8, 8}}, 1);
-    t.l.ops->init(&t.l, 5);
+    gc_init(&t.l, 5);
     double limit = sqrt(6.0 / (9 * 8 + 9 * 16)), mx = 0.0;
     for (int64_t i = 0; i < t.l.w[0].size; i++)
         mx = fmax(mx, fabs(t.k[i]));

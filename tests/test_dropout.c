@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/elementwise.h"
 #include "../runtime/rng.h"
 #include "gradcheck.h"
 #include "testutil.h"
@@ -21,7 +22,7 @@ static mr_layer make(mr_layer_cfg *c, int n) {
     l.index = 3;
     l.in = (mr_shape){1, {n, 0, 0}};
     mr_error err = {0};
-    ck_assert_int_eq(l.ops->setup(&l, 64, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(gc_setup(&l, 64, "t.cfg", &err), MR_OK);
     return l;
 }
 
@@ -33,8 +34,8 @@ START_TEST(keep_fraction_and_scale) {
     float *x = malloc(sizeof(float) * n * B), *y = malloc(sizeof(float) * n * B);
     for (int i = 0; i < n * B; i++)
         x[i] = 2.0f;
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .seed = 9, .step = 4, .sample_base = 0};
-    l.ops->forward(&l, &run, B, x, y);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 9, .step = 4, .sample_base = 0};
+    gc_forward(&l, &run, B, x, y);
     int kept = 0;
     for (int i = 0; i < n * B; i++) {
         if (y[i] != 0.0f) {
@@ -45,7 +46,7 @@ START_TEST(keep_fraction_and_scale) {
     /* 20000 Bernoulli(0.7): sd = sqrt(20000 * 0.21) ~ 65; allow 5 sd */
     ck_assert_int_lt(abs(kept - 14000), 325);
     run.training = 0;
-    l.ops->forward(&l, &run, B, x, y);
+    gc_forward(&l, &run, B, x, y);
     ck_assert(memcmp(x, y, sizeof(float) * n * B) == 0);
     free(x), free(y);
 }
@@ -61,19 +62,19 @@ START_TEST(mask_follows_global_position) {
     float x[4 * 64], a[4 * 64], b[4 * 64];
     for (int i = 0; i < 4 * n; i++)
         x[i] = 1.0f + (float)i;
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .seed = 1, .step = 7, .sample_base = 10};
-    l.ops->forward(&l, &run, 4, x, a);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 1, .step = 7, .sample_base = 10};
+    gc_forward(&l, &run, 4, x, a);
     run.sample_base = 12; /* rows 2,3 of the first call, alone */
-    l.ops->forward(&l, &run, 2, x + 2 * n, b);
+    gc_forward(&l, &run, 2, x + 2 * n, b);
     ck_assert(memcmp(a + 2 * n, b, sizeof(float) * 2 * n) == 0);
     /* another step or another layer: another mask */
     run.sample_base = 10;
     run.step = 8;
-    l.ops->forward(&l, &run, 4, x, b);
+    gc_forward(&l, &run, 4, x, b);
     ck_assert(memcmp(a, b, sizeof(float) * 4 * n) != 0);
     run.step = 7;
     l.index = 4;
-    l.ops->forward(&l, &run, 4, x, b);
+    gc_forward(&l, &run, 4, x, b);
     ck_assert(memcmp(a, b, sizeof(float) * 4 * n) != 0);
 }
 END_TEST
@@ -88,11 +89,11 @@ START_TEST(backward_uses_the_forward_mask) {
     float x[5 * 203], y[5 * 203], y2[5 * 203], dy[5 * 203], dx[5 * 203];
     for (int i = 0; i < n * B; i++)
         x[i] = 1.0f, dy[i] = 1.0f;
-    mr_run run = {.be = mr_backend_cpu(), .training = 1, .seed = 3, .step = 11, .sample_base = 7};
-    l.ops->forward(&l, &run, B, x, y);
-    l.ops->forward(&l, &run, B, x, y2);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 3, .step = 11, .sample_base = 7};
+    gc_forward(&l, &run, B, x, y);
+    gc_forward(&l, &run, B, x, y2);
     ck_assert(memcmp(y, y2, sizeof y) == 0);
-    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    gc_backward(&l, &run, B, x, y, dy, dx);
     ck_assert(memcmp(y, dx, sizeof y) == 0); /* dx = mask * dy / (1 - rate) = y here */
     int dropped = 0;
     for (int i = 0; i < n * B; i++)
@@ -109,15 +110,54 @@ START_TEST(backward_uses_the_forward_mask) {
             ck_assert_int_eq(keep, y[i * n + j] != 0.0f);
         }
     c.rate = 0.0f;
-    l.ops->forward(&l, &run, B, x, y);
+    gc_forward(&l, &run, B, x, y);
     ck_assert(memcmp(x, y, sizeof y) == 0);
-    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    gc_backward(&l, &run, B, x, y, dy, dx);
     ck_assert(memcmp(dy, dx, sizeof dx) == 0);
     /* inference backward (not used in training, but defined): the identity */
     c.rate = 0.3f;
     run.training = 0;
-    l.ops->backward(&l, &run, B, x, y, dy, dx);
+    gc_backward(&l, &run, B, x, y, dy, dx);
     ck_assert(memcmp(dy, dx, sizeof dx) == 0);
+}
+END_TEST
+
+/* The single-source per-element mask (elementwise.h), which a CUDA kernel
+ * shares: its words are Philox at the documented counter (a sample past
+ * 2^32 folds its high bits into the layer word), and the layer's output is
+ * mr_dropout_apply of them, element by element, bit for bit. */
+START_TEST(single_source_mask) {
+    uint32_t key[2], w[4], want[4];
+    mr_rng_key(8, MR_RNG_STREAM_DROPOUT, key);
+    const uint64_t samples[3] = {0, 12345, (5ull << 32) + 9};
+    for (int s = 0; s < 3; s++) {
+        mr_dropout_words(key, 21, samples[s], 3, 17, w);
+        mr_philox4x32(key[0], key[1], 21, (uint32_t)samples[s],
+                      3u | (uint32_t)(samples[s] >> 32) << 16, 17, want);
+        ck_assert_mem_eq(w, want, sizeof w);
+    }
+    /* kept: x / (1 - rate) in float; dropped: +0 */
+    ck_assert_float_eq(mr_dropout_apply(2.0f, 0xffffffffu, 0.3f, 1.0f / 0.7f), 2.0f / 0.7f);
+    ck_assert_float_eq(mr_dropout_apply(-2.0f, 0u, 0.3f, 1.0f / 0.7f), 0.0f);
+    ck_assert(!signbit(mr_dropout_apply(-2.0f, 0u, 0.3f, 1.0f / 0.7f)));
+    ck_assert_float_eq(mr_dropout_apply(5.0f, 0u, 0.0f, 1.0f), 5.0f); /* u01 >= 0: kept */
+    /* the layer is exactly that */
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DROPOUT);
+    c.rate = 0.4f;
+    const int n = 37, B = 3;
+    mr_layer l = make(&c, n);
+    float x[3 * 37], y[3 * 37];
+    mr_rng_uniform(2, 9, 0, 0, -2.0f, 2.0f, x, n * B);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 8, .step = 21, .sample_base = 40};
+    ck_assert_int_eq(gc_forward(&l, &run, B, x, y), MR_OK);
+    const float scale = 1.0f / (1.0f - 0.4f);
+    for (int i = 0; i < B; i++)
+        for (int j = 0; j < n; j++) {
+            mr_dropout_words(key, 21, 40 + (uint64_t)i, l.index, j / 4, w);
+            float e = mr_dropout_apply(x[i * n + j], w[j % 4], 0.4f, scale);
+            ck_assert(memcmp(&e, &y[i * n + j], sizeof e) == 0);
+        }
+    mr_layer_destroy(&l);
 }
 END_TEST
 
@@ -140,6 +180,7 @@ int main(void) {
     tcase_add_test(tc, mask_follows_global_position);
     tcase_add_test(tc, backward_uses_the_forward_mask);
     tcase_add_test(tc, gradient_with_fixed_mask);
+    tcase_add_test(tc, single_source_mask);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../runtime/rng.h"
+#include "../runtime/tensor_impl.h"
 #include "gradcheck.h"
 #include "testutil.h"
 
@@ -82,7 +83,7 @@ START_TEST(dense_values) {
     l.index = 1;
     l.in = (mr_shape){1, {4, 0, 0}};
     mr_error err = {0};
-    ck_assert_int_eq(l.ops->setup(&l, 2, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(mr_layer_setup(&l, tu_cpu_backend(), 2, "t.cfg", &err), MR_OK);
     ck_assert_int_eq(l.out.d[0], 3);
     ck_assert_int_eq(l.n_weights, 2);
     ck_assert_int_eq(l.w[0].dims[0], 4); /* Keras kernel shape (in, units) */
@@ -92,10 +93,10 @@ START_TEST(dense_values) {
         w[i] = (float)(i - 6) / 10.0f;
     for (int i = 0; i < 8; i++)
         x[i] = (float)(i % 5) - 1.5f;
-    l.w[0].data = w;
-    l.w[1].data = b;
-    mr_run run = {.be = mr_backend_cpu(), .training = 1};
-    l.ops->forward(&l, &run, 2, x, y);
+    l.w[0].data = mr_dfloat_of(w);
+    l.w[1].data = mr_dfloat_of(b);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1};
+    ck_assert_int_eq(mr_layer_forward(&l, &run, 2, mr_dfloat_cof(x), mr_dfloat_of(y)), MR_OK);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++) {
             double z = b[j];
@@ -103,6 +104,7 @@ START_TEST(dense_values) {
                 z += (double)x[i * 4 + k] * w[k * 3 + j];
             ck_assert_double_eq_tol(y[i * 3 + j], z > 0 ? z : 0, 1e-6);
         }
+    mr_layer_destroy(&l);
 }
 END_TEST
 
@@ -117,13 +119,16 @@ START_TEST(glorot_init) {
     b.index = 2;
     a.in = b.in = (mr_shape){1, {100, 0, 0}};
     mr_error err = {0};
-    ck_assert_int_eq(a.ops->setup(&a, 1, "t.cfg", &err), MR_OK);
-    ck_assert_int_eq(b.ops->setup(&b, 1, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(mr_layer_setup(&a, tu_cpu_backend(), 1, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(mr_layer_setup(&b, tu_cpu_backend(), 1, "t.cfg", &err), MR_OK);
     float *wa = malloc(sizeof(float) * 5000), *wb = malloc(sizeof(float) * 5000), ba[50], bb[50];
     float *wa2 = malloc(sizeof(float) * 5000);
-    a.w[0].data = wa, a.w[1].data = ba, b.w[0].data = wb, b.w[1].data = bb;
-    a.ops->init(&a, 7);
-    b.ops->init(&b, 7);
+    for (int i = 0; i < 50; i++)
+        ba[i] = bb[i] = 1.0f; /* the init must write the biases */
+    a.w[0].data = mr_dfloat_of(wa), a.w[1].data = mr_dfloat_of(ba);
+    b.w[0].data = mr_dfloat_of(wb), b.w[1].data = mr_dfloat_of(bb);
+    ck_assert_int_eq(mr_layer_init(&a, 7, NULL, NULL), MR_OK);
+    ck_assert_int_eq(mr_layer_init(&b, 7, NULL, NULL), MR_OK);
     float limit = sqrtf(6.0f / 150.0f);
     double mean = 0.0;
     for (int i = 0; i < 5000; i++) {
@@ -135,10 +140,24 @@ START_TEST(glorot_init) {
     for (int i = 0; i < 50; i++)
         ck_assert_float_eq(ba[i], 0.0f);
     ck_assert(memcmp(wa, wb, sizeof(float) * 5000) != 0);
-    a.w[0].data = wa2;
-    a.ops->init(&a, 7);
+    a.w[0].data = mr_dfloat_of(wa2);
+    ck_assert_int_eq(mr_layer_init(&a, 7, NULL, NULL), MR_OK);
     ck_assert(memcmp(wa, wa2, sizeof(float) * 5000) == 0);
-    free(wa), free(wb), free(wa2);
+    /* through host staging (a context whose memory is not host memory):
+     * made on the host, then copied, the same bits */
+    mr_backend *staged = NULL;
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &staged, NULL), MR_OK);
+    staged->host_memory = 0;
+    a.be = staged;
+    float *stage = malloc(sizeof(float) * 5000);
+    memset(wa2, 0, sizeof(float) * 5000);
+    ck_assert_int_eq(mr_layer_init(&a, 7, stage, NULL), MR_OK);
+    ck_assert(memcmp(wa, wa2, sizeof(float) * 5000) == 0);
+    a.be = tu_cpu_backend();
+    mr_backend_destroy(staged);
+    mr_layer_destroy(&a);
+    mr_layer_destroy(&b);
+    free(wa), free(wb), free(wa2), free(stage);
 }
 END_TEST
 
@@ -150,7 +169,8 @@ START_TEST(dense_needs_flat_input) {
     l.cfg = &c;
     l.in = (mr_shape){3, {28, 28, 1}};
     mr_error err = {0};
-    ck_assert_int_eq(l.ops->setup(&l, 1, "m.cfg", &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(mr_layer_setup(&l, tu_cpu_backend(), 1, "m.cfg", &err), MR_ERR_CONFIG);
+    mr_layer_destroy(&l);
     ck_assert_msg(strstr(err.msg, "m.cfg:12:") && strstr(err.msg, "[flatten]"), "%s", err.msg);
 }
 END_TEST

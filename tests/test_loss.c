@@ -11,16 +11,26 @@
 
 #include "models/loss.h"
 #include "runtime/rng.h"
+#include "runtime/tensor_impl.h"
 #include "tests/testutil.h"
 
 enum { B = 4, K = 5 };
+
+/* mr_loss_compute through the CPU context's kernels, on host arrays (CPU
+ * device memory is host memory). */
+static void loss_compute(mr_loss_kind kind, int fused, const float *out, const int32_t *labels,
+                         int batch, int k, float norm, float *dy, double *sum, int64_t *correct) {
+    ck_assert_int_eq(mr_loss_compute(tu_cpu_backend(), kind, fused, mr_dfloat_cof(out), labels,
+                                     batch, k, norm, mr_dfloat_of(dy), sum, correct, NULL),
+                     MR_OK);
+}
 
 /* The scalar the gradient is of: sum of per-example losses / norm. */
 static double loss_of(mr_loss_kind kind, int fused, const float *out, const int32_t *labels,
                       int batch, int k, float norm) {
     double sum = 0.0;
     int64_t correct = 0;
-    mr_loss_compute(kind, fused, out, labels, batch, k, norm, NULL, &sum, &correct);
+    loss_compute(kind, fused, out, labels, batch, k, norm, NULL, &sum, &correct);
     return sum / norm;
 }
 
@@ -32,7 +42,7 @@ static double fd_error(mr_loss_kind kind, int fused, float *out, const int32_t *
     float *dy = malloc(sizeof(float) * (size_t)(batch * k));
     double sum = 0.0;
     int64_t correct = 0;
-    mr_loss_compute(kind, fused, out, labels, batch, k, norm, dy, &sum, &correct);
+    loss_compute(kind, fused, out, labels, batch, k, norm, dy, &sum, &correct);
     double worst = 0.0;
     for (int i = 0; i < batch * k; i++) {
         float z = out[i];
@@ -146,9 +156,9 @@ START_TEST(test_norm_scaling) {
             make_probs(out, labels, 1);
         double s1 = 0.0, s2 = 0.0;
         int64_t c1 = 0, c2 = 0;
-        mr_loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, (float)B, d1, &s1, &c1);
-        mr_loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, (float)(2 * B), d2, &s2,
-                        &c2);
+        loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, (float)B, d1, &s1, &c1);
+        loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, (float)(2 * B), d2, &s2,
+                     &c2);
         for (int i = 0; i < B * K; i++)
             half[i] = 0.5f * d1[i];
         ck_assert_msg(tu_rel_diff(d2, half, B * K) < 1e-6, "case %d: dy(norm=2B) != dy(norm=B)/2",
@@ -158,7 +168,7 @@ START_TEST(test_norm_scaling) {
         /* and the loss is not divided by norm: it is the plain sum */
         double s3 = 0.0;
         int64_t c3 = 0;
-        mr_loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, 1.0f, NULL, &s3, &c3);
+        loss_compute(cases[c].kind, cases[c].fused, out, labels, B, K, 1.0f, NULL, &s3, &c3);
         ck_assert(fabs(s1 - s3) <= 1e-12 * fabs(s1));
     }
 }
@@ -176,8 +186,8 @@ START_TEST(test_fused_values_by_hand) {
     float dy[6];
     double sum = 10.0; /* added to, not overwritten */
     int64_t correct = 5;
-    mr_loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, dy, &sum,
-                    &correct);
+    loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, dy, &sum,
+                 &correct);
     ck_assert_msg(fabs(sum - (10.0 + 0.40760596444438 + 1.68026967064173)) < 1e-5, "sum %.9g", sum);
     ck_assert_int_eq(correct, 6);
     /* dy = (softmax - onehot) / norm */
@@ -195,16 +205,16 @@ START_TEST(test_fused_values_by_hand) {
     double sum2 = 10.0;
     int64_t correct2 = 5;
     float dy2[6];
-    mr_loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, dy2, &sum2,
-                    &correct2);
+    loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, dy2, &sum2,
+                 &correct2);
     ck_assert(fabs(sum2 - sum) < 1e-12);
     ck_assert_int_eq(correct2, correct);
     ck_assert_mem_eq(dy2, dy, sizeof dy);
     /* without dy: the same sums */
     double sum3 = 10.0;
     int64_t correct3 = 5;
-    mr_loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, NULL,
-                    &sum3, &correct3);
+    loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 2, 3, 2.0f, NULL, &sum3,
+                 &correct3);
     ck_assert(fabs(sum3 - sum) < 1e-12);
     ck_assert_int_eq(correct3, correct);
 }
@@ -218,8 +228,7 @@ START_TEST(test_probabilities_values_by_hand) {
     float dy[6];
     double sum = 0.0;
     int64_t correct = 0;
-    mr_loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 0, out, labels, 2, 3, 4.0f, dy, &sum,
-                    &correct);
+    loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 0, out, labels, 2, 3, 4.0f, dy, &sum, &correct);
     ck_assert_msg(fabs(sum - (0.35667494393873 + 1.38629436111989)) < 1e-6, "sum %.9g", sum);
     ck_assert_int_eq(correct, 1);
     /* d(-log p_y)/dp = -1/p_y at the label, 0 elsewhere; over norm 4 */
@@ -237,8 +246,7 @@ START_TEST(test_probabilities_clipped) {
     float dy[3];
     double sum = 0.0;
     int64_t correct = 0;
-    mr_loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 0, out, labels, 1, 3, 1.0f, dy, &sum,
-                    &correct);
+    loss_compute(MR_LOSS_CATEGORICAL_CROSSENTROPY, 0, out, labels, 1, 3, 1.0f, dy, &sum, &correct);
     ck_assert_msg(isfinite(sum) && fabs(sum - 16.11809565) < 1e-4, "loss %.9g", sum);
     for (int j = 0; j < 3; j++)
         ck_assert(isfinite(dy[j]));
@@ -256,7 +264,7 @@ START_TEST(test_mse_values_by_hand) {
     float dy[6];
     double sum = 0.0;
     int64_t correct = 0;
-    mr_loss_compute(MR_LOSS_MSE, 0, out, labels, 2, 3, 2.0f, dy, &sum, &correct);
+    loss_compute(MR_LOSS_MSE, 0, out, labels, 2, 3, 2.0f, dy, &sum, &correct);
     ck_assert_msg(fabs(sum - (1.75 + 0.02 / 3)) < 1e-6, "sum %.9g", sum);
     ck_assert_int_eq(correct, 1);
     /* d/dz of mean_j (z_j - t_j)^2 = 2 (z_j - t_j) / k; over norm 2 */
@@ -280,8 +288,8 @@ START_TEST(test_fused_extreme_logits) {
     float dy[9];
     double sum = 0.0;
     int64_t correct = 0;
-    mr_loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 3, 3, 1.0f, dy, &sum,
-                    &correct);
+    loss_compute(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1, out, labels, 3, 3, 1.0f, dy, &sum,
+                 &correct);
     ck_assert_msg(isfinite(sum), "loss %g", sum);
     ck_assert_msg(fabs(sum - (2000.0 + log(3.0) + log(2.0))) < 1e-3, "loss %.9g", sum);
     const double want[9] = {1, -1, 0, 1.0 / 3 - 1, 1.0 / 3, 1.0 / 3, -0.5, 0.5, 0};

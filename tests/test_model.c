@@ -1,5 +1,10 @@
 /* test_model.c: building a model from a .cfg, flat buffers, summary, the
- * whole-model gradient against finite differences, and updates. */
+ * whole-model gradient against finite differences, and updates; the host's
+ * access to the model's device memory (the batch, metrics, weights,
+ * outputs), in place on a CPU context and through copies on one that says
+ * its memory is not host memory (a GPU's situation), with the same bits.
+ * CPU device memory is host memory, so the tests read it in place
+ * (runtime/tensor_impl.h). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -8,6 +13,7 @@
 #include "../models/loss.h"
 #include "../models/model.h"
 #include "../runtime/rng.h"
+#include "../runtime/tensor_impl.h"
 #include "testutil.h"
 
 static const char *mlp_cfg = "[net]\nbatch=8\n[data]\ntrain_images=a\ntrain_labels=b\n"
@@ -19,7 +25,7 @@ static const char *mlp_cfg = "[net]\nbatch=8\n[data]\ntrain_images=a\ntrain_labe
 static void build(const char *text, mr_config *cfg, mr_model *m, int batch) {
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
-    ck_assert_msg(mr_model_init(m, cfg, batch, 2, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(m, tu_cpu_backend(), cfg, batch, 2, &err) == MR_OK, "%s", err.msg);
 }
 
 START_TEST(mlp_layout_and_summary) {
@@ -34,10 +40,12 @@ START_TEST(mlp_layout_and_summary) {
     ck_assert_int_eq(m.layers[3].logits_out, 1);
     /* reverse layer order: the last layer's kernel first, its bias next */
     ck_assert_ptr_eq(m.layers[3].w[0].data, m.params);
-    ck_assert_ptr_eq(m.layers[3].w[1].data, m.params + 640);
-    ck_assert_ptr_eq(m.layers[2].w[0].data, m.params + 650);
-    ck_assert_ptr_eq(m.layers[1].w[1].data + 128, m.params + m.n_params);
-    ck_assert_ptr_eq(m.layers[1].w[0].grad, m.grads + (m.layers[1].w[0].data - m.params));
+    ck_assert_ptr_eq(m.layers[3].w[1].data, mr_dfloat_at(m.params, 640));
+    ck_assert_int_eq(m.layers[3].w[1].offset, 640);
+    ck_assert_ptr_eq(m.layers[2].w[0].data, mr_dfloat_at(m.params, 650));
+    ck_assert_ptr_eq(mr_dfloat_at(m.layers[1].w[1].data, 128), mr_dfloat_at(m.params, m.n_params));
+    ck_assert_ptr_eq(m.layers[1].w[0].grad, mr_dfloat_at(m.grads, m.layers[1].w[0].offset));
+    ck_assert_ptr_eq(m.layers[1].w[0].data, mr_dfloat_at(m.params, m.layers[1].w[0].offset));
     ck_assert_str_eq(m.layers[1].name, "dense");
     ck_assert_str_eq(m.layers[2].name, "dense_1");
     char *buf = NULL;
@@ -60,12 +68,14 @@ START_TEST(same_seed_same_bits) {
     mr_model a, b;
     build(mlp_cfg, &cfg, &a, 4);
     mr_error err = {0};
-    ck_assert_int_eq(mr_model_init(&b, &cfg, 4, 0, &err), MR_OK);
-    mr_model_init_weights(&a, 42);
-    mr_model_init_weights(&b, 42);
-    ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) == 0);
-    mr_model_init_weights(&b, 43);
-    ck_assert(memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params) != 0);
+    ck_assert_int_eq(mr_model_init(&b, tu_cpu_backend(), &cfg, 4, 0, &err), MR_OK);
+    ck_assert_int_eq(mr_model_init_weights(&a, 42, NULL), MR_OK);
+    ck_assert_int_eq(mr_model_init_weights(&b, 42, NULL), MR_OK);
+    ck_assert(memcmp(mr_dfloat_ptr(a.params), mr_dfloat_ptr(b.params),
+                     sizeof(float) * (size_t)a.n_params) == 0);
+    ck_assert_int_eq(mr_model_init_weights(&b, 43, NULL), MR_OK);
+    ck_assert(memcmp(mr_dfloat_ptr(a.params), mr_dfloat_ptr(b.params),
+                     sizeof(float) * (size_t)a.n_params) != 0);
     mr_model_free(&a);
     mr_model_free(&b);
     mr_config_free(&cfg);
@@ -80,34 +90,38 @@ static void check_model_gradient(const char *text, uint64_t seed) {
     mr_model m;
     const int B = 3;
     build(text, &cfg, &m, B);
-    mr_model_init_weights(&m, seed);
-    mr_rng_uniform(seed, 200, 0, 0, -1.0f, 1.0f, m.params, m.n_params); /* nonzero biases too */
+    mr_model_init_weights(&m, seed, NULL);
+    float *params = mr_dfloat_ptr(m.params);
+    mr_rng_uniform(seed, 200, 0, 0, -1.0f, 1.0f, params, m.n_params); /* nonzero biases too */
     int32_t labels[3] = {0, 2, 1};
-    mr_rng_uniform(seed, 201, 0, 0, 0.0f, 1.0f, m.input, B * m.in_size);
-    mr_model_zero_grads(&m);
+    mr_rng_uniform(seed, 201, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), B * m.in_size);
+    mr_model_zero_grads(&m, NULL);
     double loss = 0.0;
     int64_t correct = 0;
     const float norm = 5.0f; /* a global batch larger than this shard */
-    ck_assert_int_eq(mr_model_train_batch(&m, labels, B, norm, &loss, &correct, NULL, NULL), MR_OK);
+    ck_assert_int_eq(mr_model_train_batch(&m, labels, B, norm, &loss, &correct, NULL, NULL, NULL),
+                     MR_OK);
     ck_assert(loss > 0.0);
     float *ana = malloc(sizeof(float) * (size_t)m.n_params);
-    memcpy(ana, m.grads, sizeof(float) * (size_t)m.n_params);
+    memcpy(ana, mr_dfloat_ptr(m.grads), sizeof(float) * (size_t)m.n_params);
     double maxa = 1e-3, maxd = 0.0;
     int skipped = 0;
     for (int64_t i = 0; i < m.n_params; i++) {
-        float keep = m.params[i];
+        float keep = params[i];
         double l[3];
         float vals[3] = {keep + 1e-3f, keep, keep - 1e-3f};
         for (int k = 0; k < 3; k++) {
-            m.params[i] = vals[k];
+            params[i] = vals[k];
             l[k] = 0.0;
             int64_t c = 0;
-            const float *out = mr_model_forward(&m, B, 1);
-            mr_loss_compute(cfg.net.loss, m.fused_softmax, out, labels, B, (int)m.out_size, norm,
-                            NULL, &l[k], &c);
+            ck_assert_int_eq(mr_model_forward(&m, B, 1, NULL), MR_OK);
+            ck_assert_int_eq(mr_loss_compute(m.be, cfg.net.loss, m.fused_softmax,
+                                             mr_model_output(&m), labels, B, (int)m.out_size, norm,
+                                             NULL, &l[k], &c, NULL),
+                             MR_OK);
             l[k] /= norm;
         }
-        m.params[i] = keep;
+        params[i] = keep;
         double hp = (double)vals[0] - keep, hm = keep - (double)vals[2];
         double fwd = (l[0] - l[1]) / hp, bwd = (l[1] - l[2]) / hm;
         if (fabs(fwd - bwd) > 2e-2 * (1 + fabs(fwd))) { /* a ReLU kink */
@@ -168,26 +182,27 @@ START_TEST(gradients_accumulate) {
     mr_config cfg;
     mr_model m;
     build(mlp_cfg, &cfg, &m, 4);
-    mr_model_init_weights(&m, 1);
+    mr_model_init_weights(&m, 1, NULL);
+    const float *params = mr_dfloat_ptr(m.params), *grads = mr_dfloat_ptr(m.grads);
     int32_t labels[4] = {1, 2, 3, 4};
-    mr_rng_uniform(9, 1, 0, 0, 0.0f, 1.0f, m.input, 4 * m.in_size);
+    mr_rng_uniform(9, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), 4 * m.in_size);
     double loss = 0;
     int64_t c = 0;
-    mr_model_zero_grads(&m);
-    mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL);
+    mr_model_zero_grads(&m, NULL);
+    mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL, NULL);
     float *once = malloc(sizeof(float) * (size_t)m.n_params);
-    memcpy(once, m.grads, sizeof(float) * (size_t)m.n_params);
-    mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL);
+    memcpy(once, grads, sizeof(float) * (size_t)m.n_params);
+    mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL, NULL);
     for (int64_t i = 0; i < m.n_params; i += 97)
-        ck_assert_float_eq_tol(m.grads[i], 2 * once[i], 1e-6f);
-    mr_model_zero_grads(&m);
+        ck_assert_float_eq_tol(grads[i], 2 * once[i], 1e-6f);
+    ck_assert_int_eq(mr_model_zero_grads(&m, NULL), MR_OK);
     for (int64_t i = 0; i < m.n_params; i += 97)
-        ck_assert_float_eq(m.grads[i], 0.0f);
+        ck_assert_float_eq(grads[i], 0.0f);
     /* an update moves the weights against the gradient (SGD-like first Adam step) */
-    mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL);
-    float before = m.params[5], g = m.grads[5];
-    mr_model_apply_update(&m, 0.01f, 1);
-    if (g != 0.0f) ck_assert((m.params[5] - before) * g < 0);
+    mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL, NULL);
+    float before = params[5], g = grads[5];
+    ck_assert_int_eq(mr_model_apply_update(&m, 0.01f, 1, NULL), MR_OK);
+    if (g != 0.0f) ck_assert((params[5] - before) * g < 0);
     free(once);
     mr_model_free(&m);
     mr_config_free(&cfg);
@@ -207,14 +222,14 @@ START_TEST(after_layer_reports_reverse_order) {
     mr_config cfg;
     mr_model m;
     build(mlp_cfg, &cfg, &m, 2);
-    mr_model_init_weights(&m, 1);
+    mr_model_init_weights(&m, 1, NULL);
     int32_t labels[2] = {0, 1};
     double loss = 0;
     int64_t c = 0;
     last_ready = 0;
     ready_calls = 0;
-    mr_model_zero_grads(&m);
-    mr_model_train_batch(&m, labels, 2, 2.0f, &loss, &c, on_ready, NULL);
+    mr_model_zero_grads(&m, NULL);
+    mr_model_train_batch(&m, labels, 2, 2.0f, &loss, &c, on_ready, NULL, NULL);
     ck_assert_int_eq(ready_calls, 4);
     ck_assert_int_eq(last_ready, m.n_params);
     mr_model_free(&m);
@@ -235,25 +250,25 @@ static int64_t train_in_passes(int chunk, float *grads, double *loss, int64_t *c
     mr_config cfg;
     mr_model m;
     build(pass_cfg, &cfg, &m, 8);
-    mr_model_init_weights(&m, 3);
+    mr_model_init_weights(&m, 3, NULL);
     ck_assert_int_eq(m.chunk, 8); /* tiny rows: one pass unless told otherwise */
     m.chunk = chunk;
     int32_t labels[8] = {0, 1, 2, 0, 1, 2, 2, 1};
-    mr_rng_uniform(5, 1, 0, 0, 0.0f, 1.0f, m.input, 8 * m.in_size);
+    mr_rng_uniform(5, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), 8 * m.in_size);
     m.run.seed = 7;
     m.run.step = 2;
     m.run.sample_base = 16; /* as for replica 2 of a global batch of 32 */
-    mr_model_zero_grads(&m);
+    mr_model_zero_grads(&m, NULL);
     last_ready = 0;
     ready_calls = 0;
-    ck_assert_int_eq(mr_model_train_batch(&m, labels, 8, 32.0f, loss, correct, on_ready, NULL),
-                     MR_OK);
+    ck_assert_int_eq(
+        mr_model_train_batch(&m, labels, 8, 32.0f, loss, correct, on_ready, NULL, NULL), MR_OK);
     ck_assert_int_eq(m.run.sample_base, 16); /* the caller's value is restored */
     *calls = ready_calls;
     ck_assert_int_eq(last_ready, m.n_params);
     int64_t n = m.n_params;
     ck_assert_int_le(n, 512);
-    memcpy(grads, m.grads, sizeof(float) * (size_t)n);
+    memcpy(grads, mr_dfloat_ptr(m.grads), sizeof(float) * (size_t)n);
     mr_model_free(&m);
     mr_config_free(&cfg);
     return n;
@@ -296,7 +311,7 @@ START_TEST(pass_size_from_the_layout) {
     mr_model m;
     build(cnn, &cfg, &m, 32);
     ck_assert_int_eq(m.chunk, 16);
-    mr_model_forward(&m, 4, 0);
+    ck_assert_int_eq(mr_model_forward(&m, 4, 0, NULL), MR_OK);
     ck_assert_ptr_eq(m.acts[2], m.acts[1]); /* flatten */
     mr_model_free(&m);
     mr_config_free(&cfg);
@@ -320,7 +335,7 @@ START_TEST(pass_size_from_the_layout) {
 
     build(mlp_cfg, &cfg, &m, 256); /* 2,554 floats a row: 256 rows fit */
     ck_assert_int_eq(m.chunk, 256);
-    mr_model_forward(&m, 2, 0);
+    ck_assert_int_eq(mr_model_forward(&m, 2, 0, NULL), MR_OK);
     ck_assert_ptr_eq(m.acts[0], m.input); /* a leading flatten views the input */
     mr_model_free(&m);
     mr_config_free(&cfg);
@@ -334,15 +349,143 @@ START_TEST(shape_errors_name_the_line) {
     const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n"
                        "[dense]\nunits=10\n";
     ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
-    ck_assert_int_eq(mr_model_init(&m, &cfg, 4, 0, &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, 4, 0, &err), MR_ERR_CONFIG);
     ck_assert_msg(strstr(err.msg, "t.cfg:7:") && strstr(err.msg, "[dense]"), "%s", err.msg);
     mr_config_free(&cfg);
     mr_error_clear(&err);
     text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n[activation]\n"
            "activation=relu\n";
     ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
-    ck_assert_int_eq(mr_model_init(&m, &cfg, 4, 0, &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, 4, 0, &err), MR_ERR_CONFIG);
     ck_assert_msg(strstr(err.msg, "t.cfg:7:") && strstr(err.msg, "flat"), "%s", err.msg);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* What the host reads and writes of a model on a CPU context: in place, no
+ * staging buffer (the CPU path copies nothing). */
+START_TEST(host_access_in_place) {
+    mr_config cfg;
+    mr_model m;
+    build(mlp_cfg, &cfg, &m, 4);
+    ck_assert_ptr_null(m.host); /* no staging on the CPU */
+    ck_assert_ptr_eq(mr_model_input_host(&m), mr_dfloat_ptr(m.input));
+    ck_assert_int_eq(mr_model_input_upload(&m, 4, NULL), MR_OK);
+    const float *view = NULL;
+    ck_assert_int_eq(mr_model_read(&m, m.params, 10, &view, NULL), MR_OK);
+    ck_assert_ptr_eq(view, mr_dfloat_ptr(m.params));
+    ck_assert_ptr_eq(mr_model_host_for(&m, m.state ? m.state : m.params), mr_dfloat_ptr(m.params));
+    /* the extra floats after the gradients */
+    const float v[2] = {3.5f, 17.0f};
+    float back[2] = {0};
+    ck_assert_int_eq(mr_model_write_extra(&m, v, 2, NULL), MR_OK);
+    ck_assert_float_eq(mr_dfloat_ptr(m.grads)[m.n_params], 3.5f);
+    ck_assert_float_eq(mr_dfloat_ptr(m.grads)[m.n_params + 1], 17.0f);
+    ck_assert_int_eq(mr_model_read_extra(&m, back, 2, NULL), MR_OK);
+    ck_assert_mem_eq(back, v, sizeof v);
+    ck_assert_int_eq(mr_model_zero_grads(&m, NULL), MR_OK); /* the extra floats too */
+    ck_assert_int_eq(mr_model_read_extra(&m, back, 2, NULL), MR_OK);
+    ck_assert_float_eq(back[0], 0.0f);
+    ck_assert_float_eq(back[1], 0.0f);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* One training step, evaluation and predictions of the same model on a CPU
+ * context that uses its memory in place and on one that says it is not
+ * host memory: the latter stages every host access through copies, as on
+ * a GPU, and must give exactly the same bits. */
+static void one_step(const char *text, int staged, float *params, double *eval_loss, int32_t *pred,
+                     float *probs) {
+    mr_backend *be = NULL;
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &be, NULL), MR_OK);
+    be->host_memory = !staged;
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(&m, be, &cfg, 4, 2, &err) == MR_OK, "%s", err.msg);
+    ck_assert(staged ? m.host != NULL : m.host == NULL);
+    ck_assert_int_eq(mr_model_init_weights(&m, 11, &err), MR_OK);
+    int32_t labels[4] = {2, 0, 1, 2};
+    float *in = mr_model_input_host(&m);
+    ck_assert(staged ? in == m.host : in == mr_dfloat_ptr(m.input));
+    mr_rng_uniform(4, 1, 0, 0, 0.0f, 1.0f, in, 4 * m.in_size);
+    ck_assert_int_eq(mr_model_input_upload(&m, 4, &err), MR_OK);
+    double loss = 0.0;
+    int64_t correct = 0;
+    ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
+    m.run.seed = 3;
+    ck_assert_int_eq(mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &correct, NULL, NULL, &err),
+                     MR_OK);
+    const float extra[2] = {(float)loss, (float)correct};
+    float back[2];
+    ck_assert_int_eq(mr_model_write_extra(&m, extra, 2, &err), MR_OK);
+    ck_assert_int_eq(mr_model_read_extra(&m, back, 2, &err), MR_OK);
+    ck_assert_mem_eq(back, extra, sizeof extra);
+    ck_assert_int_eq(mr_model_apply_update(&m, 0.01f, 1, &err), MR_OK);
+    /* every weight read back through the model, as checkpoints do */
+    for (int i = 0; i < m.n_layers; i++)
+        for (int w = 0; w < m.layers[i].n_weights; w++) {
+            const mr_weight *wt = &m.layers[i].w[w];
+            const float *host;
+            ck_assert_int_eq(mr_model_read(&m, wt->data, (size_t)wt->size, &host, &err), MR_OK);
+            if (wt->trainable) memcpy(params + wt->offset, host, sizeof(float) * (size_t)wt->size);
+        }
+    *eval_loss = 0.0;
+    correct = 0;
+    ck_assert_int_eq(mr_model_eval_batch(&m, labels, 4, eval_loss, &correct, &err), MR_OK);
+    ck_assert_int_eq(mr_model_predictions(&m, 4, pred, probs, &err), MR_OK);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    mr_backend_destroy(be);
+}
+
+START_TEST(staged_host_access_same_bits) {
+    const char *texts[] = {mlp_cfg, pass_cfg,
+                           "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=6,6,2\n"
+                           "[conv2d]\nfilters=3\nsize=3\npadding=same\nuse_bias=0\n[batchnorm]\n"
+                           "[activation]\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n"
+                           "[dense]\nunits=3\nactivation=softmax\n"};
+    for (int t = 0; t < 3; t++) {
+        float a[120000], b[120000], pa[40], pb[40];
+        int32_t ca[4], cb[4];
+        double la, lb;
+        one_step(texts[t], 0, a, &la, ca, pa);
+        one_step(texts[t], 1, b, &lb, cb, pb);
+        mr_config cfg;
+        ck_assert_int_eq(mr_config_parse(texts[t], "t.cfg", NULL, &cfg, NULL), MR_OK);
+        mr_model m;
+        ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, NULL), MR_OK);
+        size_t n = (size_t)m.n_params, k = (size_t)m.out_size;
+        ck_assert_uint_le(n, 120000);
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+        ck_assert_msg(memcmp(a, b, sizeof(float) * n) == 0, "config %d: weights differ", t);
+        ck_assert(la == lb);
+        ck_assert_mem_eq(ca, cb, sizeof ca);
+        ck_assert_uint_le(k, 10);
+        ck_assert_mem_eq(pa, pb, sizeof(float) * 4 * k);
+    }
+}
+END_TEST
+
+/* A context of a device kind this build has no kernels for: the model
+ * says so (a GPU context in a CPU-only build; faked with the CPU's table). */
+START_TEST(no_kernels_for_the_device) {
+    mr_backend fake = *tu_cpu_backend();
+    fake.kind = MR_DEVICE_CUDA;
+    fake.scratch = NULL;
+    fake.scratch_floats = 0;
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(mlp_cfg, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_int_eq(mr_model_init(&m, &fake, &cfg, 4, 0, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "t.cfg:8: [flatten]: no kernels for ") &&
+                      strstr(err.msg, " in this build"),
+                  "%s", err.msg);
     mr_config_free(&cfg);
 }
 END_TEST
@@ -362,6 +505,9 @@ int main(void) {
     tcase_add_test(tc, passes_equal_one_pass);
     tcase_add_test(tc, pass_size_from_the_layout);
     tcase_add_test(tc, shape_errors_name_the_line);
+    tcase_add_test(tc, host_access_in_place);
+    tcase_add_test(tc, staged_host_access_same_bits);
+    tcase_add_test(tc, no_kernels_for_the_device);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

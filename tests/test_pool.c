@@ -62,7 +62,7 @@ static void case_init(pool_case *t, mr_layer_cfg c, mr_shape in, int max_batch) 
     t->l.cfg = &t->c;
     t->l.in = in;
     mr_error err = {0};
-    ck_assert_msg(t->l.ops->setup(&t->l, max_batch, "test.cfg", &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(gc_setup(&t->l, max_batch, "test.cfg", &err) == MR_OK, "%s", err.msg);
     t->H = in.d[0], t->W = in.d[1], t->C = in.d[2];
     t->OH = t->l.out.d[0], t->OW = t->l.out.d[1];
     ck_assert_int_eq(t->l.out.d[2], t->C);
@@ -100,9 +100,9 @@ static void check_case(mr_layer_kind kind, int kh, int kw, int sh, int sw, mr_pa
     mr_rng_uniform(2, 2, 1, 0, -1, 1, dy, ny);
     for (int64_t i = 0; i < nx; i++)
         dx[i] = NAN; /* backward must write every element */
-    mr_run run = {.be = mr_backend_cpu(), .training = 1};
-    t.l.ops->forward(&t.l, &run, batch, x, y);
-    t.l.ops->backward(&t.l, &run, batch, x, y, dy, dx);
+    mr_run run = {.be = tu_cpu_backend(), .training = 1};
+    gc_forward(&t.l, &run, batch, x, y);
+    gc_backward(&t.l, &run, batch, x, y, dy, dx);
     for (int n = 0; n < batch; n++)
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++)
@@ -136,7 +136,7 @@ static void check_case(mr_layer_kind kind, int kh, int kw, int sh, int sw, mr_pa
         ck_assert_msg(fabs(dx[i] - rdx[i]) < 1e-6,
                       "kind %d k %dx%d s %dx%d pad %d: dx[%ld] %g vs %g", kind, kh, kw, sh, sw, pad,
                       (long)i, dx[i], rdx[i]);
-    t.l.ops->destroy(&t.l);
+    mr_layer_destroy(&t.l);
     free(x), free(y), free(dy), free(dx), free(rdx);
 }
 
@@ -181,11 +181,11 @@ static void expect_error(mr_layer_kind kind, int k, mr_shape in, const char *wha
     l.cfg = &c;
     l.in = in;
     mr_error err = {0};
-    ck_assert_int_eq(l.ops->setup(&l, 1, "test.cfg", &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(gc_setup(&l, 1, "test.cfg", &err), MR_ERR_CONFIG);
     char want[64];
     snprintf(want, sizeof want, "test.cfg:4: [%s]", mr_layer_kind_name(kind));
     ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, what), "%s", err.msg);
-    if (l.ops->destroy) l.ops->destroy(&l);
+    mr_layer_destroy(&l);
 }
 
 START_TEST(shape_errors) {

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../runtime/rng.h"
+#include "../runtime/tensor_impl.h"
 #include "../strategies/strategy.h"
 #include "strategyutil.h"
 #include "testutil.h"
@@ -115,19 +116,21 @@ START_TEST(bn_moving_statistics_averaged) {
     int64_t ns = 0, off = 0;
     for (int r = 0; r < R; r++) {
         mr_model m;
-        ck_assert_int_eq(mr_model_init(&m, &cfg, B, 0, &err), MR_OK);
-        mr_model_init_weights(&m, 5);
+        ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, B, 0, &err), MR_OK);
+        ck_assert_int_eq(mr_model_init_weights(&m, 5, &err), MR_OK);
         int64_t rows[4];
         int32_t labels[4];
         for (int i = 0; i < B; i++)
             rows[i] = r * B + i;
-        mr_dataset_fill(&ds, rows, B, NULL, m.input, labels);
+        mr_dataset_fill(&ds, rows, B, NULL, mr_model_input_host(&m), labels);
+        ck_assert_int_eq(mr_model_input_upload(&m, B, &err), MR_OK);
         m.run.seed = 5, m.run.step = 0, m.run.sample_base = r * B;
-        mr_model_forward(&m, B, 1);
+        ck_assert_int_eq(mr_model_forward(&m, B, 1, &err), MR_OK);
         ns = m.n_state, off = m.n_params;
         if (want == NULL) want = calloc((size_t)ns, sizeof(float));
+        const float *state = mr_dfloat_ptr(m.state); /* CPU device memory is host memory */
         for (int64_t i = 0; i < ns; i++)
-            want[i] += m.state[i];
+            want[i] += state[i];
         mr_model_free(&m);
     }
     ck_assert_int_eq(np, off + ns);
@@ -226,6 +229,49 @@ START_TEST(check_sync_names_replica_and_layer) {
     /* without the perturbation the same check passes */
     o.perturb = 0;
     p = train_ok(&o, &np);
+    free(p);
+}
+END_TEST
+
+/* Replicas whose contexts say their memory is not host memory (the host
+ * then copies the batch in, the metrics and --check-sync hashes out, as it
+ * must for a GPU) train to the same bits, SyncBN, BN state averaging and
+ * dropout included; and --check-sync still catches a diverged replica. */
+START_TEST(staged_host_access_same_bits) {
+    const char *texts[] = {su_cnn_text, su_bn_text};
+    for (int t = 0; t < 2; t++) {
+        su_run o = {.text = texts[t],
+                    .net_extra = su_adam,
+                    .replicas = 2,
+                    .batch = 4,
+                    .n = 83,
+                    .check_sync = 3};
+        int64_t na, nb;
+        mr_epoch_logs la, lb;
+        float *a = su_train_ok(&o, &na, &la);
+        o.staged = 1;
+        float *b = su_train_ok(&o, &nb, &lb);
+        ck_assert_int_eq(na, nb);
+        ck_assert_msg(memcmp(a, b, sizeof(float) * (size_t)na) == 0, "%d: weights differ", t);
+        ck_assert(la.loss == lb.loss && la.accuracy == lb.accuracy);
+        free(a), free(b);
+    }
+    su_run o = {.text = su_mlp_text,
+                .net_extra = su_adam,
+                .replicas = 3,
+                .batch = 4,
+                .n = 240,
+                .check_sync = 5,
+                .perturb = 10,
+                .staged = 1};
+    int64_t np;
+    mr_status st;
+    mr_error err = {0};
+    float *p = train(&o, &np, &st, &err);
+    ck_assert_int_eq(st, MR_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "step 10") && strstr(err.msg, "replica 2") &&
+                      strstr(err.msg, "dense_1"),
+                  "%s", err.msg);
     free(p);
 }
 END_TEST
@@ -426,6 +472,7 @@ int main(void) {
     tcase_add_test(tc, two_runs_bitwise_identical);
     tcase_add_test(tc, buckets_do_not_change_the_result);
     tcase_add_test(tc, check_sync_names_replica_and_layer);
+    tcase_add_test(tc, staged_host_access_same_bits);
     tcase_add_test(tc, batch_errors);
     tcase_add_test(tc, learning_rate_schedule);
     tcase_add_test(tc, linear_scaling_in_plan);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../runtime/array.h"
+#include "../runtime/backend.h"
 #include "../runtime/rng.h"
 
 const char *tu_tmpdir(void) {
@@ -105,6 +106,15 @@ char *tu_read_file(const char *path, size_t *len) {
 int tu_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+mr_backend *tu_cpu_backend(void) {
+    static mr_backend *be;
+    if (be == NULL && mr_backend_create(MR_DEVICE_CPU, 0, &be, NULL) != MR_OK) {
+        fprintf(stderr, "tu_cpu_backend: cannot create a CPU context\n");
+        abort();
+    }
+    return be;
 }
 
 double tu_rel_diff(const float *a, const float *b, size_t n) {

@@ -42,6 +42,11 @@ void tu_write_image_data(const char *dir, const char *name_x, const char *name_y
 struct Suite;
 int tu_run_suite(struct Suite *s);
 
+/* A CPU backend context for the whole test process (made on first use,
+ * never freed): what a test passes where a replica's context is wanted. */
+struct mr_backend;
+struct mr_backend *tu_cpu_backend(void);
+
 /* Largest |a-b| / max(1e-30, max|b|) over n floats: a normalised error. */
 double tu_rel_diff(const float *a, const float *b, size_t n);
 

@@ -1,0 +1,123 @@
+/* backend.c: creating a context for a device kind, and the wrappers every
+ * caller goes through (backend.h). Device-independent: the host views are
+ * the only place outside an implementation where device memory becomes a
+ * host pointer, and only when the context says it is host memory. */
+#include "backend_impl.h"
+#include "tensor_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+mr_status mr_backend_create(mr_device_kind kind, int ordinal, mr_backend **out, mr_error *err) {
+    *out = NULL;
+    switch (kind) {
+    case MR_DEVICE_CPU:
+        return mr_backend_cpu_create(ordinal, out, err);
+    case MR_DEVICE_CUDA:
+        return mr_backend_cuda_create(ordinal, out, err);
+    }
+    return mr_error_set(err, MR_ERR_UNSUPPORTED, "unknown device kind %d", (int)kind);
+}
+
+void mr_backend_destroy(mr_backend *be) {
+    if (be == NULL) return;
+    mr_backend_free(be, be->scratch);
+    be->scratch = NULL;
+    be->ops->destroy(be);
+}
+
+void mr_backend_format(const mr_backend *be, char *buf, size_t n) {
+    snprintf(buf, n, "%s:%d", be->ops->name, be->ordinal);
+}
+
+void *mr_backend_alloc(mr_backend *be, size_t bytes) {
+    return be->ops->alloc(be, bytes);
+}
+
+mr_dfloat *mr_backend_alloc_floats(mr_backend *be, size_t n) {
+    return be->ops->alloc(be, sizeof(float) * n);
+}
+
+void mr_backend_free(mr_backend *be, void *p) {
+    if (p != NULL) be->ops->free(be, p);
+}
+
+void *mr_backend_alloc_host(mr_backend *be, size_t bytes) {
+    return be->ops->alloc_host(be, bytes);
+}
+
+void mr_backend_free_host(mr_backend *be, void *p) {
+    if (p != NULL) be->ops->free_host(be, p);
+}
+
+mr_status mr_backend_to_device(mr_backend *be, void *dst, const void *src, size_t bytes,
+                               mr_error *err) {
+    return be->ops->to_device(be, dst, src, bytes, err);
+}
+
+mr_status mr_backend_to_host(mr_backend *be, void *dst, const void *src, size_t bytes,
+                             mr_error *err) {
+    return be->ops->to_host(be, dst, src, bytes, err);
+}
+
+mr_status mr_backend_zero(mr_backend *be, void *dst, size_t bytes, mr_error *err) {
+    return be->ops->zero(be, dst, bytes, err);
+}
+
+mr_status mr_backend_scale(mr_backend *be, mr_dfloat *x, size_t n, float alpha, mr_error *err) {
+    return be->ops->scale(be, x, n, alpha, err);
+}
+
+mr_status mr_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                  const mr_dfloat *a, int lda, const mr_dfloat *b, int ldb, float beta,
+                  mr_dfloat *c, int ldc, mr_error *err) {
+    return be->ops->gemm(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+}
+
+float *mr_backend_host_view(const mr_backend *be, mr_dfloat *p) {
+    return be->host_memory ? mr_dfloat_ptr(p) : NULL;
+}
+
+const float *mr_backend_host_cview(const mr_backend *be, const mr_dfloat *p) {
+    return be->host_memory ? mr_dfloat_cptr(p) : NULL;
+}
+
+mr_status mr_backend_read(mr_backend *be, const mr_dfloat *p, size_t n, float *staging,
+                          const float **host, mr_error *err) {
+    const float *view = mr_backend_host_cview(be, p);
+    if (view != NULL) {
+        *host = view;
+        return MR_OK;
+    }
+    *host = staging;
+    return mr_backend_to_host(be, staging, p, sizeof(float) * n, err);
+}
+
+mr_status mr_backend_write(mr_backend *be, mr_dfloat *p, const float *host, size_t n,
+                           mr_error *err) {
+    if (host == mr_backend_host_view(be, p)) return MR_OK; /* filled in place */
+    return mr_backend_to_device(be, p, host, sizeof(float) * n, err);
+}
+
+mr_status mr_backend_reserve_scratch(mr_backend *be, size_t n, mr_error *err) {
+    if (be->scratch != NULL && n <= be->scratch_floats) return MR_OK;
+    mr_backend_free(be, be->scratch);
+    be->scratch_floats = 0;
+    be->scratch = mr_backend_alloc_floats(be, n > 0 ? n : 1);
+    if (be->scratch == NULL) {
+        char dev[32];
+        mr_backend_format(be, dev, sizeof dev);
+        return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for %zu floats of scratch", dev,
+                            n);
+    }
+    be->scratch_floats = n;
+    return MR_OK;
+}
+
+mr_dfloat *mr_backend_scratch(const mr_backend *be) {
+    return be->scratch;
+}
+
+void mr_backend_set_threads(mr_backend *be, int threads) {
+    if (be->ops->set_threads != NULL) be->ops->set_threads(be, threads);
+}

@@ -1,0 +1,111 @@
+/* test_kernels.c: the per-device kernel tables (models/kernels.h): the CPU
+ * table has every layer kind's kernels, the loss and the optimizer; a build
+ * without CUDA has no CUDA table, and every entry point says so for a
+ * context of that kind instead of crashing. Every layer kind's CPU kernels,
+ * reached through the dispatch (mr_layer_setup, mr_layer_forward,
+ * mr_layer_backward), also pass the gradient checks of test_layers,
+ * test_conv2d, test_pool, test_dropout and test_batchnorm. */
+#include <check.h>
+#include <string.h>
+
+#include "../models/kernels.h"
+#include "../runtime/tensor_impl.h"
+#include "gradcheck.h"
+#include "testutil.h"
+
+START_TEST(cpu_table_complete) {
+    const mr_kernels *k = mr_kernels_for(MR_DEVICE_CPU);
+    ck_assert_ptr_nonnull(k);
+    ck_assert_ptr_eq(k, mr_kernels_cpu());
+    ck_assert_str_eq(k->device, "cpu");
+    ck_assert_ptr_null(k->layer[MR_LAYER_INPUT]);
+    for (int kind = MR_LAYER_INPUT + 1; kind < MR_LAYER_KIND_COUNT; kind++) {
+        const mr_layer_kernels *lk = k->layer[kind];
+        ck_assert_msg(lk != NULL, "no CPU kernels for [%s]", mr_layer_kind_name(kind));
+        ck_assert_ptr_nonnull(lk->forward);
+        ck_assert_ptr_nonnull(lk->backward);
+        ck_assert_ptr_nonnull(mr_layer_ops_for(kind));
+    }
+    ck_assert_ptr_nonnull(k->loss);
+    ck_assert_ptr_nonnull(k->loss->compute);
+    ck_assert_ptr_nonnull(k->optimizer);
+    ck_assert_ptr_nonnull(k->optimizer->adam);
+    ck_assert_ptr_nonnull(k->optimizer->sgd);
+}
+END_TEST
+
+/* A context of a kind without kernels: faked from the CPU context, as no
+ * CUDA context can be made in this build. */
+static mr_backend cuda_kind(void) {
+    mr_backend fake = *tu_cpu_backend();
+    fake.kind = MR_DEVICE_CUDA;
+    fake.scratch = NULL;
+    fake.scratch_floats = 0;
+    return fake;
+}
+
+START_TEST(no_cuda_kernels) {
+    ck_assert_ptr_null(mr_kernels_cuda());
+    ck_assert_ptr_null(mr_kernels_for(MR_DEVICE_CUDA));
+    mr_backend fake = cuda_kind();
+    mr_error err = {0};
+    /* a layer */
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DENSE);
+    c.line = 4;
+    mr_layer l = {0};
+    l.ops = mr_layer_ops_for(MR_LAYER_DENSE);
+    l.cfg = &c;
+    l.in = (mr_shape){1, {3, 0, 0}};
+    ck_assert_int_eq(mr_layer_setup(&l, &fake, 2, "g.cfg", &err), MR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "g.cfg:4: [dense]: no kernels for"), "%s", err.msg);
+    mr_layer_destroy(&l);
+    /* the loss and the optimizer */
+    float out[6] = {0}, w[3] = {0}, g[3] = {0};
+    int32_t labels[2] = {0, 1};
+    double sum = 0.0;
+    int64_t correct = 0;
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_loss_compute(&fake, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1,
+                                     mr_dfloat_cof(out), labels, 2, 3, 2.0f, NULL, &sum, &correct,
+                                     &err),
+                     MR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "no ") && strstr(err.msg, "in this build"), "%s", err.msg);
+    mr_optimizer opt = {.kind = MR_OPTIMIZER_SGD};
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_optimizer_step(&opt, &fake, 0.1f, 1, mr_dfloat_of(w), mr_dfloat_cof(g),
+                                       NULL, NULL, 3, &err),
+                     MR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "in this build"), "%s", err.msg);
+}
+END_TEST
+
+/* The wrappers reach the kind's kernels: a max pool's forward through
+ * mr_layer_forward on the CPU context. */
+START_TEST(dispatch_reaches_the_kernels) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_MAXPOOL);
+    mr_layer l = {0};
+    l.ops = mr_layer_ops_for(MR_LAYER_MAXPOOL);
+    l.cfg = &c;
+    l.in = (mr_shape){3, {2, 2, 1}};
+    mr_error err = {0};
+    ck_assert_int_eq(mr_layer_setup(&l, tu_cpu_backend(), 1, "t.cfg", &err), MR_OK);
+    ck_assert_ptr_eq(l.kern, mr_kernels_cpu()->layer[MR_LAYER_MAXPOOL]);
+    ck_assert_ptr_eq(l.be, tu_cpu_backend());
+    float x[4] = {1.0f, 4.0f, -2.0f, 3.0f}, y[1] = {0};
+    mr_run run = {.be = tu_cpu_backend()};
+    ck_assert_int_eq(gc_forward(&l, &run, 1, x, y), MR_OK);
+    ck_assert_float_eq(y[0], 4.0f);
+    mr_layer_destroy(&l);
+    ck_assert_ptr_null(l.kern);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("kernels");
+    tcase_add_test(tc, cpu_table_complete);
+    tcase_add_test(tc, no_cuda_kernels);
+    tcase_add_test(tc, dispatch_reaches_the_kernels);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
