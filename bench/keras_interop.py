@@ -19,7 +19,9 @@ For each config:
      N epochs in Keras, model.save("NAME.keras_made.h5"), evaluated in
      Keras; then mirrored_eval NAME.keras_made.h5 --cfg CFG evaluates the
      same file, again within 0.001 (skipped with a message when
-     build/launch/mirrored_eval is missing).
+     build/launch/mirrored_eval is missing); and mirrored_train CFG
+     --init-weights NAME.keras_made.h5 trains one more epoch from Keras's
+     weights (its test accuracy is printed).
 Prints a Markdown table of all figures; exits 1 if a pair disagrees.
 """
 import argparse
@@ -206,6 +208,14 @@ def keras_to_mirrored(args, cfg, name, train, test, rows):
     print(f"{name}: Keras {k_acc:.4f} / mirrored_eval {acc:.4f} (loss {k_loss:.4f} / {loss:.4f})")
     rows.append((name, "Keras model.save(.h5) -> mirrored_eval", args.epochs,
                  f"Keras ({train_s:.0f} s)", loss, acc, k_loss, k_acc))
+    # --init-weights reads the same file through the same reader
+    # (mr_keras_read_weights) and goes on training from Keras's weights
+    cont = os.path.join(args.out, f"{name}.from_keras.h5")
+    out = run([os.path.join(args.build, "launch", "mirrored_train"), cfg, "--init-weights", made,
+               "--epochs", "1", "--devices", args.devices, "--save", cont])
+    c_loss, c_acc = result_line(out, "mirrored_train --init-weights")
+    print(f"{name}: mirrored_train --init-weights {os.path.basename(made)}, one more epoch: "
+          f"test accuracy {k_acc:.4f} -> {c_acc:.4f} (loss {k_loss:.4f} -> {c_loss:.4f})")
 
 
 def main():

@@ -30,7 +30,8 @@ meson test -C build --print-errorlogs --num-processes 1
 echo "== address + undefined sanitizers: unit, CLI, export and MPI tests"
 setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export LSAN_OPTIONS=suppressions=$supp/lsan.supp
+# print_suppressions=0: the tests read what a refused run prints, one line
+export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs --suite unit --num-processes 2
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compare export
 # the slow unwinder reaches OpenMPI's frames, so its leaks can be told from ours
