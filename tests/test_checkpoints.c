@@ -58,18 +58,7 @@ static void run_ok(const char *cmd) {
 }
 
 static char *read_in_dir(const char *name) {
-    char p[8192];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return tu_read_file(p, NULL);
-}
-
-static void params_hash(const char *json, char *hash) {
-    char *j = read_in_dir(json);
-    ck_assert_msg(j != NULL, "%s missing", json);
-    const char *h = strstr(j, "\"params_hash\": \"");
-    ck_assert_ptr_nonnull(h);
-    snprintf(hash, 17, "%s", h + strlen("\"params_hash\": \""));
-    free(j);
+    return tu_read_in(dir, name);
 }
 
 /* The --metrics CSV without the timing columns (samples/s, seconds). */
@@ -95,8 +84,8 @@ static char *metrics(const char *name) {
 
 static void same_run(const char *json_a, const char *csv_a, const char *json_b, const char *csv_b) {
     char a[17], b[17];
-    params_hash(json_a, a);
-    params_hash(json_b, b);
+    tu_params_hash(dir, json_a, a);
+    tu_params_hash(dir, json_b, b);
     ck_assert_msg(strcmp(a, b) == 0, "weights differ: %s %s, %s %s", json_a, a, json_b, b);
     char *ma = metrics(csv_a), *mb = metrics(csv_b);
     ck_assert_msg(strcmp(ma, mb) == 0, "metrics differ:\n%s\n%s", ma, mb);

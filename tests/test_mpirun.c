@@ -62,19 +62,7 @@ __attribute__((noinline)) static int count(const char *s, const char *what) {
 }
 
 static char *read_in_dir(const char *name) {
-    char p[8192];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return tu_read_file(p, NULL);
-}
-
-/* "params_hash": "<16 hex digits>" of a --json file in dir. */
-static void params_hash(const char *json_name, char *hash) {
-    char *j = read_in_dir(json_name);
-    ck_assert_msg(j != NULL, "%s missing", json_name);
-    const char *h = strstr(j, "\"params_hash\": \"");
-    ck_assert_ptr_nonnull(h);
-    snprintf(hash, 17, "%s", h + strlen("\"params_hash\": \""));
-    free(j);
+    return tu_read_in(dir, name);
 }
 
 /* mpirun that must succeed; returns its output (malloc'd). */
@@ -88,8 +76,8 @@ static char *mpirun_ok(const char *mpirun_args, const char *script) {
 /* The two runs' --json files name bitwise the same weights. */
 static void same_weights(const char *json_a, const char *json_b) {
     char a[17], b[17];
-    params_hash(json_a, a);
-    params_hash(json_b, b);
+    tu_params_hash(dir, json_a, a);
+    tu_params_hash(dir, json_b, b);
     ck_assert_msg(strcmp(a, b) == 0, "%s: %s, %s: %s", json_a, a, json_b, b);
 }
 

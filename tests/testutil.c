@@ -103,6 +103,22 @@ char *tu_read_file(const char *path, size_t *len) {
     return buf;
 }
 
+char *tu_read_in(const char *dir, const char *name) {
+    char p[8192];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return tu_read_file(p, NULL);
+}
+
+void tu_params_hash(const char *dir, const char *json_name, char *hash) {
+    static const char key[] = "\"params_hash\": \"";
+    char *j = tu_read_in(dir, json_name);
+    ck_assert_msg(j != NULL, "%s missing", json_name);
+    const char *h = strstr(j, key);
+    ck_assert_msg(h != NULL, "%s has no params_hash", json_name);
+    snprintf(hash, 17, "%s", h + strlen(key));
+    free(j);
+}
+
 int tu_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;

@@ -28,6 +28,13 @@ int tu_run(const char *cmd, char **output);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL if it cannot. */
 char *tu_read_file(const char *path, size_t *len);
 
+/* tu_read_file of dir/name. */
+char *tu_read_in(const char *dir, const char *name);
+
+/* The "params_hash" (16 hex digits) of the --json file dir/json_name into
+ * hash[17]; fails the test when the file or the key is missing. */
+void tu_params_hash(const char *dir, const char *json_name, char *hash);
+
 /* 1 if the file exists. */
 int tu_exists(const char *path);
 
