@@ -270,7 +270,8 @@ int main(int argc, char **argv) {
         st = mr_error_set(&err, MR_ERR_USAGE, "--predict: run mirrored_eval as one process");
     if (st == MR_OK) st = load_config(&c, &ck, &has_ck, &cfg, &err);
     mr_strategy_opts opts = {.job = &job};
-    if (st == MR_OK) st = mr_devices_parse(c.devices, job.cores, &opts.devices, &err);
+    mr_device_env env = {job.cores, job.local_rank, job.local_size, NULL};
+    if (st == MR_OK) st = mr_devices_parse(c.devices, &env, &opts.devices, &err);
     if (st == MR_OK && lead) st = mr_cli_check_writable("--json", c.json, &err);
     /* the data: --data, or the test set of the .cfg */
     char images[MR_PATH_MAX] = "", labels[MR_PATH_MAX] = "";

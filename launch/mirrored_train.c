@@ -88,8 +88,16 @@ static void usage(FILE *out) {
 }
 
 /* Replica i of process p's devices ("cpu:2"): CPU replicas are numbered
- * across the job, in rank order. */
+ * across the job, in rank order; GPUs are those of each node ("gpu:1" for
+ * this process, "1 GPU" for another, whose choice this one does not see). */
 static void rank_devices(const mr_job *job, const mr_device_set *mine, int p, char *buf, size_t n) {
+    if (mine->kind == MR_DEVICE_CUDA) {
+        if (p == job->rank)
+            mr_devices_format(mine, buf, n);
+        else
+            snprintf(buf, n, "%d GPU%s", job->replicas[p], job->replicas[p] == 1 ? "" : "s");
+        return;
+    }
     mr_device_set set = *mine;
     set.count = job->replicas[p];
     for (int i = 0; i < set.count && i < MR_MAX_REPLICAS; i++)
@@ -345,7 +353,8 @@ static mr_status prepare(const cli *c, const mr_job *job, mr_config *cfg, mr_str
     MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
     if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
     if (c->seed >= 0) cfg->net.seed = c->seed;
-    MR_CHECK(mr_devices_parse(c->devices_spec, job->cores, &opts->devices, err));
+    mr_device_env env = {job->cores, job->local_rank, job->local_size, NULL};
+    MR_CHECK(mr_devices_parse(c->devices_spec, &env, &opts->devices, err));
     mr_device_set *d = &opts->devices;
     if (d->kind == MR_DEVICE_CPU && strcmp(c->devices_spec, "auto") == 0) {
         d->count = auto_replicas(cfg, job->size, d->count);
@@ -514,7 +523,7 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
 
 /* The start-up line: replicas and where they run, the communicator, the
  * batch, and the learning rate with the rule that made it. */
-static void print_plan(const mr_job *job, const mr_strategy *strategy, const mr_device_set *devs,
+static void print_plan(const mr_job *job, mr_strategy *strategy, const mr_device_set *devs,
                        const mr_config *cfg, int64_t n_train, int64_t n_val) {
     const mr_fit_plan *plan = mr_strategy_plan(strategy);
     const mr_comm *comm = mr_strategy_comm(strategy);
@@ -537,8 +546,23 @@ static void print_plan(const mr_job *job, const mr_strategy *strategy, const mr_
             printf(", hierarchical all-reduce (%s)", buf);
         } else if (strcmp(mr_comm_name(comm), "mpi") == 0) {
             printf(", MPI all-reduce (mpi)");
+        } else if (strcmp(mr_comm_name(comm), "nccl") == 0) {
+            printf(", NCCL all-reduce (nccl)");
         } else {
             printf(", shared-memory all-reduce (local)");
+        }
+    }
+    if (devs->kind == MR_DEVICE_CUDA) {
+        /* after the models are built: what each of this process's GPUs holds */
+        printf(", device memory in use");
+        for (int r = 0; r < plan->local_replicas; r++) {
+            mr_backend *be = mr_strategy_replica(strategy, r)->be;
+            size_t used = 0, total = 0;
+            char dev[32];
+            mr_backend_format(be, dev, sizeof dev);
+            if (mr_backend_memory(be, &used, &total, NULL) == MR_OK && total > 0)
+                printf("%s %s %.2f of %.1f GiB", r ? "," : "", dev, (double)used / 1073741824.0,
+                       (double)total / 1073741824.0);
         }
     }
     printf(", batch %d/replica", plan->batch);
@@ -610,7 +634,9 @@ int main(int argc, char **argv) {
         if (lead && c.action == RUN_HELP) usage(stdout);
         if (lead && c.action == RUN_VERSION) printf("mirrored %s\n", MR_VERSION);
         if (lead && c.action == RUN_HELP_CONFIG) mr_config_write_reference(stdout, c.markdown);
-        if (lead && c.action == RUN_LIST) mr_devices_list(stdout, job.cores);
+        if (lead && c.action == RUN_LIST)
+            mr_devices_list(stdout,
+                            &(mr_device_env){job.cores, job.local_rank, job.local_size, NULL});
         mr_job_finalize(&job);
         return MR_EXIT_OK;
     }

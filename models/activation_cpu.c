@@ -26,19 +26,8 @@ MR_HOT void mr_cpu_activation_forward(mr_activation act, float *y, int rows, int
             y[i] = tanhf(y[i]);
         break;
     case MR_ACTIVATION_SOFTMAX:
-        for (int r = 0; r < rows; r++) {
-            float *row = y + (int64_t)r * width;
-            float mx = row[0], sum = 0.0f;
-            for (int j = 1; j < width; j++)
-                mx = row[j] > mx ? row[j] : mx;
-            for (int j = 0; j < width; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j < width; j++)
-                row[j] *= inv;
-        }
+        for (int r = 0; r < rows; r++)
+            mr_softmax_row(y + (int64_t)r * width, width);
         break;
     }
 }
@@ -62,16 +51,8 @@ MR_HOT void mr_cpu_activation_backward(mr_activation act, const float *y, float 
             dy[i] *= mr_tanh_grad(y[i]);
         break;
     case MR_ACTIVATION_SOFTMAX:
-        /* dx_j = y_j (dy_j - sum_k dy_k y_k) */
-        for (int r = 0; r < rows; r++) {
-            const float *yr = y + (int64_t)r * width;
-            float *dr = dy + (int64_t)r * width;
-            float dot = 0.0f;
-            for (int j = 0; j < width; j++)
-                dot += dr[j] * yr[j];
-            for (int j = 0; j < width; j++)
-                dr[j] = yr[j] * (dr[j] - dot);
-        }
+        for (int r = 0; r < rows; r++)
+            mr_softmax_grad_row(y + (int64_t)r * width, dy + (int64_t)r * width, width);
         break;
     }
 }

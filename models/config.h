@@ -11,6 +11,9 @@
 #include <stdio.h>
 
 #include "../runtime/error.h"
+#include "../runtime/hd.h"
+
+MR_C_BEGIN
 
 #define MR_MAX_LAYERS 64
 #define MR_PATH_MAX   1024
@@ -139,5 +142,7 @@ const char *mr_loss_name(mr_loss_kind loss);
 /* Writes the reference of every section and key: a Markdown table when
  * markdown is nonzero (the README's), plain text otherwise (--help-config). */
 void mr_config_write_reference(FILE *out, int markdown);
+
+MR_C_END
 
 #endif

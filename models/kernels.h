@@ -12,9 +12,12 @@
 #ifndef MR_KERNELS_H
 #define MR_KERNELS_H
 
+#include "../runtime/hd.h"
 #include "layer.h"
 #include "loss.h"
 #include "optimizer.h"
+
+MR_C_BEGIN
 
 typedef struct mr_kernels {
     const char *device; /* "cpu", "cuda" */
@@ -31,5 +34,7 @@ const mr_kernels *mr_kernels_for(mr_device_kind kind);
 const mr_kernels *mr_kernels_cpu(void);
 /* kernels_cuda.cu, or kernels_nocuda.c: NULL */
 const mr_kernels *mr_kernels_cuda(void);
+
+MR_C_END
 
 #endif

@@ -23,8 +23,11 @@
 
 #include "../runtime/backend.h"
 #include "../runtime/error.h"
+#include "../runtime/hd.h"
 #include "../runtime/tensor.h"
 #include "config.h"
+
+MR_C_BEGIN
 
 /* Shape of one example (no batch axis): rank 3 is (H, W, C), rank 1 is (F). */
 typedef struct mr_shape {
@@ -171,5 +174,7 @@ extern const mr_layer_ops mr_maxpool_ops;    /* pool.c */
 extern const mr_layer_ops mr_avgpool_ops;    /* pool.c */
 extern const mr_layer_ops mr_dropout_ops;    /* dropout.c */
 extern const mr_layer_ops mr_batchnorm_ops;  /* batchnorm.c */
+
+MR_C_END
 
 #endif

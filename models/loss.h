@@ -11,7 +11,10 @@
 #include <stdint.h>
 
 #include "../runtime/backend.h"
+#include "../runtime/hd.h"
 #include "config.h"
+
+MR_C_BEGIN
 
 /* out: (batch, k) model outputs (device memory): logits when
  * `fused_softmax` (softmax + cross-entropy computed together, stable
@@ -34,5 +37,7 @@ typedef struct mr_loss_kernels {
 
 /* 1 when the loss takes logits from a final softmax (the cross-entropies). */
 int mr_loss_fuses_softmax(mr_loss_kind kind);
+
+MR_C_END
 
 #endif

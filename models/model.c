@@ -162,9 +162,23 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     for (int i = 0; i < m->n_layers; i++)
         ok = ok && m->acts[i];
     if (!ok) {
+        /* what was asked for, and what the device had: a GPU's memory is
+         * shared with the other contexts and processes on it */
+        int64_t want = np * (2 + nslots) + (int64_t)grads_extra + ns + 2 * max_batch * widest +
+                       (int64_t)scratch + (int64_t)max_batch * m->in_size;
+        for (int i = 0; i < m->n_layers; i++)
+            if (!m->layers[i].ops->view) want += max_batch * mr_shape_size(m->layers[i].out);
         mr_model_free(m);
-        return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for the model at batch %d",
-                            cfg->path, max_batch);
+        char dev[32], mem[96] = "";
+        size_t used = 0, total = 0;
+        mr_backend_format(be, dev, sizeof dev);
+        if (mr_backend_memory(be, &used, &total, NULL) == MR_OK && total > 0)
+            snprintf(mem, sizeof mem, "; %.1f MiB of %.1f MiB free",
+                     (double)(total - used) / 1048576.0, (double)total / 1048576.0);
+        return mr_error_set(err, MR_ERR_NOMEM,
+                            "%s: %s: out of memory for the model at batch %d (parameters, "
+                            "optimizer slots, activations and scratch: %.1f MiB%s)",
+                            cfg->path, dev, max_batch, (double)want * 4.0 / 1048576.0, mem);
     }
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];

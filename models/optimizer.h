@@ -12,7 +12,10 @@
 #include <stdint.h>
 
 #include "../runtime/backend.h"
+#include "../runtime/hd.h"
 #include "config.h"
+
+MR_C_BEGIN
 
 typedef struct mr_optimizer {
     mr_optimizer_kind kind;
@@ -46,5 +49,7 @@ typedef struct mr_optimizer_kernels {
     mr_status (*sgd)(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *vel, size_t n,
                      float lr, float momentum, int nesterov, mr_error *err);
 } mr_optimizer_kernels;
+
+MR_C_END
 
 #endif

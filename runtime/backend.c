@@ -121,3 +121,12 @@ mr_dfloat *mr_backend_scratch(const mr_backend *be) {
 void mr_backend_set_threads(mr_backend *be, int threads) {
     if (be->ops->set_threads != NULL) be->ops->set_threads(be, threads);
 }
+
+mr_status mr_backend_enter(mr_backend *be, mr_error *err) {
+    return be->ops->enter != NULL ? be->ops->enter(be, err) : MR_OK;
+}
+
+mr_status mr_backend_memory(mr_backend *be, size_t *used, size_t *total, mr_error *err) {
+    *used = *total = 0;
+    return be->ops->memory != NULL ? be->ops->memory(be, used, total, err) : MR_OK;
+}

@@ -2,10 +2,11 @@
  *
  * A backend context (mr_backend) is what a replica computes with: its
  * device kind and ordinal, the table of operations of that kind, scratch
- * memory for the layers, and the implementation's own state (CUDA, in a
- * later .cu sibling: the device, stream(s), cuBLAS and cuDNN handles).
+ * memory for the layers, and the implementation's own state (CUDA,
+ * runtime/cuda_impl.h: the device, streams, cuBLAS and cuDNN handles).
  * The strategy creates one per replica (mr_backend_create) and hands it to
- * the model; one thread uses a context at a time.
+ * the model; one thread uses a context at a time, after binding itself to
+ * the context's device (mr_backend_enter).
  *
  * This table holds what every device kind offers whatever the model:
  * memory (device and host staging), copies between them, zeroing, scaling
@@ -18,16 +19,21 @@
  * memory (the CPU), uses it in place through a host view, so the CPU path
  * copies nothing.
  *
- * Implementations: backend_cpu.c (OpenBLAS); a CUDA one is a .cu sibling
- * that meson builds instead of backend_nocuda.c, whose create says that
- * this build has no CUDA backend. Matrices are row-major. */
+ * Implementations: backend_cpu.c (OpenBLAS) and backend_cuda.c (the CUDA
+ * runtime and cuBLAS; its kernels are the .cu files of models/), which
+ * meson builds where it finds the CUDA toolkit, else backend_nocuda.c,
+ * whose create says that this build has no CUDA backend. Matrices are
+ * row-major. */
 #ifndef MR_BACKEND_H
 #define MR_BACKEND_H
 
 #include <stddef.h>
 
 #include "error.h"
+#include "hd.h"
 #include "tensor.h"
+
+MR_C_BEGIN
 
 typedef enum mr_device_kind { MR_DEVICE_CPU, MR_DEVICE_CUDA } mr_device_kind;
 
@@ -60,6 +66,12 @@ typedef struct mr_backend_ops {
     /* Sets how many threads the backend's math library may use (CPU:
      * OpenBLAS's setting, which is process-wide). May be NULL. */
     void (*set_threads)(mr_backend *be, int threads);
+    /* Binds the calling thread to the context's device (CUDA: makes it
+     * the current device). May be NULL (the CPU: nothing to bind). */
+    mr_status (*enter)(mr_backend *be, mr_error *err);
+    /* The device's memory: bytes in use (by every context and process on
+     * it) and in all. May be NULL (the CPU: not reported). */
+    mr_status (*memory)(mr_backend *be, size_t *used, size_t *total, mr_error *err);
     /* Frees the implementation's state and the context itself. */
     void (*destroy)(mr_backend *be);
 } mr_backend_ops;
@@ -132,7 +144,17 @@ mr_dfloat *mr_backend_scratch(const mr_backend *be);
  * global to the process: the strategy sets it once for all its replicas. */
 void mr_backend_set_threads(mr_backend *be, int threads);
 
+/* Binds the calling thread to be's device; a replica's thread calls it
+ * before anything else on the context (MR_OK where there is nothing to do). */
+mr_status mr_backend_enter(mr_backend *be, mr_error *err);
+
+/* Bytes of the device's memory in use and in all; *total 0 where the
+ * device kind does not report it (the CPU). */
+mr_status mr_backend_memory(mr_backend *be, size_t *used, size_t *total, mr_error *err);
+
 /* Number of cores this process may run on (sched_getaffinity), at least 1. */
 int mr_cpu_cores(void);
+
+MR_C_END
 
 #endif

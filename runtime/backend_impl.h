@@ -6,6 +6,9 @@
 #define MR_BACKEND_IMPL_H
 
 #include "backend.h"
+#include "hd.h"
+
+MR_C_BEGIN
 
 /* backend_cpu.c: a CPU context (OpenBLAS); its memory is host memory. */
 mr_status mr_backend_cpu_create(int ordinal, mr_backend **out, mr_error *err);
@@ -18,5 +21,7 @@ mr_status mr_backend_cuda_create(int ordinal, mr_backend **out, mr_error *err);
  * C (m x n) = alpha * op(A) op(B) + beta * C. */
 void mr_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+MR_C_END
 
 #endif

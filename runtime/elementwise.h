@@ -34,6 +34,32 @@ MR_HD static inline float mr_tanh_grad(float y) {
     return 1.0f - y * y;
 }
 
+/* Softmax of one row (width floats) in place, the max subtracted first so
+ * expf never overflows; one pass per step in index order (the CPU loop
+ * and a GPU thread per row sum alike). */
+MR_HD static inline void mr_softmax_row(float *row, int width) {
+    float mx = row[0], sum = 0.0f;
+    for (int j = 1; j < width; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    for (int j = 0; j < width; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < width; j++)
+        row[j] *= inv;
+}
+
+/* dy (one row) becomes dL/dx through the softmax whose output is y:
+ * dx_j = y_j (dy_j - sum_k dy_k y_k). */
+MR_HD static inline void mr_softmax_grad_row(const float *y, float *dy, int width) {
+    float dot = 0.0f;
+    for (int j = 0; j < width; j++)
+        dot += dy[j] * y[j];
+    for (int j = 0; j < width; j++)
+        dy[j] = y[j] * (dy[j] - dot);
+}
+
 /* Adam as Keras 3 writes it: alpha = lr * sqrt(1 - b2^t) / (1 - b1^t) is
  * computed once per step; epsilon is added outside the square root. */
 MR_HD static inline void mr_adam_update(float *w, float g, float *m, float *v, float alpha,

@@ -11,6 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hd.h"
+
+MR_C_BEGIN
+
 typedef enum mr_status {
     MR_OK = 0,
     MR_ERR_USAGE,       /* bad command-line option or value */
@@ -65,5 +69,7 @@ const char *mr_status_name(mr_status status);
             abort();                                                                               \
         }                                                                                          \
     } while (0)
+
+MR_C_END
 
 #endif

@@ -12,4 +12,16 @@
 #define MR_HD
 #endif
 
+/* MR_C_BEGIN / MR_C_END wrap the declarations of a header that .cu files
+ * include (compiled as C++ by nvcc), so they keep C linkage: the functions
+ * are defined in C files. Placed after the header's own #includes, since
+ * Random123 and the CUDA headers hold C++ templates under nvcc. */
+#ifdef __cplusplus
+#define MR_C_BEGIN extern "C" {
+#define MR_C_END   }
+#else
+#define MR_C_BEGIN
+#define MR_C_END
+#endif
+
 #endif

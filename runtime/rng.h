@@ -20,6 +20,8 @@
 
 #include "hd.h"
 
+MR_C_BEGIN
+
 /* Streams separate the uses of one seed so they never share counters. */
 enum {
     MR_RNG_STREAM_INIT = 1,    /* weight initialisation: ctr = (layer, weight, index) */
@@ -55,5 +57,7 @@ void mr_rng_uniform(uint64_t seed, uint32_t stream, uint32_t a, uint32_t b, floa
  * only on (seed, epoch): Fisher-Yates driven by Philox (unbiased via 64-bit
  * multiply-shift on two words). */
 void mr_rng_permutation(uint64_t seed, int64_t epoch, int64_t *perm, int64_t n);
+
+MR_C_END
 
 #endif

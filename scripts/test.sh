@@ -6,7 +6,11 @@
 #      checkpoint and MPI tests under AddressSanitizer + UndefinedBehavior
 #      Sanitizer,
 #   3. the collective, strategy and MPI tests under ThreadSanitizer,
-#   4. the unit and CLI tests of a build without MPI (job_single.c).
+#   4. the unit and CLI tests of a build without MPI and CUDA (job_single.c,
+#      the *_nocuda.c files).
+# Where the CUDA toolkit is installed (/usr/local/cuda) the first three
+# builds include the CUDA backend; its GPU tests run where a GPU is visible
+# and are reported as SKIP, with the reason, where none is.
 # Warnings are errors in every build. OpenMPI's own leaks and races are
 # suppressed (tests/lsan.supp, tests/tsan_openmpi.supp); ours are not.
 set -euo pipefail
@@ -47,8 +51,8 @@ OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs local strategy
 OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite mpi
 unset TSAN_OPTIONS
 
-echo "== without MPI: unit and CLI tests"
-setup build-nompi -Dmpi=disabled
+echo "== without MPI and CUDA: unit and CLI tests"
+setup build-nompi -Dmpi=disabled -Dcuda=disabled
 meson test -C build-nompi --print-errorlogs --suite unit
 meson test -C build-nompi --print-errorlogs cli
 echo "== all test suites passed"

@@ -8,23 +8,80 @@
 #include <unistd.h>
 
 int mr_gpu_count(void) {
-    return 0; /* no CUDA backend in this build */
+    return mr_gpu_discover()->count;
 }
 
-static mr_status no_gpu(const char *spec, mr_error *err) {
+static mr_status no_gpu(const char *spec, const mr_gpu_list *gpus, mr_error *err) {
     return mr_error_set(err, MR_ERR_UNSUPPORTED,
-                        "--devices %s: no GPU available (this build has no CUDA backend); "
-                        "use --devices cpu or cpu:N",
-                        spec);
+                        "--devices %s: no GPU available (%s); use --devices cpu or cpu:N", spec,
+                        gpus->reason[0] ? gpus->reason : "the CUDA runtime sees no GPU");
 }
 
-mr_status mr_devices_parse(const char *spec, int cores, mr_device_set *out, mr_error *err) {
+/* "0,2" into out->ordinals: indices of visible GPUs, each once. */
+static mr_status parse_gpu_list(const char *spec, const char *p, const mr_gpu_list *gpus,
+                                mr_device_set *out, mr_error *err) {
+    while (1) {
+        char *end;
+        errno = 0;
+        long i = strtol(p, &end, 10);
+        if (end == p || errno || !isdigit((unsigned char)*p) || (*end != ',' && *end != '\0'))
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "--devices %s: '%s' is not a list of GPU indices (use gpu:0,2)",
+                                spec, p);
+        if (i >= gpus->count)
+            return mr_error_set(err, MR_ERR_UNSUPPORTED,
+                                "--devices %s: there is no GPU %ld (%d visible: 0..%d)", spec, i,
+                                gpus->count, gpus->count - 1);
+        for (int k = 0; k < out->count; k++)
+            if (out->ordinals[k] == (int)i)
+                return mr_error_set(err, MR_ERR_USAGE, "--devices %s: GPU %ld listed twice", spec,
+                                    i);
+        if (out->count == MR_MAX_REPLICAS)
+            return mr_error_set(err, MR_ERR_USAGE, "--devices %s: more than %d GPUs", spec,
+                                MR_MAX_REPLICAS);
+        out->ordinals[out->count++] = (int)i;
+        if (*end == '\0') return MR_OK;
+        p = end + 1;
+    }
+}
+
+/* The GPUs of "gpu", "gpu:LIST" (or "auto" with GPUs), then this process's
+ * part of them when the node has several processes. */
+static mr_status parse_gpus(const char *spec, const mr_device_env *env, const mr_gpu_list *gpus,
+                            mr_device_set *out, mr_error *err) {
+    out->kind = MR_DEVICE_CUDA;
+    if (gpus->count == 0) return no_gpu(spec, gpus, err);
+    if (strncmp(spec, "gpu:", 4) == 0) {
+        MR_CHECK(parse_gpu_list(spec, spec + 4, gpus, out, err));
+    } else {
+        out->count = gpus->count < MR_MAX_REPLICAS ? gpus->count : MR_MAX_REPLICAS;
+        for (int i = 0; i < out->count; i++)
+            out->ordinals[i] = gpus->gpu[i].ordinal;
+    }
+    int procs = env->local_size > 1 ? env->local_size : 1;
+    if (procs == 1) return MR_OK;
+    if (out->count < procs)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED,
+                            "--devices %s: %d processes on this node but %d GPU%s for them (one "
+                            "GPU or more per process: mpirun -np at most the GPUs of a node)",
+                            spec, procs, out->count, out->count == 1 ? "" : "s");
+    /* process k of n takes the k-th of n equal parts, in list order */
+    int per = out->count / procs;
+    memmove(out->ordinals, out->ordinals + env->local_rank * per, sizeof(int) * (size_t)per);
+    out->count = per;
+    return MR_OK;
+}
+
+mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, mr_device_set *out,
+                           mr_error *err) {
+    mr_device_env env = env_in ? *env_in : (mr_device_env){0};
+    const mr_gpu_list *gpus = env.gpus ? env.gpus : mr_gpu_discover();
     memset(out, 0, sizeof *out);
     out->kind = MR_DEVICE_CPU;
-    out->cores = cores > 0 ? cores : mr_cpu_cores();
+    out->cores = env.cores > 0 ? env.cores : mr_cpu_cores();
     if (strcmp(spec, "auto") == 0) {
-        out->count = mr_gpu_count() > 0 ? mr_gpu_count() : out->cores;
-        if (out->count > MR_MAX_REPLICAS) out->count = MR_MAX_REPLICAS;
+        if (gpus->count > 0) return parse_gpus(spec, &env, gpus, out, err);
+        out->count = out->cores < MR_MAX_REPLICAS ? out->cores : MR_MAX_REPLICAS;
     } else if (strcmp(spec, "cpu") == 0) {
         out->count = 1;
     } else if (strncmp(spec, "cpu:", 4) == 0) {
@@ -42,7 +99,7 @@ mr_status mr_devices_parse(const char *spec, int cores, mr_device_set *out, mr_e
                                 MR_MAX_REPLICAS);
         out->count = (int)n;
     } else if (strcmp(spec, "gpu") == 0 || strncmp(spec, "gpu:", 4) == 0) {
-        return no_gpu(spec, err);
+        return parse_gpus(spec, &env, gpus, out, err);
     } else {
         return mr_error_set(
             err, MR_ERR_USAGE,
@@ -68,28 +125,51 @@ void mr_devices_format(const mr_device_set *set, char *buf, size_t n) {
     }
 }
 
-void mr_devices_list(FILE *out, int cores) {
-    if (cores <= 0) cores = mr_cpu_cores();
-    char model[256] = "unknown CPU";
+static void cpu_model(char *model, size_t n) {
+    snprintf(model, n, "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f != NULL) {
-        char line[512];
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0) {
-                char *c = strchr(line, ':');
-                if (c) {
+    if (f == NULL) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ')
                     c++;
-                    while (*c == ' ')
-                        c++;
-                    c[strcspn(c, "\n")] = '\0';
-                    snprintf(model, sizeof model, "%s", c);
-                }
-                break;
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(model, n, "%s", c);
             }
-        fclose(f);
-    }
+            break;
+        }
+    fclose(f);
+}
+
+void mr_devices_list(FILE *out, const mr_device_env *env) {
+    int cores = env && env->cores > 0 ? env->cores : mr_cpu_cores();
+    const mr_gpu_list *gpus = env && env->gpus ? env->gpus : mr_gpu_discover();
+    char model[256];
+    cpu_model(model, sizeof model);
     long mem = sysconf(_SC_PHYS_PAGES) * (sysconf(_SC_PAGESIZE) / 1024) / 1024;
-    fprintf(out, "cpu: %s, %d core%s usable, %ld MiB memory (auto: up to %d CPU replica%s)\n",
-            model, cores, cores == 1 ? "" : "s", mem, cores, cores == 1 ? "" : "s");
-    fprintf(out, "gpu: none (this build has no CUDA backend)\n");
+    fprintf(out, "cpu: %s, %d core%s usable, %ld MiB memory\n", model, cores, cores == 1 ? "" : "s",
+            mem);
+    char drv[16], rt[16];
+    mr_cuda_version_format(gpus->driver_version, drv, sizeof drv);
+    mr_cuda_version_format(gpus->runtime_version, rt, sizeof rt);
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    char vis[160] = "";
+    if (visible != NULL) snprintf(vis, sizeof vis, ", CUDA_VISIBLE_DEVICES=%s", visible);
+    if (gpus->count == 0) {
+        fprintf(out, "gpu: none (%s; CUDA driver %s, runtime %s%s)\n", gpus->reason, drv, rt, vis);
+        fprintf(out, "auto: %d CPU replica%s\n", cores, cores == 1 ? "" : "s");
+        return;
+    }
+    for (int i = 0; i < gpus->count; i++) {
+        const mr_gpu_info *g = &gpus->gpu[i];
+        fprintf(out, "gpu:%d: %s, %.1f GiB, compute capability %d.%d, PCI %s\n", g->ordinal,
+                g->name, (double)g->total_bytes / (1024.0 * 1024.0 * 1024.0), g->cc_major,
+                g->cc_minor, g->pci_bus_id);
+    }
+    fprintf(out, "cuda: driver %s, runtime %s%s\n", drv, rt, vis);
+    fprintf(out, "auto: %d GPU replica%s\n", gpus->count, gpus->count == 1 ? "" : "s");
 }

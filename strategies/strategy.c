@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "../collectives/local.h"
+#include "../collectives/nccl_comm.h"
 #include "../runtime/rng.h"
 
 /* Floats that ride behind the gradients in the all-reduce: the global
@@ -91,7 +92,9 @@ static void pin_replica(const replica *rep) {
 static void *thread_main(void *arg) {
     replica *rep = arg;
     pin_replica(rep);
-    mr_status st = rep->s->job(rep);
+    /* a GPU replica's thread works on its own device */
+    mr_status st = mr_backend_enter(rep->be, &rep->err);
+    if (st == MR_OK) st = rep->s->job(rep);
     /* a failing replica releases the others from their collectives */
     if (st != MR_OK) mr_comm_abort(rep->s->comm, rep->r);
     return NULL;
@@ -206,6 +209,20 @@ static mr_status make_plan(mr_strategy *s, int64_t n_train, mr_error *err) {
     return MR_OK;
 }
 
+/* The process's replicas' backend contexts (before the communicator: NCCL
+ * joins their devices). */
+static mr_status make_backends(mr_strategy *s, mr_error *err) {
+    const mr_strategy_opts *opts = &s->opts;
+    s->reps = calloc((size_t)s->L, sizeof *s->reps);
+    if (s->reps == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    for (int r = 0; r < s->L; r++) {
+        replica *rep = &s->reps[r];
+        MR_CHECK(mr_backend_create(opts->devices.kind, opts->devices.ordinals[r], &rep->be, err));
+        if (opts->debug_staged) rep->be->host_memory = 0; /* host code copies, as for a GPU */
+    }
+    return MR_OK;
+}
+
 /* The process's replicas: models, shard buffers, pinning. */
 static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *err) {
     const mr_strategy_opts *opts = &s->opts;
@@ -216,8 +233,6 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
               sched_getaffinity(0, sizeof s->cpus, &s->cpus) == 0 && s->L == CPU_COUNT(&s->cpus);
     /* L replicas x BLAS threads <= cores: one replica may use them all */
     int cores = opts->devices.cores > 0 ? opts->devices.cores : mr_cpu_cores();
-    s->reps = calloc((size_t)s->L, sizeof *s->reps);
-    if (s->reps == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     for (int r = 0; r < s->L; r++) {
         replica *rep = &s->reps[r];
         rep->s = s;
@@ -229,11 +244,11 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
                 rep->cpu = c;
                 break;
             }
-        MR_CHECK(mr_backend_create(opts->devices.kind, opts->devices.ordinals[r], &rep->be, err));
-        if (opts->debug_staged) rep->be->host_memory = 0; /* host code copies, as for a GPU */
         /* the math library's threads: OpenBLAS's setting is the process's,
          * the same for every replica, set before any model is built */
         if (r == 0) mr_backend_set_threads(rep->be, s->L == 1 ? cores : 1);
+        /* this thread builds every replica's model: on each one's device */
+        MR_CHECK(mr_backend_enter(rep->be, err));
         MR_CHECK(mr_model_init(&rep->model, rep->be, cfg, s->plan.batch, METRIC_FLOATS, err));
         if (s->R > 1) {
             rep->model.run.sync_sum = replica_sync_sum;
@@ -262,15 +277,18 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
 /* The communicator for the replicas' device kind. CPU replicas: local
  * threads over shared memory in one process, or the job's mpi or
  * hierarchical communicator; all of them move host memory, which is CPU
- * replicas' device memory (collectives/comm.h). GPU replicas would need
- * NCCL, device to device, which comes with the CUDA backend. */
+ * replicas' device memory (collectives/comm.h). GPU replicas: NCCL over
+ * their devices, in one process or across the job's. */
 static mr_status make_comm(mr_strategy *s, mr_error *err) {
     const mr_strategy_opts *opts = &s->opts;
-    if (opts->devices.kind != MR_DEVICE_CPU)
-        return mr_error_set(err, MR_ERR_UNSUPPORTED,
-                            "GPU replicas need the NCCL communicator, which this build does not "
-                            "have");
     double timeout = opts->comm_timeout > 0 ? opts->comm_timeout : mr_comm_default_timeout();
+    if (opts->devices.kind == MR_DEVICE_CUDA) {
+        mr_backend *be[MR_MAX_REPLICAS];
+        for (int r = 0; r < s->L; r++)
+            be[r] = s->reps[r].be;
+        if (opts->job != NULL) opts->job->timeout_s = timeout;
+        return mr_comm_nccl_create(be, s->L, opts->job, timeout, &s->comm, err);
+    }
     if (opts->job != NULL) {
         opts->job->timeout_s = timeout;
         return mr_job_comm_create(opts->job, s->L, &s->comm, err);
@@ -288,7 +306,8 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     s->cfg = cfg;
     s->opts = *opts;
     s->L = opts->devices.count;
-    mr_status st = make_comm(s, err);
+    mr_status st = make_backends(s, err);
+    if (st == MR_OK) st = make_comm(s, err);
     if (st == MR_OK) {
         s->R = s->comm->world_size;
         s->offset = s->comm->world_offset;
@@ -308,13 +327,16 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
 
 void mr_strategy_destroy(mr_strategy *s) {
     if (s == NULL) return;
+    /* models, then the communicator (NCCL uses the contexts' streams), then
+     * the contexts */
     for (int r = 0; s->reps && r < s->L; r++) {
         mr_model_free(&s->reps[r].model);
-        mr_backend_destroy(s->reps[r].be);
         free(s->reps[r].rows);
         free(s->reps[r].labels);
     }
     if (s->comm) mr_comm_destroy(s->comm);
+    for (int r = 0; s->reps && r < s->L; r++)
+        mr_backend_destroy(s->reps[r].be);
     free(s->reps);
     free(s->buckets);
     free(s->perm);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../runtime/array.h"
+#include "../strategies/devices.h"
 #include "testutil.h"
 
 static char exe[4096];
@@ -57,7 +58,30 @@ START_TEST(help_and_version) {
     ck_assert_msg(strstr(out, "[dense]") && strstr(out, "units"), "%s", out);
     free(out);
     ck_assert_int_eq(run("--list-devices", &out), 0);
-    ck_assert_msg(strstr(out, "cpu:"), "%s", out);
+    ck_assert_msg(strstr(out, "cpu:") && strstr(out, "gpu") && strstr(out, "auto: "), "%s", out);
+    free(out);
+}
+END_TEST
+
+/* Asking for GPUs where there are none: one line with the CUDA runtime's
+ * reason (or that the build has no CUDA), exit 2, never a CPU run. */
+START_TEST(gpu_without_gpu) {
+    if (mr_gpu_count() > 0) return; /* a GPU machine: nothing to refuse */
+    const char *specs[] = {"gpu", "gpu:0", "gpu:0,1"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        char cmd[128], *out;
+        snprintf(cmd, sizeof cmd, "--devices %s good.cfg", specs[i]);
+        int rc = run(cmd, &out);
+        ck_assert_msg(rc == 2, "'%s' exited %d: %s", cmd, rc, out);
+        ck_assert_msg(one_line(out) && strstr(out, "no GPU available (") &&
+                          strstr(out, mr_gpu_discover()->reason) && !strstr(out, "Epoch"),
+                      "'%s': %s", cmd, out);
+        free(out);
+    }
+    /* --list-devices says why */
+    char *out;
+    ck_assert_int_eq(run("--list-devices", &out), 0);
+    ck_assert_msg(strstr(out, "gpu: none (") && strstr(out, mr_gpu_discover()->reason), "%s", out);
     free(out);
 }
 END_TEST
@@ -272,6 +296,7 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, gpu_without_gpu);
     tcase_add_test(tc, bad_cfg);
     tcase_add_test(tc, bad_data);
     tcase_add_test(tc, trains_and_writes_logs);

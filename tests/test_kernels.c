@@ -13,17 +13,16 @@
 #include "gradcheck.h"
 #include "testutil.h"
 
-START_TEST(cpu_table_complete) {
-    const mr_kernels *k = mr_kernels_for(MR_DEVICE_CPU);
+/* Every layer kind has kernels in k, and the loss and the optimizer too. */
+static void check_complete(const mr_kernels *k, const char *device) {
     ck_assert_ptr_nonnull(k);
-    ck_assert_ptr_eq(k, mr_kernels_cpu());
-    ck_assert_str_eq(k->device, "cpu");
+    ck_assert_str_eq(k->device, device);
     ck_assert_ptr_null(k->layer[MR_LAYER_INPUT]);
     for (int kind = MR_LAYER_INPUT + 1; kind < MR_LAYER_KIND_COUNT; kind++) {
         const mr_layer_kernels *lk = k->layer[kind];
-        ck_assert_msg(lk != NULL, "no CPU kernels for [%s]", mr_layer_kind_name(kind));
-        ck_assert_ptr_nonnull(lk->forward);
-        ck_assert_ptr_nonnull(lk->backward);
+        ck_assert_msg(lk != NULL, "no %s kernels for [%s]", device, mr_layer_kind_name(kind));
+        ck_assert_msg(lk->forward && lk->backward, "[%s]: %s kernels without forward/backward",
+                      mr_layer_kind_name(kind), device);
         ck_assert_ptr_nonnull(mr_layer_ops_for(kind));
     }
     ck_assert_ptr_nonnull(k->loss);
@@ -31,6 +30,19 @@ START_TEST(cpu_table_complete) {
     ck_assert_ptr_nonnull(k->optimizer);
     ck_assert_ptr_nonnull(k->optimizer->adam);
     ck_assert_ptr_nonnull(k->optimizer->sgd);
+}
+
+START_TEST(cpu_table_complete) {
+    ck_assert_ptr_eq(mr_kernels_for(MR_DEVICE_CPU), mr_kernels_cpu());
+    check_complete(mr_kernels_for(MR_DEVICE_CPU), "cpu");
+}
+END_TEST
+
+/* A CUDA build: the CUDA table is as complete as the CPU's. */
+START_TEST(cuda_table_complete) {
+    if (!tu_cuda_built()) return; /* the build without CUDA: no_cuda_kernels */
+    ck_assert_ptr_eq(mr_kernels_for(MR_DEVICE_CUDA), mr_kernels_cuda());
+    check_complete(mr_kernels_for(MR_DEVICE_CUDA), "cuda");
 }
 END_TEST
 
@@ -44,7 +56,10 @@ static mr_backend cuda_kind(void) {
     return fake;
 }
 
+/* A build without CUDA (test.sh's build-nompi): no CUDA kernels, and every
+ * entry point says so for a context of that kind. */
 START_TEST(no_cuda_kernels) {
+    if (tu_cuda_built()) return; /* cuda_table_complete */
     ck_assert_ptr_null(mr_kernels_cuda());
     ck_assert_ptr_null(mr_kernels_for(MR_DEVICE_CUDA));
     mr_backend fake = cuda_kind();
@@ -104,6 +119,7 @@ int main(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("kernels");
     tcase_add_test(tc, cpu_table_complete);
+    tcase_add_test(tc, cuda_table_complete);
     tcase_add_test(tc, no_cuda_kernels);
     tcase_add_test(tc, dispatch_reaches_the_kernels);
     suite_add_tcase(s, tc);

@@ -1,6 +1,8 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include "../runtime/device.h"
+
 #include <check.h>
 
 #include <math.h>
@@ -171,4 +173,8 @@ void tu_write_image_data(const char *dir, const char *name_x, const char *name_y
     snprintf(path, sizeof path, "%s/%s", dir, name_y);
     ck_assert(mr_array_write_npy(path, &y, &err) == MR_OK);
     free(px), free(py), free(u);
+}
+
+int tu_cuda_built(void) {
+    return mr_gpu_discover()->runtime_version > 0;
 }

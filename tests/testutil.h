@@ -49,6 +49,9 @@ void tu_write_image_data(const char *dir, const char *name_x, const char *name_y
 struct Suite;
 int tu_run_suite(struct Suite *s);
 
+/* 1 in a build with the CUDA backend (whether or not a GPU is there). */
+int tu_cuda_built(void);
+
 /* A CPU backend context for the whole test process (made on first use,
  * never freed): what a test passes where a replica's context is wanted. */
 struct mr_backend;

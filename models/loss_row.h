@@ -1,0 +1,69 @@
+/* loss_row.h: one example's loss, hit and gradient, single source for
+ * every device (MR_HD: loss_cpu.c loops over the rows, loss_cuda.cu runs
+ * a thread per row), so the CPU tests exercise the GPU's formulas.
+ *
+ * z: (k) the example's model outputs (logits when `fused_softmax`), y its
+ * class, inv = 1 / the global batch size. Keras clips probabilities to
+ * [eps, 1 - eps] before the log when the cross-entropy gets probabilities
+ * rather than logits. */
+#ifndef MR_LOSS_ROW_H
+#define MR_LOSS_ROW_H
+
+#include <math.h>
+
+#include "../runtime/hd.h"
+#include "config.h"
+
+#define MR_LOSS_CLIP_EPS 1e-7f
+
+/* Index of the largest output; the first one on ties. */
+MR_HD static inline int mr_argmax_row(const float *z, int k) {
+    int best = 0;
+    for (int j = 1; j < k; j++)
+        if (z[j] > z[best]) best = j;
+    return best;
+}
+
+/* The example's loss (double, summed by the caller in row order); when d
+ * is not NULL, d (k) = d (loss / global batch) / d z. */
+MR_HD static inline double mr_loss_row(mr_loss_kind kind, int fused_softmax, const float *z, int y,
+                                       int k, float inv, float *d) {
+    if (kind == MR_LOSS_MSE) {
+        /* mean over the k outputs of (out - onehot)^2, as Keras */
+        double s = 0.0;
+        for (int j = 0; j < k; j++) {
+            float e = z[j] - (j == y ? 1.0f : 0.0f);
+            s += (double)e * e;
+            if (d) d[j] = 2.0f * e / (float)k * inv;
+        }
+        return s / k;
+    }
+    if (fused_softmax) {
+        /* loss = logsumexp(z) - z_y; dz = softmax(z) - onehot */
+        float mx = z[0];
+        for (int j = 1; j < k; j++)
+            mx = z[j] > mx ? z[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j < k; j++)
+            sum += expf(z[j] - mx);
+        float lse = mx + logf(sum);
+        if (d) {
+            float is = 1.0f / sum;
+            for (int j = 0; j < k; j++)
+                d[j] = (expf(z[j] - mx) * is - (j == y)) * inv;
+        }
+        return (double)(lse - z[y]);
+    }
+    /* probabilities in: -log(clip(p_y)) */
+    float p = z[y];
+    float pc = p < MR_LOSS_CLIP_EPS ? MR_LOSS_CLIP_EPS
+                                    : (p > 1.0f - MR_LOSS_CLIP_EPS ? 1.0f - MR_LOSS_CLIP_EPS : p);
+    if (d) {
+        for (int j = 0; j < k; j++)
+            d[j] = 0.0f;
+        if (p == pc) d[y] = -1.0f / p * inv;
+    }
+    return -log((double)pc);
+}
+
+#endif

@@ -1,0 +1,95 @@
+/* cuda_impl.h: a CUDA backend context's state and the error checks of the
+ * CUDA implementations: runtime/backend_cuda.c, the kernels
+ * models/<layer>_cuda.cu and collectives/nccl_comm.c. Nothing else
+ * includes it (a build without CUDA has no such headers).
+ *
+ * A context is one device and everything a replica computes with on it:
+ * a compute stream (every kernel and library call of the replica, in
+ * order), a copy stream (the next batch, host -> device, while the current
+ * step runs) and a communication stream (collectives, ordered against the
+ * compute stream by events), a cuBLAS and a cuDNN handle bound to the
+ * compute stream, and a cuDNN workspace. One host thread uses a context
+ * at a time and makes its device current first (mr_cuda_enter). */
+#ifndef MR_CUDA_IMPL_H
+#define MR_CUDA_IMPL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "backend_impl.h"
+#include "hd.h"
+
+MR_C_BEGIN
+
+typedef struct mr_cuda_ctx {
+    int device;               /* CUDA ordinal, as CUDA_VISIBLE_DEVICES numbers them */
+    cudaStream_t stream;      /* compute */
+    cudaStream_t copy_stream; /* input batches, host -> device */
+    cudaStream_t comm_stream; /* collectives */
+    cublasHandle_t cublas;    /* on `stream` */
+    cudnnHandle_t cudnn;      /* on `stream` */
+    void *workspace;          /* cuDNN workspace (mr_cuda_workspace) */
+    size_t workspace_bytes;
+    int32_t *labels; /* device copy of a batch's labels (mr_cuda_labels) */
+    size_t labels_n;
+    double *rows;      /* per-row results of the loss (mr_cuda_rows): device */
+    double *rows_host; /* and their pinned host copy */
+    size_t rows_n;
+} mr_cuda_ctx;
+
+/* The context's CUDA state. */
+static inline mr_cuda_ctx *mr_cuda(const mr_backend *be) {
+    return (mr_cuda_ctx *)be->impl;
+}
+
+/* The device's upper bound for a workspace that a cuDNN algorithm may ask
+ * for; algorithms wanting more are skipped. */
+#define MR_CUDA_WORKSPACE_LIMIT ((size_t)256 << 20)
+
+/* Makes the context's device current for the calling thread. */
+mr_status mr_cuda_enter(mr_backend *be, mr_error *err);
+
+/* A failed call as one line naming the device and what was being done:
+ * "cuda:1: cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". Return
+ * MR_ERR_RUNTIME (MR_ERR_NOMEM for an out-of-memory status). */
+mr_status mr_cuda_fail(const mr_backend *be, mr_error *err, cudaError_t e, const char *what);
+mr_status mr_cublas_fail(const mr_backend *be, mr_error *err, cublasStatus_t s, const char *what);
+mr_status mr_cudnn_fail(const mr_backend *be, mr_error *err, cudnnStatus_t s, const char *what);
+
+/* Checks of a call's result inside a function returning mr_status. */
+#define MR_CUDA_TRY(be, err, call)                                                                 \
+    do {                                                                                           \
+        cudaError_t mr_e_ = (call);                                                                \
+        if (mr_e_ != cudaSuccess) return mr_cuda_fail((be), (err), mr_e_, #call);                  \
+    } while (0)
+#define MR_CUBLAS_TRY(be, err, call)                                                               \
+    do {                                                                                           \
+        cublasStatus_t mr_s_ = (call);                                                             \
+        if (mr_s_ != CUBLAS_STATUS_SUCCESS) return mr_cublas_fail((be), (err), mr_s_, #call);      \
+    } while (0)
+#define MR_CUDNN_TRY(be, err, call)                                                                \
+    do {                                                                                           \
+        cudnnStatus_t mr_s_ = (call);                                                              \
+        if (mr_s_ != CUDNN_STATUS_SUCCESS) return mr_cudnn_fail((be), (err), mr_s_, #call);        \
+    } while (0)
+
+/* The context's cuDNN workspace, at least `bytes` (grows, never shrinks). */
+mr_status mr_cuda_workspace(mr_backend *be, size_t bytes, void **ws, mr_error *err);
+
+/* n labels from host memory into the context's device buffer (on the
+ * compute stream; the host array may be reused once this returns). */
+mr_status mr_cuda_labels(mr_backend *be, const int32_t *labels, int n, const int32_t **dev,
+                         mr_error *err);
+
+/* n doubles of device memory and n of pinned host memory for per-row
+ * results (the loss writes each example's loss and hit there; the host
+ * sums them in row order, so the sums repeat bitwise). */
+mr_status mr_cuda_rows(mr_backend *be, size_t n, double **dev, double **host, mr_error *err);
+
+/* Blocks until the context's compute stream has run everything queued. */
+mr_status mr_cuda_sync(mr_backend *be, mr_error *err);
+
+MR_C_END
+
+#endif

@@ -1,0 +1,954 @@
+/* test_conformance.c: backend conformance: every kernel of a backend under
+ * test against the CPU's, on the same inputs.
+ *
+ * Each layer kind (models/config.h, mr_layer_kind) in each configuration
+ * that the kernels treat differently runs on two contexts: the reference
+ * CPU context and the context under test. Inputs, weights, dy and the
+ * starting weight gradients are made on the host (Philox, deterministic),
+ * copied to each context (mr_backend_to_device), and every result is
+ * copied back (mr_backend_to_host) and compared: forward y (and BN's moving
+ * statistics), backward dx and the weight gradients. The gradients start
+ * from the same nonzero values on both sides, since backward ADDS into them
+ * (layer.h); a second pass (forward at a smaller batch, backward with dx
+ * NULL, as for the first layer) adds again. The losses (every kind, fused
+ * softmax and not: dy, the loss sum and the count of correct argmaxes) and
+ * the optimizer updates (SGD plain, momentum, Nesterov; Adam: weights and
+ * slots over three steps) are compared the same way. Weight initialisation
+ * (mr_layer_init: made on the host, copied) must give the same bits.
+ *
+ * Contexts under test:
+ *   no argument: a CPU context whose host_memory flag is cleared
+ *     (backend.h), so every host access copies as for a GPU; it runs in
+ *     every build and must agree bit for bit. A self-test perturbs results
+ *     to show that the comparison reports a difference just above its
+ *     bound and passes one below it.
+ *   "cuda": every visible GPU (mr_gpu_discover). With none, the run prints
+ *     "SKIP: no GPU: <reason>" and exits 77 (meson's SKIP). The CUDA
+ *     runtime does not survive fork() once initialised (discovery does),
+ *     so these tests run without Check's fork.
+ * The kernels are reached only through the kernel-table API (mr_layer_*,
+ * mr_loss_compute, mr_optimizer_step); an empty table entry is reported
+ * as a failure, not called.
+ *
+ * Error bound. Both sides compute in FP32 with FMA-only math (cuBLAS
+ * pedantic, cuDNN CUDNN_FMA_MATH: no TF32), so they differ only in the
+ * order of operations (summation order and blocking, FMA contraction) and
+ * in the last bits of the transcendental functions (CUDA's expf/tanhf are
+ * within 2 ulp, glibc's within 1). A K-term sum of float terms of random
+ * sign rounds like a random walk: its error is about u * sqrt(K) times the
+ * size of the result (u = FLT_EPSILON / 2; the worst case K * u needs
+ * every rounding in the same direction). The two sides round independently
+ * (x sqrt(2)); the largest of up to ~2000 elements compared at once is
+ * about 4 standard deviations; a few rounded elementwise operations follow
+ * (bias, activation, 1/norm: ~1 ulp each). We normalise by the largest
+ * reference magnitude, max_i |a_i - b_i| / (max_i |b_i| + tiny), so an
+ * element that cancels to near zero is judged against the tensor's scale.
+ * Hence the bound tol(K) = 8 * FLT_EPSILON * sqrt(K + 16), K the longest
+ * reduction in the case (conv: max(kh*kw*C, kh*kw*F, B*OH*OW); dense:
+ * max(in, units, B); BN: the B*H*W values per channel; softmax: its
+ * width): 8 * FLT_EPSILON = 16u covers sqrt(2) * 4 with a factor ~3 to
+ * spare, and the +16 gives elementwise results (K = 1) a floor of 32
+ * FLT_EPSILON ~ 3.8e-6, several ulp for the transcendental functions. For
+ * the sizes here (K <= 100) tol lies between 3.8e-6 and 1.0e-5. Checked:
+ * float dot products of K = 13..256 random terms, summed in order, in
+ * reverse with fmaf and four-way split with fmaf, differ by at most 0.08
+ * tol (worst of 300 draws each). A real bug (a wrong index, padding on
+ * the wrong side, an overwrite instead of an accumulation, a missing term,
+ * BN's unbiased variance) gives 1e-3 .. 1. Results that are copies or
+ * selections of the same bits (Flatten, Dropout: the masks come from the
+ * same Philox words; weight init; argmax counts) compare exactly. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../models/kernels.h"
+#include "../runtime/device.h"
+#include "../runtime/rng.h"
+#include "gradcheck.h"
+#include "testutil.h"
+
+#define TOL_C       8.0 /* tol(K) = TOL_C * FLT_EPSILON * sqrt(K + TOL_FLOOR_K): see above */
+#define TOL_FLOOR_K 16.0
+#define TINY        1e-30 /* keeps an all-zero reference from dividing by zero */
+#define MAX_REPORTS 40    /* failure lines printed per test */
+
+static double tol_for(double k) {
+    return TOL_C * FLT_EPSILON * sqrt(k + TOL_FLOOR_K);
+}
+
+/* Set by main: the GPUs (argument "cuda") or the CPU copy-mode context. */
+static int use_cuda;
+
+/* One test's pair of contexts and what its comparisons found. */
+typedef struct cf {
+    mr_backend *ref, *dut; /* reference CPU context, context under test */
+    char dev[320];         /* the context under test, for messages */
+    char tag[96];          /* the case being run */
+    int compared, failed;
+    double worst;     /* largest error / tol over the toleranced comparisons */
+    char first[1024]; /* the first failure */
+    /* Self-test: > 0 moves one element of each result under test before it
+     * is compared: by perturb * tol of the tensor's scale (toleranced), by
+     * one ulp when perturb >= 1 (exact); an int count by 1 when >= 1. */
+    double perturb;
+    int quiet; /* 1: failures are counted, not printed (the self-test expects them) */
+} cf;
+
+static void cf_fail(cf *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void cf_fail(cf *h, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (h->failed == 0) snprintf(h->first, sizeof h->first, "%s: %s: %s", h->dev, h->tag, msg);
+    if (!h->quiet && h->failed < MAX_REPORTS)
+        fprintf(stderr, "FAIL %s: %s: %s\n", h->dev, h->tag, msg);
+    h->failed++;
+}
+
+/* 1 when st is MR_OK; else records "what on SIDE: message". */
+static int cf_ok(cf *h, int side, mr_status st, const mr_error *err, const char *what) {
+    if (st == MR_OK) return 1;
+    cf_fail(h, "%s on the %s: %s (%s)", what, side ? "context under test" : "reference",
+            err->msg[0] ? err->msg : "no message", mr_status_name(st));
+    return 0;
+}
+
+/* Compares the tested context's n floats `dut` with the reference's `ref`:
+ * bit for bit when tol is 0, else the normalised error against tol. `dut`
+ * is the caller's copy (the self-test perturbs it). */
+static void cf_check(cf *h, const char *what, float *dut, const float *ref, size_t n, double tol) {
+    h->compared++;
+    if (n == 0) return;
+    const size_t at = n / 2;
+    double maxb = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)ref[i]) > maxb) maxb = fabs((double)ref[i]);
+    if (tol == 0.0 && h->perturb >= 1.0) dut[at] = nextafterf(dut[at], INFINITY);
+    if (tol > 0.0 && h->perturb > 0.0) dut[at] = (float)(dut[at] + h->perturb * tol * maxb);
+    if (tol == 0.0) {
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&dut[i], &ref[i], sizeof(float)) != 0 && bad++ == 0) first = i;
+        if (bad > 0)
+            cf_fail(h, "%s: %zu of %zu differ (must be bit for bit), first [%zu]: %.9g vs %.9g",
+                    what, bad, n, first, dut[first], ref[first]);
+        return;
+    }
+    double maxd = 0.0;
+    size_t worst = 0, nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(dut[i])) nonfinite++;
+        double d = fabs((double)dut[i] - (double)ref[i]);
+        if (d > maxd) maxd = d, worst = i;
+    }
+    const double e = maxd / (maxb + TINY);
+    if (nonfinite > 0 || !(e <= tol))
+        cf_fail(h, "%s: error %.3g > tol %.3g (%zu non-finite), worst [%zu]: %.9g vs %.9g", what, e,
+                tol, nonfinite, worst, dut[worst], ref[worst]);
+    if (e / tol > h->worst) h->worst = e / tol;
+}
+
+static void cf_check_double(cf *h, const char *what, double dut, double ref, double tol) {
+    h->compared++;
+    if (h->perturb > 0.0) dut += h->perturb * tol * fabs(ref);
+    const double e = fabs(dut - ref) / (fabs(ref) + TINY);
+    if (!(e <= tol))
+        cf_fail(h, "%s: %.12g vs %.12g: error %.3g > tol %.3g", what, dut, ref, e, tol);
+    if (e / tol > h->worst) h->worst = e / tol;
+}
+
+static void cf_check_int(cf *h, const char *what, int64_t dut, int64_t ref) {
+    h->compared++;
+    if (h->perturb >= 1.0) dut++;
+    if (dut != ref)
+        cf_fail(h, "%s: %lld vs %lld (must be equal)", what, (long long)dut, (long long)ref);
+}
+
+/* The reference CPU context and context `target` under test (GPU ordinal
+ * with "cuda"; else a CPU context with host_memory cleared). 0 on failure
+ * (recorded). */
+static int cf_begin(cf *h, int target) {
+    memset(h, 0, sizeof *h);
+    snprintf(h->tag, sizeof h->tag, "contexts");
+    mr_error err = {0};
+    if (!cf_ok(h, 0, mr_backend_create(MR_DEVICE_CPU, 0, &h->ref, &err), &err, "create")) return 0;
+    if (use_cuda) {
+        const mr_gpu_list *g = mr_gpu_discover();
+        snprintf(h->dev, sizeof h->dev, "cuda:%d (%s)", target,
+                 target < g->count ? g->gpu[target].name : "?");
+        return cf_ok(h, 1, mr_backend_create(MR_DEVICE_CUDA, target, &h->dut, &err), &err,
+                     "create");
+    }
+    snprintf(h->dev, sizeof h->dev, "cpu:0 (host_memory cleared)");
+    if (!cf_ok(h, 1, mr_backend_create(MR_DEVICE_CPU, 0, &h->dut, &err), &err, "create")) return 0;
+    h->dut->host_memory = 0; /* host code copies, as for a GPU */
+    return 1;
+}
+
+/* Frees the contexts, prints the summary, fails the test on any failure. */
+static void cf_end(cf *h, const char *group) {
+    mr_backend_destroy(h->dut);
+    mr_backend_destroy(h->ref);
+    h->dut = h->ref = NULL;
+    printf("conformance %s: %s: %d comparisons, %d failed, worst error %.3g of its bound\n", h->dev,
+           group, h->compared, h->failed, h->worst);
+    fflush(stdout);
+    ck_assert_msg(h->failed == 0, "%d of %d comparisons failed; first: %s", h->failed, h->compared,
+                  h->first);
+}
+
+/* n floats of device memory of be, a copy of src unless src is NULL (then
+ * zeroed by the allocator); NULL on failure (recorded). */
+static mr_dfloat *cf_upload(cf *h, int side, mr_backend *be, const float *src, size_t n) {
+    mr_dfloat *p = mr_backend_alloc_floats(be, n > 0 ? n : 1);
+    if (p == NULL) {
+        cf_fail(h, "out of memory for %zu floats on the %s", n, side ? "context" : "reference");
+        return NULL;
+    }
+    mr_error err = {0};
+    if (src != NULL && n > 0 &&
+        !cf_ok(h, side, mr_backend_to_device(be, p, src, sizeof(float) * n, &err), &err,
+               "to_device")) {
+        mr_backend_free(be, p);
+        return NULL;
+    }
+    return p;
+}
+
+static int cf_put(cf *h, int side, mr_backend *be, mr_dfloat *dst, const float *src, size_t n) {
+    mr_error err = {0};
+    return cf_ok(h, side, mr_backend_to_device(be, dst, src, sizeof(float) * n, &err), &err,
+                 "to_device");
+}
+
+static int cf_get(cf *h, int side, mr_backend *be, float *dst, const mr_dfloat *src, size_t n) {
+    mr_error err = {0};
+    return cf_ok(h, side, mr_backend_to_host(be, dst, src, sizeof(float) * n, &err), &err,
+                 "to_host");
+}
+
+/* Downloads n floats from both sides (into a: under test, b: reference)
+ * and compares them; 0 when a download failed (recorded). */
+static int cf_compare(cf *h, const char *what, const mr_dfloat *dref, const mr_dfloat *ddut,
+                      size_t n, double tol, float *a, float *b) {
+    if (!cf_get(h, 0, h->ref, b, dref, n) || !cf_get(h, 1, h->dut, a, ddut, n)) return 0;
+    cf_check(h, what, a, b, n, tol);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- layers */
+
+/* One layer configuration. */
+typedef struct lcase {
+    char name[96];
+    mr_layer_cfg cfg;
+    mr_shape in;
+    int batch;
+    int training;   /* mr_run.training */
+    int backward;   /* run backward (training only: the model never does in inference) */
+    int exact;      /* results are copies or selections: bit for bit */
+    int logits_out; /* the last layer before a fused softmax + cross-entropy */
+    int sync;       /* BN: mr_run.sync_sum set, as one replica of a synced run */
+    float x_lo, x_hi;
+    uint64_t seed;
+} lcase;
+
+/* One replica's sum over all replicas is its own buffer: nothing to add. */
+static mr_status one_replica_sum(void *ctx, mr_dfloat *buf, size_t n) {
+    (void)ctx, (void)buf, (void)n;
+    return MR_OK;
+}
+
+/* The longest reduction of a case (the error bound's K, see the top). */
+static double layer_k(const mr_layer *l, int batch) {
+    const mr_layer_cfg *c = l->cfg;
+    double k = 1.0;
+    switch (c->kind) {
+    case MR_LAYER_DENSE: /* x W over in, dy W^T over units (and softmax), dW over the batch */
+        k = fmax(fmax(l->in.d[0], l->out.d[0]), batch);
+        break;
+    case MR_LAYER_CONV2D: { /* the window, the windows over an input pixel, dW over B*OH*OW */
+        const double area = (double)c->size[0] * c->size[1];
+        k = fmax(fmax(area * l->in.d[2], area * c->filters),
+                 (double)batch * l->out.d[0] * l->out.d[1]);
+        break;
+    }
+    case MR_LAYER_ACTIVATION: /* softmax: its width (channels) */
+        k = l->in.d[l->in.rank - 1];
+        break;
+    case MR_LAYER_MAXPOOL:
+    case MR_LAYER_AVGPOOL: /* the window; the windows that share an input cell */
+        k = (double)c->size[0] * c->size[1];
+        break;
+    case MR_LAYER_BATCHNORM: /* the B*H*W values of a channel */
+        k = (double)batch * (double)mr_shape_size(l->in) / l->in.d[l->in.rank - 1];
+        break;
+    default:
+        break;
+    }
+    return k;
+}
+
+/* Host values of weight i: trainable ones uniform in [-1, 1) (biases
+ * nonzero, unlike the init), BN's gamma near 1, moving statistics of a
+ * plausible size (variance positive). */
+static void weight_values(const mr_weight *w, uint64_t seed, int i, float *out) {
+    mr_rng_uniform(seed, 301, (uint32_t)i, 0, -1.0f, 1.0f, out, w->size);
+    const int gamma = strcmp(w->name, "gamma") == 0, var = strcmp(w->name, "moving_variance") == 0;
+    const float scale = strcmp(w->name, "moving_mean") == 0 ? 0.2f : 0.5f;
+    for (int64_t j = 0; j < w->size; j++) {
+        if (gamma || var)
+            out[j] = 1.0f + 0.5f * out[j];
+        else if (!w->trainable)
+            out[j] *= scale;
+    }
+}
+
+typedef struct side {
+    mr_layer l;
+    mr_dfloat *x, *y, *dy, *dx;
+    mr_dfloat *w[MR_MAX_WEIGHTS], *g[MR_MAX_WEIGHTS];
+} side;
+
+static mr_run make_run(const lcase *c, mr_backend *be, int64_t sample_base, mr_error *err) {
+    mr_run r = {.be = be,
+                .training = c->training,
+                .seed = c->seed * 7919 + 17,
+                .step = 3,
+                .sample_base = sample_base,
+                .scratch = mr_backend_scratch(be),
+                .err = err};
+    if (c->sync) r.sync_sum = one_replica_sum;
+    return r;
+}
+
+/* Compares BN's moving statistics (the non-trainable weights). */
+static void compare_state(cf *h, side *s, double tol, float *a, float *b, const char *when) {
+    char what[64];
+    for (int i = 0; i < s[0].l.n_weights; i++) {
+        if (s[0].l.w[i].trainable) continue;
+        snprintf(what, sizeof what, "%s %s", s[0].l.w[i].name, when);
+        cf_compare(h, what, s[0].w[i], s[1].w[i], (size_t)s[0].l.w[i].size, tol, a, b);
+    }
+}
+
+static void compare_grads(cf *h, side *s, double tol, float *a, float *b, const char *when) {
+    char what[64];
+    for (int i = 0; i < s[0].l.n_weights; i++) {
+        if (!s[0].l.w[i].trainable) continue;
+        snprintf(what, sizeof what, "d%s %s", s[0].l.w[i].name, when);
+        cf_compare(h, what, s[0].g[i], s[1].g[i], (size_t)s[0].l.w[i].size, tol, a, b);
+    }
+}
+
+/* Runs case c on both contexts and compares every result. */
+static void run_layer(cf *h, const lcase *c) {
+    side s[2];
+    memset(s, 0, sizeof s);
+    mr_backend *be[2] = {h->ref, h->dut};
+    float *x = NULL, *dy = NULL, *a = NULL, *b = NULL, *stage = NULL;
+    float *hw[MR_MAX_WEIGHTS] = {0}, *hg[MR_MAX_WEIGHTS] = {0};
+    mr_error err = {0};
+    snprintf(h->tag, sizeof h->tag, "%s", c->name);
+    const int batch = c->batch, max_batch = c->batch + 2;
+    for (int k = 0; k < 2; k++) {
+        mr_layer *l = &s[k].l;
+        l->ops = mr_layer_ops_for(c->cfg.kind);
+        l->cfg = &c->cfg;
+        l->index = 2;
+        l->in = c->in;
+        l->logits_out = c->logits_out;
+        snprintf(l->name, sizeof l->name, "%s", mr_layer_kind_name(c->cfg.kind));
+        if (!cf_ok(h, k, mr_layer_setup(l, be[k], max_batch, "conformance.cfg", &err), &err,
+                   "setup"))
+            goto out;
+    }
+    const mr_layer_kernels *kern = s[1].l.kern;
+    if (kern == NULL || kern->forward == NULL || (c->backward && kern->backward == NULL)) {
+        cf_fail(h, "the %s kernel table has no %s for [%s]", h->dut->ops->name,
+                kern && kern->forward ? "backward" : "forward", mr_layer_kind_name(c->cfg.kind));
+        goto out;
+    }
+    const mr_layer *l0 = &s[0].l;
+    const size_t nin = (size_t)(batch * mr_shape_size(l0->in));
+    const size_t nout = (size_t)(batch * mr_shape_size(l0->out));
+    size_t nmax = nin > nout ? nin : nout, wmax = 1;
+    for (int i = 0; i < l0->n_weights; i++)
+        if ((size_t)l0->w[i].size > wmax) wmax = (size_t)l0->w[i].size;
+    if (wmax > nmax) nmax = wmax;
+    const double tol = c->exact ? 0.0 : tol_for(layer_k(l0, batch));
+    x = malloc(sizeof(float) * nin);
+    dy = malloc(sizeof(float) * nout);
+    a = malloc(sizeof(float) * nmax);
+    b = malloc(sizeof(float) * nmax);
+    stage = malloc(sizeof(float) * wmax);
+    ck_assert(x && dy && a && b && stage);
+    mr_rng_uniform(c->seed, 300, 0, 0, c->x_lo, c->x_hi, x, (int64_t)nin);
+    mr_rng_uniform(c->seed, 300, 1, 0, -1.0f, 1.0f, dy, (int64_t)nout);
+    for (int i = 0; i < l0->n_weights; i++) {
+        const mr_weight *w = &l0->w[i];
+        hw[i] = malloc(sizeof(float) * (size_t)w->size);
+        ck_assert(hw[i] != NULL);
+        weight_values(w, c->seed, i, hw[i]);
+        if (w->trainable) {
+            /* nonzero starting gradients: backward must add to them */
+            hg[i] = malloc(sizeof(float) * (size_t)w->size);
+            ck_assert(hg[i] != NULL);
+            mr_rng_uniform(c->seed, 302, (uint32_t)i, 0, -1.0f, 1.0f, hg[i], w->size);
+        }
+    }
+    /* buffers, and the weights made by the init (host, then copied) */
+    for (int k = 0; k < 2; k++) {
+        mr_layer *l = &s[k].l;
+        if (!cf_ok(h, k, mr_backend_reserve_scratch(be[k], l->scratch_floats, &err), &err,
+                   "reserve_scratch"))
+            goto out;
+        if (!(s[k].x = cf_upload(h, k, be[k], x, nin)) ||
+            !(s[k].y = cf_upload(h, k, be[k], NULL, nout)) ||
+            !(s[k].dy = cf_upload(h, k, be[k], NULL, nout)) ||
+            !(s[k].dx = cf_upload(h, k, be[k], NULL, nin)))
+            goto out;
+        for (int i = 0; i < l->n_weights; i++) {
+            if (!(s[k].w[i] = cf_upload(h, k, be[k], NULL, (size_t)l->w[i].size))) goto out;
+            l->w[i].data = s[k].w[i];
+            if (l->w[i].trainable) {
+                if (!(s[k].g[i] = cf_upload(h, k, be[k], hg[i], (size_t)l->w[i].size))) goto out;
+                l->w[i].grad = s[k].g[i];
+            }
+        }
+        if (!cf_ok(h, k, mr_layer_init(l, c->seed, stage, &err), &err, "mr_layer_init")) goto out;
+    }
+    for (int i = 0; i < l0->n_weights; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "init %s", l0->w[i].name);
+        cf_compare(h, what, s[0].w[i], s[1].w[i], (size_t)l0->w[i].size, 0.0, a, b);
+        for (int k = 0; k < 2; k++)
+            if (!cf_put(h, k, be[k], s[k].w[i], hw[i], (size_t)l0->w[i].size)) goto out;
+    }
+    /* forward */
+    for (int k = 0; k < 2; k++) {
+        mr_run run = make_run(c, be[k], 5, &err);
+        if (!cf_ok(h, k, mr_layer_forward(&s[k].l, &run, batch, s[k].x, s[k].y), &err, "forward"))
+            goto out;
+    }
+    const int got_y = cf_compare(h, "forward y", s[0].y, s[1].y, nout, tol, a, b);
+    if (got_y && c->cfg.kind == MR_LAYER_DROPOUT && c->training && c->cfg.rate > 0.0f) {
+        /* the masks must be exercised: some elements dropped, some kept */
+        size_t dropped = 0;
+        for (size_t i = 0; i < nout; i++)
+            dropped += b[i] == 0.0f && x[i] != 0.0f;
+        if (dropped == 0 || dropped == nout)
+            cf_fail(h, "the reference dropped %zu of %zu: no test of the mask", dropped, nout);
+    }
+    compare_state(h, s, tol, a, b, "after forward");
+    if (c->backward) {
+        for (int k = 0; k < 2; k++) {
+            mr_run run = make_run(c, be[k], 5, &err);
+            if (!cf_put(h, k, be[k], s[k].dy, dy, nout) ||
+                !cf_ok(h, k,
+                       mr_layer_backward(&s[k].l, &run, batch, s[k].x, s[k].y, s[k].dy, s[k].dx),
+                       &err, "backward"))
+                goto out;
+        }
+        cf_compare(h, "backward dx", s[0].dx, s[1].dx, nin, tol, a, b);
+        compare_grads(h, s, tol, a, b, "(start + 1 backward)");
+        /* a second micro-batch, smaller, elsewhere in the global batch; dx
+         * NULL (a first layer): the gradients accumulate again */
+        const int batch2 = batch > 1 ? batch - 1 : 1;
+        const size_t nout2 = (size_t)(batch2 * mr_shape_size(l0->out));
+        for (int k = 0; k < 2; k++) {
+            mr_run run = make_run(c, be[k], 5 + batch, &err);
+            if (!cf_ok(h, k, mr_layer_forward(&s[k].l, &run, batch2, s[k].x, s[k].y), &err,
+                       "forward (second pass)") ||
+                !cf_put(h, k, be[k], s[k].dy, dy, nout2) ||
+                !cf_ok(h, k,
+                       mr_layer_backward(&s[k].l, &run, batch2, s[k].x, s[k].y, s[k].dy, NULL),
+                       &err, "backward with dx NULL"))
+                goto out;
+        }
+        cf_compare(h, "forward y (second pass)", s[0].y, s[1].y, nout2, tol, a, b);
+        compare_state(h, s, tol, a, b, "after the second forward");
+        compare_grads(h, s, tol, a, b, "(start + 2 backward)");
+    }
+    /* x is const: the kernels must not have used it as scratch */
+    if (cf_get(h, 1, be[1], a, s[1].x, nin)) cf_check(h, "x unchanged", a, x, nin, 0.0);
+out:
+    for (int k = 0; k < 2; k++) {
+        mr_layer_destroy(&s[k].l);
+        mr_backend_free(be[k], s[k].x);
+        mr_backend_free(be[k], s[k].y);
+        mr_backend_free(be[k], s[k].dy);
+        mr_backend_free(be[k], s[k].dx);
+        for (int i = 0; i < MR_MAX_WEIGHTS; i++) {
+            mr_backend_free(be[k], s[k].w[i]);
+            mr_backend_free(be[k], s[k].g[i]);
+        }
+    }
+    for (int i = 0; i < MR_MAX_WEIGHTS; i++)
+        free(hw[i]), free(hg[i]);
+    free(x), free(dy), free(a), free(b), free(stage);
+}
+
+/* A training case (forward and backward) of kind on input `in`. */
+static lcase make_case(mr_layer_kind kind, mr_shape in, int batch, uint64_t seed) {
+    lcase c;
+    memset(&c, 0, sizeof c);
+    c.cfg = gc_layer_cfg(kind);
+    c.in = in;
+    c.batch = batch;
+    c.training = 1;
+    c.backward = 1;
+    c.x_lo = -1.0f;
+    c.x_hi = 1.0f;
+    c.seed = seed;
+    return c;
+}
+
+static mr_shape img(int h, int w, int ch) {
+    return (mr_shape){3, {h, w, ch}};
+}
+
+static mr_shape flat(int n) {
+    return (mr_shape){1, {n, 0, 0}};
+}
+
+static const char *pad_name(mr_padding p) {
+    return p == MR_PADDING_SAME ? "same" : "valid";
+}
+
+static void run_dense(cf *h) {
+    static const struct {
+        int in, units, batch;
+        mr_activation act;
+        int bias, logits;
+    } cases[] = {
+        {13, 6, 4, MR_ACTIVATION_LINEAR, 1, 0},  {13, 6, 4, MR_ACTIVATION_RELU, 1, 0},
+        {13, 6, 4, MR_ACTIVATION_SIGMOID, 1, 0}, {13, 6, 4, MR_ACTIVATION_TANH, 1, 0},
+        {13, 6, 4, MR_ACTIVATION_SOFTMAX, 1, 0}, {13, 6, 4, MR_ACTIVATION_LINEAR, 0, 0},
+        {13, 6, 4, MR_ACTIVATION_RELU, 0, 0},    {13, 6, 4, MR_ACTIVATION_SOFTMAX, 1, 1},
+        {70, 10, 7, MR_ACTIVATION_RELU, 1, 0},   {5, 33, 1, MR_ACTIVATION_TANH, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lcase c = make_case(MR_LAYER_DENSE, flat(cases[i].in), cases[i].batch, 10 + i);
+        c.cfg.units = cases[i].units;
+        c.cfg.activation = cases[i].act;
+        c.cfg.use_bias = cases[i].bias;
+        c.logits_out = cases[i].logits;
+        snprintf(c.name, sizeof c.name, "dense %d->%d %s%s%s B=%d", cases[i].in, cases[i].units,
+                 mr_activation_name(cases[i].act), cases[i].bias ? "" : " no-bias",
+                 cases[i].logits ? " logits_out" : "", cases[i].batch);
+        run_layer(h, &c);
+    }
+}
+
+static void run_activation(cf *h) {
+    const mr_shape shapes[] = {img(3, 2, 5), flat(7)};
+    for (int a = MR_ACTIVATION_LINEAR; a <= MR_ACTIVATION_SOFTMAX; a++)
+        for (int si = 0; si < 2; si++) {
+            lcase c = make_case(MR_LAYER_ACTIVATION, shapes[si], 3, 20 + (uint64_t)(a * 2 + si));
+            c.cfg.activation = (mr_activation)a;
+            snprintf(c.name, sizeof c.name, "activation %s rank %d",
+                     mr_activation_name(c.cfg.activation), shapes[si].rank);
+            run_layer(h, &c);
+        }
+    lcase c = make_case(MR_LAYER_ACTIVATION, flat(7), 3, 31);
+    c.cfg.activation = MR_ACTIVATION_SOFTMAX;
+    c.logits_out = 1;
+    snprintf(c.name, sizeof c.name, "activation softmax logits_out");
+    run_layer(h, &c);
+}
+
+static void run_flatten(cf *h) {
+    lcase c = make_case(MR_LAYER_FLATTEN, img(3, 2, 4), 3, 40);
+    c.exact = 1;
+    snprintf(c.name, sizeof c.name, "flatten 3x2x4");
+    run_layer(h, &c);
+}
+
+static void run_conv2d(cf *h) {
+    static const struct {
+        int h, w, c, f, kh, kw, sh, sw;
+        mr_padding pad;
+        mr_activation act;
+        int bias;
+    } cases[] = {
+        {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_RELU, 1},
+        {7, 7, 2, 3, 3, 3, 2, 2, MR_PADDING_VALID, MR_ACTIVATION_LINEAR, 0},
+        {5, 6, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_TANH, 1},
+        /* even kernels: SAME pads less before than after (asymmetric) */
+        {5, 5, 2, 3, 2, 2, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_RELU, 1},
+        {7, 6, 3, 2, 4, 4, 2, 2, MR_PADDING_SAME, MR_ACTIVATION_SIGMOID, 1},
+        /* odd kernel, stride 2, even input: total padding 1, all after */
+        {6, 6, 2, 3, 3, 3, 2, 2, MR_PADDING_SAME, MR_ACTIVATION_LINEAR, 1},
+        /* the axes differ: kernel, stride and input; one channel */
+        {6, 5, 1, 3, 3, 2, 2, 1, MR_PADDING_SAME, MR_ACTIVATION_LINEAR, 1},
+        {6, 5, 1, 3, 3, 2, 2, 1, MR_PADDING_VALID, MR_ACTIVATION_RELU, 1},
+        /* 1x1: the CPU's direct path; softmax over the filters */
+        {4, 4, 5, 3, 1, 1, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_SOFTMAX, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lcase c = make_case(MR_LAYER_CONV2D, img(cases[i].h, cases[i].w, cases[i].c), 3, 50 + i);
+        c.cfg.filters = cases[i].f;
+        c.cfg.size[0] = cases[i].kh, c.cfg.size[1] = cases[i].kw;
+        c.cfg.stride[0] = cases[i].sh, c.cfg.stride[1] = cases[i].sw;
+        c.cfg.padding = cases[i].pad;
+        c.cfg.activation = cases[i].act;
+        c.cfg.use_bias = cases[i].bias;
+        snprintf(c.name, sizeof c.name, "conv2d %dx%dx%d f%d k%dx%d s%dx%d %s %s%s", cases[i].h,
+                 cases[i].w, cases[i].c, cases[i].f, cases[i].kh, cases[i].kw, cases[i].sh,
+                 cases[i].sw, pad_name(cases[i].pad), mr_activation_name(cases[i].act),
+                 cases[i].bias ? "" : " no-bias");
+        run_layer(h, &c);
+    }
+    /* the logits of a fused softmax: no activation applied */
+    lcase c = make_case(MR_LAYER_CONV2D, img(4, 4, 2), 2, 60);
+    c.cfg.filters = 3;
+    c.cfg.size[0] = c.cfg.size[1] = 3;
+    c.cfg.activation = MR_ACTIVATION_SOFTMAX;
+    c.logits_out = 1;
+    snprintf(c.name, sizeof c.name, "conv2d 4x4x2 k3x3 valid softmax logits_out");
+    run_layer(h, &c);
+}
+
+static void run_pool(cf *h) {
+    static const struct {
+        int h, w, c, kh, kw, sh, sw;
+        mr_padding pad;
+    } cases[] = {
+        {6, 6, 3, 2, 2, 2, 2, MR_PADDING_VALID}, /* windows tile the input */
+        {7, 6, 2, 2, 2, 2, 2, MR_PADDING_VALID}, /* a row left over */
+        {5, 6, 2, 3, 3, 1, 1, MR_PADDING_VALID}, /* overlapping windows */
+        {5, 7, 3, 2, 2, 2, 2, MR_PADDING_SAME},  /* partial windows after */
+        {6, 6, 2, 3, 3, 2, 2, MR_PADDING_SAME},  /* total padding 1, all after */
+        {4, 5, 2, 3, 2, 1, 2, MR_PADDING_SAME},  /* the axes differ, overlap */
+    };
+    for (int kind = MR_LAYER_MAXPOOL; kind <= MR_LAYER_AVGPOOL; kind++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            lcase c = make_case((mr_layer_kind)kind, img(cases[i].h, cases[i].w, cases[i].c), 3,
+                                70 + i + 10 * (uint64_t)kind);
+            c.cfg.size[0] = cases[i].kh, c.cfg.size[1] = cases[i].kw;
+            c.cfg.stride[0] = cases[i].sh, c.cfg.stride[1] = cases[i].sw;
+            c.cfg.padding = cases[i].pad;
+            snprintf(c.name, sizeof c.name, "%s %dx%dx%d k%dx%d s%dx%d %s",
+                     mr_layer_kind_name((mr_layer_kind)kind), cases[i].h, cases[i].w, cases[i].c,
+                     cases[i].kh, cases[i].kw, cases[i].sh, cases[i].sw, pad_name(cases[i].pad));
+            run_layer(h, &c);
+        }
+    /* all-negative input: a max that counted the SAME padding as 0 shows */
+    lcase c = make_case(MR_LAYER_MAXPOOL, img(5, 5, 2), 2, 95);
+    c.cfg.size[0] = c.cfg.size[1] = 2;
+    c.cfg.stride[0] = c.cfg.stride[1] = 2;
+    c.cfg.padding = MR_PADDING_SAME;
+    c.x_lo = -2.0f, c.x_hi = -1.0f;
+    snprintf(c.name, sizeof c.name, "maxpool 5x5x2 k2x2 s2x2 same, negative input");
+    run_layer(h, &c);
+}
+
+static void run_dropout(cf *h) {
+    static const struct {
+        mr_shape in;
+        float rate;
+        int training;
+    } cases[] = {
+        {{3, {3, 3, 3}}, 0.3f, 1}, /* 27 per row: not a multiple of the 4 words of a draw */
+        {{1, {10, 0, 0}}, 0.5f, 1},
+        {{1, {5, 0, 0}}, 0.0f, 1}, /* rate 0: identity */
+        {{3, {3, 3, 3}}, 0.3f, 0}, /* inference: identity */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lcase c = make_case(MR_LAYER_DROPOUT, cases[i].in, 4, 100 + i);
+        c.cfg.rate = cases[i].rate;
+        c.training = c.backward = cases[i].training;
+        c.exact = 1;
+        snprintf(c.name, sizeof c.name, "dropout rate %.1f rank %d %s", (double)cases[i].rate,
+                 cases[i].in.rank, cases[i].training ? "training" : "inference");
+        run_layer(h, &c);
+    }
+}
+
+static void run_batchnorm(cf *h) {
+    static const struct {
+        mr_shape in;
+        int batch, training, sync;
+    } cases[] = {
+        {{3, {3, 4, 5}}, 3, 1, 0}, {{1, {6, 0, 0}}, 5, 1, 0},
+        {{3, {2, 3, 4}}, 3, 1, 1}, /* SyncBatchNormalization's path, one replica */
+        {{3, {3, 4, 5}}, 3, 0, 0}, /* inference: the moving statistics */
+        {{1, {6, 0, 0}}, 5, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lcase c = make_case(MR_LAYER_BATCHNORM, cases[i].in, cases[i].batch, 110 + i);
+        c.cfg.momentum = 0.9f;
+        c.cfg.epsilon = 1e-3f;
+        c.cfg.sync = cases[i].sync;
+        c.sync = cases[i].sync;
+        c.training = c.backward = cases[i].training;
+        c.x_lo = -0.5f, c.x_hi = 1.5f; /* a mean away from 0 */
+        snprintf(c.name, sizeof c.name, "batchnorm rank %d B=%d %s%s", cases[i].in.rank,
+                 cases[i].batch, cases[i].training ? "training" : "inference",
+                 cases[i].sync ? " sync" : "");
+        run_layer(h, &c);
+    }
+}
+
+/* ------------------------------------------------------------------ loss */
+
+#define LB 6 /* rows */
+#define LK 7 /* classes */
+
+/* Runs one loss kind on both contexts: dy, the loss sum (added to a
+ * nonzero start) and the correct count; then again without dy. */
+static void run_loss(cf *h, mr_loss_kind kind, int fused) {
+    snprintf(h->tag, sizeof h->tag, "loss %s%s", mr_loss_name(kind),
+             kind == MR_LOSS_MSE ? "" : (fused ? " fused softmax" : " on probabilities"));
+    const mr_kernels *kk = mr_kernels_for(h->dut->kind);
+    if (kk == NULL || kk->loss == NULL || kk->loss->compute == NULL) {
+        cf_fail(h, "the %s kernel table has no loss", h->dut->ops->name);
+        return;
+    }
+    float out[LB * LK], a[LB * LK], b[LB * LK];
+    int32_t labels[LB];
+    for (int i = 0; i < LB; i++)
+        labels[i] = (i * 3) % LK;
+    labels[3] = 4;
+    if (kind == MR_LOSS_MSE) {
+        mr_rng_uniform(200, 303, (uint32_t)kind, 0, 0.0f, 1.0f, out, LB * LK);
+    } else {
+        mr_rng_uniform(200, 303, (uint32_t)kind, 0, -3.0f, 3.0f, out, LB * LK);
+        if (!fused) /* probabilities: softmax rows */
+            for (int i = 0; i < LB; i++) {
+                double s = 0.0;
+                for (int j = 0; j < LK; j++)
+                    s += exp((double)out[i * LK + j]);
+                for (int j = 0; j < LK; j++)
+                    out[i * LK + j] = (float)(exp((double)out[i * LK + j]) / s);
+            }
+        if (!fused) {
+            out[1 * LK + labels[1]] = 1e-9f; /* clipped from below */
+            out[2 * LK + labels[2]] = 1.0f;  /* clipped from above: no gradient */
+        }
+    }
+    /* a tie: argmax takes the first, so row 3 (label 4) is not correct */
+    out[3 * LK + 2] = out[3 * LK + 4] = kind == MR_LOSS_MSE ? 2.0f : (fused ? 5.0f : 0.9f);
+    const float norm = 10.0f; /* the global batch: more rows than this replica's */
+    const double tol_dy = tol_for(LK), tol_sum = tol_for(LB * LK);
+    mr_backend *be[2] = {h->ref, h->dut};
+    mr_dfloat *dout[2] = {0}, *ddy[2] = {0};
+    double sum[2] = {1.25, 1.25}, sum2[2] = {0.5, 0.5};
+    int64_t correct[2] = {3, 3}, correct2[2] = {1, 1};
+    mr_error err = {0};
+    for (int k = 0; k < 2; k++) {
+        if (!(dout[k] = cf_upload(h, k, be[k], out, LB * LK)) ||
+            !(ddy[k] = cf_upload(h, k, be[k], NULL, LB * LK)))
+            goto out;
+        if (!cf_ok(h, k,
+                   mr_loss_compute(be[k], kind, fused, dout[k], labels, LB, LK, norm, ddy[k],
+                                   &sum[k], &correct[k], &err),
+                   &err, "loss") ||
+            !cf_ok(h, k,
+                   mr_loss_compute(be[k], kind, fused, dout[k], labels, LB, LK, norm, NULL,
+                                   &sum2[k], &correct2[k], &err),
+                   &err, "loss without dy"))
+            goto out;
+    }
+    cf_compare(h, "dy", ddy[0], ddy[1], LB * LK, tol_dy, a, b);
+    cf_check_double(h, "loss sum", sum[1], sum[0], tol_sum);
+    cf_check_int(h, "correct", correct[1], correct[0]);
+    cf_check_double(h, "loss sum without dy", sum2[1], sum2[0], tol_sum);
+    cf_check_int(h, "correct without dy", correct2[1], correct2[0]);
+    /* the out buffer is const */
+    if (cf_get(h, 1, be[1], a, dout[1], LB * LK))
+        cf_check(h, "out unchanged", a, out, LB * LK, 0.0);
+out:
+    for (int k = 0; k < 2; k++) {
+        mr_backend_free(be[k], dout[k]);
+        mr_backend_free(be[k], ddy[k]);
+    }
+}
+
+static void run_losses(cf *h) {
+    run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1);
+    run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0);
+    run_loss(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 1);
+    run_loss(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 0);
+    run_loss(h, MR_LOSS_MSE, 0); /* the model never fuses a softmax into MSE */
+}
+
+/* ------------------------------------------------------------- optimizer */
+
+#define ON 1000 /* parameters: not a multiple of a block or a vector */
+
+/* Three updates with fresh gradients; weights and slots compared after each. */
+static void run_optimizer(cf *h, const mr_optimizer *opt, float lr, const char *name) {
+    snprintf(h->tag, sizeof h->tag, "optimizer %s", name);
+    const mr_kernels *kk = mr_kernels_for(h->dut->kind);
+    if (kk == NULL || kk->optimizer == NULL ||
+        (opt->kind == MR_OPTIMIZER_ADAM ? kk->optimizer->adam == NULL
+                                        : kk->optimizer->sgd == NULL)) {
+        cf_fail(h, "the %s kernel table has no %s update", h->dut->ops->name, name);
+        return;
+    }
+    static float w0[ON], g[ON], a[ON], b[ON];
+    mr_rng_uniform(300, 304, 0, 0, -1.0f, 1.0f, w0, ON);
+    const int slots = mr_optimizer_slot_count(opt);
+    const double tol = tol_for(1);
+    mr_backend *be[2] = {h->ref, h->dut};
+    mr_dfloat *dw[2] = {0}, *dg[2] = {0}, *ds[2][2] = {{0}};
+    mr_error err = {0};
+    for (int k = 0; k < 2; k++) {
+        if (!(dw[k] = cf_upload(h, k, be[k], w0, ON)) ||
+            !(dg[k] = cf_upload(h, k, be[k], NULL, ON)))
+            goto out;
+        for (int j = 0; j < slots; j++)
+            if (!(ds[k][j] = cf_upload(h, k, be[k], NULL, ON)) ||
+                !cf_ok(h, k, mr_backend_zero(be[k], ds[k][j], sizeof(float) * ON, &err), &err,
+                       "zero"))
+                goto out;
+    }
+    for (int t = 1; t <= 3; t++) {
+        mr_rng_uniform(300, 305, (uint32_t)t, 0, -1.0f, 1.0f, g, ON);
+        for (int k = 0; k < 2; k++)
+            if (!cf_put(h, k, be[k], dg[k], g, ON) ||
+                !cf_ok(h, k,
+                       mr_optimizer_step(opt, be[k], lr, t, dw[k], dg[k], ds[k][0], ds[k][1], ON,
+                                         &err),
+                       &err, "step"))
+                goto out;
+        char what[64];
+        snprintf(what, sizeof what, "w after step %d", t);
+        cf_compare(h, what, dw[0], dw[1], ON, tol, a, b);
+        for (int j = 0; j < slots; j++) {
+            snprintf(what, sizeof what, "slot %d after step %d", j, t);
+            cf_compare(h, what, ds[0][j], ds[1][j], ON, tol, a, b);
+        }
+    }
+out:
+    for (int k = 0; k < 2; k++) {
+        mr_backend_free(be[k], dw[k]);
+        mr_backend_free(be[k], dg[k]);
+        mr_backend_free(be[k], ds[k][0]);
+        mr_backend_free(be[k], ds[k][1]);
+    }
+}
+
+static void run_optimizers(cf *h) {
+    mr_optimizer sgd = {.kind = MR_OPTIMIZER_SGD};
+    run_optimizer(h, &sgd, 0.01f, "sgd");
+    sgd.momentum = 0.9f;
+    run_optimizer(h, &sgd, 0.01f, "sgd momentum 0.9");
+    sgd.nesterov = 1;
+    run_optimizer(h, &sgd, 0.01f, "sgd nesterov 0.9");
+    mr_optimizer adam = {
+        .kind = MR_OPTIMIZER_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f};
+    run_optimizer(h, &adam, 1e-3f, "adam");
+}
+
+/* ----------------------------------------------------------------- tests */
+
+/* One test per group, looped over the contexts under test (_i). */
+#define GROUP_TEST(group, fn)                                                                      \
+    START_TEST(group) {                                                                            \
+        cf h;                                                                                      \
+        if (cf_begin(&h, _i)) fn(&h);                                                              \
+        cf_end(&h, #group);                                                                        \
+    }                                                                                              \
+    END_TEST
+
+GROUP_TEST(dense, run_dense)
+GROUP_TEST(activation, run_activation)
+GROUP_TEST(flatten, run_flatten)
+GROUP_TEST(conv2d, run_conv2d)
+GROUP_TEST(pool, run_pool)
+GROUP_TEST(dropout, run_dropout)
+GROUP_TEST(batchnorm, run_batchnorm)
+GROUP_TEST(loss, run_losses)
+GROUP_TEST(optimizer, run_optimizers)
+
+/* A few cases of each comparison kind, on the copy-mode CPU context. */
+static void self_test_cases(cf *h) {
+    lcase c = make_case(MR_LAYER_DENSE, flat(13), 4, 10);
+    c.cfg.units = 6;
+    c.cfg.activation = MR_ACTIVATION_TANH;
+    snprintf(c.name, sizeof c.name, "self-test dense");
+    run_layer(h, &c);
+    lcase d = make_case(MR_LAYER_DROPOUT, img(3, 3, 3), 4, 100);
+    d.cfg.rate = 0.3f;
+    d.exact = 1;
+    snprintf(d.name, sizeof d.name, "self-test dropout");
+    run_layer(h, &d);
+    run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1);
+    mr_optimizer adam = {
+        .kind = MR_OPTIMIZER_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f};
+    run_optimizer(h, &adam, 1e-3f, "adam");
+}
+
+/* The harness can fail: results moved by twice their bound (one ulp where
+ * exact, one count) are all reported; moved by half their bound they all
+ * pass; unmoved, the copy-mode CPU context agrees bit for bit. */
+START_TEST(harness_reports_differences) {
+    cf h;
+    const double perturb[3] = {2.0, 0.5, 0.0};
+    for (int p = 0; p < 3; p++) {
+        ck_assert(cf_begin(&h, 0));
+        h.perturb = perturb[p];
+        h.quiet = p == 0;
+        self_test_cases(&h);
+        mr_backend_destroy(h.dut);
+        mr_backend_destroy(h.ref);
+        ck_assert_int_gt(h.compared, 20);
+        if (p == 0)
+            ck_assert_msg(h.failed == h.compared, "perturbed by 2 x tol: %d of %d reported",
+                          h.failed, h.compared);
+        else
+            ck_assert_msg(h.failed == 0, "perturbed by %g x tol: %d of %d failed; first: %s",
+                          perturb[p], h.failed, h.compared, h.first);
+        if (p == 1) ck_assert_double_ge(h.worst, 0.49);
+        if (p == 2) ck_assert_msg(h.worst == 0.0, "copy mode differs: %g of the bound", h.worst);
+    }
+    printf("conformance self-test: differences above the bound are reported, below it pass\n");
+}
+END_TEST
+
+int main(int argc, char **argv) {
+    int targets = 1;
+    if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
+        const mr_gpu_list *g = mr_gpu_discover();
+        if (g->count == 0) {
+            printf("SKIP: no GPU: %s\n", g->reason[0] ? g->reason : "none visible");
+            return 77; /* meson's SKIP */
+        }
+        use_cuda = 1;
+        targets = g->count;
+        for (int i = 0; i < g->count; i++)
+            printf("conformance: testing cuda:%d: %s (compute capability %d.%d)\n", i,
+                   g->gpu[i].name, g->gpu[i].cc_major, g->gpu[i].cc_minor);
+        /* discovery initialised the CUDA runtime, which a forked child
+         * cannot use: run the tests in this process */
+        setenv("CK_FORK", "no", 1);
+    } else if (argc > 1) {
+        fprintf(stderr, "usage: %s [cuda]\n", argv[0]);
+        return 2;
+    }
+    Suite *s = suite_create("conformance");
+    TCase *tc = tcase_create("conformance");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, dense, 0, targets);
+    tcase_add_loop_test(tc, activation, 0, targets);
+    tcase_add_loop_test(tc, flatten, 0, targets);
+    tcase_add_loop_test(tc, conv2d, 0, targets);
+    tcase_add_loop_test(tc, pool, 0, targets);
+    tcase_add_loop_test(tc, dropout, 0, targets);
+    tcase_add_loop_test(tc, batchnorm, 0, targets);
+    tcase_add_loop_test(tc, loss, 0, targets);
+    tcase_add_loop_test(tc, optimizer, 0, targets);
+    if (!use_cuda) tcase_add_test(tc, harness_reports_differences);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

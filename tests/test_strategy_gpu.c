@@ -1,0 +1,224 @@
+/* test_strategy_gpu.c: the strategy on GPU replicas (meson test
+ * `strategy_gpu`, CUDA builds only): one CUDA context per replica, joined
+ * by the NCCL communicator.
+ *
+ *   - 2 GPUs x batch B == 1 GPU x 2B (the same .cfg, global_batch=2B) after
+ *     10 steps of SGD with momentum and of Adam, within SU_BOUND: as in
+ *     test_strategy.c the only difference is the order of float additions
+ *     (cuBLAS/cuDNN over B rows vs 2B, and NCCL's sum over two replicas);
+ *   - 1 GPU == 1 CPU replica on the same data and seed, within GPU_CPU_BOUND
+ *     (an MLP, a CNN, and SyncBN with dropout, in both);
+ *   - replicas on 2 GPUs hold the same bits: --check-sync after every step
+ *     passes, the replicas' weights copied to the host are equal, and a
+ *     perturbed replica is caught and named.
+ *
+ * GPU_CPU_BOUND: the two runs do the same arithmetic in other orders and
+ * with other roundings: cuBLAS and OpenBLAS split their dot products
+ * differently, cuDNN's convolution is not im2col + GEMM, nvcc contracts a*b+c
+ * into FMAs, and CUDA's expf/logf differ from glibc's by an ulp or two. One
+ * step's gradients then differ by ~1e-6 relative (more terms than between
+ * 1 and 2 replicas of one device kind, whose bound is SU_BOUND = 2e-5 over
+ * 20 steps); SGD carries it forward linearly, Adam's 1/sqrt(v) can amplify
+ * it on tiny gradient components. 1e-4 (5 x SU_BOUND, over 10 steps) leaves
+ * room for that, while a semantic error (a wrong normalisation, a missing
+ * bias gradient, a transposed kernel) moves the weights by 1e-3 or more
+ * after one step.
+ *
+ * Without a GPU this prints "SKIP: no GPU: <reason>" and exits 77 (meson's
+ * SKIP); with one GPU the 2-GPU cases print "SKIP: needs 2 GPUs, 1 visible"
+ * and the 1-GPU case runs. Check runs without fork: discovery has
+ * initialised the CUDA runtime, which a forked child cannot use. Every
+ * assertion is on the test's thread (the replica threads only return
+ * statuses). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/device.h"
+#include "../strategies/strategy.h"
+#include "strategyutil.h"
+#include "testutil.h"
+
+#define GPU_CPU_BOUND 1e-4
+
+/* n floats of device memory p of replica m, to the host (out). */
+static void to_host(mr_model *m, const mr_dfloat *p, int64_t n, float *out) {
+    mr_error err = {0};
+    if (n == 0) return;
+    ck_assert_msg(mr_backend_enter(m->be, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_backend_to_host(m->be, out, p, sizeof(float) * (size_t)n, &err) == MR_OK, "%s",
+                  err.msg);
+}
+
+/* Replica r's parameters followed by its state, on the host (malloc'd). */
+static float *replica_weights(mr_strategy *s, int r, int64_t *np) {
+    mr_model *m = mr_strategy_replica(s, r);
+    *np = m->n_params + m->n_state;
+    float *out = malloc(sizeof(float) * (size_t)*np);
+    ck_assert_ptr_nonnull(out);
+    to_host(m, m->params, m->n_params, out);
+    to_host(m, m->state, m->n_state, out + m->n_params);
+    return out;
+}
+
+/* su_train on replicas of `kind` (ordinals 0..replicas-1): one epoch, seed
+ * 5; returns replica 0's parameters and state copied to the host, after
+ * checking that every replica holds the same bits. */
+static float *train(mr_device_kind kind, const su_run *o, int64_t *np, mr_status *status,
+                    mr_error *err) {
+    char text[2048];
+    snprintf(text, sizeof text, o->text, o->net_extra ? o->net_extra : "");
+    mr_config cfg;
+    mr_error perr = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &perr) == MR_OK, "%s", perr.msg);
+    cfg.net.batch = o->batch;
+    mr_dataset ds;
+    su_make_data(&ds, o->n);
+    mr_strategy_opts so = {
+        .seed = 5, .check_sync = o->check_sync, .debug_perturb_step = o->perturb};
+    so.devices.kind = kind;
+    so.devices.count = o->replicas;
+    for (int r = 0; r < o->replicas; r++)
+        so.devices.ordinals[r] = r;
+    mr_strategy *s = NULL;
+    float *out = NULL;
+    *status = mr_strategy_create(&cfg, &so, o->n, &s, err);
+    if (*status == MR_OK) *status = mr_strategy_fit(s, &ds, o->n, 0, 0, 1, NULL, NULL, NULL, err);
+    if (*status == MR_OK) {
+        out = replica_weights(s, 0, np);
+        for (int r = 1; r < o->replicas; r++) {
+            int64_t nq;
+            float *q = replica_weights(s, r, &nq);
+            ck_assert_int_eq(nq, *np);
+            ck_assert_msg(memcmp(q, out, sizeof(float) * (size_t)nq) == 0,
+                          "replica %d differs from replica 0", r);
+            free(q);
+        }
+    }
+    mr_strategy_destroy(s);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+    return out;
+}
+
+static float *train_ok(mr_device_kind kind, const su_run *o, int64_t *np) {
+    mr_status st;
+    mr_error err = {0};
+    float *p = train(kind, o, np, &st, &err);
+    ck_assert_msg(st == MR_OK, "%s", err.msg);
+    return p;
+}
+
+/* The models: every layer kind of test_strategy.c, SyncBN and dropout
+ * (whose masks follow the global sample position) included. */
+static const struct {
+    const char *name, **text;
+} models[] = {{"mlp", &su_mlp_text}, {"cnn", &su_cnn_text}, {"syncbn", &su_bn_text}};
+#define N_MODELS (int)(sizeof models / sizeof models[0])
+
+/* [net] lines: SGD with momentum (opt 0) or Adam (1), and a fixed global batch. */
+static void net_lines(char *buf, size_t n, int opt, int global_batch) {
+    snprintf(buf, n, "%s\nglobal_batch=%d", opt ? su_adam : su_sgd, global_batch);
+}
+
+/* 2 GPUs x B == 1 GPU x 2B: the same .cfg (global_batch = 2B), 10 steps. */
+START_TEST(two_gpus_equal_one_gpu_at_twice_the_batch) {
+    const int B = 4;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int opt = 0; opt < 2; opt++) {
+            char extra[256];
+            net_lines(extra, sizeof extra, opt, 2 * B);
+            su_run two = {.text = *models[i].text,
+                          .net_extra = extra,
+                          .replicas = 2,
+                          .batch = B,
+                          .n = 20 * B};
+            su_run one = two;
+            one.replicas = 1, one.batch = 2 * B;
+            int64_t na, nb;
+            float *a = train_ok(MR_DEVICE_CUDA, &two, &na);
+            float *b = train_ok(MR_DEVICE_CUDA, &one, &nb);
+            ck_assert_int_eq(na, nb);
+            double d = tu_rel_diff(a, b, (size_t)na);
+            printf("2 GPUs vs 1 (%s, %s): relative difference %g\n", models[i].name,
+                   opt ? "adam" : "sgd", d);
+            ck_assert_msg(d < SU_BOUND, "%s, %s: relative difference %g", models[i].name, extra, d);
+            free(a), free(b);
+        }
+}
+END_TEST
+
+/* 1 GPU == 1 CPU replica on the same data, seed and batch, 10 steps. */
+START_TEST(one_gpu_equals_the_cpu) {
+    const int B = 8;
+    for (int i = 0; i < N_MODELS; i++)
+        for (int opt = 0; opt < 2; opt++) {
+            char extra[256];
+            net_lines(extra, sizeof extra, opt, B);
+            su_run o = {.text = *models[i].text,
+                        .net_extra = extra,
+                        .replicas = 1,
+                        .batch = B,
+                        .n = 10 * B};
+            int64_t na, nb;
+            float *a = train_ok(MR_DEVICE_CUDA, &o, &na), *b = train_ok(MR_DEVICE_CPU, &o, &nb);
+            ck_assert_int_eq(na, nb);
+            double d = tu_rel_diff(a, b, (size_t)na);
+            printf("1 GPU vs CPU (%s, %s): relative difference %g\n", models[i].name,
+                   opt ? "adam" : "sgd", d);
+            ck_assert_msg(d < GPU_CPU_BOUND, "%s, %s: relative difference %g", models[i].name,
+                          extra, d);
+            free(a), free(b);
+        }
+}
+END_TEST
+
+/* Replicas on 2 GPUs stay bitwise identical: --check-sync after every step
+ * passes (train also compares the replicas' weights on the host), and it
+ * names the replica a perturbation made diverge. */
+START_TEST(two_gpus_stay_in_sync) {
+    su_run o = {.text = su_cnn_text,
+                .net_extra = su_adam,
+                .replicas = 2,
+                .batch = 4,
+                .n = 83, /* a partial last batch too */
+                .check_sync = 1};
+    int64_t np;
+    free(train_ok(MR_DEVICE_CUDA, &o, &np));
+    o.perturb = 5;
+    mr_status st;
+    mr_error err = {0};
+    float *p = train(MR_DEVICE_CUDA, &o, &np, &st, &err);
+    ck_assert_int_eq(st, MR_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "step 5") && strstr(err.msg, "replica 1"), "%s", err.msg);
+    free(p);
+}
+END_TEST
+
+int main(void) {
+    const mr_gpu_list *gl = mr_gpu_discover();
+    if (gl->count == 0) {
+        printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
+        return 77; /* meson's SKIP */
+    }
+    Suite *s = suite_create("strategy_gpu");
+    TCase *tc = tcase_create("strategy_gpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, one_gpu_equals_the_cpu);
+    if (gl->count >= 2) {
+        tcase_add_test(tc, two_gpus_equal_one_gpu_at_twice_the_batch);
+        tcase_add_test(tc, two_gpus_stay_in_sync);
+    } else {
+        printf("SKIP: needs 2 GPUs, %d visible (two_gpus_equal_one_gpu_at_twice_the_batch, "
+               "two_gpus_stay_in_sync)\n",
+               gl->count);
+    }
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}
