@@ -161,7 +161,7 @@ void mr_devices_list(FILE *out, const mr_device_env *env) {
     if (visible != NULL) snprintf(vis, sizeof vis, ", CUDA_VISIBLE_DEVICES=%s", visible);
     if (gpus->count == 0) {
         fprintf(out, "gpu: none (%s; CUDA driver %s, runtime %s%s)\n", gpus->reason, drv, rt, vis);
-        fprintf(out, "auto: %d CPU replica%s\n", cores, cores == 1 ? "" : "s");
+        fprintf(out, "auto: up to %d CPU replica%s\n", cores, cores == 1 ? "" : "s");
         return;
     }
     for (int i = 0; i < gpus->count; i++) {
