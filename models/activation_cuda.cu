@@ -9,14 +9,17 @@
 #include "kernels_cuda.h"
 #include "../runtime/elementwise.h"
 
-/* y (n) = act(y), element by element (not softmax) */
-__global__ static void act_forward_kernel(mr_activation act, float *__restrict__ y, size_t n) {
+/* y (n / width, width) = act(y + bias) element by element (bias NULL:
+ * none; softmax and linear: the sum only, softmax follows per row) */
+__global__ static void act_forward_kernel(mr_activation act, float *__restrict__ y,
+                                          const float *__restrict__ bias, size_t n, int width) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float v = y[i];
+        float v = bias != NULL ? y[i] + bias[i % (size_t)width] : y[i];
         y[i] = act == MR_ACTIVATION_RELU      ? mr_relu(v)
                : act == MR_ACTIVATION_SIGMOID ? mr_sigmoid(v)
-                                              : tanhf(v);
+               : act == MR_ACTIVATION_TANH    ? tanhf(v)
+                                              : v;
     }
 }
 
@@ -46,20 +49,26 @@ __global__ static void softmax_backward_kernel(const float *__restrict__ y, floa
         mr_softmax_grad_row(y + (int64_t)r * width, dy + (int64_t)r * width, width);
 }
 
-mr_status mr_cuda_activation_forward(mr_backend *be, mr_activation act, float *y, int rows,
-                                     int width, mr_error *err) {
+mr_status mr_cuda_bias_activation_forward(mr_backend *be, mr_activation act, float *y,
+                                          const float *bias, int rows, int width, mr_error *err) {
     size_t n = (size_t)rows * (size_t)width;
-    if (act == MR_ACTIVATION_LINEAR || n == 0) return MR_OK;
+    if (n == 0) return MR_OK;
     cudaStream_t s = mr_cuda(be)->stream;
+    if (bias != NULL || (act != MR_ACTIVATION_LINEAR && act != MR_ACTIVATION_SOFTMAX)) {
+        act_forward_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(act, y, bias, n, width);
+        mr_cuda_launched(be, err, "act_forward_kernel");
+    }
     if (act == MR_ACTIVATION_SOFTMAX) {
         softmax_forward_kernel<<<mr_cuda_blocks((size_t)rows), MR_CUDA_THREADS, 0, s>>>(y, rows,
                                                                                         width);
         mr_cuda_launched(be, err, "softmax_forward_kernel");
-    } else {
-        act_forward_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(act, y, n);
-        mr_cuda_launched(be, err, "act_forward_kernel");
     }
     return MR_OK;
+}
+
+mr_status mr_cuda_activation_forward(mr_backend *be, mr_activation act, float *y, int rows,
+                                     int width, mr_error *err) {
+    return mr_cuda_bias_activation_forward(be, act, y, NULL, rows, width, err);
 }
 
 mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const float *y, float *dy,

@@ -19,6 +19,10 @@ MR_C_BEGIN
  * returned with its message in err. */
 mr_status mr_cuda_activation_forward(mr_backend *be, mr_activation act, float *y, int rows,
                                      int width, mr_error *err);
+/* The same after adding bias (width) to every row, in the same pass
+ * (bias NULL: none): the output of Dense and Conv2D after their products. */
+mr_status mr_cuda_bias_activation_forward(mr_backend *be, mr_activation act, float *y,
+                                          const float *bias, int rows, int width, mr_error *err);
 /* dy (rows, width) *= d act / d x, expressed through the output y
  * (softmax: dx_j = y_j (dy_j - sum_k dy_k y_k), per row). */
 mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const float *y, float *dy,

@@ -19,7 +19,7 @@
  * size when one comes): the first that fits MR_CUDA_WORKSPACE_LIMIT,
  * preferring FMA math and deterministic algorithms, so runs repeat bitwise.
  * Bias and activation follow the convolution in one elementwise pass
- * (elementwise.h's math); the bias gradient is one GEMM with a ones
+ * (activation_cuda.h, elementwise.h's math); the bias gradient is one GEMM with a ones
  * vector (cuBLAS: deterministic, no atomics).
  * Relies on: kernels_cuda.h, cuda_impl.h (the cuDNN handle on the compute
  * stream, mr_cuda_workspace), conv_geometry.h, runtime/elementwise.h. */
@@ -123,54 +123,6 @@ __global__ static void crop_kernel(const float *__restrict__ dxp, float *__restr
         int iy = (int)(t % H);
         size_t b = t / H;
         dx[i] = dxp[((b * Hp + iy + pt) * Wp + ix + pl) * C + c];
-    }
-}
-
-/* y (n / F, F) += bias (F) (NULL: none), then the activation (softmax:
- * activation_cuda.h's per-row pass afterwards) */
-__global__ static void bias_act_kernel(float *__restrict__ y, const float *__restrict__ bias,
-                                       size_t n, int F, mr_activation act) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = y[i];
-        if (bias != NULL) v += bias[i % F];
-        switch (act) {
-        case MR_ACTIVATION_RELU:
-            v = mr_relu(v);
-            break;
-        case MR_ACTIVATION_SIGMOID:
-            v = mr_sigmoid(v);
-            break;
-        case MR_ACTIVATION_TANH:
-            v = tanhf(v);
-            break;
-        default: /* linear; softmax is per row */
-            break;
-        }
-        y[i] = v;
-    }
-}
-
-/* dy (n) becomes dL/dz through the activation, expressed through y
- * (softmax: activation_cuda.h's per-row pass instead). ReLU selects, as
- * conv2d_cpu.c's fused pass does. */
-__global__ static void act_backward_kernel(const float *__restrict__ y, float *__restrict__ dy,
-                                           size_t n, mr_activation act) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        switch (act) {
-        case MR_ACTIVATION_RELU:
-            dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-            break;
-        case MR_ACTIVATION_SIGMOID:
-            dy[i] *= mr_sigmoid_grad(y[i]);
-            break;
-        case MR_ACTIVATION_TANH:
-            dy[i] *= mr_tanh_grad(y[i]);
-            break;
-        default:
-            break;
-        }
     }
 }
 
@@ -390,17 +342,10 @@ static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dflo
                  cudnnConvolutionForward(mr_cuda(be)->cudnn, &one, p->x_desc, in, p->w_desc, p->wT,
                                          p->conv_desc, a->fwd, ws, a->workspace, &zero, p->y_desc,
                                          y));
-    const mr_activation act = conv_act(l);
-    const int64_t rows = (int64_t)batch * p->g.out_h * p->g.out_w;
-    const size_t n = (size_t)rows * p->F;
+    /* y += bias, then the activation (activation_cuda.h) */
+    const int rows = batch * p->g.out_h * p->g.out_w;
     const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
-    if (bias != NULL || act != MR_ACTIVATION_LINEAR) {
-        bias_act_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(y, bias, n, p->F, act);
-        mr_cuda_launched(be, err, "bias_act_kernel");
-    }
-    if (act == MR_ACTIVATION_SOFTMAX) {
-        MR_CHECK(mr_cuda_activation_forward(be, act, y, (int)rows, p->F, err));
-    }
+    MR_CHECK(mr_cuda_bias_activation_forward(be, conv_act(l), y, bias, rows, p->F, err));
     return MR_OK;
 }
 
@@ -412,19 +357,11 @@ static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfl
     conv_priv *p = priv(l);
     cudaStream_t s = mr_cuda(be)->stream;
     const int64_t rows = (int64_t)batch * p->g.out_h * p->g.out_w;
-    const size_t n = (size_t)rows * p->F;
     float *dy = mr_dfloat_ptr(dyd);
 
     /* dy becomes dL/dz through the activation */
-    const mr_activation act = conv_act(l);
-    if (act == MR_ACTIVATION_SOFTMAX) {
-        MR_CHECK(
-            mr_cuda_activation_backward(be, act, mr_dfloat_cptr(yd), dy, (int)rows, p->F, err));
-    } else if (act != MR_ACTIVATION_LINEAR) {
-        act_backward_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(mr_dfloat_cptr(yd), dy, n,
-                                                                          act);
-        mr_cuda_launched(be, err, "act_backward_kernel");
-    }
+    MR_CHECK(
+        mr_cuda_activation_backward(be, conv_act(l), mr_dfloat_cptr(yd), dy, (int)rows, p->F, err));
     /* db (1, F) += ones (1, rows) dy (rows, F) */
     if (l->n_weights > 1)
         MR_CHECK(mr_gemm(be, 0, 0, 1, p->F, (int)rows, 1.0f, mr_dfloat_cof(p->ones), (int)rows, dyd,

@@ -2,22 +2,13 @@
  * dense_cpu.c is the reference).
  *   x: (B, in)   W "kernel": (in, units)   b "bias": (units)   y: (B, units)
  * The three products are mr_gemm (cuBLAS, row-major: backend_cuda.c); the
- * bias broadcast and the bias gradient are small kernels, the activation
- * is activation_cuda.h's. The bias gradient sums each column of dy row by
+ * bias and the activation are activation_cuda.h's one pass, the bias
+ * gradient a small kernel. The bias gradient sums each column of dy row by
  * row in one thread (no atomics), so it repeats bitwise and adds in the
  * CPU's order.
  * Relies on: kernels_cuda.h, activation_cuda.h, runtime/backend.h (mr_gemm). */
 #include "activation_cuda.h"
 #include "kernels_cuda.h"
-
-/* y (rows, out): every row = b (out) */
-__global__ static void bias_broadcast_kernel(float *__restrict__ y, const float *__restrict__ b,
-                                             size_t rows, int out) {
-    size_t n = rows * (size_t)out;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        y[i] = b[i % (size_t)out];
-}
 
 /* db (out) += column sums of dy (rows, out): one thread per column,
  * rows in order */
@@ -40,19 +31,14 @@ static mr_status dense_forward(mr_layer *l, mr_run *run, int batch, const mr_dfl
     mr_backend *be = run->be;
     int in = l->in.d[0], out = l->out.d[0];
     if (batch == 0) return MR_OK;
-    float beta = 0.0f;
-    if (l->n_weights > 1) {
-        /* y = bias broadcast, then y += x W (beta = 1) */
-        size_t n = (size_t)batch * (size_t)out;
-        bias_broadcast_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-            mr_dfloat_ptr(y), mr_dfloat_cptr(l->w[1].data), (size_t)batch, out);
-        mr_cuda_launched(be, run->err, "bias_broadcast_kernel");
-        beta = 1.0f;
-    }
-    /* y (B, units) (+)= x (B, in) W (in, units) */
+    /* y (B, units) = x (B, in) W (in, units), then + bias and the
+     * activation in one pass (cuBLAS with beta = 1 would add the bias
+     * after the product too: the same sums) */
     MR_CHECK(
-        mr_gemm(be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, beta, y, out, run->err));
-    return mr_cuda_activation_forward(be, dense_act(l), mr_dfloat_ptr(y), batch, out, run->err);
+        mr_gemm(be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 0.0f, y, out, run->err));
+    const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
+    return mr_cuda_bias_activation_forward(be, dense_act(l), mr_dfloat_ptr(y), bias, batch, out,
+                                           run->err);
 }
 
 static mr_status dense_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
