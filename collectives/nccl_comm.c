@@ -33,15 +33,17 @@
  * runtime 12+. */
 #include "nccl_comm.h"
 
+#include <errno.h>
 #include <nccl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "../runtime/backoff.h"
 #include "../runtime/cuda_impl.h"
 
 typedef struct nccl_rank {
@@ -68,12 +70,6 @@ typedef struct nccl_comm {
     atomic_int aborted_by; /* local rank that called mr_comm_abort; -1: none */
     atomic_int failed;     /* a rank's NCCL communicator was aborted: destroy aborts the rest */
 } nccl_comm;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int replica(const nccl_comm *nc, const nccl_rank *k) {
     return nc->base.world_offset + (int)(k - nc->ranks);
@@ -189,8 +185,8 @@ static mr_status timed_out(const nccl_comm *nc, const nccl_rank *k, const char *
  * mr_comm_abort and for the timeout; each of those aborts the rank's NCCL
  * communicator. Yields for the first 50 us, then sleeps 1 .. 64 us. */
 static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_error *err) {
-    const double start = now_s();
-    long nap_ns = 1000;
+    mr_backoff b;
+    mr_backoff_begin(&b, 50e-6);
     for (;;) {
         cudaError_t e = cudaEventQuery(k->done);
         if (e == cudaSuccess) {
@@ -218,19 +214,12 @@ static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_err
             return st;
         }
         pthread_mutex_unlock(&k->lock);
-        double t = now_s() - start;
-        if (t > nc->base.timeout_s) {
+        if (mr_backoff_elapsed(&b) > nc->base.timeout_s) {
             mr_status st = timed_out(nc, k, what, err);
             kill_rank(nc, k);
             return st;
         }
-        if (t < 50e-6) {
-            sched_yield();
-        } else {
-            struct timespec nap = {0, nap_ns};
-            nanosleep(&nap, NULL);
-            if (nap_ns < 64000) nap_ns *= 2;
-        }
+        mr_backoff_pause(&b);
     }
 }
 
@@ -493,9 +482,71 @@ static mr_status init_all(nccl_comm *nc, mr_error *err) {
     return st;
 }
 
+/* This process's ranks of the NCCL communicator `id`, in one group. */
+static mr_status group_init(nccl_comm *nc, ncclUniqueId id, mr_error *err) {
+    mr_status st = MR_OK;
+    ncclResult_t res = ncclGroupStart();
+    if (res != ncclSuccess) return nccl_fail(nc, &nc->ranks[0], res, "init", "ncclGroupStart", err);
+    for (int r = 0; r < nc->base.size; r++) {
+        nccl_rank *k = &nc->ranks[r];
+        cudaError_t e = cudaSetDevice(k->device);
+        if (e != cudaSuccess) {
+            if (st == MR_OK) st = mr_cuda_fail(k->be, err, e, "cudaSetDevice");
+            continue; /* the group must still end */
+        }
+        res = ncclCommInitRank(&k->comm, nc->base.world_size, id, nc->base.world_offset + r);
+        if (res != ncclSuccess && st == MR_OK)
+            st = nccl_fail(nc, k, res, "init", "ncclCommInitRank", err);
+    }
+    res = ncclGroupEnd();
+    if (res != ncclSuccess && st == MR_OK)
+        st = nccl_fail(nc, &nc->ranks[0], res, "init", "ncclGroupEnd (ncclCommInitRank)", err);
+    return st;
+}
+
+/* The watchdog of init_ranks: ncclCommInitRank waits inside the host call
+ * for every rank of the job, with no timeout and no way to abort it from
+ * outside (the communicator does not exist until it returns). Should it
+ * wait past the collective timeout (a process failed between the job's
+ * agreement and NCCL's set-up, or cannot reach the others), the watchdog
+ * says so and ends this process with exit status 2, which makes mpirun
+ * end the job: better than a job that hangs. */
+typedef struct init_watch {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done; /* init returned (under lock) */
+    const nccl_comm *nc;
+    const mr_job *job;
+} init_watch;
+
+static void *watch_init(void *arg) {
+    init_watch *w = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double t = (double)until.tv_nsec * 1e-9 + w->nc->base.timeout_s;
+    until.tv_sec += (time_t)t;
+    until.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+    pthread_mutex_lock(&w->lock);
+    int rc = 0;
+    while (!w->done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&w->cond, &w->lock, &until);
+    if (!w->done) {
+        fprintf(stderr,
+                "%s: rank %d (%s): nccl init: ncclCommInitRank waited %g s for the job's other "
+                "processes (one failed before it, or cannot reach this one: NCCL_DEBUG=WARN "
+                "says more); ending the job\n",
+                program_invocation_short_name, w->job->rank, w->job->hosts[w->job->rank],
+                w->nc->base.timeout_s);
+        fflush(stderr);
+        _exit(2);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
 /* Several processes: process 0's unique id to all, then this process's
  * ranks in one group (one thread initialises several ranks: NCCL requires
- * the group), each with its device current. */
+ * the group), each with its device current, under the watchdog. */
 static mr_status init_ranks(nccl_comm *nc, mr_job *job, mr_error *err) {
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
@@ -514,22 +565,19 @@ static mr_status init_ranks(nccl_comm *nc, mr_job *job, mr_error *err) {
     MR_CHECK(st);
     int dev = -1;
     (void)cudaGetDevice(&dev);
-    ncclResult_t res = ncclGroupStart();
-    if (res != ncclSuccess) return nccl_fail(nc, &nc->ranks[0], res, "init", "ncclGroupStart", err);
-    for (int r = 0; r < nc->base.size; r++) {
-        nccl_rank *k = &nc->ranks[r];
-        cudaError_t e = cudaSetDevice(k->device);
-        if (e != cudaSuccess) {
-            if (st == MR_OK) st = mr_cuda_fail(k->be, err, e, "cudaSetDevice");
-            continue; /* the group must still end */
-        }
-        res = ncclCommInitRank(&k->comm, nc->base.world_size, id, nc->base.world_offset + r);
-        if (res != ncclSuccess && st == MR_OK)
-            st = nccl_fail(nc, k, res, "init", "ncclCommInitRank", err);
-    }
-    res = ncclGroupEnd();
-    if (res != ncclSuccess && st == MR_OK)
-        st = nccl_fail(nc, &nc->ranks[0], res, "init", "ncclGroupEnd (ncclCommInitRank)", err);
+    init_watch w = {.done = 0, .nc = nc, .job = job};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    pthread_t watcher;
+    int watching = pthread_create(&watcher, NULL, watch_init, &w) == 0;
+    st = group_init(nc, id, err);
+    pthread_mutex_lock(&w.lock);
+    w.done = 1;
+    pthread_cond_signal(&w.cond);
+    pthread_mutex_unlock(&w.lock);
+    if (watching) pthread_join(watcher, NULL);
+    pthread_cond_destroy(&w.cond);
+    pthread_mutex_destroy(&w.lock);
     if (dev >= 0) (void)cudaSetDevice(dev);
     return st;
 }

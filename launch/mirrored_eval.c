@@ -268,9 +268,15 @@ int main(int argc, char **argv) {
     predictions pred = {.fd = -1};
     if (st == MR_OK && c.predict && job.size > 1)
         st = mr_error_set(&err, MR_ERR_USAGE, "--predict: run mirrored_eval as one process");
+    /* how this node's processes share the GPUs they see: a collective, so
+     * on every process before anything that may fail on one alone */
+    mr_device_env env;
+    char gpu_conflict[sizeof err.msg];
+    mr_error env_err = {0};
+    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &env_err);
+    if (st == MR_OK && env_st != MR_OK) st = mr_error_set(&err, env_st, "%s", env_err.msg);
     if (st == MR_OK) st = load_config(&c, &ck, &has_ck, &cfg, &err);
     mr_strategy_opts opts = {.job = &job};
-    mr_device_env env = {job.cores, job.local_rank, job.local_size, NULL};
     if (st == MR_OK) st = mr_devices_parse(c.devices, &env, &opts.devices, &err);
     if (st == MR_OK && lead) st = mr_cli_check_writable("--json", c.json, &err);
     /* the data: --data, or the test set of the .cfg */

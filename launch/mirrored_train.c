@@ -87,27 +87,22 @@ static void usage(FILE *out) {
             prog, prog);
 }
 
-/* Replica i of process p's devices ("cpu:2"): CPU replicas are numbered
- * across the job, in rank order; GPUs are those of each node ("gpu:1" for
- * this process, "1 GPU" for another, whose choice this one does not see). */
-static void rank_devices(const mr_job *job, const mr_device_set *mine, int p, char *buf, size_t n) {
-    if (mine->kind == MR_DEVICE_CUDA) {
-        if (p == job->rank)
-            mr_devices_format(mine, buf, n);
-        else
-            snprintf(buf, n, "%d GPU%s", job->replicas[p], job->replicas[p] == 1 ? "" : "s");
-        return;
+/* Process p's devices (`sets`: every process's, check_same_job), as
+ * "cpu:2,3" or "gpu:0,1": CPU replicas are numbered across the job, in
+ * rank order; GPUs by their CUDA ordinal on their node. */
+static void rank_devices(const mr_job *job, const mr_device_set *sets, int p, char *buf, size_t n) {
+    mr_device_set set = sets[p];
+    if (set.kind == MR_DEVICE_CPU) {
+        set.count = job->replicas[p];
+        for (int i = 0; i < set.count && i < MR_MAX_REPLICAS; i++)
+            set.ordinals[i] = job->first[p] + i;
     }
-    mr_device_set set = *mine;
-    set.count = job->replicas[p];
-    for (int i = 0; i < set.count && i < MR_MAX_REPLICAS; i++)
-        set.ordinals[i] = job->first[p] + i;
     mr_devices_format(&set, buf, n);
 }
 
 /* Writes the JSON summary via a temporary file renamed into place. */
 static mr_status write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
-                            const mr_job *job, const mr_device_set *devs, const char *comm,
+                            const mr_job *job, const mr_device_set *sets, const char *comm,
                             int epochs, int has_test, double test_loss, double test_acc,
                             uint64_t weights_hash, mr_error *err) {
     char tmp[4096];
@@ -129,10 +124,11 @@ static mr_status write_json(const char *path, const mr_progress *pg, const mr_fi
     fprintf(f, "  \"replicas\": %d,\n  \"processes\": %d,\n  \"nodes\": %d,\n", plan->replicas,
             job->size, job->n_nodes);
     fprintf(f, "  \"communicator\": \"%s\",\n  \"devices\": [", comm);
+    /* CPU replicas numbered across the job; GPUs by their ordinal on their node */
     for (int p = 0, k = 0; p < job->size; p++)
         for (int i = 0; i < job->replicas[p]; i++, k++)
-            fprintf(f, "%s\"%s:%d\"", k ? ", " : "", devs->kind == MR_DEVICE_CPU ? "cpu" : "gpu",
-                    job->first[p] + i);
+            fprintf(f, "%s\"%s:%d\"", k ? ", " : "", sets[p].kind == MR_DEVICE_CPU ? "cpu" : "gpu",
+                    sets[p].kind == MR_DEVICE_CPU ? job->first[p] + i : sets[p].ordinals[i]);
     fprintf(f, "],\n  \"ranks\": [");
     for (int p = 0; p < job->size; p++)
         fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"replicas\": %d}", p ? ", " : "", p,
@@ -346,15 +342,16 @@ static int auto_replicas(const mr_config *cfg, int processes, int cores) {
     return 1;
 }
 
-/* Stage 1, on every process: the .cfg, the devices, the model's shapes and
- * (on the writing process) the output files. */
-static mr_status prepare(const cli *c, const mr_job *job, mr_config *cfg, mr_strategy_opts *opts,
-                         int64_t *in_size, int *classes, mr_error *err) {
+/* Stage 1, on every process: the .cfg, the devices (in env: this process's
+ * cores and GPUs, mr_devices_job_env), the model's shapes and (on the
+ * writing process) the output files. No collective: it may return early on
+ * one process. */
+static mr_status prepare(const cli *c, const mr_job *job, const mr_device_env *env, mr_config *cfg,
+                         mr_strategy_opts *opts, int64_t *in_size, int *classes, mr_error *err) {
     MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
     if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
     if (c->seed >= 0) cfg->net.seed = c->seed;
-    mr_device_env env = {job->cores, job->local_rank, job->local_size, NULL};
-    MR_CHECK(mr_devices_parse(c->devices_spec, &env, &opts->devices, err));
+    MR_CHECK(mr_devices_parse(c->devices_spec, env, &opts->devices, err));
     mr_device_set *d = &opts->devices;
     if (d->kind == MR_DEVICE_CPU && strcmp(c->devices_spec, "auto") == 0) {
         d->count = auto_replicas(cfg, job->size, d->count);
@@ -464,8 +461,11 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
  * the .cfg text and the options that change the model or the sequence of
  * collectives are hashed and compared. The same verdict on every process. */
 static mr_status check_same_job(const cli *c, mr_job *job, const mr_config *cfg,
-                                const mr_strategy_opts *opts, mr_error *err) {
+                                const mr_strategy_opts *opts, mr_device_set *sets, mr_error *err) {
+    sets[job->rank] = opts->devices;
     if (job->size == 1) return MR_OK;
+    /* every process's devices, for rank 0's start line and summary */
+    MR_CHECK(mr_job_allgather(job, &opts->devices, sizeof opts->devices, sets, err));
     struct {
         uint64_t text, settings;
         char path[240];
@@ -489,6 +489,12 @@ static mr_status check_same_job(const cli *c, mr_job *job, const mr_config *cfg,
                               "rank %d (%s) was started with other --epochs, --seed, "
                               "--check-sync or --bucket-mb than rank 0 (%s)",
                               p, job->hosts[p], job->hosts[0]);
+        else if (sets[p].kind != sets[0].kind) /* one communicator joins them all */
+            st = mr_error_set(err, MR_ERR_USAGE,
+                              "rank %d (%s) trains on %s and rank 0 (%s) on %s: every process of "
+                              "a job must use the same kind of device (--devices)",
+                              p, job->hosts[p], sets[p].kind == MR_DEVICE_CUDA ? "GPUs" : "CPUs",
+                              job->hosts[0], sets[0].kind == MR_DEVICE_CUDA ? "GPUs" : "CPUs");
     }
     free(all);
     return st;
@@ -523,7 +529,7 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
 
 /* The start-up line: replicas and where they run, the communicator, the
  * batch, and the learning rate with the rule that made it. */
-static void print_plan(const mr_job *job, mr_strategy *strategy, const mr_device_set *devs,
+static void print_plan(const mr_job *job, mr_strategy *strategy, const mr_device_set *sets,
                        const mr_config *cfg, int64_t n_train, int64_t n_val) {
     const mr_fit_plan *plan = mr_strategy_plan(strategy);
     const mr_comm *comm = mr_strategy_comm(strategy);
@@ -532,12 +538,12 @@ static void print_plan(const mr_job *job, mr_strategy *strategy, const mr_device
     if (job->size > 1) {
         printf(" on %d processes (", job->size);
         for (int p = 0; p < job->size; p++) {
-            rank_devices(job, devs, p, buf, sizeof buf);
+            rank_devices(job, sets, p, buf, sizeof buf);
             printf("%s%s: rank %d %s", p ? "; " : "", job->hosts[p], p, buf);
         }
         printf(")");
     } else {
-        rank_devices(job, devs, 0, buf, sizeof buf);
+        rank_devices(job, sets, 0, buf, sizeof buf);
         printf(" (%s)", buf);
     }
     if (plan->replicas > 1) {
@@ -552,7 +558,7 @@ static void print_plan(const mr_job *job, mr_strategy *strategy, const mr_device
             printf(", shared-memory all-reduce (local)");
         }
     }
-    if (devs->kind == MR_DEVICE_CUDA) {
+    if (sets[job->rank].kind == MR_DEVICE_CUDA) {
         /* after the models are built: what each of this process's GPUs holds */
         printf(", device memory in use");
         for (int r = 0; r < plan->local_replicas; r++) {
@@ -635,8 +641,9 @@ int main(int argc, char **argv) {
         if (lead && c.action == RUN_VERSION) printf("mirrored %s\n", MR_VERSION);
         if (lead && c.action == RUN_HELP_CONFIG) mr_config_write_reference(stdout, c.markdown);
         if (lead && c.action == RUN_LIST)
-            mr_devices_list(stdout,
-                            &(mr_device_env){job.cores, job.local_rank, job.local_size, NULL});
+            mr_devices_list(stdout, &(mr_device_env){.cores = job.cores,
+                                                     .local_rank = job.local_rank,
+                                                     .local_size = job.local_size});
         mr_job_finalize(&job);
         return MR_EXIT_OK;
     }
@@ -651,12 +658,24 @@ int main(int argc, char **argv) {
     int resuming = 0;
     char ck_path[MR_PATH_MAX + 64] = "";
     mr_strategy_opts opts = {.job = &job};
+    mr_device_set *sets = NULL; /* every process's devices (check_same_job) */
     int64_t in_size = 0, n_train = 0;
     int classes = 0;
+    /* what this process may use: its cores, and how its node's processes
+     * share the GPUs they see (a collective, so on every process, before
+     * prepare; a conflict there fails prepare only if GPUs are asked for) */
+    mr_device_env env;
+    char gpu_conflict[sizeof err.msg];
+    mr_error env_err = {0};
+    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &env_err);
+    if (st == MR_OK && env_st != MR_OK) st = mr_error_set(&err, env_st, "%s", env_err.msg);
     /* stages that may fail on one process alone end with an agreement */
-    if (st == MR_OK) st = prepare(&c, &job, &cfg, &opts, &in_size, &classes, &err);
+    if (st == MR_OK) st = prepare(&c, &job, &env, &cfg, &opts, &in_size, &classes, &err);
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    if ((st = check_same_job(&c, &job, &cfg, &opts, &err)) != MR_OK) goto agreed_failure;
+    sets = calloc((size_t)job.size, sizeof *sets);
+    if (sets == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
+    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+    if ((st = check_same_job(&c, &job, &cfg, &opts, sets, &err)) != MR_OK) goto agreed_failure;
     /* --resume: every process reads where the run stood, as it reads the .cfg */
     if (c.resume != NULL) {
         st = mr_ckpt_resume_path(c.resume, cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
@@ -734,7 +753,7 @@ int main(int argc, char **argv) {
         char name[256];
         model_name(c.cfg_path, name, sizeof name);
         mr_model_summary(model0, name, stdout);
-        print_plan(&job, strategy, &opts.devices, &cfg, n_train, n_val);
+        print_plan(&job, strategy, sets, &cfg, n_train, n_val);
         if (resuming) print_resume(ck_path, &ck, plan, cfg.net.epochs);
         if (c.init_weights) printf("Weights from %s\n", c.init_weights);
     }
@@ -793,9 +812,8 @@ int main(int argc, char **argv) {
     uint64_t hash = 0;
     if (lead && c.json_path != NULL &&
         (params_hash(mr_strategy_replica(strategy, 0), &hash, &err) != MR_OK ||
-         write_json(c.json_path, &pg, plan, &job, &opts.devices,
-                    mr_comm_name(mr_strategy_comm(strategy)), cfg.net.epochs, has_test, test_loss,
-                    test_acc, hash, &err) != MR_OK))
+         write_json(c.json_path, &pg, plan, &job, sets, mr_comm_name(mr_strategy_comm(strategy)),
+                    cfg.net.epochs, has_test, test_loss, test_acc, hash, &err) != MR_OK))
         goto alone_failure;
     goto done;
 agreed_failure:
@@ -807,6 +825,7 @@ done:
     if (csv) fclose(csv);
     if (log) fclose(log);
     mr_checkpoint_free(&ck);
+    free(sets);
     mr_strategy_destroy(strategy);
     mr_dataset_free(&train);
     mr_dataset_free(&test);

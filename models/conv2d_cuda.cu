@@ -140,15 +140,19 @@ static mr_status set_batch(conv_priv *p, mr_backend *be, int n, mr_error *err) {
 }
 
 /* Index of the algorithm to use among cuDNN's n heuristic results (best
- * first), or -1: the first that succeeded and fits the workspace limit,
- * preferring FMA math (no TF32) first and determinism second. */
+ * first), or -1: the first that succeeded, fits the workspace limit and
+ * runs in FMA math, preferring a deterministic one. The heuristics list
+ * every math type's variants (cuDNN's _v7 documentation), and the
+ * convolution descriptor says CUDNN_FMA_MATH (no TF32, so the CPU and the
+ * GPU agree to float rounding): an entry of another math type would not
+ * be the algorithm that runs, so none is taken. */
 template <typename Perf> static int pick_algo(const Perf *perf, int n) {
     int best = -1, best_rank = -1;
     for (int i = 0; i < n; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > MR_CUDA_WORKSPACE_LIMIT)
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > MR_CUDA_WORKSPACE_LIMIT ||
+            perf[i].mathType != CUDNN_FMA_MATH)
             continue;
-        int rank =
-            2 * (perf[i].mathType == CUDNN_FMA_MATH) + (perf[i].determinism == CUDNN_DETERMINISTIC);
+        int rank = perf[i].determinism == CUDNN_DETERMINISTIC;
         if (rank > best_rank) best = i, best_rank = rank;
     }
     return best;
@@ -157,8 +161,8 @@ template <typename Perf> static int pick_algo(const Perf *perf, int n) {
 static mr_status no_algo(const mr_layer *l, mr_backend *be, const char *what, int n,
                          mr_error *err) {
     return mr_error_set(err, MR_ERR_RUNTIME,
-                        "cuda:%d: [conv2d] %s: cuDNN offers no %s algorithm within %zu MiB of "
-                        "workspace (batch %d)",
+                        "cuda:%d: [conv2d] %s: cuDNN offers no %s algorithm in FMA math within %zu "
+                        "MiB of workspace (batch %d)",
                         be->ordinal, l->name, what, MR_CUDA_WORKSPACE_LIMIT >> 20, n);
 }
 
@@ -328,7 +332,6 @@ static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dflo
     mr_backend *be = run->be;
     mr_error *err = run->err;
     conv_priv *p = priv(l);
-    cudaStream_t s = mr_cuda(be)->stream;
     const conv_algos *a;
     void *ws;
     MR_CHECK(prepare(l, be, batch, &a, &ws, err));

@@ -5,7 +5,8 @@
  * CPU does), its hit (argmax, first maximum wins) and its dy; the rows go
  * to the host, which sums them in row order as the CPU loop does, so the
  * sums repeat bitwise and need no atomics.
- * Relies on: kernels_cuda.h, cuda_impl.h (mr_cuda_labels, mr_cuda_rows). */
+ * Relies on: kernels_cuda.h, cuda_impl.h (mr_cuda_labels, mr_cuda_rows,
+ * mr_cuda_wait). */
 #include "kernels_cuda.h"
 #include "loss_row.h"
 
@@ -42,7 +43,7 @@ static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
     MR_CUDA_TRY(
         be, err,
         cudaMemcpyAsync(host, rows, sizeof(double) * 2 * (size_t)batch, cudaMemcpyDeviceToHost, s));
-    MR_CUDA_TRY(be, err, cudaStreamSynchronize(s));
+    MR_CHECK(mr_cuda_wait(be, "the loss's sums", err));
     /* in row order, as loss_cpu.c: the same sum bit for bit */
     double total = 0.0;
     int64_t right = 0;

@@ -134,7 +134,16 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     for (int s = 0; s < nslots; s++)
         m->slots[s] = alloc_floats(m, np);
     m->state = ns ? alloc_floats(m, ns) : NULL;
-    m->input = alloc_floats(m, (int64_t)max_batch * m->in_size);
+    /* the input: one buffer filled in place, or two used in turn (model.h) */
+    const int n_inputs = be->host_memory ? 1 : 2;
+    for (int i = 0; i < n_inputs; i++) {
+        m->inputs[i] = alloc_floats(m, (int64_t)max_batch * m->in_size);
+        if (!be->host_memory)
+            m->input_host[i] =
+                mr_backend_alloc_host(be, sizeof(float) * (size_t)(max_batch * m->in_size + 1));
+    }
+    m->input = m->inputs[0];
+    m->next_input = 0;
     int64_t widest = m->in_size;
     for (int i = 0; i < m->n_layers; i++) {
         int64_t o = mr_shape_size(m->layers[i].out);
@@ -157,6 +166,8 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     }
     int ok = m->params && m->grads && m->input && m->dbuf[0] && m->dbuf[1] && sst == MR_OK &&
              (ns == 0 || m->state) && (be->host_memory || m->host);
+    for (int i = 0; i < n_inputs; i++)
+        ok = ok && m->inputs[i] && (be->host_memory || m->input_host[i]);
     for (int s = 0; s < nslots; s++)
         ok = ok && m->slots[s];
     for (int i = 0; i < m->n_layers; i++)
@@ -165,7 +176,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         /* what was asked for, and what the device had: a GPU's memory is
          * shared with the other contexts and processes on it */
         int64_t want = np * (2 + nslots) + (int64_t)grads_extra + ns + 2 * max_batch * widest +
-                       (int64_t)scratch + (int64_t)max_batch * m->in_size;
+                       (int64_t)scratch + n_inputs * (int64_t)max_batch * m->in_size;
         for (int i = 0; i < m->n_layers; i++)
             if (!m->layers[i].ops->view) want += max_batch * mr_shape_size(m->layers[i].out);
         mr_model_free(m);
@@ -205,7 +216,8 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     int64_t c = (MR_CHUNK_FLOATS - 2 * np) / per_row; /* < 1: big weights, one pass */
     if (c >= 8) c -= c % 8;                           /* GEMM-friendly row counts */
     if (c < 1) c = max_batch;
-    m->chunk = whole || c > max_batch ? max_batch : (int)c;
+    /* the budget is a CPU cache's: a GPU runs the whole batch at once */
+    m->chunk = whole || c > max_batch || be->kind != MR_DEVICE_CPU ? max_batch : (int)c;
     return MR_OK;
 }
 
@@ -223,7 +235,12 @@ void mr_model_free(mr_model *m) {
     free_floats(m, &m->slots[0]);
     free_floats(m, &m->slots[1]);
     free_floats(m, &m->state);
-    free_floats(m, &m->input);
+    for (int i = 0; i < 2; i++) {
+        free_floats(m, &m->inputs[i]);
+        mr_backend_free_host(m->be, m->input_host[i]);
+        m->input_host[i] = NULL;
+    }
+    m->input = NULL;
     free_floats(m, &m->dbuf[0]);
     free_floats(m, &m->dbuf[1]);
     mr_backend_free_host(m->be, m->host);
@@ -245,13 +262,19 @@ int mr_model_classes(const mr_model *m) {
 }
 
 float *mr_model_input_host(mr_model *m) {
-    return mr_model_host_for(m, m->input);
+    return m->be->host_memory ? mr_backend_host_view(m->be, m->input)
+                              : m->input_host[m->next_input];
 }
 
 mr_status mr_model_input_upload(mr_model *m, int batch, mr_error *err) {
     MR_ASSERT(batch >= 0 && batch <= m->max_batch);
-    return mr_backend_write(m->be, m->input, mr_model_input_host(m),
-                            (size_t)batch * (size_t)m->in_size, err);
+    if (m->be->host_memory) return MR_OK; /* filled in place */
+    const int i = m->next_input;
+    MR_CHECK(mr_backend_upload(m->be, m->inputs[i], m->input_host[i],
+                               sizeof(float) * (size_t)batch * (size_t)m->in_size, err));
+    m->input = m->inputs[i];
+    m->next_input = i ^ 1;
+    return MR_OK;
 }
 
 /* Runs the layers on `in` (batch rows, in_size each) into m->acts. */

@@ -52,7 +52,15 @@ typedef struct mr_model {
     mr_dfloat *slots[2]; /* optimizer slots, (n_params) each, or NULL */
     mr_dfloat *state;    /* (n_state) or NULL */
 
-    mr_dfloat *input;               /* (max_batch, in_size): see mr_model_input_host */
+    mr_dfloat *input; /* (max_batch, in_size): the batch the layers run on */
+    /* Where the context's memory is not host memory, two device buffers
+     * and two pinned host buffers (max_batch, in_size) used in turn: the
+     * loader fills input_host[next_input] while the device still computes
+     * on `input`, the other one (mr_model_input_upload). On the CPU,
+     * inputs[0] is `input` and the loader fills it in place. */
+    mr_dfloat *inputs[2];
+    float *input_host[2];
+    int next_input;
     mr_dfloat *acts[MR_MAX_LAYERS]; /* layer i's output, (max_batch, out of layer i) */
     mr_dfloat *dbuf[2];             /* ping-pong gradients w.r.t. activations */
     /* Host staging for what host code reads or writes of those buffers (a
@@ -85,8 +93,12 @@ int mr_model_classes(const mr_model *m);
 
 /* Host memory for the next batch (max_batch, in_size floats), for the
  * loader to fill: m->input itself where the context's memory is host
- * memory (no copy), else the staging buffer; then mr_model_input_upload
- * puts `batch` rows of it into m->input (nothing to do in the first case). */
+ * memory (no copy), else the next of the two pinned buffers; then
+ * mr_model_input_upload makes `batch` rows of it the model's m->input
+ * (nothing to do in the first case). On a GPU the upload does not wait for
+ * the copy, nor for the work queued before it, which still reads the
+ * previous batch: the loader may fill the next batch while the device
+ * computes (backend.h, mr_backend_upload). */
 float *mr_model_input_host(mr_model *m);
 mr_status mr_model_input_upload(mr_model *m, int batch, mr_error *err);
 

@@ -60,6 +60,12 @@ mr_status mr_backend_to_host(mr_backend *be, void *dst, const void *src, size_t 
     return be->ops->to_host(be, dst, src, bytes, err);
 }
 
+mr_status mr_backend_upload(mr_backend *be, void *dst, const void *src, size_t bytes,
+                            mr_error *err) {
+    if (be->ops->upload == NULL) return be->ops->to_device(be, dst, src, bytes, err);
+    return be->ops->upload(be, dst, src, bytes, err);
+}
+
 mr_status mr_backend_zero(mr_backend *be, void *dst, size_t bytes, mr_error *err) {
     return be->ops->zero(be, dst, bytes, err);
 }

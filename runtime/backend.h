@@ -54,6 +54,9 @@ typedef struct mr_backend_ops {
     /* n bytes host -> device, device -> host (on the CPU both are memcpy). */
     mr_status (*to_device)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
     mr_status (*to_host)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
+    /* n bytes host staging -> device without waiting for the copy (the
+     * input batches, mr_backend_upload). May be NULL: to_device. */
+    mr_status (*upload)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
     /* n bytes of device memory set to zero (gradients before a step). */
     mr_status (*zero)(mr_backend *be, void *dst, size_t n, mr_error *err);
     /* x (n floats) *= alpha, element by element. */
@@ -85,6 +88,10 @@ struct mr_backend {
      * instead of copying. Tests may clear it on a CPU context: host code
      * then copies as it must for a GPU (the kernels still run on the CPU). */
     int host_memory;
+    /* Seconds the host waits for the device before it gives up with an
+     * error (CUDA: a kernel that waits for a collective whose peer never
+     * comes); 0: no limit. The strategy sets the collectives' timeout. */
+    double timeout_s;
     /* Scratch for the layers' kernels (mr_backend_reserve_scratch). */
     mr_dfloat *scratch;
     size_t scratch_floats;
@@ -113,6 +120,18 @@ mr_status mr_backend_to_device(mr_backend *be, void *dst, const void *src, size_
                                mr_error *err);
 mr_status mr_backend_to_host(mr_backend *be, void *dst, const void *src, size_t bytes,
                              mr_error *err);
+/* Queues `bytes` from host staging `src` (mr_backend_alloc_host) into
+ * device memory `dst` and returns before the copy is done, so the host can
+ * fill the next batch while the device computes:
+ *   - what is queued on the context after this call runs after the copy;
+ *   - the copy starts once everything queued before the PREVIOUS upload of
+ *     the context has run: `dst` may be the buffer that work read, so two
+ *     device buffers used in turn let the copy overlap the step before;
+ *   - it returns once the previous upload's copy is done: its `src` may be
+ *     filled again, so two staging buffers used in turn need no other wait.
+ * The CPU copies at once (to_device). */
+mr_status mr_backend_upload(mr_backend *be, void *dst, const void *src, size_t bytes,
+                            mr_error *err);
 mr_status mr_backend_zero(mr_backend *be, void *dst, size_t bytes, mr_error *err);
 mr_status mr_backend_scale(mr_backend *be, mr_dfloat *x, size_t n, float alpha, mr_error *err);
 mr_status mr_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,

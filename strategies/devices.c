@@ -46,10 +46,14 @@ static mr_status parse_gpu_list(const char *spec, const char *p, const mr_gpu_li
 }
 
 /* The GPUs of "gpu", "gpu:LIST" (or "auto" with GPUs), then this process's
- * part of them when the node has several processes. */
+ * part of them when the node has several processes that see the same GPUs
+ * (with GPUs of its own, it takes them all). */
 static mr_status parse_gpus(const char *spec, const mr_device_env *env, const mr_gpu_list *gpus,
                             mr_device_set *out, mr_error *err) {
     out->kind = MR_DEVICE_CUDA;
+    /* first: a process that sees no GPU says why the node's setup is wrong, as the others do */
+    if (env->gpus_conflict != NULL)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "--devices %s: %s", spec, env->gpus_conflict);
     if (gpus->count == 0) return no_gpu(spec, gpus, err);
     if (strncmp(spec, "gpu:", 4) == 0) {
         MR_CHECK(parse_gpu_list(spec, spec + 4, gpus, out, err));
@@ -58,7 +62,7 @@ static mr_status parse_gpus(const char *spec, const mr_device_env *env, const mr
         for (int i = 0; i < out->count; i++)
             out->ordinals[i] = gpus->gpu[i].ordinal;
     }
-    int procs = env->local_size > 1 ? env->local_size : 1;
+    int procs = env->local_size > 1 && !env->gpus_own ? env->local_size : 1;
     if (procs == 1) return MR_OK;
     if (out->count < procs)
         return mr_error_set(err, MR_ERR_UNSUPPORTED,
@@ -70,6 +74,91 @@ static mr_status parse_gpus(const char *spec, const mr_device_env *env, const mr
     memmove(out->ordinals, out->ordinals + env->local_rank * per, sizeof(int) * (size_t)per);
     out->count = per;
     return MR_OK;
+}
+
+static int sees(const mr_gpu_list *l, const char *bus_id) {
+    for (int i = 0; i < l->count; i++)
+        if (strcmp(l->gpu[i].pci_bus_id, bus_id) == 0) return 1;
+    return 0;
+}
+
+#define SHARE_HINT "give every process all the node's GPUs or each its own (CUDA_VISIBLE_DEVICES)"
+
+mr_status mr_devices_gpu_sharing(const mr_gpu_list *const *lists, int n, int *own, mr_error *err) {
+    *own = 0;
+    /* the same set everywhere (bus ids are unique within a list) */
+    int same = 1;
+    for (int k = 1; k < n && same; k++) {
+        same = lists[k]->count == lists[0]->count;
+        for (int i = 0; i < lists[k]->count && same; i++)
+            same = sees(lists[0], lists[k]->gpu[i].pci_bus_id);
+    }
+    if (same) return MR_OK;
+    /* else pairwise disjoint, none empty */
+    for (int j = 0; j < n; j++)
+        for (int k = j + 1; k < n; k++)
+            for (int i = 0; i < lists[j]->count; i++)
+                if (sees(lists[k], lists[j]->gpu[i].pci_bus_id))
+                    return mr_error_set(err, MR_ERR_UNSUPPORTED,
+                                        "processes %d and %d of this node both see GPU %s but not "
+                                        "the same GPUs: " SHARE_HINT,
+                                        j, k, lists[j]->gpu[i].pci_bus_id);
+    for (int k = 0; k < n; k++)
+        if (lists[k]->count == 0)
+            for (int j = 0; j < n; j++)
+                if (lists[j]->count > 0)
+                    return mr_error_set(err, MR_ERR_UNSUPPORTED,
+                                        "process %d of this node sees no GPU while process %d "
+                                        "sees %d: " SHARE_HINT,
+                                        k, j, lists[j]->count);
+    *own = 1;
+    return MR_OK;
+}
+
+/* What one process sees, for the job's all-gather: its node and bus ids. */
+typedef struct seen_gpus {
+    int node, local_rank, count;
+    char bus_id[MR_MAX_GPUS][sizeof(((mr_gpu_info *)0)->pci_bus_id)];
+} seen_gpus;
+
+mr_status mr_devices_job_env(mr_job *job, mr_device_env *env, char *conflict, size_t n,
+                             mr_error *err) {
+    *env = (mr_device_env){
+        .cores = job->cores, .local_rank = job->local_rank, .local_size = job->local_size};
+    if (n > 0) conflict[0] = '\0';
+    if (job->size == 1) return MR_OK;
+    const mr_gpu_list *gpus = mr_gpu_discover();
+    seen_gpus mine = {.node = job->node, .local_rank = job->local_rank, .count = gpus->count};
+    for (int i = 0; i < gpus->count; i++)
+        snprintf(mine.bus_id[i], sizeof mine.bus_id[i], "%s", gpus->gpu[i].pci_bus_id);
+    int local = job->local_size > 1 ? job->local_size : 1;
+    seen_gpus *all = calloc((size_t)job->size, sizeof *all);
+    mr_gpu_list *lists = calloc((size_t)local, sizeof *lists);
+    const mr_gpu_list **node = calloc((size_t)local, sizeof *node);
+    mr_status st = all && lists && node ? MR_OK : mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    if (st == MR_OK) st = mr_job_allgather(job, &mine, sizeof mine, all, err);
+    if (st == MR_OK) {
+        /* this node's processes, placed by local rank */
+        for (int p = 0; p < job->size; p++) {
+            if (all[p].node != job->node || all[p].local_rank < 0 || all[p].local_rank >= local)
+                continue;
+            mr_gpu_list *l = &lists[all[p].local_rank];
+            l->count = all[p].count;
+            for (int i = 0; i < l->count; i++)
+                memcpy(l->gpu[i].pci_bus_id, all[p].bus_id[i], sizeof l->gpu[i].pci_bus_id);
+        }
+        for (int k = 0; k < local; k++)
+            node[k] = &lists[k];
+        mr_error why = {0};
+        if (mr_devices_gpu_sharing(node, local, &env->gpus_own, &why) != MR_OK) {
+            snprintf(conflict, n, "%s", why.msg);
+            env->gpus_conflict = conflict;
+        }
+    }
+    free(node);
+    free(lists);
+    free(all);
+    return st;
 }
 
 mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, mr_device_set *out,

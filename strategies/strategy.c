@@ -282,6 +282,10 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
 static mr_status make_comm(mr_strategy *s, mr_error *err) {
     const mr_strategy_opts *opts = &s->opts;
     double timeout = opts->comm_timeout > 0 ? opts->comm_timeout : mr_comm_default_timeout();
+    /* a GPU's kernels can wait inside a collective (SyncBN): the host's
+     * waits for the device give up as the collectives' do */
+    for (int r = 0; r < s->L; r++)
+        s->reps[r].be->timeout_s = timeout;
     if (opts->devices.kind == MR_DEVICE_CUDA) {
         mr_backend *be[MR_MAX_REPLICAS];
         for (int r = 0; r < s->L; r++)
@@ -307,6 +311,10 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     s->opts = *opts;
     s->L = opts->devices.count;
     mr_status st = make_backends(s, err);
+    /* a device that fails on one process (no GPU, out of memory) fails the
+     * job with its message on every process, before the communicator's
+     * setup would wait for it */
+    if (opts->job != NULL) st = mr_job_agree(opts->job, st, err);
     if (st == MR_OK) st = make_comm(s, err);
     if (st == MR_OK) {
         s->R = s->comm->world_size;
@@ -536,6 +544,20 @@ static mr_status save_checkpoint(replica *rep, float lr) {
     return s->cb->save(s->cb->save_user, &s->state, &rep->model, lr, &rep->err);
 }
 
+/* Loads shard k of the global batch of `ga` rows at perm[gbegin..] into
+ * the model's input (and rep->labels): the loader writes into the input
+ * in place where the device's memory is host memory (the CPU: no copy),
+ * else into pinned staging that the upload queues for the device. */
+static mr_status load_shard(replica *rep, const mr_augment *augp, int64_t gbegin, int64_t ga,
+                            int k) {
+    mr_strategy *s = rep->s;
+    int64_t start, cnt;
+    shard_range(ga, s->plan.accumulate * s->R, k * s->R + rep->g, &start, &cnt);
+    mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp,
+                    mr_model_input_host(&rep->model), rep->labels);
+    return mr_model_input_upload(&rep->model, (int)cnt, &rep->err);
+}
+
 static mr_status job_fit(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
@@ -574,6 +596,7 @@ static mr_status job_fit(replica *rep) {
         int64_t seen = resumed ? from->seen : 0;
         float lr = 0.0f;
         int64_t g = resumed ? from->step : 0, gbegin = resumed ? from->position : 0;
+        int loaded = 0; /* 1: the next shard is in the model's input already */
         for (; gbegin < n; g++, gbegin += G) {
             double ts = now_s(), t_data = 0.0, t_compute = 0.0;
             int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
@@ -590,12 +613,8 @@ static mr_status job_fit(replica *rep) {
                 /* an empty shard (a last batch smaller than R x K) still runs the
                  * layers on zero rows: SyncBN's collectives need every replica */
                 double t1 = now_s();
-                /* the loader writes into the model's input where the device's
-                 * memory is host memory (the CPU: no copy), else into host
-                 * staging that the upload copies to the device */
-                mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp,
-                                mr_model_input_host(m), rep->labels);
-                MR_CHECK(mr_model_input_upload(m, (int)cnt, &rep->err));
+                if (!loaded) MR_CHECK(load_shard(rep, augp, gbegin, ga, k));
+                loaded = 0;
                 double t2 = now_s();
                 m->run.seed = s->opts.seed;
                 m->run.step = global_step;
@@ -603,7 +622,21 @@ static mr_status job_fit(replica *rep) {
                 mr_status st =
                     mr_model_train_batch(m, rep->labels, (int)cnt, (float)ga, &loss_sum, &correct,
                                          s->n_buckets ? bucket_ready : NULL, rep, &rep->err);
-                t_data += t2 - t1, t_compute += now_s() - t2;
+                double t3 = now_s();
+                /* A GPU computes what train_batch queued while the host loads
+                 * the next shard of this epoch (the CPU has computed it all,
+                 * and keeps its order: load, compute). The upload waits for
+                 * nothing on the device (model.h). */
+                if (st == MR_OK && !rep->be->host_memory) {
+                    const int last = k == K - 1;
+                    const int64_t nb = last ? gbegin + G : gbegin;
+                    if (nb < n) {
+                        MR_CHECK(
+                            load_shard(rep, augp, nb, n - nb < G ? n - nb : G, last ? 0 : k + 1));
+                        loaded = 1;
+                    }
+                }
+                t_data += t2 - t1 + now_s() - t3, t_compute += t3 - t2;
                 if (st != MR_OK)
                     return mr_error_set(&rep->err, st,
                                         "replica %d: its device or a collective inside the model "

@@ -80,9 +80,11 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     float *out = NULL;
     mr_epoch_logs got = {0};
     mr_fit_callbacks cb = {.user = &got, .on_epoch_end = keep_logs};
-    *status = mr_strategy_create(&cfg, &so, o->n, &s, err);
+    const int64_t n_train = o->n - o->n_val;
+    *status = mr_strategy_create(&cfg, &so, n_train, &s, err);
     if (*status == MR_OK) {
-        *status = mr_strategy_fit(s, &ds, o->n, 0, 0, 1, NULL, NULL, &cb, err);
+        *status = mr_strategy_fit(s, &ds, n_train, n_train, o->n_val, o->epochs ? o->epochs : 1,
+                                  NULL, NULL, &cb, err);
         mr_model *m = mr_strategy_replica(s, 0);
         *np = m->n_params;
         out = malloc(sizeof(float) * (size_t)(m->n_params + m->n_state));

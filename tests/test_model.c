@@ -392,6 +392,48 @@ START_TEST(host_access_in_place) {
 }
 END_TEST
 
+/* Where the context's memory is not host memory, batches go through two
+ * staging and two device buffers in turn, so the loader can fill the next
+ * batch while the device computes on the last: each upload makes its own
+ * buffer the model's input and leaves the one before as it was. */
+START_TEST(staged_input_in_turn) {
+    mr_backend *be = NULL;
+    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &be, NULL), MR_OK);
+    be->host_memory = 0;
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(mlp_cfg, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(&m, be, &cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
+    const size_t n = 4 * (size_t)m.in_size;
+    ck_assert(m.inputs[0] && m.inputs[1] && m.inputs[0] != m.inputs[1]);
+    ck_assert(m.input_host[0] && m.input_host[1] && m.input_host[0] != m.input_host[1]);
+    float *back = malloc(sizeof(float) * n);
+    for (int b = 0; b < 4; b++) {
+        float *in = mr_model_input_host(&m);
+        ck_assert_ptr_eq(in, m.input_host[b % 2]);
+        for (size_t i = 0; i < n; i++)
+            in[i] = (float)(b * 1000) + (float)i;
+        ck_assert_int_eq(mr_model_input_upload(&m, 4, &err), MR_OK);
+        ck_assert_ptr_eq(m.input, m.inputs[b % 2]);
+        ck_assert_int_eq(mr_backend_to_host(be, back, m.input, sizeof(float) * n, &err), MR_OK);
+        ck_assert_float_eq(back[0], (float)(b * 1000));
+        ck_assert_float_eq(back[n - 1], (float)(b * 1000) + (float)(n - 1));
+        if (b > 0) { /* the batch before is still there */
+            ck_assert_int_eq(
+                mr_backend_to_host(be, back, m.inputs[(b - 1) % 2], sizeof(float) * n, &err),
+                MR_OK);
+            ck_assert_float_eq(back[1], (float)((b - 1) * 1000) + 1.0f);
+        }
+    }
+    free(back);
+    mr_model_free(&m);
+    ck_assert(m.inputs[0] == NULL && m.inputs[1] == NULL && m.input_host[0] == NULL);
+    mr_config_free(&cfg);
+    mr_backend_destroy(be);
+}
+END_TEST
+
 /* One training step, evaluation and predictions of the same model on a CPU
  * context that uses its memory in place and on one that says it is not
  * host memory: the latter stages every host access through copies, as on
@@ -410,7 +452,7 @@ static void one_step(const char *text, int staged, float *params, double *eval_l
     ck_assert_int_eq(mr_model_init_weights(&m, 11, &err), MR_OK);
     int32_t labels[4] = {2, 0, 1, 2};
     float *in = mr_model_input_host(&m);
-    ck_assert(staged ? in == m.host : in == mr_dfloat_ptr(m.input));
+    ck_assert(staged ? in == m.input_host[0] : in == mr_dfloat_ptr(m.input));
     mr_rng_uniform(4, 1, 0, 0, 0.0f, 1.0f, in, 4 * m.in_size);
     ck_assert_int_eq(mr_model_input_upload(&m, 4, &err), MR_OK);
     double loss = 0.0;
@@ -510,6 +552,7 @@ int main(void) {
     tcase_add_test(tc, shape_errors_name_the_line);
     tcase_add_test(tc, host_access_in_place);
     tcase_add_test(tc, staged_host_access_same_bits);
+    tcase_add_test(tc, staged_input_in_turn);
     tcase_add_test(tc, no_kernels_for_the_device);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

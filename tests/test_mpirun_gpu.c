@@ -1,0 +1,261 @@
+/* test_mpirun_gpu.c: mirrored_train on GPUs under mpirun as a user runs it
+ * (meson test `mpirun_gpu`, CUDA builds with MPI only): one GPU per
+ * process, the processes' GPUs joined by the NCCL communicator across
+ * processes (collectives/nccl_comm.c: process 0's unique id through the
+ * job's all-gather, then ncclCommInitRank on every rank).
+ *
+ *   - `mpirun -np 2 mirrored_train --devices gpu` trains bitwise like one
+ *     process driving both GPUs (`--devices gpu:0,1`, ncclCommInitAll): the
+ *     same params_hash and the same final accuracies. Why bitwise: replica
+ *     g has GPU g and global shard g in both runs (node-local rank k takes
+ *     the k-th GPU), so each replica's forward, backward and optimizer run
+ *     the same kernels on the same GPU and inputs, which cuBLAS and our
+ *     kernels make bit-reproducible; what remains is the all-reduce, and
+ *     with 2 replicas any algorithm NCCL picks (ring, tree, NVLS; within or
+ *     across processes) computes each sum as one rounded a+b, which IEEE
+ *     float makes commutative: both runs hold the same bits. The metrics
+ *     (f64 sums over 2 replicas) agree for the same reason;
+ *   - the start line under mpirun names the NCCL all-reduce and each
+ *     rank's GPU (node-local rank k takes the k-th: gpu:0 and gpu:1), and
+ *     the JSON summary lists them; NCCL itself refuses two ranks on one
+ *     device;
+ *   - `mpirun -np 3` with 2 GPUs visible fails on every rank with exit 2
+ *     and one line naming the too few GPUs, well within a time bound.
+ *
+ * Below 2 GPUs this prints "SKIP: no GPU: <reason>" or "SKIP: needs 2
+ * GPUs, N visible (...)" and exits 77 (meson's SKIP); likewise, with the
+ * reason, where mpirun cannot start a job. Check runs without fork:
+ * discovery has initialised the CUDA runtime, which a forked child cannot
+ * use (the child processes here exec at once, which is fine). Without
+ * Check's fork its timeouts do not apply, so every mpirun runs under
+ * coreutils `timeout`. mpirun runs with -q (no help banners) and
+ * --oversubscribe, as root with the OMPI variables that tests/meson.build
+ * sets. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../runtime/device.h"
+#include "testutil.h"
+
+/* Seconds after which a run that should take a few is killed (a hang). */
+#define RUN_LIMIT_S 300
+/* The refusal is decided before any training: start-up and one agreement. */
+#define REFUSAL_LIMIT_S 60.0
+
+static char exe[4096];
+static char dir[4096];
+static char mpirun_path[4096];
+static char pair[128]; /* CUDA_VISIBLE_DEVICES naming the first two visible GPUs */
+
+static const char *good_cfg = "[net]\nglobal_batch=16\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                              "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                              "test_images=x.npy\ntest_labels=y.npy\nscale=1/255\n"
+                              "[input]\nshape=8,8,1\n[flatten]\n"
+                              "[dense]\nunits=16\nactivation=relu\n"
+                              "[dense]\nunits=4\nactivation=softmax\n";
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir under `timeout`; the
+ * script sees $T (the executable). Returns the exit status (124: killed
+ * by the time limit). */
+static int mpirun(const char *mpirun_args, const char *script, char **out, double *seconds) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && T=%s timeout -k 10 %d %s -q --oversubscribe %s -x T sh -c '%s'", dir, exe,
+             RUN_LIMIT_S, mpirun_path, mpirun_args, script);
+    double t0 = now_s();
+    int rc = tu_run(cmd, out);
+    if (seconds) *seconds = now_s() - t0;
+    return rc;
+}
+
+/* mpirun that must succeed; returns its output (malloc'd). */
+static char *mpirun_ok(const char *mpirun_args, const char *script) {
+    char *out = NULL;
+    int rc = mpirun(mpirun_args, script, &out, NULL);
+    ck_assert_msg(rc == 0, "'%s': exit %d: %s", script, rc, out);
+    return out;
+}
+
+/* mirrored_train ARGS as one process (no mpirun) on the two GPUs; must succeed. */
+static char *train_ok(const char *args) {
+    char cmd[16384], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cd %s && CUDA_VISIBLE_DEVICES=%s timeout -k 10 %d %s %s", dir, pair,
+             RUN_LIMIT_S, exe, args);
+    int rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0, "'%s': exit %d: %s", args, rc, out);
+    return out;
+}
+
+/* Occurrences of `what` in s. Not inlined: GCC 12 then takes s for a
+ * pointer to the caller's local (a false -Wdangling-pointer). */
+__attribute__((noinline)) static int count(const char *s, const char *what) {
+    int n = 0;
+    for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
+/* The first line of s containing `what` (into buf), or "(none)". Not
+ * inlined, like count(). */
+__attribute__((noinline)) static const char *line_with(const char *s, const char *what, char *buf,
+                                                       size_t n) {
+    const char *p = strstr(s, what);
+    if (p == NULL) return "(none)";
+    while (p > s && p[-1] != '\n')
+        p--;
+    size_t len = strcspn(p, "\n");
+    snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), p);
+    return buf;
+}
+
+/* The value of "key" in a --json file's text, up to its comma or line end
+ * (into buf, n > 1); fails the test when the key is missing. */
+static void json_value(const char *json, const char *key, char *buf, size_t n) {
+    char k[128];
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    const char *p = strstr(json, k);
+    ck_assert_msg(p != NULL, "no %s in %s", key, json);
+    p += strlen(k);
+    size_t len = strcspn(p, ",\n");
+    snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), p);
+}
+
+/* The two runs' --json files agree on key. */
+static void same_value(const char *json_a, const char *json_b, const char *key) {
+    char *a = tu_read_in(dir, json_a), *b = tu_read_in(dir, json_b);
+    ck_assert_msg(a && b, "missing %s or %s", json_a, json_b);
+    char va[64], vb[64];
+    json_value(a, key, va, sizeof va);
+    json_value(b, key, vb, sizeof vb);
+    ck_assert_msg(strcmp(va, vb) == 0, "%s: %s %s, %s %s", key, json_a, va, json_b, vb);
+    free(a), free(b);
+}
+
+START_TEST(two_processes_equal_one_process_on_two_gpus) {
+    char x[256];
+    snprintf(x, sizeof x, "-np 2 -x CUDA_VISIBLE_DEVICES=%s", pair);
+    char *out = mpirun_ok(x, "exec $T good.cfg --devices gpu --epochs 1 --json a.json");
+    char line[1024];
+    printf("mpirun -np 2: %s\n", line_with(out, "replicas", line, sizeof line));
+    /* one start line: 2 ranks, rank 0's GPU, rank 1 with one of its own, NCCL */
+    ck_assert_msg(strstr(out, "2 replicas on 2 processes (") && strstr(out, ": rank 0 gpu:0; ") &&
+                      strstr(out, ": rank 1 gpu:1)") && count(out, "NCCL all-reduce (nccl)") == 1 &&
+                      count(out, "Total params") == 1 && count(out, "Test loss") == 1 &&
+                      count(out, "Epoch 1/1") == 1,
+                  "%s", out);
+    free(out);
+    char *json = tu_read_in(dir, "a.json");
+    ck_assert_msg(json && strstr(json, "\"replicas\": 2") && strstr(json, "\"processes\": 2") &&
+                      strstr(json, "\"communicator\": \"nccl\"") &&
+                      strstr(json, "\"devices\": [\"gpu:0\", \"gpu:1\"]"),
+                  "%s", json ? json : "no a.json");
+    free(json);
+
+    out = train_ok("good.cfg --devices gpu:0,1 --epochs 1 --json b.json");
+    printf("one process: %s\n", line_with(out, "replicas", line, sizeof line));
+    ck_assert_msg(strstr(out, "2 replicas (gpu:0, gpu:1), NCCL all-reduce (nccl)"), "%s", out);
+    free(out);
+    json = tu_read_in(dir, "b.json");
+    ck_assert_msg(json && strstr(json, "\"processes\": 1") &&
+                      strstr(json, "\"communicator\": \"nccl\""),
+                  "%s", json ? json : "no b.json");
+    free(json);
+
+    /* bitwise the same weights, hence the same accuracies (header comment) */
+    char a[17], b[17];
+    tu_params_hash(dir, "a.json", a);
+    tu_params_hash(dir, "b.json", b);
+    printf("params_hash: mpirun %s, one process %s\n", a, b);
+    ck_assert_msg(strcmp(a, b) == 0, "params_hash: mpirun -np 2 %s, one process %s", a, b);
+    same_value("a.json", "b.json", "accuracy");
+    same_value("a.json", "b.json", "test_accuracy");
+    same_value("a.json", "b.json", "test_loss");
+}
+END_TEST
+
+/* 3 ranks on one node with 2 GPUs: every rank finds too few, they agree,
+ * rank 0 says it once; nothing waits in NCCL's init for a missing rank. */
+START_TEST(too_few_gpus_for_the_ranks) {
+    char x[256], *out;
+    double t;
+    snprintf(x, sizeof x, "-np 3 -x CUDA_VISIBLE_DEVICES=%s", pair);
+    int rc = mpirun(x, "exec $T good.cfg --devices gpu --epochs 1 --metrics bad.csv", &out, &t);
+    printf("mpirun -np 3 on 2 GPUs: exit %d after %.1f s: %s", rc, t, out);
+    ck_assert_msg(rc == 2 && t < REFUSAL_LIMIT_S, "exit %d after %.1f s: %s", rc, t, out);
+    ck_assert_msg(count(out, "mirrored_train: ") == 1 && count(out, "\n") == 1 &&
+                      strstr(out, "--devices gpu: 3 processes on this node but 2 GPUs for them"),
+                  "%s", out);
+    free(out);
+    char *m = tu_read_in(dir, "bad.csv");
+    ck_assert_msg(m == NULL, "a metrics file was left behind");
+}
+END_TEST
+
+/* The executable, and the data and .cfg in a fresh folder (once). */
+static void setup(void) {
+    char *p = tu_build_path("launch/mirrored_train");
+    snprintf(exe, sizeof exe, "%s", p);
+    free(p);
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir());
+    tu_write_image_data(dir, "x.npy", "y.npy", 400, 4);
+    free(tu_write_text(dir, "good.cfg", good_cfg));
+}
+
+/* "a,b" of CUDA_VISIBLE_DEVICES's first two entries (as given: indices or
+ * UUIDs), else "0,1": both runs then see the same two GPUs. */
+static void first_two_gpus(void) {
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    snprintf(pair, sizeof pair, "0,1");
+    if (v == NULL || v[0] == '\0') return;
+    size_t first = strcspn(v, ",");
+    if (v[first] != ',') return; /* one entry: discovery saw at most one GPU */
+    size_t second = strcspn(v + first + 1, ",");
+    snprintf(pair, sizeof pair, "%.*s", (int)(first + 1 + second), v);
+}
+
+int main(void) {
+    const mr_gpu_list *gl = mr_gpu_discover();
+    if (gl->count == 0) {
+        printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
+        return 77; /* meson's SKIP */
+    }
+    if (gl->count < 2) {
+        printf("SKIP: needs 2 GPUs, %d visible (one GPU per process for mpirun -np 2)\n",
+               gl->count);
+        return 77;
+    }
+    const char *m = getenv("MR_MPIRUN");
+    snprintf(mpirun_path, sizeof mpirun_path, "%s", m && m[0] ? m : "mpirun");
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd, "timeout -k 10 60 %s -q --oversubscribe -np 1 true", mpirun_path);
+    int rc = tu_run(cmd, &out);
+    if (rc != 0) {
+        printf("SKIP: %s cannot start a job (exit %d): %.*s\n", mpirun_path, rc,
+               (int)strcspn(out, "\n"), out);
+        free(out);
+        return 77;
+    }
+    free(out);
+    first_two_gpus();
+    Suite *s = suite_create("mpirun_gpu");
+    TCase *tc = tcase_create("mpirun_gpu");
+    tcase_add_unchecked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, two_processes_equal_one_process_on_two_gpus);
+    tcase_add_test(tc, too_few_gpus_for_the_ranks);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}
