@@ -272,9 +272,9 @@ int main(int argc, char **argv) {
      * on every process before anything that may fail on one alone */
     mr_device_env env;
     char gpu_conflict[sizeof err.msg];
-    mr_error env_err = {0};
-    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &env_err);
-    if (st == MR_OK && env_st != MR_OK) st = mr_error_set(&err, env_st, "%s", env_err.msg);
+    /* err keeps the first message (error.h) */
+    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &err);
+    if (st == MR_OK) st = env_st;
     if (st == MR_OK) st = load_config(&c, &ck, &has_ck, &cfg, &err);
     mr_strategy_opts opts = {.job = &job};
     if (st == MR_OK) st = mr_devices_parse(c.devices, &env, &opts.devices, &err);

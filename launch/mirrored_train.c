@@ -666,9 +666,9 @@ int main(int argc, char **argv) {
      * prepare; a conflict there fails prepare only if GPUs are asked for) */
     mr_device_env env;
     char gpu_conflict[sizeof err.msg];
-    mr_error env_err = {0};
-    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &env_err);
-    if (st == MR_OK && env_st != MR_OK) st = mr_error_set(&err, env_st, "%s", env_err.msg);
+    /* err keeps the first message (error.h) */
+    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &err);
+    if (st == MR_OK) st = env_st;
     /* stages that may fail on one process alone end with an agreement */
     if (st == MR_OK) st = prepare(&c, &job, &env, &cfg, &opts, &in_size, &classes, &err);
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;

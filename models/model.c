@@ -158,9 +158,10 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     m->dbuf[0] = alloc_floats(m, (int64_t)max_batch * widest);
     m->dbuf[1] = alloc_floats(m, (int64_t)max_batch * widest);
     mr_status sst = mr_backend_reserve_scratch(be, scratch, NULL);
-    /* host staging: a batch of input or output, or the largest weight */
+    /* host staging: a batch of output, or the largest weight (the input
+     * has its own: input_host) */
     if (!be->host_memory) {
-        int64_t h = (int64_t)max_batch * (m->in_size > m->out_size ? m->in_size : m->out_size);
+        int64_t h = (int64_t)max_batch * m->out_size;
         m->host_floats = (size_t)(h > biggest ? h : biggest);
         m->host = mr_backend_alloc_host(be, sizeof(float) * (m->host_floats ? m->host_floats : 1));
     }

@@ -64,8 +64,9 @@ typedef struct mr_model {
     mr_dfloat *acts[MR_MAX_LAYERS]; /* layer i's output, (max_batch, out of layer i) */
     mr_dfloat *dbuf[2];             /* ping-pong gradients w.r.t. activations */
     /* Host staging for what host code reads or writes of those buffers (a
-     * batch of input or output, one weight), where the context's memory is
-     * not host memory; NULL where it is (the CPU), which is used in place. */
+     * batch of output, one weight; the input has input_host), where the
+     * context's memory is not host memory; NULL where it is (the CPU),
+     * which is used in place. */
     float *host;
     size_t host_floats;
     mr_run run; /* this replica's execution context */

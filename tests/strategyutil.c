@@ -51,6 +51,27 @@ void su_make_data(mr_dataset *ds, int64_t n) {
     ds->row = 36;
 }
 
+/* n floats of replica m's device memory p into out, through its backend
+ * (a copy from a GPU; a memcpy on the CPU), from the test's thread. */
+static void to_host(mr_model *m, const mr_dfloat *p, int64_t n, float *out) {
+    mr_error err = {0};
+    if (n == 0) return;
+    ck_assert_msg(mr_backend_enter(m->be, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_backend_to_host(m->be, out, p, sizeof(float) * (size_t)n, &err) == MR_OK, "%s",
+                  err.msg);
+}
+
+/* Replica r's parameters followed by its state, on the host (malloc'd). */
+static float *replica_weights(mr_strategy *s, int r, int64_t *np) {
+    mr_model *m = mr_strategy_replica(s, r);
+    *np = m->n_params + m->n_state;
+    float *out = malloc(sizeof(float) * (size_t)(*np ? *np : 1));
+    ck_assert_ptr_nonnull(out);
+    to_host(m, m->params, m->n_params, out);
+    to_host(m, m->state, m->n_state, out + m->n_params);
+    return out;
+}
+
 static void keep_logs(void *user, const mr_epoch_logs *logs) {
     *(mr_epoch_logs *)user = *logs;
 }
@@ -66,7 +87,7 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     mr_dataset ds;
     su_make_data(&ds, o->n);
     mr_strategy_opts so = {0};
-    so.devices.kind = MR_DEVICE_CPU;
+    so.devices.kind = o->kind;
     so.devices.count = o->replicas;
     for (int r = 0; r < o->replicas; r++)
         so.devices.ordinals[r] = r;
@@ -85,22 +106,16 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     if (*status == MR_OK) {
         *status = mr_strategy_fit(s, &ds, n_train, n_train, o->n_val, o->epochs ? o->epochs : 1,
                                   NULL, NULL, &cb, err);
-        mr_model *m = mr_strategy_replica(s, 0);
-        *np = m->n_params;
-        out = malloc(sizeof(float) * (size_t)(m->n_params + m->n_state));
-        /* CPU device memory is host memory: read in place */
-        memcpy(out, mr_dfloat_ptr(m->params), sizeof(float) * (size_t)m->n_params);
-        if (m->n_state)
-            memcpy(out + m->n_params, mr_dfloat_ptr(m->state), sizeof(float) * (size_t)m->n_state);
-        *np += m->n_state;
-        /* every replica holds the same bits */
-        for (int r = 1; r < o->replicas && *status == MR_OK; r++) {
-            mr_model *q = mr_strategy_replica(s, r);
-            ck_assert(memcmp(mr_dfloat_ptr(q->params), mr_dfloat_ptr(m->params),
-                             sizeof(float) * (size_t)m->n_params) == 0);
-            if (m->n_state)
-                ck_assert(memcmp(mr_dfloat_ptr(q->state), mr_dfloat_ptr(m->state),
-                                 sizeof(float) * (size_t)m->n_state) == 0);
+        if (*status == MR_OK) {
+            out = replica_weights(s, 0, np);
+            for (int r = 1; r < o->replicas; r++) { /* every replica holds the same bits */
+                int64_t nq;
+                float *q = replica_weights(s, r, &nq);
+                ck_assert_int_eq(nq, *np);
+                ck_assert_msg(memcmp(q, out, sizeof(float) * (size_t)nq) == 0,
+                              "replica %d differs from replica 0", r);
+                free(q);
+            }
         }
     }
     if (logs != NULL) *logs = got;

@@ -31,15 +31,16 @@ typedef struct su_run {
     size_t bucket_floats;
     int check_sync;
     int64_t perturb;
-    int staged;    /* the replicas' contexts stage host access (debug_staged) */
-    int epochs;    /* 0: 1 */
-    int64_t n_val; /* > 0: the last n_val of the n examples validate after each epoch */
-    mr_job *job;   /* NULL: this process alone */
+    mr_device_kind kind; /* of the replicas (ordinals 0..replicas-1); 0: the CPU */
+    int staged;          /* the replicas' contexts stage host access (debug_staged) */
+    int epochs;          /* 0: 1 */
+    int64_t n_val;       /* > 0: the last n_val of the n examples validate after each epoch */
+    mr_job *job;         /* NULL: this process alone */
 } su_run;
 
 /* Trains o->epochs epochs (seed 5); returns replica 0's parameters followed by its
- * state (malloc'd; *np floats), after checking that every replica of this
- * process holds the same bits. *logs (may be NULL) receives the epoch's
+ * state copied to the host (malloc'd; *np floats), after checking that every
+ * replica of this process holds the same bits. *logs (may be NULL) receives the epoch's
  * logs where global replica 0 lives, else stays zeroed. */
 float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *status,
                 mr_error *err);

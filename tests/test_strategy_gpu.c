@@ -42,72 +42,17 @@
 
 #define GPU_CPU_BOUND 1e-4
 
-/* n floats of device memory p of replica m, to the host (out). */
-static void to_host(mr_model *m, const mr_dfloat *p, int64_t n, float *out) {
-    mr_error err = {0};
-    if (n == 0) return;
-    ck_assert_msg(mr_backend_enter(m->be, &err) == MR_OK, "%s", err.msg);
-    ck_assert_msg(mr_backend_to_host(m->be, out, p, sizeof(float) * (size_t)n, &err) == MR_OK, "%s",
-                  err.msg);
+/* su_train on replicas of `kind` (ordinals 0..replicas-1), one epoch, seed
+ * 5: replica 0's parameters and state copied to the host, after checking
+ * that every replica holds the same bits. */
+static float *train(mr_device_kind kind, su_run o, int64_t *np, mr_status *status, mr_error *err) {
+    o.kind = kind;
+    return su_train(&o, np, NULL, status, err);
 }
 
-/* Replica r's parameters followed by its state, on the host (malloc'd). */
-static float *replica_weights(mr_strategy *s, int r, int64_t *np) {
-    mr_model *m = mr_strategy_replica(s, r);
-    *np = m->n_params + m->n_state;
-    float *out = malloc(sizeof(float) * (size_t)*np);
-    ck_assert_ptr_nonnull(out);
-    to_host(m, m->params, m->n_params, out);
-    to_host(m, m->state, m->n_state, out + m->n_params);
-    return out;
-}
-
-/* su_train on replicas of `kind` (ordinals 0..replicas-1): one epoch, seed
- * 5; returns replica 0's parameters and state copied to the host, after
- * checking that every replica holds the same bits. */
-static float *train(mr_device_kind kind, const su_run *o, int64_t *np, mr_status *status,
-                    mr_error *err) {
-    char text[2048];
-    snprintf(text, sizeof text, o->text, o->net_extra ? o->net_extra : "");
-    mr_config cfg;
-    mr_error perr = {0};
-    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &perr) == MR_OK, "%s", perr.msg);
-    cfg.net.batch = o->batch;
-    mr_dataset ds;
-    su_make_data(&ds, o->n);
-    mr_strategy_opts so = {
-        .seed = 5, .check_sync = o->check_sync, .debug_perturb_step = o->perturb};
-    so.devices.kind = kind;
-    so.devices.count = o->replicas;
-    for (int r = 0; r < o->replicas; r++)
-        so.devices.ordinals[r] = r;
-    mr_strategy *s = NULL;
-    float *out = NULL;
-    *status = mr_strategy_create(&cfg, &so, o->n, &s, err);
-    if (*status == MR_OK) *status = mr_strategy_fit(s, &ds, o->n, 0, 0, 1, NULL, NULL, NULL, err);
-    if (*status == MR_OK) {
-        out = replica_weights(s, 0, np);
-        for (int r = 1; r < o->replicas; r++) {
-            int64_t nq;
-            float *q = replica_weights(s, r, &nq);
-            ck_assert_int_eq(nq, *np);
-            ck_assert_msg(memcmp(q, out, sizeof(float) * (size_t)nq) == 0,
-                          "replica %d differs from replica 0", r);
-            free(q);
-        }
-    }
-    mr_strategy_destroy(s);
-    mr_dataset_free(&ds);
-    mr_config_free(&cfg);
-    return out;
-}
-
-static float *train_ok(mr_device_kind kind, const su_run *o, int64_t *np) {
-    mr_status st;
-    mr_error err = {0};
-    float *p = train(kind, o, np, &st, &err);
-    ck_assert_msg(st == MR_OK, "%s", err.msg);
-    return p;
+static float *train_ok(mr_device_kind kind, su_run o, int64_t *np) {
+    o.kind = kind;
+    return su_train_ok(&o, np, NULL);
 }
 
 /* The models: every layer kind of test_strategy.c, SyncBN and dropout
@@ -137,8 +82,8 @@ START_TEST(two_gpus_equal_one_gpu_at_twice_the_batch) {
             su_run one = two;
             one.replicas = 1, one.batch = 2 * B;
             int64_t na, nb;
-            float *a = train_ok(MR_DEVICE_CUDA, &two, &na);
-            float *b = train_ok(MR_DEVICE_CUDA, &one, &nb);
+            float *a = train_ok(MR_DEVICE_CUDA, two, &na);
+            float *b = train_ok(MR_DEVICE_CUDA, one, &nb);
             ck_assert_int_eq(na, nb);
             double d = tu_rel_diff(a, b, (size_t)na);
             printf("2 GPUs vs 1 (%s, %s): relative difference %g\n", models[i].name,
@@ -162,7 +107,7 @@ START_TEST(one_gpu_equals_the_cpu) {
                         .batch = B,
                         .n = 10 * B};
             int64_t na, nb;
-            float *a = train_ok(MR_DEVICE_CUDA, &o, &na), *b = train_ok(MR_DEVICE_CPU, &o, &nb);
+            float *a = train_ok(MR_DEVICE_CUDA, o, &na), *b = train_ok(MR_DEVICE_CPU, o, &nb);
             ck_assert_int_eq(na, nb);
             double d = tu_rel_diff(a, b, (size_t)na);
             printf("1 GPU vs CPU (%s, %s): relative difference %g\n", models[i].name,
@@ -185,11 +130,11 @@ START_TEST(two_gpus_stay_in_sync) {
                 .n = 83, /* a partial last batch too */
                 .check_sync = 1};
     int64_t np;
-    free(train_ok(MR_DEVICE_CUDA, &o, &np));
+    free(train_ok(MR_DEVICE_CUDA, o, &np));
     o.perturb = 5;
     mr_status st;
     mr_error err = {0};
-    float *p = train(MR_DEVICE_CUDA, &o, &np, &st, &err);
+    float *p = train(MR_DEVICE_CUDA, o, &np, &st, &err);
     ck_assert_int_eq(st, MR_ERR_RUNTIME);
     ck_assert_msg(strstr(err.msg, "step 5") && strstr(err.msg, "replica 1"), "%s", err.msg);
     free(p);
