@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../collectives/job.h"
+#include "collectives/job.h"
 
 typedef struct worker {
     mr_comm *c;

@@ -4,7 +4,7 @@
  *   bench_allreduce_nccl [--gpus N] [--json]     every visible GPU, or the first N
  *
  * One CUDA context and one thread per GPU, as mirrored_train runs GPU
- * replicas, and the communicator it uses for them (mr_comm_nccl_create).
+ * replicas, and the communicator it uses for them (the GPU kind's comm_create: NCCL).
  * For sizes 4 KiB .. 64 MiB every GPU all-reduces the same number of floats
  * of its device memory; the result is checked first (as nccl-tests do),
  * then the median of 7 timed rounds gives, as nccl-tests define them,
@@ -20,8 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../collectives/nccl_comm.h"
-#include "../runtime/device.h"
+#include "backends/backends.h"
 
 typedef struct worker {
     mr_comm *c;
@@ -94,7 +93,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    const mr_gpu_list *gpus = mr_gpu_discover();
+    const mr_backend_kind *gpu = mr_backend_kind_find("gpu");
+    const mr_gpu_list *gpus = mr_backend_kind_devices(gpu);
     if (gpus->count == 0) {
         printf("bench_allreduce_nccl: no GPU, nothing to measure (%s)\n", gpus->reason);
         return 0;
@@ -103,10 +103,10 @@ int main(int argc, char **argv) {
     mr_backend *be[MR_MAX_GPUS];
     mr_error err = {0};
     for (int r = 0; r < n; r++)
-        if (mr_backend_create(MR_DEVICE_CUDA, gpus->gpu[r].ordinal, &be[r], &err) != MR_OK)
+        if (mr_backend_create(gpu, gpus->gpu[r].ordinal, &be[r], &err) != MR_OK)
             die(err.msg);
     mr_comm *c;
-    if (mr_comm_nccl_create(be, n, NULL, 600.0, &c, &err) != MR_OK) die(err.msg);
+    if (gpu->comm_create(be, n, NULL, 600.0, &c, &err) != MR_OK) die(err.msg);
     if (!json)
         printf("# nccl, %d GPU%s (%s)\n%12s %12s %12s %12s\n", n, n > 1 ? "s" : "",
                gpus->gpu[0].name, "bytes", "time_us", "algbw_GB/s", "busbw_GB/s");

@@ -11,9 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../models/conv_geometry.h"
-#include "../models/model.h"
-#include "../runtime/rng.h"
+#include "backends/backends.h"
+#include "models/conv_geometry.h"
+#include "models/model.h"
+#include "runtime/rng.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
     }
     mr_model m;
     mr_backend *be = NULL;
-    if (mr_backend_create(MR_DEVICE_CPU, 0, &be, &err) != MR_OK ||
+    if (mr_backend_create(mr_backend_kind_cpu(), 0, &be, &err) != MR_OK ||
         mr_model_init(&m, be, &cfg, B, 0, &err) != MR_OK) {
         fprintf(stderr, "bench_layers: %s\n", err.msg);
         return 2;

@@ -1,5 +1,5 @@
 /* comm.c: the communicator wrappers (argument checks, then the vtable). */
-#include "comm.h"
+#include "collectives/comm.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -27,8 +27,8 @@
 
 #include <stddef.h>
 
-#include "../runtime/error.h"
-#include "../runtime/tensor.h"
+#include "runtime/error.h"
+#include "runtime/dmem.h"
 
 typedef struct mr_comm mr_comm;
 

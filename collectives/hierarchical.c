@@ -1,5 +1,5 @@
 /* hierarchical.c: levels of communicators (hierarchical.h). */
-#include "hierarchical.h"
+#include "collectives/hierarchical.h"
 
 #include <stdio.h>
 #include <stdlib.h>

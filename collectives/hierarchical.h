@@ -14,7 +14,7 @@
 #ifndef MR_HIERARCHICAL_H
 #define MR_HIERARCHICAL_H
 
-#include "comm.h"
+#include "collectives/comm.h"
 
 typedef struct mr_hierarchy {
     mr_comm *local;   /* this process's replica threads (size L >= 1) */

@@ -1,15 +1,15 @@
 /* job.c: the one-process job, and what every job shares: agreeing on a
  * status, naming a rank (job.h). Multi-process transport: job_impl.h. */
-#include "job.h"
+#include "collectives/job.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../runtime/backend.h"
-#include "job_impl.h"
-#include "local.h"
+#include "runtime/backend.h"
+#include "collectives/job_impl.h"
+#include "collectives/local.h"
 
 /* Processes in the job a launcher started, from its environment (OpenMPI's
  * mpirun, or a PMI/PMIx launcher such as srun); 0 when none did. */

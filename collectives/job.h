@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "../runtime/error.h"
-#include "comm.h"
+#include "runtime/error.h"
+#include "collectives/comm.h"
 
 #define MR_HOST_MAX 64
 

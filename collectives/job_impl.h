@@ -5,7 +5,7 @@
 #ifndef MR_JOB_IMPL_H
 #define MR_JOB_IMPL_H
 
-#include "job.h"
+#include "collectives/job.h"
 
 /* Turns the one-process job that job.c set up into the launcher's job:
  * every field (rank, node, cores, hosts, impl). */

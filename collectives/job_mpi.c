@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hierarchical.h"
-#include "job_impl.h"
-#include "local.h"
-#include "mpi_comm.h"
-#include "mpi_impl.h"
+#include "collectives/hierarchical.h"
+#include "collectives/job_impl.h"
+#include "collectives/local.h"
+#include "collectives/mpi_comm.h"
+#include "collectives/mpi_impl.h"
 
 struct mr_job_impl {
     MPI_Comm node;    /* the processes of this node (real or simulated) */

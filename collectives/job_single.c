@@ -2,7 +2,7 @@
  * a launch of several processes is refused, since each would train alone. */
 #include <stdlib.h>
 
-#include "job_impl.h"
+#include "collectives/job_impl.h"
 
 mr_status mr_job_mpi_init(int *argc, char ***argv, int ranks_per_node, mr_job *job, mr_error *err) {
     (void)argc, (void)argv, (void)ranks_per_node, (void)job;

@@ -19,7 +19,7 @@
  * barrier, saves a barrier and a pass over lines another core has just
  * written: fashion_cnn.cfg's 54,410 gradients took about 20 us a step to
  * pull and take none extra to push (README, "Weak scaling"). */
-#include "local.h"
+#include "collectives/local.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../runtime/hot.h"
+#include "runtime/target_clones.h"
 
 typedef struct local_comm {
     mr_comm base;
@@ -114,7 +114,7 @@ static void slice(size_t n, int size, int r, size_t *begin, size_t *end) {
     *end = *begin + per < n ? *begin + per : n;
 }
 
-MR_HOT static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+MR_AVX2_CLONES static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
     local_comm *lc = (local_comm *)c;
     const int size = c->size;
     if (size == 1) return MR_OK;

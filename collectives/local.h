@@ -15,7 +15,7 @@
 #ifndef MR_LOCAL_H
 #define MR_LOCAL_H
 
-#include "comm.h"
+#include "collectives/comm.h"
 
 /* Creates a local communicator for `size` threads (size >= 1). */
 mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err);

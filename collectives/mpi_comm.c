@@ -7,14 +7,14 @@
  * theirs into the buffer. Each op has its own tags (sequence number x 2 +
  * phase), since two ops in flight may be in different phases on two
  * processes. Ops are kept in a small ring, started and completed in order. */
-#include "mpi_comm.h"
+#include "collectives/mpi_comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpi_impl.h"
-#include "../runtime/hot.h"
+#include "collectives/mpi_impl.h"
+#include "runtime/target_clones.h"
 
 #define MAX_OPS 64
 
@@ -94,7 +94,7 @@ static mr_status post_phase1(mpi_comm *mc, op *o, mr_error *err) {
 
 /* Between the phases: sum this process's slice in rank order, then post
  * phase 2 (send the sum to everyone, receive theirs). */
-MR_HOT static mr_status post_phase2(mpi_comm *mc, op *o, mr_error *err) {
+MR_AVX2_CLONES static mr_status post_phase2(mpi_comm *mc, op *o, mr_error *err) {
     const int P = mc->P, me = mc->me;
     size_t b, e;
     slice(o->n, P, me, &b, &e);

@@ -17,7 +17,7 @@
 
 #include <mpi.h>
 
-#include "comm.h"
+#include "collectives/comm.h"
 
 /* A communicator over the processes of `comm` (duplicated, so its messages
  * never meet the caller's). timeout_s bounds every wait; yield: waiters

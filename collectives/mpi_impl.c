@@ -1,5 +1,5 @@
 /* mpi_impl.c: timed polling waits on MPI requests (mpi_impl.h). */
-#include "mpi_impl.h"
+#include "collectives/mpi_impl.h"
 
 #include <sched.h>
 #include <stdio.h>

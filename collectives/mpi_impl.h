@@ -10,7 +10,7 @@
 
 #include <mpi.h>
 
-#include "../runtime/error.h"
+#include "runtime/error.h"
 
 /* Seconds on a monotonic clock. */
 double mr_mpi_now(void);

@@ -1,6 +1,6 @@
 /* cli.c: exit codes, errors, option values and output files (cli.h);
  * the job's part is cli_job.c. */
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <getopt.h>
 

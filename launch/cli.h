@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "../collectives/job.h"
-#include "../runtime/error.h"
+#include "collectives/job.h"
+#include "runtime/error.h"
 
 enum { MR_EXIT_OK = 0, MR_EXIT_FAILURE = 1, MR_EXIT_BAD_INPUT = 2 };
 

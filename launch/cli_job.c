@@ -1,6 +1,6 @@
 /* cli_job.c: starting the job of processes and its failure rules (cli.h),
  * for the executables that train or evaluate (not mirrored_compare). */
-#include "cli.h"
+#include "launch/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

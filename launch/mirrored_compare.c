@@ -26,8 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../runtime/error.h"
-#include "cli.h"
+#include "runtime/error.h"
+#include "launch/cli.h"
 
 static const char *prog = "mirrored_compare";
 

@@ -21,13 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../models/keras.h"
-#include "../runtime/array.h"
-#include "../strategies/checkpoint.h"
-#include "../strategies/devices.h"
-#include "../strategies/strategy.h"
-#include "checkpointing.h"
-#include "cli.h"
+#include "models/keras.h"
+#include "runtime/array.h"
+#include "strategies/checkpoint.h"
+#include "strategies/devices.h"
+#include "strategies/strategy.h"
+#include "launch/train_checkpoints.h"
+#include "launch/cli.h"
 
 static const char *prog = "mirrored_eval";
 

@@ -25,9 +25,10 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include "../models/keras.h"
-#include "../strategies/checkpoint.h"
-#include "cli.h"
+#include "backends/backends.h"
+#include "models/keras.h"
+#include "strategies/checkpoint.h"
+#include "launch/cli.h"
 
 static const char *prog = "mirrored_export";
 
@@ -239,7 +240,7 @@ int main(int argc, char **argv) {
     char *config = NULL;
     char metadata[128];
     st = check_writable(&p, &err);
-    if (st == MR_OK) st = mr_backend_create(MR_DEVICE_CPU, 0, &be, &err);
+    if (st == MR_OK) st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, &err);
     if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, be, &err);
     if (st == MR_OK) {
         config = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, ck.lr);

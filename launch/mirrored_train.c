@@ -25,16 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../collectives/hierarchical.h"
-#include "../collectives/job.h"
-#include "../models/model.h"
-#include "../runtime/dataset.h"
-#include "../strategies/devices.h"
-#include "../strategies/strategy.h"
-#include "../models/keras.h"
-#include "checkpointing.h"
-#include "cli.h"
-#include "progress.h"
+#include "collectives/hierarchical.h"
+#include "collectives/job.h"
+#include "models/model.h"
+#include "runtime/dataset.h"
+#include "strategies/devices.h"
+#include "strategies/strategy.h"
+#include "models/keras.h"
+#include "launch/train_checkpoints.h"
+#include "launch/cli.h"
+#include "launch/progress.h"
 
 static const char *prog = "mirrored_train";
 
@@ -87,12 +87,25 @@ static void usage(FILE *out) {
             prog, prog);
 }
 
+/* 1: the replicas of set's kind are threads on the cores (the CPU), so
+ * they are numbered across the job, in rank order; 0: they are devices,
+ * named by their ordinal on their node (GPUs). */
+static int numbered_across_job(const mr_device_set *set) {
+    const mr_backend_kind *kind = mr_devices_kind(set);
+    return kind != NULL && kind->discover == NULL;
+}
+
+/* "GPUs", "CPUs" */
+static const char *plural(const mr_device_set *set) {
+    const mr_backend_kind *kind = mr_devices_kind(set);
+    return kind != NULL ? kind->plural : set->kind;
+}
+
 /* Process p's devices (`sets`: every process's, check_same_job), as
- * "cpu:2,3" or "gpu:0,1": CPU replicas are numbered across the job, in
- * rank order; GPUs by their CUDA ordinal on their node. */
+ * "cpu:2,3" or "gpu:0,1". */
 static void rank_devices(const mr_job *job, const mr_device_set *sets, int p, char *buf, size_t n) {
     mr_device_set set = sets[p];
-    if (set.kind == MR_DEVICE_CPU) {
+    if (numbered_across_job(&set)) {
         set.count = job->replicas[p];
         for (int i = 0; i < set.count && i < MR_MAX_REPLICAS; i++)
             set.ordinals[i] = job->first[p] + i;
@@ -127,8 +140,8 @@ static mr_status write_json(const char *path, const mr_progress *pg, const mr_fi
     /* CPU replicas numbered across the job; GPUs by their ordinal on their node */
     for (int p = 0, k = 0; p < job->size; p++)
         for (int i = 0; i < job->replicas[p]; i++, k++)
-            fprintf(f, "%s\"%s:%d\"", k ? ", " : "", sets[p].kind == MR_DEVICE_CPU ? "cpu" : "gpu",
-                    sets[p].kind == MR_DEVICE_CPU ? job->first[p] + i : sets[p].ordinals[i]);
+            fprintf(f, "%s\"%s:%d\"", k ? ", " : "", sets[p].kind,
+                    numbered_across_job(&sets[p]) ? job->first[p] + i : sets[p].ordinals[i]);
     fprintf(f, "],\n  \"ranks\": [");
     for (int p = 0; p < job->size; p++)
         fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"replicas\": %d}", p ? ", " : "", p,
@@ -353,12 +366,12 @@ static mr_status prepare(const cli *c, const mr_job *job, const mr_device_env *e
     if (c->seed >= 0) cfg->net.seed = c->seed;
     MR_CHECK(mr_devices_parse(c->devices_spec, env, &opts->devices, err));
     mr_device_set *d = &opts->devices;
-    if (d->kind == MR_DEVICE_CPU && strcmp(c->devices_spec, "auto") == 0) {
+    if (numbered_across_job(d) && strcmp(c->devices_spec, "auto") == 0) {
         d->count = auto_replicas(cfg, job->size, d->count);
         for (int i = 0; i < d->count; i++)
             d->ordinals[i] = i;
     }
-    if (job->size > 1 && d->kind == MR_DEVICE_CPU && d->count > job->cores) {
+    if (job->size > 1 && numbered_across_job(d) && d->count > job->cores) {
         char why[128];
         if (job->bound || job->local_size == 1)
             snprintf(why, sizeof why, "its binding");
@@ -379,7 +392,7 @@ static mr_status prepare(const cli *c, const mr_job *job, const mr_device_env *e
      * (built on a CPU context: only the shapes are wanted) */
     mr_model probe;
     mr_backend *be;
-    MR_CHECK(mr_backend_create(MR_DEVICE_CPU, 0, &be, err));
+    MR_CHECK(mr_backend_create(mr_backend_kind_cpu(), 0, &be, err));
     mr_status st = mr_model_init(&probe, be, cfg, 1, 0, err);
     if (st == MR_OK) {
         *in_size = probe.in_size;
@@ -489,12 +502,11 @@ static mr_status check_same_job(const cli *c, mr_job *job, const mr_config *cfg,
                               "rank %d (%s) was started with other --epochs, --seed, "
                               "--check-sync or --bucket-mb than rank 0 (%s)",
                               p, job->hosts[p], job->hosts[0]);
-        else if (sets[p].kind != sets[0].kind) /* one communicator joins them all */
+        else if (strcmp(sets[p].kind, sets[0].kind) != 0) /* one communicator joins them all */
             st = mr_error_set(err, MR_ERR_USAGE,
                               "rank %d (%s) trains on %s and rank 0 (%s) on %s: every process of "
                               "a job must use the same kind of device (--devices)",
-                              p, job->hosts[p], sets[p].kind == MR_DEVICE_CUDA ? "GPUs" : "CPUs",
-                              job->hosts[0], sets[0].kind == MR_DEVICE_CUDA ? "GPUs" : "CPUs");
+                              p, job->hosts[p], plural(&sets[p]), job->hosts[0], plural(&sets[0]));
     }
     free(all);
     return st;
@@ -558,7 +570,7 @@ static void print_plan(const mr_job *job, mr_strategy *strategy, const mr_device
             printf(", shared-memory all-reduce (local)");
         }
     }
-    if (sets[job->rank].kind == MR_DEVICE_CUDA) {
+    if (!numbered_across_job(&sets[job->rank])) {
         /* after the models are built: what each of this process's GPUs holds */
         printf(", device memory in use");
         for (int r = 0; r < plan->local_replicas; r++) {
@@ -769,7 +781,7 @@ int main(int argc, char **argv) {
     mr_progress pg;
     mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
     pg.log = log;
-    pg.device = opts.devices.kind == MR_DEVICE_CPU ? "cpu" : "gpu";
+    pg.device = opts.devices.kind;
     if (resuming) mr_progress_replay(&pg, ck.state.history, ck.state.n_history);
     mr_fit_callbacks cb = {
         .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};

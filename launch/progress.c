@@ -1,5 +1,5 @@
 /* progress.c: see progress.h. */
-#include "progress.h"
+#include "launch/progress.h"
 
 #include <string.h>
 #include <time.h>

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "../strategies/strategy.h"
+#include "strategies/strategy.h"
 
 typedef struct mr_progress {
     FILE *out;

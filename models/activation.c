@@ -1,6 +1,6 @@
 /* activation.c: a stand-alone [activation] layer, (B, ...) -> (B, ...).
  * Softmax is over the last axis. */
-#include "layer.h"
+#include "models/layer.h"
 
 static mr_status act_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;

@@ -11,7 +11,7 @@
  * dy and dy * xhat, and the count). Inference: the moving averages. The
  * CPU kernels are batchnorm_cpu.c.
  * Relies on: layer.h (the layer contract, mr_run.sync_sum). */
-#include "layer.h"
+#include "models/layer.h"
 
 static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;

@@ -6,7 +6,7 @@
  * ini_parse_stream with our own line reader: the reader sees every raw line,
  * counts lines (for error messages) and opens a new section record whenever a
  * header goes by; the key handler then fills the most recent section. */
-#include "config.h"
+#include "models/config.h"
 
 #include <ctype.h>
 #include <errno.h>

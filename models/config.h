@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../runtime/error.h"
-#include "../runtime/hd.h"
+#include "runtime/error.h"
+#include "runtime/hd.h"
 
 MR_C_BEGIN
 

@@ -5,8 +5,8 @@
  * SGEMM (conv2d_cpu.c). */
 #include <string.h>
 
-#include "conv_geometry.h"
-#include "layer.h"
+#include "models/conv_geometry.h"
+#include "models/layer.h"
 
 static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;

@@ -3,7 +3,7 @@
 #ifndef MR_CONV_GEOMETRY_H
 #define MR_CONV_GEOMETRY_H
 
-#include "config.h"
+#include "models/config.h"
 
 typedef struct mr_window {
     int in_h, in_w;   /* input spatial size */

@@ -3,7 +3,7 @@
  * Forward and both backward products are single SGEMM calls. */
 #include <string.h>
 
-#include "layer.h"
+#include "models/layer.h"
 
 static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;

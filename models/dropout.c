@@ -5,7 +5,7 @@
  * replica holds it, so R replicas x B and 1 x RB drop the same elements.
  * Backward recomputes the mask instead of storing it. The kernels are
  * dropout_cpu.c. */
-#include "layer.h"
+#include "models/layer.h"
 
 static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;

@@ -1,7 +1,7 @@
 /* flatten.c: Flatten, (B, H, W, C) -> (B, H*W*C). NHWC is already
  * row-major per example, so this is a copy with a new shape; the model
  * skips even the copy (.view, layer.h). */
-#include "layer.h"
+#include "models/layer.h"
 
 static mr_status flatten_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;

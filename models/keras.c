@@ -2,13 +2,13 @@
  * (keras.h). The JSON keys and their order follow what Keras 3.15 writes
  * for these layer classes; load_model needs far fewer, but h5py users and
  * other tools read the file as Keras would have written it. */
-#include "keras.h"
+#include "models/keras.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/strbuf.h"
+#include "runtime/strbuf.h"
 
 #define MODEL_NAME "sequential"
 

@@ -19,8 +19,8 @@
 
 #include <stdint.h>
 
-#include "../runtime/h5file.h"
-#include "model.h"
+#include "runtime/h5file.h"
+#include "models/model.h"
 
 /* The Keras version whose layout these files follow. */
 #define MR_KERAS_VERSION "3.15.1"

@@ -2,14 +2,14 @@
  * that set up, run and free a layer on its device's kernels (kernels.h),
  * weight declaration and initialisation (made on the host, copied to the
  * device unless its memory is host memory). Device-independent. */
-#include "layer.h"
+#include "models/layer.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "kernels.h"
+#include "runtime/rng.h"
+#include "models/kernels.h"
 
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind) {
     switch (kind) {
@@ -42,7 +42,7 @@ mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char 
     l->be = be;
     l->kern = NULL;
     MR_CHECK(l->ops->setup(l, max_batch, file, err));
-    const mr_kernels *k = mr_kernels_for(be->kind);
+    const mr_kernels *k = mr_kernels_for(be);
     if (k == NULL || k->layer[l->cfg->kind] == NULL) {
         char dev[32];
         mr_backend_format(be, dev, sizeof dev);

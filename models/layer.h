@@ -21,11 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../runtime/backend.h"
-#include "../runtime/error.h"
-#include "../runtime/hd.h"
-#include "../runtime/tensor.h"
-#include "config.h"
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/hd.h"
+#include "runtime/dmem.h"
+#include "models/config.h"
 
 MR_C_BEGIN
 

@@ -1,8 +1,8 @@
 /* loss.c: cross-entropy (sparse and one-hot), mean squared error: which
  * losses take logits, and the dispatch to the device's kernels (kernels.h). */
-#include "loss.h"
+#include "models/loss.h"
 
-#include "kernels.h"
+#include "models/kernels.h"
 
 int mr_loss_fuses_softmax(mr_loss_kind kind) {
     return kind != MR_LOSS_MSE;
@@ -11,7 +11,7 @@ int mr_loss_fuses_softmax(mr_loss_kind kind) {
 mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax,
                           const mr_dfloat *out, const int32_t *labels, int batch, int k, float norm,
                           mr_dfloat *dy, double *loss_sum, int64_t *correct, mr_error *err) {
-    const mr_kernels *kern = mr_kernels_for(be->kind);
+    const mr_kernels *kern = mr_kernels_for(be);
     if (kern == NULL)
         return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s loss kernels in this build",
                             be->ops->name);

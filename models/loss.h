@@ -10,9 +10,9 @@
 
 #include <stdint.h>
 
-#include "../runtime/backend.h"
-#include "../runtime/hd.h"
-#include "config.h"
+#include "runtime/backend.h"
+#include "runtime/hd.h"
+#include "models/config.h"
 
 MR_C_BEGIN
 

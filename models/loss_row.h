@@ -11,8 +11,8 @@
 
 #include <math.h>
 
-#include "../runtime/hd.h"
-#include "config.h"
+#include "runtime/hd.h"
+#include "models/config.h"
 
 #define MR_LOSS_CLIP_EPS 1e-7f
 

@@ -1,14 +1,14 @@
 /* model.c: building, running and updating a model (see model.h). Runs on
  * the host for every device kind: it hands device memory to the layers'
  * kernels, the loss and the optimizer, and never reads it itself. */
-#include "model.h"
+#include "models/model.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "loss.h"
+#include "models/kernels.h"
+#include "models/loss.h"
 
 /* Floats that one training pass may touch (weights and their gradients,
  * activations, input, the two gradient buffers): 5 MiB. fashion_cnn.cfg (71,098 floats a row) then
@@ -218,7 +218,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     if (c >= 8) c -= c % 8;                           /* GEMM-friendly row counts */
     if (c < 1) c = max_batch;
     /* the budget is a CPU cache's: a GPU runs the whole batch at once */
-    m->chunk = whole || c > max_batch || be->kind != MR_DEVICE_CPU ? max_batch : (int)c;
+    m->chunk = whole || c > max_batch || !be->ops->cache_passes ? max_batch : (int)c;
     return MR_OK;
 }
 

@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
-#include "layer.h"
-#include "optimizer.h"
+#include "models/config.h"
+#include "models/layer.h"
+#include "models/optimizer.h"
 
 typedef struct mr_model {
     const mr_config *cfg;

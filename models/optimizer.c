@@ -1,10 +1,10 @@
 /* optimizer.c: the optimizer's settings, what is computed once per step,
  * and the dispatch to the device's update loops (see optimizer.h). */
-#include "optimizer.h"
+#include "models/optimizer.h"
 
 #include <math.h>
 
-#include "kernels.h"
+#include "models/kernels.h"
 
 mr_optimizer mr_optimizer_from_config(const mr_net_cfg *net) {
     mr_optimizer o = {.kind = net->optimizer,
@@ -24,7 +24,7 @@ int mr_optimizer_slot_count(const mr_optimizer *opt) {
 mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
                             mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
                             size_t n, mr_error *err) {
-    const mr_kernels *kern = mr_kernels_for(be->kind);
+    const mr_kernels *kern = mr_kernels_for(be);
     if (kern == NULL)
         return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s optimizer kernels in this build",
                             be->ops->name);

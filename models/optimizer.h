@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../runtime/backend.h"
-#include "../runtime/hd.h"
-#include "config.h"
+#include "runtime/backend.h"
+#include "runtime/hd.h"
+#include "models/config.h"
 
 MR_C_BEGIN
 

@@ -6,8 +6,8 @@
  * pool_cpu.c.
  * Relies on: layer.h (the layer contract), conv_geometry.h (Keras/TF
  * output size and padding). */
-#include "conv_geometry.h"
-#include "layer.h"
+#include "models/conv_geometry.h"
+#include "models/layer.h"
 
 static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;

@@ -6,7 +6,7 @@
  * streams for both. HDF5 uses the serial C API with its automatic error
  * printing switched off (library code never prints); the innermost message of
  * HDF5's error stack is appended where it says more than we can. */
-#include "array.h"
+#include "runtime/array.h"
 
 #include <errno.h>
 #include <stdbool.h>

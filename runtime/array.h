@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "runtime/error.h"
 
 #define MR_ARRAY_MAX_DIMS 8
 

@@ -1,23 +1,14 @@
-/* backend.c: creating a context for a device kind, and the wrappers every
- * caller goes through (backend.h). Device-independent: the host views are
+/* backend.c: the wrappers every caller of a backend context goes through
+ * (backend.h). Device-independent: the host views are
  * the only place outside an implementation where device memory becomes a
- * host pointer, and only when the context says it is host memory. */
-#include "backend_impl.h"
-#include "tensor_impl.h"
+ * host pointer, and only when the context says it is host memory. A
+ * context is created by its device kind (backends/backends.h). */
+#include "runtime/backend.h"
+#include "runtime/dmem_impl.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
-
-mr_status mr_backend_create(mr_device_kind kind, int ordinal, mr_backend **out, mr_error *err) {
-    *out = NULL;
-    switch (kind) {
-    case MR_DEVICE_CPU:
-        return mr_backend_cpu_create(ordinal, out, err);
-    case MR_DEVICE_CUDA:
-        return mr_backend_cuda_create(ordinal, out, err);
-    }
-    return mr_error_set(err, MR_ERR_UNSUPPORTED, "unknown device kind %d", (int)kind);
-}
 
 void mr_backend_destroy(mr_backend *be) {
     if (be == NULL) return;
@@ -135,4 +126,13 @@ mr_status mr_backend_enter(mr_backend *be, mr_error *err) {
 mr_status mr_backend_memory(mr_backend *be, size_t *used, size_t *total, mr_error *err) {
     *used = *total = 0;
     return be->ops->memory != NULL ? be->ops->memory(be, used, total, err) : MR_OK;
+}
+
+int mr_cpu_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    return 1;
 }

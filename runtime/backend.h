@@ -1,10 +1,11 @@
 /* backend.h: a device's memory and math, one context per replica.
  *
  * A backend context (mr_backend) is what a replica computes with: its
- * device kind and ordinal, the table of operations of that kind, scratch
+ * device ordinal, the table of operations of its device kind, scratch
  * memory for the layers, and the implementation's own state (CUDA,
- * runtime/cuda_impl.h: the device, streams, cuBLAS and cuDNN handles).
- * The strategy creates one per replica (mr_backend_create) and hands it to
+ * backends/cuda/cuda_impl.h: the device, streams, cuBLAS and cuDNN
+ * handles). The strategy creates one per replica (mr_backend_create,
+ * backends/backends.h: the table of device kinds) and hands it to
  * the model; one thread uses a context at a time, after binding itself to
  * the context's device (mr_backend_enter).
  *
@@ -12,30 +13,32 @@
  * memory (device and host staging), copies between them, zeroing, scaling
  * and GEMM. A layer's own compute (im2col, pooling, batch norm,
  * activations, dropout), the loss and the optimizer update are not here:
- * they are per-device kernel tables in models/ (models/kernels.h), picked
- * by the context's kind, and call this table for memory and GEMM. Host
- * code never dereferences device memory (runtime/tensor.h): it copies
+ * they are per-device kernel tables (models/kernels.h says what they hold;
+ * each backend folder fills one), reached through ops->kernels, and call
+ * this table for memory and GEMM. Host
+ * code never dereferences device memory (runtime/dmem.h): it copies
  * through this table, or, where the context says its memory is host
  * memory (the CPU), uses it in place through a host view, so the CPU path
  * copies nothing.
  *
- * Implementations: backend_cpu.c (OpenBLAS) and backend_cuda.c (the CUDA
- * runtime and cuBLAS; its kernels are the .cu files of models/), which
- * meson builds where it finds the CUDA toolkit, else backend_nocuda.c,
- * whose create says that this build has no CUDA backend. Matrices are
- * row-major. */
+ * Implementations: backends/cpu/backend_cpu.c (OpenBLAS) and
+ * backends/cuda/backend_cuda.c (the CUDA runtime and cuBLAS), each in its
+ * backend's folder; a build has those that backends/backends.h lists.
+ * Matrices are row-major. */
 #ifndef MR_BACKEND_H
 #define MR_BACKEND_H
 
 #include <stddef.h>
 
-#include "error.h"
-#include "hd.h"
-#include "tensor.h"
+#include "runtime/error.h"
+#include "runtime/hd.h"
+#include "runtime/dmem.h"
 
 MR_C_BEGIN
 
-typedef enum mr_device_kind { MR_DEVICE_CPU, MR_DEVICE_CUDA } mr_device_kind;
+/* A device kind's layer, loss and optimizer kernels (models/kernels.h);
+ * runtime/ only carries the pointer. */
+struct mr_kernels;
 
 typedef struct mr_backend mr_backend;
 
@@ -43,7 +46,14 @@ typedef struct mr_backend mr_backend;
  * is `void *` in the byte-level slots (any element type) and mr_dfloat *
  * where it holds floats. */
 typedef struct mr_backend_ops {
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* the device kind as users name it: "cpu", "gpu" */
+    /* The kernels of models/ for this kind (models/kernels.h). */
+    const struct mr_kernels *kernels;
+    /* 1: run a shard in passes whose activations fit the cache, so a
+     * layer's output is still cached when the next layer reads it (the
+     * CPU); 0: one pass over the whole shard (a GPU: fewer, larger
+     * launches). The model reads it (models/model.c). */
+    int cache_passes;
     /* Device memory: n bytes, zeroed, 64-byte aligned; NULL on failure. */
     void *(*alloc)(mr_backend *be, size_t n);
     void (*free)(mr_backend *be, void *p);
@@ -81,7 +91,6 @@ typedef struct mr_backend_ops {
 
 struct mr_backend {
     const mr_backend_ops *ops;
-    mr_device_kind kind;
     int ordinal;
     /* 1: this context's device memory is host memory (the CPU), so host
      * code may read and write it in place through mr_backend_host_view
@@ -98,14 +107,11 @@ struct mr_backend {
     void *impl; /* the implementation's own state, or NULL */
 };
 
-/* A context for device `ordinal` of `kind`: MR_ERR_UNSUPPORTED for a kind
- * this build has no backend for ("no CUDA backend in this build"),
- * MR_ERR_NOMEM, or what the device says. */
-mr_status mr_backend_create(mr_device_kind kind, int ordinal, mr_backend **out, mr_error *err);
-/* Frees the context and its scratch (NULL: nothing). */
+/* Contexts are made by their kind's create (mr_backend_create in
+ * backends/backends.h). Frees the context and its scratch (NULL: nothing). */
 void mr_backend_destroy(mr_backend *be);
 
-/* "cpu:0", "cuda:1" */
+/* "cpu:0", "gpu:1" */
 void mr_backend_format(const mr_backend *be, char *buf, size_t n);
 
 /* Device memory. */

@@ -11,7 +11,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "hd.h"
+#include "runtime/hd.h"
 
 MR_C_BEGIN
 

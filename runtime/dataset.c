@@ -1,12 +1,12 @@
 /* dataset.c: see dataset.h. */
-#include "dataset.h"
+#include "runtime/dataset.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
-#include "hot.h"
+#include "runtime/rng.h"
+#include "runtime/target_clones.h"
 
 static mr_status to_float(mr_array *a, mr_error *err, const char *path) {
     int64_t n = mr_array_count(a);
@@ -146,7 +146,7 @@ mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t
     return MR_OK;
 }
 
-MR_HOT void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count,
+MR_AVX2_CLONES void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count,
                             const mr_augment *aug, float *x, int32_t *y) {
     int64_t d = ds->row;
     const float s = ds->scale;

@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "array.h"
-#include "error.h"
+#include "runtime/array.h"
+#include "runtime/error.h"
 
 typedef struct mr_dataset {
     mr_array x;     /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */

@@ -10,8 +10,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "hd.h"
-#include "rng.h"
+#include "runtime/hd.h"
+#include "runtime/rng.h"
 
 /* Activations: forward of x, derivative expressed through the output y
  * (cheaper: no need to keep x). */

@@ -1,5 +1,5 @@
 /* error.c: first-error-wins message recording (see error.h). */
-#include "error.h"
+#include "runtime/error.h"
 
 #include <stdarg.h>
 

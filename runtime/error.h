@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "hd.h"
+#include "runtime/hd.h"
 
 MR_C_BEGIN
 

@@ -1,5 +1,5 @@
 /* h5file.c: checkpoint HDF5 files (h5file.h). */
-#include "h5file.h"
+#include "runtime/h5file.h"
 
 #include <errno.h>
 #include <fcntl.h>

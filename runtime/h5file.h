@@ -18,7 +18,7 @@
 #include <hdf5.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "runtime/error.h"
 
 #define MR_H5_MAX_DIMS 8
 

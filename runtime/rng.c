@@ -1,6 +1,6 @@
 /* rng.c: the draws built on Philox (see rng.h): keys, uniform floats,
  * permutations. */
-#include "rng.h"
+#include "runtime/rng.h"
 
 void mr_rng_key(uint64_t seed, uint32_t stream, uint32_t key[2]) {
     /* splitmix64 finaliser so nearby seeds and streams give unrelated keys */

@@ -18,7 +18,7 @@
 
 #include <Random123/philox.h>
 
-#include "hd.h"
+#include "runtime/hd.h"
 
 MR_C_BEGIN
 

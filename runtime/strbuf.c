@@ -1,5 +1,5 @@
 /* strbuf.c: see strbuf.h. */
-#include "strbuf.h"
+#include "runtime/strbuf.h"
 
 #include <math.h>
 #include <stdarg.h>

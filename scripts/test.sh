@@ -41,7 +41,7 @@ ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compa
 # the slow unwinder reaches OpenMPI's frames, so its leaks can be told from ours
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs --suite mpi
 # checkpoints, evaluation and resume, some under mpirun
-ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs checkpoints
+ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs resume
 unset LSAN_OPTIONS
 
 echo "== thread sanitizer: collectives, strategy and MPI"

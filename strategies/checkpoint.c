@@ -1,5 +1,5 @@
 /* checkpoint.c: training checkpoints (checkpoint.h). */
-#include "checkpoint.h"
+#include "strategies/checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../models/keras.h"
-#include "../runtime/h5file.h"
+#include "models/keras.h"
+#include "runtime/h5file.h"
 
 #define FORMAT         "mirrored checkpoint"
 #define FORMAT_VERSION 1

@@ -15,9 +15,9 @@
 #ifndef MR_CHECKPOINT_H
 #define MR_CHECKPOINT_H
 
-#include "../models/config.h"
-#include "../models/model.h"
-#include "strategy.h"
+#include "models/config.h"
+#include "models/model.h"
+#include "strategies/strategy.h"
 
 typedef struct mr_checkpoint {
     char *cfg_text;             /* the .cfg as trained (malloc'd on load) */

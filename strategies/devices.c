@@ -1,14 +1,25 @@
 /* devices.c: --devices parsing and device listing (see devices.h). */
-#include "devices.h"
+#include "strategies/devices.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* The GPUs this process sees: the build's "gpu" kind's, or none with the
+ * reason where the build has no such kind. */
+static const mr_gpu_list *gpus_seen(void) {
+    return mr_backend_kind_devices(mr_backend_kind_find("gpu"));
+}
+
 int mr_gpu_count(void) {
-    return mr_gpu_discover()->count;
+    return gpus_seen()->count;
+}
+
+const mr_backend_kind *mr_devices_kind(const mr_device_set *set) {
+    return mr_backend_kind_find(set->kind);
 }
 
 static mr_status no_gpu(const char *spec, const mr_gpu_list *gpus, mr_error *err) {
@@ -50,7 +61,7 @@ static mr_status parse_gpu_list(const char *spec, const char *p, const mr_gpu_li
  * (with GPUs of its own, it takes them all). */
 static mr_status parse_gpus(const char *spec, const mr_device_env *env, const mr_gpu_list *gpus,
                             mr_device_set *out, mr_error *err) {
-    out->kind = MR_DEVICE_CUDA;
+    snprintf(out->kind, sizeof out->kind, "gpu");
     /* first: a process that sees no GPU says why the node's setup is wrong, as the others do */
     if (env->gpus_conflict != NULL)
         return mr_error_set(err, MR_ERR_UNSUPPORTED, "--devices %s: %s", spec, env->gpus_conflict);
@@ -127,7 +138,7 @@ mr_status mr_devices_job_env(mr_job *job, mr_device_env *env, char *conflict, si
         .cores = job->cores, .local_rank = job->local_rank, .local_size = job->local_size};
     if (n > 0) conflict[0] = '\0';
     if (job->size == 1) return MR_OK;
-    const mr_gpu_list *gpus = mr_gpu_discover();
+    const mr_gpu_list *gpus = gpus_seen();
     seen_gpus mine = {.node = job->node, .local_rank = job->local_rank, .count = gpus->count};
     for (int i = 0; i < gpus->count; i++)
         snprintf(mine.bus_id[i], sizeof mine.bus_id[i], "%s", gpus->gpu[i].pci_bus_id);
@@ -164,9 +175,9 @@ mr_status mr_devices_job_env(mr_job *job, mr_device_env *env, char *conflict, si
 mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, mr_device_set *out,
                            mr_error *err) {
     mr_device_env env = env_in ? *env_in : (mr_device_env){0};
-    const mr_gpu_list *gpus = env.gpus ? env.gpus : mr_gpu_discover();
+    const mr_gpu_list *gpus = env.gpus ? env.gpus : gpus_seen();
     memset(out, 0, sizeof *out);
-    out->kind = MR_DEVICE_CPU;
+    snprintf(out->kind, sizeof out->kind, "cpu");
     out->cores = env.cores > 0 ? env.cores : mr_cpu_cores();
     if (strcmp(spec, "auto") == 0) {
         if (gpus->count > 0) return parse_gpus(spec, &env, gpus, out, err);
@@ -201,7 +212,7 @@ mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, mr_dev
 
 void mr_devices_format(const mr_device_set *set, char *buf, size_t n) {
     buf[0] = '\0';
-    const char *kind = set->kind == MR_DEVICE_CPU ? "cpu" : "gpu";
+    const char *kind = set->kind;
     for (int i = 0; i < set->count; i++) {
         char one[32];
         if (i == 3 && set->count > 4) {
@@ -236,7 +247,7 @@ static void cpu_model(char *model, size_t n) {
 
 void mr_devices_list(FILE *out, const mr_device_env *env) {
     int cores = env && env->cores > 0 ? env->cores : mr_cpu_cores();
-    const mr_gpu_list *gpus = env && env->gpus ? env->gpus : mr_gpu_discover();
+    const mr_gpu_list *gpus = env && env->gpus ? env->gpus : gpus_seen();
     char model[256];
     cpu_model(model, sizeof model);
     long mem = sysconf(_SC_PHYS_PAGES) * (sysconf(_SC_PAGESIZE) / 1024) / 1024;

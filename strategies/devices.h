@@ -19,15 +19,17 @@
 
 #include <stdio.h>
 
-#include "../collectives/job.h"
-#include "../runtime/backend.h"
-#include "../runtime/device.h"
-#include "../runtime/error.h"
+#include "backends/backends.h"
+#include "collectives/job.h"
+#include "runtime/error.h"
 
 #define MR_MAX_REPLICAS 256
 
 typedef struct mr_device_set {
-    mr_device_kind kind;
+    /* The device kind's name ("cpu", "gpu"; mr_devices_kind gives its
+     * table entry). A name, not a pointer: the processes of a job compare
+     * their sets (an all-gather of this struct). */
+    char kind[8];
     int count;                     /* replicas */
     int ordinals[MR_MAX_REPLICAS]; /* device ordinal of each replica (CPU: 0..count-1, threads) */
     int cores; /* cores this process may use (its share of the node under mpirun); 0: all of
@@ -41,7 +43,8 @@ typedef struct mr_device_env {
                                 its affinity mask */
     int local_rank;          /* this process among those of its node */
     int local_size;          /* processes of its node; 0 or 1: alone */
-    const mr_gpu_list *gpus; /* NULL: mr_gpu_discover() (tests pass a made-up list) */
+    const mr_gpu_list *gpus; /* NULL: what the build's GPU kind discovers (tests pass a
+                                made-up list) */
     /* 1: the GPUs this process sees are its own (no other process of its
      * node sees any of them): it takes them all, "gpu:LIST" indexing them,
      * and does not split them by local rank. 0: the node's processes all
@@ -53,8 +56,13 @@ typedef struct mr_device_env {
     const char *gpus_conflict;
 } mr_device_env;
 
-/* Number of CUDA devices this build and machine can use (0 without the CUDA backend or driver). */
+/* Number of GPUs this build and machine can use (0 without a GPU backend or driver). */
 int mr_gpu_count(void);
+
+/* The table entry of set's device kind (backends/backends.h); NULL for a
+ * name this build has no kind for (another process's set, from another
+ * build). */
+const mr_backend_kind *mr_devices_kind(const mr_device_set *set);
 
 /* Parses a --devices spec for a process in `env` (NULL: alone, all its
  * cores, the GPUs found): "auto" is every GPU, else one CPU replica per
@@ -65,7 +73,7 @@ mr_status mr_devices_parse(const char *spec, const mr_device_env *env, mr_device
                            mr_error *err);
 
 /* How the processes of one node share its GPUs, from the GPUs each sees
- * (lists[k]: node-local process k's, as mr_gpu_discover reports them; n
+ * (lists[k]: node-local process k's, as its GPU kind discovers them; n
  * processes), compared by PCI bus id. Every process sees the same set (in
  * any order; also when all see none, and n <= 1): *own = 0, they split it
  * by local rank. The sets are pairwise disjoint and none is empty: *own =

@@ -5,7 +5,7 @@
  * reads a replica's device memory itself: the batch goes in through the
  * model's host staging, the metrics and the --check-sync hashes come out
  * through copies, and the BN state is averaged by the backend. */
-#include "strategy.h"
+#include "strategies/strategy.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -14,9 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../collectives/local.h"
-#include "../collectives/nccl_comm.h"
-#include "../runtime/rng.h"
+#include "collectives/local.h"
+#include "runtime/rng.h"
 
 /* Floats that ride behind the gradients in the all-reduce: the global
  * batch's loss sum and correct count. The count is at most G, which
@@ -46,6 +45,7 @@ struct mr_strategy {
     const mr_config *cfg;
     mr_strategy_opts opts;
     mr_fit_plan plan;
+    const mr_backend_kind *kind; /* the replicas' device kind (opts.devices) */
     int R;      /* replicas of the job */
     int L;      /* replicas of this process */
     int offset; /* job-wide index of this process's replica 0 */
@@ -217,7 +217,7 @@ static mr_status make_backends(mr_strategy *s, mr_error *err) {
     if (s->reps == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     for (int r = 0; r < s->L; r++) {
         replica *rep = &s->reps[r];
-        MR_CHECK(mr_backend_create(opts->devices.kind, opts->devices.ordinals[r], &rep->be, err));
+        MR_CHECK(mr_backend_create(s->kind, opts->devices.ordinals[r], &rep->be, err));
         if (opts->debug_staged) rep->be->host_memory = 0; /* host code copies, as for a GPU */
     }
     return MR_OK;
@@ -229,7 +229,7 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
     /* pin only when the replicas fill the process's cores exactly (the
      * `auto` plan): fewer replicas pinned to the first cores would pile two
      * jobs of a shared machine onto the same cores */
-    int pin = opts->devices.kind == MR_DEVICE_CPU && s->L > 1 &&
+    int pin = s->kind->pin_threads && s->L > 1 &&
               sched_getaffinity(0, sizeof s->cpus, &s->cpus) == 0 && s->L == CPU_COUNT(&s->cpus);
     /* L replicas x BLAS threads <= cores: one replica may use them all */
     int cores = opts->devices.cores > 0 ? opts->devices.cores : mr_cpu_cores();
@@ -274,11 +274,11 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
     return MR_OK;
 }
 
-/* The communicator for the replicas' device kind. CPU replicas: local
- * threads over shared memory in one process, or the job's mpi or
- * hierarchical communicator; all of them move host memory, which is CPU
- * replicas' device memory (collectives/comm.h). GPU replicas: NCCL over
- * their devices, in one process or across the job's. */
+/* The communicator for the replicas' device kind: the kind's own where it
+ * has one (GPUs: NCCL over their devices, in one process or across the
+ * job's); else local threads over shared memory in one process, or the
+ * job's mpi or hierarchical communicator, all of which move host memory,
+ * which is CPU replicas' device memory (collectives/comm.h). */
 static mr_status make_comm(mr_strategy *s, mr_error *err) {
     const mr_strategy_opts *opts = &s->opts;
     double timeout = opts->comm_timeout > 0 ? opts->comm_timeout : mr_comm_default_timeout();
@@ -286,12 +286,12 @@ static mr_status make_comm(mr_strategy *s, mr_error *err) {
      * waits for the device give up as the collectives' do */
     for (int r = 0; r < s->L; r++)
         s->reps[r].be->timeout_s = timeout;
-    if (opts->devices.kind == MR_DEVICE_CUDA) {
+    if (s->kind->comm_create != NULL) {
         mr_backend *be[MR_MAX_REPLICAS];
         for (int r = 0; r < s->L; r++)
             be[r] = s->reps[r].be;
         if (opts->job != NULL) opts->job->timeout_s = timeout;
-        return mr_comm_nccl_create(be, s->L, opts->job, timeout, &s->comm, err);
+        return s->kind->comm_create(be, s->L, opts->job, timeout, &s->comm, err);
     }
     if (opts->job != NULL) {
         opts->job->timeout_s = timeout;
@@ -310,7 +310,10 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     s->cfg = cfg;
     s->opts = *opts;
     s->L = opts->devices.count;
-    mr_status st = make_backends(s, err);
+    s->kind = mr_devices_kind(&opts->devices);
+    mr_status st = s->kind != NULL ? make_backends(s, err)
+                                   : mr_error_set(err, MR_ERR_UNSUPPORTED,
+                                                  "no '%s' devices in this build", opts->devices.kind);
     /* a device that fails on one process (no GPU, out of memory) fails the
      * job with its message on every process, before the communicator's
      * setup would wait for it */

@@ -32,11 +32,11 @@
 
 #include <stdint.h>
 
-#include "../collectives/comm.h"
-#include "../collectives/job.h"
-#include "../models/model.h"
-#include "../runtime/dataset.h"
-#include "devices.h"
+#include "collectives/comm.h"
+#include "collectives/job.h"
+#include "models/model.h"
+#include "runtime/dataset.h"
+#include "strategies/devices.h"
 
 typedef struct mr_strategy mr_strategy;
 

@@ -1,5 +1,5 @@
 /* gradcheck.c: see gradcheck.h. */
-#include "gradcheck.h"
+#include "tests/gradcheck.h"
 
 #include <check.h>
 
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "../runtime/tensor_impl.h"
-#include "testutil.h"
+#include "runtime/rng.h"
+#include "runtime/dmem_impl.h"
+#include "tests/testutil.h"
 
 #define GC_STEP 1e-3 /* finite-difference step */
 #define GC_KINK 2e-2 /* one-sided slopes further apart than this: a kink */

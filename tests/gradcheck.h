@@ -13,7 +13,7 @@
 #ifndef MR_GRADCHECK_H
 #define MR_GRADCHECK_H
 
-#include "../models/layer.h"
+#include "models/layer.h"
 
 typedef struct gc_layer_result {
     /* max |numeric - analytic| / max(1, max |analytic|) over each group */

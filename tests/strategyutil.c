@@ -1,13 +1,13 @@
 /* strategyutil.c: see strategyutil.h. */
-#include "strategyutil.h"
+#include "tests/strategyutil.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "../runtime/tensor_impl.h"
+#include "runtime/rng.h"
+#include "runtime/dmem_impl.h"
 
 const char *su_mlp_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
                           "[data]\ntrain_images=a\ntrain_labels=b\n"
@@ -87,7 +87,7 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     mr_dataset ds;
     su_make_data(&ds, o->n);
     mr_strategy_opts so = {0};
-    so.devices.kind = o->kind;
+    snprintf(so.devices.kind, sizeof so.devices.kind, "%s", o->kind ? o->kind : "cpu");
     so.devices.count = o->replicas;
     for (int r = 0; r < o->replicas; r++)
         so.devices.ordinals[r] = r;

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "../strategies/strategy.h"
+#include "strategies/strategy.h"
 
 /* .cfg texts on 6x6x1 images with 4 classes; "%s" takes more [net] lines. */
 extern const char *su_mlp_text; /* Flatten, Dense 16 relu, Dense 4 softmax */
@@ -31,7 +31,7 @@ typedef struct su_run {
     size_t bucket_floats;
     int check_sync;
     int64_t perturb;
-    mr_device_kind kind; /* of the replicas (ordinals 0..replicas-1); 0: the CPU */
+    const char *kind;    /* of the replicas (ordinals 0..replicas-1); NULL: "cpu" */
     int staged;          /* the replicas' contexts stage host access (debug_staged) */
     int epochs;          /* 0: 1 */
     int64_t n_val;       /* > 0: the last n_val of the n examples validate after each epoch */

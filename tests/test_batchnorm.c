@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "../runtime/tensor_impl.h"
-#include "gradcheck.h"
-#include "testutil.h"
+#include "runtime/rng.h"
+#include "runtime/dmem_impl.h"
+#include "tests/gradcheck.h"
+#include "tests/testutil.h"
 
 START_TEST(gradients) {
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_BATCHNORM);

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/h5file.h"
-#include "../runtime/tensor_impl.h"
-#include "../strategies/checkpoint.h"
-#include "strategyutil.h"
-#include "testutil.h"
+#include "runtime/h5file.h"
+#include "runtime/dmem_impl.h"
+#include "strategies/checkpoint.h"
+#include "tests/strategyutil.h"
+#include "tests/testutil.h"
 
 static char dir[4096];
 
@@ -99,7 +99,7 @@ static run_result train(int R, int epochs, int every, int every_steps, const cha
     cfg.net.global_batch = 8;
     mr_dataset ds;
     su_make_data(&ds, 100); /* 13 steps an epoch, the last one short */
-    mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = R}, .seed = 5};
+    mr_strategy_opts so = {.devices = {.kind = "cpu", .count = R}, .seed = 5};
     mr_strategy *s;
     ck_assert_msg(mr_strategy_create(&cfg, &so, 100, &s, &err) == MR_OK, "%s", err.msg);
     run_result r = {0};

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/array.h"
-#include "../strategies/devices.h"
-#include "testutil.h"
+#include "runtime/array.h"
+#include "strategies/devices.h"
+#include "tests/testutil.h"
 
 static char exe[4096];
 static char dir[4096];
@@ -74,14 +74,14 @@ START_TEST(gpu_without_gpu) {
         int rc = run(cmd, &out);
         ck_assert_msg(rc == 2, "'%s' exited %d: %s", cmd, rc, out);
         ck_assert_msg(one_line(out) && strstr(out, "no GPU available (") &&
-                          strstr(out, mr_gpu_discover()->reason) && !strstr(out, "Epoch"),
+                          strstr(out, tu_gpus()->reason) && !strstr(out, "Epoch"),
                       "'%s': %s", cmd, out);
         free(out);
     }
     /* --list-devices says why */
     char *out;
     ck_assert_int_eq(run("--list-devices", &out), 0);
-    ck_assert_msg(strstr(out, "gpu: none (") && strstr(out, mr_gpu_discover()->reason), "%s", out);
+    ck_assert_msg(strstr(out, "gpu: none (") && strstr(out, tu_gpus()->reason), "%s", out);
     free(out);
 }
 END_TEST

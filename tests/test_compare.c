@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
 static char exe[4096], train_exe[4096];
 static char dir[4096];

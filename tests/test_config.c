@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../models/config.h"
-#include "testutil.h"
+#include "models/config.h"
+#include "tests/testutil.h"
 
 static const char *base_cfg = "[net]\n"
                               "batch = 16\n"

@@ -65,11 +65,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../models/kernels.h"
-#include "../runtime/device.h"
-#include "../runtime/rng.h"
-#include "gradcheck.h"
-#include "testutil.h"
+#include "models/kernels.h"
+#include "backends/gpu_list.h"
+#include "runtime/rng.h"
+#include "tests/gradcheck.h"
+#include "backends/backends.h"
+#include "tests/testutil.h"
 
 #define TOL_C       8.0 /* tol(K) = TOL_C * FLT_EPSILON * sqrt(K + TOL_FLOOR_K): see above */
 #define TOL_FLOOR_K 16.0
@@ -178,16 +179,16 @@ static int cf_begin(cf *h, int target) {
     memset(h, 0, sizeof *h);
     snprintf(h->tag, sizeof h->tag, "contexts");
     mr_error err = {0};
-    if (!cf_ok(h, 0, mr_backend_create(MR_DEVICE_CPU, 0, &h->ref, &err), &err, "create")) return 0;
+    if (!cf_ok(h, 0, mr_backend_create(mr_backend_kind_cpu(), 0, &h->ref, &err), &err, "create")) return 0;
     if (use_cuda) {
-        const mr_gpu_list *g = mr_gpu_discover();
+        const mr_gpu_list *g = tu_gpus();
         snprintf(h->dev, sizeof h->dev, "cuda:%d (%s)", target,
                  target < g->count ? g->gpu[target].name : "?");
-        return cf_ok(h, 1, mr_backend_create(MR_DEVICE_CUDA, target, &h->dut, &err), &err,
+        return cf_ok(h, 1, mr_backend_create(mr_backend_kind_find("gpu"), target, &h->dut, &err), &err,
                      "create");
     }
     snprintf(h->dev, sizeof h->dev, "cpu:0 (host_memory cleared)");
-    if (!cf_ok(h, 1, mr_backend_create(MR_DEVICE_CPU, 0, &h->dut, &err), &err, "create")) return 0;
+    if (!cf_ok(h, 1, mr_backend_create(mr_backend_kind_cpu(), 0, &h->dut, &err), &err, "create")) return 0;
     h->dut->host_memory = 0; /* host code copies, as for a GPU */
     return 1;
 }
@@ -708,7 +709,7 @@ static void run_batchnorm(cf *h) {
 static void run_loss(cf *h, mr_loss_kind kind, int fused) {
     snprintf(h->tag, sizeof h->tag, "loss %s%s", mr_loss_name(kind),
              kind == MR_LOSS_MSE ? "" : (fused ? " fused softmax" : " on probabilities"));
-    const mr_kernels *kk = mr_kernels_for(h->dut->kind);
+    const mr_kernels *kk = mr_kernels_for(h->dut);
     if (kk == NULL || kk->loss == NULL || kk->loss->compute == NULL) {
         cf_fail(h, "the %s kernel table has no loss", h->dut->ops->name);
         return;
@@ -788,7 +789,7 @@ static void run_losses(cf *h) {
 /* Three updates with fresh gradients; weights and slots compared after each. */
 static void run_optimizer(cf *h, const mr_optimizer *opt, float lr, const char *name) {
     snprintf(h->tag, sizeof h->tag, "optimizer %s", name);
-    const mr_kernels *kk = mr_kernels_for(h->dut->kind);
+    const mr_kernels *kk = mr_kernels_for(h->dut);
     if (kk == NULL || kk->optimizer == NULL ||
         (opt->kind == MR_OPTIMIZER_ADAM ? kk->optimizer->adam == NULL
                                         : kk->optimizer->sgd == NULL)) {
@@ -919,7 +920,7 @@ END_TEST
 int main(int argc, char **argv) {
     int targets = 1;
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
-        const mr_gpu_list *g = mr_gpu_discover();
+        const mr_gpu_list *g = tu_gpus();
         if (g->count == 0) {
             printf("SKIP: no GPU: %s\n", g->reason[0] ? g->reason : "none visible");
             return 77; /* meson's SKIP */

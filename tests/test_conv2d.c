@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "gradcheck.h"
-#include "testutil.h"
+#include "runtime/rng.h"
+#include "tests/gradcheck.h"
+#include "tests/testutil.h"
 
 #define GRAD_BOUND 2e-3
 

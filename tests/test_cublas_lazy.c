@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/cuda_impl.h"
+#include "backends/cuda/cuda_impl.h"
 
 /* 1 if a file whose name contains `lib` is mapped into this process. */
 static int mapped(const char *lib) {

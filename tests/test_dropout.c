@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/elementwise.h"
-#include "../runtime/rng.h"
-#include "gradcheck.h"
-#include "testutil.h"
+#include "runtime/elementwise.h"
+#include "runtime/rng.h"
+#include "tests/gradcheck.h"
+#include "tests/testutil.h"
 
 static mr_layer make(mr_layer_cfg *c, int n) {
     mr_layer l = {0};

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <zip.h>
 
-#include "../runtime/h5file.h"
-#include "testutil.h"
+#include "runtime/h5file.h"
+#include "tests/testutil.h"
 
 static char train_exe[4096], export_exe[4096];
 static char dir[4096];

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../runtime/h5file.h"
-#include "testutil.h"
+#include "runtime/h5file.h"
+#include "tests/testutil.h"
 
 static char dir[4096];
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../collectives/job.h"
-#include "../runtime/backend.h"
-#include "testutil.h"
+#include "collectives/job.h"
+#include "runtime/backend.h"
+#include "tests/testutil.h"
 
 START_TEST(one_process_job) {
     unsetenv("OMPI_COMM_WORLD_SIZE"); /* as when started without mpirun */

@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../models/keras.h"
-#include "../runtime/rng.h"
-#include "../runtime/tensor_impl.h"
-#include "testutil.h"
+#include "models/keras.h"
+#include "runtime/rng.h"
+#include "runtime/dmem_impl.h"
+#include "backends/backends.h"
+#include "tests/testutil.h"
 
 /* Every layer kind Keras's formats need to describe. */
 static const char *all_kinds =
@@ -127,7 +128,7 @@ END_TEST
 /* _i = 1: through models whose context stages every host access */
 START_TEST(h5_round_trip_bitwise) {
     if (_i == 1) {
-        ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &model_be, NULL), MR_OK);
+        ck_assert_int_eq(mr_backend_create(mr_backend_kind_cpu(), 0, &model_be, NULL), MR_OK);
         model_be->host_memory = 0;
     }
     mr_config cfg, cfg_b; /* one each: a second parse into cfg would leak the first */

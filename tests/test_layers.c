@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "../runtime/tensor_impl.h"
-#include "gradcheck.h"
-#include "testutil.h"
+#include "runtime/rng.h"
+#include "runtime/dmem_impl.h"
+#include "tests/gradcheck.h"
+#include "backends/backends.h"
+#include "tests/testutil.h"
 
 static void check_dense(mr_activation act, int use_bias, double bound) {
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DENSE);
@@ -146,7 +147,7 @@ START_TEST(glorot_init) {
     /* through host staging (a context whose memory is not host memory):
      * made on the host, then copied, the same bits */
     mr_backend *staged = NULL;
-    ck_assert_int_eq(mr_backend_create(MR_DEVICE_CPU, 0, &staged, NULL), MR_OK);
+    ck_assert_int_eq(mr_backend_create(mr_backend_kind_cpu(), 0, &staged, NULL), MR_OK);
     staged->host_memory = 0;
     a.be = staged;
     float *stage = malloc(sizeof(float) * 5000);

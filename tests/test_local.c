@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../collectives/local.h"
-#include "testutil.h"
+#include "collectives/local.h"
+#include "tests/testutil.h"
 
 typedef struct job {
     mr_comm *c;

@@ -11,7 +11,7 @@
 
 #include "models/loss.h"
 #include "runtime/rng.h"
-#include "runtime/tensor_impl.h"
+#include "runtime/dmem_impl.h"
 #include "tests/testutil.h"
 
 enum { B = 4, K = 5 };

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../collectives/job.h"
-#include "strategyutil.h"
-#include "testutil.h"
+#include "collectives/job.h"
+#include "tests/strategyutil.h"
+#include "tests/testutil.h"
 
 static mr_job job;
 static int rpn; /* MIRRORED_RANKS_PER_NODE, 0: real nodes */
@@ -367,7 +367,7 @@ START_TEST(evaluate_exact_across_processes) {
     su_make_data(&ds, 37);
     double l[2], a[2];
     for (int k = 0; k < 2; k++) {
-        mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = k ? job.size : 1},
+        mr_strategy_opts so = {.devices = {.kind = "cpu", .count = k ? job.size : 1},
                                .job = k ? NULL : &job,
                                .seed = 3};
         mr_strategy *s;

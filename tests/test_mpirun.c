@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
 static char exe[4096];
 static char dir[4096];

@@ -37,8 +37,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../runtime/device.h"
-#include "testutil.h"
+#include "backends/gpu_list.h"
+#include "tests/testutil.h"
 
 /* Seconds after which a run that should take a few is killed (a hang). */
 #define RUN_LIMIT_S 300
@@ -223,7 +223,7 @@ static void first_two_gpus(void) {
 }
 
 int main(void) {
-    const mr_gpu_list *gl = mr_gpu_discover();
+    const mr_gpu_list *gl = tu_gpus();
     if (gl->count == 0) {
         printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
         return 77; /* meson's SKIP */

@@ -1,8 +1,9 @@
-/* test_nccl.c: the NCCL communicator (collectives/nccl_comm.h).
+/* test_nccl.c: the NCCL communicator (backends/cuda/nccl_comm.c), reached
+ * as the GPU kind's comm_create (backends/backends.h):
  *
- *   test_nccl        every build: creating one over a CPU context, or in a
- *                    build without CUDA, fails cleanly with
- *                    MR_ERR_UNSUPPORTED and says why (meson test `nccl`)
+ *   test_nccl        a CUDA build: creating one over a CPU context fails
+ *                    cleanly with MR_ERR_UNSUPPORTED and says why (meson
+ *                    test `nccl`; a build without CUDA has no NCCL)
  *   test_nccl gpu    over every visible GPU, one thread per GPU: all-reduce
  *                    against a CPU sum (exact for integer-valued floats,
  *                    within a rounding bound for random ones, the same bits
@@ -24,44 +25,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../collectives/nccl_comm.h"
-#include "../runtime/device.h"
-#include "testutil.h"
+#include "backends/backends.h"
+#include "tests/testutil.h"
 
-/* 1: this build has the CUDA backend (whether or not a GPU answers). */
-static int cuda_build(void) {
-    return mr_gpu_discover()->runtime_version > 0;
+/* The GPU kind's communicator (NCCL). Only called in a build that has a
+ * GPU kind: a build without one has no NCCL (test_backends checks that it
+ * has no "gpu" entry). */
+static mr_status nccl_create(mr_backend **be, int local, mr_job *job, double timeout_s,
+                             mr_comm **out, mr_error *err) {
+    return mr_backend_kind_find("gpu")->comm_create(be, local, job, timeout_s, out, err);
 }
 
 START_TEST(cpu_context_refused) {
+    if (!tu_cuda_built()) return; /* no NCCL in this build */
     mr_backend *be[1] = {tu_cpu_backend()};
     mr_comm *c = (mr_comm *)1;
     mr_error err = {0};
-    ck_assert_int_eq(mr_comm_nccl_create(be, 1, NULL, 10.0, &c, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(nccl_create(be, 1, NULL, 10.0, &c, &err), MR_ERR_UNSUPPORTED);
     ck_assert_ptr_null(c);
-    if (cuda_build())
-        ck_assert_msg(strstr(err.msg, "cpu:0") && strstr(err.msg, "not a GPU"), "%s", err.msg);
-    else
-        ck_assert_msg(strstr(err.msg, "this build has no CUDA backend (NCCL)"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "cpu:0") && strstr(err.msg, "not a GPU"), "%s", err.msg);
 }
 END_TEST
 
 START_TEST(bad_arguments_refused) {
+    if (!tu_cuda_built()) return; /* no NCCL in this build */
     mr_backend *be[2] = {tu_cpu_backend(), NULL};
     mr_comm *c = (mr_comm *)1;
     mr_error err = {0};
     /* no replica at all */
-    mr_status st = mr_comm_nccl_create(be, 0, NULL, 10.0, &c, &err);
-    ck_assert_int_eq(st, cuda_build() ? MR_ERR_USAGE : MR_ERR_UNSUPPORTED);
+    mr_status st = nccl_create(be, 0, NULL, 10.0, &c, &err);
+    ck_assert_int_eq(st, MR_ERR_USAGE);
     ck_assert_ptr_null(c);
     ck_assert(err.msg[0] != '\0');
     /* a missing context */
     mr_error_clear(&err);
     c = (mr_comm *)1;
     be[0] = NULL;
-    ck_assert_int_eq(mr_comm_nccl_create(be, 2, NULL, 10.0, &c, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(nccl_create(be, 2, NULL, 10.0, &c, &err), MR_ERR_UNSUPPORTED);
     ck_assert_ptr_null(c);
-    if (cuda_build()) ck_assert_msg(strstr(err.msg, "no context"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "no context"), "%s", err.msg);
 }
 END_TEST
 
@@ -76,11 +78,11 @@ typedef struct gpus {
 static void open_gpus(gpus *g, double timeout_s) {
     mr_error err = {0};
     memset(g, 0, sizeof *g);
-    g->n = mr_gpu_discover()->count;
+    g->n = tu_gpus()->count;
     for (int r = 0; r < g->n; r++)
-        ck_assert_msg(mr_backend_create(MR_DEVICE_CUDA, r, &g->be[r], &err) == MR_OK, "%s",
+        ck_assert_msg(mr_backend_create(mr_backend_kind_find("gpu"), r, &g->be[r], &err) == MR_OK, "%s",
                       err.msg);
-    ck_assert_msg(mr_comm_nccl_create(g->be, g->n, NULL, timeout_s, &g->c, &err) == MR_OK, "%s",
+    ck_assert_msg(nccl_create(g->be, g->n, NULL, timeout_s, &g->c, &err) == MR_OK, "%s",
                   err.msg);
     ck_assert_str_eq(mr_comm_name(g->c), "nccl");
     ck_assert_int_eq(g->c->size, g->n);
@@ -421,7 +423,7 @@ START_TEST(absent_replica_times_out) {
 END_TEST
 
 static int run_gpu_suite(void) {
-    const mr_gpu_list *gl = mr_gpu_discover();
+    const mr_gpu_list *gl = tu_gpus();
     if (gl->count == 0) {
         printf("SKIP: no GPU: %s\n", gl->reason);
         return 77;

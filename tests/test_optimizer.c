@@ -9,7 +9,7 @@
 
 #include "models/optimizer.h"
 #include "runtime/rng.h"
-#include "runtime/tensor_impl.h"
+#include "runtime/dmem_impl.h"
 #include "tests/testutil.h"
 
 enum { N = 64, STEPS = 10 };

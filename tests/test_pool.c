@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "gradcheck.h"
-#include "testutil.h"
+#include "runtime/rng.h"
+#include "tests/gradcheck.h"
+#include "tests/testutil.h"
 
 static mr_layer_cfg pool_cfg(mr_layer_kind kind, int k, int s, mr_padding pad) {
     mr_layer_cfg c = gc_layer_cfg(kind);

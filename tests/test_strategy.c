@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
-#include "../runtime/tensor_impl.h"
-#include "../strategies/strategy.h"
-#include "strategyutil.h"
-#include "testutil.h"
+#include "runtime/rng.h"
+#include "runtime/dmem_impl.h"
+#include "strategies/strategy.h"
+#include "tests/strategyutil.h"
+#include "tests/testutil.h"
 
 static float *train(const su_run *o, int64_t *np, mr_status *status, mr_error *err) {
     return su_train(o, np, NULL, status, err);
@@ -369,7 +369,7 @@ START_TEST(linear_scaling_in_plan) {
     mr_config cfg;
     mr_error err = {0};
     ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
-    mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = 3}, .seed = 1};
+    mr_strategy_opts so = {.devices = {.kind = "cpu", .count = 3}, .seed = 1};
     mr_strategy *s;
     ck_assert_int_eq(mr_strategy_create(&cfg, &so, 100, &s, &err), MR_OK);
     const mr_fit_plan *p = mr_strategy_plan(s);
@@ -400,7 +400,7 @@ START_TEST(evaluate_exact_with_uneven_shards) {
     mlp_with_data(&cfg, &ds, 37);
     double l1, a1, l3, a3;
     for (int R = 1; R <= 3; R += 2) {
-        mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = R}, .seed = 3};
+        mr_strategy_opts so = {.devices = {.kind = "cpu", .count = R}, .seed = 3};
         mr_strategy *s;
         ck_assert_int_eq(mr_strategy_create(&cfg, &so, 37, &s, &err), MR_OK);
         ck_assert_int_eq(
@@ -433,7 +433,7 @@ static void check_pinning(int R, const cpu_set_t *mask) {
     const int64_t n = 8 * (int64_t)R; /* two steps of batch 4 */
     mlp_with_data(&cfg, &ds, n);
     ck_assert_int_eq(sched_setaffinity(0, sizeof *mask, mask), 0);
-    mr_strategy_opts so = {.devices = {.kind = MR_DEVICE_CPU, .count = R}, .seed = 3};
+    mr_strategy_opts so = {.devices = {.kind = "cpu", .count = R}, .seed = 3};
     mr_strategy *s;
     ck_assert_int_eq(mr_strategy_create(&cfg, &so, n, &s, &err), MR_OK);
     int pinned = R > 1 && R == CPU_COUNT(mask);

@@ -35,22 +35,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/device.h"
-#include "../strategies/strategy.h"
-#include "strategyutil.h"
-#include "testutil.h"
+#include "backends/gpu_list.h"
+#include "strategies/strategy.h"
+#include "tests/strategyutil.h"
+#include "tests/testutil.h"
 
 #define GPU_CPU_BOUND 1e-4
 
 /* su_train on replicas of `kind` (ordinals 0..replicas-1), one epoch, seed
  * 5: replica 0's parameters and state copied to the host, after checking
  * that every replica holds the same bits. */
-static float *train(mr_device_kind kind, su_run o, int64_t *np, mr_status *status, mr_error *err) {
+static float *train(const char *kind, su_run o, int64_t *np, mr_status *status, mr_error *err) {
     o.kind = kind;
     return su_train(&o, np, NULL, status, err);
 }
 
-static float *train_ok(mr_device_kind kind, su_run o, int64_t *np) {
+static float *train_ok(const char *kind, su_run o, int64_t *np) {
     o.kind = kind;
     return su_train_ok(&o, np, NULL);
 }
@@ -82,8 +82,8 @@ START_TEST(two_gpus_equal_one_gpu_at_twice_the_batch) {
             su_run one = two;
             one.replicas = 1, one.batch = 2 * B;
             int64_t na, nb;
-            float *a = train_ok(MR_DEVICE_CUDA, two, &na);
-            float *b = train_ok(MR_DEVICE_CUDA, one, &nb);
+            float *a = train_ok("gpu", two, &na);
+            float *b = train_ok("gpu", one, &nb);
             ck_assert_int_eq(na, nb);
             double d = tu_rel_diff(a, b, (size_t)na);
             printf("2 GPUs vs 1 (%s, %s): relative difference %g\n", models[i].name,
@@ -107,7 +107,7 @@ START_TEST(one_gpu_equals_the_cpu) {
                         .batch = B,
                         .n = 10 * B};
             int64_t na, nb;
-            float *a = train_ok(MR_DEVICE_CUDA, o, &na), *b = train_ok(MR_DEVICE_CPU, o, &nb);
+            float *a = train_ok("gpu", o, &na), *b = train_ok("cpu", o, &nb);
             ck_assert_int_eq(na, nb);
             double d = tu_rel_diff(a, b, (size_t)na);
             printf("1 GPU vs CPU (%s, %s): relative difference %g\n", models[i].name,
@@ -130,11 +130,11 @@ START_TEST(two_gpus_stay_in_sync) {
                 .n = 83, /* a partial last batch too */
                 .check_sync = 1};
     int64_t np;
-    free(train_ok(MR_DEVICE_CUDA, o, &np));
+    free(train_ok("gpu", o, &np));
     o.perturb = 5;
     mr_status st;
     mr_error err = {0};
-    float *p = train(MR_DEVICE_CUDA, o, &np, &st, &err);
+    float *p = train("gpu", o, &np, &st, &err);
     ck_assert_int_eq(st, MR_ERR_RUNTIME);
     ck_assert_msg(strstr(err.msg, "step 5") && strstr(err.msg, "replica 1"), "%s", err.msg);
     free(p);
@@ -142,7 +142,7 @@ START_TEST(two_gpus_stay_in_sync) {
 END_TEST
 
 int main(void) {
-    const mr_gpu_list *gl = mr_gpu_discover();
+    const mr_gpu_list *gl = tu_gpus();
     if (gl->count == 0) {
         printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
         return 77; /* meson's SKIP */

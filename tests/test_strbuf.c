@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/strbuf.h"
-#include "testutil.h"
+#include "runtime/strbuf.h"
+#include "tests/testutil.h"
 
 START_TEST(grows_and_takes) {
     mr_sb b;

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
 /* "test_accuracy": X of a JSON file. */
 static double json_accuracy(const char *path) {

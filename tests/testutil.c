@@ -1,7 +1,7 @@
 /* testutil.c: see testutil.h. */
-#include "testutil.h"
+#include "tests/testutil.h"
 
-#include "../runtime/device.h"
+#include "backends/backends.h"
 
 #include <check.h>
 
@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../runtime/array.h"
-#include "../runtime/backend.h"
-#include "../runtime/rng.h"
+#include "runtime/array.h"
+#include "runtime/backend.h"
+#include "runtime/rng.h"
 
 const char *tu_tmpdir(void) {
     static char path[4096];
@@ -128,7 +128,7 @@ int tu_exists(const char *path) {
 
 mr_backend *tu_cpu_backend(void) {
     static mr_backend *be;
-    if (be == NULL && mr_backend_create(MR_DEVICE_CPU, 0, &be, NULL) != MR_OK) {
+    if (be == NULL && mr_backend_create(mr_backend_kind_cpu(), 0, &be, NULL) != MR_OK) {
         fprintf(stderr, "tu_cpu_backend: cannot create a CPU context\n");
         abort();
     }
@@ -175,6 +175,10 @@ void tu_write_image_data(const char *dir, const char *name_x, const char *name_y
     free(px), free(py), free(u);
 }
 
+const mr_gpu_list *tu_gpus(void) {
+    return mr_backend_kind_devices(mr_backend_kind_find("gpu"));
+}
+
 int tu_cuda_built(void) {
-    return mr_gpu_discover()->runtime_version > 0;
+    return mr_backend_kind_find("gpu") != NULL;
 }

@@ -49,8 +49,12 @@ void tu_write_image_data(const char *dir, const char *name_x, const char *name_y
 struct Suite;
 int tu_run_suite(struct Suite *s);
 
-/* 1 in a build with the CUDA backend (whether or not a GPU is there). */
+/* 1 in a build with a GPU backend (whether or not a GPU is there). */
 int tu_cuda_built(void);
+/* The GPUs this process sees (the build's "gpu" kind's; none, with the
+ * reason, in a build without one). */
+struct mr_gpu_list;
+const struct mr_gpu_list *tu_gpus(void);
 
 /* A CPU backend context for the whole test process (made on first use,
  * never freed): what a test passes where a replica's context is wanted. */

@@ -1,0 +1,92 @@
+/* activation_cpu.c: activations on the CPU: the loops that Dense, Conv2D
+ * and the stand-alone [activation] layer (activation.c) apply, over the
+ * per-element math of runtime/elementwise.h, and that layer's kernels. */
+#include <math.h>
+#include <string.h>
+
+#include "runtime/elementwise.h"
+#include "runtime/target_clones.h"
+#include "backends/cpu/cpu_impl.h"
+
+MR_AVX2_CLONES void mr_cpu_activation_forward(mr_activation act, float *y, int rows, int width) {
+    int64_t n = (int64_t)rows * width;
+    switch (act) {
+    case MR_ACTIVATION_LINEAR:
+        break;
+    case MR_ACTIVATION_RELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_relu(y[i]);
+        break;
+    case MR_ACTIVATION_SIGMOID:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_sigmoid(y[i]);
+        break;
+    case MR_ACTIVATION_TANH:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = tanhf(y[i]);
+        break;
+    case MR_ACTIVATION_SOFTMAX:
+        for (int r = 0; r < rows; r++)
+            mr_softmax_row(y + (int64_t)r * width, width);
+        break;
+    }
+}
+
+MR_AVX2_CLONES void mr_cpu_activation_backward(mr_activation act, const float *y, float *dy, int rows,
+                                       int width) {
+    int64_t n = (int64_t)rows * width;
+    switch (act) {
+    case MR_ACTIVATION_LINEAR:
+        break;
+    case MR_ACTIVATION_RELU:
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_relu_grad(y[i]);
+        break;
+    case MR_ACTIVATION_SIGMOID:
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_sigmoid_grad(y[i]);
+        break;
+    case MR_ACTIVATION_TANH:
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_tanh_grad(y[i]);
+        break;
+    case MR_ACTIVATION_SOFTMAX:
+        for (int r = 0; r < rows; r++)
+            mr_softmax_grad_row(y + (int64_t)r * width, dy + (int64_t)r * width, width);
+        break;
+    }
+}
+
+static int last_axis(mr_shape s) {
+    return s.d[s.rank - 1];
+}
+
+static mr_status act_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                             mr_dfloat *yd) {
+    (void)run;
+    float *y = mr_dfloat_ptr(yd);
+    int64_t n = batch * mr_shape_size(l->in);
+    memcpy(y, mr_dfloat_cptr(x), sizeof(float) * (size_t)n);
+    mr_activation act = l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+    int width = last_axis(l->in);
+    mr_cpu_activation_forward(act, y, (int)(n / width), width);
+    return MR_OK;
+}
+
+static mr_status act_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                              const mr_dfloat *y, mr_dfloat *dyd, mr_dfloat *dx) {
+    (void)run, (void)x;
+    if (dx == NULL) return MR_OK;
+    float *dy = mr_dfloat_ptr(dyd);
+    int64_t n = batch * mr_shape_size(l->in);
+    mr_activation act = l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+    int width = last_axis(l->in);
+    mr_cpu_activation_backward(act, mr_dfloat_cptr(y), dy, (int)(n / width), width);
+    memcpy(mr_dfloat_ptr(dx), dy, sizeof(float) * (size_t)n);
+    return MR_OK;
+}
+
+const mr_layer_kernels mr_activation_cpu = {
+    .forward = act_forward,
+    .backward = act_backward,
+};

@@ -1,0 +1,110 @@
+/* backend_cpu.c: the CPU backend over OpenBLAS (runtime/backend.h) and its
+ * entry in the table of device kinds (backends/backends.h). Its device
+ * memory is host memory (64-byte aligned blocks), so host code uses it in
+ * place and the copies are memcpy. A context holds no state of its own
+ * besides the scratch that runtime/backend.c keeps in every context.
+ * Relies on: OpenBLAS (cblas_sgemm; openblas_set_num_threads, global to the
+ * process). */
+#include "backends/backends.h"
+#include "backends/cpu/cpu_impl.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *cpu_alloc(mr_backend *be, size_t n) {
+    (void)be;
+    /* 64-byte alignment: a cache line, and whole AVX-512 vectors */
+    void *p = NULL;
+    size_t rounded = (n + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) return NULL;
+    memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+static void cpu_free(mr_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static mr_status cpu_copy(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err) {
+    (void)be, (void)err;
+    if (n) memcpy(dst, src, n);
+    return MR_OK;
+}
+
+static mr_status cpu_zero(mr_backend *be, void *dst, size_t n, mr_error *err) {
+    (void)be, (void)err;
+    if (n) memset(dst, 0, n);
+    return MR_OK;
+}
+
+static mr_status cpu_scale(mr_backend *be, mr_dfloat *xd, size_t n, float alpha, mr_error *err) {
+    (void)be, (void)err;
+    float *x = mr_dfloat_ptr(xd);
+    for (size_t i = 0; i < n; i++)
+        x[i] *= alpha;
+    return MR_OK;
+}
+
+void mr_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static mr_status cpu_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n, int k,
+                          float alpha, const mr_dfloat *a, int lda, const mr_dfloat *b, int ldb,
+                          float beta, mr_dfloat *c, int ldc, mr_error *err) {
+    (void)be, (void)err;
+    mr_cpu_gemm(trans_a, trans_b, m, n, k, alpha, mr_dfloat_cptr(a), lda, mr_dfloat_cptr(b), ldb,
+                beta, mr_dfloat_ptr(c), ldc);
+    return MR_OK;
+}
+
+static void cpu_set_threads(mr_backend *be, int threads) {
+    (void)be;
+    openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
+
+static void cpu_destroy(mr_backend *be) {
+    free(be);
+}
+
+static const mr_backend_ops cpu_ops = {
+    .name = "cpu",
+    .kernels = &mr_cpu_kernels,
+    .cache_passes = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .alloc_host = cpu_alloc,
+    .free_host = cpu_free,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .zero = cpu_zero,
+    .scale = cpu_scale,
+    .gemm = cpu_gemm,
+    .set_threads = cpu_set_threads,
+    .destroy = cpu_destroy,
+};
+
+static mr_status cpu_create(int ordinal, mr_backend **out, mr_error *err) {
+    *out = NULL;
+    mr_backend *be = calloc(1, sizeof *be);
+    if (be == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory for a CPU context");
+    be->ops = &cpu_ops;
+    be->ordinal = ordinal;
+    be->host_memory = 1;
+    *out = be;
+    return MR_OK;
+}
+
+const mr_backend_kind mr_cpu_kind = {
+    .name = "cpu",
+    .plural = "CPUs",
+    .ops = &cpu_ops,
+    .create = cpu_create,
+    .discover = NULL, /* its devices are the cores: --devices cpu:N */
+    .pin_threads = 1,
+    .comm_create = NULL, /* local threads, hierarchical over MPI */
+};

@@ -1,0 +1,225 @@
+/* batchnorm_cpu.c: BatchNormalization on the CPU (batchnorm.c says what the
+ * layer computes).
+ *
+ * Sums are taken around a per-channel shift s (sums of x - s and of
+ * (x - s)^2), so the variance E[(x-s)^2] - E[x-s]^2 does not cancel
+ * catastrophically. Without sync the shift is the batch's first row (a
+ * sample of the channel, near its mean); with sync it is the moving mean,
+ * which every replica holds bit for bit (the strategy keeps the state
+ * identical), so the replicas' shifted sums can be added. The per-element
+ * math is float, vectorised over the channels; sums go through float
+ * partials of ROW_BLOCK rows into double totals. The per-channel buffers
+ * are memory of the layer's backend context; SyncBN's buffer is scratch.
+ * Relies on: layer.h (the layer contract, mr_run.sync_sum). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/target_clones.h"
+#include "backends/cpu/cpu_impl.h"
+
+/* Rows summed in float before the partial sums join the double totals. */
+#define ROW_BLOCK 32
+
+typedef struct bn_priv {
+    int C;
+    float *mean, *inv_std; /* (C) statistics of the last training forward, for backward */
+    float *shift;          /* (C) the shift of the sums */
+    float *f1, *f2;        /* (C) float partial sums of a block of rows */
+    double *s1, *s2;       /* (C) per-channel sums */
+} bn_priv;
+
+/* f1 += a, f2 += a * b for one row, a = u - ua, b = (v - vb) * vs. */
+static inline void sum_row(float *restrict f1, float *restrict f2, const float *restrict u,
+                           const float *restrict ua, const float *restrict v,
+                           const float *restrict vb, const float *restrict vs, int C) {
+    for (int c = 0; c < C; c++) {
+        float a = u[c] - ua[c], b = (v[c] - vb[c]) * vs[c];
+        f1[c] += a;
+        f2[c] += a * b;
+    }
+}
+
+/* s1 = sum of a, s2 = sum of a * b over `rows` rows of C, where
+ * a = u - ua and b = (v - vb) * vs per element (ua, vb, vs per channel):
+ * forward: u = v = x, ua = vb = shift, vs = 1 (sums of x - s and (x - s)^2);
+ * backward: u = dy, ua = 0, v = x, vb = mean, vs = inv_std (dy, dy * xhat). */
+MR_AVX2_CLONES static void channel_sums(bn_priv *p, const float *u, const float *ua, const float *v,
+                                const float *vb, const float *vs, int64_t rows) {
+    const int C = p->C;
+    for (int c = 0; c < C; c++)
+        p->s1[c] = p->s2[c] = 0.0;
+    for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
+        int64_t r1 = r0 + ROW_BLOCK < rows ? r0 + ROW_BLOCK : rows;
+        for (int c = 0; c < C; c++)
+            p->f1[c] = p->f2[c] = 0.0f;
+        for (int64_t r = r0; r < r1; r++)
+            sum_row(p->f1, p->f2, u + r * C, ua, v + r * C, vb, vs, C);
+        for (int c = 0; c < C; c++) {
+            p->s1[c] += p->f1[c];
+            p->s2[c] += p->f2[c];
+        }
+    }
+}
+
+static mr_status bn_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
+    (void)max_batch;
+    int C = l->in.d[l->in.rank - 1];
+    bn_priv *p = calloc(1, sizeof *p);
+    l->priv = p;
+    if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    p->C = C;
+    /* mean, inv_std, shift, f1, f2 (floats); s1, s2 (doubles): zeroed */
+    p->mean = mr_backend_alloc(be, sizeof(float) * (size_t)C * 5);
+    p->s1 = mr_backend_alloc(be, sizeof(double) * (size_t)C * 2);
+    if (!p->mean || !p->s1)
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory for [batchnorm]'s statistics");
+    p->inv_std = p->mean + C;
+    p->shift = p->mean + 2 * C;
+    p->f1 = p->mean + 3 * C;
+    p->f2 = p->mean + 4 * C;
+    p->s2 = p->s1 + C;
+    /* the sync buffer (2C sums and a count); per-channel factors in inference */
+    l->scratch_floats = (size_t)(2 * C + 1);
+    return MR_OK;
+}
+
+static int use_sync(const mr_layer *l, const mr_run *run) {
+    return l->cfg->sync && run->sync_sum != NULL;
+}
+
+/* Adds p->s1, p->s2 (C each) and *count over the replicas: one sync_sum of
+ * 2C+1 floats in run->scratch; the collective's failure is returned. */
+static mr_status sync_sums(bn_priv *p, mr_run *run, double *count) {
+    const int C = p->C;
+    float *buf = mr_dfloat_ptr(run->scratch);
+    for (int c = 0; c < C; c++) {
+        buf[c] = (float)p->s1[c];
+        buf[C + c] = (float)p->s2[c];
+    }
+    buf[2 * C] = (float)*count;
+    MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)(2 * C + 1)));
+    for (int c = 0; c < C; c++) {
+        p->s1[c] = buf[c];
+        p->s2[c] = buf[C + c];
+    }
+    *count = buf[2 * C];
+    return MR_OK;
+}
+
+MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                   mr_dfloat *yd) {
+    const float *x = mr_dfloat_cptr(xd);
+    float *y = mr_dfloat_ptr(yd);
+    bn_priv *p = l->priv;
+    const int C = p->C;
+    const int64_t M = batch * mr_shape_size(l->in) / C; /* rows of C values */
+    const float *gamma = mr_dfloat_cptr(l->w[0].data), *beta = mr_dfloat_cptr(l->w[1].data);
+    float *mm = mr_dfloat_ptr(l->w[2].data), *mv = mr_dfloat_ptr(l->w[3].data);
+    const float eps = l->cfg->epsilon, mom = l->cfg->momentum;
+    if (!run->training) {
+        /* y = (x - moving_mean) * gamma / sqrt(moving_var + eps) + beta */
+        float *scale = mr_dfloat_ptr(run->scratch); /* (C) */
+        for (int c = 0; c < C; c++)
+            scale[c] = gamma[c] / sqrtf(mv[c] + eps);
+        for (int64_t r = 0; r < M; r++) {
+            const float *restrict xr = x + r * C;
+            float *restrict yr = y + r * C;
+            for (int c = 0; c < C; c++)
+                yr[c] = (xr[c] - mm[c]) * scale[c] + beta[c];
+        }
+        return MR_OK;
+    }
+    /* shifted sums: s1 = sum (x - s), s2 = sum (x - s)^2 per channel */
+    const int sync = use_sync(l, run);
+    for (int c = 0; c < C; c++)
+        p->shift[c] = sync || M == 0 ? mm[c] : x[c];
+    for (int c = 0; c < C; c++)
+        p->inv_std[c] = 1.0f; /* the sums' vs; the real inv_std follows */
+    channel_sums(p, x, p->shift, x, p->shift, p->inv_std, M);
+    double count = (double)M;
+    if (sync) MR_CHECK(sync_sums(p, run, &count));
+    if (count <= 0.0) {
+        /* an empty shard (and no global statistics): nothing to normalise,
+         * and the moving averages must not learn 0/0 */
+        return MR_OK;
+    }
+    float *restrict scale = p->f1; /* (C) gamma * inv_std */
+    for (int c = 0; c < C; c++) {
+        double m1 = p->s1[c] / count, var = p->s2[c] / count - m1 * m1;
+        if (var < 0.0) var = 0.0; /* rounding */
+        float mean = (float)((double)p->shift[c] + m1);
+        p->mean[c] = mean;
+        p->inv_std[c] = (float)(1.0 / sqrt(var + (double)eps));
+        scale[c] = gamma[c] * p->inv_std[c];
+        mm[c] = mm[c] * mom + mean * (1.0f - mom);
+        mv[c] = mv[c] * mom + (float)var * (1.0f - mom);
+    }
+    const float *restrict mean = p->mean;
+    for (int64_t r = 0; r < M; r++) {
+        const float *restrict xr = x + r * C;
+        float *restrict yr = y + r * C;
+        for (int c = 0; c < C; c++)
+            yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
+    }
+    return MR_OK;
+}
+
+/* Training-mode backward with the statistics of the forward:
+ *   xhat = (x - mean) * inv_std,  dgamma += sum dy * xhat,  dbeta += sum dy,
+ *   dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)),
+ * the means over the N values of the channel (of the global batch with sync). */
+MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                    const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+    (void)yd;
+    const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd);
+    float *dx = mr_dfloat_ptr(dxd);
+    bn_priv *p = l->priv;
+    const int C = p->C;
+    const int64_t M = batch * mr_shape_size(l->in) / C;
+    const float *gamma = mr_dfloat_cptr(l->w[0].data);
+    float *dgamma = mr_dfloat_ptr(l->w[0].grad), *dbeta = mr_dfloat_ptr(l->w[1].grad);
+    /* s1 = sum dy, s2 = sum dy * xhat per channel; shift holds zeros here */
+    memset(p->shift, 0, sizeof(float) * (size_t)C);
+    channel_sums(p, dy, p->shift, x, p->mean, p->inv_std, M);
+    /* the weight gradients are this replica's: the strategy sums them */
+    for (int c = 0; c < C; c++) {
+        dgamma[c] += (float)p->s2[c];
+        dbeta[c] += (float)p->s1[c];
+    }
+    if (dx == NULL) return MR_OK;
+    double count = (double)M;
+    if (use_sync(l, run)) MR_CHECK(sync_sums(p, run, &count));
+    if (count <= 0.0) return MR_OK; /* no rows anywhere */
+    /* dx = a * (dy - mean(dy)) - b * (x - mean), a = gamma * inv_std,
+     * b = a * inv_std * mean(dy * xhat): per-channel factors in f1, f2, shift */
+    float *restrict fa = p->f1, *restrict fb = p->f2, *restrict fm = p->shift;
+    for (int c = 0; c < C; c++) {
+        double a = (double)gamma[c] * p->inv_std[c];
+        fa[c] = (float)a;
+        fm[c] = (float)(p->s1[c] / count);
+        fb[c] = (float)(a * p->inv_std[c] * (p->s2[c] / count));
+    }
+    const float *restrict mean = p->mean;
+    for (int64_t r = 0; r < M; r++) {
+        const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
+        float *restrict out = dx + r * C;
+        for (int c = 0; c < C; c++)
+            out[c] = fa[c] * (dr[c] - fm[c]) - fb[c] * (xr[c] - mean[c]);
+    }
+    return MR_OK;
+}
+
+static void bn_cpu_destroy(mr_layer *l, mr_backend *be) {
+    bn_priv *p = l->priv;
+    if (p) mr_backend_free(be, p->mean), mr_backend_free(be, p->s1);
+    free(p);
+    l->priv = NULL;
+}
+
+const mr_layer_kernels mr_batchnorm_cpu = {
+    .setup = bn_cpu_setup,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .destroy = bn_cpu_destroy,
+};

@@ -1,0 +1,342 @@
+/* conv2d_cpu.c: Conv2D on the CPU, SGEMM through im2col, NHWC (conv2d.c
+ * says what the layer is).
+ *   x: (B, H, W, C)   kernel: (kh, kw, C, F)   bias: (F)   y: (B, OH, OW, F)
+ * An im2col row of one output pixel lists its window as (ky, kx, c), which
+ * is exactly the kernel's (kh, kw, C, F) layout read as a (kh*kw*C, F)
+ * matrix: forward is one GEMM col (rows, K) x W (K, F) with no transposes,
+ * dW += col^T dy and dcol = dy W^T; dx is col2im(dcol). Examples go through
+ * in chunks so the GEMMs are large while the col buffer stays bounded.
+ * One input channel (the first layer of an image model) builds the col
+ * matrix transposed instead, colT (K, rows): each of its K rows is a strip
+ * of shifted input pixels, copied contiguously rather than one float at a
+ * time, and the GEMMs read it with trans_a (forward) or as is (dW) at the
+ * same SGEMM speed. The col matrices kept from forward to backward are
+ * memory of the layer's context (backend.h); the chunk's col and dcol are
+ * its scratch.
+ * Relies on: layer.h (the layer contract), conv_geometry.h (Keras/TF
+ * output size and padding), backend_impl.h (mr_cpu_gemm, row-major). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/target_clones.h"
+#include "models/conv_geometry.h"
+#include "backends/cpu/cpu_impl.h"
+
+/* Working set per chunk (col + output, in floats): about 512 KiB, an L2
+ * cache, so bias, activation and the next chunk's GEMM find their data in
+ * cache instead of streaming the whole batch's output through memory
+ * several times. At least one example per chunk. */
+#define CHUNK_BUDGET (128 << 10)
+/* Largest col matrix kept from forward to backward, in floats (8 MiB). */
+#define COLS_CACHE_MAX (2 << 20)
+
+/* gcc would turn the short copy loops below into memcpy calls, whose call
+ * overhead exceeds a copy of 3..32 floats; keep them as (vectorised) loops. */
+#define MR_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+
+typedef struct conv_priv {
+    mr_window g;
+    int C, F, K; /* input channels, filters, K = kh*kw*C */
+    int chunk;   /* examples per GEMM */
+    int direct;  /* 1x1, stride 1, valid: x is its own col matrix */
+    int strips;  /* one input channel: the col matrix is built transposed, (K, rows) */
+    /* The forward's col matrices kept for backward (chunk at example b0: its
+     * n * OH * OW * K floats at b0 * OH * OW * K), or NULL: rebuilt;
+     * allocated from the context */
+    float *cols;
+} conv_priv;
+
+static conv_priv *priv(mr_layer *l) {
+    return (conv_priv *)l->priv;
+}
+
+/* The im2col plan of a layer that conv_setup accepted. */
+static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
+    const mr_layer_cfg *c = l->cfg;
+    mr_window g = mr_window_make(l->in.d[0], l->in.d[1], c);
+    conv_priv *p = calloc(1, sizeof *p);
+    if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    l->priv = p;
+    p->g = g;
+    p->C = l->in.d[2];
+    p->F = c->filters;
+    p->K = g.k_h * g.k_w * p->C;
+    p->direct =
+        g.k_h == 1 && g.k_w == 1 && g.s_h == 1 && g.s_w == 1 && c->padding == MR_PADDING_VALID;
+    p->strips = !p->direct && p->C == 1;
+    int64_t per_example = (int64_t)g.out_h * g.out_w * p->K;
+    int64_t per_chunk = per_example + (int64_t)g.out_h * g.out_w * p->F;
+    int64_t chunk = CHUNK_BUDGET / per_chunk;
+    if (max_batch < 1) max_batch = 1;
+    p->chunk = (int)(chunk < 1 ? 1 : (chunk > max_batch ? max_batch : chunk));
+    /* scratch: col (chunk rows x K) and dcol of the same size; the direct
+     * path needs neither (x is col, dx is dcol) */
+    l->scratch_floats = p->direct ? 0 : (size_t)(2 * (int64_t)p->chunk * per_example);
+    /* Keep the forward's col matrix for backward when it is small (the first
+     * layers: a 3x3x1 window makes 9 floats per pixel), instead of building it
+     * again; large ones (5x5x32 = 800 per pixel) are rebuilt chunk by chunk. */
+    if (!p->direct && (int64_t)max_batch * per_example <= COLS_CACHE_MAX) {
+        mr_dfloat *cols = mr_backend_alloc_floats(be, (size_t)max_batch * (size_t)per_example);
+        if (cols == NULL)
+            return mr_error_set(err, MR_ERR_NOMEM, "out of memory for [conv2d]'s col matrices");
+        p->cols = mr_dfloat_ptr(cols);
+    }
+    return MR_OK;
+}
+
+/* colT (K, n * OH * OW) from x (n, H, W, 1): row (ky, kx) of colT is the
+ * input shifted by (ky, kx), so for each output row it is one run of
+ * input pixels (contiguous at stride 1) between zeros where the window
+ * hangs over the padding. */
+MR_AVX2_CLONES MR_NO_MEMCPY static void im2col_strips(const conv_priv *p, const float *x, int n,
+                                              float *colT) {
+    const mr_window *g = &p->g;
+    const int H = g->in_h, W = g->in_w, OH = g->out_h, OW = g->out_w, sw = g->s_w;
+    const int64_t ld = (int64_t)n * OH * OW;
+    for (int kx = 0; kx < g->k_w; kx++) {
+        /* output columns [lo, hi) read input column ox * sw - pad_l + kx inside [0, W) */
+        int lo = 0, hi = OW;
+        while (lo < OW && lo * sw - g->pad_l + kx < 0)
+            lo++;
+        while (hi > lo && (hi - 1) * sw - g->pad_l + kx >= W)
+            hi--;
+        for (int ky = 0; ky < g->k_h; ky++) {
+            float *strip = colT + (int64_t)(ky * g->k_w + kx) * ld;
+            for (int b = 0; b < n; b++)
+                for (int oy = 0; oy < OH; oy++) {
+                    float *restrict dst = strip + ((int64_t)b * OH + oy) * OW;
+                    int iy = oy * g->s_h - g->pad_t + ky;
+                    if (iy < 0 || iy >= H || lo == hi) {
+                        for (int ox = 0; ox < OW; ox++)
+                            dst[ox] = 0.0f;
+                        continue;
+                    }
+                    const float *restrict src =
+                        x + ((int64_t)b * H + iy) * W + (lo * sw - g->pad_l + kx);
+                    for (int ox = 0; ox < lo; ox++)
+                        dst[ox] = 0.0f;
+                    if (sw == 1)
+                        for (int i = 0; i < hi - lo; i++)
+                            dst[lo + i] = src[i];
+                    else
+                        for (int i = 0; i < hi - lo; i++)
+                            dst[lo + i] = src[(int64_t)i * sw];
+                    for (int ox = hi; ox < OW; ox++)
+                        dst[ox] = 0.0f;
+                }
+        }
+    }
+}
+
+/* col (n * OH * OW, K) from x (n, H, W, C), C > 1: per output pixel and
+ * kernel row, the window's row is kw * C contiguous floats of x (NHWC), one
+ * copy when the window is inside the input; short copies (few channels)
+ * stay inline loops. */
+MR_AVX2_CLONES MR_NO_MEMCPY static void im2col(const conv_priv *p, const float *x, int n, float *col) {
+    const mr_window *g = &p->g;
+    const int C = p->C, K = p->K;
+    const size_t rowc = (size_t)g->k_w * C;
+    for (int b = 0; b < n; b++) {
+        const float *xb = x + (int64_t)b * g->in_h * g->in_w * C;
+        for (int oy = 0; oy < g->out_h; oy++)
+            for (int ox = 0; ox < g->out_w; ox++) {
+                float *row = col + (((int64_t)b * g->out_h + oy) * g->out_w + ox) * K;
+                int x0 = ox * g->s_w - g->pad_l;
+                int inside_x = x0 >= 0 && x0 + g->k_w <= g->in_w;
+                for (int ky = 0; ky < g->k_h; ky++) {
+                    float *dst = row + (size_t)ky * rowc;
+                    int iy = oy * g->s_h - g->pad_t + ky;
+                    if (iy < 0 || iy >= g->in_h) {
+                        memset(dst, 0, sizeof(float) * rowc);
+                        continue;
+                    }
+                    const float *src = xb + ((int64_t)iy * g->in_w) * C;
+                    if (inside_x) { /* the window's row is contiguous in NHWC */
+                        if (rowc < 64) {
+                            const float *s = src + (int64_t)x0 * C;
+                            for (size_t j = 0; j < rowc; j++)
+                                dst[j] = s[j];
+                        } else
+                            memcpy(dst, src + (int64_t)x0 * C, sizeof(float) * rowc);
+                        continue;
+                    }
+                    for (int kx = 0; kx < g->k_w; kx++) {
+                        int ix = x0 + kx;
+                        if (ix < 0 || ix >= g->in_w)
+                            memset(dst + (size_t)kx * C, 0, sizeof(float) * (size_t)C);
+                        else
+                            memcpy(dst + (size_t)kx * C, src + (int64_t)ix * C,
+                                   sizeof(float) * (size_t)C);
+                    }
+                }
+            }
+    }
+}
+
+/* dx (n, H, W, C) = scatter-add of dcol (n * OH * OW, K); dx is zeroed first. */
+MR_AVX2_CLONES static void col2im(const conv_priv *p, const float *dcol, int n, float *dx) {
+    const mr_window *g = &p->g;
+    const int C = p->C, K = p->K;
+    memset(dx, 0, sizeof(float) * (size_t)n * g->in_h * g->in_w * C);
+    for (int b = 0; b < n; b++) {
+        float *xb = dx + (int64_t)b * g->in_h * g->in_w * C;
+        for (int oy = 0; oy < g->out_h; oy++)
+            for (int ox = 0; ox < g->out_w; ox++) {
+                const float *row = dcol + (((int64_t)b * g->out_h + oy) * g->out_w + ox) * K;
+                for (int ky = 0; ky < g->k_h; ky++) {
+                    int iy = oy * g->s_h - g->pad_t + ky;
+                    if (iy < 0 || iy >= g->in_h) continue;
+                    for (int kx = 0; kx < g->k_w; kx++) {
+                        int ix = ox * g->s_w - g->pad_l + kx;
+                        if (ix < 0 || ix >= g->in_w) continue;
+                        float *restrict d = xb + ((int64_t)iy * g->in_w + ix) * C;
+                        const float *restrict s = row + ((size_t)ky * g->k_w + kx) * C;
+                        for (int c = 0; c < C; c++)
+                            d[c] += s[c];
+                    }
+                }
+            }
+    }
+}
+
+/* y (rows, F) = bias in every row: the GEMM then accumulates onto it
+ * (beta 1), which costs less than OpenBLAS's own pass for beta 0. */
+MR_AVX2_CLONES MR_NO_MEMCPY static void fill_rows(float *restrict y, const float *restrict bias,
+                                          int64_t rows, int F) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int f = 0; f < F; f++)
+            y[r * F + f] = bias[f];
+}
+
+/* dy (rows, F) becomes dL/dz through the activation (expressed through y),
+ * and db (F) += its column sums when db is not NULL. ReLU and linear do
+ * both in one pass over dy, four rows at a time so db is loaded and stored
+ * once per four rows; the others go through the shared code first. */
+MR_AVX2_CLONES static void act_backward_sum(mr_activation act, const float *restrict y, float *restrict dy,
+                                    float *restrict db, int64_t rows, int F) {
+    int relu = act == MR_ACTIVATION_RELU;
+    if (!relu && act != MR_ACTIVATION_LINEAR) {
+        mr_cpu_activation_backward(act, y, dy, (int)rows, F);
+        act = MR_ACTIVATION_LINEAR;
+    }
+    if (relu && db == NULL) {
+        mr_cpu_activation_backward(act, y, dy, (int)rows, F);
+        return;
+    }
+    if (db == NULL) return; /* linear, no bias: nothing to do */
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        float *restrict d = dy + r * F;
+        const float *restrict v = y + r * F;
+        for (int f = 0; f < F; f++) {
+            float a = d[f], b = d[F + f], c = d[2 * F + f], e = d[3 * F + f];
+            if (relu) {
+                a = v[f] > 0.0f ? a : 0.0f;
+                b = v[F + f] > 0.0f ? b : 0.0f;
+                c = v[2 * F + f] > 0.0f ? c : 0.0f;
+                e = v[3 * F + f] > 0.0f ? e : 0.0f;
+                d[f] = a, d[F + f] = b, d[2 * F + f] = c, d[3 * F + f] = e;
+            }
+            db[f] += (a + b) + (c + e);
+        }
+    }
+    for (; r < rows; r++)
+        for (int f = 0; f < F; f++) {
+            float a = dy[r * F + f];
+            if (relu) dy[r * F + f] = a = y[r * F + f] > 0.0f ? a : 0.0f;
+            db[f] += a;
+        }
+}
+
+static mr_activation conv_act(const mr_layer *l) {
+    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+}
+
+MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                     mr_dfloat *yd) {
+    const float *x = mr_dfloat_cptr(xd), *w = mr_dfloat_cptr(l->w[0].data);
+    float *y = mr_dfloat_ptr(yd), *scratch = mr_dfloat_ptr(run->scratch);
+    conv_priv *p = priv(l);
+    const int P = p->g.out_h * p->g.out_w, F = p->F, K = p->K;
+    const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;
+    for (int b0 = 0; b0 < batch; b0 += p->chunk) {
+        int n = batch - b0 < p->chunk ? batch - b0 : p->chunk;
+        int rows = n * P;
+        float *yc = y + (int64_t)b0 * P * F; /* (rows, F) */
+        const float *col = x + b0 * in_per;  /* direct: x (rows, C) is col */
+        if (!p->direct) {
+            float *dst = p->cols ? p->cols + (int64_t)b0 * P * K : scratch;
+            if (p->strips)
+                im2col_strips(p, x + b0 * in_per, n, dst);
+            else
+                im2col(p, x + b0 * in_per, n, dst);
+            col = dst;
+        }
+        float beta = 0.0f;
+        if (l->n_weights > 1) { /* y = bias, then y += col W */
+            fill_rows(yc, mr_dfloat_cptr(l->w[1].data), rows, F);
+            beta = 1.0f;
+        }
+        if (p->strips) /* y (rows, F) += colT^T (rows, K) W (K, F) */
+            mr_cpu_gemm(1, 0, rows, F, K, 1.0f, col, rows, w, F, beta, yc, F);
+        else /* y (rows, F) += col (rows, K) W (K, F) */
+            mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, w, F, beta, yc, F);
+        mr_cpu_activation_forward(conv_act(l), yc, rows, F);
+    }
+    return MR_OK;
+}
+
+MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                                      const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+    const float *x = mr_dfloat_cptr(xd), *y = mr_dfloat_cptr(yd), *w = mr_dfloat_cptr(l->w[0].data);
+    float *dy = mr_dfloat_ptr(dyd), *dx = mr_dfloat_ptr(dxd), *dw = mr_dfloat_ptr(l->w[0].grad);
+    conv_priv *p = priv(l);
+    const int P = p->g.out_h * p->g.out_w, F = p->F, K = p->K;
+    const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;
+    float *col_buf = mr_dfloat_ptr(run->scratch), *dcol = col_buf + (size_t)p->chunk * P * K;
+    float *db = l->n_weights > 1 ? mr_dfloat_ptr(l->w[1].grad) : NULL;
+    for (int b0 = 0; b0 < batch; b0 += p->chunk) {
+        int n = batch - b0 < p->chunk ? batch - b0 : p->chunk;
+        int rows = n * P;
+        float *dyc = dy + (int64_t)b0 * P * F; /* (rows, F) */
+        /* dy becomes dL/dz through the activation; db += its column sums */
+        act_backward_sum(conv_act(l), y + (int64_t)b0 * P * F, dyc, db, rows, F);
+        const float *col = x + b0 * in_per;
+        if (p->cols != NULL) { /* built by the forward pass on this x */
+            col = p->cols + (int64_t)b0 * P * K;
+        } else if (!p->direct) {
+            if (p->strips)
+                im2col_strips(p, x + b0 * in_per, n, col_buf);
+            else
+                im2col(p, x + b0 * in_per, n, col_buf);
+            col = col_buf;
+        }
+        if (p->strips) /* dW (K, F) += colT (K, rows) dy (rows, F) */
+            mr_cpu_gemm(0, 0, K, F, rows, 1.0f, col, rows, dyc, F, 1.0f, dw, F);
+        else /* dW (K, F) += col^T (K, rows) dy (rows, F) */
+            mr_cpu_gemm(1, 0, K, F, rows, 1.0f, col, K, dyc, F, 1.0f, dw, F);
+        if (dx == NULL) continue;
+        float *dxc = dx + b0 * in_per;
+        if (p->direct) { /* dx (rows, C) = dy (rows, F) W^T (F, C) */
+            mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, w, F, 0.0f, dxc, K);
+            continue;
+        }
+        /* dcol (rows, K) = dy (rows, F) W^T (F, K), then scatter back */
+        mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, w, F, 0.0f, dcol, K);
+        col2im(p, dcol, n, dxc);
+    }
+    return MR_OK;
+}
+
+static void conv_cpu_destroy(mr_layer *l, mr_backend *be) {
+    if (l->priv) mr_backend_free(be, priv(l)->cols);
+    free(l->priv);
+    l->priv = NULL;
+}
+
+const mr_layer_kernels mr_conv2d_cpu = {
+    .setup = conv_cpu_setup,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .destroy = conv_cpu_destroy,
+};

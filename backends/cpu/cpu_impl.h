@@ -1,0 +1,40 @@
+/* cpu_impl.h: the CPU backend's own declarations, for the files of
+ * backends/cpu/ only (and the tests of its kernels): the kernels of
+ * models/ (models/kernels.h), one table per layer kind, the loss and the
+ * optimizer, each in <name>_cpu.c, gathered by kernels_cpu.c, and the
+ * loops they share. CPU device memory is host memory: these files turn
+ * their mr_dfloat * arguments into float * (runtime/dmem_impl.h) and run
+ * plain loops, with MR_AVX2_CLONES (runtime/target_clones.h) on the hot
+ * ones, and OpenBLAS through mr_cpu_gemm (backend_cpu.c). */
+#ifndef MR_CPU_IMPL_H
+#define MR_CPU_IMPL_H
+
+#include "runtime/backend.h"
+#include "runtime/dmem_impl.h"
+#include "models/kernels.h"
+
+/* The CPU's kernel table (kernels_cpu.c), in its backend ops. */
+extern const mr_kernels mr_cpu_kernels;
+
+/* The CPU GEMM (cblas_sgemm, row-major) on host pointers, for the kernels:
+ * C (m x n) = alpha * op(A) op(B) + beta * C. */
+void mr_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+extern const mr_layer_kernels mr_flatten_cpu;       /* flatten_cpu.c */
+extern const mr_layer_kernels mr_dense_cpu;         /* dense_cpu.c */
+extern const mr_layer_kernels mr_activation_cpu;    /* activation_cpu.c */
+extern const mr_layer_kernels mr_conv2d_cpu;        /* conv2d_cpu.c */
+extern const mr_layer_kernels mr_pool_cpu;          /* pool_cpu.c: max and average */
+extern const mr_layer_kernels mr_dropout_cpu;       /* dropout_cpu.c */
+extern const mr_layer_kernels mr_batchnorm_cpu;     /* batchnorm_cpu.c */
+extern const mr_loss_kernels mr_loss_cpu;           /* loss_cpu.c */
+extern const mr_optimizer_kernels mr_optimizer_cpu; /* optimizer_cpu.c */
+
+/* Applies an activation in place over `rows` rows of width `width`
+ * (softmax is per row; the others ignore the rows). */
+void mr_cpu_activation_forward(mr_activation act, float *y, int rows, int width);
+/* dy (rows, width) *= d act / d x, expressed through the output y. */
+void mr_cpu_activation_backward(mr_activation act, const float *y, float *dy, int rows, int width);
+
+#endif

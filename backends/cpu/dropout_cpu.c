@@ -1,0 +1,59 @@
+/* dropout_cpu.c: Dropout on the CPU (dropout.c: the mask's definition), a
+ * loop over elementwise.h's single-source mask (mr_dropout_words,
+ * mr_dropout_apply), which a CUDA kernel shares: the same bits.
+ * Relies on: layer.h (mr_run: seed, step, sample_base), rng.h (Philox). */
+#include <string.h>
+
+#include "runtime/elementwise.h"
+#include "runtime/target_clones.h"
+#include "runtime/rng.h"
+#include "backends/cpu/cpu_impl.h"
+
+/* y = x * mask / (1 - rate), row by row. */
+MR_AVX2_CLONES static void apply_mask(const mr_layer *l, const mr_run *run, int batch, const float *in,
+                              float *out) {
+    const int64_t n = mr_shape_size(l->in);
+    const float rate = l->cfg->rate, scale = 1.0f / (1.0f - rate);
+    uint32_t key[2], w[4];
+    mr_rng_key(run->seed, MR_RNG_STREAM_DROPOUT, key);
+    for (int i = 0; i < batch; i++) {
+        uint64_t sample = (uint64_t)(run->sample_base + i);
+        const float *src = in + (int64_t)i * n;
+        float *dst = out + (int64_t)i * n;
+        for (int64_t j = 0; j < n; j += 4) {
+            mr_dropout_words(key, run->step, sample, l->index, j / 4, w);
+            for (int k = 0; k < 4 && j + k < n; k++)
+                dst[j + k] = mr_dropout_apply(src[j + k], w[k], rate, scale);
+        }
+    }
+}
+
+static mr_status dropout_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                                 mr_dfloat *y) {
+    if (!run->training || l->cfg->rate == 0.0f) {
+        memcpy(mr_dfloat_ptr(y), mr_dfloat_cptr(x),
+               sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
+        return MR_OK;
+    }
+    apply_mask(l, run, batch, mr_dfloat_cptr(x), mr_dfloat_ptr(y));
+    return MR_OK;
+}
+
+static mr_status dropout_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+                                  const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
+    (void)x, (void)y;
+    if (dx == NULL) return MR_OK;
+    if (!run->training || l->cfg->rate == 0.0f) {
+        memcpy(mr_dfloat_ptr(dx), mr_dfloat_cptr(dy),
+               sizeof(float) * (size_t)batch * (size_t)mr_shape_size(l->in));
+        return MR_OK;
+    }
+    /* the same mask and scale: d(y)/d(x) */
+    apply_mask(l, run, batch, mr_dfloat_cptr(dy), mr_dfloat_ptr(dx));
+    return MR_OK;
+}
+
+const mr_layer_kernels mr_dropout_cpu = {
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+};

@@ -1,0 +1,20 @@
+/* kernels_cpu.c: the table of the CPU kernels (models/kernels.h). */
+#include "backends/cpu/cpu_impl.h"
+
+const mr_kernels mr_cpu_kernels = {
+    .device = "cpu",
+    .layer =
+        {
+            [MR_LAYER_INPUT] = NULL,
+            [MR_LAYER_FLATTEN] = &mr_flatten_cpu,
+            [MR_LAYER_DENSE] = &mr_dense_cpu,
+            [MR_LAYER_ACTIVATION] = &mr_activation_cpu,
+            [MR_LAYER_CONV2D] = &mr_conv2d_cpu,
+            [MR_LAYER_MAXPOOL] = &mr_pool_cpu,
+            [MR_LAYER_AVGPOOL] = &mr_pool_cpu,
+            [MR_LAYER_DROPOUT] = &mr_dropout_cpu,
+            [MR_LAYER_BATCHNORM] = &mr_batchnorm_cpu,
+        },
+    .loss = &mr_loss_cpu,
+    .optimizer = &mr_optimizer_cpu,
+};

@@ -1,0 +1,32 @@
+/* loss_cpu.c: the losses on the CPU (loss.h's contract): cross-entropy from
+ * logits (fused softmax, through log-sum-exp) or from probabilities
+ * (clipped as Keras does), mean squared error; one pass over the batch
+ * with loss_row.h's per-example math, which the CUDA kernel shares. */
+#include <math.h>
+
+#include "runtime/target_clones.h"
+#include "backends/cpu/cpu_impl.h"
+#include "models/loss_row.h"
+
+MR_AVX2_CLONES static mr_status cpu_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                                 const mr_dfloat *outd, const int32_t *labels, int batch, int k,
+                                 float norm, mr_dfloat *dyd, double *loss_sum, int64_t *correct,
+                                 mr_error *err) {
+    (void)be, (void)err;
+    const float *out = mr_dfloat_cptr(outd);
+    float *dy = mr_dfloat_ptr(dyd);
+    float inv = 1.0f / norm;
+    double total = 0.0;
+    int64_t right = 0;
+    for (int i = 0; i < batch; i++) {
+        const float *z = out + (int64_t)i * k;
+        right += mr_argmax_row(z, k) == labels[i];
+        total +=
+            mr_loss_row(kind, fused_softmax, z, labels[i], k, inv, dy ? dy + (int64_t)i * k : NULL);
+    }
+    *loss_sum += total;
+    *correct += right;
+    return MR_OK;
+}
+
+const mr_loss_kernels mr_loss_cpu = {.compute = cpu_loss};

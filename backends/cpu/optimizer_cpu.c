@@ -1,0 +1,34 @@
+/* optimizer_cpu.c: the fused update loops on the CPU (optimizer.h), one
+ * pass over the flat buffers with elementwise.h's per-element math. */
+#include "runtime/elementwise.h"
+#include "runtime/target_clones.h"
+#include "backends/cpu/cpu_impl.h"
+
+MR_AVX2_CLONES static mr_status cpu_adam(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd, mr_dfloat *md,
+                                 mr_dfloat *vd, size_t n, float alpha, float b1, float b2,
+                                 float eps, mr_error *err) {
+    (void)be, (void)err;
+    float *restrict w = mr_dfloat_ptr(wd), *restrict m = mr_dfloat_ptr(md),
+                    *restrict v = mr_dfloat_ptr(vd);
+    const float *restrict g = mr_dfloat_cptr(gd);
+    for (size_t i = 0; i < n; i++)
+        mr_adam_update(&w[i], g[i], &m[i], &v[i], alpha, b1, b2, eps);
+    return MR_OK;
+}
+
+MR_AVX2_CLONES static mr_status cpu_sgd(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd, mr_dfloat *veld,
+                                size_t n, float lr, float momentum, int nesterov, mr_error *err) {
+    (void)be, (void)err;
+    float *restrict w = mr_dfloat_ptr(wd), *restrict vel = mr_dfloat_ptr(veld);
+    const float *restrict g = mr_dfloat_cptr(gd);
+    if (momentum != 0.0f) {
+        for (size_t i = 0; i < n; i++)
+            mr_sgd_update(&w[i], g[i], &vel[i], lr, momentum, nesterov);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            w[i] -= lr * g[i];
+    }
+    return MR_OK;
+}
+
+const mr_optimizer_kernels mr_optimizer_cpu = {.adam = cpu_adam, .sgd = cpu_sgd};

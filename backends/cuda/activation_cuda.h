@@ -1,0 +1,33 @@
+/* activation_cuda.h: the activations on a GPU, for the CUDA kernels that
+ * apply one after their own compute (dense_cuda.cu, conv2d_cuda.cu) and for
+ * the [activation] layer (activation_cuda.cu, which defines them). The
+ * CUDA twins of kernels_cpu.h's mr_cpu_activation_forward/backward: the
+ * same formulas (runtime/elementwise.h), queued on the context's compute
+ * stream. y and dy are device memory (float *: tensor_impl.h). */
+#ifndef MR_ACTIVATION_CUDA_H
+#define MR_ACTIVATION_CUDA_H
+
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "models/config.h"
+#include "runtime/hd.h"
+
+MR_C_BEGIN
+
+/* Applies `act` in place over y (rows, width): softmax per row (max
+ * subtracted), the others element by element. A launch failure is
+ * returned with its message in err. */
+mr_status mr_cuda_activation_forward(mr_backend *be, mr_activation act, float *y, int rows,
+                                     int width, mr_error *err);
+/* The same after adding bias (width) to every row, in the same pass
+ * (bias NULL: none): the output of Dense and Conv2D after their products. */
+mr_status mr_cuda_bias_activation_forward(mr_backend *be, mr_activation act, float *y,
+                                          const float *bias, int rows, int width, mr_error *err);
+/* dy (rows, width) *= d act / d x, expressed through the output y
+ * (softmax: dx_j = y_j (dy_j - sum_k dy_k y_k), per row). */
+mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const float *y, float *dy,
+                                      int rows, int width, mr_error *err);
+
+MR_C_END
+
+#endif

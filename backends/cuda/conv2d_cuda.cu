@@ -1,0 +1,428 @@
+/* conv2d_cuda.cu: Conv2D on a GPU through cuDNN, NHWC (conv2d.c says what
+ * the layer is; conv2d_cpu.c is the reference).
+ *   x: (B, H, W, C)   kernel: (kh, kw, C, F)   bias: (F)   y: (B, OH, OW, F)
+ * cuDNN's legacy convolution API on CUDNN_TENSOR_NHWC tensors. A cuDNN
+ * filter is KCRS or, with CUDNN_TENSOR_NHWC, KRSC: (F, kh, kw, C). Keras's
+ * HWIO kernel is neither, but read as a (K, F) matrix (K = kh*kw*C, in
+ * KRSC's (ky, kx, c) order) it is the transpose of KRSC's (F, K); so the
+ * passes transpose the kernel into wT first (the weights change every
+ * step), and the filter gradient comes back through the same transpose,
+ * added into the kernel's gradient (backward accumulates).
+ * cuDNN pads symmetrically, while Keras's SAME puts an odd padding row or
+ * column at the bottom or right (conv_geometry.h): such a layer pads its
+ * input into scratch itself and has cuDNN convolve that unpadded, and dx
+ * is cropped out of the padded input's gradient.
+ * Cross-correlation (Keras does not flip the kernel), float compute and
+ * CUDNN_FMA_MATH (no TF32), so results match the CPU's to float rounding.
+ * Algorithms come from cuDNN's heuristics (the _v7 queries) per batch
+ * size, chosen once for max_batch in setup (and again for another batch
+ * size when one comes): the first that fits MR_CUDA_WORKSPACE_LIMIT,
+ * preferring FMA math and deterministic algorithms, so runs repeat bitwise.
+ * Bias and activation follow the convolution in one elementwise pass
+ * (activation_cuda.h, elementwise.h's math); the bias gradient is one GEMM with a ones
+ * vector (cuBLAS: deterministic, no atomics).
+ * Relies on: kernels_cuda.h, cuda_impl.h (the cuDNN handle on the compute
+ * stream, mr_cuda_workspace), conv_geometry.h, runtime/elementwise.h. */
+#include <stdlib.h>
+
+#include "runtime/elementwise.h"
+#include "backends/cuda/activation_cuda.h"
+#include "models/conv_geometry.h"
+#include "backends/cuda/kernels_cuda.h"
+
+/* Algorithms for one batch size, and the workspace they need. */
+typedef struct conv_algos {
+    int batch; /* the batch size they were chosen for; 0: none yet */
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t workspace; /* bytes: the largest need of the three */
+} conv_algos;
+
+typedef struct conv_priv {
+    mr_window g;
+    int C, F, K;      /* input channels, filters, K = kh*kw*C */
+    int pad_b, pad_r; /* Keras's padding after the last row / column */
+    /* 1: asymmetric SAME padding: x is padded into scratch (xp) and cuDNN
+     * convolves it unpadded; 0: cuDNN pads (pad_t == pad_b, pad_l == pad_r) */
+    int explicit_pad;
+    int cin_h, cin_w;  /* the input cuDNN sees: padded when explicit_pad, else (H, W) */
+    size_t pad_floats; /* xp at max_batch: (max_batch, cin_h, cin_w, C) */
+    int max_rows;      /* max_batch * OH * OW */
+    float *wT, *dwT;   /* (F, K) each: the kernel in KRSC, its gradient from cuDNN */
+    float *ones;       /* (max_rows) ones: the bias gradient's GEMM */
+    cudnnTensorDescriptor_t x_desc, y_desc; /* set to the call's batch size */
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    conv_algos algos[2]; /* [0] for max_batch; [1] for the last other batch size */
+} conv_priv;
+
+static conv_priv *priv(mr_layer *l) {
+    return (conv_priv *)l->priv;
+}
+
+static mr_activation conv_act(const mr_layer *l) {
+    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+}
+
+/* ---- kernels (grid-stride loops, on the compute stream) ---- */
+
+__global__ static void fill_kernel(float *p, size_t n, float v) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = v;
+}
+
+/* wT (F, K) = w (K, F) transposed: Keras HWIO -> cuDNN KRSC */
+__global__ static void to_krsc_kernel(const float *__restrict__ w, float *__restrict__ wT, int K,
+                                      int F) {
+    const size_t n = (size_t)K * F;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t f = i / K, k = i % K;
+        wT[i] = w[k * F + f];
+    }
+}
+
+/* dw (K, F) += dwT (F, K) transposed: cuDNN KRSC -> Keras HWIO */
+__global__ static void add_hwio_kernel(const float *__restrict__ dwT, float *__restrict__ dw, int K,
+                                       int F) {
+    const size_t n = (size_t)K * F;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t k = i / F, f = i % F;
+        dw[i] += dwT[f * K + k];
+    }
+}
+
+/* xp (n, Hp, Wp, C) = x (n, H, W, C) placed at (pt, pl), zeros around */
+__global__ static void pad_kernel(const float *__restrict__ x, float *__restrict__ xp, int n, int H,
+                                  int W, int C, int Hp, int Wp, int pt, int pl) {
+    const size_t total = (size_t)n * Hp * Wp * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t t = i / C;
+        int c = (int)(i % C), px = (int)(t % Wp);
+        t /= Wp;
+        int py = (int)(t % Hp);
+        size_t b = t / Hp;
+        int iy = py - pt, ix = px - pl;
+        xp[i] = iy >= 0 && iy < H && ix >= 0 && ix < W ? x[((b * H + iy) * W + ix) * C + c] : 0.0f;
+    }
+}
+
+/* dx (n, H, W, C) = the (H, W) window at (pt, pl) of dxp (n, Hp, Wp, C) */
+__global__ static void crop_kernel(const float *__restrict__ dxp, float *__restrict__ dx, int n,
+                                   int H, int W, int C, int Hp, int Wp, int pt, int pl) {
+    const size_t total = (size_t)n * H * W * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t t = i / C;
+        int c = (int)(i % C), ix = (int)(t % W);
+        t /= W;
+        int iy = (int)(t % H);
+        size_t b = t / H;
+        dx[i] = dxp[((b * Hp + iy + pt) * Wp + ix + pl) * C + c];
+    }
+}
+
+/* ---- cuDNN plumbing ---- */
+
+/* The x and y descriptors for batch size n (host-only calls). */
+static mr_status set_batch(conv_priv *p, mr_backend *be, int n, mr_error *err) {
+    MR_CUDNN_TRY(be, err,
+                 cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, p->C,
+                                            p->cin_h, p->cin_w));
+    MR_CUDNN_TRY(be, err,
+                 cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, p->F,
+                                            p->g.out_h, p->g.out_w));
+    return MR_OK;
+}
+
+/* Index of the algorithm to use among cuDNN's n heuristic results (best
+ * first), or -1: the first that succeeded, fits the workspace limit and
+ * runs in FMA math, preferring a deterministic one. The heuristics list
+ * every math type's variants (cuDNN's _v7 documentation), and the
+ * convolution descriptor says CUDNN_FMA_MATH (no TF32, so the CPU and the
+ * GPU agree to float rounding): an entry of another math type would not
+ * be the algorithm that runs, so none is taken. */
+template <typename Perf> static int pick_algo(const Perf *perf, int n) {
+    int best = -1, best_rank = -1;
+    for (int i = 0; i < n; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > MR_CUDA_WORKSPACE_LIMIT ||
+            perf[i].mathType != CUDNN_FMA_MATH)
+            continue;
+        int rank = perf[i].determinism == CUDNN_DETERMINISTIC;
+        if (rank > best_rank) best = i, best_rank = rank;
+    }
+    return best;
+}
+
+static mr_status no_algo(const mr_layer *l, mr_backend *be, const char *what, int n,
+                         mr_error *err) {
+    return mr_error_set(err, MR_ERR_RUNTIME,
+                        "cuda:%d: [conv2d] %s: cuDNN offers no %s algorithm in FMA math within %zu "
+                        "MiB of workspace (batch %d)",
+                        be->ordinal, l->name, what, MR_CUDA_WORKSPACE_LIMIT >> 20, n);
+}
+
+/* Chooses a's algorithms for batch size n (leaves the descriptors at n). */
+static mr_status choose_algos(mr_layer *l, mr_backend *be, int n, conv_algos *a, mr_error *err) {
+    conv_priv *p = priv(l);
+    cudnnHandle_t h = mr_cuda(be)->cudnn;
+    MR_CHECK(set_batch(p, be, n, err));
+    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t bwd_data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int n_fwd = 0, n_data = 0, n_filter = 0;
+    MR_CUDNN_TRY(be, err,
+                 cudnnGetConvolutionForwardAlgorithm_v7(h, p->x_desc, p->w_desc, p->conv_desc,
+                                                        p->y_desc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                        &n_fwd, fwd));
+    MR_CUDNN_TRY(be, err,
+                 cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                     h, p->w_desc, p->y_desc, p->conv_desc, p->x_desc,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n_data, bwd_data));
+    MR_CUDNN_TRY(be, err,
+                 cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                     h, p->x_desc, p->y_desc, p->conv_desc, p->w_desc,
+                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n_filter, bwd_filter));
+    int i = pick_algo(fwd, n_fwd), j = pick_algo(bwd_data, n_data),
+        k = pick_algo(bwd_filter, n_filter);
+    if (i < 0) return no_algo(l, be, "forward", n, err);
+    if (j < 0) return no_algo(l, be, "backward-data", n, err);
+    if (k < 0) return no_algo(l, be, "backward-filter", n, err);
+    a->fwd = fwd[i].algo;
+    a->bwd_data = bwd_data[j].algo;
+    a->bwd_filter = bwd_filter[k].algo;
+    /* the heuristics' memory figures, and the workspace queries' own */
+    size_t ws[6] = {fwd[i].memory, bwd_data[j].memory, bwd_filter[k].memory, 0, 0, 0};
+    MR_CUDNN_TRY(be, err,
+                 cudnnGetConvolutionForwardWorkspaceSize(h, p->x_desc, p->w_desc, p->conv_desc,
+                                                         p->y_desc, a->fwd, &ws[3]));
+    MR_CUDNN_TRY(be, err,
+                 cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w_desc, p->y_desc, p->conv_desc,
+                                                              p->x_desc, a->bwd_data, &ws[4]));
+    MR_CUDNN_TRY(be, err,
+                 cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                     h, p->x_desc, p->y_desc, p->conv_desc, p->w_desc, a->bwd_filter, &ws[5]));
+    a->workspace = 0;
+    for (int q = 0; q < 6; q++)
+        if (ws[q] > a->workspace) a->workspace = ws[q];
+    a->batch = n;
+    return MR_OK;
+}
+
+/* The algorithms for batch size n, with the descriptors set to n, and the
+ * workspace they need. */
+static mr_status prepare(mr_layer *l, mr_backend *be, int n, const conv_algos **out, void **ws,
+                         mr_error *err) {
+    conv_priv *p = priv(l);
+    conv_algos *a = n == p->algos[0].batch ? &p->algos[0] : &p->algos[1];
+    if (a->batch == n)
+        MR_CHECK(set_batch(p, be, n, err));
+    else
+        MR_CHECK(choose_algos(l, be, n, a, err));
+    MR_CHECK(mr_cuda_workspace(be, a->workspace, ws, err));
+    *out = a;
+    return MR_OK;
+}
+
+/* p->wT = the kernel (HWIO) as KRSC */
+static mr_status kernel_to_krsc(mr_layer *l, mr_backend *be, mr_error *err) {
+    conv_priv *p = priv(l);
+    size_t n = (size_t)p->K * p->F;
+    to_krsc_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
+        mr_dfloat_cptr(l->w[0].data), p->wT, p->K, p->F);
+    mr_cuda_launched(be, err, "to_krsc_kernel");
+    return MR_OK;
+}
+
+/* The input cuDNN convolves: x itself, or x padded into xp (scratch). */
+static mr_status conv_input(conv_priv *p, mr_backend *be, int n, const float *x, float *xp,
+                            const float **in, mr_error *err) {
+    *in = x;
+    if (!p->explicit_pad) return MR_OK;
+    const mr_window *g = &p->g;
+    size_t total = (size_t)n * p->cin_h * p->cin_w * p->C;
+    pad_kernel<<<mr_cuda_blocks(total), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
+        x, xp, n, g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
+    mr_cuda_launched(be, err, "pad_kernel");
+    *in = xp;
+    return MR_OK;
+}
+
+/* ---- the layer's kernels ---- */
+
+static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
+    const mr_layer_cfg *c = l->cfg;
+    conv_priv *p = (conv_priv *)calloc(1, sizeof *p);
+    if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    l->priv = p;
+    MR_CHECK(mr_cuda_enter(be, err));
+    if (max_batch < 1) max_batch = 1;
+    const mr_window g = mr_window_make(l->in.d[0], l->in.d[1], c);
+    p->g = g;
+    p->C = l->in.d[2];
+    p->F = c->filters;
+    p->K = g.k_h * g.k_w * p->C;
+    /* Keras's total padding (conv_geometry.h); what is not before is after */
+    int ph = (g.out_h - 1) * g.s_h + g.k_h - g.in_h, pw = (g.out_w - 1) * g.s_w + g.k_w - g.in_w;
+    p->pad_b = (ph > 0 ? ph : 0) - g.pad_t;
+    p->pad_r = (pw > 0 ? pw : 0) - g.pad_l;
+    p->explicit_pad = p->pad_b != g.pad_t || p->pad_r != g.pad_l;
+    p->cin_h = p->explicit_pad ? g.in_h + g.pad_t + p->pad_b : g.in_h;
+    p->cin_w = p->explicit_pad ? g.in_w + g.pad_l + p->pad_r : g.in_w;
+    p->pad_floats = p->explicit_pad ? (size_t)max_batch * p->cin_h * p->cin_w * p->C : 0;
+    p->max_rows = max_batch * g.out_h * g.out_w;
+    /* scratch: xp, and dxp in backward */
+    l->scratch_floats = 2 * p->pad_floats;
+
+    MR_CUDNN_TRY(be, err, cudnnCreateTensorDescriptor(&p->x_desc));
+    MR_CUDNN_TRY(be, err, cudnnCreateTensorDescriptor(&p->y_desc));
+    MR_CUDNN_TRY(be, err, cudnnCreateFilterDescriptor(&p->w_desc));
+    MR_CUDNN_TRY(be, err, cudnnCreateConvolutionDescriptor(&p->conv_desc));
+    /* CUDNN_TENSOR_NHWC filter: dims given as (K, C, h, w), memory KRSC */
+    MR_CUDNN_TRY(be, err,
+                 cudnnSetFilter4dDescriptor(p->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, p->F,
+                                            p->C, g.k_h, g.k_w));
+    MR_CUDNN_TRY(be, err,
+                 cudnnSetConvolution2dDescriptor(p->conv_desc, p->explicit_pad ? 0 : g.pad_t,
+                                                 p->explicit_pad ? 0 : g.pad_l, g.s_h, g.s_w, 1, 1,
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    /* no TF32: the heuristics then rank FMA algorithms, and the calls run them */
+    MR_CUDNN_TRY(be, err, cudnnSetConvolutionMathType(p->conv_desc, CUDNN_FMA_MATH));
+
+    /* cuDNN's output shape must be Keras's (a broken geometry is a bug) */
+    MR_CHECK(set_batch(p, be, max_batch, err));
+    int on, oc, oh, ow;
+    MR_CUDNN_TRY(be, err,
+                 cudnnGetConvolution2dForwardOutputDim(p->conv_desc, p->x_desc, p->w_desc, &on, &oc,
+                                                       &oh, &ow));
+    if (on != max_batch || oc != p->F || oh != g.out_h || ow != g.out_w)
+        return mr_error_set(err, MR_ERR_RUNTIME,
+                            "cuda:%d: [conv2d] %s: cuDNN's output (%d, %d, %d, %d) is not "
+                            "Keras's (%d, %d, %d, %d)",
+                            be->ordinal, l->name, on, oh, ow, oc, max_batch, g.out_h, g.out_w,
+                            p->F);
+
+    /* wT and dwT, then the ones */
+    size_t kf = (size_t)p->K * p->F;
+    mr_dfloat *w2 = mr_backend_alloc_floats(be, 2 * kf);
+    mr_dfloat *ones = mr_backend_alloc_floats(be, (size_t)p->max_rows);
+    p->wT = w2 ? mr_dfloat_ptr(w2) : NULL;
+    p->ones = ones ? mr_dfloat_ptr(ones) : NULL;
+    if (p->wT == NULL || p->ones == NULL)
+        return mr_error_set(err, MR_ERR_NOMEM, "cuda:%d: out of memory for [conv2d] %s's kernel",
+                            be->ordinal, l->name);
+    p->dwT = p->wT + kf;
+    fill_kernel<<<mr_cuda_blocks((size_t)p->max_rows), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
+        p->ones, (size_t)p->max_rows, 1.0f);
+    mr_cuda_launched(be, err, "fill_kernel");
+
+    MR_CHECK(choose_algos(l, be, max_batch, &p->algos[0], err));
+    /* the workspace now, so a device too small for it fails here */
+    void *ws;
+    return mr_cuda_workspace(be, p->algos[0].workspace, &ws, err);
+}
+
+static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                              mr_dfloat *yd) {
+    if (batch == 0) return MR_OK; /* cuDNN takes no empty tensors */
+    mr_backend *be = run->be;
+    mr_error *err = run->err;
+    conv_priv *p = priv(l);
+    const conv_algos *a;
+    void *ws;
+    MR_CHECK(prepare(l, be, batch, &a, &ws, err));
+    MR_CHECK(kernel_to_krsc(l, be, err));
+    const float *in;
+    MR_CHECK(conv_input(p, be, batch, mr_dfloat_cptr(xd), mr_dfloat_ptr(run->scratch), &in, err));
+    float *y = mr_dfloat_ptr(yd);
+    const float one = 1.0f, zero = 0.0f;
+    /* y (batch, OH, OW, F) = x (*) kernel */
+    MR_CUDNN_TRY(be, err,
+                 cudnnConvolutionForward(mr_cuda(be)->cudnn, &one, p->x_desc, in, p->w_desc, p->wT,
+                                         p->conv_desc, a->fwd, ws, a->workspace, &zero, p->y_desc,
+                                         y));
+    /* y += bias, then the activation (activation_cuda.h) */
+    const int rows = batch * p->g.out_h * p->g.out_w;
+    const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
+    MR_CHECK(mr_cuda_bias_activation_forward(be, conv_act(l), y, bias, rows, p->F, err));
+    return MR_OK;
+}
+
+static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+                               const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+    if (batch == 0) return MR_OK;
+    mr_backend *be = run->be;
+    mr_error *err = run->err;
+    conv_priv *p = priv(l);
+    cudaStream_t s = mr_cuda(be)->stream;
+    const int64_t rows = (int64_t)batch * p->g.out_h * p->g.out_w;
+    float *dy = mr_dfloat_ptr(dyd);
+
+    /* dy becomes dL/dz through the activation */
+    MR_CHECK(
+        mr_cuda_activation_backward(be, conv_act(l), mr_dfloat_cptr(yd), dy, (int)rows, p->F, err));
+    /* db (1, F) += ones (1, rows) dy (rows, F) */
+    if (l->n_weights > 1)
+        MR_CHECK(mr_gemm(be, 0, 0, 1, p->F, (int)rows, 1.0f, mr_dfloat_cof(p->ones), (int)rows, dyd,
+                         p->F, 1.0f, l->w[1].grad, p->F, err));
+
+    const conv_algos *a;
+    void *ws;
+    MR_CHECK(prepare(l, be, batch, &a, &ws, err));
+    float *xp = mr_dfloat_ptr(run->scratch), *dxp = p->explicit_pad ? xp + p->pad_floats : NULL;
+    const float *in;
+    MR_CHECK(conv_input(p, be, batch, mr_dfloat_cptr(xd), xp, &in, err));
+    const float one = 1.0f, zero = 0.0f;
+    cudnnHandle_t h = mr_cuda(be)->cudnn;
+    /* dwT (F, K) = dL/dW in KRSC, then added into the HWIO gradient */
+    MR_CUDNN_TRY(be, err,
+                 cudnnConvolutionBackwardFilter(h, &one, p->x_desc, in, p->y_desc, dy, p->conv_desc,
+                                                a->bwd_filter, ws, a->workspace, &zero, p->w_desc,
+                                                p->dwT));
+    size_t kf = (size_t)p->K * p->F;
+    add_hwio_kernel<<<mr_cuda_blocks(kf), MR_CUDA_THREADS, 0, s>>>(
+        p->dwT, mr_dfloat_ptr(l->w[0].grad), p->K, p->F);
+    mr_cuda_launched(be, err, "add_hwio_kernel");
+    if (dxd == NULL) return MR_OK;
+
+    /* dx = dy (*)^T kernel; the kernel is transposed again, as the CPU
+     * reads the weights as they are now */
+    MR_CHECK(kernel_to_krsc(l, be, err));
+    float *dx = mr_dfloat_ptr(dxd);
+    MR_CUDNN_TRY(be, err,
+                 cudnnConvolutionBackwardData(h, &one, p->w_desc, p->wT, p->y_desc, dy,
+                                              p->conv_desc, a->bwd_data, ws, a->workspace, &zero,
+                                              p->x_desc, p->explicit_pad ? dxp : dx));
+    if (p->explicit_pad) {
+        const mr_window *g = &p->g;
+        size_t total = (size_t)batch * g->in_h * g->in_w * p->C;
+        crop_kernel<<<mr_cuda_blocks(total), MR_CUDA_THREADS, 0, s>>>(
+            dxp, dx, batch, g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
+        mr_cuda_launched(be, err, "crop_kernel");
+    }
+    return MR_OK;
+}
+
+static void conv_cuda_destroy(mr_layer *l, mr_backend *be) {
+    conv_priv *p = priv(l);
+    if (p == NULL) return;
+    if (p->x_desc) cudnnDestroyTensorDescriptor(p->x_desc);
+    if (p->y_desc) cudnnDestroyTensorDescriptor(p->y_desc);
+    if (p->w_desc) cudnnDestroyFilterDescriptor(p->w_desc);
+    if (p->conv_desc) cudnnDestroyConvolutionDescriptor(p->conv_desc);
+    mr_backend_free(be, p->wT); /* and dwT */
+    mr_backend_free(be, p->ones);
+    free(p);
+    l->priv = NULL;
+}
+
+const mr_layer_kernels mr_conv2d_cuda = {
+    .setup = conv_cuda_setup,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .destroy = conv_cuda_destroy,
+};

@@ -1,0 +1,22 @@
+/* kernels_cuda.c: the table of the CUDA kernels (models/kernels.h); each entry
+ * is defined in its .cu file (kernels_cuda.h). C, for the designated
+ * array initialisers. */
+#include "backends/cuda/kernels_cuda.h"
+
+const mr_kernels mr_cuda_kernels = {
+    .device = "gpu",
+    .layer =
+        {
+            [MR_LAYER_INPUT] = NULL,
+            [MR_LAYER_FLATTEN] = &mr_flatten_cuda,
+            [MR_LAYER_DENSE] = &mr_dense_cuda,
+            [MR_LAYER_ACTIVATION] = &mr_activation_cuda,
+            [MR_LAYER_CONV2D] = &mr_conv2d_cuda,
+            [MR_LAYER_MAXPOOL] = &mr_pool_cuda,
+            [MR_LAYER_AVGPOOL] = &mr_pool_cuda,
+            [MR_LAYER_DROPOUT] = &mr_dropout_cuda,
+            [MR_LAYER_BATCHNORM] = &mr_batchnorm_cuda,
+        },
+    .loss = &mr_loss_cuda,
+    .optimizer = &mr_optimizer_cuda,
+};

@@ -1,0 +1,49 @@
+/* kernels_cuda.h: the CUDA kernels of models/ (kernels.h): one table per
+ * layer kind, the loss and the optimizer, each in models/<name>_cuda.cu,
+ * gathered by kernels_cuda.c. Their tensors are device memory of a CUDA
+ * context (runtime/cuda_impl.h): a .cu file turns its mr_dfloat *
+ * arguments into float * (runtime/tensor_impl.h) for its kernels, queues
+ * everything on the context's compute stream and checks every call
+ * (MR_CUDA_TRY; a kernel launch by mr_cuda_launched). Per-element math
+ * comes from runtime/elementwise.h, shared with the CPU loops. Only
+ * kernels_cuda.c and the *_cuda.cu files include this header. */
+#ifndef MR_KERNELS_CUDA_H
+#define MR_KERNELS_CUDA_H
+
+#include "backends/cuda/cuda_impl.h"
+#include "runtime/hd.h"
+#include "runtime/dmem_impl.h"
+#include "models/kernels.h"
+
+MR_C_BEGIN
+
+extern const mr_layer_kernels mr_flatten_cuda;       /* flatten_cuda.cu */
+extern const mr_layer_kernels mr_dense_cuda;         /* dense_cuda.cu */
+extern const mr_layer_kernels mr_activation_cuda;    /* activation_cuda.cu */
+extern const mr_layer_kernels mr_conv2d_cuda;        /* conv2d_cuda.cu */
+extern const mr_layer_kernels mr_pool_cuda;          /* pool_cuda.cu: max and average */
+extern const mr_layer_kernels mr_dropout_cuda;       /* dropout_cuda.cu */
+extern const mr_layer_kernels mr_batchnorm_cuda;     /* batchnorm_cuda.cu */
+extern const mr_loss_kernels mr_loss_cuda;           /* loss_cuda.cu */
+extern const mr_optimizer_kernels mr_optimizer_cuda; /* optimizer_cuda.cu */
+
+/* Threads per block of the elementwise kernels, and the blocks of a
+ * grid-stride loop over n elements (capped: each thread then takes
+ * several elements, and a grid never exceeds the device's limit). */
+#define MR_CUDA_THREADS 256
+static inline unsigned mr_cuda_blocks(size_t n) {
+    size_t b = (n + MR_CUDA_THREADS - 1) / MR_CUDA_THREADS;
+    return b == 0 ? 1u : b > 65536 ? 65536u : (unsigned)b;
+}
+
+/* After a kernel launch: the launch's own error (bad configuration), or
+ * MR_OK. Errors during the kernel surface at the next synchronising call. */
+#define mr_cuda_launched(be, err, what)                                                            \
+    do {                                                                                           \
+        cudaError_t mr_e_ = cudaGetLastError();                                                    \
+        if (mr_e_ != cudaSuccess) return mr_cuda_fail((be), (err), mr_e_, (what));                 \
+    } while (0)
+
+MR_C_END
+
+#endif

@@ -1,0 +1,59 @@
+/* loss_cuda.cu: the losses on a GPU (loss.h's contract; loss_cpu.c is the
+ * reference): cross-entropy from logits (fused softmax, through
+ * log-sum-exp) or from probabilities (clipped as Keras does), mean squared
+ * error. One thread per row computes the row's loss (in double where the
+ * CPU does), its hit (argmax, first maximum wins) and its dy; the rows go
+ * to the host, which sums them in row order as the CPU loop does, so the
+ * sums repeat bitwise and need no atomics.
+ * Relies on: kernels_cuda.h, cuda_impl.h (mr_cuda_labels, mr_cuda_rows,
+ * mr_cuda_wait). */
+#include "backends/cuda/kernels_cuda.h"
+#include "models/loss_row.h"
+
+/* out (batch, k), labels (batch) -> loss[i], hit[i] (doubles) and, when
+ * dy is not NULL, dy (batch, k): loss_row.h, the CPU's code */
+__global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax,
+                                   const float *__restrict__ out,
+                                   const int32_t *__restrict__ labels, int batch, int k, float inv,
+                                   float *__restrict__ dy, double *__restrict__ loss,
+                                   double *__restrict__ hit) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < batch; i += gridDim.x * blockDim.x) {
+        const float *z = out + (int64_t)i * k;
+        hit[i] = mr_argmax_row(z, k) == labels[i] ? 1.0 : 0.0;
+        loss[i] =
+            mr_loss_row(kind, fused_softmax, z, labels[i], k, inv, dy ? dy + (int64_t)i * k : NULL);
+    }
+}
+
+static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                           const mr_dfloat *out, const int32_t *labels, int batch, int k,
+                           float norm, mr_dfloat *dy, double *loss_sum, int64_t *correct,
+                           mr_error *err) {
+    if (batch == 0) return MR_OK;
+    cudaStream_t s = mr_cuda(be)->stream;
+    const int32_t *dlabels;
+    double *rows, *host;
+    MR_CHECK(mr_cuda_labels(be, labels, batch, &dlabels, err));
+    /* rows: batch losses, then batch hits */
+    MR_CHECK(mr_cuda_rows(be, 2 * (size_t)batch, &rows, &host, err));
+    loss_kernel<<<mr_cuda_blocks((size_t)batch), MR_CUDA_THREADS, 0, s>>>(
+        kind, fused_softmax, mr_dfloat_cptr(out), dlabels, batch, k, 1.0f / norm,
+        dy ? mr_dfloat_ptr(dy) : NULL, rows, rows + batch);
+    mr_cuda_launched(be, err, "loss_kernel");
+    MR_CUDA_TRY(
+        be, err,
+        cudaMemcpyAsync(host, rows, sizeof(double) * 2 * (size_t)batch, cudaMemcpyDeviceToHost, s));
+    MR_CHECK(mr_cuda_wait(be, "the loss's sums", err));
+    /* in row order, as loss_cpu.c: the same sum bit for bit */
+    double total = 0.0;
+    int64_t right = 0;
+    for (int i = 0; i < batch; i++) {
+        total += host[i];
+        right += host[batch + i] != 0.0;
+    }
+    *loss_sum += total;
+    *correct += right;
+    return MR_OK;
+}
+
+const mr_loss_kernels mr_loss_cuda = {.compute = cuda_loss};

@@ -1,0 +1,369 @@
+/* test_checkpoints.c: checkpoints as a user runs them: a run resumed from
+ * a checkpoint ends bitwise as the uninterrupted one (1 and 2 replicas, and
+ * under mpirun -np 2, where one process alone creates the files),
+ * mirrored_eval reports what training reported, the file has Keras's
+ * layout for h5py, and every bad checkpoint or unwritable place fails with
+ * one line, the right exit status and the old files untouched. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include "runtime/h5file.h"
+#include "tests/testutil.h"
+
+static char train_exe[4096], eval_exe[4096], dir[4096];
+
+/* A small CNN with BN and dropout: every kind of state a resume restores. */
+static const char *model_cfg =
+    "[net]\nglobal_batch=16\nepochs=2\nvalidation_split=0.2\nseed=3\ncheckpoint=ck/run.h5\n"
+    "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\ntest_images=x.npy\ntest_labels=y.npy\n"
+    "scale=1/255\n"
+    "[input]\nshape=8,8,1\n[conv2d]\nfilters=4\nsize=3\n[batchnorm]\n[activation]\n"
+    "activation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+    "[dropout]\nrate=0.3\n[dense]\nunits=4\nactivation=softmax\n";
+/* 320 training examples / 16 = 20 updates an epoch */
+#define FIRST "ck/run-step000000020.h5"
+
+static void setup(void) {
+    char *p = tu_build_path("launch/mirrored_train");
+    snprintf(train_exe, sizeof train_exe, "%s", p);
+    free(p);
+    p = tu_build_path("launch/mirrored_eval");
+    snprintf(eval_exe, sizeof eval_exe, "%s", p);
+    free(p);
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir());
+    tu_write_image_data(dir, "x.npy", "y.npy", 400, 4);
+    free(tu_write_text(dir, "m.cfg", model_cfg));
+}
+
+/* Runs `cmd` in dir (prefix $T: mirrored_train, $E: mirrored_eval). */
+static int run(const char *cmd, char **out) {
+    char full[40000];
+    snprintf(full, sizeof full,
+             "cd %s && T=%s E=%s OMPI_ALLOW_RUN_AS_ROOT=1 "
+             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c '%s'",
+             dir, train_exe, eval_exe, cmd);
+    return tu_run(full, out);
+}
+
+static void run_ok(const char *cmd) {
+    char *out;
+    int rc = run(cmd, &out);
+    ck_assert_msg(rc == 0, "'%s' exited %d: %s", cmd, rc, out);
+    free(out);
+}
+
+static char *read_in_dir(const char *name) {
+    return tu_read_in(dir, name);
+}
+
+/* The --metrics CSV without the timing columns (samples/s, seconds). */
+static char *metrics(const char *name) {
+    char *csv = read_in_dir(name);
+    ck_assert_msg(csv != NULL, "%s missing", name);
+    char *out = csv;
+    for (char *line = csv; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char *cut = line + len;
+        for (int k = 0; k < 2 && cut > line; k++)
+            for (cut--; cut > line && *cut != ','; cut--)
+                ;
+        memmove(out, line, (size_t)(cut - line));
+        out += cut - line;
+        *out++ = '\n';
+        line = end ? end + 1 : line + len;
+    }
+    *out = '\0';
+    return csv;
+}
+
+static void same_run(const char *json_a, const char *csv_a, const char *json_b, const char *csv_b) {
+    char a[17], b[17];
+    tu_params_hash(dir, json_a, a);
+    tu_params_hash(dir, json_b, b);
+    ck_assert_msg(strcmp(a, b) == 0, "weights differ: %s %s, %s %s", json_a, a, json_b, b);
+    char *ma = metrics(csv_a), *mb = metrics(csv_b);
+    ck_assert_msg(strcmp(ma, mb) == 0, "metrics differ:\n%s\n%s", ma, mb);
+    free(ma), free(mb);
+}
+
+static void resume_with(const char *launcher, const char *devices) {
+    char cmd[4096];
+    run_ok("rm -rf ck");
+    snprintf(cmd, sizeof cmd, "%s $T m.cfg %s --quiet --json full.json --metrics full.csv",
+             launcher, devices);
+    run_ok(cmd);
+    /* from the checkpoint after epoch 1 of 2 */
+    snprintf(cmd, sizeof cmd,
+             "%s $T m.cfg %s --quiet --resume " FIRST " --json res.json --metrics res.csv",
+             launcher, devices);
+    run_ok(cmd);
+    same_run("full.json", "full.csv", "res.json", "res.csv");
+}
+
+START_TEST(resume_is_bitwise) {
+    resume_with("", "--devices cpu");
+    resume_with("", "--devices cpu:2");
+    /* --resume auto takes the newest: the end of epoch 2, nothing left to train */
+    run_ok("$T m.cfg --devices cpu:2 --quiet --resume auto --json auto.json --metrics auto.csv");
+    same_run("full.json", "full.csv", "auto.json", "auto.csv");
+}
+END_TEST
+
+/* Under mpirun one process writes: watch the folder for every file made. */
+START_TEST(resume_under_mpirun_one_writer) {
+    run_ok("rm -rf ck && mkdir ck");
+    char ckdir[8192];
+    snprintf(ckdir, sizeof ckdir, "%s/ck", dir);
+    int fd = inotify_init1(IN_NONBLOCK);
+    ck_assert(fd >= 0);
+    ck_assert(inotify_add_watch(fd, ckdir, IN_CREATE) >= 0);
+    run_ok("mpirun -q -np 2 $T m.cfg --quiet --json full.json --metrics full.csv");
+    char buf[65536], first_pid[32] = "";
+    int creates = 0, writers_differ = 0;
+    ssize_t len;
+    while ((len = read(fd, buf, sizeof buf)) > 0)
+        for (char *p = buf; p < buf + len;) {
+            struct inotify_event *e = (struct inotify_event *)p;
+            const char *tmp = e->len ? strstr(e->name, ".tmp.") : NULL;
+            if (tmp != NULL) { /* "run-stepN.h5.tmp.<pid>": one per file written */
+                creates++;
+                if (first_pid[0] == '\0')
+                    snprintf(first_pid, sizeof first_pid, "%s", tmp + 5);
+                else if (strcmp(first_pid, tmp + 5) != 0)
+                    writers_differ = 1;
+            }
+            p += sizeof *e + e->len;
+        }
+    close(fd);
+    /* two checkpoints (after each epoch), by one process; the probe of the
+     * folder before training is a third file of the same process */
+    ck_assert_msg(creates == 3 && !writers_differ, "%d files created, by %s process", creates,
+                  writers_differ ? "more than one" : "one");
+    run_ok("mpirun -q -np 2 $T m.cfg --quiet --resume " FIRST " --json res.json --metrics res.csv");
+    same_run("full.json", "full.csv", "res.json", "res.csv");
+}
+END_TEST
+
+START_TEST(eval_reports_what_training_did) {
+    char *out;
+    int rc = run("$T m.cfg --devices cpu:2 --save model.h5", &out);
+    ck_assert_msg(rc == 0, "%s", out);
+    char *line = strstr(out, "Test loss: ");
+    ck_assert_ptr_nonnull(line);
+    char want[64];
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(line, "\n"), line);
+    free(out);
+    /* another device count */
+    rc = run("$E model.h5 --devices cpu --batch 7 --json e.json", &out);
+    ck_assert_msg(rc == 0 && strstr(out, want) && strstr(out, "confusion matrix"), "want %s: %s",
+                  want, out);
+    free(out);
+    char *j = read_in_dir("e.json");
+    ck_assert_msg(j && strstr(j, "\"test_accuracy\"") && strstr(j, "\"per_class\"") &&
+                      strstr(j, "\"confusion\""),
+                  "%s", j);
+    free(j);
+    /* the layout h5py and Keras read (skips only without python3-h5py) */
+    char cmd[8192], *script = tu_source_path("tests/h5_layout.py");
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s model.h5 conv2d:Conv2D:3x3x1x4\\;4 "
+             "batch_normalization:BatchNormalization:4\\;4\\;4\\;4 activation:Activation "
+             "max_pooling2d:MaxPooling2D flatten:Flatten dense:Dense:36x16\\;16 "
+             "dropout:Dropout dense_1:Dense:16x4\\;4",
+             script);
+    free(script);
+    rc = run(cmd, &out);
+    printf("%s", out);
+    ck_assert_msg(rc == 0 || (rc == 77 && strstr(out, "SKIPPED")), "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* A failure: exit `code`, one line with both strings, no output files. */
+static void expect_fail(const char *cmd, int code, const char *want1, const char *want2) {
+    run_ok("rm -f out.csv out.json");
+    char *out;
+    int rc = run(cmd, &out);
+    const char *nl = strchr(out, '\n');
+    ck_assert_msg(rc == code && nl && nl[1] == '\0' && strstr(out, want1) && strstr(out, want2),
+                  "'%s': exit %d, want %d '%s' '%s': %s", cmd, rc, code, want1, want2, out);
+    free(out);
+    char *f = read_in_dir("out.csv");
+    ck_assert_msg(f == NULL, "'%s' left a metrics file", cmd);
+}
+
+START_TEST(bad_checkpoints) {
+    run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet --save good.h5");
+    const char *use = "--metrics out.csv --json out.json --quiet";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "$T m.cfg --resume missing.h5 %s", use);
+    expect_fail(cmd, 2, "missing.h5: cannot open", "No such file");
+    free(tu_write_text(dir, "text.h5", "not HDF5\n"));
+    snprintf(cmd, sizeof cmd, "$T m.cfg --resume text.h5 %s", use);
+    expect_fail(cmd, 2, "text.h5", "not a readable HDF5 file");
+    run_ok("head -c 3000 good.h5 > cut.h5");
+    snprintf(cmd, sizeof cmd, "$T m.cfg --resume cut.h5 %s", use);
+    expect_fail(cmd, 2, "cut.h5", "");
+    expect_fail("$E cut.h5", 2, "cut.h5", "");
+    expect_fail("$E text.h5", 2, "text.h5", "not a readable HDF5 file");
+    /* HDF5, but not ours: named, with what to do */
+    mr_h5 h;
+    mr_error err = {0};
+    char p[8192];
+    snprintf(p, sizeof p, "%s/plain.h5", dir);
+    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+    snprintf(cmd, sizeof cmd, "$T m.cfg --resume plain.h5 %s", use);
+    expect_fail(cmd, 2, "plain.h5", "no /mirrored group");
+    expect_fail("$E plain.h5", 2, "plain.h5", "--cfg");
+    expect_fail("$E plain.h5 --cfg m.cfg", 2, "plain.h5", "no group /model_weights");
+    /* another model's checkpoint */
+    free(tu_write_text(dir, "other.cfg",
+                       "[net]\nglobal_batch=16\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
+    snprintf(cmd, sizeof cmd, "$T other.cfg --resume good.h5 %s", use);
+    expect_fail(cmd, 2, "good.h5", "another model");
+    /* weights of the right layers but other shapes (Dense 16 -> 8) */
+    free(tu_write_text(dir, "wide.cfg",
+                       "[net]\nglobal_batch=16\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                       "[input]\nshape=8,8,1\n[conv2d]\nfilters=4\nsize=3\n[batchnorm]\n"
+                       "[activation]\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\n"
+                       "units=8\nactivation=relu\n[dropout]\nrate=0.3\n[dense]\nunits=4\n"
+                       "activation=softmax\n"));
+    snprintf(cmd, sizeof cmd, "$T wide.cfg --init-weights good.h5 %s", use);
+    expect_fail(cmd, 2, "/model_weights/dense/sequential/dense/kernel", "(36, 16)");
+}
+END_TEST
+
+START_TEST(unwritable_places) {
+    /* a checkpoint folder that cannot be made: refused before training */
+    free(tu_write_text(dir, "afile", "x"));
+    char text[4096];
+    const char *c = strstr(model_cfg, "checkpoint=ck/run.h5");
+    snprintf(text, sizeof text, "%.*scheckpoint=afile/r.h5%s", (int)(c - model_cfg), model_cfg,
+             c + strlen("checkpoint=ck/run.h5"));
+    free(tu_write_text(dir, "bad_ck.cfg", text));
+    expect_fail("$T bad_ck.cfg --metrics out.csv", 2, "[net] checkpoint afile/", "");
+    expect_fail("$T m.cfg --save nowhere/m.h5 --metrics out.csv", 2, "--save nowhere/m.h5",
+                "cannot write");
+    /* a full disk while saving (a file size limit): exit 1, the old file whole */
+    run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet --save keep.h5 && cp keep.h5 before.h5");
+    char *out;
+    int rc = run("trap \"\" XFSZ; ulimit -f 8; exec $T m.cfg --epochs 1 --quiet --save keep.h5 "
+                 "--metrics out.csv",
+                 &out);
+    ck_assert_msg(rc == 1 && (strstr(out, "keep.h5") || strstr(out, "ck/run")), "exit %d: %s", rc,
+                  out);
+    free(out);
+    ck_assert_int_eq(run("cmp keep.h5 before.h5 && ! ls | grep -q tmp", NULL), 0);
+}
+END_TEST
+
+/* Another replica count: weights and optimizer restored, training goes on
+ * from the same example, and the run says what changed. */
+START_TEST(resume_with_other_replicas) {
+    run_ok("rm -rf ck && $T m.cfg --devices cpu:2 --epochs 1 --quiet");
+    char *out;
+    int rc = run("$T m.cfg --devices cpu --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Resuming from " FIRST) &&
+                      strstr(out, "It was trained with 2 replicas") && strstr(out, "Epoch 2/2") &&
+                      !strstr(out, "Epoch 1/2"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* --write-data: the preprocessed examples, which train to the same bits. */
+START_TEST(write_data_trains_the_same) {
+    char *out;
+    int rc = run("$T m.cfg --write-data pre.h5", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "train_images = pre.h5:/train_images"), "%s", out);
+    free(out);
+    free(tu_write_text(dir, "pre.cfg",
+                       "[net]\nglobal_batch=16\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                       "[data]\ntrain_images=pre.h5:/train_images\n"
+                       "train_labels=pre.h5:/train_labels\ntest_images=pre.h5:/test_images\n"
+                       "test_labels=pre.h5:/test_labels\nscale=1\n"
+                       "[input]\nshape=8,8,1\n[conv2d]\nfilters=4\nsize=3\n[batchnorm]\n"
+                       "[activation]\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\n"
+                       "units=16\nactivation=relu\n[dropout]\nrate=0.3\n[dense]\nunits=4\n"
+                       "activation=softmax\n"));
+    run_ok("rm -rf ck && $T m.cfg --devices cpu:2 --quiet --json raw.json --metrics raw.csv");
+    run_ok("$T pre.cfg --devices cpu:2 --quiet --json pre.json --metrics pre.csv");
+    same_run("raw.json", "raw.csv", "pre.json", "pre.csv");
+}
+END_TEST
+
+/* --log: one JSON object per update with the fields the issue names. */
+START_TEST(step_log) {
+    run_ok("rm -rf ck && $T m.cfg --quiet --log steps.jsonl");
+    char *log = read_in_dir("steps.jsonl");
+    ck_assert_ptr_nonnull(log);
+    int lines = 0;
+    for (char *p = log; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    ck_assert_int_eq(lines, 40); /* 2 epochs of 20 updates */
+    const char *keys[] = {"{\"step\": 1, \"epoch\": 0, \"loss\": ",
+                          "\"learning_rate\": 0.001",
+                          "\"step_seconds\": ",
+                          "\"compute_seconds\": ",
+                          "\"comm_seconds\": ",
+                          "\"data_seconds\": ",
+                          "\"device\": \"cpu\"}",
+                          "{\"step\": 40, \"epoch\": 1,"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(strstr(log, keys[i]) != NULL, "no %s in %s", keys[i], log);
+    free(log);
+}
+END_TEST
+
+/* --init-weights: training starts from the file's weights. */
+START_TEST(init_weights) {
+    run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet --save start.h5 --metrics a.csv");
+    char *out;
+    int rc = run("$T m.cfg --epochs 1 --init-weights start.h5 --metrics b.csv", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Weights from start.h5"), "%s", out);
+    free(out);
+    /* the first epoch from trained weights has a lower loss than from scratch */
+    char *a = read_in_dir("a.csv"), *b = read_in_dir("b.csv");
+    double la = atof(strchr(strchr(strchr(a, '\n') + 1, ',') + 1, ',') + 1);
+    double lb = atof(strchr(strchr(strchr(b, '\n') + 1, ',') + 1, ',') + 1);
+    ck_assert_msg(lb < 0.9 * la, "loss from the file %g, from scratch %g", lb, la);
+    free(a), free(b);
+    expect_fail("$T m.cfg --init-weights start.h5 --resume start.h5", 2, "--resume",
+                "--init-weights");
+}
+END_TEST
+
+START_TEST(augment_error_names_its_line) {
+    free(tu_write_text(dir, "aug.cfg",
+                       "[net]\nbatch=8\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                       "[augment]\nflip=1\n[input]\nshape=64\n[dense]\nunits=4\n"));
+    expect_fail("$T aug.cfg --metrics out.csv", 2, "aug.cfg:6: [augment]", "H,W,C");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("checkpoints");
+    TCase *tc = tcase_create("checkpoints");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, resume_is_bitwise);
+    tcase_add_test(tc, resume_under_mpirun_one_writer);
+    tcase_add_test(tc, eval_reports_what_training_did);
+    tcase_add_test(tc, bad_checkpoints);
+    tcase_add_test(tc, unwritable_places);
+    tcase_add_test(tc, resume_with_other_replicas);
+    tcase_add_test(tc, write_data_trains_the_same);
+    tcase_add_test(tc, step_log);
+    tcase_add_test(tc, init_weights);
+    tcase_add_test(tc, augment_error_names_its_line);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
