@@ -22,7 +22,9 @@
  *     every build and must agree bit for bit. A self-test perturbs results
  *     to show that the comparison reports a difference just above its
  *     bound and passes one below it.
- *   "cuda": every visible GPU (mr_gpu_discover). With none, the run prints
+ *   KIND (a device kind of the build's table, backends/backends.h, with
+ *     devices of its own: "gpu"): each of its visible devices, meson test
+ *     conformance_cuda. With none, the run prints
  *     "SKIP: no GPU: <reason>" and exits 77 (meson's SKIP). The CUDA
  *     runtime does not survive fork() once initialised (discovery does),
  *     so these tests run without Check's fork.
@@ -82,7 +84,9 @@ static double tol_for(double k) {
 }
 
 /* Set by main: the GPUs (argument "cuda") or the CPU copy-mode context. */
-static int use_cuda;
+/* The device kind under test (its name the argument), or NULL: the CPU
+ * context that copies. */
+static const mr_backend_kind *dut_kind;
 
 /* One test's pair of contexts and what its comparisons found. */
 typedef struct cf {
@@ -172,20 +176,19 @@ static void cf_check_int(cf *h, const char *what, int64_t dut, int64_t ref) {
         cf_fail(h, "%s: %lld vs %lld (must be equal)", what, (long long)dut, (long long)ref);
 }
 
-/* The reference CPU context and context `target` under test (GPU ordinal
- * with "cuda"; else a CPU context with host_memory cleared). 0 on failure
+/* The reference CPU context and context `target` under test (a device of
+ * dut_kind; else a CPU context with host_memory cleared). 0 on failure
  * (recorded). */
 static int cf_begin(cf *h, int target) {
     memset(h, 0, sizeof *h);
     snprintf(h->tag, sizeof h->tag, "contexts");
     mr_error err = {0};
     if (!cf_ok(h, 0, mr_backend_create(mr_backend_kind_cpu(), 0, &h->ref, &err), &err, "create")) return 0;
-    if (use_cuda) {
-        const mr_gpu_list *g = tu_gpus();
-        snprintf(h->dev, sizeof h->dev, "cuda:%d (%s)", target,
+    if (dut_kind != NULL) {
+        const mr_gpu_list *g = mr_backend_kind_devices(dut_kind);
+        snprintf(h->dev, sizeof h->dev, "%s:%d (%s)", dut_kind->name, target,
                  target < g->count ? g->gpu[target].name : "?");
-        return cf_ok(h, 1, mr_backend_create(mr_backend_kind_find("gpu"), target, &h->dut, &err), &err,
-                     "create");
+        return cf_ok(h, 1, mr_backend_create(dut_kind, target, &h->dut, &err), &err, "create");
     }
     snprintf(h->dev, sizeof h->dev, "cpu:0 (host_memory cleared)");
     if (!cf_ok(h, 1, mr_backend_create(mr_backend_kind_cpu(), 0, &h->dut, &err), &err, "create")) return 0;
@@ -919,23 +922,25 @@ END_TEST
 
 int main(int argc, char **argv) {
     int targets = 1;
-    if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
-        const mr_gpu_list *g = tu_gpus();
+    if (argc > 1) {
+        dut_kind = mr_backend_kind_find(argv[1]);
+        if (dut_kind == NULL || dut_kind->discover == NULL) {
+            fprintf(stderr, "usage: %s [KIND]: KIND a device kind of this build with devices "
+                    "of its own (not '%s')\n", argv[0], argv[1]);
+            return 2;
+        }
+        const mr_gpu_list *g = mr_backend_kind_devices(dut_kind);
         if (g->count == 0) {
             printf("SKIP: no GPU: %s\n", g->reason[0] ? g->reason : "none visible");
             return 77; /* meson's SKIP */
         }
-        use_cuda = 1;
         targets = g->count;
         for (int i = 0; i < g->count; i++)
-            printf("conformance: testing cuda:%d: %s (compute capability %d.%d)\n", i,
-                   g->gpu[i].name, g->gpu[i].cc_major, g->gpu[i].cc_minor);
+            printf("conformance: testing %s:%d: %s (compute capability %d.%d)\n", dut_kind->name,
+                   i, g->gpu[i].name, g->gpu[i].cc_major, g->gpu[i].cc_minor);
         /* discovery initialised the CUDA runtime, which a forked child
          * cannot use: run the tests in this process */
         setenv("CK_FORK", "no", 1);
-    } else if (argc > 1) {
-        fprintf(stderr, "usage: %s [cuda]\n", argv[0]);
-        return 2;
     }
     Suite *s = suite_create("conformance");
     TCase *tc = tcase_create("conformance");
@@ -949,7 +954,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, batchnorm, 0, targets);
     tcase_add_loop_test(tc, loss, 0, targets);
     tcase_add_loop_test(tc, optimizer, 0, targets);
-    if (!use_cuda) tcase_add_test(tc, harness_reports_differences);
+    if (dut_kind == NULL) tcase_add_test(tc, harness_reports_differences);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
