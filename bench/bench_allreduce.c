@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/clock.h"
 #include "collectives/job.h"
 
 typedef struct worker {
@@ -30,19 +31,14 @@ typedef struct worker {
     mr_error err;
 } worker;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void *run(void *arg) {
     worker *w = arg;
     w->st = mr_comm_barrier(w->c, w->rank, &w->err);
-    double t0 = now_s();
+    double t0 = mr_now_s();
     for (int r = 0; r < w->reps && w->st == MR_OK; r++)
         w->st = mr_comm_allreduce_sum(w->c, w->rank, w->buf, w->n, &w->err);
-    w->seconds = now_s() - t0;
+    w->seconds = mr_now_s() - t0;
     return NULL;
 }
 

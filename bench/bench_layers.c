@@ -11,16 +11,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/clock.h"
 #include "backends/backends.h"
 #include "models/conv_geometry.h"
 #include "models/model.h"
 #include "runtime/rng.h"
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -33,9 +29,9 @@ static double sgemm_gflops(void) {
           *c = calloc((size_t)n * n, 4);
     double t[5];
     for (int k = 0; k < 5; k++) {
-        double t0 = now_s();
+        double t0 = mr_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-        t[k] = now_s() - t0;
+        t[k] = mr_now_s() - t0;
     }
     qsort(t, 5, sizeof t[0], cmp);
     free(a), free(b), free(c);
@@ -95,14 +91,14 @@ int main(int argc, char **argv) {
         if (dy_host == NULL) dy_host = stage = malloc(sizeof(float) * ny);
         double tf[9], tb[9];
         for (int k = 0; k < 9; k++) {
-            double t0 = now_s();
+            double t0 = mr_now_s();
             mr_status st = mr_layer_forward(l, &m.run, B, x, m.acts[i]);
-            tf[k] = now_s() - t0;
+            tf[k] = mr_now_s() - t0;
             mr_rng_uniform(2, 51, (uint32_t)k, 0, -1.0f, 1.0f, dy_host, ny);
             if (st == MR_OK) st = mr_backend_write(be, dy, dy_host, (size_t)ny, &err);
-            t0 = now_s();
+            t0 = mr_now_s();
             if (st == MR_OK) st = mr_layer_backward(l, &m.run, B, x, m.acts[i], dy, dx);
-            tb[k] = now_s() - t0;
+            tb[k] = mr_now_s() - t0;
             if (st != MR_OK) {
                 fprintf(stderr, "bench_layers: %s: %s\n", l->name, err.msg);
                 return 1;

@@ -9,11 +9,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "runtime/clock.h"
+
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -50,11 +47,11 @@ int main(int argc, char **argv) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c,
                     N);
         for (int t = 0; t < 7; t++) {
-            double t0 = now_s();
+            double t0 = mr_now_s();
             for (int r = 0; r < reps; r++)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N,
                             0.0f, c, N);
-            times[t] = (now_s() - t0) / reps;
+            times[t] = (mr_now_s() - t0) / reps;
         }
         qsort(times, 7, sizeof times[0], cmp);
         printf("%d %d %d %.1f\n", M, N, K, flops / times[3] / 1e9);

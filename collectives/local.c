@@ -20,6 +20,7 @@
  * written: fashion_cnn.cfg's 54,410 gradients took about 20 us a step to
  * pull and take none extra to push (README, "Weak scaling"). */
 #include "collectives/local.h"
+#include "runtime/clock.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -42,11 +43,6 @@ typedef struct local_comm {
     int first;                          /* job-wide number of rank 0, for messages */
 } local_comm;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static inline void cpu_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -82,7 +78,7 @@ static mr_status barrier(local_comm *lc, int rank, const char *what, mr_error *e
         }
         if (atomic_load_explicit(&lc->aborted_by, memory_order_acquire) >= 0)
             return aborted(lc, what, err);
-        t = now_s();
+        t = mr_now_s();
         if (start == 0.0) start = t;
         if (t - start < lc->yield_s) {
             sched_yield();

@@ -1,16 +1,11 @@
 /* mpi_impl.c: timed polling waits on MPI requests (mpi_impl.h). */
 #include "collectives/mpi_impl.h"
+#include "runtime/clock.h"
 
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-double mr_mpi_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 mr_status mr_mpi_check(int rc, const char *call, mr_error *err) {
     if (rc == MPI_SUCCESS) return MR_OK;
@@ -33,7 +28,7 @@ mr_status mr_mpi_wait(MPI_Request *reqs, int n, const int *peers, double timeout
             mr_mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall", err));
         if (done) return MR_OK;
         if (!yield && polls < SPIN_POLLS) continue;
-        double t = mr_mpi_now();
+        double t = mr_now_s();
         if (start == 0.0) start = t;
         if (t - start <= timeout_s) {
             sched_yield();

@@ -12,8 +12,6 @@
 
 #include "runtime/error.h"
 
-/* Seconds on a monotonic clock. */
-double mr_mpi_now(void);
 
 /* Turns an MPI return code into an MR_ERR_RUNTIME naming the call. */
 mr_status mr_mpi_check(int rc, const char *call, mr_error *err);

@@ -28,6 +28,7 @@
 #include "collectives/hierarchical.h"
 #include "collectives/job.h"
 #include "models/model.h"
+#include "runtime/hash.h"
 #include "runtime/dataset.h"
 #include "strategies/devices.h"
 #include "strategies/strategy.h"
@@ -171,16 +172,14 @@ static mr_status hash_floats(const mr_model *m, const mr_dfloat *p, int64_t n, u
         int64_t k = n - i < step ? n - i : step;
         const float *host;
         MR_CHECK(mr_model_read(m, mr_dfloat_at_c(p, i), (size_t)k, &host, err));
-        const unsigned char *b = (const unsigned char *)host;
-        for (size_t j = 0; j < sizeof(float) * (size_t)k; j++)
-            *h = (*h ^ b[j]) * 0x100000001B3ull;
+        *h = mr_fnv1a(host, sizeof(float) * (size_t)k, *h);
     }
     return MR_OK;
 }
 
 /* FNV-1a of the final weights and state: two runs are bitwise identical iff equal. */
 static mr_status params_hash(const mr_model *m, uint64_t *h, mr_error *err) {
-    *h = 0xCBF29CE484222325ull;
+    *h = MR_FNV1A_INIT;
     MR_CHECK(hash_floats(m, m->params, m->n_params, h, err));
     if (m->state) MR_CHECK(hash_floats(m, m->state, m->n_state, h, err));
     return MR_OK;
@@ -461,12 +460,6 @@ static mr_status write_data(const char *path, const mr_config *cfg, const mr_dat
     return MR_OK;
 }
 
-static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001B3ull;
-    return h;
-}
 
 /* Every process must train the same model with the same settings (a .cfg
  * edited while mpirun started the processes, or different files on two
@@ -484,10 +477,10 @@ static mr_status check_same_job(const cli *c, mr_job *job, const mr_config *cfg,
         char path[240];
     } mine = {0}, *all = calloc((size_t)job->size, sizeof mine);
     if (all == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    mine.text = fnv1a(cfg->text, strlen(cfg->text), 0xCBF29CE484222325ull);
+    mine.text = mr_fnv1a(cfg->text, strlen(cfg->text), MR_FNV1A_INIT);
     long long settings[] = {cfg->net.epochs, cfg->net.seed, opts->check_sync,
                             (long long)opts->bucket_floats};
-    mine.settings = fnv1a(settings, sizeof settings, 0xCBF29CE484222325ull);
+    mine.settings = mr_fnv1a(settings, sizeof settings, MR_FNV1A_INIT);
     snprintf(mine.path, sizeof mine.path, "%s", c->cfg_path);
     mr_status st = mr_job_allgather(job, &mine, sizeof mine, all, err);
     for (int p = 1; st == MR_OK && p < job->size; p++) {

@@ -1,15 +1,11 @@
 /* progress.c: see progress.h. */
 #include "launch/progress.h"
+#include "runtime/clock.h"
 
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void mr_progress_init(mr_progress *p, FILE *out, int quiet, int epochs, FILE *csv) {
     memset(p, 0, sizeof *p);
@@ -33,7 +29,7 @@ static void format_time(double s, char *buf, size_t n) {
 static void begin_epoch(mr_progress *p, int epoch) {
     if (p->current_epoch == epoch) return;
     p->current_epoch = epoch;
-    p->epoch_start = now_s();
+    p->epoch_start = mr_now_s();
     p->last_draw = 0.0;
     if (!p->quiet && p->tty) fprintf(p->out, "Epoch %d/%d\n", epoch + 1, p->epochs);
 }
@@ -54,7 +50,7 @@ void mr_progress_on_step(void *user, const mr_step_info *info) {
                 p->device ? p->device : "cpu");
     }
     if (p->quiet || !p->tty) return;
-    double t = now_s();
+    double t = mr_now_s();
     if (step != steps && t - p->last_draw < 0.1) return;
     p->last_draw = t;
     const int width = 30;

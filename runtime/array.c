@@ -7,6 +7,7 @@
  * printing switched off (library code never prints); the innermost message of
  * HDF5's error stack is appended where it says more than we can. */
 #include "runtime/array.h"
+#include "runtime/h5file.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -591,20 +592,6 @@ mr_status mr_array_write_npy(const char *path, const mr_array *a, mr_error *err)
 
 /* ---- HDF5 ---------------------------------------------------------------- */
 
-/* Copies the innermost description of HDF5's error stack (the most specific:
- * "file signature not found", "required filter is not registered"). */
-static herr_t h5_walk_last(unsigned n, const H5E_error2_t *e, void *data) {
-    (void)n;
-    char *buf = data;
-    if (e->desc != NULL && e->desc[0] != '\0') snprintf(buf, 256, "%s", e->desc);
-    return 0;
-}
-
-static const char *h5_last_error(char buf[256]) {
-    snprintf(buf, 256, "no detail from HDF5");
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_walk_last, buf);
-    return buf;
-}
 
 static const char *h5_class_name(H5T_class_t c) {
     switch (c) {
@@ -639,7 +626,7 @@ static mr_status h5_read_dataset(hid_t ds, const char *path, const char *name, m
     hid_t ftype = H5Dget_type(ds), space = -1;
     if (ftype < 0) {
         st = mr_error_set(err, MR_ERR_DATA, "%s:%s: cannot read the type (%s)", path, name,
-                          h5_last_error(detail));
+                          mr_h5_last_error(detail));
         goto done;
     }
     /* the memory type asks HDF5 to convert: any byte order, and integer
@@ -691,7 +678,7 @@ static mr_status h5_read_dataset(hid_t ds, const char *path, const char *name, m
     MR_CHECK_GOTO(checked_bytes(what, out->dtype, ndim, out->dims, &bytes, err), st, done);
     MR_CHECK_GOTO(alloc_data(what, out, bytes, err), st, done);
     if (bytes > 0 && H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data) < 0)
-        st = mr_error_set(err, MR_ERR_DATA, "%s: read failed (%s)", what, h5_last_error(detail));
+        st = mr_error_set(err, MR_ERR_DATA, "%s: read failed (%s)", what, mr_h5_last_error(detail));
 done:
     if (space >= 0) H5Sclose(space);
     if (ftype >= 0) H5Tclose(ftype);
@@ -719,7 +706,7 @@ mr_status mr_array_read_h5(const char *path, const char *dataset, mr_array *out,
     file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) {
         st = mr_error_set(err, MR_ERR_DATA, "%s: cannot open as HDF5 (%s)", path,
-                          h5_last_error(detail));
+                          mr_h5_last_error(detail));
         goto done;
     }
     ds = H5Dopen2(file, dataset, H5P_DEFAULT);

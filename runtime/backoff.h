@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include "runtime/clock.h"
 #include "runtime/hd.h"
 
 MR_C_BEGIN
@@ -23,21 +24,15 @@ typedef struct mr_backoff {
 
 #define MR_BACKOFF_MAX_NAP_NS 64000L
 
-static inline double mr_backoff_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static inline void mr_backoff_begin(mr_backoff *b, double spin_s) {
-    b->start = mr_backoff_now();
+    b->start = mr_now_s();
     b->spin_s = spin_s;
     b->nap_ns = 1000;
 }
 
 /* Seconds since mr_backoff_begin. */
 static inline double mr_backoff_elapsed(const mr_backoff *b) {
-    return mr_backoff_now() - b->start;
+    return mr_now_s() - b->start;
 }
 
 /* One pause between two questions. */

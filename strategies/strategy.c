@@ -15,7 +15,9 @@
 #include <time.h>
 
 #include "collectives/local.h"
+#include "runtime/hash.h"
 #include "runtime/rng.h"
+#include "runtime/clock.h"
 
 /* Floats that ride behind the gradients in the all-reduce: the global
  * batch's loss sum and correct count. The count is at most G, which
@@ -69,11 +71,6 @@ struct mr_strategy {
     cpu_set_t cpus;              /* the process's cores at creation */
 };
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* ---- running a job on every replica ----------------------------------- */
 
@@ -411,12 +408,6 @@ static void bucket_ready(void *ctx, int64_t ready) {
     if (rep->next_bucket > 0) rep->bucket_status = mr_comm_progress(s->comm, rep->r, &rep->err);
 }
 
-static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001B3ull;
-    return h;
-}
 
 /* --check-sync: every replica hashes each of its weights (parameters and
  * state, read through the model: in place on the CPU, copied from a GPU);
@@ -449,7 +440,7 @@ static mr_status check_sync(replica *rep, int64_t step) {
             const float *data;
             st = mr_model_read(m, wt->data, (size_t)wt->size, &data, &rep->err);
             if (st != MR_OK) break;
-            uint64_t h = fnv1a(data, sizeof(float) * (size_t)wt->size, 0xCBF29CE484222325ull);
+            uint64_t h = mr_fnv1a(data, sizeof(float) * (size_t)wt->size, MR_FNV1A_INIT);
             for (int d = 0; d < 4; d++)
                 mine[k * 4 + d] = (float)((h >> (16 * d)) & 0xFFFF);
         }
@@ -593,7 +584,7 @@ static mr_status job_fit(replica *rep) {
         }
         /* a resumed epoch goes on from where the checkpoint left it */
         const int resumed = epoch == from->epoch;
-        double t0 = now_s(), epoch_loss = resumed ? from->epoch_loss : 0.0;
+        double t0 = mr_now_s(), epoch_loss = resumed ? from->epoch_loss : 0.0;
         double epoch_correct = resumed ? from->epoch_correct : 0.0;
         double seconds_before = resumed ? from->epoch_seconds : 0.0;
         int64_t seen = resumed ? from->seen : 0;
@@ -601,7 +592,7 @@ static mr_status job_fit(replica *rep) {
         int64_t g = resumed ? from->step : 0, gbegin = resumed ? from->position : 0;
         int loaded = 0; /* 1: the next shard is in the model's input already */
         for (; gbegin < n; g++, gbegin += G) {
-            double ts = now_s(), t_data = 0.0, t_compute = 0.0;
+            double ts = mr_now_s(), t_data = 0.0, t_compute = 0.0;
             int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
             MR_CHECK(mr_model_zero_grads(m, &rep->err));
             rep->next_bucket = 0;
@@ -615,17 +606,17 @@ static mr_status job_fit(replica *rep) {
                 rep->reduce_now = k == K - 1;
                 /* an empty shard (a last batch smaller than R x K) still runs the
                  * layers on zero rows: SyncBN's collectives need every replica */
-                double t1 = now_s();
+                double t1 = mr_now_s();
                 if (!loaded) MR_CHECK(load_shard(rep, augp, gbegin, ga, k));
                 loaded = 0;
-                double t2 = now_s();
+                double t2 = mr_now_s();
                 m->run.seed = s->opts.seed;
                 m->run.step = global_step;
                 m->run.sample_base = start;
                 mr_status st =
                     mr_model_train_batch(m, rep->labels, (int)cnt, (float)ga, &loss_sum, &correct,
                                          s->n_buckets ? bucket_ready : NULL, rep, &rep->err);
-                double t3 = now_s();
+                double t3 = mr_now_s();
                 /* A GPU computes what train_batch queued while the host loads
                  * the next shard of this epoch (the CPU has computed it all,
                  * and keeps its order: load, compute). The upload waits for
@@ -639,7 +630,7 @@ static mr_status job_fit(replica *rep) {
                         loaded = 1;
                     }
                 }
-                t_data += t2 - t1 + now_s() - t3, t_compute += t3 - t2;
+                t_data += t2 - t1 + mr_now_s() - t3, t_compute += t3 - t2;
                 if (st != MR_OK)
                     return mr_error_set(&rep->err, st,
                                         "replica %d: its device or a collective inside the model "
@@ -648,7 +639,7 @@ static mr_status job_fit(replica *rep) {
                 if (rep->bucket_status != MR_OK) return rep->bucket_status;
             }
             /* buckets this replica did not reach (its last shard was empty) */
-            double tc = now_s();
+            double tc = mr_now_s();
             rep->reduce_now = 1;
             bucket_ready(rep, np);
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
@@ -658,15 +649,15 @@ static mr_status job_fit(replica *rep) {
                 s->comm, rep->r, mr_comm_buf(mr_dfloat_at(m->grads, rep->reduced)),
                 (size_t)(np + METRIC_FLOATS - rep->reduced), &rep->err));
             MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
-            double t_comm = now_s() - tc;
+            double t_comm = mr_now_s() - tc;
             if (s->opts.debug_fail_step == global_step + 1 && rep->r == 0) {
                 if (!s->opts.debug_stall)
                     return mr_error_set(&rep->err, MR_ERR_RUNTIME,
                                         "replica %d: injected failure at step %lld "
                                         "(MIRRORED_DEBUG_FAIL)",
                                         rep->g, (long long)(global_step + 1));
-                double until = now_s() + 3.0 * s->comm->timeout_s;
-                while (now_s() < until) {
+                double until = mr_now_s() + 3.0 * s->comm->timeout_s;
+                while (mr_now_s() < until) {
                     struct timespec nap = {0, 10000000};
                     nanosleep(&nap, NULL);
                 }
@@ -695,7 +686,7 @@ static mr_status job_fit(replica *rep) {
                                         .epoch_loss = epoch_loss,
                                         .epoch_correct = epoch_correct,
                                         .seen = seen,
-                                        .epoch_seconds = seconds_before + now_s() - t0,
+                                        .epoch_seconds = seconds_before + mr_now_s() - t0,
                                         .n_history = state->n_history,
                                         .history = state->history};
                 if (cb && cb->on_step) {
@@ -707,7 +698,7 @@ static mr_status job_fit(replica *rep) {
                                          .accuracy = epoch_correct / (double)seen,
                                          .step_loss = (double)metrics[0] / (double)ga,
                                          .lr = lr,
-                                         .seconds = now_s() - ts,
+                                         .seconds = mr_now_s() - ts,
                                          .data_seconds = t_data,
                                          .compute_seconds = t_compute,
                                          .comm_seconds = t_comm};
@@ -722,7 +713,7 @@ static mr_status job_fit(replica *rep) {
             if (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0 && gbegin + ga < n)
                 MR_CHECK(save_checkpoint(rep, lr));
         }
-        double t1 = now_s();
+        double t1 = mr_now_s();
         mr_epoch_logs logs = {.epoch = epoch};
         if (s->n_val > 0) {
             MR_CHECK(evaluate_replica(rep, s->ds, s->val_begin, s->n_val, &logs.val_loss,

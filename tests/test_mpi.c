@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/hash.h"
 #include "collectives/job.h"
 #include "tests/strategyutil.h"
 #include "tests/testutil.h"
@@ -53,10 +54,8 @@ static int all_ok(int ok) {
 
 /* The same bits on every rank: compares an FNV hash of n floats. */
 static int same_everywhere(const float *v, size_t n) {
-    uint64_t h = 0xCBF29CE484222325ull, *all = calloc((size_t)job.size, sizeof h);
-    const unsigned char *b = (const unsigned char *)v;
-    for (size_t i = 0; i < sizeof(float) * n; i++)
-        h = (h ^ b[i]) * 0x100000001B3ull;
+    uint64_t h = mr_fnv1a(v, sizeof(float) * n, MR_FNV1A_INIT);
+    uint64_t *all = calloc((size_t)job.size, sizeof h);
     mr_error err = {0};
     ck_assert(mr_job_allgather(&job, &h, sizeof h, all, &err) == MR_OK);
     int same = 1;

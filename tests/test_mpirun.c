@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/clock.h"
 #include "tests/testutil.h"
 
 static char exe[4096];
@@ -34,11 +35,6 @@ static void setup(void) {
     free(tu_write_text(dir, "good.cfg", good_cfg));
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir; the script sees $T (the
  * executable) and $OMPI_COMM_WORLD_RANK. Returns the exit status. */
@@ -46,9 +42,9 @@ static int mpirun(const char *mpirun_args, const char *script, char **out, doubl
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "cd %s && T=%s mpirun %s -x T sh -c '%s'", dir, exe, mpirun_args,
              script);
-    double t0 = now_s();
+    double t0 = mr_now_s();
     int rc = tu_run(cmd, out);
-    if (seconds) *seconds = now_s() - t0;
+    if (seconds) *seconds = mr_now_s() - t0;
     return rc;
 }
 

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/clock.h"
 #include "backends/gpu_list.h"
 #include "tests/testutil.h"
 
@@ -57,11 +58,6 @@ static const char *good_cfg = "[net]\nglobal_batch=16\nepochs=2\nvalidation_spli
                               "[dense]\nunits=16\nactivation=relu\n"
                               "[dense]\nunits=4\nactivation=softmax\n";
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir under `timeout`; the
  * script sees $T (the executable). Returns the exit status (124: killed
@@ -71,9 +67,9 @@ static int mpirun(const char *mpirun_args, const char *script, char **out, doubl
     snprintf(cmd, sizeof cmd,
              "cd %s && T=%s timeout -k 10 %d %s -q --oversubscribe %s -x T sh -c '%s'", dir, exe,
              RUN_LIMIT_S, mpirun_path, mpirun_args, script);
-    double t0 = now_s();
+    double t0 = mr_now_s();
     int rc = tu_run(cmd, out);
-    if (seconds) *seconds = now_s() - t0;
+    if (seconds) *seconds = mr_now_s() - t0;
     return rc;
 }
 
