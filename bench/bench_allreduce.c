@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/dmem_impl.h"
 #include "runtime/clock.h"
 #include "collectives/job.h"
 
@@ -37,7 +38,7 @@ static void *run(void *arg) {
     w->st = mr_comm_barrier(w->c, w->rank, &w->err);
     double t0 = mr_now_s();
     for (int r = 0; r < w->reps && w->st == MR_OK; r++)
-        w->st = mr_comm_allreduce_sum(w->c, w->rank, w->buf, w->n, &w->err);
+        w->st = mr_comm_allreduce_sum(w->c, w->rank, mr_dfloat_of(w->buf), w->n, &w->err);
     w->seconds = mr_now_s() - t0;
     return NULL;
 }

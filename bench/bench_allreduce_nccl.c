@@ -41,7 +41,7 @@ static void *run(void *arg) {
     if (w->st == MR_OK) w->st = mr_comm_barrier(w->c, w->rank, &w->err);
     double t0 = mr_now_s();
     for (int r = 0; r < w->reps && w->st == MR_OK; r++)
-        w->st = mr_comm_allreduce_sum(w->c, w->rank, mr_comm_buf(w->buf), w->n, &w->err);
+        w->st = mr_comm_allreduce_sum(w->c, w->rank, w->buf, w->n, &w->err);
     if (w->st == MR_OK) w->st = mr_comm_wait_all(w->c, w->rank, &w->err);
     w->seconds = mr_now_s() - t0;
     return NULL;

@@ -11,7 +11,7 @@ static mr_status check_rank(const mr_comm *c, int rank, const char *what, mr_err
     return MR_OK;
 }
 
-mr_status mr_comm_allreduce_sum(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+mr_status mr_comm_allreduce_sum(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err) {
     MR_CHECK(check_rank(c, rank, "all-reduce", err));
     return c->vt->allreduce_sum(c, rank, buf, n, err);
 }
@@ -21,7 +21,7 @@ mr_status mr_comm_allreduce_sum_f64(mr_comm *c, int rank, double *buf, size_t n,
     return c->vt->allreduce_sum_f64(c, rank, buf, n, err);
 }
 
-mr_status mr_comm_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root, mr_error *err) {
+mr_status mr_comm_broadcast(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root, mr_error *err) {
     MR_CHECK(check_rank(c, rank, "broadcast", err));
     if (root < 0 || root >= c->world_size)
         return mr_error_set(err, MR_ERR_USAGE, "%s broadcast: root %d outside 0..%d",
@@ -34,7 +34,7 @@ mr_status mr_comm_barrier(mr_comm *c, int rank, mr_error *err) {
     return c->vt->barrier(c, rank, err);
 }
 
-mr_status mr_comm_allreduce_start(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+mr_status mr_comm_allreduce_start(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err) {
     MR_CHECK(check_rank(c, rank, "all-reduce", err));
     if (c->vt->allreduce_start == NULL) return c->vt->allreduce_sum(c, rank, buf, n, err);
     return c->vt->allreduce_start(c, rank, buf, n, err);

@@ -1,4 +1,4 @@
-/* comm.h: communicators over flat float buffers.
+/* comm.h: communicators over flat float buffers of device memory.
  *
  * A communicator joins the replicas of a job: `size` of them call in from
  * this process (one thread each, identified by their local rank 0..size-1),
@@ -9,11 +9,13 @@
  * calls the same collectives in the same order with buffers of the same
  * length. collectives/ knows nothing of models: it moves float buffers.
  *
- * The float buffers are the replicas' device memory (runtime/tensor.h),
- * handed over as float * through mr_comm_buf: a communicator reads and
- * writes them, so it serves one device kind. local, mpi and hierarchical
- * join CPU replicas only, whose device memory is host memory; GPU replicas
- * get NCCL, and the strategy picks the communicator for the replicas' kind.
+ * The float buffers are the replicas' device memory (mr_dfloat *,
+ * runtime/dmem.h): a communicator reads and writes them, so it serves one
+ * device kind. local, mpi and hierarchical join CPU replicas only, whose
+ * device memory is host memory (they turn it into float * through
+ * runtime/dmem_impl.h); GPU replicas get their kind's communicator (NCCL,
+ * backends/cuda/nccl_comm.c), and the strategy picks the communicator for
+ * the replicas' kind (backends/backends.h).
  * The f64 all-reduce takes host memory (a few metric sums).
  *
  * No collective waits forever: a participant that does not arrive within the
@@ -32,12 +34,6 @@
 
 typedef struct mr_comm mr_comm;
 
-/* Device memory handed to a communicator, which joins replicas of that
- * memory's device kind (see above). Not for dereferencing. */
-static inline float *mr_comm_buf(mr_dfloat *p) {
-    return (float *)p;
-}
-
 /* The interface every communicator implements. Callers use the mr_comm_*
  * wrappers below, never the slots directly. */
 typedef struct mr_comm_vtable {
@@ -46,20 +42,20 @@ typedef struct mr_comm_vtable {
     /* In place: buf (n floats) becomes the element-wise sum over all
      * participants of the job. The summation order is fixed, so every
      * participant gets bitwise the same result and two runs repeat bitwise. */
-    mr_status (*allreduce_sum)(mr_comm *c, int rank, float *buf, size_t n, mr_error *err);
+    mr_status (*allreduce_sum)(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err);
     /* The same for a few doubles (metric sums that must stay exact past
      * 2^24: counts over a whole dataset), summed in job-wide order. */
     mr_status (*allreduce_sum_f64)(mr_comm *c, int rank, double *buf, size_t n, mr_error *err);
     /* In place: every participant's buf (n floats) becomes the buf of root
      * (a job-wide index; communicators spanning processes take root 0 only). */
-    mr_status (*broadcast)(mr_comm *c, int rank, float *buf, size_t n, int root, mr_error *err);
+    mr_status (*broadcast)(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root, mr_error *err);
     /* Returns once every participant has called it. */
     mr_status (*barrier)(mr_comm *c, int rank, mr_error *err);
     /* Non-blocking all-reduce, for gradient buckets while backward goes on:
      * starts summing buf (n floats), which the caller leaves alone until
      * wait_all returns; several may be in flight. May be NULL: the wrapper
      * then reduces at once. */
-    mr_status (*allreduce_start)(mr_comm *c, int rank, float *buf, size_t n, mr_error *err);
+    mr_status (*allreduce_start)(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err);
     /* Moves in-flight reductions on without waiting (MPI makes progress only
      * inside its calls). May be NULL. */
     mr_status (*progress)(mr_comm *c, int rank, mr_error *err);
@@ -81,11 +77,11 @@ struct mr_comm {
 };
 
 /* Wrappers: check arguments (rank in range, root in range) then dispatch. */
-mr_status mr_comm_allreduce_sum(mr_comm *c, int rank, float *buf, size_t n, mr_error *err);
+mr_status mr_comm_allreduce_sum(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err);
 mr_status mr_comm_allreduce_sum_f64(mr_comm *c, int rank, double *buf, size_t n, mr_error *err);
-mr_status mr_comm_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root, mr_error *err);
+mr_status mr_comm_broadcast(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root, mr_error *err);
 mr_status mr_comm_barrier(mr_comm *c, int rank, mr_error *err);
-mr_status mr_comm_allreduce_start(mr_comm *c, int rank, float *buf, size_t n, mr_error *err);
+mr_status mr_comm_allreduce_start(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err);
 mr_status mr_comm_progress(mr_comm *c, int rank, mr_error *err);
 mr_status mr_comm_wait_all(mr_comm *c, int rank, mr_error *err);
 void mr_comm_abort(mr_comm *c, int rank);

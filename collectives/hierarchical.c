@@ -1,5 +1,6 @@
 /* hierarchical.c: levels of communicators (hierarchical.h). */
 #include "collectives/hierarchical.h"
+#include "runtime/dmem_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@ typedef struct hier_comm {
 
 /* Replica 0's part of an all-reduce: across the processes of the node,
  * across nodes, back down the node. */
-static mr_status inter_allreduce(hier_comm *hc, float *buf, size_t n, mr_error *err) {
+static mr_status inter_allreduce(hier_comm *hc, mr_dfloat *buf, size_t n, mr_error *err) {
     const mr_hierarchy *h = &hc->h;
     if (h->node) MR_CHECK(mr_comm_allreduce_sum(h->node, 0, buf, n, err));
     if (h->cross) MR_CHECK(mr_comm_allreduce_sum(h->cross, 0, buf, n, err));
@@ -21,7 +22,7 @@ static mr_status inter_allreduce(hier_comm *hc, float *buf, size_t n, mr_error *
 
 /* Runs `inter` on replica 0 between a local reduction and a local
  * broadcast; a failure of replica 0 releases the other threads. */
-static mr_status hier_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+static mr_status hier_allreduce(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err) {
     hier_comm *hc = (hier_comm *)c;
     mr_comm *local = hc->h.local;
     MR_CHECK(mr_comm_allreduce_sum(local, rank, buf, n, err));
@@ -46,11 +47,12 @@ static mr_status hier_allreduce_f64(mr_comm *c, int rank, double *buf, size_t n,
             return st;
         }
     }
-    /* the bits of n doubles, copied as 2n floats */
-    return mr_comm_broadcast(local, rank, (float *)buf, 2 * n, 0, err);
+    /* the bits of n doubles, copied as 2n floats: the local communicator
+     * moves host memory, which the f64 buffer is */
+    return mr_comm_broadcast(local, rank, mr_dfloat_of((float *)buf), 2 * n, 0, err);
 }
 
-static mr_status hier_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root,
+static mr_status hier_broadcast(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root,
                                 mr_error *err) {
     hier_comm *hc = (hier_comm *)c;
     if (root != 0)

@@ -20,6 +20,7 @@
  * written: fashion_cnn.cfg's 54,410 gradients took about 20 us a step to
  * pull and take none extra to push (README, "Weak scaling"). */
 #include "collectives/local.h"
+#include "runtime/dmem_impl.h"
 #include "runtime/clock.h"
 
 #include <sched.h>
@@ -110,7 +111,8 @@ static void slice(size_t n, int size, int r, size_t *begin, size_t *end) {
     *end = *begin + per < n ? *begin + per : n;
 }
 
-MR_AVX2_CLONES static mr_status local_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+MR_AVX2_CLONES static mr_status local_allreduce(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, mr_error *err) {
+    float *buf = mr_dfloat_ptr(dbuf); /* host memory: CPU replicas' device memory */
     local_comm *lc = (local_comm *)c;
     const int size = c->size;
     if (size == 1) return MR_OK;
@@ -171,8 +173,9 @@ static mr_status local_allreduce_f64(mr_comm *c, int rank, double *buf, size_t n
     return st;
 }
 
-static mr_status local_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root,
+static mr_status local_broadcast(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, int root,
                                  mr_error *err) {
+    float *buf = mr_dfloat_ptr(dbuf); /* host memory: CPU replicas' device memory */
     local_comm *lc = (local_comm *)c;
     if (c->size == 1) return MR_OK;
     lc->bufs[rank] = buf;

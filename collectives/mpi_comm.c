@@ -8,6 +8,7 @@
  * phase), since two ops in flight may be in different phases on two
  * processes. Ops are kept in a small ring, started and completed in order. */
 #include "collectives/mpi_comm.h"
+#include "runtime/dmem_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,7 +147,8 @@ static mr_status mpi_progress(mr_comm *c, int rank, mr_error *err) {
     return MR_OK;
 }
 
-static mr_status mpi_allreduce_start(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+static mr_status mpi_allreduce_start(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, mr_error *err) {
+    float *buf = mr_dfloat_ptr(dbuf); /* host memory: CPU replicas' device memory */
     (void)rank;
     mpi_comm *mc = (mpi_comm *)c;
     if (mc->P == 1 || n == 0) return MR_OK;
@@ -183,7 +185,7 @@ static mr_status mpi_wait_all(mr_comm *c, int rank, mr_error *err) {
     return MR_OK;
 }
 
-static mr_status mpi_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+static mr_status mpi_allreduce(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err) {
     MR_CHECK(mpi_allreduce_start(c, rank, buf, n, err));
     return mpi_wait_all(c, rank, err);
 }
@@ -224,8 +226,9 @@ static mr_status mpi_allreduce_f64(mr_comm *c, int rank, double *buf, size_t n, 
     return MR_OK;
 }
 
-static mr_status mpi_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root,
+static mr_status mpi_broadcast(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, int root,
                                mr_error *err) {
+    float *buf = mr_dfloat_ptr(dbuf); /* host memory: CPU replicas' device memory */
     (void)rank;
     mpi_comm *mc = (mpi_comm *)c;
     if (mc->P == 1 || n == 0) return MR_OK;

@@ -136,17 +136,17 @@ static mr_status run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_er
 /* mr_run.sync_sum for SyncBatchNormalization: a sum over all the replicas. */
 static mr_status replica_sync_sum(void *ctx, mr_dfloat *buf, size_t n) {
     replica *rep = ctx;
-    return mr_comm_allreduce_sum(rep->s->comm, rep->r, mr_comm_buf(buf), n, &rep->err);
+    return mr_comm_allreduce_sum(rep->s->comm, rep->r, buf, n, &rep->err);
 }
 
 static mr_status job_broadcast_init(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
     if (rep->g == 0) MR_CHECK(mr_model_init_weights(m, s->opts.seed, &rep->err));
-    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->params), (size_t)m->n_params, 0,
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0,
                                &rep->err));
     if (m->n_state)
-        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->state), (size_t)m->n_state, 0,
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0,
                                    &rep->err));
     return MR_OK;
 }
@@ -400,7 +400,7 @@ static void bucket_ready(void *ctx, int64_t ready) {
     while (rep->next_bucket < s->n_buckets && s->buckets[rep->next_bucket] <= ready) {
         int64_t end = s->buckets[rep->next_bucket++];
         rep->bucket_status = mr_comm_allreduce_start(
-            s->comm, rep->r, mr_comm_buf(mr_dfloat_at(rep->model.grads, rep->reduced)),
+            s->comm, rep->r, mr_dfloat_at(rep->model.grads, rep->reduced),
             (size_t)(end - rep->reduced), &rep->err);
         rep->reduced = end;
         if (rep->bucket_status != MR_OK) return;
@@ -445,7 +445,7 @@ static mr_status check_sync(replica *rep, int64_t step) {
                 mine[k * 4 + d] = (float)((h >> (16 * d)) & 0xFFFF);
         }
     if (st == MR_OK) st = mr_backend_to_device(rep->be, dall, all, sizeof(float) * n, &rep->err);
-    if (st == MR_OK) st = mr_comm_allreduce_sum(s->comm, rep->r, mr_comm_buf(dall), n, &rep->err);
+    if (st == MR_OK) st = mr_comm_allreduce_sum(s->comm, rep->r, dall, n, &rep->err);
     if (st == MR_OK) st = mr_backend_to_host(rep->be, all, dall, sizeof(float) * n, &rep->err);
     for (int q = 1; st == MR_OK && q < s->R; q++) {
         const float *other = all + (size_t)q * row;
@@ -646,7 +646,7 @@ static mr_status job_fit(replica *rep) {
             const float sums[METRIC_FLOATS] = {(float)loss_sum, (float)correct};
             MR_CHECK(mr_model_write_extra(m, sums, METRIC_FLOATS, &rep->err));
             MR_CHECK(mr_comm_allreduce_start(
-                s->comm, rep->r, mr_comm_buf(mr_dfloat_at(m->grads, rep->reduced)),
+                s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
                 (size_t)(np + METRIC_FLOATS - rep->reduced), &rep->err));
             MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
             double t_comm = mr_now_s() - tc;
@@ -666,7 +666,7 @@ static mr_status job_fit(replica *rep) {
             MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, &rep->err));
             if (m->n_state && R > 1) {
                 /* BN moving statistics: the mean over all replicas, same bits everywhere */
-                MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, mr_comm_buf(m->state),
+                MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state,
                                                (size_t)m->n_state, &rep->err));
                 MR_CHECK(mr_backend_scale(rep->be, m->state, (size_t)m->n_state, 1.0f / (float)R,
                                           &rep->err));
@@ -777,14 +777,14 @@ const mr_fit_state *mr_strategy_state(const mr_strategy *s) {
 static mr_status job_sync_model(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
-    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->params), (size_t)m->n_params, 0,
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0,
                                &rep->err));
     if (m->n_state)
-        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->state), (size_t)m->n_state, 0,
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0,
                                    &rep->err));
     for (int k = 0; k < 2; k++)
         if (m->slots[k])
-            MR_CHECK(mr_comm_broadcast(s->comm, rep->r, mr_comm_buf(m->slots[k]),
+            MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->slots[k],
                                        (size_t)m->n_params, 0, &rep->err));
     return MR_OK;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/dmem_impl.h"
 #include "runtime/clock.h"
 #include "collectives/local.h"
 #include "tests/testutil.h"
@@ -32,15 +33,15 @@ static void *worker(void *arg) {
     job *j = arg;
     switch (j->op) {
     case 0:
-        j->st = mr_comm_allreduce_sum(j->c, j->rank, j->buf, j->n, &j->err);
+        j->st = mr_comm_allreduce_sum(j->c, j->rank, mr_dfloat_of(j->buf), j->n, &j->err);
         break;
     case 1:
-        j->st = mr_comm_broadcast(j->c, j->rank, j->buf, j->n, j->root, &j->err);
+        j->st = mr_comm_broadcast(j->c, j->rank, mr_dfloat_of(j->buf), j->n, j->root, &j->err);
         break;
     case 2:
         for (int k = 0; k < 1000 && j->st == MR_OK; k++) {
             j->buf[0] = (float)j->rank;
-            j->st = mr_comm_allreduce_sum(j->c, j->rank, j->buf, 1, &j->err);
+            j->st = mr_comm_allreduce_sum(j->c, j->rank, mr_dfloat_of(j->buf), 1, &j->err);
             if (j->st == MR_OK && j->buf[0] != (float)(j->c->size * (j->c->size - 1) / 2))
                 j->st = MR_ERR_RUNTIME;
             if (j->st == MR_OK) j->st = mr_comm_barrier(j->c, j->rank, &j->err);
@@ -59,10 +60,10 @@ static void *worker(void *arg) {
         break;
     }
     case 6:
-        j->st = mr_comm_allreduce_start(j->c, j->rank, j->buf, j->n / 2, &j->err);
+        j->st = mr_comm_allreduce_start(j->c, j->rank, mr_dfloat_of(j->buf), j->n / 2, &j->err);
         if (j->st == MR_OK)
             j->st =
-                mr_comm_allreduce_start(j->c, j->rank, j->buf + j->n / 2, j->n - j->n / 2, &j->err);
+                mr_comm_allreduce_start(j->c, j->rank, mr_dfloat_of(j->buf + j->n / 2), j->n - j->n / 2, &j->err);
         if (j->st == MR_OK) j->st = mr_comm_progress(j->c, j->rank, &j->err);
         if (j->st == MR_OK) j->st = mr_comm_wait_all(j->c, j->rank, &j->err);
         break;
@@ -186,7 +187,7 @@ START_TEST(abort_releases_the_others) {
     ck_assert_msg(strstr(jobs[0].err.msg, "aborted by replica 1"), "%s", jobs[0].err.msg);
     /* and later collectives fail at once */
     float x = 1.0f;
-    ck_assert_int_eq(mr_comm_allreduce_sum(c, 0, &x, 1, &err), MR_ERR_ABORTED);
+    ck_assert_int_eq(mr_comm_allreduce_sum(c, 0, mr_dfloat_of(&x), 1, &err), MR_ERR_ABORTED);
     free_jobs(jobs, 3);
     mr_comm_destroy(c);
 }
@@ -260,9 +261,9 @@ START_TEST(wrapper_checks) {
     mr_error err = {0};
     ck_assert_int_eq(mr_comm_local_create(2, &c, &err), MR_OK);
     float x = 0.0f;
-    ck_assert_int_eq(mr_comm_allreduce_sum(c, 2, &x, 1, &err), MR_ERR_USAGE);
+    ck_assert_int_eq(mr_comm_allreduce_sum(c, 2, mr_dfloat_of(&x), 1, &err), MR_ERR_USAGE);
     mr_error_clear(&err);
-    ck_assert_int_eq(mr_comm_broadcast(c, 0, &x, 1, 5, &err), MR_ERR_USAGE);
+    ck_assert_int_eq(mr_comm_broadcast(c, 0, mr_dfloat_of(&x), 1, 5, &err), MR_ERR_USAGE);
     ck_assert_str_eq(mr_comm_name(c), "local");
     mr_comm_destroy(c);
     ck_assert_int_eq(mr_comm_local_create(0, &c, &err), MR_ERR_USAGE);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/dmem_impl.h"
 #include "runtime/hash.h"
 #include "collectives/job.h"
 #include "tests/strategyutil.h"
@@ -146,7 +147,7 @@ START_TEST(collectives_one_replica_per_process) {
         float *buf = malloc(sizeof(float) * (n + 1));
         for (size_t i = 0; i < n; i++)
             buf[i] = value(job.rank, i);
-        mr_status st = mr_comm_allreduce_sum(c, 0, buf, n, &err);
+        mr_status st = mr_comm_allreduce_sum(c, 0, mr_dfloat_of(buf), n, &err);
         int bits = 1;
         for (size_t i = 0; i < n; i++) {
             float want = expected(1, i);
@@ -156,11 +157,11 @@ START_TEST(collectives_one_replica_per_process) {
         /* the same in three started buckets, moved on in between */
         for (size_t i = 0; i < n; i++)
             buf[i] = value(job.rank, i);
-        st = mr_comm_allreduce_start(c, 0, buf, n / 3, &err);
+        st = mr_comm_allreduce_start(c, 0, mr_dfloat_of(buf), n / 3, &err);
         if (st == MR_OK) st = mr_comm_progress(c, 0, &err);
-        if (st == MR_OK) st = mr_comm_allreduce_start(c, 0, buf + n / 3, n / 3, &err);
+        if (st == MR_OK) st = mr_comm_allreduce_start(c, 0, mr_dfloat_of(buf + n / 3), n / 3, &err);
         if (st == MR_OK)
-            st = mr_comm_allreduce_start(c, 0, buf + 2 * (n / 3), n - 2 * (n / 3), &err);
+            st = mr_comm_allreduce_start(c, 0, mr_dfloat_of(buf + 2 * (n / 3)), n - 2 * (n / 3), &err);
         if (st == MR_OK) st = mr_comm_wait_all(c, 0, &err);
         for (size_t i = 0; i < n; i++) {
             float want = expected(1, i);
@@ -181,7 +182,7 @@ START_TEST(collectives_one_replica_per_process) {
     if (job.rank == 0)
         for (int i = 0; i < 5; i++)
             b[i] = value(0, (size_t)i);
-    CHECK_ALL(mr_comm_broadcast(c, 0, b, 5, 0, &err) == MR_OK && b[4] == value(0, 4), "%s",
+    CHECK_ALL(mr_comm_broadcast(c, 0, mr_dfloat_of(b), 5, 0, &err) == MR_OK && b[4] == value(0, 4), "%s",
               err.msg);
     CHECK_ALL(mr_comm_barrier(c, 0, &err) == MR_OK, "%s", err.msg);
     mr_comm_destroy(c);
@@ -199,8 +200,8 @@ typedef struct local_job {
 
 static void *second_replica(void *arg) {
     local_job *j = arg;
-    j->st = mr_comm_allreduce_sum(j->c, j->r, j->buf, j->n, &j->err);
-    if (j->st == MR_OK) j->st = mr_comm_broadcast(j->c, j->r, j->buf, 3, 0, &j->err);
+    j->st = mr_comm_allreduce_sum(j->c, j->r, mr_dfloat_of(j->buf), j->n, &j->err);
+    if (j->st == MR_OK) j->st = mr_comm_broadcast(j->c, j->r, mr_dfloat_of(j->buf), 3, 0, &j->err);
     return NULL;
 }
 

@@ -161,7 +161,7 @@ static void *work(void *arg) {
         for (size_t i = 0; i < w->n; i++)
             h[i] = w->op == OP_INT ? int_value(r, i) : rand_value(r, i);
         d = upload(w, h, w->n);
-        if (w->st == MR_OK) w->st = mr_comm_allreduce_sum(c, r, mr_comm_buf(d), w->n, &w->err);
+        if (w->st == MR_OK) w->st = mr_comm_allreduce_sum(c, r, d, w->n, &w->err);
         /* integers: doubled on the compute stream at once, which must wait
          * for the sum (no host wait in between) */
         if (w->st == MR_OK && w->op == OP_INT) w->st = mr_backend_scale(be, d, w->n, 2.0f, &w->err);
@@ -175,7 +175,7 @@ static void *work(void *arg) {
             mr_backend_free(be, d);
             d = upload(w, h, w->n);
             if (w->st == MR_OK)
-                w->st = mr_comm_broadcast(c, r, mr_comm_buf(d), w->n, root, &w->err);
+                w->st = mr_comm_broadcast(c, r, d, w->n, root, &w->err);
             download(w, d, w->n);
             for (size_t i = 0; i < w->n && w->st == MR_OK && !w->fail[0]; i++)
                 if (memcmp(&w->host[i], &(float){rand_value(root, i)}, sizeof(float)) != 0)
@@ -203,7 +203,7 @@ static void *work(void *arg) {
             mr_dfloat *slice = mr_dfloat_at(d, (int64_t)off[b]);
             if (b == 1) w->st = mr_backend_scale(be, slice, bucket_n[b], 2.0f, &w->err);
             if (w->st == MR_OK)
-                w->st = mr_comm_allreduce_start(c, r, mr_comm_buf(slice), bucket_n[b], &w->err);
+                w->st = mr_comm_allreduce_start(c, r, slice, bucket_n[b], &w->err);
         }
         if (w->st == MR_OK) w->st = mr_comm_wait_all(c, r, &w->err);
         if (w->st == MR_OK) w->st = mr_backend_scale(be, d, bucket_n[0], 3.0f, &w->err);
@@ -222,9 +222,9 @@ static void *work(void *arg) {
         if (w->st != MR_OK) break;
         if (r == 0) {
             mr_comm_abort(c, 0);
-            w->st = mr_comm_allreduce_sum(c, r, mr_comm_buf(d), w->n, &w->err);
+            w->st = mr_comm_allreduce_sum(c, r, d, w->n, &w->err);
         } else {
-            w->st = mr_comm_allreduce_start(c, r, mr_comm_buf(d), w->n, &w->err);
+            w->st = mr_comm_allreduce_start(c, r, d, w->n, &w->err);
             if (w->st == MR_OK) w->st = mr_comm_wait_all(c, r, &w->err);
         }
         break;
@@ -234,7 +234,7 @@ static void *work(void *arg) {
             h[i] = int_value(r, i);
         d = upload(w, h, w->n);
         if (w->st != MR_OK || r == 0) break;
-        w->st = mr_comm_allreduce_start(c, r, mr_comm_buf(d), w->n, &w->err);
+        w->st = mr_comm_allreduce_start(c, r, d, w->n, &w->err);
         if (w->st == MR_OK) w->st = mr_comm_wait_all(c, r, &w->err);
         break;
     }

@@ -45,6 +45,7 @@
 
 #include "runtime/backoff.h"
 #include "backends/cuda/cuda_impl.h"
+#include "runtime/dmem_impl.h"
 
 typedef struct nccl_rank {
     mr_backend *be;       /* the replica's context: its device and streams */
@@ -254,13 +255,15 @@ fail:
     return st;
 }
 
-static mr_status nccl_allreduce(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+static mr_status nccl_allreduce(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, mr_error *err) {
+    float *buf = mr_dfloat_ptr(dbuf); /* GPU memory, for NCCL */
     nccl_comm *nc = (nccl_comm *)c;
     return queue_float(nc, &nc->ranks[rank], buf, n, -1, 1, "all-reduce", err);
 }
 
 /* Several may be in flight, in order on the communication stream. */
-static mr_status nccl_allreduce_start(mr_comm *c, int rank, float *buf, size_t n, mr_error *err) {
+static mr_status nccl_allreduce_start(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, mr_error *err) {
+    float *buf = mr_dfloat_ptr(dbuf); /* GPU memory, for NCCL */
     nccl_comm *nc = (nccl_comm *)c;
     return queue_float(nc, &nc->ranks[rank], buf, n, -1, 0, "all-reduce", err);
 }
@@ -285,8 +288,9 @@ fail:
 /* root is a job-wide replica index, which is also its NCCL rank. The host
  * waits (a broadcast comes once per run, before training: a replica that
  * never comes is reported here rather than at the first step). */
-static mr_status nccl_broadcast(mr_comm *c, int rank, float *buf, size_t n, int root,
+static mr_status nccl_broadcast(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, int root,
                                 mr_error *err) {
+    float *buf = mr_dfloat_ptr(dbuf); /* GPU memory, for NCCL */
     nccl_comm *nc = (nccl_comm *)c;
     nccl_rank *k = &nc->ranks[rank];
     MR_CHECK(queue_float(nc, k, buf, n, root, 1, "broadcast", err));

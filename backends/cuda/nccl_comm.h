@@ -2,7 +2,7 @@
  *
  * Its participants are this process's CUDA contexts, one per GPU and one
  * replica thread each: local rank r is be[r], and its buffers are device
- * memory of be[r] (comm.h's mr_comm_buf). One process drives all of them
+ * memory of be[r] (mr_dfloat *, collectives/comm.h). One process drives all of them
  * (ncclCommInitAll over the contexts' devices), or each process of a job
  * drives its own (ncclCommInitRank, the unique id of process 0 sent to the
  * others with mr_job_allgather); NCCL rank of local rank r is the job-wide
