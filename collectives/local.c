@@ -6,7 +6,7 @@
  * times, then yielding, then sleeping with backoff. With more ranks than
  * cores (4 replicas on 2 cores) a waiter does not spin at all and yields
  * for longer: the rank it waits for may need the very core it spins on
- * (README, "Oversubscribed replicas"). A waiter past the timeout, or any
+ * (docs/performance.md, "Oversubscribed replicas"). A waiter past the timeout, or any
  * waiter once a rank has aborted, fails with a message that names who was
  * missing.
  *
@@ -18,7 +18,7 @@
  * slice, rather than each rank pulling the others' slices after a second
  * barrier, saves a barrier and a pass over lines another core has just
  * written: fashion_cnn.cfg's 54,410 gradients took about 20 us a step to
- * pull and take none extra to push (README, "Weak scaling"). */
+ * pull and take none extra to push (docs/performance.md, "Weak scaling"). */
 #include "collectives/local.h"
 #include "runtime/dmem_impl.h"
 #include "runtime/clock.h"

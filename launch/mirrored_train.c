@@ -72,7 +72,7 @@ static void usage(FILE *out) {
             "                     or 600)\n"
             "  --quiet            print only the final test result\n"
             "  --help-config[=markdown]  print every .cfg section and key with defaults and\n"
-            "                     ranges (markdown: the README's table)\n"
+            "                     ranges (markdown: docs/usage.md's table)\n"
             "  --help             this text\n"
             "  --version          print the version\n"
             "\n"

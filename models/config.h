@@ -3,7 +3,7 @@
  * A .cfg is INI: [net], [data], an optional [augment], then layer sections in
  * order, starting with [input]. One table (config.c, `mr_config_keys`) holds
  * every key with its type, default, allowed range and help text; it drives
- * parsing, validation, the error messages and the README/--help reference. */
+ * parsing, validation, the error messages and docs/usage.md's table and the --help reference. */
 #ifndef MR_CONFIG_H
 #define MR_CONFIG_H
 
@@ -140,7 +140,7 @@ const char *mr_optimizer_name(mr_optimizer_kind opt);
 const char *mr_loss_name(mr_loss_kind loss);
 
 /* Writes the reference of every section and key: a Markdown table when
- * markdown is nonzero (the README's), plain text otherwise (--help-config). */
+ * markdown is nonzero (docs/usage.md's table), plain text otherwise (--help-config). */
 void mr_config_write_reference(FILE *out, int markdown);
 
 MR_C_END

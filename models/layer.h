@@ -93,7 +93,7 @@ typedef struct mr_layer_ops {
      * on as y and dy on as dx, and calls neither forward nor backward (they
      * still copy, for callers that pass separate buffers): for the usual
      * CNN that is two passes of (B, 5408) floats per step less, and a
-     * smaller working set per replica (README, "Weak scaling"). */
+     * smaller working set per replica (docs/performance.md, "Weak scaling"). */
     int view;
     /* 1: training needs the whole batch in one pass (batch statistics); the
      * model then never splits a batch into passes (model.h, chunk). */

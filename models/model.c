@@ -13,8 +13,8 @@
 /* Floats that one training pass may touch (weights and their gradients,
  * activations, input, the two gradient buffers): 5 MiB. fashion_cnn.cfg (71,098 floats a row) then
  * runs batch 32 as two passes of 16; measured there, 2 replicas on 2 cores, the median of 5 epochs
- * each: 16 rows 1.87x one unsplit replica, 12 rows 1.79x, 32 rows (no split) 1.82x (README, "Weak
- * scaling"). */
+ * each: 16 rows 1.87x one unsplit replica, 12 rows 1.79x, 32 rows (no split) 1.82x (docs/performance.md,
+ * "Weak scaling"). */
 #define MR_CHUNK_FLOATS (5 << 18)
 
 /* Keras's automatic layer names: dense, dense_1, ... */

@@ -4,7 +4,7 @@
  *
  * A portable build compiles for the x86-64 baseline (SSE2), which the
  * -march=native default of earlier builds did not: fashion_cnn.cfg trained
- * at about half the speed (README, "Install and build options"). MR_AVX2_CLONES
+ * at about half the speed (docs/build.md). MR_AVX2_CLONES
  * compiles such a function twice, for the baseline and for AVX2, and the
  * dynamic loader picks one for the CPU it runs on (GCC's target_clones,
  * an ifunc), so a portable binary runs these loops as a native one does.

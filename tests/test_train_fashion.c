@@ -1,7 +1,7 @@
 /* test_train_fashion.c: the example configs train on the real Fashion-MNIST
  * (Debian package dataset-fashion-mnist) to a floor.
  *
- * Floors, with the measured figures they guard (README, "Accuracy"):
+ * Floors, with the measured figures they guard (README.md, "Accuracy on Fashion-MNIST"):
  *  - fashion_mlp.cfg, 1 epoch, one replica and two: the config fixes the
  *    global batch (64) and learning rate (0.002), so both train the same
  *    steps (we measure 0.832); Keras's MLP reaches 0.83-0.86 after one
