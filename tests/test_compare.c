@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "launch/compare/compare.h"
+#include "launch/compare/metrics_csv.h"
 #include "tests/testutil.h"
 
 static char exe[4096], train_exe[4096];
@@ -630,6 +632,121 @@ START_TEST(from_mirrored_train) {
 }
 END_TEST
 
+/* ---- the CSV reader and the comparison, called directly ---- */
+
+static void path_in_dir(const char *name, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%s", dir, name);
+}
+
+/* Columns by name in any order, quoted fields, a BOM, CRLF, blank lines,
+ * an empty cell (absent), epochs out of order (sorted). */
+START_TEST(csv_reader_api) {
+    free(tu_write_text(dir, "r.csv",
+                       "\xEF\xBB\xBF"
+                       "note, loss ,epoch,samples_per_sec,val_accuracy\r\n"
+                       "\"x, \"\"y\"\"\",0.5,2,100,\r\n"
+                       "\r\n"
+                       "z,0.75,0,200,0.25\r\n"
+                       " ,1e-1, 1 ,,0.5\r\n"));
+    char path[8192];
+    path_in_dir("r.csv", path, sizeof path);
+    mr_cmp_run r;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_cmp_run_load(&r, path, &err), MR_OK);
+    ck_assert_ptr_eq(r.path, path);
+    ck_assert_ptr_eq(r.label, path);
+    ck_assert_int_eq(r.n, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(r.rows[i].epoch, i);
+    ck_assert_int_eq(r.rows[0].line, 4);
+    ck_assert_int_eq(r.rows[2].line, 2);
+    ck_assert(r.rows[0].v[MR_CMP_LOSS] == 0.75 && r.rows[1].v[MR_CMP_LOSS] == 0.1);
+    ck_assert(r.rows[2].v[MR_CMP_SAMPLES_PER_SEC] == 100);
+    ck_assert(mr_cmp_row_has(&r.rows[0], MR_CMP_VAL_ACCURACY));
+    ck_assert(!mr_cmp_row_has(&r.rows[2], MR_CMP_VAL_ACCURACY)); /* empty cell */
+    ck_assert(!mr_cmp_row_has(&r.rows[1], MR_CMP_SAMPLES_PER_SEC));
+    ck_assert(!mr_cmp_row_has(&r.rows[0], MR_CMP_ACCURACY)); /* no such column */
+    ck_assert(!mr_cmp_row_has(NULL, MR_CMP_LOSS));
+    ck_assert(mr_cmp_run_has(&r, MR_CMP_VAL_ACCURACY));
+    ck_assert(!mr_cmp_run_has(&r, MR_CMP_SECONDS));
+    ck_assert_str_eq(mr_cmp_metric_names[MR_CMP_SAMPLES_PER_SEC], "samples_per_sec");
+    mr_cmp_run_free(&r);
+    ck_assert_ptr_null(r.rows);
+    ck_assert_int_eq(r.n, 0);
+    mr_cmp_run_free(&r); /* twice: nothing to free */
+
+    /* failures: the status and one line naming the file and line; nothing to free */
+    free(tu_write_text(dir, "bad.csv", "epoch,loss\n1,0.5\n1,0.4\n"));
+    path_in_dir("bad.csv", path, sizeof path);
+    ck_assert_int_eq(mr_cmp_run_load(&r, path, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "bad.csv:3: epoch 1 appears twice (also line 2)"), "%s", err.msg);
+    ck_assert_ptr_null(r.rows);
+    mr_error_clear(&err);
+    path_in_dir("missing.csv", path, sizeof path);
+    ck_assert_int_eq(mr_cmp_run_load(&r, path, &err), MR_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "missing.csv: cannot open: No such file or directory"), "%s",
+                  err.msg);
+}
+END_TEST
+
+/* Epochs matched by number, the ones only one run has, the weighted
+ * throughput over the epochs where both have samples/s and seconds. */
+START_TEST(comparison_api) {
+    free(tu_write_text(dir, "a.csv",
+                       "epoch,loss,samples_per_sec,seconds\n"
+                       "0,0.9,100,1\n1,0.8,300,3\n2,0.7,,\n5,0.6,100,1\n"));
+    free(tu_write_text(dir, "b.csv",
+                       "epoch,loss,accuracy,samples_per_sec,seconds\n"
+                       "1,0.7,0.5,600,1\n2,0.6,0.6,100,1\n3,0.5,,100,1\n4,0.4,,100,1\n"
+                       "6,0.3,,100,1\n"));
+    char pa[8192], pb[8192];
+    path_in_dir("a.csv", pa, sizeof pa);
+    path_in_dir("b.csv", pb, sizeof pb);
+    mr_cmp_run a, b;
+    mr_cmp_result c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_cmp_run_load(&a, pa, &err), MR_OK);
+    ck_assert_int_eq(mr_cmp_run_load(&b, pb, &err), MR_OK);
+    ck_assert_int_eq(mr_cmp_compare(&a, &b, &c, &err), MR_OK);
+    ck_assert_int_eq(c.n_all, 7); /* epochs 0-6 */
+    ck_assert_int_eq(c.n_common, 2);
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(c.all[i].epoch, i);
+    ck_assert(mr_cmp_only_in(&c.all[0], 1) && !mr_cmp_only_in(&c.all[0], 0));
+    ck_assert(!mr_cmp_only_in(&c.all[1], 1) && !mr_cmp_only_in(&c.all[1], 0));
+    ck_assert(mr_cmp_only_in(&c.all[3], 0));
+    ck_assert_ptr_eq(c.all[1].a, &a.rows[1]);
+    ck_assert_ptr_eq(c.all[1].b, &b.rows[0]);
+    char buf[64];
+    mr_cmp_format_only(&c, 1, buf, sizeof buf);
+    ck_assert_str_eq(buf, "1, 6"); /* 1-based */
+    mr_cmp_format_only(&c, 0, buf, sizeof buf);
+    ck_assert_str_eq(buf, "4-5, 7");
+    ck_assert(mr_cmp_metric_shown(&c, MR_CMP_LOSS));
+    ck_assert(mr_cmp_metric_shown(&c, MR_CMP_ACCURACY)); /* in B only, at a common epoch */
+    ck_assert(!mr_cmp_metric_shown(&c, MR_CMP_VAL_LOSS));
+    ck_assert_int_eq(mr_cmp_last_common(&c)->epoch, 2);
+    /* only epoch 1 has samples/s and seconds in both */
+    ck_assert_int_eq(c.tp_epochs, 1);
+    ck_assert(c.tp_a == 300 && c.tp_b == 600);
+    mr_cmp_result_free(&c);
+    ck_assert_ptr_null(c.all);
+
+    /* no epoch in common */
+    free(tu_write_text(dir, "far.csv", "epoch,loss\n10,0.5\n11,0.4\n"));
+    path_in_dir("far.csv", pb, sizeof pb);
+    mr_cmp_run_free(&b);
+    ck_assert_int_eq(mr_cmp_run_load(&b, pb, &err), MR_OK);
+    ck_assert_int_eq(mr_cmp_compare(&a, &b, &c, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "have no epoch in common") &&
+                      strstr(err.msg, "a.csv has epochs 1-3, 6") && strstr(err.msg, "has 11-12"),
+                  "%s", err.msg);
+    mr_cmp_result_free(&c);
+    mr_cmp_run_free(&a);
+    mr_cmp_run_free(&b);
+}
+END_TEST
+
 static Suite *compare_suite(void) {
     Suite *s = suite_create("compare");
     TCase *tc = tcase_create("compare");
@@ -646,6 +763,8 @@ static Suite *compare_suite(void) {
     tcase_add_test(tc, plot_gnuplot_fails);
     tcase_add_test(tc, plot_png);
     tcase_add_test(tc, from_mirrored_train);
+    tcase_add_test(tc, csv_reader_api);
+    tcase_add_test(tc, comparison_api);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,138 @@
+/* atomic_file.c: temporary file, fsync, rename, fsync of the folder (atomic_file.h). */
+#include "atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* "PATH: cannot write: <strerror(e)>", or without the reason when none is known. */
+static mr_status write_failed(const char *path, int e, mr_error *err) {
+    if (e == 0) return mr_error_set(err, MR_ERR_IO, "%s: cannot write", path);
+    return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+}
+
+/* target + ".tmp.<pid>" into tmp[n]; 0, or -1 if it does not fit. */
+static int tmp_name(const char *target, char *tmp, size_t n) {
+    int len = snprintf(tmp, n, "%s.tmp.%d", target, (int)getpid());
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+/* Creates (truncates) the temporary for target; the fd, or -1 (err filled, tmp ""). */
+static int create_tmp(const char *target, char *tmp, size_t n, mr_error *err) {
+    struct stat sb;
+    if (target[0] == '\0' || strlen(target) >= MR_ATOMIC_PATH_MAX || tmp_name(target, tmp, n)) {
+        if (n > 0) tmp[0] = '\0';
+        write_failed(target, target[0] == '\0' ? ENOENT : ENAMETOOLONG, err);
+        return -1;
+    }
+    if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        tmp[0] = '\0';
+        write_failed(target, EISDIR, err);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        write_failed(target, errno, err);
+        tmp[0] = '\0';
+    }
+    return fd;
+}
+
+/* fsync of the folder that holds path, so that the rename survives a crash. */
+static mr_status sync_folder(const char *path, mr_error *err) {
+    char *copy = strdup(path);
+    if (copy == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int bad = fd < 0 || fsync(fd) != 0;
+    int e = errno;
+    if (fd >= 0) close(fd);
+    free(copy);
+    if (bad)
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot sync its folder: %s", path, strerror(e));
+    return MR_OK;
+}
+
+/* Renames tmp over target (removing tmp if that fails), then syncs the folder. */
+static mr_status rename_into_place(const char *target, const char *tmp, mr_error *err) {
+    if (rename(tmp, target) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return write_failed(target, e, err);
+    }
+    return sync_folder(target, err);
+}
+
+mr_status mr_atomic_file_open(mr_atomic_file *af, const char *path, mr_error *err) {
+    af->f = NULL;
+    snprintf(af->path, sizeof af->path, "%s", path);
+    int fd = create_tmp(path, af->tmp, sizeof af->tmp, err);
+    if (fd < 0) return MR_ERR_IO;
+    af->f = fdopen(fd, "w");
+    if (af->f == NULL) {
+        int e = errno;
+        close(fd);
+        unlink(af->tmp);
+        af->tmp[0] = '\0';
+        return write_failed(path, e, err);
+    }
+    return MR_OK;
+}
+
+mr_status mr_atomic_file_commit(mr_atomic_file *af, mr_error *err) {
+    MR_ASSERT(af->f != NULL);
+    FILE *f = af->f;
+    af->f = NULL;
+    /* errno of the failing call; 0 if only an earlier write failed (its errno is gone) */
+    errno = 0;
+    int bad = fflush(f) != 0 || ferror(f);
+    if (!bad) bad = fsync(fileno(f)) != 0;
+    int e = errno;
+    if (fclose(f) != 0 && !bad) bad = 1, e = errno;
+    if (bad) {
+        unlink(af->tmp);
+        af->tmp[0] = '\0';
+        return write_failed(af->path, e, err);
+    }
+    mr_status st = rename_into_place(af->path, af->tmp, err);
+    af->tmp[0] = '\0';
+    return st;
+}
+
+void mr_atomic_file_abort(mr_atomic_file *af) {
+    if (af->f != NULL) fclose(af->f);
+    af->f = NULL;
+    if (af->tmp[0] != '\0') unlink(af->tmp);
+    af->tmp[0] = '\0';
+}
+
+mr_status mr_atomic_path_begin(const char *target, char *tmp, size_t n, mr_error *err) {
+    int fd = create_tmp(target, tmp, n, err);
+    if (fd < 0) return MR_ERR_IO;
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        tmp[0] = '\0';
+        return write_failed(target, e, err);
+    }
+    return MR_OK;
+}
+
+mr_status mr_atomic_path_commit(const char *target, const char *tmp, mr_error *err) {
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    int bad = fd < 0 || fsync(fd) != 0;
+    int e = errno;
+    if (fd >= 0 && close(fd) != 0 && !bad) bad = 1, e = errno;
+    if (bad) {
+        unlink(tmp);
+        return write_failed(target, e, err);
+    }
+    return rename_into_place(target, tmp, err);
+}
+
+void mr_atomic_path_abort(const char *tmp) {
+    if (tmp != NULL && tmp[0] != '\0') unlink(tmp);
+}
