@@ -1,6 +1,7 @@
 /* cli.c: exit codes, errors, option values and output files (cli.h);
  * the job's part is cli_job.c. */
 #include "launch/cli.h"
+#include "runtime/atomic_file.h"
 
 #include <getopt.h>
 
@@ -50,13 +51,12 @@ mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: Is a directory", opt, path);
+    /* the temporary an atomic write of path would make (runtime/atomic_file.h) */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: %s", opt, path, strerror(errno));
-    fclose(f);
-    unlink(tmp);
+    mr_error why = {0};
+    if (mr_atomic_path_begin(path, tmp, sizeof tmp, &why) != MR_OK)
+        return mr_error_set(err, MR_ERR_IO, "%s %s", opt, why.msg);
+    mr_atomic_path_abort(tmp);
     return MR_OK;
 }
 

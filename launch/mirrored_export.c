@@ -27,6 +27,7 @@
 
 #include "backends/backends.h"
 #include "models/keras.h"
+#include "runtime/atomic_file.h"
 #include "strategies/checkpoint.h"
 #include "launch/cli.h"
 
@@ -60,14 +61,10 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Fails before any work if no file can be created beside OUT. */
-static mr_status check_writable(const export_paths *p, mr_error *err) {
-    int fd = open(p->zip_tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0)
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", p->out, strerror(errno));
-    close(fd);
-    unlink(p->zip_tmp);
-    return MR_OK;
+/* Fails before any work if no file can be created beside OUT: the zip's
+ * temporary is made now (runtime/atomic_file.h) and filled at the end. */
+static mr_status check_writable(export_paths *p, mr_error *err) {
+    return mr_atomic_path_begin(p->out, p->zip_tmp, sizeof p->zip_tmp, err);
 }
 
 /* The model of the checkpoint: its .cfg (relative paths from the folder it
@@ -131,7 +128,8 @@ static mr_status add_entry(const export_paths *p, zip_t *za, const char *name, z
 static mr_status write_archive(const export_paths *p, const char *metadata, const char *config,
                                mr_error *err) {
     int zerr = 0;
-    zip_t *za = zip_open(p->zip_tmp, ZIP_CREATE | ZIP_EXCL, &zerr);
+    /* the temporary exists (empty) since check_writable: libzip replaces it */
+    zip_t *za = zip_open(p->zip_tmp, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     if (za == NULL) {
         zip_error_t ze;
         zip_error_init_with_code(&ze, zerr);
@@ -155,19 +153,10 @@ static mr_status write_archive(const export_paths *p, const char *metadata, cons
     if (zip_close(za) != 0) {
         st = zip_failed(p, za, NULL, err);
         zip_discard(za);
-        unlink(p->zip_tmp);
         return st;
     }
-    if (mr_sync_path(p->zip_tmp, 0) != 0 || rename(p->zip_tmp, p->out) != 0) {
-        st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", p->out, strerror(errno));
-        unlink(p->zip_tmp);
-        return st;
-    }
-    char folder[MR_PATH_MAX + 32];
-    snprintf(folder, sizeof folder, "%s", p->out);
-    if (mr_sync_path(dirname(folder), 1) != 0)
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", p->out, strerror(errno));
-    return MR_OK;
+    /* fsync, rename over OUT, fsync of the folder */
+    return mr_atomic_path_commit(p->out, p->zip_tmp, err);
 }
 
 /* metadata.json: {"keras_version": "3.15.1", "date_saved": "%Y-%m-%d@%H:%M:%S"} */
@@ -217,7 +206,6 @@ static mr_status parse(int argc, char **argv, export_paths *p, int *help, int *v
                             p->out);
     if (strlen(p->out) >= MR_PATH_MAX)
         return mr_error_set(err, MR_ERR_USAGE, "%s: path too long", p->out);
-    snprintf(p->zip_tmp, sizeof p->zip_tmp, "%s.tmp.%d", p->out, (int)getpid());
     snprintf(p->weights_tmp, sizeof p->weights_tmp, "%s.weights.%d.h5", p->out, (int)getpid());
     return MR_OK;
 }
@@ -254,6 +242,7 @@ int main(int argc, char **argv) {
     }
     int rc = MR_EXIT_OK;
     if (st != MR_OK) {
+        mr_atomic_path_abort(p.zip_tmp); /* OUT stays as it was */
         rc = mr_cli_die(prog, &err);
     } else {
         printf("%s: %d layers, %lld parameters, %s at update %lld", p.out, m.n_layers,

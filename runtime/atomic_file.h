@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "runtime/error.h"
 
 MR_C_BEGIN
 

@@ -1,9 +1,9 @@
 /* h5file.c: checkpoint HDF5 files (h5file.h). */
 #include "runtime/h5file.h"
+#include "runtime/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,15 +76,8 @@ mr_status mr_h5_create(mr_h5 *h, const char *path, mr_error *err) {
     memset(h, 0, sizeof *h);
     h->file = -1;
     snprintf(h->path, sizeof h->path, "%s", path);
-    snprintf(h->tmp, sizeof h->tmp, "%s.tmp.%d", path, (int)getpid());
     /* the folder must take the temporary file now, not after all the work */
-    int fd = open(h->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        h->tmp[0] = '\0';
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    close(fd);
+    MR_CHECK(mr_atomic_path_begin(path, h->tmp, sizeof h->tmp, err));
     quiet(h);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_core(fapl, 1 << 20, 0);
@@ -94,7 +87,7 @@ mr_status mr_h5_create(mr_h5 *h, const char *path, mr_error *err) {
         char detail[256];
         mr_h5_last_error(detail);
         unquiet(h);
-        unlink(h->tmp);
+        mr_atomic_path_abort(h->tmp);
         h->tmp[0] = '\0';
         return mr_error_set(err, MR_ERR_NOMEM, "%s: cannot build the file in memory (%s)", path,
                             detail);
@@ -115,14 +108,6 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
-int mr_sync_path(const char *path, int folder) {
-    int fd = open(path, folder ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 mr_status mr_h5_commit(mr_h5 *h, mr_error *err) {
     char detail[256];
     mr_status st = MR_OK;
@@ -138,26 +123,19 @@ mr_status mr_h5_commit(mr_h5 *h, mr_error *err) {
     unquiet(h);
     if (st == MR_OK) {
         int fd = open(h->tmp, O_WRONLY | O_TRUNC);
-        int bad = fd < 0 || write_all(fd, image, (size_t)size) != 0 || fsync(fd) != 0;
+        int bad = fd < 0 || write_all(fd, image, (size_t)size) != 0;
         int e = errno;
         if (fd >= 0 && close(fd) != 0 && !bad) bad = 1, e = errno;
         if (bad) st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", h->path, strerror(e));
     }
     free(image);
-    if (st == MR_OK && rename(h->tmp, h->path) != 0)
-        st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", h->path, strerror(errno));
-    if (st != MR_OK) {
-        unlink(h->tmp);
-        h->tmp[0] = '\0';
-        return st;
-    }
+    /* fsync, rename over the target, fsync of the folder */
+    if (st == MR_OK)
+        st = mr_atomic_path_commit(h->path, h->tmp, err);
+    else
+        mr_atomic_path_abort(h->tmp);
     h->tmp[0] = '\0';
-    char folder[1024];
-    snprintf(folder, sizeof folder, "%s", h->path);
-    if (mr_sync_path(dirname(folder), 1) != 0)
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot sync its folder: %s", h->path,
-                            strerror(errno));
-    return MR_OK;
+    return st;
 }
 
 void mr_h5_discard(mr_h5 *h) {
@@ -166,7 +144,7 @@ void mr_h5_discard(mr_h5 *h) {
         unquiet(h);
     }
     h->file = -1;
-    if (h->tmp[0]) unlink(h->tmp);
+    mr_atomic_path_abort(h->tmp);
     h->tmp[0] = '\0';
 }
 

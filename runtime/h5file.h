@@ -2,7 +2,8 @@
  * atomically and read back with errors that name the file and the object.
  *
  * Writing goes to a temporary file in the target's folder; mr_h5_commit
- * flushes it, fsyncs it, renames it over the target and fsyncs the folder,
+ * flushes it, fsyncs it, renames it over the target and fsyncs the folder
+ * (runtime/atomic_file.h),
  * so a crash at any moment leaves the previous file whole (the rename is
  * atomic on POSIX file systems). HDF5's own printing of its error stack
  * is off while a file is open here: its innermost message goes into ours
@@ -25,7 +26,7 @@
 typedef struct mr_h5 {
     hid_t file;
     char path[1024]; /* the file as the user named it */
-    char tmp[1100];  /* while writing: the temporary file; "" otherwise */
+    char tmp[1100];  /* while writing: the temporary file (runtime/atomic_file.h); "" otherwise */
     H5E_auto2_t saved_func;
     void *saved_data;
 } mr_h5;
@@ -45,10 +46,6 @@ void mr_h5_discard(mr_h5 *h);
 mr_status mr_h5_open(mr_h5 *h, const char *path, mr_error *err);
 void mr_h5_close(mr_h5 *h);
 
-/* fsync of a file's data (folder 0) or of a folder's entries (folder 1),
- * as an atomic write needs after writing and after renaming; -1 with errno
- * on failure. (Also for files that are not HDF5: a .keras archive.) */
-int mr_sync_path(const char *path, int folder);
 
 /* The innermost message of HDF5's error stack, into buf (256 bytes). */
 const char *mr_h5_last_error(char buf[256]);

@@ -40,7 +40,7 @@
 
 #include <stdio.h>
 
-#include "error.h"
+#include "runtime/error.h"
 
 MR_C_BEGIN
 

@@ -160,10 +160,6 @@ START_TEST(bad_files) {
     }
     ck_assert_int_eq(st, MR_ERR_DATA);
     ck_assert_msg(strstr(err.msg, "cut.h5"), "%s", err.msg);
-    /* fsync of a file and of its folder; a missing path fails */
-    ck_assert_int_eq(mr_sync_path(path_of("whole.h5"), 0), 0);
-    ck_assert_int_eq(mr_sync_path(dir, 1), 0);
-    ck_assert_int_eq(mr_sync_path(path_of("missing.h5"), 0), -1);
     /* a folder that cannot take the file: nothing created */
     mr_error_clear(&err);
     ck_assert_int_eq(mr_h5_create(&h, path_of("no/such/folder/x.h5"), &err), MR_ERR_IO);
