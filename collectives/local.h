@@ -10,7 +10,7 @@
  *
  * CPU replicas only: the ranks read each other's buffers and copy with
  * memcpy, which is right because a CPU replica's device memory is host
- * memory (runtime/tensor.h). The strategy never gives it GPU replicas;
+ * memory (runtime/dmem.h). The strategy never gives it GPU replicas;
  * those are joined by NCCL, device to device. */
 #ifndef MR_LOCAL_H
 #define MR_LOCAL_H

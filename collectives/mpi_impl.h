@@ -3,7 +3,7 @@
  *
  * Every wait on MPI here is a polling loop with a deadline rather than a
  * blocking MPI_Wait: a collective must fail with a message naming the
- * ranks that did not arrive instead of waiting forever (DESIGN.md,
+ * ranks that did not arrive instead of waiting forever (docs/architecture.md,
  * "Threads and processes"). */
 #ifndef MR_MPI_IMPL_H
 #define MR_MPI_IMPL_H

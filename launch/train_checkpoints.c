@@ -1,4 +1,4 @@
-/* checkpointing.c: see checkpointing.h. */
+/* train_checkpoints.c: see train_checkpoints.h. */
 #include "launch/train_checkpoints.h"
 
 #include "launch/cli.h"

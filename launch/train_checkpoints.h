@@ -1,4 +1,4 @@
-/* checkpointing.h: the checkpoint side of mirrored_train: [net] checkpoint
+/* train_checkpoints.h: the checkpoint side of mirrored_train: [net] checkpoint
  * with checkpoint_every, --save, --keep, --resume and --init-weights.
  * Only the process of global replica 0 writes (`lead`); every process reads
  * a checkpoint it resumes from, as it reads the .cfg and the data. */

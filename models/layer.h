@@ -13,7 +13,7 @@
  * state and buffers, forward and backward, in models/<kind>_cpu.c for the
  * CPU (a CUDA build adds .cu siblings); mr_layer_setup picks the table of
  * the context's device kind (models/kernels.h). Tensors and weights are
- * device memory (mr_dfloat *, runtime/tensor.h): only the kernels read them.
+ * device memory (mr_dfloat *, runtime/dmem.h): only the kernels read them.
  * Callers use the mr_layer_* wrappers, never the tables directly. */
 #ifndef MR_LAYER_H
 #define MR_LAYER_H

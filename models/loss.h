@@ -1,6 +1,6 @@
 /* loss.h: losses over a batch of model outputs and integer class labels.
  *
- * The strategy's contract (DESIGN.md, step 3): a replica's loss is the SUM
+ * The strategy's contract (docs/architecture.md, "The step", 3): a replica's loss is the SUM
  * of its per-example losses divided by the GLOBAL batch size `norm`, so the
  * SUM-all-reduced gradients are the gradient of the mean loss over the
  * global batch. Metrics come back as plain sums (loss, correct) so they can

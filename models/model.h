@@ -45,7 +45,7 @@ typedef struct mr_model {
     int64_t n_params;   /* trainable floats */
     int64_t n_state;    /* non-trainable floats */
     size_t grads_extra; /* floats after the gradients (metrics ride along) */
-    /* Device memory (runtime/tensor.h): read and written by the kernels
+    /* Device memory (runtime/dmem.h): read and written by the kernels
      * only; host code goes through the functions below or the backend. */
     mr_dfloat *params;   /* (n_params) */
     mr_dfloat *grads;    /* (n_params + grads_extra) */

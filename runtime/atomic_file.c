@@ -1,5 +1,5 @@
 /* atomic_file.c: temporary file, fsync, rename, fsync of the folder (atomic_file.h). */
-#include "atomic_file.h"
+#include "runtime/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

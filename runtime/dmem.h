@@ -1,13 +1,13 @@
-/* tensor.h: device memory in the type system.
+/* dmem.h: device memory in the type system.
  *
  * A tensor's floats live where its replica's backend put them: host memory
  * on the CPU, GPU memory under CUDA. Code that runs on the host for every
  * device kind (model.c, the optimizer and loss dispatch, keras.c,
  * strategies/, launch/) must not read or write them; only the backend
- * implementations do: runtime/backend_cpu.c, the CPU kernels
+ * implementations do: backends/cpu/backend_cpu.c, the CPU kernels
  * models/<layer>_cpu.c, loss_cpu.c, optimizer_cpu.c (later their .cu
  * siblings), and the communicators for CPU replicas (collectives/), which
- * see device memory as float * (runtime/tensor_impl.h, collectives/comm.h).
+ * see device memory as float * (runtime/dmem_impl.h, collectives/comm.h).
  *
  * The rule is in the type: `mr_dfloat *` points to float32 in device
  * memory. mr_dfloat is an incomplete type, never defined, so the compiler

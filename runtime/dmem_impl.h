@@ -1,5 +1,5 @@
-/* tensor_impl.h: device memory as raw pointers, for the implementations of
- * a device kind only (tensor.h says which files those are; the CPU tests
+/* dmem_impl.h: device memory as raw pointers, for the implementations of
+ * a device kind only (dmem.h says which files those are; the CPU tests
  * include it too, since CPU device memory is host memory).
  *
  * On the CPU a device pointer is a host pointer, and a CPU kernel turns its

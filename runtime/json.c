@@ -1,5 +1,5 @@
 /* json.c: the streaming JSON writer (json.h). */
-#include "json.h"
+#include "runtime/json.h"
 
 #include <math.h>
 #include <stdarg.h>

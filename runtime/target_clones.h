@@ -1,4 +1,4 @@
-/* hot.h: MR_AVX2_CLONES marks the loops outside BLAS that a training step spends its
+/* target_clones.h: MR_AVX2_CLONES marks the loops outside BLAS that a training step spends its
  * time in (im2col, pooling, activations, batch norm, dropout, the loss, the
  * optimizer update, batch conversion, the local all-reduce).
  *

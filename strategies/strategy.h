@@ -3,7 +3,7 @@
  * A job trains R replicas. A strategy owns this process's L of them (one
  * mr_model each, one host thread each; L = R in a one-process job), the
  * communicator that joins all R (across processes under mpirun), and the
- * step of DESIGN.md. A replica's job-wide index is its process's offset
+ * step of docs/architecture.md. A replica's job-wide index is its process's offset
  * plus its local index, and everything below uses the job-wide index and R:
  *   1. replica 0 initialises the weights; they are broadcast to all;
  *   2. global batch g (G = B x R x K rows of the epoch's permutation, the

@@ -34,7 +34,7 @@ mr_layer_cfg gc_layer_cfg(mr_layer_kind kind);
 
 /* A layer's CPU kernels on the test's host arrays: CPU device memory is
  * host memory, so these wrap the arrays as device pointers
- * (runtime/tensor_impl.h) and call the mr_layer_* wrappers, which dispatch
+ * (runtime/dmem_impl.h) and call the mr_layer_* wrappers, which dispatch
  * to the kernels of the test's CPU context (tu_cpu_backend). */
 mr_status gc_setup(mr_layer *l, int max_batch, const char *file, mr_error *err);
 mr_status gc_init(mr_layer *l, uint64_t seed);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/atomic_file.h"
-#include "testutil.h"
+#include "tests/testutil.h"
 
 static char dir[4096];
 

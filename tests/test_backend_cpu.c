@@ -1,4 +1,4 @@
-/* test_backend_cpu.c: unit tests of the CPU backend (runtime/backend_cpu.c)
+/* test_backend_cpu.c: unit tests of the CPU backend (backends/cpu/backend_cpu.c)
  * through the wrappers of runtime/backend.h (runtime/backend.c): gemm in
  * every transpose combination against a naive double-precision loop, with
  * row strides wider than the rows (the padding holds NaN, so reading it

@@ -1,4 +1,4 @@
-/* test_cublas_lazy.c: runtime/cublas_lazy.c (CUDA builds only; needs no
+/* test_cublas_lazy.c: backends/cuda/cublas_lazy.c (CUDA builds only; needs no
  * GPU: loading a library and asking it for a status string does not touch
  * the device). cuBLAS is not in the process until the first load, the load
  * finds every entry point the backend calls, and a second load (from

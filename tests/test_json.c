@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "runtime/json.h"
-#include "testutil.h"
+#include "tests/testutil.h"
 
 /* A writer into memory: begin, then take() returns the text (malloc'd). */
 static FILE *mem;

@@ -4,7 +4,7 @@
  * outputs), in place on a CPU context and through copies on one that says
  * its memory is not host memory (a GPU's situation), with the same bits.
  * CPU device memory is host memory, so the tests read it in place
- * (runtime/tensor_impl.h). */
+ * (runtime/dmem_impl.h). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>

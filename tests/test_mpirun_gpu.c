@@ -1,7 +1,7 @@
 /* test_mpirun_gpu.c: mirrored_train on GPUs under mpirun as a user runs it
  * (meson test `mpirun_gpu`, CUDA builds with MPI only): one GPU per
  * process, the processes' GPUs joined by the NCCL communicator across
- * processes (collectives/nccl_comm.c: process 0's unique id through the
+ * processes (backends/cuda/nccl_comm.c: process 0's unique id through the
  * job's all-gather, then ncclCommInitRank on every rank).
  *
  *   - `mpirun -np 2 mirrored_train --devices gpu` trains bitwise like one

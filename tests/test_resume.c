@@ -1,4 +1,4 @@
-/* test_checkpoints.c: checkpoints as a user runs them: a run resumed from
+/* test_resume.c: checkpoints as a user runs them: a run resumed from
  * a checkpoint ends bitwise as the uninterrupted one (1 and 2 replicas, and
  * under mpirun -np 2, where one process alone creates the files),
  * mirrored_eval reports what training reported, the file has Keras's

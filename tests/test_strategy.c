@@ -1,6 +1,6 @@
 /* test_strategy.c: the replica manager and the step semantics.
  *
- * The central property (DESIGN.md): R replicas at batch B compute the same
+ * The central property (docs/architecture.md, "The step"): R replicas at batch B compute the same
  * update as 1 replica at batch R x B, up to float summation order. We train
  * k = 20 steps on small generated data and compare the weights.
  *
@@ -88,7 +88,7 @@ END_TEST
 
 /* BatchNormalization with per-replica statistics (sync=0): after a step
  * every replica holds the same moving statistics, the mean over replicas
- * of what each replica's batch made of them (DESIGN.md). The expectation
+ * of what each replica's batch made of them (docs/architecture.md, "Batch normalisation"). The expectation
  * is computed here from each shard alone. */
 START_TEST(bn_moving_statistics_averaged) {
     char text[2048];

@@ -14,7 +14,7 @@
  *    two longer runs take about 13 minutes on 2 cores.
  *  - fashion_cnn.cfg and fashion_cnn_bn.cfg also save their model, and
  *    mirrored_eval, from the checkpoint alone (the same batches, so the same
- *    bits; test_checkpoints.c evaluates on other device counts), must report
+ *    bits; test_resume.c evaluates on other device counts), must report
  *    the very test accuracy training printed.
  *  - fashion_cnn.cfg under `mpirun -np 2` (one replica per process): the
  *    same bar of 0.90, one --json with 2 replicas on 2 processes (it trains

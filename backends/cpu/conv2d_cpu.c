@@ -14,7 +14,7 @@
  * memory of the layer's context (backend.h); the chunk's col and dcol are
  * its scratch.
  * Relies on: layer.h (the layer contract), conv_geometry.h (Keras/TF
- * output size and padding), backend_impl.h (mr_cpu_gemm, row-major). */
+ * output size and padding), runtime/backend.h (mr_cpu_gemm, row-major). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* activation_cuda.h: the activations on a GPU, for the CUDA kernels that
  * apply one after their own compute (dense_cuda.cu, conv2d_cuda.cu) and for
  * the [activation] layer (activation_cuda.cu, which defines them). The
- * CUDA twins of kernels_cpu.h's mr_cpu_activation_forward/backward: the
+ * CUDA twins of cpu_impl.h's mr_cpu_activation_forward/backward: the
  * same formulas (runtime/elementwise.h), queued on the context's compute
- * stream. y and dy are device memory (float *: tensor_impl.h). */
+ * stream. y and dy are device memory (float *: dmem_impl.h). */
 #ifndef MR_ACTIVATION_CUDA_H
 #define MR_ACTIVATION_CUDA_H
 

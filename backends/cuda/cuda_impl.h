@@ -62,7 +62,7 @@ typedef struct mr_cuda_ctx {
 } mr_cuda_ctx;
 
 /* The cuBLAS calls the backend makes, loaded by mr_cublas_load (once, on
- * the first CUDA context; thread-safe): runtime/cublas_lazy.c says why
+ * the first CUDA context; thread-safe): backends/cuda/cublas_lazy.c says why
  * cuBLAS is loaded rather than linked. Valid once a load succeeded. */
 typedef struct mr_cublas_api {
     __typeof__(&cublasCreate_v2) create;

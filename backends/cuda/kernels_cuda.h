@@ -1,8 +1,8 @@
 /* kernels_cuda.h: the CUDA kernels of models/ (kernels.h): one table per
  * layer kind, the loss and the optimizer, each in models/<name>_cuda.cu,
  * gathered by kernels_cuda.c. Their tensors are device memory of a CUDA
- * context (runtime/cuda_impl.h): a .cu file turns its mr_dfloat *
- * arguments into float * (runtime/tensor_impl.h) for its kernels, queues
+ * context (backends/cuda/cuda_impl.h): a .cu file turns its mr_dfloat *
+ * arguments into float * (runtime/dmem_impl.h) for its kernels, queues
  * everything on the context's compute stream and checks every call
  * (MR_CUDA_TRY; a kernel launch by mr_cuda_launched). Per-element math
  * comes from runtime/elementwise.h, shared with the CPU loops. Only

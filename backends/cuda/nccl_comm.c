@@ -1,6 +1,6 @@
 /* nccl_comm.c: the NCCL communicator (nccl_comm.h), C against nccl.h and
  * the CUDA runtime's C API; each replica's streams are its context's
- * (runtime/cuda_impl.h: `stream` computes, `comm_stream` communicates).
+ * (backends/cuda/cuda_impl.h: `stream` computes, `comm_stream` communicates).
  *
  * Per rank, two events order the streams without the host: `ready` is
  * recorded on the compute stream and waited for by the communication
