@@ -12,6 +12,8 @@
  * CPU kernels are batchnorm_cpu.c.
  * Relies on: layer.h (the layer contract, mr_run.sync_sum). */
 #include "models/layer.h"
+#include "models/keras.h"
+#include "runtime/strbuf.h"
 
 static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;
@@ -32,8 +34,31 @@ static void bn_init(const mr_layer *l, int weight, uint64_t seed, float *out) {
         out[c] = v;
 }
 
+/* Keras's BatchNormalization config keys, in its order (synchronized:
+ * SyncBatchNormalization, [batchnorm] sync). */
+static void bn_keras_config(const mr_layer *l, mr_sb *b) {
+    const mr_layer_cfg *c = l->cfg;
+    mr_sb_printf(b, ", \"axis\": -1, \"momentum\": ");
+    mr_sb_float(b, c->momentum);
+    mr_sb_printf(b, ", \"epsilon\": ");
+    mr_sb_float(b, c->epsilon);
+    mr_sb_printf(b,
+                 ", \"center\": true, \"scale\": true, \"beta_initializer\": %s, "
+                 "\"gamma_initializer\": %s, \"moving_mean_initializer\": %s, "
+                 "\"moving_variance_initializer\": %s, \"beta_regularizer\": null, "
+                 "\"gamma_regularizer\": null, \"beta_constraint\": null, "
+                 "\"gamma_constraint\": null, \"synchronized\": %s, \"renorm\": false, "
+                 "\"renorm_clipping\": null, \"renorm_momentum\": 0.99",
+                 mr_keras_initializer("Zeros"), mr_keras_initializer("Ones"),
+                 mr_keras_initializer("Zeros"), mr_keras_initializer("Ones"),
+                 c->sync ? "true" : "false");
+}
+
 const mr_layer_ops mr_batchnorm_ops = {
     .class_name = "BatchNormalization",
+    .keras_name = "batch_normalization",
+    .keras_config = bn_keras_config,
+    .keras_build_config = 1,
     .setup = bn_setup,
     .init = bn_init,
     .whole_batch = 1,

@@ -191,21 +191,24 @@ static const struct {
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
+/* The [section] name of each layer kind, by mr_layer_kind. */
+static const char *const layer_sections[MR_LAYER_KIND_COUNT] = {
+    [MR_LAYER_INPUT] = "input",         [MR_LAYER_FLATTEN] = "flatten",
+    [MR_LAYER_DENSE] = "dense",         [MR_LAYER_ACTIVATION] = "activation",
+    [MR_LAYER_CONV2D] = "conv2d",       [MR_LAYER_MAXPOOL] = "maxpool",
+    [MR_LAYER_AVGPOOL] = "avgpool",     [MR_LAYER_DROPOUT] = "dropout",
+    [MR_LAYER_BATCHNORM] = "batchnorm",
+};
+
 /* mr_layer_kind value of a layer section name, -1 otherwise */
 static int layer_kind_of(const char *name) {
-    static const char *const order[MR_LAYER_KIND_COUNT] = {"input",      "flatten", "dense",
-                                                           "activation", "conv2d",  "maxpool",
-                                                           "avgpool",    "dropout", "batchnorm"};
     for (int k = 0; k < MR_LAYER_KIND_COUNT; k++)
-        if (strcmp(order[k], name) == 0) return k;
+        if (strcmp(layer_sections[k], name) == 0) return k;
     return -1;
 }
 
 const char *mr_layer_kind_name(mr_layer_kind kind) {
-    static const char *const order[MR_LAYER_KIND_COUNT] = {"input",      "flatten", "dense",
-                                                           "activation", "conv2d",  "maxpool",
-                                                           "avgpool",    "dropout", "batchnorm"};
-    return (kind >= 0 && kind < MR_LAYER_KIND_COUNT) ? order[kind] : "?";
+    return (kind >= 0 && kind < MR_LAYER_KIND_COUNT) ? layer_sections[kind] : "?";
 }
 const char *mr_activation_name(mr_activation a) {
     return activation_names[a];

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "models/conv_geometry.h"
+#include "models/keras.h"
+#include "runtime/strbuf.h"
 #include "models/layer.h"
 
 static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -44,8 +46,28 @@ static void conv_init(const mr_layer *l, int weight, uint64_t seed, float *out) 
         memset(out, 0, sizeof(float) * (size_t)c->filters);
 }
 
+/* Keras's Conv2D config keys, in its order. */
+static void conv_keras_config(const mr_layer *l, mr_sb *b) {
+    const mr_layer_cfg *c = l->cfg;
+    mr_sb_printf(b,
+                 ", \"filters\": %d, \"kernel_size\": [%d, %d], \"strides\": [%d, %d], "
+                 "\"padding\": \"%s\", \"data_format\": \"channels_last\", "
+                 "\"dilation_rate\": [1, 1], \"groups\": 1, \"activation\": \"%s\", "
+                 "\"use_bias\": %s, \"kernel_initializer\": %s, \"bias_initializer\": %s, "
+                 "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
+                 "\"activity_regularizer\": null, \"kernel_constraint\": null, "
+                 "\"bias_constraint\": null",
+                 c->filters, c->size[0], c->size[1], c->stride[0], c->stride[1],
+                 mr_keras_padding(c->padding), mr_keras_activation(c->activation),
+                 c->use_bias ? "true" : "false", mr_keras_initializer("GlorotUniform"),
+                 mr_keras_initializer("Zeros"));
+}
+
 const mr_layer_ops mr_conv2d_ops = {
     .class_name = "Conv2D",
+    .keras_name = "conv2d",
+    .keras_config = conv_keras_config,
+    .keras_build_config = 1,
     .setup = conv_setup,
     .init = conv_init,
 };

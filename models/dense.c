@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "models/layer.h"
+#include "models/keras.h"
+#include "runtime/strbuf.h"
 
 static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -26,8 +28,24 @@ static void dense_init(const mr_layer *l, int weight, uint64_t seed, float *out)
         memset(out, 0, sizeof(float) * (size_t)l->w[weight].size);
 }
 
+/* Keras's Dense config keys, in its order. */
+static void dense_keras_config(const mr_layer *l, mr_sb *b) {
+    const mr_layer_cfg *c = l->cfg;
+    mr_sb_printf(b,
+                 ", \"units\": %d, \"activation\": \"%s\", \"use_bias\": %s, "
+                 "\"kernel_initializer\": %s, \"bias_initializer\": %s, "
+                 "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
+                 "\"kernel_constraint\": null, \"bias_constraint\": null, "
+                 "\"quantization_config\": null",
+                 c->units, mr_keras_activation(c->activation), c->use_bias ? "true" : "false",
+                 mr_keras_initializer("GlorotUniform"), mr_keras_initializer("Zeros"));
+}
+
 const mr_layer_ops mr_dense_ops = {
     .class_name = "Dense",
+    .keras_name = "dense",
+    .keras_config = dense_keras_config,
+    .keras_build_config = 1,
     .setup = dense_setup,
     .init = dense_init,
 };

@@ -6,6 +6,8 @@
  * Backward recomputes the mask instead of storing it. The kernels are
  * dropout_cpu.c. */
 #include "models/layer.h"
+#include "models/keras.h"
+#include "runtime/strbuf.h"
 
 static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;
@@ -13,7 +15,16 @@ static mr_status dropout_setup(mr_layer *l, int max_batch, const char *file, mr_
     return MR_OK;
 }
 
+/* Keras's Dropout config keys, in its order. */
+static void dropout_keras_config(const mr_layer *l, mr_sb *b) {
+    mr_sb_printf(b, ", \"rate\": ");
+    mr_sb_float(b, l->cfg->rate);
+    mr_sb_printf(b, ", \"seed\": null, \"noise_shape\": null");
+}
+
 const mr_layer_ops mr_dropout_ops = {
     .class_name = "Dropout",
+    .keras_name = "dropout",
+    .keras_config = dropout_keras_config,
     .setup = dropout_setup,
 };

@@ -2,6 +2,8 @@
  * row-major per example, so this is a copy with a new shape; the model
  * skips even the copy (.view, layer.h). */
 #include "models/layer.h"
+#include "models/keras.h"
+#include "runtime/strbuf.h"
 
 static mr_status flatten_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch, (void)file, (void)err;
@@ -10,8 +12,17 @@ static mr_status flatten_setup(mr_layer *l, int max_batch, const char *file, mr_
     return MR_OK;
 }
 
+/* Keras's Flatten config keys. */
+static void flatten_keras_config(const mr_layer *l, mr_sb *b) {
+    (void)l;
+    mr_sb_printf(b, ", \"data_format\": \"channels_last\"");
+}
+
 const mr_layer_ops mr_flatten_ops = {
     .class_name = "Flatten",
+    .keras_name = "flatten",
+    .keras_config = flatten_keras_config,
+    .keras_build_config = 1,
     .setup = flatten_setup,
     .view = 1,
 };

@@ -16,7 +16,7 @@ static const char *dtype_policy =
     "{\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": {\"name\": "
     "\"float32\"}, \"registered_name\": null}";
 
-static const char *initializer(const char *cls) {
+const char *mr_keras_initializer(const char *cls) {
     if (strcmp(cls, "GlorotUniform") == 0)
         return "{\"module\": \"keras.initializers\", \"class_name\": \"GlorotUniform\", "
                "\"config\": {\"seed\": null, \"input_axes\": null, \"output_axes\": null}, "
@@ -28,8 +28,12 @@ static const char *initializer(const char *cls) {
            "\"registered_name\": null}";
 }
 
-static const char *activation_name(mr_activation a) {
+const char *mr_keras_activation(mr_activation a) {
     return a == MR_ACTIVATION_LINEAR ? "linear" : mr_activation_name(a);
+}
+
+const char *mr_keras_padding(mr_padding p) {
+    return p == MR_PADDING_SAME ? "same" : "valid";
 }
 
 /* [null, H, W, C] or [null, F] */
@@ -42,78 +46,9 @@ static void batch_shape(mr_sb *b, mr_shape s) {
 
 /* The config object of one layer (the keys Keras writes, in its order). */
 static void layer_config(mr_sb *b, const mr_layer *l) {
-    const mr_layer_cfg *c = l->cfg;
     mr_sb_printf(b, "{\"name\": \"%s\", \"trainable\": true, \"dtype\": %s", l->name, dtype_policy);
-    switch (c->kind) {
-    case MR_LAYER_DENSE:
-        mr_sb_printf(b,
-                     ", \"units\": %d, \"activation\": \"%s\", \"use_bias\": %s, "
-                     "\"kernel_initializer\": %s, \"bias_initializer\": %s, "
-                     "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
-                     "\"kernel_constraint\": null, \"bias_constraint\": null, "
-                     "\"quantization_config\": null",
-                     c->units, activation_name(c->activation), c->use_bias ? "true" : "false",
-                     initializer("GlorotUniform"), initializer("Zeros"));
-        break;
-    case MR_LAYER_CONV2D:
-        mr_sb_printf(b,
-                     ", \"filters\": %d, \"kernel_size\": [%d, %d], \"strides\": [%d, %d], "
-                     "\"padding\": \"%s\", \"data_format\": \"channels_last\", "
-                     "\"dilation_rate\": [1, 1], \"groups\": 1, \"activation\": \"%s\", "
-                     "\"use_bias\": %s, \"kernel_initializer\": %s, \"bias_initializer\": %s, "
-                     "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
-                     "\"activity_regularizer\": null, \"kernel_constraint\": null, "
-                     "\"bias_constraint\": null",
-                     c->filters, c->size[0], c->size[1], c->stride[0], c->stride[1],
-                     c->padding == MR_PADDING_SAME ? "same" : "valid",
-                     activation_name(c->activation), c->use_bias ? "true" : "false",
-                     initializer("GlorotUniform"), initializer("Zeros"));
-        break;
-    case MR_LAYER_MAXPOOL:
-    case MR_LAYER_AVGPOOL:
-        mr_sb_printf(b,
-                     ", \"pool_size\": [%d, %d], \"padding\": \"%s\", \"strides\": [%d, %d], "
-                     "\"data_format\": \"channels_last\"",
-                     c->size[0], c->size[1], c->padding == MR_PADDING_SAME ? "same" : "valid",
-                     c->stride[0], c->stride[1]);
-        break;
-    case MR_LAYER_FLATTEN:
-        mr_sb_printf(b, ", \"data_format\": \"channels_last\"");
-        break;
-    case MR_LAYER_DROPOUT:
-        mr_sb_printf(b, ", \"rate\": ");
-        mr_sb_float(b, c->rate);
-        mr_sb_printf(b, ", \"seed\": null, \"noise_shape\": null");
-        break;
-    case MR_LAYER_BATCHNORM:
-        mr_sb_printf(b, ", \"axis\": -1, \"momentum\": ");
-        mr_sb_float(b, c->momentum);
-        mr_sb_printf(b, ", \"epsilon\": ");
-        mr_sb_float(b, c->epsilon);
-        mr_sb_printf(b,
-                     ", \"center\": true, \"scale\": true, \"beta_initializer\": %s, "
-                     "\"gamma_initializer\": %s, \"moving_mean_initializer\": %s, "
-                     "\"moving_variance_initializer\": %s, \"beta_regularizer\": null, "
-                     "\"gamma_regularizer\": null, \"beta_constraint\": null, "
-                     "\"gamma_constraint\": null, \"synchronized\": %s, \"renorm\": false, "
-                     "\"renorm_clipping\": null, \"renorm_momentum\": 0.99",
-                     initializer("Zeros"), initializer("Ones"), initializer("Zeros"),
-                     initializer("Ones"), c->sync ? "true" : "false");
-        break;
-    case MR_LAYER_ACTIVATION:
-        mr_sb_printf(b, ", \"activation\": \"%s\"", activation_name(c->activation));
-        break;
-    default:
-        break;
-    }
+    if (l->ops->keras_config != NULL) l->ops->keras_config(l, b);
     mr_sb_printf(b, "}");
-}
-
-/* Keras writes an archive layer's build_config (its input shape) for the
- * layers that build weights, and Flatten. */
-static int has_build_config(mr_layer_kind k) {
-    return k == MR_LAYER_DENSE || k == MR_LAYER_CONV2D || k == MR_LAYER_BATCHNORM ||
-           k == MR_LAYER_FLATTEN;
 }
 
 static const char *loss_name(mr_loss_kind k) {
@@ -179,7 +114,7 @@ char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr) {
         layer_config(&b, l);
         if (archive) {
             mr_sb_printf(&b, ", \"registered_name\": null");
-            if (has_build_config(l->cfg->kind)) {
+            if (l->ops->keras_build_config) {
                 mr_sb_printf(&b, ", \"build_config\": {\"input_shape\": ");
                 batch_shape(&b, l->in);
                 mr_sb_printf(&b, "}");

@@ -30,6 +30,13 @@ typedef enum mr_keras_form {
     MR_KERAS_ARCHIVE,   /* config.json of a .keras */
 } mr_keras_form;
 
+/* The pieces a layer's keras_config (models/layer.h) writes with: the
+ * JSON of a Keras initializer class ("GlorotUniform", "Zeros", "Ones"),
+ * an activation's Keras name ("linear" for none), "same"/"valid". */
+const char *mr_keras_initializer(const char *cls);
+const char *mr_keras_activation(mr_activation a);
+const char *mr_keras_padding(mr_padding p);
+
 /* The model's Sequential config as JSON (malloc'd; NULL if out of memory).
  * lr is the learning rate recorded with the optimizer (archive form). */
 char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr);

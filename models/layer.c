@@ -11,30 +11,22 @@
 #include "runtime/rng.h"
 #include "models/kernels.h"
 
+/* The layer kinds' definitions, by kind (config.h): adding a layer kind
+ * adds its line here (docs/architecture.md, "Adding a layer"). */
+static const mr_layer_ops *const ops_by_kind[MR_LAYER_KIND_COUNT] = {
+    [MR_LAYER_INPUT] = NULL, /* the model's input: no computation */
+    [MR_LAYER_FLATTEN] = &mr_flatten_ops,
+    [MR_LAYER_DENSE] = &mr_dense_ops,
+    [MR_LAYER_ACTIVATION] = &mr_activation_ops,
+    [MR_LAYER_CONV2D] = &mr_conv2d_ops,
+    [MR_LAYER_MAXPOOL] = &mr_maxpool_ops,
+    [MR_LAYER_AVGPOOL] = &mr_avgpool_ops,
+    [MR_LAYER_DROPOUT] = &mr_dropout_ops,
+    [MR_LAYER_BATCHNORM] = &mr_batchnorm_ops,
+};
+
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind) {
-    switch (kind) {
-    case MR_LAYER_INPUT:
-        return NULL;
-    case MR_LAYER_FLATTEN:
-        return &mr_flatten_ops;
-    case MR_LAYER_DENSE:
-        return &mr_dense_ops;
-    case MR_LAYER_ACTIVATION:
-        return &mr_activation_ops;
-    case MR_LAYER_CONV2D:
-        return &mr_conv2d_ops;
-    case MR_LAYER_MAXPOOL:
-        return &mr_maxpool_ops;
-    case MR_LAYER_AVGPOOL:
-        return &mr_avgpool_ops;
-    case MR_LAYER_DROPOUT:
-        return &mr_dropout_ops;
-    case MR_LAYER_BATCHNORM:
-        return &mr_batchnorm_ops;
-    case MR_LAYER_KIND_COUNT:
-        break;
-    }
-    return NULL;
+    return kind >= 0 && kind < MR_LAYER_KIND_COUNT ? ops_by_kind[kind] : NULL;
 }
 
 mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char *file,

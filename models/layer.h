@@ -29,6 +29,8 @@
 
 MR_C_BEGIN
 
+struct mr_sb; /* runtime/strbuf.h */
+
 /* Shape of one example (no batch axis): rank 3 is (H, W, C), rank 1 is (F). */
 typedef struct mr_shape {
     int rank;
@@ -79,6 +81,17 @@ typedef struct mr_layer mr_layer;
 typedef struct mr_layer_ops {
     /* Keras class name for the summary and checkpoints: "Dense", "Conv2D". */
     const char *class_name;
+    /* Keras's automatic name for such a layer: "dense", then "dense_1",
+     * ... ("max_pooling2d" for MaxPooling2D). */
+    const char *keras_name;
+    /* Appends the Keras config keys of the class that follow "name",
+     * "trainable" and "dtype", in the order Keras 3.15 writes them
+     * (", \"units\": 4, ..."; models/keras.h has the shared pieces). NULL:
+     * none. */
+    void (*keras_config)(const mr_layer *l, struct mr_sb *b);
+    /* 1: a .keras archive carries this layer's build_config (its input
+     * shape), as Keras writes it for layers that build weights, and Flatten. */
+    int keras_build_config;
     /* From l->in and l->cfg: set l->out and declare l->w[] (name, rank,
      * dims, trainable). A shape the layer cannot take is an MR_ERR_CONFIG
      * naming the .cfg line ("FILE:LINE: [conv2d] ..."); `file` is the .cfg

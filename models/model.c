@@ -17,30 +17,6 @@
  * "Weak scaling"). */
 #define MR_CHUNK_FLOATS (5 << 18)
 
-/* Keras's automatic layer names: dense, dense_1, ... */
-static const char *keras_base_name(mr_layer_kind kind) {
-    switch (kind) {
-    case MR_LAYER_FLATTEN:
-        return "flatten";
-    case MR_LAYER_DENSE:
-        return "dense";
-    case MR_LAYER_ACTIVATION:
-        return "activation";
-    case MR_LAYER_CONV2D:
-        return "conv2d";
-    case MR_LAYER_MAXPOOL:
-        return "max_pooling2d";
-    case MR_LAYER_AVGPOOL:
-        return "average_pooling2d";
-    case MR_LAYER_DROPOUT:
-        return "dropout";
-    case MR_LAYER_BATCHNORM:
-        return "batch_normalization";
-    default:
-        return "layer";
-    }
-}
-
 static mr_dfloat *alloc_floats(mr_model *m, int64_t n) {
     return mr_backend_alloc_floats(m->be, (size_t)(n > 0 ? n : 1));
 }
@@ -76,9 +52,9 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         l->in = cur;
         int c = counts[l->cfg->kind]++;
         if (c == 0)
-            snprintf(l->name, sizeof l->name, "%s", keras_base_name(l->cfg->kind));
+            snprintf(l->name, sizeof l->name, "%s", l->ops->keras_name);
         else
-            snprintf(l->name, sizeof l->name, "%s_%d", keras_base_name(l->cfg->kind), c);
+            snprintf(l->name, sizeof l->name, "%s_%d", l->ops->keras_name, c);
         mr_status st = mr_layer_setup(l, be, max_batch, cfg->path, err);
         if (st != MR_OK) {
             mr_model_free(m);

@@ -7,6 +7,8 @@
  * Relies on: layer.h (the layer contract), conv_geometry.h (Keras/TF
  * output size and padding). */
 #include "models/conv_geometry.h"
+#include "models/keras.h"
+#include "runtime/strbuf.h"
 #include "models/layer.h"
 
 static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -33,12 +35,25 @@ static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_err
     return MR_OK;
 }
 
+/* Keras's MaxPooling2D / AveragePooling2D config keys, in its order. */
+static void pool_keras_config(const mr_layer *l, mr_sb *b) {
+    const mr_layer_cfg *c = l->cfg;
+    mr_sb_printf(b,
+                 ", \"pool_size\": [%d, %d], \"padding\": \"%s\", \"strides\": [%d, %d], "
+                 "\"data_format\": \"channels_last\"",
+                 c->size[0], c->size[1], mr_keras_padding(c->padding), c->stride[0], c->stride[1]);
+}
+
 const mr_layer_ops mr_maxpool_ops = {
     .class_name = "MaxPooling2D",
+    .keras_name = "max_pooling2d",
+    .keras_config = pool_keras_config,
     .setup = pool_setup,
 };
 
 const mr_layer_ops mr_avgpool_ops = {
     .class_name = "AveragePooling2D",
+    .keras_name = "average_pooling2d",
+    .keras_config = pool_keras_config,
     .setup = pool_setup,
 };
