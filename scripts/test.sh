@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite: builds and runs
-#   1. every test (unit, MPI under mpirun, integration on Fashion-MNIST and
-#      mirrored_train under mpirun) in a release build,
+#   1. every test (unit, MPI under mpirun, the command-line integration
+#      tests, some under mpirun, and the slow training on Fashion-MNIST) in a
+#      release build,
 #   2. the unit, CLI (mirrored_train, mirrored_compare, mirrored_export),
 #      checkpoint and MPI tests under AddressSanitizer + UndefinedBehavior
 #      Sanitizer,
 #   3. the collective, strategy and MPI tests under ThreadSanitizer,
-#   4. the unit and CLI tests of a build without MPI and CUDA (job_single.c,
-#      the *_nocuda.c files).
+#   4. the unit and CLI tests of a build without MPI and CUDA (job_single.c;
+#      no "gpu" entry in the table of device kinds).
 # Where the CUDA toolkit is installed (/usr/local/cuda) the first three
 # builds include the CUDA backend; its GPU tests run where a GPU is visible
 # and are reported as SKIP, with the reason, where none is.
