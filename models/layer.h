@@ -109,7 +109,7 @@ typedef struct mr_layer_ops {
      * smaller working set per replica (docs/performance.md, "Weak scaling"). */
     int view;
     /* 1: training needs the whole batch in one pass (batch statistics); the
-     * model then never splits a batch into passes (model.h, chunk). */
+     * model then never splits a batch into passes (model.h, pass_rows). */
     int whole_batch;
 } mr_layer_ops;
 

@@ -15,7 +15,7 @@
  * runs batch 32 as two passes of 16; measured there, 2 replicas on 2 cores, the median of 5 epochs
  * each: 16 rows 1.87x one unsplit replica, 12 rows 1.79x, 32 rows (no split) 1.82x (docs/performance.md,
  * "Weak scaling"). */
-#define MR_CHUNK_FLOATS (5 << 18)
+#define MR_PASS_FLOATS (5 << 18)
 
 static mr_dfloat *alloc_floats(mr_model *m, int64_t n) {
     return mr_backend_alloc_floats(m->be, (size_t)(n > 0 ? n : 1));
@@ -182,7 +182,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     }
     m->run.be = be;
     m->run.scratch = mr_backend_scratch(be);
-    /* training passes (model.h, chunk): every pass reads the weights and
+    /* training passes (model.h, pass_rows): every pass reads the weights and
      * adds into their gradients, and each row touches per_row floats */
     int64_t per_row = m->in_size + 2 * widest;
     int whole = 0;
@@ -190,11 +190,11 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         if (!m->layers[i].ops->view) per_row += mr_shape_size(m->layers[i].out);
         whole |= m->layers[i].ops->whole_batch;
     }
-    int64_t c = (MR_CHUNK_FLOATS - 2 * np) / per_row; /* < 1: big weights, one pass */
+    int64_t c = (MR_PASS_FLOATS - 2 * np) / per_row; /* < 1: big weights, one pass */
     if (c >= 8) c -= c % 8;                           /* GEMM-friendly row counts */
     if (c < 1) c = max_batch;
     /* the budget is a CPU cache's: a GPU runs the whole batch at once */
-    m->chunk = whole || c > max_batch || !be->ops->cache_passes ? max_batch : (int)c;
+    m->pass_rows = whole || c > max_batch || !be->ops->cache_passes ? max_batch : (int)c;
     return MR_OK;
 }
 
@@ -314,16 +314,16 @@ mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, fl
     MR_ASSERT(batch >= 0 && batch <= m->max_batch);
     m->run.err = err;
     m->run.training = 1;
-    /* In passes of m->chunk rows, each reusing rows [0, chunk) of the
+    /* In passes of m->pass_rows rows, each reusing rows [0, pass_rows) of the
      * activation buffers: the gradients add up across passes (the layers'
      * contract), and one pass's activations stay in cache from its forward
-     * to its backward (model.h, chunk). */
-    const int chunk = m->chunk > 0 && m->chunk < batch ? m->chunk : batch;
+     * to its backward (model.h, pass_rows). */
+    const int rows = m->pass_rows > 0 && m->pass_rows < batch ? m->pass_rows : batch;
     const int64_t base = m->run.sample_base;
     mr_status st = MR_OK;
     int c0 = 0;
     do {
-        int n = batch - c0 < chunk ? batch - c0 : chunk;
+        int n = batch - c0 < rows ? batch - c0 : rows;
         m->run.sample_base = base + c0; /* dropout masks follow the sample */
         st = train_rows(m, mr_dfloat_at_c(m->input, (int64_t)c0 * m->in_size), labels + c0, n, norm,
                         loss_sum, correct, c0 + n >= batch ? after_layer : NULL, ctx);

@@ -31,14 +31,14 @@ typedef struct mr_model {
     int64_t in_size, out_size;      /* floats per example in / out */
     int max_batch;
     int fused_softmax; /* output is logits; loss applies the softmax */
-    /* Training runs forward+backward in passes of at most `chunk` rows, so
+    /* Training runs forward+backward in passes of at most `pass_rows` rows, so
      * that a pass's activations are still in cache when its backward reads
      * them; with 2 replicas on 2 cores that decides the scaling, since the
      * cores share the last-level cache and memory bandwidth. Set by
      * mr_model_init from the floats one row touches (model.c); max_batch
      * (one pass) when a layer needs the whole batch (BatchNormalization).
      * Tests may lower it. The gradients are the same sums in another order. */
-    int chunk;
+    int pass_rows;
     mr_backend *be; /* the replica's backend context (the caller's: not freed here) */
     mr_optimizer opt;
 

@@ -239,21 +239,21 @@ START_TEST(after_layer_reports_reverse_order) {
 END_TEST
 
 /* A small CNN with dropout: every layer is per-example, so training may
- * split a batch into passes (model.h, chunk). */
+ * split a batch into passes (model.h, pass_rows). */
 static const char *pass_cfg = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
                               "shape=6,6,1\n[conv2d]\nfilters=4\nsize=3\nactivation=relu\n"
                               "[maxpool]\nsize=2\n[flatten]\n[dense]\nunits=6\nactivation=relu\n"
                               "[dropout]\nrate=0.3\n[dense]\nunits=3\nactivation=softmax\n";
 
-/* Gradients, loss and hits of one batch of 8 rows trained in passes of `chunk`. */
-static int64_t train_in_passes(int chunk, float *grads, double *loss, int64_t *correct,
+/* Gradients, loss and hits of one batch of 8 rows trained in passes of `pass_rows`. */
+static int64_t train_in_passes(int pass_rows, float *grads, double *loss, int64_t *correct,
                                int *calls) {
     mr_config cfg;
     mr_model m;
     build(pass_cfg, &cfg, &m, 8);
     mr_model_init_weights(&m, 3, NULL);
-    ck_assert_int_eq(m.chunk, 8); /* tiny rows: one pass unless told otherwise */
-    m.chunk = chunk;
+    ck_assert_int_eq(m.pass_rows, 8); /* tiny rows: one pass unless told otherwise */
+    m.pass_rows = pass_rows;
     int32_t labels[8] = {0, 1, 2, 0, 1, 2, 2, 1};
     mr_rng_uniform(5, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), 8 * m.in_size);
     m.run.seed = 7;
@@ -311,7 +311,7 @@ START_TEST(pass_size_from_the_layout) {
     mr_config cfg;
     mr_model m;
     build(cnn, &cfg, &m, 32);
-    ck_assert_int_eq(m.chunk, 16);
+    ck_assert_int_eq(m.pass_rows, 16);
     ck_assert_int_eq(mr_model_forward(&m, 4, 0, NULL), MR_OK);
     ck_assert_ptr_eq(m.acts[2], m.acts[1]); /* flatten */
     mr_model_free(&m);
@@ -321,7 +321,7 @@ START_TEST(pass_size_from_the_layout) {
                      "[conv2d]\nfilters=32\nsize=3\n[batchnorm]\n[maxpool]\nsize=2\n"
                      "[flatten]\n[dense]\nunits=10\nactivation=softmax\n";
     build(bn, &cfg, &m, 32);
-    ck_assert_int_eq(m.chunk, 32);
+    ck_assert_int_eq(m.pass_rows, 32);
     mr_model_free(&m);
     mr_config_free(&cfg);
 
@@ -330,12 +330,12 @@ START_TEST(pass_size_from_the_layout) {
                        "[flatten]\n[dense]\nunits=256\nactivation=relu\n"
                        "[dense]\nunits=10\nactivation=softmax\n";
     build(wide, &cfg, &m, 32); /* 1.4M weights: twice that exceeds the budget */
-    ck_assert_int_eq(m.chunk, 32);
+    ck_assert_int_eq(m.pass_rows, 32);
     mr_model_free(&m);
     mr_config_free(&cfg);
 
     build(mlp_cfg, &cfg, &m, 256); /* 2,554 floats a row: 256 rows fit */
-    ck_assert_int_eq(m.chunk, 256);
+    ck_assert_int_eq(m.pass_rows, 256);
     ck_assert_int_eq(mr_model_forward(&m, 2, 0, NULL), MR_OK);
     ck_assert_ptr_eq(m.acts[0], m.input); /* a leading flatten views the input */
     mr_model_free(&m);
