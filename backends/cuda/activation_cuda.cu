@@ -55,12 +55,13 @@ mr_status mr_cuda_bias_activation_forward(mr_backend *be, mr_activation act, flo
     if (n == 0) return MR_OK;
     cudaStream_t s = mr_cuda(be)->stream;
     if (bias != NULL || (act != MR_ACTIVATION_LINEAR && act != MR_ACTIVATION_SOFTMAX)) {
-        act_forward_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(act, y, bias, n, width);
+        MR_CUDA_LAUNCH(act_forward_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, act, y, bias, n,
+                       width);
         mr_cuda_launched(be, err, "act_forward_kernel");
     }
     if (act == MR_ACTIVATION_SOFTMAX) {
-        softmax_forward_kernel<<<mr_cuda_blocks((size_t)rows), MR_CUDA_THREADS, 0, s>>>(y, rows,
-                                                                                        width);
+        MR_CUDA_LAUNCH(softmax_forward_kernel, mr_cuda_blocks((size_t)rows), MR_CUDA_THREADS, s, y,
+                       rows, width);
         mr_cuda_launched(be, err, "softmax_forward_kernel");
     }
     return MR_OK;
@@ -77,11 +78,11 @@ mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const f
     if (act == MR_ACTIVATION_LINEAR || n == 0) return MR_OK;
     cudaStream_t s = mr_cuda(be)->stream;
     if (act == MR_ACTIVATION_SOFTMAX) {
-        softmax_backward_kernel<<<mr_cuda_blocks((size_t)rows), MR_CUDA_THREADS, 0, s>>>(
-            y, dy, rows, width);
+        MR_CUDA_LAUNCH(softmax_backward_kernel, mr_cuda_blocks((size_t)rows), MR_CUDA_THREADS, s, y,
+                       dy, rows, width);
         mr_cuda_launched(be, err, "softmax_backward_kernel");
     } else {
-        act_backward_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(act, y, dy, n);
+        MR_CUDA_LAUNCH(act_backward_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, act, y, dy, n);
         mr_cuda_launched(be, err, "act_backward_kernel");
     }
     return MR_OK;

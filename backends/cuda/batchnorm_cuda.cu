@@ -206,12 +206,12 @@ static mr_status channel_sums(bn_priv *p, mr_backend *be, const float *u, const 
     const int64_t blocks = (M + ROW_BLOCK - 1) / ROW_BLOCK;
     cudaStream_t s = mr_cuda(be)->stream;
     if (blocks > 0) {
-        partials_kernel<<<mr_cuda_blocks((size_t)(blocks * C)), MR_CUDA_THREADS, 0, s>>>(
-            u, ua, v, vb, vs, M, C, p->part);
+        MR_CUDA_LAUNCH(partials_kernel, mr_cuda_blocks((size_t)(blocks * C)), MR_CUDA_THREADS, s, u,
+                       ua, v, vb, vs, M, C, p->part);
         mr_cuda_launched(be, err, "partials_kernel");
     }
-    totals_kernel<<<mr_cuda_blocks((size_t)C), MR_CUDA_THREADS, 0, s>>>(
-        p->part, blocks, C, p->s1, p->s2, add1, add2, buf, (float)M);
+    MR_CUDA_LAUNCH(totals_kernel, mr_cuda_blocks((size_t)C), MR_CUDA_THREADS, s, p->part, blocks, C,
+                   p->s1, p->s2, add1, add2, buf, (float)M);
     mr_cuda_launched(be, err, "totals_kernel");
     return MR_OK;
 }
@@ -263,10 +263,10 @@ static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat
     if (!run->training) {
         /* y = (x - moving_mean) * gamma / sqrt(moving_var + eps) + beta */
         if (n == 0) return MR_OK;
-        infer_scale_kernel<<<cb, MR_CUDA_THREADS, 0, s>>>(gamma, mv, eps, C, p->scale);
+        MR_CUDA_LAUNCH(infer_scale_kernel, cb, MR_CUDA_THREADS, s, gamma, mv, eps, C, p->scale);
         mr_cuda_launched(be, err, "infer_scale_kernel");
-        normalize_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(x, mm, p->scale, beta, n, C,
-                                                                       y);
+        MR_CUDA_LAUNCH(normalize_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, mm, p->scale,
+                       beta, n, C, y);
         mr_cuda_launched(be, err, "normalize_kernel");
         return MR_OK;
     }
@@ -274,18 +274,18 @@ static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat
     /* no rows and no replicas to hear from: nothing to learn (the CPU's count 0) */
     if (M == 0 && !sync) return MR_OK;
     /* shifted sums: s1 = sum (x - s), s2 = sum (x - s)^2 per channel */
-    shift_kernel<<<cb, MR_CUDA_THREADS, 0, s>>>(x, mm, sync || M == 0, C, p->shift);
+    MR_CUDA_LAUNCH(shift_kernel, cb, MR_CUDA_THREADS, s, x, mm, sync || M == 0, C, p->shift);
     mr_cuda_launched(be, err, "shift_kernel");
     float *buf = sync ? mr_dfloat_ptr(run->scratch) : NULL;
     MR_CHECK(channel_sums(p, be, x, p->shift, x, p->shift, NULL, M, NULL, NULL, buf, err));
     /* with sync, the sums and count of every replica's batch */
     if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)(2 * C + 1)));
-    stats_kernel<<<cb, MR_CUDA_THREADS, 0, s>>>(p->s1, p->s2, buf, (double)M, C, p->shift, gamma,
-                                                eps, mom, p->mean, p->inv_std, p->scale, mm, mv);
+    MR_CUDA_LAUNCH(stats_kernel, cb, MR_CUDA_THREADS, s, p->s1, p->s2, buf, (double)M, C, p->shift,
+                   gamma, eps, mom, p->mean, p->inv_std, p->scale, mm, mv);
     mr_cuda_launched(be, err, "stats_kernel");
     if (n == 0) return MR_OK;
-    normalize_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(x, p->mean, p->scale, beta, n, C,
-                                                                   y);
+    MR_CUDA_LAUNCH(normalize_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, p->mean, p->scale,
+                   beta, n, C, y);
     mr_cuda_launched(be, err, "normalize_kernel");
     return MR_OK;
 }
@@ -315,13 +315,12 @@ static mr_status bn_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloa
     if (dxd == NULL) return MR_OK;
     if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)(2 * C + 1)));
     const unsigned cb = mr_cuda_blocks((size_t)C);
-    factors_kernel<<<cb, MR_CUDA_THREADS, 0, s>>>(p->s1, p->s2, buf, (double)M, C,
-                                                  mr_dfloat_cptr(l->w[0].data), p->inv_std, p->fa,
-                                                  p->fb, p->fm);
+    MR_CUDA_LAUNCH(factors_kernel, cb, MR_CUDA_THREADS, s, p->s1, p->s2, buf, (double)M, C,
+                   mr_dfloat_cptr(l->w[0].data), p->inv_std, p->fa, p->fb, p->fm);
     mr_cuda_launched(be, err, "factors_kernel");
     if (n == 0) return MR_OK;
-    dx_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, s>>>(x, dy, p->mean, p->fa, p->fb, p->fm, n,
-                                                            C, mr_dfloat_ptr(dxd));
+    MR_CUDA_LAUNCH(dx_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, dy, p->mean, p->fa, p->fb,
+                   p->fm, n, C, mr_dfloat_ptr(dxd));
     mr_cuda_launched(be, err, "dx_kernel");
     return MR_OK;
 }

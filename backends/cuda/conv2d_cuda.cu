@@ -232,8 +232,8 @@ static mr_status prepare(mr_layer *l, mr_backend *be, int n, const conv_algos **
 static mr_status kernel_to_krsc(mr_layer *l, mr_backend *be, mr_error *err) {
     conv_priv *p = priv(l);
     size_t n = (size_t)p->K * p->F;
-    to_krsc_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-        mr_dfloat_cptr(l->w[0].data), p->wT, p->K, p->F);
+    MR_CUDA_LAUNCH(to_krsc_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   mr_dfloat_cptr(l->w[0].data), p->wT, p->K, p->F);
     mr_cuda_launched(be, err, "to_krsc_kernel");
     return MR_OK;
 }
@@ -245,8 +245,8 @@ static mr_status conv_input(conv_priv *p, mr_backend *be, int n, const float *x,
     if (!p->explicit_pad) return MR_OK;
     const mr_window *g = &p->g;
     size_t total = (size_t)n * p->cin_h * p->cin_w * p->C;
-    pad_kernel<<<mr_cuda_blocks(total), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-        x, xp, n, g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
+    MR_CUDA_LAUNCH(pad_kernel, mr_cuda_blocks(total), MR_CUDA_THREADS, mr_cuda(be)->stream, x, xp,
+                   n, g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
     mr_cuda_launched(be, err, "pad_kernel");
     *in = xp;
     return MR_OK;
@@ -316,8 +316,8 @@ static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_
         return mr_error_set(err, MR_ERR_NOMEM, "cuda:%d: out of memory for [conv2d] %s's kernel",
                             be->ordinal, l->name);
     p->dwT = p->wT + kf;
-    fill_kernel<<<mr_cuda_blocks((size_t)p->max_rows), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-        p->ones, (size_t)p->max_rows, 1.0f);
+    MR_CUDA_LAUNCH(fill_kernel, mr_cuda_blocks((size_t)p->max_rows), MR_CUDA_THREADS,
+                   mr_cuda(be)->stream, p->ones, (size_t)p->max_rows, 1.0f);
     mr_cuda_launched(be, err, "fill_kernel");
 
     MR_CHECK(choose_algos(l, be, max_batch, &p->algos[0], err));
@@ -384,8 +384,8 @@ static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfl
                                                 a->bwd_filter, ws, a->workspace, &zero, p->w_desc,
                                                 p->dwT));
     size_t kf = (size_t)p->K * p->F;
-    add_hwio_kernel<<<mr_cuda_blocks(kf), MR_CUDA_THREADS, 0, s>>>(
-        p->dwT, mr_dfloat_ptr(l->w[0].grad), p->K, p->F);
+    MR_CUDA_LAUNCH(add_hwio_kernel, mr_cuda_blocks(kf), MR_CUDA_THREADS, s, p->dwT,
+                   mr_dfloat_ptr(l->w[0].grad), p->K, p->F);
     mr_cuda_launched(be, err, "add_hwio_kernel");
     if (dxd == NULL) return MR_OK;
 
@@ -400,8 +400,8 @@ static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfl
     if (p->explicit_pad) {
         const mr_window *g = &p->g;
         size_t total = (size_t)batch * g->in_h * g->in_w * p->C;
-        crop_kernel<<<mr_cuda_blocks(total), MR_CUDA_THREADS, 0, s>>>(
-            dxp, dx, batch, g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
+        MR_CUDA_LAUNCH(crop_kernel, mr_cuda_blocks(total), MR_CUDA_THREADS, s, dxp, dx, batch,
+                       g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
         mr_cuda_launched(be, err, "crop_kernel");
     }
     return MR_OK;

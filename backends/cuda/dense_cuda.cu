@@ -53,8 +53,9 @@ static mr_status dense_backward(mr_layer *l, mr_run *run, int batch, const mr_df
     MR_CHECK(
         mr_gemm(be, 1, 0, in, out, batch, 1.0f, x, in, dy, out, 1.0f, l->w[0].grad, out, run->err));
     if (l->n_weights > 1) {
-        bias_grad_kernel<<<mr_cuda_blocks((size_t)out), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-            mr_dfloat_ptr(l->w[1].grad), mr_dfloat_cptr(dy), batch, out);
+        MR_CUDA_LAUNCH(bias_grad_kernel, mr_cuda_blocks((size_t)out), MR_CUDA_THREADS,
+                       mr_cuda(be)->stream, mr_dfloat_ptr(l->w[1].grad), mr_dfloat_cptr(dy), batch,
+                       out);
         mr_cuda_launched(be, run->err, "bias_grad_kernel");
     }
     /* dx (B, in) = dz (B, units) W^T (units, in); cuBLAS never reads C

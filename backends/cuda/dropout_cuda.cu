@@ -47,9 +47,9 @@ static mr_status dropout_pass(mr_layer *l, mr_run *run, int batch, const mr_dflo
     uint32_t key[2];
     mr_rng_key(run->seed, MR_RNG_STREAM_DROPOUT, key);
     size_t threads = (size_t)batch * (size_t)((n + 3) / 4);
-    dropout_kernel<<<mr_cuda_blocks(threads), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-        mr_dfloat_cptr(in), mr_dfloat_ptr(out), batch, n, key[0], key[1], run->step,
-        run->sample_base, l->index, rate, scale);
+    MR_CUDA_LAUNCH(dropout_kernel, mr_cuda_blocks(threads), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   mr_dfloat_cptr(in), mr_dfloat_ptr(out), batch, n, key[0], key[1], run->step,
+                   run->sample_base, l->index, rate, scale);
     mr_cuda_launched(be, run->err, "dropout_kernel");
     return MR_OK;
 }

@@ -27,6 +27,20 @@ extern const mr_layer_kernels mr_batchnorm_cuda;     /* batchnorm_cuda.cu */
 extern const mr_loss_kernels mr_loss_cuda;           /* loss_cuda.cu */
 extern const mr_optimizer_kernels mr_optimizer_cuda; /* optimizer_cuda.cu */
 
+/* Launches __global__ `kernel` over `grid` blocks of `block` threads on
+ * `stream`, with the kernel's arguments after. Under nvcc it is the
+ * <<<grid, block, 0, stream>>> launch; compiled as C++ for the emulated
+ * GPUs of the tests (meson -Dgpu_emulation=true, tests/gpu_emu/) it is the
+ * emulator's launcher, which queues the kernel on the stream's worker
+ * thread. The only place a kernel launch is spelt. */
+#ifdef __CUDACC__
+#define MR_CUDA_LAUNCH(kernel, grid, block, stream, ...)                                           \
+    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#else
+#define MR_CUDA_LAUNCH(kernel, grid, block, stream, ...)                                           \
+    mr_emu_launch((grid), (block), (stream), [=] { kernel(__VA_ARGS__); })
+#endif
+
 /* Threads per block of the elementwise kernels, and the blocks of a
  * grid-stride loop over n elements (capped: each thread then takes
  * several elements, and a grid never exceeds the device's limit). */

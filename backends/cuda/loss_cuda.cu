@@ -36,9 +36,9 @@ static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
     MR_CHECK(mr_cuda_labels(be, labels, batch, &dlabels, err));
     /* rows: batch losses, then batch hits */
     MR_CHECK(mr_cuda_rows(be, 2 * (size_t)batch, &rows, &host, err));
-    loss_kernel<<<mr_cuda_blocks((size_t)batch), MR_CUDA_THREADS, 0, s>>>(
-        kind, fused_softmax, mr_dfloat_cptr(out), dlabels, batch, k, 1.0f / norm,
-        dy ? mr_dfloat_ptr(dy) : NULL, rows, rows + batch);
+    MR_CUDA_LAUNCH(loss_kernel, mr_cuda_blocks((size_t)batch), MR_CUDA_THREADS, s, kind,
+                   fused_softmax, mr_dfloat_cptr(out), dlabels, batch, k, 1.0f / norm,
+                   dy ? mr_dfloat_ptr(dy) : NULL, rows, rows + batch);
     mr_cuda_launched(be, err, "loss_kernel");
     MR_CUDA_TRY(
         be, err,

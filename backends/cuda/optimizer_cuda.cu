@@ -28,9 +28,9 @@ static mr_status cuda_adam(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_
                            mr_dfloat *v, size_t n, float alpha, float b1, float b2, float eps,
                            mr_error *err) {
     if (n == 0) return MR_OK;
-    adam_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-        mr_dfloat_ptr(w), mr_dfloat_cptr(g), mr_dfloat_ptr(m), mr_dfloat_ptr(v), n, alpha, b1, b2,
-        eps);
+    MR_CUDA_LAUNCH(adam_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   mr_dfloat_ptr(w), mr_dfloat_cptr(g), mr_dfloat_ptr(m), mr_dfloat_ptr(v), n,
+                   alpha, b1, b2, eps);
     mr_cuda_launched(be, err, "adam_kernel");
     return MR_OK;
 }
@@ -39,9 +39,9 @@ static mr_status cuda_sgd(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_d
                           size_t n, float lr, float momentum, int nesterov, mr_error *err) {
     if (n == 0) return MR_OK;
     /* momentum 0: plain SGD, no velocity (optimizer.h) */
-    sgd_kernel<<<mr_cuda_blocks(n), MR_CUDA_THREADS, 0, mr_cuda(be)->stream>>>(
-        mr_dfloat_ptr(w), mr_dfloat_cptr(g), momentum != 0.0f ? mr_dfloat_ptr(vel) : NULL, n, lr,
-        momentum, nesterov);
+    MR_CUDA_LAUNCH(sgd_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   mr_dfloat_ptr(w), mr_dfloat_cptr(g),
+                   momentum != 0.0f ? mr_dfloat_ptr(vel) : NULL, n, lr, momentum, nesterov);
     mr_cuda_launched(be, err, "sgd_kernel");
     return MR_OK;
 }

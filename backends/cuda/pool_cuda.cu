@@ -121,8 +121,9 @@ static mr_status pool_forward(mr_layer *l, mr_run *run, int batch, const mr_dflo
     const mr_window g = mr_window_make(l->in.d[0], l->in.d[1], l->cfg);
     const int C = l->in.d[2];
     const size_t total = (size_t)batch * g.out_h * g.out_w * C;
-    pool_forward_kernel<<<mr_cuda_blocks(total), MR_CUDA_THREADS, 0, mr_cuda(run->be)->stream>>>(
-        g, C, batch, l->cfg->kind == MR_LAYER_MAXPOOL, mr_dfloat_cptr(x), mr_dfloat_ptr(y));
+    MR_CUDA_LAUNCH(pool_forward_kernel, mr_cuda_blocks(total), MR_CUDA_THREADS,
+                   mr_cuda(run->be)->stream, g, C, batch, l->cfg->kind == MR_LAYER_MAXPOOL,
+                   mr_dfloat_cptr(x), mr_dfloat_ptr(y));
     mr_cuda_launched(run->be, run->err, "pool_forward_kernel");
     return MR_OK;
 }
@@ -133,9 +134,9 @@ static mr_status pool_backward(mr_layer *l, mr_run *run, int batch, const mr_dfl
     const mr_window g = mr_window_make(l->in.d[0], l->in.d[1], l->cfg);
     const int C = l->in.d[2];
     const size_t total = (size_t)batch * g.in_h * g.in_w * C;
-    pool_backward_kernel<<<mr_cuda_blocks(total), MR_CUDA_THREADS, 0, mr_cuda(run->be)->stream>>>(
-        g, C, batch, l->cfg->kind == MR_LAYER_MAXPOOL, mr_dfloat_cptr(x), mr_dfloat_cptr(y),
-        mr_dfloat_cptr(dy), mr_dfloat_ptr(dx));
+    MR_CUDA_LAUNCH(pool_backward_kernel, mr_cuda_blocks(total), MR_CUDA_THREADS,
+                   mr_cuda(run->be)->stream, g, C, batch, l->cfg->kind == MR_LAYER_MAXPOOL,
+                   mr_dfloat_cptr(x), mr_dfloat_cptr(y), mr_dfloat_cptr(dy), mr_dfloat_ptr(dx));
     mr_cuda_launched(run->be, run->err, "pool_backward_kernel");
     return MR_OK;
 }
