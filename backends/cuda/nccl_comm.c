@@ -190,6 +190,18 @@ static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_err
     mr_backoff_begin(&b, 50e-6);
     for (;;) {
         cudaError_t e = cudaEventQuery(k->done);
+        /* the abort before success: ncclCommAbort lets the pending
+         * collectives finish with whatever the buffers hold, so their event
+         * completes; a half-reduced buffer must not be reported as a sum.
+         * The abort is flagged before ncclCommAbort is called, so a
+         * collective it cut short is seen here as aborted. */
+        pthread_mutex_lock(&k->lock);
+        if (atomic_load(&nc->aborted_by) >= 0 || k->dead) {
+            kill_locked(nc, k);
+            pthread_mutex_unlock(&k->lock);
+            return aborted(nc, k, what, err);
+        }
+        pthread_mutex_unlock(&k->lock);
         if (e == cudaSuccess) {
             k->pending = 0;
             return MR_OK;
@@ -200,11 +212,6 @@ static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_err
             return st;
         }
         pthread_mutex_lock(&k->lock);
-        if (atomic_load(&nc->aborted_by) >= 0 || k->dead) {
-            kill_locked(nc, k);
-            pthread_mutex_unlock(&k->lock);
-            return aborted(nc, k, what, err);
-        }
         ncclResult_t async = ncclSuccess, res = ncclCommGetAsyncError(k->comm, &async);
         if (res != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
             mr_status st = nccl_fail(
