@@ -128,7 +128,7 @@ static mr_dfloat *upload(worker *w, const float *host, size_t n) {
     mr_backend *be = w->g->be[w->rank];
     mr_dfloat *d = mr_backend_alloc_floats(be, n);
     if (d == NULL) {
-        w->st = mr_error_set(&w->err, MR_ERR_NOMEM, "cuda:%d: cannot allocate", w->rank);
+        w->st = mr_error_set(&w->err, MR_ERR_NOMEM, "gpu:%d: cannot allocate", w->rank);
         return NULL;
     }
     w->st = mr_backend_to_device(be, d, host, sizeof(float) * n, &w->err);

@@ -230,7 +230,7 @@ static mr_status bn_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_er
     p->s1 = (double *)mr_backend_alloc(be, sizeof(double) * (size_t)C * 2);
     if (p->mean == NULL || p->s1 == NULL)
         return mr_error_set(err, MR_ERR_NOMEM,
-                            "cuda:%d: out of memory for [batchnorm] %s's statistics", be->ordinal,
+                            "gpu:%d: out of memory for [batchnorm] %s's statistics", be->ordinal,
                             l->name);
     p->inv_std = p->mean + C;
     p->shift = p->mean + 2 * C;

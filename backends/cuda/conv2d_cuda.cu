@@ -161,7 +161,7 @@ template <typename Perf> static int pick_algo(const Perf *perf, int n) {
 static mr_status no_algo(const mr_layer *l, mr_backend *be, const char *what, int n,
                          mr_error *err) {
     return mr_error_set(err, MR_ERR_RUNTIME,
-                        "cuda:%d: [conv2d] %s: cuDNN offers no %s algorithm in FMA math within %zu "
+                        "gpu:%d: [conv2d] %s: cuDNN offers no %s algorithm in FMA math within %zu "
                         "MiB of workspace (batch %d)",
                         be->ordinal, l->name, what, MR_CUDA_WORKSPACE_LIMIT >> 20, n);
 }
@@ -301,7 +301,7 @@ static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_
                                                        &oh, &ow));
     if (on != max_batch || oc != p->F || oh != g.out_h || ow != g.out_w)
         return mr_error_set(err, MR_ERR_RUNTIME,
-                            "cuda:%d: [conv2d] %s: cuDNN's output (%d, %d, %d, %d) is not "
+                            "gpu:%d: [conv2d] %s: cuDNN's output (%d, %d, %d, %d) is not "
                             "Keras's (%d, %d, %d, %d)",
                             be->ordinal, l->name, on, oh, ow, oc, max_batch, g.out_h, g.out_w,
                             p->F);
@@ -313,7 +313,7 @@ static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_
     p->wT = w2 ? mr_dfloat_ptr(w2) : NULL;
     p->ones = ones ? mr_dfloat_ptr(ones) : NULL;
     if (p->wT == NULL || p->ones == NULL)
-        return mr_error_set(err, MR_ERR_NOMEM, "cuda:%d: out of memory for [conv2d] %s's kernel",
+        return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for [conv2d] %s's kernel",
                             be->ordinal, l->name);
     p->dwT = p->wT + kf;
     MR_CUDA_LAUNCH(fill_kernel, mr_cuda_blocks((size_t)p->max_rows), MR_CUDA_THREADS,

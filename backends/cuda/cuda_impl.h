@@ -90,7 +90,7 @@ static inline mr_cuda_ctx *mr_cuda(const mr_backend *be) {
 mr_status mr_cuda_enter(mr_backend *be, mr_error *err);
 
 /* A failed call as one line naming the device and what was being done:
- * "cuda:1: cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". Return
+ * "gpu:1: cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". Return
  * MR_ERR_RUNTIME (MR_ERR_NOMEM for an out-of-memory status). */
 mr_status mr_cuda_fail(const mr_backend *be, mr_error *err, cudaError_t e, const char *what);
 mr_status mr_cublas_fail(const mr_backend *be, mr_error *err, cublasStatus_t s, const char *what);
