@@ -359,7 +359,8 @@ static int auto_replicas(const mr_config *cfg, int processes, int cores) {
  * writing process) the output files. No collective: it may return early on
  * one process. */
 static mr_status prepare(const cli *c, const mr_job *job, const mr_device_env *env, mr_config *cfg,
-                         mr_strategy_opts *opts, int64_t *in_size, int *classes, mr_error *err) {
+                         mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size, int *classes,
+                         mr_error *err) {
     MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
     if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
     if (c->seed >= 0) cfg->net.seed = c->seed;
@@ -387,6 +388,9 @@ static mr_status prepare(const cli *c, const mr_job *job, const mr_device_env *e
     opts->check_sync = (int)c->check_sync;
     opts->bucket_floats = (size_t)(c->bucket_mb * 1024 * 1024 / sizeof(float));
     opts->comm_timeout = c->timeout;
+    /* the test hook: a fault for this process (strategies/fault.h) */
+    MR_CHECK(mr_fault_parse(getenv(MR_FAULT_ENV), job->rank, fault, err));
+    opts->fault = fault;
     /* the model's shapes first: a .cfg mistake should not wait for the data
      * (built on a CPU context: only the shapes are wanted) */
     mr_model probe;
@@ -459,7 +463,6 @@ static mr_status write_data(const char *path, const mr_config *cfg, const mr_dat
     printf("scale = 1\n");
     return MR_OK;
 }
-
 
 /* Every process must train the same model with the same settings (a .cfg
  * edited while mpirun started the processes, or different files on two
@@ -617,19 +620,6 @@ static void print_resume(const char *path, const mr_checkpoint *ck, const mr_fit
                plan->global_batch, (long long)s->position);
 }
 
-/* A test hook (MIRRORED_DEBUG_FAIL=RANK:STEP): that rank's replica 0 fails
- * at that training step, as a process-local failure would; with
- * RANK:STEP:stall it stops answering there instead (a hung process). */
-static void debug_fail(const mr_job *job, mr_strategy_opts *opts) {
-    const char *v = getenv("MIRRORED_DEBUG_FAIL");
-    int rank, n = 0;
-    long long step;
-    if (v == NULL || sscanf(v, "%d:%lld%n", &rank, &step, &n) != 2 || rank != job->rank || step < 1)
-        return;
-    opts->debug_fail_step = step;
-    opts->debug_stall = strcmp(v + n, ":stall") == 0;
-}
-
 int main(int argc, char **argv) {
     mr_error err = {0};
     mr_job job;
@@ -663,6 +653,7 @@ int main(int argc, char **argv) {
     int resuming = 0;
     char ck_path[MR_PATH_MAX + 64] = "";
     mr_strategy_opts opts = {.job = &job};
+    mr_fault fault = {0};       /* opts.fault: outlives the strategy */
     mr_device_set *sets = NULL; /* every process's devices (check_same_job) */
     int64_t in_size = 0, n_train = 0;
     int classes = 0;
@@ -675,7 +666,7 @@ int main(int argc, char **argv) {
     mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &err);
     if (st == MR_OK) st = env_st;
     /* stages that may fail on one process alone end with an agreement */
-    if (st == MR_OK) st = prepare(&c, &job, &env, &cfg, &opts, &in_size, &classes, &err);
+    if (st == MR_OK) st = prepare(&c, &job, &env, &cfg, &opts, &fault, &in_size, &classes, &err);
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     sets = calloc((size_t)job.size, sizeof *sets);
     if (sets == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
@@ -707,7 +698,6 @@ int main(int argc, char **argv) {
         if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
         goto done;
     }
-    debug_fail(&job, &opts);
     if (mr_strategy_create(&cfg, &opts, n_train, &strategy, &err) != MR_OK) goto agreed_failure;
     const mr_fit_plan *plan = mr_strategy_plan(strategy);
     mr_model *model0 = mr_strategy_replica(strategy, 0);

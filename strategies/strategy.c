@@ -48,9 +48,9 @@ struct mr_strategy {
     mr_strategy_opts opts;
     mr_fit_plan plan;
     const mr_backend_kind *kind; /* the replicas' device kind (opts.devices) */
-    int R;      /* replicas of the job */
-    int L;      /* replicas of this process */
-    int offset; /* job-wide index of this process's replica 0 */
+    int R;                       /* replicas of the job */
+    int L;                       /* replicas of this process */
+    int offset;                  /* job-wide index of this process's replica 0 */
     replica *reps;
     mr_comm *comm;
     /* bucket boundaries: all-reduce [b[i-1], b[i]) once backward has made b[i] floats final */
@@ -70,7 +70,6 @@ struct mr_strategy {
     mr_eval_detail *eval_detail; /* or NULL */
     cpu_set_t cpus;              /* the process's cores at creation */
 };
-
 
 /* ---- running a job on every replica ----------------------------------- */
 
@@ -215,7 +214,8 @@ static mr_status make_backends(mr_strategy *s, mr_error *err) {
     for (int r = 0; r < s->L; r++) {
         replica *rep = &s->reps[r];
         MR_CHECK(mr_backend_create(s->kind, opts->devices.ordinals[r], &rep->be, err));
-        if (opts->debug_staged) rep->be->host_memory = 0; /* host code copies, as for a GPU */
+        if (mr_fault_staged(opts->fault))
+            rep->be->host_memory = 0; /* host code copies, as for a GPU */
     }
     return MR_OK;
 }
@@ -308,9 +308,10 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     s->opts = *opts;
     s->L = opts->devices.count;
     s->kind = mr_devices_kind(&opts->devices);
-    mr_status st = s->kind != NULL ? make_backends(s, err)
-                                   : mr_error_set(err, MR_ERR_UNSUPPORTED,
-                                                  "no '%s' devices in this build", opts->devices.kind);
+    mr_status st = s->kind != NULL
+                       ? make_backends(s, err)
+                       : mr_error_set(err, MR_ERR_UNSUPPORTED, "no '%s' devices in this build",
+                                      opts->devices.kind);
     /* a device that fails on one process (no GPU, out of memory) fails the
      * job with its message on every process, before the communicator's
      * setup would wait for it */
@@ -408,7 +409,6 @@ static void bucket_ready(void *ctx, int64_t ready) {
     if (rep->next_bucket > 0) rep->bucket_status = mr_comm_progress(s->comm, rep->r, &rep->err);
 }
 
-
 /* --check-sync: every replica hashes each of its weights (parameters and
  * state, read through the model: in place on the CPU, copied from a GPU);
  * the hashes travel through the communicator, 16 bits per float in a row
@@ -467,17 +467,6 @@ static mr_status check_sync(replica *rep, int64_t step) {
     free(all);
     mr_backend_free(rep->be, dall);
     return st;
-}
-
-/* Tests only (debug_perturb_step): the first parameter += 1, through the
- * model's host access like any host code. */
-static mr_status perturb(replica *rep) {
-    mr_model *m = &rep->model;
-    const float *now;
-    MR_CHECK(mr_model_read(m, m->params, 1, &now, &rep->err));
-    float *next = mr_model_host_for(m, m->params);
-    next[0] = now[0] + 1.0f;
-    return mr_model_write(m, m->params, next, 1, &rep->err);
 }
 
 /* Loss and correct sums over this replica's shards of [begin, begin+count),
@@ -650,18 +639,9 @@ static mr_status job_fit(replica *rep) {
                 (size_t)(np + METRIC_FLOATS - rep->reduced), &rep->err));
             MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
             double t_comm = mr_now_s() - tc;
-            if (s->opts.debug_fail_step == global_step + 1 && rep->r == 0) {
-                if (!s->opts.debug_stall)
-                    return mr_error_set(&rep->err, MR_ERR_RUNTIME,
-                                        "replica %d: injected failure at step %lld "
-                                        "(MIRRORED_DEBUG_FAIL)",
-                                        rep->g, (long long)(global_step + 1));
-                double until = mr_now_s() + 3.0 * s->comm->timeout_s;
-                while (mr_now_s() < until) {
-                    struct timespec nap = {0, 10000000};
-                    nanosleep(&nap, NULL);
-                }
-            }
+            /* fault injection (tests): fail or stall after the all-reduce */
+            MR_CHECK(mr_fault_step(s->opts.fault, rep->r, rep->g, global_step + 1,
+                                   s->comm->timeout_s, &rep->err));
             lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
             MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, &rep->err));
             if (m->n_state && R > 1) {
@@ -706,8 +686,8 @@ static mr_status job_fit(replica *rep) {
                 }
             }
             if (s->opts.check_sync > 0 && global_step % s->opts.check_sync == 0) {
-                if (s->opts.debug_perturb_step == global_step && rep->g == R - 1 && R > 1)
-                    MR_CHECK(perturb(rep)); /* test hook: make the last replica diverge */
+                /* fault injection (tests): make the last replica diverge */
+                MR_CHECK(mr_fault_perturb(s->opts.fault, m, rep->g, R, global_step, &rep->err));
                 MR_CHECK(check_sync(rep, global_step));
             }
             if (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0 && gbegin + ga < n)

@@ -37,6 +37,7 @@
 #include "models/model.h"
 #include "runtime/dataset.h"
 #include "strategies/devices.h"
+#include "strategies/fault.h"
 
 typedef struct mr_strategy mr_strategy;
 
@@ -44,18 +45,11 @@ typedef struct mr_strategy_opts {
     mr_device_set devices; /* this process's replicas */
     mr_job *job;           /* the job's processes; NULL: this process alone */
     uint64_t seed;
-    int check_sync;             /* every K steps verify replicas are bitwise equal (0: never) */
-    size_t bucket_floats;       /* all-reduce bucket size (0: one all-reduce after backward) */
-    double comm_timeout;        /* seconds a collective waits (0: mr_comm_default_timeout()) */
-    int64_t debug_perturb_step; /* tests only: at this step (with check_sync) the last
-                                   replica's first parameter is changed; 0: never */
-    int64_t debug_fail_step;    /* tests only: replica 0 of this process fails at this
-                                   step (1-based); 0: never */
-    int debug_stall;            /* tests only: ... or, with this set, stalls there for
-                                   three collective timeouts instead */
-    int debug_staged;           /* tests only: the replicas' CPU contexts say their memory
-                                   is not host memory, so the host copies to and from it
-                                   as it must for a GPU (the batch, metrics, hashes) */
+    int check_sync;        /* every K steps verify replicas are bitwise equal (0: never) */
+    size_t bucket_floats;  /* all-reduce bucket size (0: one all-reduce after backward) */
+    double comm_timeout;   /* seconds a collective waits (0: mr_comm_default_timeout()) */
+    const mr_fault *fault; /* tests only: faults to inject (fault.h), NULL: none; must
+                              outlive the strategy */
 } mr_strategy_opts;
 
 /* What the strategy decided, for the start-up line and the JSON summary. */

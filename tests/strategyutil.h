@@ -32,7 +32,7 @@ typedef struct su_run {
     int check_sync;
     int64_t perturb;
     const char *kind;    /* of the replicas (ordinals 0..replicas-1); NULL: "cpu" */
-    int staged;          /* the replicas' contexts stage host access (debug_staged) */
+    int staged;          /* the replicas' contexts stage host access (mr_fault.staged) */
     int epochs;          /* 0: 1 */
     int64_t n_val;       /* > 0: the last n_val of the n examples validate after each epoch */
     mr_job *job;         /* NULL: this process alone */
