@@ -37,6 +37,8 @@
 #include "models/model.h"
 #include "runtime/dataset.h"
 #include "strategies/devices.h"
+#include "strategies/fault.h"
+#include "strategies/plan.h" /* mr_fit_plan, mr_plan_learning_rate */
 
 typedef struct mr_strategy mr_strategy;
 
@@ -44,42 +46,12 @@ typedef struct mr_strategy_opts {
     mr_device_set devices; /* this process's replicas */
     mr_job *job;           /* the job's processes; NULL: this process alone */
     uint64_t seed;
-    int check_sync;             /* every K steps verify replicas are bitwise equal (0: never) */
-    size_t bucket_floats;       /* all-reduce bucket size (0: one all-reduce after backward) */
-    double comm_timeout;        /* seconds a collective waits (0: mr_comm_default_timeout()) */
-    int64_t debug_perturb_step; /* tests only: at this step (with check_sync) the last
-                                   replica's first parameter is changed; 0: never */
-    int64_t debug_fail_step;    /* tests only: replica 0 of this process fails at this
-                                   step (1-based); 0: never */
-    int debug_stall;            /* tests only: ... or, with this set, stalls there for
-                                   three collective timeouts instead */
-    int debug_staged;           /* tests only: the replicas' CPU contexts say their memory
-                                   is not host memory, so the host copies to and from it
-                                   as it must for a GPU (the batch, metrics, hashes) */
+    int check_sync;        /* every K steps verify replicas are bitwise equal (0: never) */
+    size_t bucket_floats;  /* all-reduce bucket size (0: one all-reduce after backward) */
+    double comm_timeout;   /* seconds a collective waits (0: mr_comm_default_timeout()) */
+    const mr_fault *fault; /* tests only: faults to inject (fault.h), NULL: none; must
+                              outlive the strategy */
 } mr_strategy_opts;
-
-/* What the strategy decided, for the start-up line and the JSON summary. */
-typedef struct mr_fit_plan {
-    int replicas;       /* of the whole job */
-    int local_replicas; /* of this process */
-    int processes;
-    int batch;        /* per replica, per micro-batch */
-    int accumulate;   /* micro-batches per update */
-    int global_batch; /* batch x replicas x accumulate */
-    int fixed_global; /* 1: [net] global_batch fixed it (the same on any replica count) */
-    float base_lr;
-    /* The learning rate follows the global batch, not the replica count:
-     * with [net] global_batch the batch is the same on any R, and so is the
-     * rate (factor 1); with [net] batch per replica and lr_scaling = linear
-     * the global batch grows with R (and accumulate), and the rate by
-     * global_batch / batch; lr_scaling = none: 1. */
-    float lr_factor;
-    float warmup_epochs;
-    mr_lr_schedule schedule; /* after the warmup */
-    float lr_alpha;          /* cosine: final rate / scaled rate */
-    int epochs;              /* of the whole fit: where a cosine decay ends */
-    int64_t steps_per_epoch;
-} mr_fit_plan;
 
 typedef struct mr_epoch_logs {
     int epoch;             /* 0-based */
@@ -201,11 +173,5 @@ typedef struct mr_eval_detail {
 mr_status mr_strategy_evaluate_detail(mr_strategy *s, const mr_dataset *ds, int64_t begin,
                                       int64_t count, double *loss, double *accuracy,
                                       mr_eval_detail *detail, mr_error *err);
-
-/* The learning rate at a point of training (epochs as a real number):
- * a linear ramp from base_lr to base_lr x lr_factor over warmup_epochs,
- * then constant, or a cosine decay from there to lr_alpha times it at
- * plan->epochs (Keras CosineDecay with warmup_target and alpha). */
-float mr_plan_learning_rate(const mr_fit_plan *plan, double epoch_progress);
 
 #endif

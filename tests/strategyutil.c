@@ -95,8 +95,8 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     so.seed = 5;
     so.bucket_floats = o->bucket_floats;
     so.check_sync = o->check_sync;
-    so.debug_perturb_step = o->perturb;
-    so.debug_staged = o->staged;
+    mr_fault fault = {.perturb_step = o->perturb, .staged = o->staged};
+    so.fault = &fault;
     mr_strategy *s = NULL;
     float *out = NULL;
     mr_epoch_logs got = {0};

@@ -31,11 +31,11 @@ typedef struct su_run {
     size_t bucket_floats;
     int check_sync;
     int64_t perturb;
-    const char *kind;    /* of the replicas (ordinals 0..replicas-1); NULL: "cpu" */
-    int staged;          /* the replicas' contexts stage host access (debug_staged) */
-    int epochs;          /* 0: 1 */
-    int64_t n_val;       /* > 0: the last n_val of the n examples validate after each epoch */
-    mr_job *job;         /* NULL: this process alone */
+    const char *kind; /* of the replicas (ordinals 0..replicas-1); NULL: "cpu" */
+    int staged;       /* the replicas' contexts stage host access (mr_fault.staged) */
+    int epochs;       /* 0: 1 */
+    int64_t n_val;    /* > 0: the last n_val of the n examples validate after each epoch */
+    mr_job *job;      /* NULL: this process alone */
 } su_run;
 
 /* Trains o->epochs epochs (seed 5); returns replica 0's parameters followed by its

@@ -1,0 +1,41 @@
+/* train_options.h: mirrored_train's command line: the options, their
+ * checks (values in range, one MODEL.cfg, no --resume with --init-weights)
+ * and the --help text. Relies on launch/cli.h for option values and
+ * usage errors; what the options do is up to mirrored_train.c. */
+#ifndef MR_TRAIN_OPTIONS_H
+#define MR_TRAIN_OPTIONS_H
+
+#include <stdio.h>
+
+#include "runtime/error.h"
+
+/* What mirrored_train is asked to do. */
+typedef enum mr_train_action {
+    MR_TRAIN_RUN,         /* train MODEL.cfg */
+    MR_TRAIN_HELP,        /* --help */
+    MR_TRAIN_VERSION,     /* --version */
+    MR_TRAIN_HELP_CONFIG, /* --help-config[=markdown] */
+    MR_TRAIN_LIST,        /* --list-devices */
+} mr_train_action;
+
+/* What the command line asks for (-1: not given, for epochs and seed). */
+typedef struct mr_train_options {
+    mr_train_action action;
+    int markdown; /* --help-config=markdown */
+    long long epochs, seed, check_sync, keep;
+    double bucket_mb, timeout;
+    const char *metrics_path, *json_path, *devices_spec, *cfg_path;
+    const char *save_path, *resume, *init_weights, *log_path, *data_out;
+    int quiet;
+} mr_train_options;
+
+/* The --help text, naming the executable `prog`. */
+void mr_train_usage(FILE *out, const char *prog);
+
+/* Reads argv (getopt_long; argv[0] is skipped) into *c; an unknown option,
+ * a missing or bad value or a wrong MODEL.cfg count is an MR_ERR_USAGE
+ * with a one-line message. --help, --version, --help-config and
+ * --list-devices stop the parse: c->action says which. */
+mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_error *err);
+
+#endif

@@ -1,0 +1,167 @@
+/* train_report.c: what mirrored_train prints and writes about a run
+ * (train_report.h). */
+#include "launch/train_report.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "collectives/hierarchical.h"
+#include "launch/train_job.h"
+
+/* Process p's devices (`sets`: every process's, check_same_job), as
+ * "cpu:2,3" or "gpu:0,1". */
+static void rank_devices(const mr_job *job, const mr_device_set *sets, int p, char *buf, size_t n) {
+    mr_device_set set = sets[p];
+    if (mr_train_numbered_across_job(&set)) {
+        set.count = job->replicas[p];
+        for (int i = 0; i < set.count && i < MR_MAX_REPLICAS; i++)
+            set.ordinals[i] = job->first[p] + i;
+    }
+    mr_devices_format(&set, buf, n);
+}
+
+void mr_train_model_name(const char *cfg_path, char *buf, size_t n) {
+    const char *base = strrchr(cfg_path, '/');
+    base = base ? base + 1 : cfg_path;
+    snprintf(buf, n, "%s", base);
+    char *dot = strrchr(buf, '.');
+    if (dot) *dot = '\0';
+}
+
+/* The start-up line: replicas and where they run, the communicator, the
+ * batch, and the learning rate with the rule that made it. */
+void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_device_set *sets,
+                         const mr_config *cfg, int64_t n_train, int64_t n_val) {
+    const mr_fit_plan *plan = mr_strategy_plan(strategy);
+    const mr_comm *comm = mr_strategy_comm(strategy);
+    char buf[512];
+    printf("%d replica%s", plan->replicas, plan->replicas > 1 ? "s" : "");
+    if (job->size > 1) {
+        printf(" on %d processes (", job->size);
+        for (int p = 0; p < job->size; p++) {
+            rank_devices(job, sets, p, buf, sizeof buf);
+            printf("%s%s: rank %d %s", p ? "; " : "", job->hosts[p], p, buf);
+        }
+        printf(")");
+    } else {
+        rank_devices(job, sets, 0, buf, sizeof buf);
+        printf(" (%s)", buf);
+    }
+    if (plan->replicas > 1) {
+        if (strcmp(mr_comm_name(comm), "hierarchical") == 0) {
+            mr_comm_hierarchical_describe(comm, buf, sizeof buf);
+            printf(", hierarchical all-reduce (%s)", buf);
+        } else if (strcmp(mr_comm_name(comm), "mpi") == 0) {
+            printf(", MPI all-reduce (mpi)");
+        } else if (strcmp(mr_comm_name(comm), "nccl") == 0) {
+            printf(", NCCL all-reduce (nccl)");
+        } else {
+            printf(", shared-memory all-reduce (local)");
+        }
+    }
+    if (!mr_train_numbered_across_job(&sets[job->rank])) {
+        /* after the models are built: what each of this process's GPUs holds */
+        printf(", device memory in use");
+        for (int r = 0; r < plan->local_replicas; r++) {
+            mr_backend *be = mr_strategy_replica(strategy, r)->be;
+            size_t used = 0, total = 0;
+            char dev[32];
+            mr_backend_format(be, dev, sizeof dev);
+            if (mr_backend_memory(be, &used, &total, NULL) == MR_OK && total > 0)
+                printf("%s %s %.2f of %.1f GiB", r ? "," : "", dev, (double)used / 1073741824.0,
+                       (double)total / 1073741824.0);
+        }
+    }
+    printf(", batch %d/replica", plan->batch);
+    if (plan->accumulate > 1) printf(" x %d accumulated", plan->accumulate);
+    float lr = plan->base_lr * plan->lr_factor;
+    printf(" = %d global, learning rate ", plan->global_batch);
+    if (plan->fixed_global)
+        printf("%g (global batch fixed by the .cfg: the same on any replica count", lr);
+    else if (plan->lr_factor != 1.0f)
+        printf("%g x %g = %g (linear scaling: global batch %d / batch %d", plan->base_lr,
+               plan->lr_factor, lr, plan->global_batch, plan->batch);
+    else
+        printf("%g (%s", lr,
+               cfg->net.lr_scaling == MR_LR_SCALING_LINEAR ? "linear scaling, one replica"
+                                                           : "no scaling");
+    if (plan->warmup_epochs > 0)
+        printf(", %g warmup epoch%s from %g", plan->warmup_epochs,
+               plan->warmup_epochs == 1 ? "" : "s", plan->base_lr);
+    if (plan->schedule == MR_LR_SCHEDULE_COSINE)
+        printf(", cosine decay to %g at epoch %d", lr * plan->lr_alpha, cfg->net.epochs);
+    printf(")\n");
+    printf("Train on %lld samples", (long long)n_train);
+    if (n_val) printf(", validate on %lld samples", (long long)n_val);
+    printf(", %lld steps per epoch\n", (long long)plan->steps_per_epoch);
+    fflush(stdout);
+}
+
+/* "Resuming from ...": where the run stood and, with another replica count,
+ * what changes. */
+void mr_train_print_resume(const char *path, const mr_checkpoint *ck, const mr_fit_plan *plan,
+                           int epochs) {
+    const mr_fit_state *s = &ck->state;
+    printf("Resuming from %s: epoch %d/%d, %lld updates into it, %lld in all\n", path,
+           s->epoch + 1 > epochs ? epochs : s->epoch + 1, epochs, (long long)s->step,
+           (long long)s->global_step);
+    if (ck->replicas != plan->replicas || ck->global_batch != plan->global_batch)
+        printf("It was trained with %d replica%s and a global batch of %d; now %d and %d: training "
+               "goes on from example %lld of the epoch's order, with the learning rate of this "
+               "run (above); the rest of the run is not bitwise the uninterrupted one\n",
+               ck->replicas, ck->replicas == 1 ? "" : "s", ck->global_batch, plan->replicas,
+               plan->global_batch, (long long)s->position);
+}
+
+/* Writes the JSON summary via a temporary file renamed into place. */
+mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
+                              const mr_job *job, const mr_device_set *sets, const char *comm,
+                              int epochs, int has_test, double test_loss, double test_acc,
+                              uint64_t weights_hash, mr_error *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "{\n  \"epochs\": %d,\n", epochs);
+    fprintf(f, "  \"train_samples_per_sec\": %.1f,\n",
+            pg->train_seconds > 0 ? pg->train_samples / pg->train_seconds : 0.0);
+    if (has_test)
+        fprintf(f, "  \"test_loss\": %.6f,\n  \"test_accuracy\": %.6f,\n", test_loss, test_acc);
+    else
+        fprintf(f, "  \"test_loss\": null,\n  \"test_accuracy\": null,\n");
+    fprintf(f, "  \"loss\": %.6f,\n  \"accuracy\": %.6f,\n", pg->last.loss, pg->last.accuracy);
+    if (pg->last.has_val)
+        fprintf(f, "  \"val_loss\": %.6f,\n  \"val_accuracy\": %.6f,\n", pg->last.val_loss,
+                pg->last.val_accuracy);
+    fprintf(f, "  \"replicas\": %d,\n  \"processes\": %d,\n  \"nodes\": %d,\n", plan->replicas,
+            job->size, job->n_nodes);
+    fprintf(f, "  \"communicator\": \"%s\",\n  \"devices\": [", comm);
+    /* CPU replicas numbered across the job; GPUs by their ordinal on their node */
+    for (int p = 0, k = 0; p < job->size; p++)
+        for (int i = 0; i < job->replicas[p]; i++, k++)
+            fprintf(f, "%s\"%s:%d\"", k ? ", " : "", sets[p].kind,
+                    mr_train_numbered_across_job(&sets[p]) ? job->first[p] + i
+                                                           : sets[p].ordinals[i]);
+    fprintf(f, "],\n  \"ranks\": [");
+    for (int p = 0; p < job->size; p++)
+        fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"replicas\": %d}", p ? ", " : "", p,
+                job->hosts[p], job->replicas[p]);
+    fprintf(f, "],\n  \"global_batch\": %d,\n  \"learning_rate\": %.8g,\n", plan->global_batch,
+            plan->base_lr * plan->lr_factor);
+    fprintf(f, "  \"params_hash\": \"%016llx\",\n", (unsigned long long)weights_hash);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(f, "  \"max_rss_mb\": %.1f,\n", (double)ru.ru_maxrss / 1024.0);
+    fprintf(f, "  \"train_seconds\": %.3f\n}\n", pg->train_seconds);
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return mr_error_set(err, MR_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return MR_OK;
+}

@@ -1,0 +1,105 @@
+/* strategy_impl.h: the strategy's state, shared by the files that implement
+ * strategy.h (only the .c files of strategies/ include it):
+ *   strategy.c    creation (backends, communicator, replicas), destruction,
+ *                 accessors, copying replica 0's model to all;
+ *   replicas.c    threads: running a job on every replica, pinning;
+ *   fit.c         the training step and the epoch loop, buckets, shards;
+ *   check_sync.c  --check-sync (and the weights' hash, check_sync.h);
+ *   evaluate.c    sharded evaluation;
+ *   plan.c        the batch plan and learning rate (plan.h, pure);
+ *   fault.c       the test hooks (fault.h).
+ * Relies on collectives/comm.h for every meeting of the replicas and on the
+ * model and backend (models/model.h) for every access to a replica's
+ * device memory. */
+#ifndef MR_STRATEGY_IMPL_H
+#define MR_STRATEGY_IMPL_H
+
+#include <sched.h>
+#include <stdint.h>
+
+#include "strategies/strategy.h"
+
+/* Floats that ride behind the gradients in the all-reduce: the global
+ * batch's loss sum and correct count. The count is at most G, which
+ * mr_plan_make keeps at or below MR_PLAN_MAX_GLOBAL_BATCH = 2^24, so it
+ * stays an exact integer in a float; the epoch's totals add up in doubles
+ * on replica 0. */
+#define METRIC_FLOATS 2
+
+typedef struct replica {
+    mr_strategy *s;
+    int r;          /* index in this process (the communicator's rank) */
+    int g;          /* index in the job */
+    mr_backend *be; /* this replica's backend context (its device) */
+    mr_model model;
+    int64_t *rows;   /* (max_batch) row indices of the current shard */
+    int32_t *labels; /* (max_batch) */
+    mr_error err;
+    /* bucketed all-reduce state for the current update */
+    int next_bucket;
+    int64_t reduced;
+    int reduce_now; /* 1 during the last micro-batch of an update */
+    mr_status bucket_status;
+    int cpu; /* the core this replica's thread is pinned to, or -1 */
+} replica;
+
+struct mr_strategy {
+    const mr_config *cfg;
+    mr_strategy_opts opts;
+    mr_fit_plan plan;
+    const mr_backend_kind *kind; /* the replicas' device kind (opts.devices) */
+    int R;                       /* replicas of the job */
+    int L;                       /* replicas of this process */
+    int offset;                  /* job-wide index of this process's replica 0 */
+    replica *reps;
+    mr_comm *comm;
+    /* bucket boundaries: all-reduce [b[i-1], b[i]) once backward has made b[i] floats final */
+    int64_t *buckets;
+    int n_buckets;
+    /* the job the replica threads run, and its arguments */
+    mr_status (*job)(replica *rep);
+    const mr_dataset *ds;
+    int64_t n_train, val_begin, n_val;
+    const mr_augment *aug;
+    const mr_fit_callbacks *cb;
+    mr_fit_state from;  /* where the fit starts (zero: the beginning) */
+    mr_fit_state state; /* where it is, on global replica 0: history of finished epochs */
+    int64_t *perm;      /* (n_train) this epoch's order, written by replica 0 */
+    int64_t eval_begin, eval_count;
+    double eval_loss, eval_acc;
+    mr_eval_detail *eval_detail; /* or NULL */
+    cpu_set_t cpus;              /* the process's cores at creation */
+};
+
+/* ---- replicas.c --------------------------------------------------------- */
+
+/* Chooses each replica's core (rep->cpu, s->cpus): see pin_replica. */
+void strategy_plan_pinning(mr_strategy *s);
+
+/* Runs job on this process's replicas: threads for 1..L-1, the caller is
+ * replica 0 (the thread that may call MPI). Returns the first real error,
+ * not an MR_ERR_ABORTED echo of it. */
+mr_status strategy_run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_error *err);
+
+/* ---- fit.c -------------------------------------------------------------- */
+
+/* s->buckets: all-reduce boundaries at layer ends of replica 0's model,
+ * each bucket >= opts.bucket_floats (none when it is 0). */
+mr_status strategy_make_buckets(mr_strategy *s, mr_error *err);
+
+/* ---- check_sync.c ------------------------------------------------------- */
+
+/* --check-sync after update `step`: every replica of the job compares its
+ * weights' hashes with the others'; global replica 0 reports a difference. */
+mr_status strategy_check_sync(replica *rep, int64_t step);
+
+/* ---- evaluate.c --------------------------------------------------------- */
+
+/* Mean loss and accuracy over rows [begin, begin+count) of ds, this
+ * replica's chunks of them, summed over the job (detail may be NULL). A
+ * collective: every replica of the job calls it. */
+mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t begin,
+                                    int64_t count, double *loss, double *acc,
+                                    mr_eval_detail *detail);
+
+#endif

@@ -1,0 +1,124 @@
+/* test_plan.c: the batch plan (strategies/plan.h, mr_plan_make) as a pure
+ * function of [net] and the job's shape: how the global batch splits over
+ * replicas x accumulate, the learning-rate factor, steps per epoch, and the
+ * configurations it refuses; and the rate it starts a fit with
+ * (mr_plan_learning_rate's schedule itself: test_strategy.c). */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "strategies/plan.h"
+#include "tests/testutil.h"
+
+/* A .cfg with these [net] lines (the model does not matter to the plan). */
+static void config(mr_config *cfg, const char *net) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "[net]\n%s\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=3\n"
+             "[dense]\nunits=2\n",
+             net);
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
+}
+
+START_TEST(batch_per_replica_scales_the_rate) {
+    mr_config cfg;
+    config(&cfg, "batch=4\nlearning_rate=0.01\nepochs=3");
+    mr_fit_plan p;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_plan_make(&cfg, 6, 3, 2, 100, &p, &err), MR_OK);
+    ck_assert_int_eq(p.replicas, 6);
+    ck_assert_int_eq(p.local_replicas, 3);
+    ck_assert_int_eq(p.processes, 2);
+    ck_assert_int_eq(p.batch, 4);
+    ck_assert_int_eq(p.accumulate, 1);
+    ck_assert_int_eq(p.global_batch, 24);
+    ck_assert_int_eq(p.fixed_global, 0);
+    ck_assert_float_eq(p.base_lr, 0.01f);
+    ck_assert_float_eq(p.lr_factor, 6.0f); /* linear: global batch / batch */
+    ck_assert_int_eq(p.epochs, 3);
+    ck_assert_int_eq(p.steps_per_epoch, 5); /* ceil(100 / 24): the last batch partial */
+    /* the rate starts at the scaled one without warmup */
+    ck_assert_float_eq(mr_plan_learning_rate(&p, 0.0), 0.01f * 6.0f);
+    /* lr_scaling = none: the .cfg's rate on any replica count */
+    mr_config_free(&cfg);
+    config(&cfg, "batch=4\nlr_scaling=none");
+    ck_assert_int_eq(mr_plan_make(&cfg, 6, 6, 1, 100, &p, &err), MR_OK);
+    ck_assert_float_eq(p.lr_factor, 1.0f);
+    /* one replica: factor 1 either way */
+    mr_config_free(&cfg);
+    config(&cfg, "batch=4");
+    ck_assert_int_eq(mr_plan_make(&cfg, 1, 1, 1, 100, &p, &err), MR_OK);
+    ck_assert_float_eq(p.lr_factor, 1.0f);
+    ck_assert_int_eq(p.steps_per_epoch, 25);
+    /* training set not known yet (evaluation): no steps, no bound */
+    ck_assert_int_eq(mr_plan_make(&cfg, 1, 1, 1, 0, &p, &err), MR_OK);
+    ck_assert_int_eq(p.steps_per_epoch, 0);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(global_batch_fixed_by_the_cfg) {
+    mr_config cfg;
+    config(&cfg, "global_batch=24\naccumulate=2\nlearning_rate=0.1\nwarmup_epochs=1\n"
+                 "lr_schedule=cosine\nlr_alpha=0.5");
+    mr_fit_plan p;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_plan_make(&cfg, 3, 3, 1, 48, &p, &err), MR_OK);
+    ck_assert_int_eq(p.batch, 4); /* 24 / (3 replicas x 2 micro-batches) */
+    ck_assert_int_eq(p.accumulate, 2);
+    ck_assert_int_eq(p.global_batch, 24);
+    ck_assert_int_eq(p.fixed_global, 1);
+    ck_assert_float_eq(p.lr_factor, 1.0f); /* the same batch on any R: the same rate */
+    ck_assert_float_eq(p.warmup_epochs, 1.0f);
+    ck_assert_int_eq(p.schedule, MR_LR_SCHEDULE_COSINE);
+    ck_assert_float_eq(p.lr_alpha, 0.5f);
+    ck_assert_int_eq(p.steps_per_epoch, 2);
+    /* on another replica count: another batch per replica, the same global batch */
+    ck_assert_int_eq(mr_plan_make(&cfg, 6, 2, 3, 48, &p, &err), MR_OK);
+    ck_assert_int_eq(p.batch, 2);
+    ck_assert_int_eq(p.global_batch, 24);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* mr_plan_make refuses with MR_ERR_CONFIG, a message holding both parts,
+ * and *out untouched. */
+static void refused(const char *net, int R, int P, int64_t n, const char *part1,
+                    const char *part2) {
+    mr_config cfg;
+    config(&cfg, net);
+    mr_fit_plan p = {.batch = -7};
+    mr_error err = {0};
+    ck_assert_int_eq(mr_plan_make(&cfg, R, R / P, P, n, &p, &err), MR_ERR_CONFIG);
+    ck_assert_msg(strstr(err.msg, "t.cfg: ") == err.msg && strstr(err.msg, part1) &&
+                      strstr(err.msg, part2) && !strchr(err.msg, '\n'),
+                  "%s", err.msg);
+    ck_assert_int_eq(p.batch, -7);
+    mr_config_free(&cfg);
+}
+
+START_TEST(refusals) {
+    refused("global_batch=10", 4, 1, 100, "global_batch=10 does not divide evenly over 4 replicas",
+            "");
+    refused("global_batch=2", 4, 4, 100, "global_batch=2 is smaller than 4 replicas on 4 processes",
+            "needs at least one example");
+    refused("global_batch=12\naccumulate=2", 4, 2, 100,
+            "does not divide evenly over 4 replicas on 2 processes", " x accumulate micro-batches");
+    refused("batch=60", 4, 1, 100, "the global batch (240) is larger than the training set",
+            "(100 examples)");
+    /* the correct count must stay an exact float: G <= 2^24 */
+    refused("batch=1048576\naccumulate=8", 4, 1, 0, "the global batch (33554432) is larger than",
+            "16777216");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("plan");
+    tcase_add_test(tc, batch_per_replica_scales_the_rate);
+    tcase_add_test(tc, global_batch_fixed_by_the_cfg);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

@@ -1,0 +1,239 @@
+/* test_train.c: mirrored_train's modules one function at a time (the
+ * executable end to end: test_cli.c, test_resume.c, test_mpirun.c): the
+ * command line (train_options.h), what a job's processes agree on
+ * (train_job.h), the model's name and the JSON summary (train_report.h),
+ * and --write-data (train_data.h). */
+#include <check.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch/train_data.h"
+#include "launch/train_job.h"
+#include "launch/train_options.h"
+#include "launch/train_report.h"
+#include "runtime/h5file.h"
+#include "tests/testutil.h"
+
+/* mr_train_parse_options over a NULL-terminated list of arguments. */
+static mr_status parse(mr_train_options *o, mr_error *err, ...) {
+    char *argv[32] = {"mirrored_train"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, err);
+    for (char *a; (a = va_arg(ap, char *)) != NULL;)
+        argv[argc++] = a;
+    va_end(ap);
+    optind = 0; /* getopt_long starts over */
+    mr_error_clear(err);
+    return mr_train_parse_options(argc, argv, o, err);
+}
+
+START_TEST(options_parsed) {
+    mr_train_options o;
+    mr_error err = {0};
+    ck_assert_int_eq(parse(&o, &err, "m.cfg", NULL), MR_OK);
+    ck_assert_int_eq(o.action, MR_TRAIN_RUN);
+    ck_assert_str_eq(o.cfg_path, "m.cfg");
+    ck_assert_str_eq(o.devices_spec, "auto");
+    ck_assert(o.epochs == -1 && o.seed == -1 && o.check_sync == 0 && o.keep == 0);
+    ck_assert_int_eq(parse(&o, &err, "--epochs", "3", "--seed", "0", "--check-sync", "2",
+                           "--bucket-mb", "0.5", "--collective-timeout", "7", "--devices", "cpu:2",
+                           "--json", "s.json", "--metrics", "m.csv", "--log", "l.jsonl", "--save",
+                           "w.h5", "--keep", "2", "--quiet", "m.cfg", NULL),
+                     MR_OK);
+    ck_assert(o.epochs == 3 && o.seed == 0 && o.check_sync == 2 && o.keep == 2 && o.quiet == 1);
+    ck_assert(o.bucket_mb == 0.5 && o.timeout == 7.0);
+    ck_assert_str_eq(o.devices_spec, "cpu:2");
+    ck_assert_str_eq(o.json_path, "s.json");
+    ck_assert_str_eq(o.metrics_path, "m.csv");
+    ck_assert_str_eq(o.log_path, "l.jsonl");
+    ck_assert_str_eq(o.save_path, "w.h5");
+    /* actions that stop the parse */
+    ck_assert_int_eq(parse(&o, &err, "--help", NULL), MR_OK);
+    ck_assert_int_eq(o.action, MR_TRAIN_HELP);
+    ck_assert_int_eq(parse(&o, &err, "--version", NULL), MR_OK);
+    ck_assert_int_eq(o.action, MR_TRAIN_VERSION);
+    ck_assert_int_eq(parse(&o, &err, "--list-devices", NULL), MR_OK);
+    ck_assert_int_eq(o.action, MR_TRAIN_LIST);
+    ck_assert_int_eq(parse(&o, &err, "--help-config=markdown", NULL), MR_OK);
+    ck_assert(o.action == MR_TRAIN_HELP_CONFIG && o.markdown == 1);
+}
+END_TEST
+
+/* Refused with MR_ERR_USAGE and a one-line message holding `part`. */
+#define REFUSED(part, ...)                                                                         \
+    do {                                                                                           \
+        mr_train_options o;                                                                        \
+        mr_error err = {0};                                                                        \
+        ck_assert_int_eq(parse(&o, &err, __VA_ARGS__, NULL), MR_ERR_USAGE);                        \
+        ck_assert_msg(strstr(err.msg, part) && !strchr(err.msg, '\n'), "%s", err.msg);             \
+    } while (0)
+
+START_TEST(options_refused) {
+    REFUSED("missing MODEL.cfg", "--epochs", "2");
+    REFUSED("more than one MODEL.cfg", "a.cfg", "b.cfg");
+    REFUSED("--epochs", "--epochs", "0", "m.cfg");
+    REFUSED("--bucket-mb x: expected a number of MiB", "--bucket-mb", "x", "m.cfg");
+    REFUSED("--collective-timeout 0: expected a number of seconds", "--collective-timeout", "0",
+            "m.cfg");
+    REFUSED("the only format is 'markdown'", "--help-config=html");
+    REFUSED("--bogus", "--bogus", "m.cfg");
+    REFUSED("--resume and --init-weights", "--resume", "auto", "--init-weights", "w.h5", "m.cfg");
+}
+END_TEST
+
+START_TEST(usage_names_the_program) {
+    const char *dir = tu_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/usage.txt", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    mr_train_usage(f, "prog_x");
+    fclose(f);
+    char *text = tu_read_file(path, NULL);
+    ck_assert_msg(strstr(text, "Usage: prog_x MODEL.cfg [options]") &&
+                      strstr(text, "mpirun -np N prog_x MODEL.cfg") && strstr(text, "--write-data"),
+                  "%s", text);
+    free(text);
+}
+END_TEST
+
+static void config(mr_config *cfg, const char *net) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "[net]\n%s\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=2,2,1\n"
+             "[flatten]\n[dense]\nunits=2\n",
+             net);
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
+}
+
+START_TEST(job_rules) {
+    mr_device_set cpu = {.kind = "cpu", .count = 2};
+    ck_assert_int_eq(mr_train_numbered_across_job(&cpu), 1);
+    mr_device_set none = {.kind = "tpu", .count = 1};
+    ck_assert_int_eq(mr_train_numbered_across_job(&none), 0);
+    mr_config cfg;
+    config(&cfg, "batch=4");
+    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 2, 6), 6); /* no fixed global batch: every core */
+    mr_config_free(&cfg);
+    config(&cfg, "global_batch=24\naccumulate=2");
+    /* 12 per micro-batch: the most replicas per process, of 5 cores, that 2 processes divide */
+    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 2, 5), 3);
+    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 1, 5), 4);
+    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 5, 5), 1);
+    /* one process: its devices, nothing to compare */
+    int argc = 1;
+    char *args[] = {"test_train", NULL}, **argv = args;
+    mr_job job;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_job_init(&argc, &argv, 0, 30.0, &job, &err), MR_OK);
+    mr_strategy_opts opts = {.devices = cpu};
+    mr_device_set sets[1] = {{.count = 0}};
+    ck_assert_int_eq(mr_train_check_same_job("t.cfg", &job, &cfg, &opts, sets, &err), MR_OK);
+    ck_assert_str_eq(sets[0].kind, "cpu");
+    ck_assert_int_eq(sets[0].count, 2);
+    mr_job_finalize(&job);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(model_name_and_json_summary) {
+    char name[64];
+    mr_train_model_name("models/fashion_cnn.cfg", name, sizeof name);
+    ck_assert_str_eq(name, "fashion_cnn");
+    mr_train_model_name("plain", name, sizeof name);
+    ck_assert_str_eq(name, "plain");
+    const char *dir = tu_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/s.json", dir);
+    mr_progress pg = {.train_seconds = 2.0,
+                      .train_samples = 1000.0,
+                      .last = {.loss = 0.5, .accuracy = 0.75, .has_val = 1, .val_loss = 0.25}};
+    mr_fit_plan plan = {.replicas = 2, .global_batch = 16, .base_lr = 0.01f, .lr_factor = 2.0f};
+    int replicas[1] = {2}, first[1] = {0};
+    char hosts[1][MR_HOST_MAX] = {"h0"};
+    mr_job job = {.size = 1, .n_nodes = 1, .hosts = hosts, .replicas = replicas, .first = first};
+    mr_device_set sets[1] = {{.kind = "cpu", .count = 2}};
+    mr_error err = {0};
+    ck_assert_int_eq(mr_train_write_json(path, &pg, &plan, &job, sets, "local", 3, 1, 0.125, 0.5,
+                                         0xABCDEF0123456789ull, &err),
+                     MR_OK);
+    char *text = tu_read_file(path, NULL);
+    const char *want[] = {"\"epochs\": 3,",
+                          "\"train_samples_per_sec\": 500.0,",
+                          "\"test_loss\": 0.125000,",
+                          "\"loss\": 0.500000,",
+                          "\"val_loss\": 0.250000,",
+                          "\"replicas\": 2,",
+                          "\"communicator\": \"local\",",
+                          "\"devices\": [\"cpu:0\", \"cpu:1\"],",
+                          "\"ranks\": [{\"rank\": 0, \"host\": \"h0\", \"replicas\": 2}],",
+                          "\"global_batch\": 16,",
+                          "\"learning_rate\": 0.02,",
+                          "\"params_hash\": \"abcdef0123456789\",",
+                          "\"train_seconds\": 2.000\n}\n"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(text, want[i]), "no %s in %s", want[i], text);
+    free(text);
+    /* a folder that does not exist: one line, the file named */
+    snprintf(path, sizeof path, "%s/no/s.json", dir);
+    ck_assert_int_eq(
+        mr_train_write_json(path, &pg, &plan, &job, sets, "local", 3, 0, 0, 0, 0, &err), MR_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "s.json: cannot write"), "%s", err.msg);
+}
+END_TEST
+
+START_TEST(write_data_preprocessed) {
+    const char *dir = tu_tmpdir();
+    tu_write_image_data(dir, "x.npy", "y.npy", 6, 3);
+    char cfg_text[9000], x[4200], y[4200], out[4200];
+    snprintf(x, sizeof x, "%s/x.npy", dir);
+    snprintf(y, sizeof y, "%s/y.npy", dir);
+    snprintf(out, sizeof out, "%s/d.h5", dir);
+    snprintf(cfg_text, sizeof cfg_text,
+             "[net]\nbatch=2\n[data]\ntrain_images=%s\ntrain_labels=%s\n[input]\nshape=8,8,1\n"
+             "[flatten]\n"
+             "[dense]\nunits=3\n",
+             x, y);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(cfg_text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    mr_dataset train = {0}, test = {0};
+    ck_assert_int_eq(mr_dataset_load(&train, x, y, &err), MR_OK);
+    train.scale = 0.5f;
+    ck_assert_msg(mr_train_write_data(out, &cfg, &train, &test, &err) == MR_OK, "%s", err.msg);
+    /* the examples as the model sees them: scaled, float32, with int64 labels */
+    mr_dataset back = {0};
+    char bx[4300], by[4300];
+    snprintf(bx, sizeof bx, "%s:/train_images", out);
+    snprintf(by, sizeof by, "%s:/train_labels", out);
+    ck_assert_msg(mr_dataset_load(&back, bx, by, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(back.n, 6);
+    int64_t rows[6] = {0, 1, 2, 3, 4, 5};
+    float a[6 * 64], b[6 * 64];
+    int32_t la[6], lb[6];
+    mr_dataset_fill(&train, rows, 6, NULL, a, la);
+    mr_dataset_fill(&back, rows, 6, NULL, b, lb);
+    ck_assert(memcmp(a, b, sizeof a) == 0 && memcmp(la, lb, sizeof la) == 0);
+    mr_dataset_free(&back);
+    mr_dataset_free(&train);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("train");
+    tcase_add_test(tc, options_parsed);
+    tcase_add_test(tc, options_refused);
+    tcase_add_test(tc, usage_names_the_program);
+    tcase_add_test(tc, job_rules);
+    tcase_add_test(tc, model_name_and_json_summary);
+    tcase_add_test(tc, write_data_preprocessed);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
