@@ -28,6 +28,8 @@
 #include "strategies/strategy.h"
 #include "launch/train_checkpoints.h"
 #include "launch/cli.h"
+#include "runtime/atomic_file.h"
+#include "runtime/json.h"
 
 static const char *prog = "mirrored_eval";
 
@@ -188,35 +190,46 @@ static void write_probs(void *user, int64_t row, int n, const float *probs) {
 
 static mr_status write_json(const char *path, double loss, double acc, int64_t n,
                             const double *conf, int k, mr_error *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return mr_error_set(err, MR_ERR_IO, "--json %s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "{\n  \"examples\": %lld,\n  \"test_loss\": %.6f,\n  \"test_accuracy\": %.6f,\n",
-            (long long)n, loss, acc);
-    fprintf(f, "  \"per_class\": [");
+    mr_atomic_file af;
+    mr_error why = {0};
+    if (mr_atomic_file_open(&af, path, &why) != MR_OK)
+        return mr_error_set(err, MR_ERR_IO, "--json %s", why.msg);
+    mr_json j;
+    mr_json_init(&j, af.f, 2);
+    mr_json_begin_object(&j, MR_JSON_BLOCK);
+    mr_json_key(&j, "examples"), mr_json_int(&j, (long long)n);
+    mr_json_key(&j, "test_loss"), mr_json_double(&j, loss, "%.6f");
+    mr_json_key(&j, "test_accuracy"), mr_json_double(&j, acc, "%.6f");
+    mr_json_key(&j, "per_class");
+    mr_json_begin_array(&j, MR_JSON_BLOCK);
     for (int c = 0; c < k; c++) {
         double count = 0.0;
-        for (int j = 0; j < k; j++)
-            count += conf[c * k + j];
-        fprintf(f, "%s\n    {\"class\": %d, \"examples\": %.0f, \"accuracy\": %.6f}", c ? "," : "",
-                c, count, count > 0 ? conf[c * k + c] / count : 0.0);
+        for (int q = 0; q < k; q++)
+            count += conf[c * k + q];
+        mr_json_begin_object(&j, MR_JSON_INLINE);
+        mr_json_key(&j, "class"), mr_json_int(&j, c);
+        mr_json_key(&j, "examples"), mr_json_double(&j, count, "%.0f");
+        mr_json_key(&j, "accuracy");
+        mr_json_double(&j, count > 0 ? conf[c * k + c] / count : 0.0, "%.6f");
+        mr_json_end_object(&j);
     }
-    fprintf(f, "\n  ],\n  \"confusion\": [");
+    mr_json_end_array(&j);
+    mr_json_key(&j, "confusion");
+    mr_json_begin_array(&j, MR_JSON_BLOCK);
     for (int c = 0; c < k; c++) {
-        fprintf(f, "%s\n    [", c ? "," : "");
-        for (int j = 0; j < k; j++)
-            fprintf(f, "%s%.0f", j ? ", " : "", conf[c * k + j]);
-        fprintf(f, "]");
+        mr_json_begin_array(&j, MR_JSON_INLINE);
+        for (int q = 0; q < k; q++)
+            mr_json_double(&j, conf[c * k + q], "%.0f");
+        mr_json_end_array(&j);
     }
-    fprintf(f, "\n  ]\n}\n");
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return mr_error_set(err, MR_ERR_IO, "--json %s: cannot write", path);
+    mr_json_end_array(&j);
+    mr_json_end_object(&j);
+    if (mr_json_finish(&j) != 0) {
+        mr_atomic_file_abort(&af);
+        return mr_error_set(err, MR_ERR_IO, "--json %s: cannot write: %s", path, strerror(errno));
     }
+    if (mr_atomic_file_commit(&af, &why) != MR_OK)
+        return mr_error_set(err, MR_ERR_IO, "--json %s", why.msg);
     return MR_OK;
 }
 

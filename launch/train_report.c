@@ -10,6 +10,8 @@
 
 #include "collectives/hierarchical.h"
 #include "launch/train_job.h"
+#include "runtime/atomic_file.h"
+#include "runtime/json.h"
 
 /* Process p's devices (`sets`: every process's, check_same_job), as
  * "cpu:2,3" or "gpu:0,1". */
@@ -121,47 +123,59 @@ mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_
                               const mr_job *job, const mr_device_set *sets, const char *comm,
                               int epochs, int has_test, double test_loss, double test_acc,
                               uint64_t weights_hash, mr_error *err) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "{\n  \"epochs\": %d,\n", epochs);
-    fprintf(f, "  \"train_samples_per_sec\": %.1f,\n",
-            pg->train_seconds > 0 ? pg->train_samples / pg->train_seconds : 0.0);
-    if (has_test)
-        fprintf(f, "  \"test_loss\": %.6f,\n  \"test_accuracy\": %.6f,\n", test_loss, test_acc);
-    else
-        fprintf(f, "  \"test_loss\": null,\n  \"test_accuracy\": null,\n");
-    fprintf(f, "  \"loss\": %.6f,\n  \"accuracy\": %.6f,\n", pg->last.loss, pg->last.accuracy);
-    if (pg->last.has_val)
-        fprintf(f, "  \"val_loss\": %.6f,\n  \"val_accuracy\": %.6f,\n", pg->last.val_loss,
-                pg->last.val_accuracy);
-    fprintf(f, "  \"replicas\": %d,\n  \"processes\": %d,\n  \"nodes\": %d,\n", plan->replicas,
-            job->size, job->n_nodes);
-    fprintf(f, "  \"communicator\": \"%s\",\n  \"devices\": [", comm);
+    mr_atomic_file af;
+    MR_CHECK(mr_atomic_file_open(&af, path, err));
+    mr_json j;
+    mr_json_init(&j, af.f, 2);
+    mr_json_begin_object(&j, MR_JSON_BLOCK);
+    mr_json_key(&j, "epochs"), mr_json_int(&j, epochs);
+    mr_json_key(&j, "train_samples_per_sec");
+    mr_json_double(&j, pg->train_seconds > 0 ? pg->train_samples / pg->train_seconds : 0.0,
+                   "%.1f");
+    mr_json_key(&j, "test_loss");
+    has_test ? mr_json_double(&j, test_loss, "%.6f") : mr_json_null(&j);
+    mr_json_key(&j, "test_accuracy");
+    has_test ? mr_json_double(&j, test_acc, "%.6f") : mr_json_null(&j);
+    mr_json_key(&j, "loss"), mr_json_double(&j, pg->last.loss, "%.6f");
+    mr_json_key(&j, "accuracy"), mr_json_double(&j, pg->last.accuracy, "%.6f");
+    if (pg->last.has_val) {
+        mr_json_key(&j, "val_loss"), mr_json_double(&j, pg->last.val_loss, "%.6f");
+        mr_json_key(&j, "val_accuracy"), mr_json_double(&j, pg->last.val_accuracy, "%.6f");
+    }
+    mr_json_key(&j, "replicas"), mr_json_int(&j, plan->replicas);
+    mr_json_key(&j, "processes"), mr_json_int(&j, job->size);
+    mr_json_key(&j, "nodes"), mr_json_int(&j, job->n_nodes);
+    mr_json_key(&j, "communicator"), mr_json_string(&j, comm);
     /* CPU replicas numbered across the job; GPUs by their ordinal on their node */
-    for (int p = 0, k = 0; p < job->size; p++)
-        for (int i = 0; i < job->replicas[p]; i++, k++)
-            fprintf(f, "%s\"%s:%d\"", k ? ", " : "", sets[p].kind,
-                    mr_train_numbered_across_job(&sets[p]) ? job->first[p] + i
-                                                           : sets[p].ordinals[i]);
-    fprintf(f, "],\n  \"ranks\": [");
+    mr_json_key(&j, "devices");
+    mr_json_begin_array(&j, MR_JSON_INLINE);
     for (int p = 0; p < job->size; p++)
-        fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"replicas\": %d}", p ? ", " : "", p,
-                job->hosts[p], job->replicas[p]);
-    fprintf(f, "],\n  \"global_batch\": %d,\n  \"learning_rate\": %.8g,\n", plan->global_batch,
-            plan->base_lr * plan->lr_factor);
-    fprintf(f, "  \"params_hash\": \"%016llx\",\n", (unsigned long long)weights_hash);
+        for (int i = 0; i < job->replicas[p]; i++)
+            mr_json_stringf(&j, "%s:%d", sets[p].kind,
+                            mr_train_numbered_across_job(&sets[p]) ? job->first[p] + i
+                                                                   : sets[p].ordinals[i]);
+    mr_json_end_array(&j);
+    mr_json_key(&j, "ranks");
+    mr_json_begin_array(&j, MR_JSON_INLINE);
+    for (int p = 0; p < job->size; p++) {
+        mr_json_begin_object(&j, MR_JSON_INLINE);
+        mr_json_key(&j, "rank"), mr_json_int(&j, p);
+        mr_json_key(&j, "host"), mr_json_string(&j, job->hosts[p]);
+        mr_json_key(&j, "replicas"), mr_json_int(&j, job->replicas[p]);
+        mr_json_end_object(&j);
+    }
+    mr_json_end_array(&j);
+    mr_json_key(&j, "global_batch"), mr_json_int(&j, plan->global_batch);
+    mr_json_key(&j, "learning_rate"), mr_json_double(&j, plan->base_lr * plan->lr_factor, "%.8g");
+    mr_json_key(&j, "params_hash"), mr_json_stringf(&j, "%016llx", (unsigned long long)weights_hash);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    fprintf(f, "  \"max_rss_mb\": %.1f,\n", (double)ru.ru_maxrss / 1024.0);
-    fprintf(f, "  \"train_seconds\": %.3f\n}\n", pg->train_seconds);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return mr_error_set(err, MR_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
+    mr_json_key(&j, "max_rss_mb"), mr_json_double(&j, (double)ru.ru_maxrss / 1024.0, "%.1f");
+    mr_json_key(&j, "train_seconds"), mr_json_double(&j, pg->train_seconds, "%.3f");
+    mr_json_end_object(&j);
+    if (mr_json_finish(&j) != 0) {
+        mr_atomic_file_abort(&af);
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
-    return MR_OK;
+    return mr_atomic_file_commit(&af, err);
 }
