@@ -37,5 +37,12 @@ int emu_stream_device(cudaStream_t s);
 // True if p points into pinned host memory from cudaHostAlloc.
 bool emu_is_pinned(const void *p);
 
-// The number of emulated devices (MIRRORED_EMULATED_GPUS, default 2).
+// The number of emulated devices visible to this process
+// (MIRRORED_EMULATED_GPUS, default 2, filtered by CUDA_VISIBLE_DEVICES).
 int emu_device_count();
+
+// From inside a task: the work failed (e.g. an access out of an allocation).
+// Prints `what` to stderr and makes e a sticky error of the task's device,
+// returned by the synchronising calls that follow (as a faulting kernel's
+// error surfaces in the real runtime).
+void emu_device_fault(cudaError_t e, const char *what);
