@@ -69,7 +69,8 @@ void conv_ref_backward_data(const ConvShape &s, const float *w, const float *dy,
                         }
                     }
                 }
-    for (size_t i = 0; i < acc.size(); i++) dx[i] = (float)acc[i];
+    for (size_t i = 0; i < acc.size(); i++)
+        dx[i] = (float)acc[i];
 }
 
 // The adjoint of forward in w, summed over the batch.
@@ -91,5 +92,6 @@ void conv_ref_backward_filter(const ConvShape &s, const float *x, const float *d
                         }
                     }
                 }
-    for (size_t i = 0; i < acc.size(); i++) dw[i] = (float)acc[i];
+    for (size_t i = 0; i < acc.size(); i++)
+        dw[i] = (float)acc[i];
 }

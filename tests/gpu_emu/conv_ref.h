@@ -15,14 +15,14 @@
 #include <cstddef>
 
 struct ConvShape {
-    int n, c, h, w;      // input: batch, channels, height, width
-    int k, r, s;         // filters: count (output channels), rows, columns
-    int pad_h, pad_w;    // zero padding before and after, each dimension
-    int str_h, str_w;    // stride
-    int dil_h, dil_w;    // dilation
-    bool flip;           // true: CUDNN_CONVOLUTION (the filter is flipped);
-                         // false: CUDNN_CROSS_CORRELATION
-    int p, q;            // output height, width (conv_out_dim)
+    int n, c, h, w;   // input: batch, channels, height, width
+    int k, r, s;      // filters: count (output channels), rows, columns
+    int pad_h, pad_w; // zero padding before and after, each dimension
+    int str_h, str_w; // stride
+    int dil_h, dil_w; // dilation
+    bool flip;        // true: CUDNN_CONVOLUTION (the filter is flipped);
+                      // false: CUDNN_CROSS_CORRELATION
+    int p, q;         // output height, width (conv_out_dim)
 };
 
 // cuDNN's output size for one spatial dimension:
@@ -39,9 +39,15 @@ inline void conv_shape_finish(ConvShape &s) {
     s.q = conv_out_dim(s.w, s.pad_w, s.s, s.dil_w, s.str_w);
 }
 
-inline size_t conv_x_size(const ConvShape &s) { return (size_t)s.n * s.h * s.w * s.c; }
-inline size_t conv_w_size(const ConvShape &s) { return (size_t)s.k * s.r * s.s * s.c; }
-inline size_t conv_y_size(const ConvShape &s) { return (size_t)s.n * s.p * s.q * s.k; }
+inline size_t conv_x_size(const ConvShape &s) {
+    return (size_t)s.n * s.h * s.w * s.c;
+}
+inline size_t conv_w_size(const ConvShape &s) {
+    return (size_t)s.k * s.r * s.s * s.c;
+}
+inline size_t conv_y_size(const ConvShape &s) {
+    return (size_t)s.n * s.p * s.q * s.k;
+}
 
 // y = x (*) w
 void conv_ref_forward(const ConvShape &s, const float *x, const float *w, float *y);

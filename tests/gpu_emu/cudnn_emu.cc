@@ -18,7 +18,12 @@
 //   CUDNN_STATUS_EXECUTION_FAILED and a message on stderr, where a GPU
 //   would fault.
 // Documentation quotes are from the cuDNN API reference (cudnn_ops /
-// cudnn_cnn libraries, and its "Scaling Parameters" section).
+// cudnn_cnn libraries, and its "Scaling Parameters" section). Checked
+// against copies of the reference text in public sources: scaling
+// parameters, the output-size formula, cudnnSetTensor4dDescriptor's and
+// cudnnSetConvolution2dDescriptor's errors, cudnnConvolutionForward's and
+// cudnnConvolutionBackwardData's BAD_PARAM lists, the _v7 description. The
+// others are quoted from memory of the reference and are not re-checked.
 #include <cudnn.h>
 
 #include <algorithm>
@@ -118,7 +123,8 @@ void gather_tensor(const cudnnTensorStruct &t, const float *src, float *dst) {
     for (int n = 0; n < t.n; n++)
         for (int h = 0; h < t.h; h++)
             for (int w = 0; w < t.w; w++)
-                for (int c = 0; c < t.c; c++) *dst++ = src[t_off(t, n, c, h, w)];
+                for (int c = 0; c < t.c; c++)
+                    *dst++ = src[t_off(t, n, c, h, w)];
 }
 
 // t = alpha * canonical NHWC + beta * t. "When beta is zero, the output is
@@ -141,7 +147,8 @@ void gather_filter(const cudnnFilterStruct &f, const float *src, float *dst) {
     for (int k = 0; k < f.k; k++)
         for (int r = 0; r < f.r; r++)
             for (int s = 0; s < f.s; s++)
-                for (int c = 0; c < f.c; c++) *dst++ = src[f_off(f, k, c, r, s)];
+                for (int c = 0; c < f.c; c++)
+                    *dst++ = src[f_off(f, k, c, r, s)];
 }
 
 void blend_filter(const cudnnFilterStruct &f, const float *src, float alpha, float beta,
@@ -158,7 +165,11 @@ void blend_filter(const cudnnFilterStruct &f, const float *src, float alpha, flo
 
 // ---- workspace ----
 
-enum Kind { FWD = MR_EMU_CUDNN_FWD, BWD_DATA = MR_EMU_CUDNN_BWD_DATA, BWD_FILTER = MR_EMU_CUDNN_BWD_FILTER };
+enum Kind {
+    FWD = MR_EMU_CUDNN_FWD,
+    BWD_DATA = MR_EMU_CUDNN_BWD_DATA,
+    BWD_FILTER = MR_EMU_CUDNN_BWD_FILTER
+};
 
 const int kAlgoCount[3] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
@@ -168,9 +179,12 @@ const char *const kKindName[3] = {"forward", "backward data", "backward filter"}
 // memory of its own and needs none; these small, algorithm-dependent sizes
 // exist so the project's workspace plumbing is exercised (a call given less
 // fails). Indexed by the algorithm enum's value.
-const size_t kFwdWs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {0, 4096, 16384, 0, 65536, 65536, 32768, 65536};
-const size_t kBwdDataWs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT] = {0, 4096, 65536, 65536, 32768, 65536};
-const size_t kBwdFilterWs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT] = {0, 4096, 65536, 8192, 0, 65536, 65536};
+const size_t kFwdWs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {0,     4096,  16384, 0,
+                                                         65536, 65536, 32768, 65536};
+const size_t kBwdDataWs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT] = {0,     4096,  65536,
+                                                                  65536, 32768, 65536};
+const size_t kBwdFilterWs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT] = {0, 4096,  65536, 8192,
+                                                                      0, 65536, 65536};
 
 size_t algo_ws(Kind kind, int algo) {
     return kind == FWD ? kFwdWs[algo] : kind == BWD_DATA ? kBwdDataWs[algo] : kBwdFilterWs[algo];
@@ -191,7 +205,7 @@ struct Perf {
 
 struct PerfState {
     std::mutex mu;
-    bool loaded = false;           // env/defaults read into lists
+    bool loaded = false; // env/defaults read into lists
     bool overridden[3] = {false, false, false};
     std::vector<Perf> lists[3];
 };
@@ -201,9 +215,11 @@ PerfState &perf_state() {
     return *s;
 }
 
-Perf mk(Kind kind, int algo, cudnnMathType_t math, bool det, cudnnStatus_t st = CUDNN_STATUS_SUCCESS) {
-    return Perf{algo, st, 0.0f, algo_ws(kind, algo),
-                det ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC, math};
+Perf mk(Kind kind, int algo, cudnnMathType_t math, bool det,
+        cudnnStatus_t st = CUDNN_STATUS_SUCCESS) {
+    return Perf{
+        algo, st, 0.0f, algo_ws(kind, algo), det ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC,
+        math};
 }
 
 // A plausible float list, best first, as cuDNN lists every math type's
@@ -241,7 +257,8 @@ std::vector<Perf> default_list(Kind kind) {
              mk(kind, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD, F, true, NS)};
         break;
     }
-    for (size_t i = 0; i < v.size(); i++) v[i].time = 0.1f * (float)(i + 1);
+    for (size_t i = 0; i < v.size(); i++)
+        v[i].time = 0.1f * (float)(i + 1);
     return v;
 }
 
@@ -264,21 +281,36 @@ Perf parse_entry(const std::string &spec, Kind kind, const std::string &e, size_
     long algo = strtol(f[0].c_str(), &end, 10);
     if (f[0].empty() || *end || algo < 0 || algo >= kAlgoCount[kind])
         bad_spec(spec, "bad " + std::string(kKindName[kind]) + " algorithm \"" + f[0] + "\"");
-    Perf p{(int)algo, CUDNN_STATUS_SUCCESS, 0.1f * (float)(pos + 1), algo_ws(kind, (int)algo),
-           CUDNN_DETERMINISTIC, CUDNN_DEFAULT_MATH};
+    Perf p{(int)algo,
+           CUDNN_STATUS_SUCCESS,
+           0.1f * (float)(pos + 1),
+           algo_ws(kind, (int)algo),
+           CUDNN_DETERMINISTIC,
+           CUDNN_DEFAULT_MATH};
     for (size_t i = 1; i < f.size(); i++) {
         const std::string &t = f[i];
-        if (t == "default") p.math = CUDNN_DEFAULT_MATH;
-        else if (t == "tensor") p.math = CUDNN_TENSOR_OP_MATH;
-        else if (t == "tensor_conv") p.math = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-        else if (t == "fma") p.math = CUDNN_FMA_MATH;
-        else if (t == "det") p.determinism = CUDNN_DETERMINISTIC;
-        else if (t == "nondet") p.determinism = CUDNN_NON_DETERMINISTIC;
-        else if (t == "notsup") p.status = CUDNN_STATUS_NOT_SUPPORTED;
-        else if (t.rfind("status=", 0) == 0) p.status = (cudnnStatus_t)strtol(t.c_str() + 7, &end, 10);
-        else if (t.rfind("mem=", 0) == 0) p.memory = strtoull(t.c_str() + 4, &end, 10);
-        else if (t.rfind("time=", 0) == 0) p.time = strtof(t.c_str() + 5, &end);
-        else bad_spec(spec, "unknown attribute \"" + t + "\"");
+        if (t == "default")
+            p.math = CUDNN_DEFAULT_MATH;
+        else if (t == "tensor")
+            p.math = CUDNN_TENSOR_OP_MATH;
+        else if (t == "tensor_conv")
+            p.math = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        else if (t == "fma")
+            p.math = CUDNN_FMA_MATH;
+        else if (t == "det")
+            p.determinism = CUDNN_DETERMINISTIC;
+        else if (t == "nondet")
+            p.determinism = CUDNN_NON_DETERMINISTIC;
+        else if (t == "notsup")
+            p.status = CUDNN_STATUS_NOT_SUPPORTED;
+        else if (t.rfind("status=", 0) == 0)
+            p.status = (cudnnStatus_t)strtol(t.c_str() + 7, &end, 10);
+        else if (t.rfind("mem=", 0) == 0)
+            p.memory = strtoull(t.c_str() + 4, &end, 10);
+        else if (t.rfind("time=", 0) == 0)
+            p.time = strtof(t.c_str() + 5, &end);
+        else
+            bad_spec(spec, "unknown attribute \"" + t + "\"");
         if (t.find('=') != std::string::npos && (*end || t.back() == '='))
             bad_spec(spec, "bad number in \"" + t + "\"");
     }
@@ -296,7 +328,10 @@ void parse_spec(const std::string &spec, std::vector<Perf> lists[3], bool named[
         size_t eq = sec.find('=');
         if (eq == std::string::npos) bad_spec(spec, "section \"" + sec + "\" has no '='");
         std::string k = sec.substr(0, eq), body = sec.substr(eq + 1);
-        Kind kind = k == "fwd" ? FWD : k == "bwd_data" ? BWD_DATA : k == "bwd_filter" ? BWD_FILTER : (Kind)-1;
+        Kind kind = k == "fwd"          ? FWD
+                    : k == "bwd_data"   ? BWD_DATA
+                    : k == "bwd_filter" ? BWD_FILTER
+                                        : (Kind)-1;
         if ((int)kind < 0) bad_spec(spec, "unknown kind \"" + k + "\"");
         named[kind] = true;
         lists[kind].clear();
@@ -375,10 +410,10 @@ cudnnStatus_t check_device(cudaStream_t stream, const void *p, size_t bytes, con
     size_t left = 0;
     int dev = emu_device_of(p, &left);
     int sdev = emu_stream_device(stream);
-    const char *why = dev < 0            ? "is not device memory"
-                      : left < bytes     ? "runs past the end of its allocation"
+    const char *why = dev < 0                    ? "is not device memory"
+                      : left < bytes             ? "runs past the end of its allocation"
                       : sdev >= 0 && dev != sdev ? "is on another device than the handle's stream"
-                                         : nullptr;
+                                                 : nullptr;
     if (!why) return CUDNN_STATUS_SUCCESS;
     fprintf(stderr, "cudnn_emu: %s: %s %p (%zu bytes) %s\n", call, what, p, bytes, why);
     return fail(CUDNN_STATUS_EXECUTION_FAILED, "%s: %s %p %s", call, what, p, why);
@@ -393,22 +428,26 @@ cudnnStatus_t check_algo_ws(cudnnHandle_t h, Kind kind, int algo, const void *ws
     // CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD is "not implemented"
     // (cudnn_ops.h)
     if (kind == BWD_FILTER && algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD)
-        return fail(CUDNN_STATUS_NOT_SUPPORTED, "%s: CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD", call);
+        return fail(CUDNN_STATUS_NOT_SUPPORTED, "%s: CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD",
+                    call);
     std::vector<Perf> list = active_list(kind);
     bool named = false, ok = false;
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     for (const Perf &p : list)
         if (p.algo == algo) {
             named = true;
-            if (p.status == CUDNN_STATUS_SUCCESS) ok = true;
-            else st = p.status;
+            if (p.status == CUDNN_STATUS_SUCCESS)
+                ok = true;
+            else
+                st = p.status;
         }
     if (named && !ok)
         return fail(st, "%s: algorithm %d is listed as failing by the heuristics", call, algo);
     size_t need = algo_ws(kind, algo);
     if (ws_bytes < need || (need > 0 && ws == nullptr))
-        return fail(CUDNN_STATUS_BAD_PARAM, "%s: algorithm %d needs %zu bytes of workspace, given %zu%s",
-                    call, algo, need, ws_bytes, ws == nullptr ? " (NULL)" : "");
+        return fail(CUDNN_STATUS_BAD_PARAM,
+                    "%s: algorithm %d needs %zu bytes of workspace, given %zu%s", call, algo, need,
+                    ws_bytes, ws == nullptr ? " (NULL)" : "");
     if (need > 0) return check_device(h->stream, ws, need, "workspace", call);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -429,9 +468,10 @@ void mr_emu_cudnn_set_perf(int which, const void *results, int count) {
         return;
     }
     // the three perf structs have one layout; read through the forward one
-    static_assert(sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(cudnnConvolutionBwdDataAlgoPerf_t) &&
-                      sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(cudnnConvolutionBwdFilterAlgoPerf_t),
-                  "perf structs differ");
+    static_assert(
+        sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(cudnnConvolutionBwdDataAlgoPerf_t) &&
+            sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(cudnnConvolutionBwdFilterAlgoPerf_t),
+        "perf structs differ");
     const cudnnConvolutionFwdAlgoPerf_t *r = (const cudnnConvolutionFwdAlgoPerf_t *)results;
     std::vector<Perf> v;
     for (int i = 0; i < count; i++)
@@ -444,7 +484,8 @@ void mr_emu_cudnn_set_perf(int which, const void *results, int count) {
 void mr_emu_cudnn_reset_perf(void) {
     PerfState &st = perf_state();
     std::lock_guard<std::mutex> lock(st.mu);
-    for (int k = 0; k < 3; k++) st.overridden[k] = false;
+    for (int k = 0; k < 3; k++)
+        st.overridden[k] = false;
     st.loaded = false;
 }
 
@@ -459,8 +500,9 @@ size_t cudnnGetCudartVersion(void) {
 }
 
 const char *cudnnGetErrorString(cudnnStatus_t status) {
-#define S(x) \
-    case x: return #x;
+#define S(x)                                                                                       \
+    case x:                                                                                        \
+        return #x;
     switch (status) {
         S(CUDNN_STATUS_SUCCESS)
         S(CUDNN_STATUS_NOT_INITIALIZED)
@@ -614,8 +656,9 @@ static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f
 // object into a 4D tensor. The strides of the four dimensions are inferred
 // from the format parameter and set in such a way that the data is
 // contiguous in memory with no padding between dimensions."
-cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
-                                         cudnnDataType_t dataType, int n, int c, int h, int w) {
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc,
+                                         cudnnTensorFormat_t format, cudnnDataType_t dataType,
+                                         int n, int c, int h, int w) {
     int st[4];
     packed_strides(format, c, h, w, st);
     if (!valid_format(format)) st[0] = st[1] = st[2] = st[3] = 1; // reported as the format
@@ -625,9 +668,9 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cud
 // "This function initializes a previously created generic tensor descriptor
 // object into a 4D tensor, similarly to cudnnSetTensor4dDescriptor() but
 // with the strides explicitly passed as parameters."
-cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t tensorDesc, cudnnDataType_t dataType,
-                                           int n, int c, int h, int w, int nStride, int cStride,
-                                           int hStride, int wStride) {
+cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t tensorDesc,
+                                           cudnnDataType_t dataType, int n, int c, int h, int w,
+                                           int nStride, int cStride, int hStride, int wStride) {
     int st[4] = {nStride, cStride, hStride, wStride};
     cudnnTensorFormat_t f = cStride == 1 && c > 1 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     return set_tensor(tensorDesc, f, dataType, n, c, h, w, st, "cudnnSetTensor4dDescriptorEx");
@@ -663,12 +706,13 @@ cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
 // the filter is in the form of KRSC."
 // "CUDNN_STATUS_BAD_PARAM: At least one of the parameters k, c, h, or w is
 // negative or dataType or format has an invalid enumerant value."
-cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cudnnDataType_t dataType,
-                                         cudnnTensorFormat_t format, int k, int c, int h, int w) {
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc,
+                                         cudnnDataType_t dataType, cudnnTensorFormat_t format,
+                                         int k, int c, int h, int w) {
     if (!filterDesc) return fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetFilter4dDescriptor: NULL");
     if (k <= 0 || c <= 0 || h <= 0 || w <= 0)
-        return fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetFilter4dDescriptor: dimensions (%d, %d, %d, %d)",
-                    k, c, h, w);
+        return fail(CUDNN_STATUS_BAD_PARAM,
+                    "cudnnSetFilter4dDescriptor: dimensions (%d, %d, %d, %d)", k, c, h, w);
     if (!valid_format(format) || !valid_type(dataType))
         return fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetFilter4dDescriptor: format %d, data type %d",
                     (int)format, (int)dataType);
@@ -677,7 +721,8 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cud
 }
 
 cudnnStatus_t cudnnGetFilter4dDescriptor(const cudnnFilterDescriptor_t d, cudnnDataType_t *dataType,
-                                         cudnnTensorFormat_t *format, int *k, int *c, int *h, int *w) {
+                                         cudnnTensorFormat_t *format, int *k, int *c, int *h,
+                                         int *w) {
     if (!d || !d->set || !dataType || !format || !k || !c || !h || !w)
         return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetFilter4dDescriptor: NULL or unset");
     *dataType = d->type, *format = d->format, *k = d->k, *c = d->c, *h = d->r, *w = d->s;
@@ -691,8 +736,8 @@ cudnnStatus_t cudnnGetFilter4dDescriptor(const cudnnFilterDescriptor_t d, cudnnD
 // it until cudnnSetConvolution2dDescriptor.
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *convDesc) {
     if (!convDesc) return fail(CUDNN_STATUS_BAD_PARAM, "cudnnCreateConvolutionDescriptor: NULL");
-    *convDesc = new cudnnConvolutionStruct{false, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                           CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH};
+    *convDesc = new cudnnConvolutionStruct{
+        false, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -706,14 +751,16 @@ cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t con
 // is strictly negative. One of the parameters u, v is negative or zero. One
 // of the parameters dilation_h, dilation_w is negative or zero. The
 // parameter mode has an invalid enumerant value."
-cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convDesc, int pad_h, int pad_w,
-                                              int u, int v, int dilation_h, int dilation_w,
-                                              cudnnConvolutionMode_t mode, cudnnDataType_t computeType) {
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convDesc, int pad_h,
+                                              int pad_w, int u, int v, int dilation_h,
+                                              int dilation_w, cudnnConvolutionMode_t mode,
+                                              cudnnDataType_t computeType) {
     if (!convDesc) return fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolution2dDescriptor: NULL");
     if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0 || dilation_w <= 0)
-        return fail(CUDNN_STATUS_BAD_PARAM,
-                    "cudnnSetConvolution2dDescriptor: pad (%d, %d), stride (%d, %d), dilation (%d, %d)",
-                    pad_h, pad_w, u, v, dilation_h, dilation_w);
+        return fail(
+            CUDNN_STATUS_BAD_PARAM,
+            "cudnnSetConvolution2dDescriptor: pad (%d, %d), stride (%d, %d), dilation (%d, %d)",
+            pad_h, pad_w, u, v, dilation_h, dilation_w);
     if (mode != CUDNN_CONVOLUTION && mode != CUDNN_CROSS_CORRELATION)
         return fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolution2dDescriptor: mode %d", (int)mode);
     if (!valid_type(computeType))
@@ -726,9 +773,10 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convD
     return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnGetConvolution2dDescriptor(const cudnnConvolutionDescriptor_t d, int *pad_h, int *pad_w,
-                                              int *u, int *v, int *dilation_h, int *dilation_w,
-                                              cudnnConvolutionMode_t *mode, cudnnDataType_t *computeType) {
+cudnnStatus_t cudnnGetConvolution2dDescriptor(const cudnnConvolutionDescriptor_t d, int *pad_h,
+                                              int *pad_w, int *u, int *v, int *dilation_h,
+                                              int *dilation_w, cudnnConvolutionMode_t *mode,
+                                              cudnnDataType_t *computeType) {
     if (!d || !pad_h || !pad_w || !u || !v || !dilation_h || !dilation_w || !mode || !computeType)
         return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolution2dDescriptor: NULL");
     *pad_h = d->pad_h, *pad_w = d->pad_w, *u = d->u, *v = d->v;
@@ -740,7 +788,8 @@ cudnnStatus_t cudnnGetConvolution2dDescriptor(const cudnnConvolutionDescriptor_t
 // tensor op is permitted in the library routines associated with a given
 // convolution descriptor." Stored (the emulation computes in float FMA
 // whatever it says). "CUDNN_STATUS_BAD_PARAM: The math type is invalid."
-cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc, cudnnMathType_t mathType) {
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc,
+                                          cudnnMathType_t mathType) {
     if (!convDesc) return fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionMathType: NULL");
     if (mathType != CUDNN_DEFAULT_MATH && mathType != CUDNN_TENSOR_OP_MATH &&
         mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && mathType != CUDNN_FMA_MATH)
@@ -749,8 +798,10 @@ cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc,
     return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnGetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc, cudnnMathType_t *mathType) {
-    if (!convDesc || !mathType) return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolutionMathType: NULL");
+cudnnStatus_t cudnnGetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc,
+                                          cudnnMathType_t *mathType) {
+    if (!convDesc || !mathType)
+        return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolutionMathType: NULL");
     *mathType = convDesc->math;
     return CUDNN_STATUS_SUCCESS;
 }
@@ -763,18 +814,22 @@ cudnnStatus_t cudnnGetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc,
 // filterDesc."
 cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t convDesc,
                                                     const cudnnTensorDescriptor_t inputTensorDesc,
-                                                    const cudnnFilterDescriptor_t filterDesc, int *n, int *c,
-                                                    int *h, int *w) {
+                                                    const cudnnFilterDescriptor_t filterDesc,
+                                                    int *n, int *c, int *h, int *w) {
     if (!convDesc || !inputTensorDesc || !filterDesc || !n || !c || !h || !w)
         return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolution2dForwardOutputDim: NULL argument");
     if (!convDesc->set || !inputTensorDesc->set || !filterDesc->set)
-        return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolution2dForwardOutputDim: unset descriptor");
-    if (inputTensorDesc->c != filterDesc->c)
         return fail(CUDNN_STATUS_BAD_PARAM,
-                    "cudnnGetConvolution2dForwardOutputDim: input has %d feature maps, the filter %d",
-                    inputTensorDesc->c, filterDesc->c);
-    int oh = conv_out_dim(inputTensorDesc->h, convDesc->pad_h, filterDesc->r, convDesc->dil_h, convDesc->u);
-    int ow = conv_out_dim(inputTensorDesc->w, convDesc->pad_w, filterDesc->s, convDesc->dil_w, convDesc->v);
+                    "cudnnGetConvolution2dForwardOutputDim: unset descriptor");
+    if (inputTensorDesc->c != filterDesc->c)
+        return fail(
+            CUDNN_STATUS_BAD_PARAM,
+            "cudnnGetConvolution2dForwardOutputDim: input has %d feature maps, the filter %d",
+            inputTensorDesc->c, filterDesc->c);
+    int oh = conv_out_dim(inputTensorDesc->h, convDesc->pad_h, filterDesc->r, convDesc->dil_h,
+                          convDesc->u);
+    int ow = conv_out_dim(inputTensorDesc->w, convDesc->pad_w, filterDesc->s, convDesc->dil_w,
+                          convDesc->v);
     if (oh < 1 || ow < 1)
         return fail(CUDNN_STATUS_BAD_PARAM,
                     "cudnnGetConvolution2dForwardOutputDim: filter larger than the padded input");
@@ -831,7 +886,8 @@ cudnnStatus_t heuristics(Kind kind, cudnnHandle_t handle, const cudnnTensorStruc
     if (!handle || !returned || !out)
         return fail(CUDNN_STATUS_BAD_PARAM, "%s _v7: NULL argument", kKindName[kind]);
     if (requested <= 0)
-        return fail(CUDNN_STATUS_BAD_PARAM, "%s _v7: requestedAlgoCount %d", kKindName[kind], requested);
+        return fail(CUDNN_STATUS_BAD_PARAM, "%s _v7: requestedAlgoCount %d", kKindName[kind],
+                    requested);
     ConvShape s;
     // The heuristics do not check the output's spatial size (the calls do).
     cudnnStatus_t st = check_geometry(x, w, conv, y, false, &s);
@@ -868,12 +924,14 @@ cudnnStatus_t heuristics(Kind kind, cudnnHandle_t handle, const cudnnTensorStruc
 cudnnStatus_t workspace_size(Kind kind, cudnnHandle_t handle, const cudnnTensorStruct *x,
                              const cudnnFilterStruct *w, const cudnnConvolutionStruct *conv,
                              const cudnnTensorStruct *y, int algo, size_t *bytes) {
-    if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "%s workspace: NULL", kKindName[kind]);
+    if (!handle || !bytes)
+        return fail(CUDNN_STATUS_BAD_PARAM, "%s workspace: NULL", kKindName[kind]);
     ConvShape s;
     cudnnStatus_t st = check_geometry(x, w, conv, y, true, &s);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     if (algo < 0 || algo >= kAlgoCount[kind])
-        return fail(CUDNN_STATUS_BAD_PARAM, "%s workspace: invalid algorithm %d", kKindName[kind], algo);
+        return fail(CUDNN_STATUS_BAD_PARAM, "%s workspace: invalid algorithm %d", kKindName[kind],
+                    algo);
     if (kind == BWD_FILTER && algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD)
         return fail(CUDNN_STATUS_NOT_SUPPORTED, "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD");
     *bytes = algo_ws(kind, algo);
@@ -890,66 +948,56 @@ float scalar(const void *p) {
 
 extern "C" {
 
-cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
-                                                     const cudnnFilterDescriptor_t filterDesc,
-                                                     const cudnnConvolutionDescriptor_t convDesc,
-                                                     const cudnnTensorDescriptor_t destDesc,
-                                                     const int requestedAlgoCount, int *returnedAlgoCount,
-                                                     cudnnConvolutionFwdAlgoPerf_t *perfResults) {
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t *perfResults) {
     return heuristics(FWD, handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount,
                       returnedAlgoCount, perfResults);
 }
 
 // Backward data's heuristic: filterDesc, diffDesc (dy), gradDesc (dx).
-cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle,
-                                                          const cudnnFilterDescriptor_t filterDesc,
-                                                          const cudnnTensorDescriptor_t diffDesc,
-                                                          const cudnnConvolutionDescriptor_t convDesc,
-                                                          const cudnnTensorDescriptor_t gradDesc,
-                                                          const int requestedAlgoCount, int *returnedAlgoCount,
-                                                          cudnnConvolutionBwdDataAlgoPerf_t *perfResults) {
-    return heuristics(BWD_DATA, handle, gradDesc, filterDesc, convDesc, diffDesc, requestedAlgoCount,
-                      returnedAlgoCount, perfResults);
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdDataAlgoPerf_t *perfResults) {
+    return heuristics(BWD_DATA, handle, gradDesc, filterDesc, convDesc, diffDesc,
+                      requestedAlgoCount, returnedAlgoCount, perfResults);
 }
 
 // Backward filter's heuristic: srcDesc (x), diffDesc (dy), gradDesc (dw).
-cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle,
-                                                            const cudnnTensorDescriptor_t srcDesc,
-                                                            const cudnnTensorDescriptor_t diffDesc,
-                                                            const cudnnConvolutionDescriptor_t convDesc,
-                                                            const cudnnFilterDescriptor_t gradDesc,
-                                                            const int requestedAlgoCount, int *returnedAlgoCount,
-                                                            cudnnConvolutionBwdFilterAlgoPerf_t *perfResults) {
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdFilterAlgoPerf_t *perfResults) {
     return heuristics(BWD_FILTER, handle, srcDesc, gradDesc, convDesc, diffDesc, requestedAlgoCount,
                       returnedAlgoCount, perfResults);
 }
 
-cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
-                                                      const cudnnFilterDescriptor_t wDesc,
-                                                      const cudnnConvolutionDescriptor_t convDesc,
-                                                      const cudnnTensorDescriptor_t yDesc,
-                                                      cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes) {
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnFilterDescriptor_t wDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc,
+    cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes) {
     return workspace_size(FWD, handle, xDesc, wDesc, convDesc, yDesc, (int)algo, sizeInBytes);
 }
 
-cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
-                                                           const cudnnFilterDescriptor_t wDesc,
-                                                           const cudnnTensorDescriptor_t dyDesc,
-                                                           const cudnnConvolutionDescriptor_t convDesc,
-                                                           const cudnnTensorDescriptor_t dxDesc,
-                                                           cudnnConvolutionBwdDataAlgo_t algo,
-                                                           size_t *sizeInBytes) {
-    return workspace_size(BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, (int)algo, sizeInBytes);
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc,
+    cudnnConvolutionBwdDataAlgo_t algo, size_t *sizeInBytes) {
+    return workspace_size(BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, (int)algo,
+                          sizeInBytes);
 }
 
-cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle,
-                                                             const cudnnTensorDescriptor_t xDesc,
-                                                             const cudnnTensorDescriptor_t dyDesc,
-                                                             const cudnnConvolutionDescriptor_t convDesc,
-                                                             const cudnnFilterDescriptor_t gradDesc,
-                                                             cudnnConvolutionBwdFilterAlgo_t algo,
-                                                             size_t *sizeInBytes) {
-    return workspace_size(BWD_FILTER, handle, xDesc, gradDesc, convDesc, dyDesc, (int)algo, sizeInBytes);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc,
+    cudnnConvolutionBwdFilterAlgo_t algo, size_t *sizeInBytes) {
+    return workspace_size(BWD_FILTER, handle, xDesc, gradDesc, convDesc, dyDesc, (int)algo,
+                          sizeInBytes);
 }
 
 // ---- the convolutions ----
@@ -977,20 +1025,26 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
 // ("workSpace: ... a workspace needed to be able to execute the specified
 // algorithm. If no workspace is needed for a particular algorithm, that
 // pointer can be nil."), else CUDNN_STATUS_BAD_PARAM.
-cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc,
-                                      const void *x, const cudnnFilterDescriptor_t wDesc, const void *w,
-                                      const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo,
-                                      void *workSpace, size_t workSpaceSizeInBytes, const void *beta,
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
+                                      const cudnnTensorDescriptor_t xDesc, const void *x,
+                                      const cudnnFilterDescriptor_t wDesc, const void *w,
+                                      const cudnnConvolutionDescriptor_t convDesc,
+                                      cudnnConvolutionFwdAlgo_t algo, void *workSpace,
+                                      size_t workSpaceSizeInBytes, const void *beta,
                                       const cudnnTensorDescriptor_t yDesc, void *y) {
     static const char *call = "cudnnConvolutionForward";
     if (!handle || !alpha || !beta || !x || !w || !y)
         return fail(CUDNN_STATUS_BAD_PARAM, "%s: NULL argument", call);
     ConvShape s;
     cudnnStatus_t st = check_geometry(xDesc, wDesc, convDesc, yDesc, true, &s);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_algo_ws(handle, FWD, (int)algo, workSpace, workSpaceSizeInBytes, call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, x, t_span(*xDesc) * 4, "x", call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, w, f_size(*wDesc) * 4, "w", call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, y, t_span(*yDesc) * 4, "y", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_algo_ws(handle, FWD, (int)algo, workSpace, workSpaceSizeInBytes, call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, x, t_span(*xDesc) * 4, "x", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, w, f_size(*wDesc) * 4, "w", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, y, t_span(*yDesc) * 4, "y", call);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     const cudnnTensorStruct xd = *xDesc, yd = *yDesc;
     const cudnnFilterStruct wd = *wDesc;
@@ -1000,8 +1054,10 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, c
     emu_enqueue(handle->stream, [=] {
         std::vector<float> xc, wc, yc(conv_y_size(s));
         const float *xin = xp, *win = wp;
-        if (!is_packed_nhwc(xd)) xc.resize(conv_x_size(s)), gather_tensor(xd, xp, xc.data()), xin = xc.data();
-        if (wd.format != CUDNN_TENSOR_NHWC) wc.resize(conv_w_size(s)), gather_filter(wd, wp, wc.data()), win = wc.data();
+        if (!is_packed_nhwc(xd))
+            xc.resize(conv_x_size(s)), gather_tensor(xd, xp, xc.data()), xin = xc.data();
+        if (wd.format != CUDNN_TENSOR_NHWC)
+            wc.resize(conv_w_size(s)), gather_filter(wd, wp, wc.data()), win = wc.data();
         conv_gemm_forward(s, xin, win, yc.data());
         blend_tensor(yd, yc.data(), a, b, yp);
     });
@@ -1035,10 +1091,14 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
         return fail(CUDNN_STATUS_BAD_PARAM, "%s: NULL argument", call);
     ConvShape s;
     cudnnStatus_t st = check_geometry(dxDesc, wDesc, convDesc, dyDesc, true, &s);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_algo_ws(handle, BWD_DATA, (int)algo, workSpace, workSpaceSizeInBytes, call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, w, f_size(*wDesc) * 4, "w", call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, dy, t_span(*dyDesc) * 4, "dy", call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, dx, t_span(*dxDesc) * 4, "dx", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_algo_ws(handle, BWD_DATA, (int)algo, workSpace, workSpaceSizeInBytes, call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, w, f_size(*wDesc) * 4, "w", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, dy, t_span(*dyDesc) * 4, "dy", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, dx, t_span(*dxDesc) * 4, "dx", call);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     const cudnnTensorStruct dxd = *dxDesc, dyd = *dyDesc;
     const cudnnFilterStruct wd = *wDesc;
@@ -1048,8 +1108,10 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
     emu_enqueue(handle->stream, [=] {
         std::vector<float> dyc, wc, dxc(conv_x_size(s));
         const float *dyin = dyp, *win = wp;
-        if (!is_packed_nhwc(dyd)) dyc.resize(conv_y_size(s)), gather_tensor(dyd, dyp, dyc.data()), dyin = dyc.data();
-        if (wd.format != CUDNN_TENSOR_NHWC) wc.resize(conv_w_size(s)), gather_filter(wd, wp, wc.data()), win = wc.data();
+        if (!is_packed_nhwc(dyd))
+            dyc.resize(conv_y_size(s)), gather_tensor(dyd, dyp, dyc.data()), dyin = dyc.data();
+        if (wd.format != CUDNN_TENSOR_NHWC)
+            wc.resize(conv_w_size(s)), gather_filter(wd, wp, wc.data()), win = wc.data();
         conv_gemm_backward_data(s, win, dyin, dxc.data());
         blend_tensor(dxd, dxc.data(), a, b, dxp);
     });
@@ -1083,10 +1145,14 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
         return fail(CUDNN_STATUS_BAD_PARAM, "%s: NULL argument", call);
     ConvShape s;
     cudnnStatus_t st = check_geometry(xDesc, dwDesc, convDesc, dyDesc, true, &s);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_algo_ws(handle, BWD_FILTER, (int)algo, workSpace, workSpaceSizeInBytes, call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, x, t_span(*xDesc) * 4, "x", call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, dy, t_span(*dyDesc) * 4, "dy", call);
-    if (st == CUDNN_STATUS_SUCCESS) st = check_device(handle->stream, dw, f_size(*dwDesc) * 4, "dw", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_algo_ws(handle, BWD_FILTER, (int)algo, workSpace, workSpaceSizeInBytes, call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, x, t_span(*xDesc) * 4, "x", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, dy, t_span(*dyDesc) * 4, "dy", call);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = check_device(handle->stream, dw, f_size(*dwDesc) * 4, "dw", call);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     const cudnnTensorStruct xd = *xDesc, dyd = *dyDesc;
     const cudnnFilterStruct wd = *dwDesc;
@@ -1096,8 +1162,10 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
     emu_enqueue(handle->stream, [=] {
         std::vector<float> xc, dyc, dwc(conv_w_size(s));
         const float *xin = xp, *dyin = dyp;
-        if (!is_packed_nhwc(xd)) xc.resize(conv_x_size(s)), gather_tensor(xd, xp, xc.data()), xin = xc.data();
-        if (!is_packed_nhwc(dyd)) dyc.resize(conv_y_size(s)), gather_tensor(dyd, dyp, dyc.data()), dyin = dyc.data();
+        if (!is_packed_nhwc(xd))
+            xc.resize(conv_x_size(s)), gather_tensor(xd, xp, xc.data()), xin = xc.data();
+        if (!is_packed_nhwc(dyd))
+            dyc.resize(conv_y_size(s)), gather_tensor(dyd, dyp, dyc.data()), dyin = dyc.data();
         conv_gemm_backward_filter(s, xin, dyin, dwc.data());
         blend_filter(wd, dwc.data(), a, b, dwp);
     });

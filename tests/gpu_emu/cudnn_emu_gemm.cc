@@ -79,7 +79,8 @@ void col2im_add(const ConvShape &s, const float *dcol, int n0, int nb, float *dx
                         if (ix < 0 || ix >= s.w) continue;
                         const float *src = row + ((size_t)r * s.s + c) * C;
                         float *dst = dxn + ((size_t)iy * s.w + ix) * C;
-                        for (size_t i = 0; i < C; i++) dst[i] += src[i];
+                        for (size_t i = 0; i < C; i++)
+                            dst[i] += src[i];
                     }
                 }
             }

@@ -50,13 +50,13 @@ static void check(bool ok, const char *fmt, ...) {
     va_end(ap);
 }
 
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudnnStatus_t st_ = (call);                                                           \
-        if (st_ != CUDNN_STATUS_SUCCESS) {                                                    \
-            printf("FAIL: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudnnGetErrorString(st_)); \
-            failed++;                                                                         \
-        }                                                                                     \
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudnnStatus_t st_ = (call);                                                                \
+        if (st_ != CUDNN_STATUS_SUCCESS) {                                                         \
+            printf("FAIL: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudnnGetErrorString(st_));  \
+            failed++;                                                                              \
+        }                                                                                          \
     } while (0)
 
 // ---- .npy (float32, little-endian, C order) ----
@@ -122,7 +122,9 @@ struct Dev {
     ~Dev() { cudaFree(p); }
     Dev(const Dev &) = delete;
     Dev &operator=(const Dev &) = delete;
-    void put(const std::vector<float> &v) { cudaMemcpy(p, v.data(), n * 4, cudaMemcpyHostToDevice); }
+    void put(const std::vector<float> &v) {
+        cudaMemcpy(p, v.data(), n * 4, cudaMemcpyHostToDevice);
+    }
     std::vector<float> get() const {
         cudaDeviceSynchronize();
         std::vector<float> v(n);
@@ -147,35 +149,41 @@ static double nerr(const std::vector<float> &a, const std::vector<float> &b) {
 
 enum Layout { NHWC, NCHW };
 
-static cudnnTensorFormat_t fmt(Layout l) { return l == NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
+static cudnnTensorFormat_t fmt(Layout l) {
+    return l == NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
 
 // canonical NHWC (n, h, w, c) -> layout l
-static std::vector<float> from_nhwc(const std::vector<float> &v, int n, int h, int w, int c, Layout l) {
+static std::vector<float> from_nhwc(const std::vector<float> &v, int n, int h, int w, int c,
+                                    Layout l) {
     if (l == NHWC) return v;
     std::vector<float> o(v.size());
     for (int a = 0; a < n; a++)
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
                 for (int z = 0; z < c; z++)
-                    o[(((size_t)a * c + z) * h + y) * w + x] = v[(((size_t)a * h + y) * w + x) * c + z];
+                    o[(((size_t)a * c + z) * h + y) * w + x] =
+                        v[(((size_t)a * h + y) * w + x) * c + z];
     return o;
 }
 
-static std::vector<float> to_nhwc(const std::vector<float> &v, int n, int h, int w, int c, Layout l) {
+static std::vector<float> to_nhwc(const std::vector<float> &v, int n, int h, int w, int c,
+                                  Layout l) {
     if (l == NHWC) return v;
     std::vector<float> o(v.size());
     for (int a = 0; a < n; a++)
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
                 for (int z = 0; z < c; z++)
-                    o[(((size_t)a * h + y) * w + x) * c + z] = v[(((size_t)a * c + z) * h + y) * w + x];
+                    o[(((size_t)a * h + y) * w + x) * c + z] =
+                        v[(((size_t)a * c + z) * h + y) * w + x];
     return o;
 }
 
 // HWIO (r, s, c, k) -> KRSC (filter layout NHWC) or KCRS (NCHW); optionally
 // flipped in both spatial dimensions
-static std::vector<float> from_hwio(const std::vector<float> &v, int R, int S, int C, int K, Layout l,
-                                    bool flip) {
+static std::vector<float> from_hwio(const std::vector<float> &v, int R, int S, int C, int K,
+                                    Layout l, bool flip) {
     std::vector<float> o(v.size());
     for (int r = 0; r < R; r++)
         for (int s = 0; s < S; s++)
@@ -211,8 +219,8 @@ struct Conv {
         CK(cudnnSetConvolutionMathType(c, CUDNN_FMA_MATH));
         int on, oc, oh, ow;
         CK(cudnnGetConvolution2dForwardOutputDim(c, x, w, &on, &oc, &oh, &ow));
-        check(on == s.n && oc == s.k && oh == s.p && ow == s.q, "output dim (%d,%d,%d,%d) vs (%d,%d,%d,%d)",
-              on, oc, oh, ow, s.n, s.k, s.p, s.q);
+        check(on == s.n && oc == s.k && oh == s.p && ow == s.q,
+              "output dim (%d,%d,%d,%d) vs (%d,%d,%d,%d)", on, oc, oh, ow, s.n, s.k, s.p, s.q);
         CK(cudnnSetTensor4dDescriptor(y, fmt(xl), CUDNN_DATA_FLOAT, s.n, s.k, s.p, s.q));
     }
     ~Conv() {
@@ -246,22 +254,26 @@ static Results run3(Conv &cv, const std::vector<float> &x, const std::vector<flo
     CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cv.h, cv.w, cv.y, cv.c, cv.x, 8, &nd, dp));
     CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cv.h, cv.x, cv.y, cv.c, cv.w, 8, &nw, wp));
     int i = 0, j = 0, k = 0;
-    while (i < nf && (fp[i].status || fp[i].mathType != CUDNN_FMA_MATH)) i++;
-    while (j < nd && (dp[j].status || dp[j].mathType != CUDNN_FMA_MATH)) j++;
-    while (k < nw && (wp[k].status || wp[k].mathType != CUDNN_FMA_MATH)) k++;
+    while (i < nf && (fp[i].status || fp[i].mathType != CUDNN_FMA_MATH))
+        i++;
+    while (j < nd && (dp[j].status || dp[j].mathType != CUDNN_FMA_MATH))
+        j++;
+    while (k < nw && (wp[k].status || wp[k].mathType != CUDNN_FMA_MATH))
+        k++;
     check(i < nf && j < nd && k < nw, "no FMA algorithm");
     size_t a = 0, b = 0, c = 0;
     CK(cudnnGetConvolutionForwardWorkspaceSize(cv.h, cv.x, cv.w, cv.c, cv.y, fp[i].algo, &a));
     CK(cudnnGetConvolutionBackwardDataWorkspaceSize(cv.h, cv.w, cv.y, cv.c, cv.x, dp[j].algo, &b));
-    CK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cv.h, cv.x, cv.y, cv.c, cv.w, wp[k].algo, &c));
+    CK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cv.h, cv.x, cv.y, cv.c, cv.w, wp[k].algo,
+                                                      &c));
     size_t wsb = std::max(a, std::max(b, c));
     Dev ws(wsb / 4 + 1);
-    CK(cudnnConvolutionForward(cv.h, &alpha, cv.x, dx_.p, cv.w, dw_.p, cv.c, fp[i].algo, ws.p, wsb, &beta,
-                               cv.y, y.p));
-    CK(cudnnConvolutionBackwardData(cv.h, &alpha, cv.w, dw_.p, cv.y, ddy.p, cv.c, dp[j].algo, ws.p, wsb,
-                                    &beta, cv.x, dx.p));
-    CK(cudnnConvolutionBackwardFilter(cv.h, &alpha, cv.x, dx_.p, cv.y, ddy.p, cv.c, wp[k].algo, ws.p, wsb,
-                                      &beta, cv.w, dw.p));
+    CK(cudnnConvolutionForward(cv.h, &alpha, cv.x, dx_.p, cv.w, dw_.p, cv.c, fp[i].algo, ws.p, wsb,
+                               &beta, cv.y, y.p));
+    CK(cudnnConvolutionBackwardData(cv.h, &alpha, cv.w, dw_.p, cv.y, ddy.p, cv.c, dp[j].algo, ws.p,
+                                    wsb, &beta, cv.x, dx.p));
+    CK(cudnnConvolutionBackwardFilter(cv.h, &alpha, cv.x, dx_.p, cv.y, ddy.p, cv.c, wp[k].algo,
+                                      ws.p, wsb, &beta, cv.w, dw.p));
     return Results{y.get(), dx.get(), dw.get()};
 }
 
@@ -279,9 +291,12 @@ static void test_goldens(cudnnHandle_t h, const std::string &dir) {
         ConvShape s{};
         ls >> name >> s.pad_h >> s.pad_w >> s.str_h >> s.str_w >> s.dil_h >> s.dil_w;
         Npy x, w, dy, y, dx, dw;
-        bool ok = read_npy(dir + "/" + name + "_x.npy", &x) && read_npy(dir + "/" + name + "_w.npy", &w) &&
-                  read_npy(dir + "/" + name + "_dy.npy", &dy) && read_npy(dir + "/" + name + "_y.npy", &y) &&
-                  read_npy(dir + "/" + name + "_dx.npy", &dx) && read_npy(dir + "/" + name + "_dw.npy", &dw);
+        bool ok = read_npy(dir + "/" + name + "_x.npy", &x) &&
+                  read_npy(dir + "/" + name + "_w.npy", &w) &&
+                  read_npy(dir + "/" + name + "_dy.npy", &dy) &&
+                  read_npy(dir + "/" + name + "_y.npy", &y) &&
+                  read_npy(dir + "/" + name + "_dx.npy", &dx) &&
+                  read_npy(dir + "/" + name + "_dw.npy", &dw);
         check(ok, "%s: reading the .npy files", name.c_str());
         if (!ok) continue;
         cases++;
@@ -290,8 +305,8 @@ static void test_goldens(cudnnHandle_t h, const std::string &dir) {
         for (int flip = 0; flip < 2; flip++) {
             s.flip = flip;
             conv_shape_finish(s);
-            check(s.p == y.shape[1] && s.q == y.shape[2], "%s: output %dx%d, TF %dx%d", name.c_str(), s.p,
-                  s.q, y.shape[1], y.shape[2]);
+            check(s.p == y.shape[1] && s.q == y.shape[2], "%s: output %dx%d, TF %dx%d",
+                  name.c_str(), s.p, s.q, y.shape[1], y.shape[2]);
             // the direct-loop reference, on canonical layouts, against TF
             std::vector<float> wk = from_hwio(w.data, s.r, s.s, s.c, s.k, NHWC, flip);
             std::vector<float> ry(conv_y_size(s)), rdx(conv_x_size(s)), rdw(conv_w_size(s));
@@ -300,8 +315,8 @@ static void test_goldens(cudnnHandle_t h, const std::string &dir) {
             conv_ref_backward_filter(s, x.data.data(), dy.data.data(), rdw.data());
             std::vector<float> tdw = from_hwio(dw.data, s.r, s.s, s.c, s.k, NHWC, flip);
             check(nerr(ry, y.data) < 1e-5 && nerr(rdx, dx.data) < 1e-5 && nerr(rdw, tdw) < 1e-5,
-                  "%s flip=%d: reference vs TF: y %g dx %g dw %g", name.c_str(), flip, nerr(ry, y.data),
-                  nerr(rdx, dx.data), nerr(rdw, tdw));
+                  "%s flip=%d: reference vs TF: y %g dx %g dw %g", name.c_str(), flip,
+                  nerr(ry, y.data), nerr(rdx, dx.data), nerr(rdw, tdw));
             const Layout L[3][2] = {{NHWC, NHWC}, {NCHW, NCHW}, {NHWC, NCHW}};
             for (auto &l : L) {
                 Conv cv(h, s, l[0], l[1]);
@@ -311,9 +326,9 @@ static void test_goldens(cudnnHandle_t h, const std::string &dir) {
                 double ey = nerr(to_nhwc(r.y, s.n, s.p, s.q, s.k, l[0]), y.data);
                 double ex = nerr(to_nhwc(r.dx, s.n, s.h, s.w, s.c, l[0]), dx.data);
                 double ew = nerr(r.dw, from_hwio(dw.data, s.r, s.s, s.c, s.k, l[1], flip));
-                check(ey < 1e-5 && ex < 1e-5 && ew < 1e-5,
-                      "%s %s/%s %s: y %g dx %g dw %g", name.c_str(), l[0] == NHWC ? "NHWC" : "NCHW",
-                      l[1] == NHWC ? "KRSC" : "KCRS", flip ? "CONVOLUTION" : "CROSS_CORRELATION", ey, ex, ew);
+                check(ey < 1e-5 && ex < 1e-5 && ew < 1e-5, "%s %s/%s %s: y %g dx %g dw %g",
+                      name.c_str(), l[0] == NHWC ? "NHWC" : "NCHW", l[1] == NHWC ? "KRSC" : "KCRS",
+                      flip ? "CONVOLUTION" : "CROSS_CORRELATION", ey, ex, ew);
             }
         }
     }
@@ -326,7 +341,8 @@ static void test_goldens(cudnnHandle_t h, const std::string &dir) {
 static std::vector<float> rnd(std::mt19937 &g, size_t n) {
     std::uniform_real_distribution<float> u(-1, 1);
     std::vector<float> v(n);
-    for (auto &x : v) x = u(g);
+    for (auto &x : v)
+        x = u(g);
     return v;
 }
 
@@ -342,7 +358,8 @@ static void test_random(cudnnHandle_t h) {
         s.h = ri((s.r - 1) * s.dil_h + 1, 11), s.w = ri((s.s - 1) * s.dil_w + 1, 11);
         conv_shape_finish(s);
         Layout xl = ri(0, 1) ? NHWC : NCHW, wl = ri(0, 1) ? NHWC : NCHW;
-        std::vector<float> x = rnd(g, conv_x_size(s)), w = rnd(g, conv_w_size(s)), dy = rnd(g, conv_y_size(s));
+        std::vector<float> x = rnd(g, conv_x_size(s)), w = rnd(g, conv_w_size(s)),
+                           dy = rnd(g, conv_y_size(s));
         std::vector<float> ry(conv_y_size(s)), rdx(conv_x_size(s)), rdw(conv_w_size(s));
         conv_ref_forward(s, x.data(), w.data(), ry.data());
         conv_ref_backward_data(s, w.data(), dy.data(), rdx.data());
@@ -357,7 +374,8 @@ static void test_random(cudnnHandle_t h) {
                         for (int c = 0; c < s.c; c++)
                             wl_data[(((size_t)k * s.c + c) * s.r + r) * s.s + q] =
                                 w[(((size_t)k * s.r + r) * s.s + q) * s.c + c];
-        Results r = run3(cv, from_nhwc(x, s.n, s.h, s.w, s.c, xl), wl_data, from_nhwc(dy, s.n, s.p, s.q, s.k, xl));
+        Results r = run3(cv, from_nhwc(x, s.n, s.h, s.w, s.c, xl), wl_data,
+                         from_nhwc(dy, s.n, s.p, s.q, s.k, xl));
         std::vector<float> gdw = r.dw;
         if (wl == NCHW)
             for (int k = 0; k < s.k; k++)
@@ -370,9 +388,10 @@ static void test_random(cudnnHandle_t h) {
         double ex = nerr(to_nhwc(r.dx, s.n, s.h, s.w, s.c, xl), rdx);
         double ew = nerr(gdw, rdw);
         check(ey < 1e-5 && ex < 1e-5 && ew < 1e-5,
-              "random %d: n%d c%d %dx%d k%d %dx%d pad %d,%d str %d,%d dil %d,%d flip %d: y %g dx %g dw %g", t,
-              s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.pad_h, s.pad_w, s.str_h, s.str_w, s.dil_h, s.dil_w, s.flip,
-              ey, ex, ew);
+              "random %d: n%d c%d %dx%d k%d %dx%d pad %d,%d str %d,%d dil %d,%d flip %d: y %g dx "
+              "%g dw %g",
+              t, s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.pad_h, s.pad_w, s.str_h, s.str_w, s.dil_h,
+              s.dil_w, s.flip, ey, ex, ew);
         n_cases++;
     }
     // a batch big enough that the im2col buffer is built in chunks
@@ -381,7 +400,8 @@ static void test_random(cudnnHandle_t h) {
         s.n = 4, s.c = 64, s.h = 64, s.w = 64, s.k = 3, s.r = 3, s.s = 3;
         s.pad_h = s.pad_w = 1, s.str_h = s.str_w = 1, s.dil_h = s.dil_w = 1;
         conv_shape_finish(s);
-        std::vector<float> x = rnd(g, conv_x_size(s)), w = rnd(g, conv_w_size(s)), dy = rnd(g, conv_y_size(s));
+        std::vector<float> x = rnd(g, conv_x_size(s)), w = rnd(g, conv_w_size(s)),
+                           dy = rnd(g, conv_y_size(s));
         std::vector<float> ry(conv_y_size(s)), rdx(conv_x_size(s)), rdw(conv_w_size(s));
         conv_ref_forward(s, x.data(), w.data(), ry.data());
         conv_ref_backward_data(s, w.data(), dy.data(), rdx.data());
@@ -408,37 +428,45 @@ static void test_alpha_beta(cudnnHandle_t h) {
     s.n = 2, s.c = 3, s.h = 6, s.w = 5, s.k = 4, s.r = 3, s.s = 2, s.pad_h = 1, s.pad_w = 0;
     s.str_h = s.str_w = s.dil_h = s.dil_w = 1;
     conv_shape_finish(s);
-    std::vector<float> x = rnd(g, conv_x_size(s)), w = rnd(g, conv_w_size(s)), dy = rnd(g, conv_y_size(s));
+    std::vector<float> x = rnd(g, conv_x_size(s)), w = rnd(g, conv_w_size(s)),
+                       dy = rnd(g, conv_y_size(s));
     for (Layout l : {NHWC, NCHW}) {
         Conv cv(h, s, l, l);
-        std::vector<float> xl = from_nhwc(x, s.n, s.h, s.w, s.c, l), dyl = from_nhwc(dy, s.n, s.p, s.q, s.k, l);
+        std::vector<float> xl = from_nhwc(x, s.n, s.h, s.w, s.c, l),
+                           dyl = from_nhwc(dy, s.n, s.p, s.q, s.k, l);
         std::vector<float> wl = l == NHWC ? w : std::vector<float>(w.size());
         if (l == NCHW)
             for (int k = 0; k < s.k; k++)
                 for (int r = 0; r < s.r; r++)
                     for (int q = 0; q < s.s; q++)
                         for (int c = 0; c < s.c; c++)
-                            wl[(((size_t)k * s.c + c) * s.r + r) * s.s + q] = w[(((size_t)k * s.r + r) * s.s + q) * s.c + c];
+                            wl[(((size_t)k * s.c + c) * s.r + r) * s.s + q] =
+                                w[(((size_t)k * s.r + r) * s.s + q) * s.c + c];
         // beta = 0 over NaN: run3 poisons the outputs with NaN
         Results base = run3(cv, xl, wl, dyl);
-        check(!any_nan(base.y) && !any_nan(base.dx) && !any_nan(base.dw), "beta=0 read NaN poison (layout %d)", l);
+        check(!any_nan(base.y) && !any_nan(base.dx) && !any_nan(base.dw),
+              "beta=0 read NaN poison (layout %d)", l);
         // alpha = 0.5, beta = 2 over prior values
         Results prior{rnd(g, base.y.size()), rnd(g, base.dx.size()), rnd(g, base.dw.size())};
         Results r = run3(cv, xl, wl, dyl, 0.5f, 2.0f, &prior);
         auto expect = [](const std::vector<float> &b, const std::vector<float> &p) {
             std::vector<float> e(b.size());
-            for (size_t i = 0; i < b.size(); i++) e[i] = 0.5f * b[i] + 2.0f * p[i];
+            for (size_t i = 0; i < b.size(); i++)
+                e[i] = 0.5f * b[i] + 2.0f * p[i];
             return e;
         };
-        check(nerr(r.y, expect(base.y, prior.y)) < 1e-6 && nerr(r.dx, expect(base.dx, prior.dx)) < 1e-6 &&
+        check(nerr(r.y, expect(base.y, prior.y)) < 1e-6 &&
+                  nerr(r.dx, expect(base.dx, prior.dx)) < 1e-6 &&
                   nerr(r.dw, expect(base.dw, prior.dw)) < 1e-6,
-              "alpha/beta blend (layout %d): y %g dx %g dw %g", l, nerr(r.y, expect(base.y, prior.y)),
-              nerr(r.dx, expect(base.dx, prior.dx)), nerr(r.dw, expect(base.dw, prior.dw)));
+              "alpha/beta blend (layout %d): y %g dx %g dw %g", l,
+              nerr(r.y, expect(base.y, prior.y)), nerr(r.dx, expect(base.dx, prior.dx)),
+              nerr(r.dw, expect(base.dw, prior.dw)));
         // beta = 1 accumulates (the project's gradients could); alpha = 0 keeps y
         float zero = 0, one = 1;
         Dev dx_(xl), dw_(wl), y(prior.y);
         CK(cudnnConvolutionForward(h, &zero, cv.x, dx_.p, cv.w, dw_.p, cv.c,
-                                   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &one, cv.y, y.p));
+                                   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &one, cv.y,
+                                   y.p));
         check(nerr(y.get(), prior.y) == 0, "alpha=0, beta=1 changed y");
     }
 }
@@ -449,8 +477,9 @@ static void test_output_dim(cudnnHandle_t) {
     struct {
         int in, pad, k, dil, str, want;
     } t[] = {
-        {5, 0, 3, 1, 1, 3}, {5, 1, 3, 1, 1, 5}, {7, 0, 2, 1, 2, 3}, {8, 0, 3, 1, 2, 3}, {8, 1, 3, 1, 2, 4},
-        {7, 2, 3, 2, 1, 7}, {7, 0, 3, 2, 1, 3}, {9, 0, 4, 1, 1, 6}, {1, 0, 1, 1, 3, 1}, {10, 3, 5, 2, 3, 3},
+        {5, 0, 3, 1, 1, 3}, {5, 1, 3, 1, 1, 5},  {7, 0, 2, 1, 2, 3}, {8, 0, 3, 1, 2, 3},
+        {8, 1, 3, 1, 2, 4}, {7, 2, 3, 2, 1, 7},  {7, 0, 3, 2, 1, 3}, {9, 0, 4, 1, 1, 6},
+        {1, 0, 1, 1, 3, 1}, {10, 3, 5, 2, 3, 3},
     };
     cudnnTensorDescriptor_t x;
     cudnnFilterDescriptor_t w;
@@ -460,27 +489,33 @@ static void test_output_dim(cudnnHandle_t) {
     cudnnCreateConvolutionDescriptor(&c);
     for (auto &e : t) {
         // the same geometry in h and, transposed, in w (different values)
-        CK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 3, 2, e.in, e.in + 1));
+        CK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 3, 2, e.in,
+                                      e.in + 1));
         CK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, 2, e.k, 1));
-        CK(cudnnSetConvolution2dDescriptor(c, e.pad, 0, e.str, 1, e.dil, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        CK(cudnnSetConvolution2dDescriptor(c, e.pad, 0, e.str, 1, e.dil, 1, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT));
         int n = 0, ch = 0, oh = 0, ow = 0;
         CK(cudnnGetConvolution2dForwardOutputDim(c, x, w, &n, &ch, &oh, &ow));
         int want = 1 + (e.in + 2 * e.pad - (((e.k - 1) * e.dil) + 1)) / e.str;
         check(n == 3 && ch == 5 && oh == e.want && want == e.want && ow == e.in + 1,
-              "output dim in %d pad %d k %d dil %d str %d: got (%d,%d,%d,%d), want h %d", e.in, e.pad, e.k, e.dil,
-              e.str, n, ch, oh, ow, e.want);
+              "output dim in %d pad %d k %d dil %d str %d: got (%d,%d,%d,%d), want h %d", e.in,
+              e.pad, e.k, e.dil, e.str, n, ch, oh, ow, e.want);
     }
     // channel mismatch; filter larger than the padded input; NULL output
     CK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 3, 4, 4));
     CK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 2, 2, 3, 3));
-    CK(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CK(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
     int n, ch, oh, ow;
-    check(cudnnGetConvolution2dForwardOutputDim(c, x, w, &n, &ch, &oh, &ow) == CUDNN_STATUS_BAD_PARAM,
+    check(cudnnGetConvolution2dForwardOutputDim(c, x, w, &n, &ch, &oh, &ow) ==
+              CUDNN_STATUS_BAD_PARAM,
           "output dim: feature map mismatch not refused");
     CK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 2, 3, 5, 3));
-    check(cudnnGetConvolution2dForwardOutputDim(c, x, w, &n, &ch, &oh, &ow) == CUDNN_STATUS_BAD_PARAM,
+    check(cudnnGetConvolution2dForwardOutputDim(c, x, w, &n, &ch, &oh, &ow) ==
+              CUDNN_STATUS_BAD_PARAM,
           "output dim: filter larger than input not refused");
-    check(cudnnGetConvolution2dForwardOutputDim(c, x, w, nullptr, &ch, &oh, &ow) == CUDNN_STATUS_BAD_PARAM,
+    check(cudnnGetConvolution2dForwardOutputDim(c, x, w, nullptr, &ch, &oh, &ow) ==
+              CUDNN_STATUS_BAD_PARAM,
           "output dim: NULL n not refused");
     cudnnDestroyTensorDescriptor(x);
     cudnnDestroyFilterDescriptor(w);
@@ -489,21 +524,23 @@ static void test_output_dim(cudnnHandle_t) {
 
 // ---- argument checks ----
 
-#define EXPECT(call, want)                                                                       \
-    do {                                                                                         \
-        cudnnStatus_t st_ = (call);                                                              \
-        check(st_ == (want), "%s:%d: %s gave %s, want %s", __FILE__, __LINE__, #call,            \
-              cudnnGetErrorString(st_), #want);                                                   \
+#define EXPECT(call, want)                                                                         \
+    do {                                                                                           \
+        cudnnStatus_t st_ = (call);                                                                \
+        check(st_ == (want), "%s:%d: %s gave %s, want %s", __FILE__, __LINE__, #call,              \
+              cudnnGetErrorString(st_), #want);                                                    \
     } while (0)
 
 static void test_arg_checks(cudnnHandle_t h) {
-    const cudnnStatus_t BAD = CUDNN_STATUS_BAD_PARAM, NS = CUDNN_STATUS_NOT_SUPPORTED, OK = CUDNN_STATUS_SUCCESS;
+    const cudnnStatus_t BAD = CUDNN_STATUS_BAD_PARAM, NS = CUDNN_STATUS_NOT_SUPPORTED,
+                        OK = CUDNN_STATUS_SUCCESS;
     EXPECT(cudnnCreate(nullptr), BAD);
     EXPECT(cudnnSetStream(nullptr, nullptr), BAD);
     EXPECT(cudnnCreateTensorDescriptor(nullptr), BAD);
     EXPECT(cudnnCreateFilterDescriptor(nullptr), BAD);
     EXPECT(cudnnCreateConvolutionDescriptor(nullptr), BAD);
-    check(std::strcmp(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "CUDNN_STATUS_BAD_PARAM") == 0, "error string");
+    check(std::strcmp(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), "CUDNN_STATUS_BAD_PARAM") == 0,
+          "error string");
     check(cudnnGetVersion() == CUDNN_VERSION, "cudnnGetVersion");
 
     cudnnTensorDescriptor_t x, y, t2;
@@ -517,33 +554,53 @@ static void test_arg_checks(cudnnHandle_t h) {
     // tensors: negative dims, invalid enumerants
     EXPECT(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, -1, 3, 4, 4), BAD);
     EXPECT(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, 3, 0, 4), BAD);
-    EXPECT(cudnnSetTensor4dDescriptor(x, (cudnnTensorFormat_t)7, CUDNN_DATA_FLOAT, 1, 3, 4, 4), BAD);
+    EXPECT(cudnnSetTensor4dDescriptor(x, (cudnnTensorFormat_t)7, CUDNN_DATA_FLOAT, 1, 3, 4, 4),
+           BAD);
     EXPECT(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, (cudnnDataType_t)99, 1, 3, 4, 4), BAD);
-    EXPECT(cudnnSetTensor4dDescriptor(nullptr, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, 3, 4, 4), BAD);
-    EXPECT(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 65536, 65536, 2, 1), NS);
+    EXPECT(cudnnSetTensor4dDescriptor(nullptr, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, 3, 4, 4),
+           BAD);
+    EXPECT(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 65536, 65536, 2, 1),
+           NS);
     // strides the format implies
     {
         cudnnDataType_t dt;
         int n, cc, hh, ww, ns, cs, hs, ws;
         CK(cudnnSetTensor4dDescriptor(t2, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 3, 4, 5));
         CK(cudnnGetTensor4dDescriptor(t2, &dt, &n, &cc, &hh, &ww, &ns, &cs, &hs, &ws));
-        check(ns == 60 && cs == 1 && hs == 15 && ws == 3, "NHWC strides %d %d %d %d", ns, cs, hs, ws);
+        check(ns == 60 && cs == 1 && hs == 15 && ws == 3, "NHWC strides %d %d %d %d", ns, cs, hs,
+              ws);
         CK(cudnnSetTensor4dDescriptor(t2, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 3, 4, 5));
         CK(cudnnGetTensor4dDescriptor(t2, &dt, &n, &cc, &hh, &ww, &ns, &cs, &hs, &ws));
-        check(ns == 60 && cs == 20 && hs == 5 && ws == 1, "NCHW strides %d %d %d %d", ns, cs, hs, ws);
+        check(ns == 60 && cs == 20 && hs == 5 && ws == 1, "NCHW strides %d %d %d %d", ns, cs, hs,
+              ws);
     }
     // filters
     EXPECT(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, 4, -3, 3, 3), BAD);
-    EXPECT(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, (cudnnTensorFormat_t)9, 4, 3, 3, 3), BAD);
+    EXPECT(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, (cudnnTensorFormat_t)9, 4, 3, 3, 3),
+           BAD);
     EXPECT(cudnnSetFilter4dDescriptor(w, (cudnnDataType_t)-1, CUDNN_TENSOR_NHWC, 4, 3, 3, 3), BAD);
     // convolutions
-    EXPECT(cudnnSetConvolution2dDescriptor(c, -1, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), BAD);
-    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 0, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), BAD);
-    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, -2, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), BAD);
-    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 0, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), BAD);
-    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, -1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), BAD);
-    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, (cudnnConvolutionMode_t)2, CUDNN_DATA_FLOAT), BAD);
-    EXPECT(cudnnSetConvolution2dDescriptor(nullptr, 0, 0, 1, 1, 1, 1, CUDNN_CONVOLUTION, CUDNN_DATA_FLOAT), BAD);
+    EXPECT(cudnnSetConvolution2dDescriptor(c, -1, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT),
+           BAD);
+    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 0, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT),
+           BAD);
+    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, -2, 1, 1, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT),
+           BAD);
+    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 0, 1, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT),
+           BAD);
+    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, -1, CUDNN_CROSS_CORRELATION,
+                                           CUDNN_DATA_FLOAT),
+           BAD);
+    EXPECT(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, (cudnnConvolutionMode_t)2,
+                                           CUDNN_DATA_FLOAT),
+           BAD);
+    EXPECT(cudnnSetConvolution2dDescriptor(nullptr, 0, 0, 1, 1, 1, 1, CUDNN_CONVOLUTION,
+                                           CUDNN_DATA_FLOAT),
+           BAD);
     EXPECT(cudnnSetConvolutionMathType(c, (cudnnMathType_t)17), BAD);
     EXPECT(cudnnSetConvolutionMathType(c, CUDNN_TENSOR_OP_MATH), OK);
     {
@@ -556,57 +613,90 @@ static void test_arg_checks(cudnnHandle_t h) {
     CK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 3, 5, 5));
     CK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 4, 3, 3));
     CK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, 4, 3, 3, 3));
-    CK(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CK(cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
     Dev X(2 * 3 * 5 * 5), W(4 * 3 * 3 * 3), Y(2 * 4 * 3 * 3), WS(65536 / 4);
     float one = 1, zero = 0;
-    const auto A0 = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, A1 = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    const auto A0 = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+               A1 = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
     const auto D1 = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
     const auto F1 = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
     EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p), OK);
     // "At least one of the following is NULL: handle, xDesc, wDesc, convDesc,
     // yDesc, xData, w, yData, alpha, beta."
-    EXPECT(cudnnConvolutionForward(nullptr, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, nullptr, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, nullptr, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, nullptr, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, nullptr, W.p, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, nullptr, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, nullptr, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, nullptr, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, nullptr, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, nullptr), BAD);
+    EXPECT(cudnnConvolutionForward(nullptr, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, nullptr, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, nullptr, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, nullptr, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, nullptr, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, nullptr, c, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, nullptr, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, nullptr, y, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, nullptr, Y.p),
+           BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, nullptr),
+           BAD);
     // invalid algorithm; workspace too small, or NULL with a size
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, (cudnnConvolutionFwdAlgo_t)8, WS.p, 65536, &zero, y, Y.p), BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, (cudnnConvolutionFwdAlgo_t)8, WS.p,
+                                   65536, &zero, y, Y.p),
+           BAD);
     EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, WS.p, 100, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, nullptr, 65536, &zero, y, Y.p), BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, nullptr, 65536, &zero, y, Y.p),
+           BAD);
     EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, WS.p, 65536, &zero, y, Y.p), OK);
     {
         size_t need = 0;
         CK(cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, A1, &need));
         check(need > 0 && need <= 65536, "PRECOMP workspace %zu", need);
-        EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, WS.p, need, &zero, y, Y.p), OK);
-        EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, WS.p, need - 1, &zero, y, Y.p), BAD);
+        EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, WS.p, need, &zero, y, Y.p),
+               OK);
+        EXPECT(
+            cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A1, WS.p, need - 1, &zero, y, Y.p),
+            BAD);
         EXPECT(cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, A1, nullptr), BAD);
-        EXPECT(cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, (cudnnConvolutionFwdAlgo_t)-1, &need), BAD);
-        EXPECT(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x, y, c, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD,
-                                                              &need), NS);
+        EXPECT(cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, (cudnnConvolutionFwdAlgo_t)-1,
+                                                       &need),
+               BAD);
+        EXPECT(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                   h, x, y, c, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD, &need),
+               NS);
     }
     // "xDesc and wDesc have a non-matching number of input feature maps"
     CK(cudnnSetTensor4dDescriptor(t2, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 2, 5, 5));
-    EXPECT(cudnnConvolutionForward(h, &one, t2, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
-    EXPECT(cudnnConvolutionBackwardData(h, &one, w, W.p, y, Y.p, c, D1, WS.p, 65536, &zero, t2, X.p), BAD);
-    EXPECT(cudnnConvolutionBackwardFilter(h, &one, t2, X.p, y, Y.p, c, F1, WS.p, 65536, &zero, w, W.p), BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, t2, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+           BAD);
+    EXPECT(
+        cudnnConvolutionBackwardData(h, &one, w, W.p, y, Y.p, c, D1, WS.p, 65536, &zero, t2, X.p),
+        BAD);
+    EXPECT(
+        cudnnConvolutionBackwardFilter(h, &one, t2, X.p, y, Y.p, c, F1, WS.p, 65536, &zero, w, W.p),
+        BAD);
     // the output is not the convolution's (wrong K, wrong spatial size)
     CK(cudnnSetTensor4dDescriptor(t2, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 3, 3, 3));
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, t2, Y.p), BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, t2, Y.p),
+           BAD);
     CK(cudnnSetTensor4dDescriptor(t2, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 4, 3, 2));
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, t2, Y.p), BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, t2, Y.p),
+           BAD);
     // "dyDesc spatial sizes do not match with the expected size"
-    EXPECT(cudnnConvolutionBackwardData(h, &one, w, W.p, t2, Y.p, c, D1, WS.p, 65536, &zero, x, X.p), BAD);
-    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, t2, Y.p, c, F1, WS.p, 65536, &zero, w, W.p), BAD);
+    EXPECT(
+        cudnnConvolutionBackwardData(h, &one, w, W.p, t2, Y.p, c, D1, WS.p, 65536, &zero, x, X.p),
+        BAD);
+    EXPECT(
+        cudnnConvolutionBackwardFilter(h, &one, x, X.p, t2, Y.p, c, F1, WS.p, 65536, &zero, w, W.p),
+        BAD);
     // "xDesc, wDesc, and yDesc have a non-matching data type"
     CK(cudnnSetTensor4dDescriptor(t2, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 2, 4, 3, 3));
-    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, t2, Y.p), BAD);
+    EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, t2, Y.p),
+           BAD);
     // all half: valid, but not emulated
     {
         cudnnTensorDescriptor_t hx, hy;
@@ -617,7 +707,9 @@ static void test_arg_checks(cudnnHandle_t h) {
         CK(cudnnSetTensor4dDescriptor(hx, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 2, 3, 5, 5));
         CK(cudnnSetTensor4dDescriptor(hy, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 2, 4, 3, 3));
         CK(cudnnSetFilter4dDescriptor(hw, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, 4, 3, 3, 3));
-        EXPECT(cudnnConvolutionForward(h, &one, hx, X.p, hw, W.p, c, A0, nullptr, 0, &zero, hy, Y.p), NS);
+        EXPECT(
+            cudnnConvolutionForward(h, &one, hx, X.p, hw, W.p, c, A0, nullptr, 0, &zero, hy, Y.p),
+            NS);
         cudnnDestroyTensorDescriptor(hx);
         cudnnDestroyTensorDescriptor(hy);
         cudnnDestroyFilterDescriptor(hw);
@@ -628,35 +720,53 @@ static void test_arg_checks(cudnnHandle_t h) {
         cudnnFilterDescriptor_t big;
         cudnnCreateFilterDescriptor(&big);
         CK(cudnnSetFilter4dDescriptor(big, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, 4, 3, 6, 3));
-        EXPECT(cudnnConvolutionForward(h, &one, x, X.p, big, W.p, c, A0, nullptr, 0, &zero, y, Y.p), BAD);
+        EXPECT(cudnnConvolutionForward(h, &one, x, X.p, big, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+               BAD);
         cudnnDestroyFilterDescriptor(big);
     }
     // a descriptor created but never set
     {
         cudnnConvolutionDescriptor_t unset;
         cudnnCreateConvolutionDescriptor(&unset);
-        EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, unset, A0, nullptr, 0, &zero, y, Y.p), BAD);
+        EXPECT(
+            cudnnConvolutionForward(h, &one, x, X.p, w, W.p, unset, A0, nullptr, 0, &zero, y, Y.p),
+            BAD);
         cudnnDestroyConvolutionDescriptor(unset);
     }
     // backward NULLs
-    EXPECT(cudnnConvolutionBackwardData(h, &one, w, nullptr, y, Y.p, c, D1, WS.p, 65536, &zero, x, X.p), BAD);
-    EXPECT(cudnnConvolutionBackwardData(h, &one, w, W.p, y, Y.p, c, D1, WS.p, 65536, nullptr, x, X.p), BAD);
-    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, nullptr, c, F1, WS.p, 65536, &zero, w, W.p), BAD);
-    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, Y.p, c, F1, WS.p, 65536, &zero, nullptr, W.p), BAD);
-    EXPECT(cudnnConvolutionBackwardData(h, &one, w, W.p, y, Y.p, c, D1, WS.p, 65536, &zero, x, X.p), OK);
-    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, Y.p, c, F1, WS.p, 65536, &zero, w, W.p), OK);
-    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, Y.p, c, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD,
-                                          WS.p, 65536, &zero, w, W.p), NS);
+    EXPECT(cudnnConvolutionBackwardData(h, &one, w, nullptr, y, Y.p, c, D1, WS.p, 65536, &zero, x,
+                                        X.p),
+           BAD);
+    EXPECT(
+        cudnnConvolutionBackwardData(h, &one, w, W.p, y, Y.p, c, D1, WS.p, 65536, nullptr, x, X.p),
+        BAD);
+    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, nullptr, c, F1, WS.p, 65536, &zero, w,
+                                          W.p),
+           BAD);
+    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, Y.p, c, F1, WS.p, 65536, &zero,
+                                          nullptr, W.p),
+           BAD);
+    EXPECT(cudnnConvolutionBackwardData(h, &one, w, W.p, y, Y.p, c, D1, WS.p, 65536, &zero, x, X.p),
+           OK);
+    EXPECT(
+        cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, Y.p, c, F1, WS.p, 65536, &zero, w, W.p),
+        OK);
+    EXPECT(cudnnConvolutionBackwardFilter(h, &one, x, X.p, y, Y.p, c,
+                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD, WS.p, 65536,
+                                          &zero, w, W.p),
+           NS);
     // host memory, or a buffer too short, where device memory is expected
     {
         std::vector<float> host(2 * 3 * 5 * 5);
         Dev shortY(10);
         printf("(two cudnn_emu messages about bad pointers are expected next)\n");
         fflush(stdout);
-        EXPECT(cudnnConvolutionForward(h, &one, x, host.data(), w, W.p, c, A0, nullptr, 0, &zero, y, Y.p),
+        EXPECT(cudnnConvolutionForward(h, &one, x, host.data(), w, W.p, c, A0, nullptr, 0, &zero, y,
+                                       Y.p),
                CUDNN_STATUS_EXECUTION_FAILED);
-        EXPECT(cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, shortY.p),
-               CUDNN_STATUS_EXECUTION_FAILED);
+        EXPECT(
+            cudnnConvolutionForward(h, &one, x, X.p, w, W.p, c, A0, nullptr, 0, &zero, y, shortY.p),
+            CUDNN_STATUS_EXECUTION_FAILED);
     }
     // heuristics: "requestedAlgoCount is less than or equal to 0", NULLs,
     // mismatched feature maps
@@ -675,6 +785,7 @@ static void test_arg_checks(cudnnHandle_t h) {
         cudnnConvolutionBwdFilterAlgoPerf_t fp[8];
         EXPECT(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, c, w, 8, nullptr, fp), BAD);
     }
+    cudaDeviceSynchronize(); // the calls above that ran still use X, W, Y, WS
     cudnnDestroyTensorDescriptor(x);
     cudnnDestroyTensorDescriptor(y);
     cudnnDestroyTensorDescriptor(t2);
@@ -696,7 +807,8 @@ struct Small {
         cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 3, 5, 5);
         cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 2, 4, 3, 3);
         cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, 4, 3, 3, 3);
-        cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+        cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                        CUDNN_DATA_FLOAT);
         cudnnSetConvolutionMathType(c, CUDNN_FMA_MATH);
     }
     ~Small() {
@@ -725,17 +837,20 @@ static void test_heuristics(cudnnHandle_t h) {
           "defaults lead with a tensor-op variant");
     bool fma_det = false;
     for (int i = 0; i < n; i++) {
-        fma_det |= p[i].mathType == CUDNN_FMA_MATH && p[i].determinism == CUDNN_DETERMINISTIC && !p[i].status;
+        fma_det |= p[i].mathType == CUDNN_FMA_MATH && p[i].determinism == CUDNN_DETERMINISTIC &&
+                   !p[i].status;
         size_t ws = 1;
         if (p[i].status == CUDNN_STATUS_SUCCESS) {
             CK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.c, d.y, p[i].algo, &ws));
-            check(ws == p[i].memory, "fwd algo %d: memory %zu, workspace query %zu", p[i].algo, p[i].memory, ws);
+            check(ws == p[i].memory, "fwd algo %d: memory %zu, workspace query %zu", p[i].algo,
+                  p[i].memory, ws);
         }
         check(i == 0 || p[i].time >= p[i - 1].time, "fwd list not sorted by time");
     }
     check(fma_det, "no deterministic FMA forward algorithm by default");
     bool nondet = false;
-    for (int i = 0; i < nf; i++) nondet |= fp[i].determinism == CUDNN_NON_DETERMINISTIC;
+    for (int i = 0; i < nf; i++)
+        nondet |= fp[i].determinism == CUDNN_NON_DETERMINISTIC;
     check(nondet, "default backward-filter list has no non-deterministic algorithm");
     // "requestedAlgoCount": fewer asked, fewer returned
     CK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.c, d.y, 2, &n, p));
@@ -744,31 +859,45 @@ static void test_heuristics(cudnnHandle_t h) {
     // an override through the C hook
     cudnnConvolutionFwdAlgoPerf_t mine[3];
     std::memset(mine, 0, sizeof mine);
-    mine[0] = {CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_STATUS_NOT_SUPPORTED, 0.5f, 123, CUDNN_DETERMINISTIC,
-               CUDNN_FMA_MATH, {0, 0, 0}};
-    mine[1] = {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_STATUS_SUCCESS, 1.0f, size_t(1) << 40,
-               CUDNN_NON_DETERMINISTIC, CUDNN_DEFAULT_MATH, {0, 0, 0}};
-    mine[2] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_STATUS_SUCCESS, 2.0f, 0, CUDNN_DETERMINISTIC,
-               CUDNN_FMA_MATH, {0, 0, 0}};
+    mine[0] = {CUDNN_CONVOLUTION_FWD_ALGO_FFT,
+               CUDNN_STATUS_NOT_SUPPORTED,
+               0.5f,
+               123,
+               CUDNN_DETERMINISTIC,
+               CUDNN_FMA_MATH,
+               {0, 0, 0}};
+    mine[1] = {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_STATUS_SUCCESS, 1.0f,     size_t(1) << 40,
+               CUDNN_NON_DETERMINISTIC,         CUDNN_DEFAULT_MATH,   {0, 0, 0}};
+    mine[2] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+               CUDNN_STATUS_SUCCESS,
+               2.0f,
+               0,
+               CUDNN_DETERMINISTIC,
+               CUDNN_FMA_MATH,
+               {0, 0, 0}};
     mr_emu_cudnn_set_perf(MR_EMU_CUDNN_FWD, mine, 3);
     CK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.c, d.y, 8, &n, p));
-    check(n == 3 && p[0].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT && p[0].status == CUDNN_STATUS_NOT_SUPPORTED &&
-              p[0].memory == 123 && p[1].memory == (size_t(1) << 40) &&
-              p[1].determinism == CUDNN_NON_DETERMINISTIC && p[1].mathType == CUDNN_DEFAULT_MATH &&
+    check(n == 3 && p[0].algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT &&
+              p[0].status == CUDNN_STATUS_NOT_SUPPORTED && p[0].memory == 123 &&
+              p[1].memory == (size_t(1) << 40) && p[1].determinism == CUDNN_NON_DETERMINISTIC &&
+              p[1].mathType == CUDNN_DEFAULT_MATH &&
               p[2].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM && p[2].time == 2.0f,
           "override not returned as set");
     // the other kinds kept their defaults
     CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.c, d.x, 8, &nd, dp));
-    check(nd >= 3 && dp[0].mathType == CUDNN_TENSOR_OP_MATH, "bwd data list changed by a fwd override");
+    check(nd >= 3 && dp[0].mathType == CUDNN_TENSOR_OP_MATH,
+          "bwd data list changed by a fwd override");
     // an algorithm listed only as failing fails when run
     {
         Dev X(2 * 3 * 5 * 5), W(4 * 27), Y(2 * 4 * 9), WS(65536 / 4);
         float one = 1, zero = 0;
-        EXPECT(cudnnConvolutionForward(h, &one, d.x, X.p, d.w, W.p, d.c, CUDNN_CONVOLUTION_FWD_ALGO_FFT, WS.p,
-                                       65536, &zero, d.y, Y.p),
+        EXPECT(cudnnConvolutionForward(h, &one, d.x, X.p, d.w, W.p, d.c,
+                                       CUDNN_CONVOLUTION_FWD_ALGO_FFT, WS.p, 65536, &zero, d.y,
+                                       Y.p),
                CUDNN_STATUS_NOT_SUPPORTED);
-        EXPECT(cudnnConvolutionForward(h, &one, d.x, X.p, d.w, W.p, d.c, CUDNN_CONVOLUTION_FWD_ALGO_GEMM, WS.p,
-                                       65536, &zero, d.y, Y.p),
+        EXPECT(cudnnConvolutionForward(h, &one, d.x, X.p, d.w, W.p, d.c,
+                                       CUDNN_CONVOLUTION_FWD_ALGO_GEMM, WS.p, 65536, &zero, d.y,
+                                       Y.p),
                CUDNN_STATUS_SUCCESS);
         cudaDeviceSynchronize();
     }
@@ -788,18 +917,22 @@ static void test_heuristics(cudnnHandle_t h) {
 
     // the environment variable
     setenv("MIRRORED_EMU_CUDNN_PERF",
-           "fwd=1:tensor,1:fma:nondet:mem=4096,0:fma:time=7.5;bwd_filter=3:fma:nondet:notsup,1:tensor_conv;"
+           "fwd=1:tensor,1:fma:nondet:mem=4096,0:fma:time=7.5;bwd_filter=3:fma:nondet:notsup,1:"
+           "tensor_conv;"
            "bwd_data=",
            1);
     mr_emu_cudnn_reset_perf();
     CK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.c, d.y, 8, &n, p));
-    check(n == 3 && p[0].algo == 1 && p[0].mathType == CUDNN_TENSOR_OP_MATH && p[0].determinism == CUDNN_DETERMINISTIC &&
-              p[1].mathType == CUDNN_FMA_MATH && p[1].determinism == CUDNN_NON_DETERMINISTIC && p[1].memory == 4096 &&
-              p[2].algo == 0 && p[2].time == 7.5f && p[2].memory == 0 && p[2].status == CUDNN_STATUS_SUCCESS,
+    check(n == 3 && p[0].algo == 1 && p[0].mathType == CUDNN_TENSOR_OP_MATH &&
+              p[0].determinism == CUDNN_DETERMINISTIC && p[1].mathType == CUDNN_FMA_MATH &&
+              p[1].determinism == CUDNN_NON_DETERMINISTIC && p[1].memory == 4096 &&
+              p[2].algo == 0 && p[2].time == 7.5f && p[2].memory == 0 &&
+              p[2].status == CUDNN_STATUS_SUCCESS,
           "env fwd list");
     CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.c, d.w, 8, &nf, fp));
     check(nf == 2 && fp[0].algo == 3 && fp[0].status == CUDNN_STATUS_NOT_SUPPORTED &&
-              fp[1].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && fp[1].mathType != CUDNN_DEFAULT_MATH,
+              fp[1].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+              fp[1].mathType != CUDNN_DEFAULT_MATH,
           "env bwd_filter list");
     CK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.c, d.x, 8, &nd, dp));
     check(nd == 0, "env empty bwd_data list gave %d", nd);
