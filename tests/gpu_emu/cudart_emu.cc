@@ -1,0 +1,1124 @@
+// cudart_emu.cc - the CUDA runtime API on the CPU (libmr_emu_cudart), the
+// test double the project's CUDA host code and kernels run against in CI.
+//
+// Implements the calls the project makes (runtime/*.c, collectives/
+// nccl_comm.c, models/*.cu) and a few neighbours, with the behaviour the
+// CUDA Runtime API documentation gives them; each behaviour cites the
+// sentence of the documentation (cuda_runtime_api.h, CUDA 13) it follows.
+//   devices     MIRRORED_EMULATED_GPUS (default 2, 0 allowed), filtered by
+//               CUDA_VISIBLE_DEVICES as the real runtime does
+//   memory      mmap'ed apart from the heap, poisoned (0xFF: NaN floats)
+//   streams     one worker thread and FIFO queue each; stream 0 is a
+//               per-device legacy stream
+//   events      (stream, ticket) pairs: what a record captured
+//   schedule    MIRRORED_EMU_SCHEDULE=fifo | delay:SEED | late:SEED
+//   host access MIRRORED_EMU_CHECK_HOST_ACCESS=1 (best effort, see below)
+// Relies on: the real NVIDIA headers for every type and prototype, C++20
+// threads, Linux mmap/mprotect.
+#include "emu.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu_kernel.h"
+
+namespace {
+
+// ---------------------------------------------------------------- config
+
+enum class Sched { fifo, delay, late };
+
+struct Config {
+    int physical = 2;          // MIRRORED_EMULATED_GPUS
+    std::vector<int> visible;  // visible ordinal -> physical index
+    Sched sched = Sched::fifo;
+    uint64_t seed = 0;
+    bool check_host = false;
+};
+
+// A malformed setting ends the process: a test run under a schedule it did
+// not get would pass for the wrong reason.
+[[noreturn]] void bad_env(const char *var, const char *val) {
+    fprintf(stderr, "gpu emulator: invalid %s=%s\n", var, val);
+    abort();
+}
+
+Config parse_config() {
+    Config c;
+    if (const char *v = getenv("MIRRORED_EMULATED_GPUS")) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*v == '\0' || *end != '\0' || n < 0 || n > 64) bad_env("MIRRORED_EMULATED_GPUS", v);
+        c.physical = (int)n;
+    }
+    // CUDA_VISIBLE_DEVICES: a comma-separated list of ordinals; as with the
+    // real driver, the list ends at the first invalid entry.
+    if (const char *v = getenv("CUDA_VISIBLE_DEVICES")) {
+        std::string s(v);
+        size_t pos = 0;
+        while (pos <= s.size()) {
+            size_t comma = s.find(',', pos);
+            std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+            char *end;
+            long i = strtol(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || i < 0 || i >= c.physical ||
+                std::find(c.visible.begin(), c.visible.end(), (int)i) != c.visible.end())
+                break;
+            c.visible.push_back((int)i);
+            if (comma == std::string::npos) break;
+            pos = comma + 1;
+        }
+    } else {
+        for (int i = 0; i < c.physical; i++)
+            c.visible.push_back(i);
+    }
+    if (const char *v = getenv("MIRRORED_EMU_SCHEDULE")) {
+        std::string s(v);
+        auto seeded = [&](const char *prefix, Sched k) {
+            size_t n = strlen(prefix);
+            if (s.compare(0, n, prefix) != 0) return false;
+            char *end;
+            c.seed = strtoull(s.c_str() + n, &end, 10);
+            if (s.size() == n || *end != '\0') bad_env("MIRRORED_EMU_SCHEDULE", v);
+            c.sched = k;
+            return true;
+        };
+        if (s == "fifo" || s.empty())
+            c.sched = Sched::fifo;
+        else if (!seeded("delay:", Sched::delay) && !seeded("late:", Sched::late))
+            bad_env("MIRRORED_EMU_SCHEDULE", v);
+    }
+    if (const char *v = getenv("MIRRORED_EMU_CHECK_HOST_ACCESS")) c.check_host = strcmp(v, "1") == 0;
+    return c;
+}
+
+const Config &config() {
+    static const Config c = parse_config();
+    return c;
+}
+
+// An operation on a late stream waits at most this long for a waiter.
+constexpr auto kLateHold = std::chrono::milliseconds(200);
+constexpr size_t kDeviceMemory = size_t{8} << 30;  // reported per device
+constexpr unsigned char kPoison = 0xFF;            // every float a NaN
+
+// ---------------------------------------------------------------- errors
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+// Every failing call is also recorded for cudaGetLastError, as in the real
+// runtime ("Returns the last error that has been produced by any of the
+// runtime calls in the same instance of the CUDA Runtime library in the host
+// thread").
+cudaError_t fail(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+
+thread_local int current_device = 0;
+
+// ---------------------------------------------------------------- memory
+
+struct Alloc {
+    size_t size;    // requested: accesses past it are errors
+    size_t mapped;  // page-rounded length of the mapping
+    int device;     // -1: pinned host memory
+};
+
+// Allocations by base address. The map never leaves the process (leaked on
+// purpose: detached stream workers may still run while static destructors
+// do).
+struct Memory {
+    std::shared_mutex m;
+    std::map<uintptr_t, Alloc> allocs;
+    std::vector<size_t> used;  // bytes per visible device
+};
+
+Memory &memory() {
+    static Memory *mem = [] {
+        auto *p = new Memory;
+        p->used.assign(config().visible.size(), 0);
+        return p;
+    }();
+    return *mem;
+}
+
+// The allocation holding p, or null; the caller holds memory().m.
+const std::pair<const uintptr_t, Alloc> *find_alloc(const void *p) {
+    auto &a = memory().allocs;
+    uintptr_t u = (uintptr_t)p;
+    auto it = a.upper_bound(u);
+    if (it == a.begin()) return nullptr;
+    --it;
+    if (u >= it->first + std::max<size_t>(it->second.size, 1)) return nullptr;
+    return &*it;
+}
+
+// ---- MIRRORED_EMU_CHECK_HOST_ACCESS: device memory is PROT_NONE whenever no
+// stream of any device is running an operation. A host read or write of
+// device memory at such a time faults, and the handler names the
+// allocation. Best effort: an access while some stream works goes unseen.
+std::mutex prot_m;  // before memory().m
+int active_ops = 0; // under prot_m
+
+void protect_all(int prot) {  // prot_m held
+    std::shared_lock lk(memory().m);
+    for (auto &[base, a] : memory().allocs)
+        if (a.device >= 0) mprotect((void *)base, a.mapped, prot);
+}
+
+void op_begin() {
+    if (!config().check_host) return;
+    std::lock_guard lk(prot_m);
+    if (active_ops++ == 0) protect_all(PROT_READ | PROT_WRITE);
+}
+
+void op_end() {
+    if (!config().check_host) return;
+    std::lock_guard lk(prot_m);
+    if (--active_ops == 0) protect_all(PROT_NONE);
+}
+
+void on_segv(int sig, siginfo_t *si, void *) {
+    // Dying: the lookup takes no lock (a racing cudaFree at worst prints
+    // the generic message).
+    char msg[200];
+    int n = snprintf(msg, sizeof msg,
+                     "gpu emulator: host access to device memory at %p "
+                     "(MIRRORED_EMU_CHECK_HOST_ACCESS=1): the host read or wrote a cudaMalloc "
+                     "buffer\n",
+                     si->si_addr);
+    if (write(2, msg, (size_t)n) < 0) { /* nothing more to do */
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void install_segv_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGSEGV, &sa, nullptr);
+    });
+}
+
+// ---------------------------------------------------------------- streams
+
+struct Device;
+
+// One stream: a FIFO of operations run in order by a worker thread.
+// Tickets count operations: the n-th enqueued has ticket n; done is the
+// number completed (in order), so "ticket t complete" is done >= t.
+struct StreamState {
+    int device = 0;
+    bool legacy = false;    // the device's stream 0
+    bool blocking = false;  // cudaStreamDefault: synchronises with stream 0
+    bool late = false;      // held until waited for (late:SEED)
+    std::mutex m;
+    std::condition_variable cv;
+    struct Op {
+        std::function<void()> fn;
+        bool wait;  // a wait for another stream: touches no memory
+    };
+    std::deque<Op> q;
+    uint64_t enq = 0, done = 0;
+    uint64_t demand = 0;  // highest ticket someone waits for
+    bool closing = false;
+    std::mt19937_64 rng;
+
+    void run();
+};
+
+// The dependency an event record or a legacy-stream barrier captures.
+struct Dep {
+    std::shared_ptr<StreamState> s;
+    uint64_t t = 0;
+};
+
+// Blocks until d's operation has completed; first tells a late stream that
+// someone waits for it.
+void wait_dep(const Dep &d) {
+    if (!d.s || d.t == 0) return;
+    std::unique_lock lk(d.s->m);
+    if (d.s->demand < d.t) {
+        d.s->demand = d.t;
+        d.s->cv.notify_all();
+    }
+    d.s->cv.wait(lk, [&] { return d.s->done >= d.t; });
+}
+
+bool dep_done(const Dep &d, bool demand) {
+    if (!d.s || d.t == 0) return true;
+    std::lock_guard lk(d.s->m);
+    if (demand && d.s->demand < d.t) {
+        d.s->demand = d.t;
+        d.s->cv.notify_all();
+    }
+    return d.s->done >= d.t;
+}
+
+Dep tail(const std::shared_ptr<StreamState> &s) {
+    std::lock_guard lk(s->m);
+    return {s, s->enq};
+}
+
+struct Device {
+    int ordinal = 0, physical = 0;
+    std::mutex m;
+    std::vector<std::shared_ptr<StreamState>> streams;  // live and draining, legacy first
+    int created = 0;                                    // streams the user made
+    std::atomic<int> sticky{cudaSuccess};
+};
+
+std::vector<Device *> &devices() {
+    static std::vector<Device *> *d = [] {
+        auto *v = new std::vector<Device *>;
+        for (size_t i = 0; i < config().visible.size(); i++) {
+            auto *dev = new Device;
+            dev->ordinal = (int)i;
+            dev->physical = config().visible[i];
+            v->push_back(dev);
+        }
+        return v;
+    }();
+    return *d;
+}
+
+void StreamState::run() {
+    current_device = device;
+    const Config &c = config();
+    for (;;) {
+        Op op;
+        {
+            std::unique_lock lk(m);
+            cv.wait(lk, [&] { return !q.empty() || closing; });
+            if (q.empty()) break;  // closing, drained
+            if (late) {
+                // late:SEED: the operation waits until something waits for
+                // it (or kLateHold passes, so that work nobody waits for on
+                // the host, such as a peer's collective, still progresses).
+                uint64_t t = done + 1;
+                cv.wait_for(lk, kLateHold, [&] { return demand >= t || closing; });
+            }
+            op = std::move(q.front());
+            q.pop_front();
+        }
+        if (c.sched != Sched::fifo) {
+            // delay:SEED, and late:SEED on the other streams: 0-2 ms before
+            // each operation, so that the order of unsynchronised work varies.
+            std::uniform_int_distribution<int> us(0, 2000);
+            std::this_thread::sleep_for(std::chrono::microseconds(us(rng)));
+        }
+        if (op.wait) {
+            op.fn();
+        } else {
+            op_begin();
+            op.fn();
+            op_end();
+        }
+        {
+            std::lock_guard lk(m);
+            done++;
+        }
+        cv.notify_all();
+    }
+}
+
+std::shared_ptr<StreamState> new_stream(Device *dev, bool legacy, bool blocking) {
+    auto s = std::make_shared<StreamState>();
+    s->device = dev->ordinal;
+    s->legacy = legacy;
+    s->blocking = blocking;
+    {
+        std::lock_guard lk(dev->m);
+        // late:SEED holds the streams made after the device's first one
+        // (the project's copy and communication streams).
+        s->late = !legacy && config().sched == Sched::late && dev->created++ > 0;
+        uint64_t n = dev->streams.size();
+        s->rng.seed(config().seed * 1000003u + (uint64_t)dev->ordinal * 7919u + n);
+        dev->streams.push_back(s);
+    }
+    // Detached: a destroyed stream drains on its own ("the resources
+    // associated with stream will be released automatically once the
+    // device has completed all work in stream"). The worker owns a
+    // reference until it has left the device's list.
+    std::thread([s, dev] {
+        s->run();
+        std::lock_guard lk(dev->m);
+        auto &v = dev->streams;
+        v.erase(std::remove(v.begin(), v.end(), s), v.end());
+    }).detach();
+    return s;
+}
+
+std::shared_ptr<StreamState> legacy_stream(Device *dev) {
+    std::shared_ptr<StreamState> s;
+    {
+        std::lock_guard lk(dev->m);
+        if (!dev->streams.empty() && dev->streams.front()->legacy) return dev->streams.front();
+    }
+    static std::mutex make_m;
+    std::lock_guard mk(make_m);
+    {
+        std::lock_guard lk(dev->m);
+        if (!dev->streams.empty() && dev->streams.front()->legacy) return dev->streams.front();
+    }
+    s = new_stream(dev, true, false);
+    std::lock_guard lk(dev->m);
+    auto &v = dev->streams;
+    std::rotate(v.begin(), v.end() - 1, v.end());  // legacy first
+    return s;
+}
+
+}  // namespace
+
+// The opaque handles of driver_types.h, defined here.
+struct CUstream_st {
+    std::shared_ptr<StreamState> st;
+};
+
+struct CUevent_st {
+    std::mutex m;
+    Dep rec;  // the most recent record's capture; none before the first
+    unsigned flags = 0;
+};
+
+namespace {
+
+// Live handles, so that a stale or foreign handle is an error instead of a crash.
+std::mutex handles_m;
+std::set<const void *> &live_handles() {
+    static auto *s = new std::set<const void *>;
+    return *s;
+}
+
+bool live(const void *h) {
+    std::lock_guard lk(handles_m);
+    return live_handles().count(h) != 0;
+}
+
+cudaError_t no_device() { return fail(devices().empty() ? cudaErrorNoDevice : cudaErrorInvalidDevice); }
+
+Device *cur_dev() {
+    auto &d = devices();
+    if (current_device < 0 || current_device >= (int)d.size()) return nullptr;
+    return d[current_device];
+}
+
+// The stream behind handle s: stream 0 is the current device's legacy
+// stream. Null for an unknown handle or without a device.
+std::shared_ptr<StreamState> stream_of(cudaStream_t s) {
+    if (s == nullptr || s == cudaStreamLegacy) {
+        Device *d = cur_dev();
+        return d ? legacy_stream(d) : nullptr;
+    }
+    if (!live(s)) return nullptr;
+    return s->st;
+}
+
+cudaError_t bad_stream(cudaStream_t s) {
+    if ((s == nullptr || s == cudaStreamLegacy) && cur_dev() == nullptr) return no_device();
+    return fail(cudaErrorInvalidResourceHandle);
+}
+
+// Puts op on s, after the implicit barriers of the legacy default stream:
+// "Stream 0 ... synchronizes with all blocking streams" (cudaStreamDefault
+// streams wait for stream 0's earlier work and stream 0 for theirs);
+// cudaStreamNonBlocking "specifies that work running in the created stream
+// may run concurrently with work in stream 0 (the NULL stream), and that the
+// created stream should perform no implicit synchronization with stream 0".
+// Returns the operation's ticket.
+uint64_t enqueue(const std::shared_ptr<StreamState> &s, std::function<void()> op, bool wait = false) {
+    std::vector<Dep> deps;
+    if (s->legacy || s->blocking) {
+        std::lock_guard lk(devices()[s->device]->m);
+        for (auto &o : devices()[s->device]->streams)
+            if (o != s && (s->legacy ? o->blocking : o->legacy)) deps.push_back({o, 0});
+    }
+    for (auto &d : deps)
+        d = tail(d.s);
+    std::lock_guard lk(s->m);
+    for (auto &d : deps)
+        if (d.t > 0) {
+            s->q.push_back({[d] { wait_dep(d); }, true});
+            s->enq++;
+        }
+    s->q.push_back({std::move(op), wait});
+    uint64_t t = ++s->enq;
+    s->cv.notify_all();
+    return t;
+}
+
+cudaError_t sticky(int device) {
+    auto &d = devices();
+    if (device < 0 || device >= (int)d.size()) return cudaSuccess;
+    return (cudaError_t)d[device]->sticky.load();
+}
+
+// Waits for all work queued so far on every stream of device dev.
+void sync_device(Device *dev) {
+    std::vector<std::shared_ptr<StreamState>> v;
+    {
+        std::lock_guard lk(dev->m);
+        v = dev->streams;
+    }
+    for (auto &s : v)
+        wait_dep(tail(s));
+}
+
+}  // namespace
+
+// ================================================================ emu.h
+
+void emu_enqueue(cudaStream_t s, std::function<void()> task) {
+    auto st = stream_of(s);
+    if (!st) {
+        bad_stream(s);
+        return;
+    }
+    enqueue(st, std::move(task));
+}
+
+int emu_device_of(const void *p, size_t *bytes_left) {
+    std::shared_lock lk(memory().m);
+    auto *a = find_alloc(p);
+    if (a == nullptr || a->second.device < 0) return -1;
+    if (bytes_left) *bytes_left = a->second.size - ((uintptr_t)p - a->first);
+    return a->second.device;
+}
+
+bool emu_is_pinned(const void *p) {
+    std::shared_lock lk(memory().m);
+    auto *a = find_alloc(p);
+    return a != nullptr && a->second.device < 0;
+}
+
+void emu_set_last_error(cudaError_t e) { last_error = e; }
+
+int emu_stream_device(cudaStream_t s) {
+    if (s == nullptr || s == cudaStreamLegacy) return cur_dev() ? current_device : -1;
+    if (!live(s)) return -1;
+    return s->st->device;
+}
+
+int emu_device_count() { return (int)devices().size(); }
+
+void emu_device_fault(cudaError_t e, const char *what) {
+    fprintf(stderr, "gpu emulator: device %d: %s\n", current_device, what);
+    auto &d = devices();
+    if (current_device >= 0 && current_device < (int)d.size()) {
+        int ok = cudaSuccess;
+        d[current_device]->sticky.compare_exchange_strong(ok, e);
+    }
+}
+
+bool emu_launch_check(dim3 grid, dim3 block, cudaStream_t s) {
+    // The limits of compute capability 9.0: at most 1024 threads a block
+    // (x, y <= 1024, z <= 64), a grid of at most 2^31-1 x 65535 x 65535.
+    // An empty or oversized configuration is cudaErrorInvalidConfiguration
+    // ("This indicates that a kernel launch is requesting resources that can
+    // never be satisfied by the current device"), reported by
+    // cudaGetLastError after the launch.
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
+        block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x > 0x7fffffffu ||
+        grid.y > 65535 || grid.z > 65535) {
+        last_error = cudaErrorInvalidConfiguration;
+        return false;
+    }
+    if (!stream_of(s)) {
+        bad_stream(s);
+        return false;
+    }
+    return true;
+}
+
+// ================================================================ the API
+
+extern "C" {
+
+// ---- errors
+
+cudaError_t cudaGetLastError(void) {
+    // "Returns the last error that has been produced by any of the runtime
+    // calls in the same instance of the CUDA Runtime library in the host
+    // thread and resets it to cudaSuccess."
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+    // "This call does not reset the error to cudaSuccess like cudaGetLastError()."
+    return last_error;
+}
+
+namespace {
+struct ErrText {
+    cudaError_t e;
+    const char *name, *text;
+};
+// The codes this emulator returns, with the real runtime's strings.
+const ErrText err_texts[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
+     "invalid configuration argument"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
+     "invalid copy direction for memcpy"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorIllegalAddress, "cudaErrorIllegalAddress",
+     "an illegal memory access was encountered"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
+const ErrText *err_text(cudaError_t e) {
+    for (auto &t : err_texts)
+        if (t.e == e) return &t;
+    return nullptr;
+}
+}  // namespace
+
+const char *cudaGetErrorName(cudaError_t e) {
+    // "If the error code is not recognized, "unrecognized error code" is returned."
+    const ErrText *t = err_text(e);
+    return t ? t->name : "unrecognized error code";
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    const ErrText *t = err_text(e);
+    return t ? t->text : "unrecognized error code";
+}
+
+// ---- versions and devices
+
+cudaError_t cudaDriverGetVersion(int *v) {
+    if (v == nullptr) return fail(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;  // the emulated driver matches the headers
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v) {
+    if (v == nullptr) return fail(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    if (n == nullptr) return fail(cudaErrorInvalidValue);
+    *n = (int)devices().size();
+    // As the real runtime: no device is an error, with a count of 0.
+    return *n == 0 ? fail(cudaErrorNoDevice) : cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    // "Sets device as the current device for the calling host thread. Valid
+    // device id's are 0 to (cudaGetDeviceCount() - 1)."
+    if (devices().empty()) return fail(cudaErrorNoDevice);
+    if (device < 0 || device >= (int)devices().size()) return fail(cudaErrorInvalidDevice);
+    current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    if (device == nullptr) return fail(cudaErrorInvalidValue);
+    if (devices().empty()) return fail(cudaErrorNoDevice);
+    *device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
+    if (p == nullptr) return fail(cudaErrorInvalidValue);
+    if (device < 0 || device >= (int)devices().size()) return no_device();
+    int phys = devices()[device]->physical;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "Emulated GPU %d", phys);
+    for (int i = 0; i < 16; i++)
+        p->uuid.bytes[i] = (char)(i == 0 ? 0xE0 : i == 15 ? phys : 0);
+    p->totalGlobalMem = kDeviceMemory;
+    p->sharedMemPerBlock = 48 << 10;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
+    p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 0x7fffffff;
+    p->maxGridSize[1] = p->maxGridSize[2] = 65535;
+    p->totalConstMem = 64 << 10;
+    p->major = 9;  // compute capability 9.0
+    p->minor = 0;
+    p->multiProcessorCount = 1;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->unifiedAddressing = 1;
+    p->pciDomainID = 0;
+    p->pciBusID = 0x10 + phys;  // "0000:%02X:00.0", distinct per device
+    p->pciDeviceID = 0;
+    p->asyncEngineCount = 2;
+    p->concurrentKernels = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    Device *d = cur_dev();
+    if (!d) return no_device();
+    sync_device(d);
+    return fail(sticky(d->ordinal));
+}
+
+// ---- memory
+
+cudaError_t cudaMalloc(void **devPtr, size_t size) {
+    // "Allocates size bytes of linear memory on the device and returns in
+    // *devPtr a pointer to the allocated memory. The allocated memory is
+    // suitably aligned for any kind of variable. The memory is not cleared.
+    // cudaMalloc() returns cudaErrorMemoryAllocation in case of failure."
+    if (devPtr == nullptr) return fail(cudaErrorInvalidValue);
+    Device *d = cur_dev();
+    if (!d) return no_device();
+    *devPtr = nullptr;
+    if (size == 0) return cudaSuccess;  // as the real runtime: a null pointer
+    long page = sysconf(_SC_PAGESIZE);
+    size_t mapped = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    Memory &mem = memory();
+    {
+        std::lock_guard lk(mem.m);
+        if (size > kDeviceMemory - mem.used[d->ordinal]) return fail(cudaErrorMemoryAllocation);
+        mem.used[d->ordinal] += size;
+    }
+    // Apart from the heap: a stray host pointer never lands in it, and a
+    // freed buffer is unmapped (a later access faults).
+    void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        std::lock_guard lk(mem.m);
+        mem.used[d->ordinal] -= size;
+        return fail(cudaErrorMemoryAllocation);
+    }
+    // "The memory is not cleared": poison it, so that reading before writing
+    // gives NaNs instead of the zeros fresh pages would.
+    memset(p, kPoison, mapped);
+    if (config().check_host) install_segv_handler();
+    std::lock_guard pl(prot_m);
+    {
+        std::lock_guard lk(mem.m);
+        mem.allocs[(uintptr_t)p] = Alloc{size, mapped, d->ordinal};
+    }
+    if (config().check_host && active_ops == 0) mprotect(p, mapped, PROT_NONE);
+    *devPtr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *devPtr) {
+    // "If devPtr is 0, no operation is performed."
+    if (devPtr == nullptr) return cudaSuccess;
+    int dev;
+    size_t left;
+    {
+        std::shared_lock lk(memory().m);
+        auto *a = find_alloc(devPtr);
+        if (a == nullptr || a->first != (uintptr_t)devPtr || a->second.device < 0)
+            return fail(cudaErrorInvalidValue);
+        dev = a->second.device;
+        left = a->second.size;
+    }
+    // "For all other pointers, this API may perform implicit
+    // synchronization": the project relies on it (cudaFree waits for the
+    // device), so the emulator always does.
+    sync_device(devices()[dev]);
+    std::lock_guard pl(prot_m);
+    std::lock_guard lk(memory().m);
+    auto it = memory().allocs.find((uintptr_t)devPtr);
+    if (it == memory().allocs.end()) return fail(cudaErrorInvalidValue);  // freed twice at once
+    munmap(devPtr, it->second.mapped);
+    memory().allocs.erase(it);
+    memory().used[dev] -= left;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
+    // "Allocates size bytes of host memory that is page-locked and
+    // accessible to the device." Pinned memory is what makes
+    // cudaMemcpyAsync asynchronous; it is tracked for that.
+    if (pHost == nullptr) return fail(cudaErrorInvalidValue);
+    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+        return fail(cudaErrorInvalidValue);
+    *pHost = nullptr;
+    if (size == 0) return cudaSuccess;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t mapped = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    memset(p, kPoison, mapped);  // not cleared either
+    std::lock_guard lk(memory().m);
+    memory().allocs[(uintptr_t)p] = Alloc{size, mapped, -1};
+    *pHost = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); }
+
+cudaError_t cudaFreeHost(void *ptr) {
+    if (ptr == nullptr) return cudaSuccess;
+    {
+        std::shared_lock lk(memory().m);
+        auto *a = find_alloc(ptr);
+        if (a == nullptr || a->first != (uintptr_t)ptr || a->second.device >= 0)
+            return fail(cudaErrorInvalidValue);
+    }
+    // The real cudaFreeHost synchronises the device: a queued copy may still
+    // read or write the buffer.
+    for (Device *d : devices())
+        sync_device(d);
+    std::lock_guard lk(memory().m);
+    auto it = memory().allocs.find((uintptr_t)ptr);
+    if (it == memory().allocs.end()) return fail(cudaErrorInvalidValue);
+    munmap(ptr, it->second.mapped);
+    memory().allocs.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
+    // "Returns in *total the total amount of memory available to the the
+    // current context. Returns in *free the amount of memory on the device
+    // that is free according to the OS."
+    if (free_bytes == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
+    Device *d = cur_dev();
+    if (!d) return no_device();
+    std::shared_lock lk(memory().m);
+    *total = kDeviceMemory;
+    *free_bytes = kDeviceMemory - memory().used[d->ordinal];
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *ptr) {
+    if (attr == nullptr) return fail(cudaErrorInvalidValue);
+    memset(attr, 0, sizeof *attr);
+    std::shared_lock lk(memory().m);
+    auto *a = find_alloc(ptr);
+    if (a == nullptr) {
+        attr->type = cudaMemoryTypeUnregistered;
+        attr->device = -2;
+        return cudaSuccess;
+    }
+    attr->type = a->second.device >= 0 ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    attr->device = a->second.device >= 0 ? a->second.device : 0;
+    if (a->second.device >= 0)
+        attr->devicePointer = const_cast<void *>(ptr);
+    else
+        attr->hostPointer = attr->devicePointer = const_cast<void *>(ptr);
+    return cudaSuccess;
+}
+
+namespace {
+
+enum class Where { device, pinned, pageable };
+
+Where where(const void *p, size_t n, bool *in_bounds) {
+    std::shared_lock lk(memory().m);
+    auto *a = find_alloc(p);
+    *in_bounds = true;
+    if (a == nullptr) return Where::pageable;
+    *in_bounds = n <= a->second.size - ((uintptr_t)p - a->first);
+    return a->second.device >= 0 ? Where::device : Where::pinned;
+}
+
+// Waits for ticket t of s and returns the device's sticky error.
+cudaError_t wait_ticket(const std::shared_ptr<StreamState> &s, uint64_t t) {
+    wait_dep({s, t});
+    return fail(sticky(s->device));
+}
+
+cudaError_t memcpy_on(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
+                      const std::shared_ptr<StreamState> &s) {
+    if (count == 0) return cudaSuccess;
+    if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+    bool dst_ok, src_ok;
+    Where wd = where(dst, count, &dst_ok), ws = where(src, count, &src_ok);
+    if (!dst_ok || !src_ok) return fail(cudaErrorInvalidValue);  // past an allocation's end
+    bool dd = wd == Where::device, sd = ws == Where::device;
+    // "Calling cudaMemcpyAsync() with dst and src pointers that do not match
+    // the direction of the copy results in an undefined behavior": here, an
+    // error, so that the mistake shows.
+    switch (kind) {
+    case cudaMemcpyHostToHost:
+        if (dd || sd) return fail(cudaErrorInvalidValue);
+        break;
+    case cudaMemcpyHostToDevice:
+        if (!dd || sd) return fail(cudaErrorInvalidValue);
+        break;
+    case cudaMemcpyDeviceToHost:
+        if (dd || !sd) return fail(cudaErrorInvalidValue);
+        break;
+    case cudaMemcpyDeviceToDevice:
+        if (!dd || !sd) return fail(cudaErrorInvalidValue);
+        break;
+    case cudaMemcpyDefault:
+        break;  // inferred from the pointers (unified addressing)
+    default:
+        return fail(cudaErrorInvalidMemcpyDirection);
+    }
+    if (cudaError_t e = sticky(s->device)) return fail(e);
+    if (!dd && !sd) {
+        // "For transfers from any host memory to any host memory, the
+        // function is fully synchronous with respect to the host."
+        uint64_t t = enqueue(s, [=] { memcpy(dst, src, count); });
+        return wait_ticket(s, t);
+    }
+    if (dd && ws == Where::pageable) {
+        // "If pageable memory must first be staged to pinned memory, the
+        // driver may synchronize with the stream and stage the copy into
+        // pinned memory": the source is read now (the caller may reuse it
+        // as soon as the call returns), the device written in stream order.
+        auto staged = std::make_shared<std::vector<unsigned char>>(
+            (const unsigned char *)src, (const unsigned char *)src + count);
+        enqueue(s, [=] { memcpy(dst, staged->data(), count); });
+        return cudaSuccess;
+    }
+    uint64_t t = enqueue(s, [=] { memcpy(dst, src, count); });
+    if (sd && wd == Where::pageable) {
+        // "For transfers between device memory and pageable host memory, the
+        // function might be synchronous with respect to host": to pageable
+        // memory it is ("For transfers from device to either pageable or
+        // pinned host memory, the function returns only once the copy has
+        // completed"), so the host may read dst at once.
+        return wait_ticket(s, t);
+    }
+    // "For all other transfers, the function should be fully asynchronous."
+    return cudaSuccess;
+}
+
+cudaError_t memset_on(void *devPtr, int value, size_t count, const std::shared_ptr<StreamState> &s) {
+    if (count == 0) return cudaSuccess;
+    bool ok;
+    if (devPtr == nullptr || where(devPtr, count, &ok) != Where::device || !ok)
+        return fail(cudaErrorInvalidValue);
+    if (cudaError_t e = sticky(s->device)) return fail(e);
+    enqueue(s, [=] { memset(devPtr, value, count); });
+    return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    return memcpy_on(dst, src, count, kind, s);
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
+    auto s = stream_of(nullptr);
+    if (!s) return no_device();
+    cudaError_t e = memcpy_on(dst, src, count, kind, s);
+    if (e != cudaSuccess) return e;
+    // "For transfers from device memory to device memory, no host-side
+    // synchronization is performed." Every other cudaMemcpy returns with
+    // the copy done (pinned host to device: "synchronous with respect to
+    // the host").
+    bool ok;
+    if (where(dst, count, &ok) == Where::device && where(src, count, &ok) == Where::device)
+        return cudaSuccess;
+    return wait_ticket(s, tail(s).t);
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+    // "The Async versions are always asynchronous with respect to the host."
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    return memset_on(devPtr, value, count, s);
+}
+
+cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+    // "Note that this function is asynchronous with respect to the host
+    // unless devPtr refers to pinned host memory": device memory only
+    // here, on the legacy stream 0.
+    auto s = stream_of(nullptr);
+    if (!s) return no_device();
+    return memset_on(devPtr, value, count, s);
+}
+
+// ---- streams
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
+    if (pStream == nullptr || (flags & ~(unsigned)cudaStreamNonBlocking)) return fail(cudaErrorInvalidValue);
+    Device *d = cur_dev();
+    if (!d) return no_device();
+    // "Any streams or events created from this host thread will be
+    // associated with device" (cudaSetDevice).
+    auto *h = new CUstream_st{new_stream(d, false, flags == cudaStreamDefault)};
+    {
+        std::lock_guard lk(handles_m);
+        live_handles().insert(h);
+    }
+    *pStream = h;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    // "In case the device is still doing work in the stream stream when
+    // cudaStreamDestroy() is called, the function will return immediately
+    // and the resources associated with stream will be released
+    // automatically once the device has completed all work in stream."
+    if (stream == nullptr || stream == cudaStreamLegacy) return fail(cudaErrorInvalidResourceHandle);
+    {
+        std::lock_guard lk(handles_m);
+        if (!live_handles().erase(stream)) return fail(cudaErrorInvalidResourceHandle);
+    }
+    auto s = stream->st;
+    {
+        std::lock_guard lk(s->m);
+        s->closing = true;
+        s->demand = UINT64_MAX;  // a late stream drains now
+    }
+    s->cv.notify_all();
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    // "Blocks until stream has completed all operations."
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    return wait_ticket(s, tail(s).t);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    Dep d = tail(s);
+    if (!dep_done(d, true)) return cudaErrorNotReady;  // not an error: not recorded
+    return fail(sticky(s->device));
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    // "Makes all future work submitted to stream wait for all work captured
+    // in event." The capture is the one current at this call: "Other APIs
+    // such as cudaStreamWaitEvent() use the most recently captured state at
+    // the time of the API call, and are not affected by later calls to
+    // cudaEventRecord()." "event may be from a different device than stream."
+    if (flags & ~(unsigned)cudaEventWaitExternal) return fail(cudaErrorInvalidValue);
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    if (event == nullptr || !live(event)) return fail(cudaErrorInvalidResourceHandle);
+    Dep d;
+    {
+        std::lock_guard lk(event->m);
+        d = event->rec;
+    }
+    // Even an empty capture is queued, so the wait stays an ordered
+    // operation of the stream.
+    enqueue(s, [d] { wait_dep(d); }, true);
+    return cudaSuccess;
+}
+
+// ---- events
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    if (event == nullptr ||
+        (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)))
+        return fail(cudaErrorInvalidValue);
+    if (!cur_dev()) return no_device();
+    auto *e = new CUevent_st;
+    e->flags = flags;
+    {
+        std::lock_guard lk(handles_m);
+        live_handles().insert(e);
+    }
+    *event = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    // "Captures in event the contents of stream at the time of this call."
+    // "cudaEventRecord() can be called multiple times on the same event and
+    // will overwrite the previously captured state." The capture is the
+    // stream's last ticket: the event completes when that operation has.
+    if (event == nullptr || !live(event)) return fail(cudaErrorInvalidResourceHandle);
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    // Stream 0 records after the blocking streams too (legacy semantics):
+    // queue a no-op that carries those barriers.
+    Dep d = s->legacy ? Dep{s, enqueue(s, [] {}, true)} : tail(s);
+    std::lock_guard lk(event->m);
+    event->rec = d;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    // "Returns cudaSuccess if all captured work has been completed, or
+    // cudaErrorNotReady if any captured work is incomplete." "Before the
+    // first call to cudaEventRecord(), an event represents an empty set of
+    // work, so for example cudaEventQuery() would return cudaSuccess."
+    if (event == nullptr || !live(event)) return fail(cudaErrorInvalidResourceHandle);
+    Dep d;
+    {
+        std::lock_guard lk(event->m);
+        d = event->rec;
+    }
+    // A query is someone waiting: a late stream stops holding the work.
+    if (!dep_done(d, true)) return cudaErrorNotReady;
+    return d.s ? fail(sticky(d.s->device)) : cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    // "Waits until the completion of all work currently captured in event."
+    if (event == nullptr || !live(event)) return fail(cudaErrorInvalidResourceHandle);
+    Dep d;
+    {
+        std::lock_guard lk(event->m);
+        d = event->rec;
+    }
+    wait_dep(d);
+    return d.s ? fail(sticky(d.s->device)) : cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    // "An event may be destroyed before it is complete (i.e., while
+    // cudaEventQuery() would return cudaErrorNotReady). In this case, the
+    // call does not block on completion of the event, and any associated
+    // resources will automatically be released asynchronously at
+    // completion." Queued waits hold their own copy of the capture.
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    {
+        std::lock_guard lk(handles_m);
+        if (!live_handles().erase(event)) return fail(cudaErrorInvalidResourceHandle);
+    }
+    delete event;
+    return cudaSuccess;
+}
+
+}  // extern "C"
