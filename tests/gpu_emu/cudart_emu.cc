@@ -359,7 +359,11 @@ std::shared_ptr<StreamState> new_stream(Device *dev, bool legacy, bool blocking)
         s->late = !legacy && config().sched == Sched::late && dev->created++ > 0;
         uint64_t n = dev->streams.size();
         s->rng.seed(config().seed * 1000003u + (uint64_t)dev->ordinal * 7919u + n);
-        dev->streams.push_back(s);
+        // legacy first: sync_device and the legacy barriers find it there
+        if (legacy)
+            dev->streams.insert(dev->streams.begin(), s);
+        else
+            dev->streams.push_back(s);
     }
     // Detached: a destroyed stream drains on its own ("the resources
     // associated with stream will be released automatically once the
@@ -375,7 +379,6 @@ std::shared_ptr<StreamState> new_stream(Device *dev, bool legacy, bool blocking)
 }
 
 std::shared_ptr<StreamState> legacy_stream(Device *dev) {
-    std::shared_ptr<StreamState> s;
     {
         std::lock_guard lk(dev->m);
         if (!dev->streams.empty() && dev->streams.front()->legacy) return dev->streams.front();
@@ -386,11 +389,7 @@ std::shared_ptr<StreamState> legacy_stream(Device *dev) {
         std::lock_guard lk(dev->m);
         if (!dev->streams.empty() && dev->streams.front()->legacy) return dev->streams.front();
     }
-    s = new_stream(dev, true, false);
-    std::lock_guard lk(dev->m);
-    auto &v = dev->streams;
-    std::rotate(v.begin(), v.end() - 1, v.end());  // legacy first
-    return s;
+    return new_stream(dev, true, false);
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ struct Header {
     int32_t aborted;  // ncclResult_t of the clique's failure, 0 while healthy
     int32_t taken[kMaxRanks];
     int32_t pid[kMaxRanks];
+    int32_t dev[kMaxRanks];  // CUDA ordinal in process pid
     OpMeta meta[kMaxRanks];
     uint64_t gen;  // barrier generation
     int32_t count;  // ranks at the current barrier
@@ -97,13 +98,19 @@ std::string shm_name(const ncclUniqueId &id) {
     return s;
 }
 
+// Records the clique's failure (h->mu held): the first reason stays. An
+// atomic store: the stream workers read it without the mutex.
+void fail_clique(Header *h, int why) {
+    if (!h->aborted) __atomic_store_n(&h->aborted, why, __ATOMIC_RELEASE);
+}
+
 // Locks the clique's robust mutex; a process that died holding it leaves
 // the clique failed (its peers then see ncclRemoteError).
 void lock(Header *h) {
     int r = pthread_mutex_lock(&h->mu);
     if (r == EOWNERDEAD) {
         pthread_mutex_consistent(&h->mu);
-        if (!h->aborted) h->aborted = ncclRemoteError;
+        fail_clique(h, ncclRemoteError);
     }
 }
 
@@ -111,7 +118,7 @@ void lock(Header *h) {
 void check_peers(Header *h) {
     for (int r = 0; r < h->nranks; r++)
         if (h->taken[r] && h->pid[r] != getpid() && kill(h->pid[r], 0) != 0 && errno == ESRCH) {
-            if (!h->aborted) h->aborted = ncclRemoteError;
+            fail_clique(h, ncclRemoteError);
             pthread_cond_broadcast(&h->cv);
         }
 }
@@ -129,7 +136,7 @@ void timed_wait(Header *h) {
     int r = pthread_cond_timedwait(&h->cv, &h->mu, &ts);
     if (r == EOWNERDEAD) {
         pthread_mutex_consistent(&h->mu);
-        if (!h->aborted) h->aborted = ncclRemoteError;
+        fail_clique(h, ncclRemoteError);
     } else if (r == ETIMEDOUT) {
         check_peers(h);
     }
@@ -272,11 +279,26 @@ ncclResult_t join(RankState &st, int rank) {
     Header *h = st.h;
     lock(h);
     ncclResult_t r = ncclSuccess;
-    if (h->taken[rank]) {
+    for (int q = 0; q < h->nranks && r == ncclSuccess; q++)
+        if (h->taken[q] && h->pid[q] == getpid() && h->dev[q] == st.device) {
+            // NCCL refuses two ranks of a clique on one GPU ("Duplicate GPU
+            // detected"), and every rank's init fails. (It would also
+            // deadlock here: cudaFree waits for the whole device, so for the
+            // other rank's collective, which waits for this rank.) Ranks of
+            // other processes are not compared: each process numbers its
+            // emulated GPUs from 0.
+            r = fail(ncclInvalidUsage, "Duplicate GPU detected: rank %d and rank %d both on CUDA device %d", q,
+                     rank, st.device);
+            fail_clique(h, ncclInvalidUsage);
+            pthread_cond_broadcast(&h->cv);
+            shm_unlink(st.name.c_str());  // the clique is over: leave nothing in /dev/shm
+        }
+    if (r == ncclSuccess && h->taken[rank]) {
         r = fail(ncclInvalidArgument, "ncclCommInitRank: rank %d joined twice", rank);
-    } else {
+    } else if (r == ncclSuccess) {
         h->taken[rank] = 1;
         h->pid[rank] = getpid();
+        h->dev[rank] = st.device;
         if (++h->joined == h->nranks) {
             shm_unlink(st.name.c_str());
             pthread_cond_broadcast(&h->cv);
@@ -292,8 +314,12 @@ ncclResult_t wait_joined(RankState &st) {
     lock(h);
     while (h->joined < h->nranks && !h->aborted && !st.aborted)
         timed_wait(h);
-    ncclResult_t r = h->joined == h->nranks ? ncclSuccess
-                                            : fail(ncclRemoteError, "ncclCommInitRank: the clique failed");
+    ncclResult_t r = ncclSuccess;
+    if (h->aborted)
+        r = fail((ncclResult_t)h->aborted, "ncclCommInitRank: the clique failed (%s)",
+                 ncclGetErrorString((ncclResult_t)h->aborted));
+    else if (h->joined < h->nranks)
+        r = fail(ncclInvalidUsage, "ncclCommInitRank: aborted during init");
     pthread_mutex_unlock(&h->mu);
     return r;
 }
@@ -384,7 +410,7 @@ void run_collective(const std::shared_ptr<RankState> &st, OpMeta meta, const voi
                 fail(ncclInvalidUsage, "rank %d called a different collective than rank %d (#%llu)", r,
                      s.rank, (unsigned long long)meta.seq);
                 lock(s.h);
-                if (!s.h->aborted) s.h->aborted = ncclInvalidUsage;
+                fail_clique(s.h, ncclInvalidUsage);
                 pthread_cond_broadcast(&s.h->cv);
                 pthread_mutex_unlock(&s.h->mu);
                 ok = false;
@@ -554,7 +580,9 @@ ncclResult_t ncclGroupEnd() {
             ops[i].launch();
         }
     }
-    for (size_t i = 0; i < ops.size(); i++)
+    // a failed join fails the clique: no need to wait (and its message stays
+    // the last error)
+    for (size_t i = 0; i < ops.size() && res == ncclSuccess; i++)
         if (ops[i].init && ok[i]) {
             ncclResult_t r = wait_joined(*ops[i].init);
             if (r != ncclSuccess && res == ncclSuccess) res = r;
@@ -666,7 +694,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
         st->aborted = true;
         if (st->h) {
             lock(st->h);
-            if (!st->h->aborted) st->h->aborted = ncclRemoteError;
+            fail_clique(st->h, ncclRemoteError);
+            if (st->h->joined < st->h->nranks) shm_unlink(st->name.c_str());  // during init
             pthread_cond_broadcast(&st->h->cv);
             pthread_mutex_unlock(&st->h->mu);
         }

@@ -3,6 +3,7 @@
 // generations, the last error, and the adversarial schedules (each run in a
 // child process, since the schedule is read once per process).
 // Relies on: Check, emu.h (emu_enqueue: host tasks that hold a stream).
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,7 +57,7 @@ void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms
 // Runs scenario `name` (below) in a fresh process (this program with
 // --child, so that no emulator state is inherited) with the environment
 // setting `env` (VAR=value); its result (a string) comes back on its stdout.
-std::string run_child(const char *env, const char *name) {
+std::string run_child(const char *env, const char *name, int *signal_out = nullptr) {
     int fd[2];
     ck_assert_int_eq(pipe(fd), 0);
     pid_t pid = fork();
@@ -76,7 +77,10 @@ std::string run_child(const char *env, const char *name) {
     close(fd[0]);
     int st;
     waitpid(pid, &st, 0);
-    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (signal_out)
+        *signal_out = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    else
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     return out;
 }
 
@@ -161,6 +165,17 @@ std::string upload(bool wait) {
 std::string upload_nowait() { return upload(false); }
 std::string upload_wait() { return upload(true); }
 
+// MIRRORED_EMU_CHECK_HOST_ACCESS=1: stream work reaches device memory; the
+// host touching it faults (this scenario dies of SIGSEGV).
+std::string host_touch() {
+    float *d;
+    cudaMalloc((void **)&d, 64);
+    cudaMemsetAsync(d, 0, 64, nullptr);
+    cudaDeviceSynchronize();
+    volatile float x = d[3];  // the bug the check catches
+    return std::to_string(x);
+}
+
 const struct {
     const char *name;
     std::string (*run)();
@@ -168,6 +183,7 @@ const struct {
     {"visible", visible},           {"nogpu", nogpu},
     {"interleave_u", interleave_u}, {"interleave_s", interleave_s},
     {"upload_nowait", upload_nowait}, {"upload_wait", upload_wait},
+    {"host_touch", host_touch},
 };
 
 }  // namespace
@@ -417,6 +433,18 @@ START_TEST(schedule_late) {
 }
 END_TEST
 
+START_TEST(host_access_check) {
+    // the normal traffic works with the check on
+    expect_child("MIRRORED_EMU_CHECK_HOST_ACCESS=1", "upload_wait", "42");
+    expect_child("MIRRORED_EMU_CHECK_HOST_ACCESS=1", "interleave_s", "aaaaaaaabbbbbbbb");
+    int sig = 0;
+    run_child("MIRRORED_EMU_CHECK_HOST_ACCESS=1", "host_touch", &sig);
+    ck_assert_int_eq(sig, SIGSEGV);
+    // without the check, the host reads the bytes (zeros)
+    expect_child("MIRRORED_EMU_CHECK_HOST_ACCESS=0", "host_touch", "0.000000");
+}
+END_TEST
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--child") == 0) {
         for (auto &sc : scenarios)
@@ -439,6 +467,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, legacy_stream);
     tcase_add_test(tc, schedule_delay);
     tcase_add_test(tc, schedule_late);
+    tcase_add_test(tc, host_access_check);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -7,7 +7,8 @@
 // program re-executed per rank, the id passed in hex); float and double,
 // in and out of place, more than one staging chunk; broadcast; argument
 // errors; mismatched collectives; an abort while a rank never arrives.
-// Relies on: Check, the emulated runtime (MIRRORED_EMULATED_GPUS=2).
+// Relies on: Check, the emulated runtime (MIRRORED_EMULATED_GPUS=4: one GPU
+// per rank, as NCCL requires within a process).
 #include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,9 +97,9 @@ std::string rank_work(ncclComm_t comm, int rank, int nranks, cudaStream_t s) {
     return e;
 }
 
-// A rank as a thread: its own device (rank % 2), stream, ncclCommInitRank.
+// A rank as a thread: its own device, stream, ncclCommInitRank.
 void thread_rank(ncclUniqueId id, int rank, int nranks, std::string *err) {
-    cudaSetDevice(rank % emu_device_count());
+    cudaSetDevice(rank);
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     ncclComm_t comm;
@@ -198,7 +199,7 @@ START_TEST(init_all_grouped) {
     for (int nranks = 2; nranks <= 4; nranks++) {
         std::vector<int> devs(nranks);
         for (int r = 0; r < nranks; r++)
-            devs[r] = r % 2;
+            devs[r] = r;  // one GPU per rank, as NCCL requires
         std::vector<ncclComm_t> comms(nranks);
         CU(cudaSetDevice(1));
         NC(ncclCommInitAll(comms.data(), nranks, devs.data()));
@@ -275,6 +276,16 @@ START_TEST(argument_errors) {
 }
 END_TEST
 
+START_TEST(duplicate_gpu) {
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    int devs[2] = {1, 1};
+    ck_assert_int_eq(ncclCommInitAll(comms, 2, devs), ncclInvalidUsage);
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(nullptr), "Duplicate GPU"));
+    NC(ncclCommAbort(comms[0]));
+    NC(ncclCommAbort(comms[1]));
+}
+END_TEST
+
 START_TEST(mismatched_collectives) {
     ncclComm_t comms[2];
     int devs[2] = {0, 1};
@@ -311,14 +322,16 @@ START_TEST(abort_while_waiting) {
     NC(ncclCommInitAll(a, 2, devs));
     NC(ncclCommInitAll(b, 2, devs));
     cudaStream_t s[2], t[2];
-    float *d[2];
+    float *d[2], *f[2];  // the buffers of a and of b
     cudaEvent_t after;
     for (int r = 0; r < 2; r++) {
         CU(cudaSetDevice(r));
         CU(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
         CU(cudaStreamCreateWithFlags(&t[r], cudaStreamNonBlocking));
         CU(cudaMalloc((void **)&d[r], 1000 * sizeof(float)));
-        CU(cudaMemsetAsync(d[r], 0, 1000 * sizeof(float), t[r]));
+        CU(cudaMalloc((void **)&f[r], 1000 * sizeof(float)));
+        CU(cudaMemsetAsync(d[r], 0, 1000 * sizeof(float), s[r]));
+        CU(cudaMemsetAsync(f[r], 0, 1000 * sizeof(float), t[r]));
     }
     CU(cudaSetDevice(0));
     CU(cudaEventCreateWithFlags(&after, cudaEventDisableTiming));
@@ -329,7 +342,7 @@ START_TEST(abort_while_waiting) {
     auto other_clique_works = [&] {
         NC(ncclGroupStart());
         for (int r = 0; r < 2; r++)
-            NC(ncclAllReduce(d[r], d[r], 1000, ncclFloat, ncclSum, b[r], t[r]));
+            NC(ncclAllReduce(f[r], f[r], 1000, ncclFloat, ncclSum, b[r], t[r]));
         NC(ncclGroupEnd());
         for (int r = 0; r < 2; r++) {
             CU(cudaSetDevice(r));
@@ -350,6 +363,7 @@ START_TEST(abort_while_waiting) {
         ck_assert_int_eq(e, ncclSuccess);
         NC(ncclCommDestroy(b[r]));
         CU(cudaFree(d[r]));
+        CU(cudaFree(f[r]));
         CU(cudaStreamDestroy(s[r]));
         CU(cudaStreamDestroy(t[r]));
     }
@@ -367,6 +381,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, processes);
     tcase_add_test(tc, init_all_grouped);
     tcase_add_test(tc, argument_errors);
+    tcase_add_test(tc, duplicate_gpu);
     tcase_add_test(tc, mismatched_collectives);
     tcase_add_test(tc, abort_while_waiting);
     suite_add_tcase(s, tc);
