@@ -38,7 +38,7 @@ extern const mr_optimizer_kernels mr_optimizer_cuda; /* optimizer_cuda.cu */
     kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #else
 #define MR_CUDA_LAUNCH(kernel, grid, block, stream, ...)                                           \
-    mr_emu_launch((grid), (block), (stream), [=] { kernel(__VA_ARGS__); })
+    mr_emu_launch((grid), (block), (stream), kernel, __VA_ARGS__)
 #endif
 
 /* Threads per block of the elementwise kernels, and the blocks of a

@@ -33,6 +33,9 @@
 
 #include <cmath>
 #include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "emu.h"
 
@@ -68,11 +71,10 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 // recording the launch error for cudaGetLastError.
 bool emu_launch_check(dim3 grid, dim3 block, cudaStream_t s);
 
-// kernel<<<grid, block, 0, s>>>(args...) as f = [=] { kernel(args...); }:
-// enqueues on s a task that runs f once for every (block, thread) index,
-// blocks and threads in order, with the built-in variables set.
+// Runs f once for every (block, thread) index of a launch on s, blocks and
+// threads in order, with the built-in variables set (a task of s's worker).
 template <class F>
-void mr_emu_launch(dim3 grid, dim3 block, cudaStream_t s, F f) {
+void mr_emu_launch_task(dim3 grid, dim3 block, cudaStream_t s, F f) {
     if (!emu_launch_check(grid, block, s)) return;
     emu_enqueue(s, [grid, block, f] {
         gridDim = grid;
@@ -89,4 +91,17 @@ void mr_emu_launch(dim3 grid, dim3 block, cudaStream_t s, F f) {
                             }
                 }
     });
+}
+
+// kernel<<<grid, block, 0, s>>>(args...): the arguments are evaluated and
+// converted to the kernel's parameter types now, at the launch, as CUDA
+// does ("the arguments are copied at the launch"), not when s's worker runs
+// the kernel: an argument read through a pointer (run->step) may have
+// changed, or gone out of scope, by then. A lambda capturing the argument
+// expressions would read them late and hide such a race from the test.
+template <class... P, class... A>
+void mr_emu_launch(dim3 grid, dim3 block, cudaStream_t s, void (*kernel)(P...), A &&...args) {
+    static_assert(sizeof...(P) == sizeof...(A), "a kernel launch with the wrong argument count");
+    std::tuple<std::decay_t<P>...> params(static_cast<P>(std::forward<A>(args))...);
+    mr_emu_launch_task(grid, block, s, [kernel, params] { std::apply(kernel, params); });
 }

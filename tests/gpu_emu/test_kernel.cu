@@ -7,17 +7,19 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include <check.h>
 
-// As in the project's models/kernels_cuda.h.
+// As in the project's backends/cuda/kernels_cuda.h.
 #ifdef __CUDACC__
 #define MR_CUDA_LAUNCH(kernel, grid, block, stream, ...)                                           \
     kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #else
 #define MR_CUDA_LAUNCH(kernel, grid, block, stream, ...)                                           \
-    mr_emu_launch((grid), (block), (stream), [=] { kernel(__VA_ARGS__); })
+    mr_emu_launch((grid), (block), (stream), kernel, __VA_ARGS__)
 #endif
 
 #define CU(call) ck_assert_int_eq((call), cudaSuccess)
@@ -78,6 +80,37 @@ START_TEST(saxpy) {
 }
 END_TEST
 
+__global__ static void store_kernel(int *out, int v) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) *out = v;
+}
+
+// The arguments are taken at the launch, as CUDA copies them then: the
+// stream is held busy, the variable an argument came from changes after the
+// launch, and the kernel still sees the value it had at the launch.
+START_TEST(arguments_taken_at_launch) {
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int *d;
+    CU(cudaMalloc((void **)&d, sizeof(int)));
+    std::atomic<int> release{0};
+    emu_enqueue(s, [&release] {
+        while (!release.load())
+            std::this_thread::yield();
+    });
+    struct {
+        int step;
+    } run = {7}, *p = &run;
+    MR_CUDA_LAUNCH(store_kernel, 1, 32, s, d, p->step);
+    run.step = 8; /* after the launch, before the kernel runs */
+    release.store(1);
+    int h = 0;
+    CU(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+    ck_assert_int_eq(h, 7);
+    CU(cudaFree(d));
+    CU(cudaStreamDestroy(s));
+}
+END_TEST
+
 START_TEST(indices) {
     dim3 g(3, 2, 2), b(4, 2, 3);
     const int total = 3 * 2 * 2 * 4 * 2 * 3;
@@ -123,6 +156,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, saxpy);
     tcase_add_test(tc, indices);
+    tcase_add_test(tc, arguments_taken_at_launch);
     tcase_add_test(tc, launch_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
