@@ -411,12 +411,18 @@ START_TEST(absent_replica_times_out) {
     }
     worker *w = run_workers(&g, OP_ABSENT, 1 << 20);
     ck_assert_msg(w[0].st == MR_OK, "%s", w[0].err.msg);
+    /* every waiting rank fails; the first to time out names the absent
+     * replica, and aborts its communicator on the way out, which the ranks
+     * still waiting (3 GPUs or more) may see as NCCL's remote error first */
+    int named = 0;
     for (int r = 1; r < g.n; r++) {
         ck_assert_msg(w[r].st == MR_ERR_RUNTIME, "rank %d: %d %s", r, w[r].st, w[r].err.msg);
-        ck_assert_msg(strstr(w[r].err.msg, "waited") &&
-                          strstr(w[r].err.msg, "not yet queued by replica(s) 0"),
-                      "%s", w[r].err.msg);
+        int waited = strstr(w[r].err.msg, "waited") &&
+                     strstr(w[r].err.msg, "not yet queued by replica(s) 0");
+        named += waited;
+        ck_assert_msg(waited || (g.n > 2 && strstr(w[r].err.msg, "remote")), "%s", w[r].err.msg);
     }
+    ck_assert_int_ge(named, 1);
     free_workers(&g, w);
     close_gpus(&g); /* aborts what is left, rank 0's communicator included */
 }

@@ -190,28 +190,24 @@ static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_err
     mr_backoff_begin(&b, 50e-6);
     for (;;) {
         cudaError_t e = cudaEventQuery(k->done);
-        /* the abort before success: ncclCommAbort lets the pending
-         * collectives finish with whatever the buffers hold, so their event
-         * completes; a half-reduced buffer must not be reported as a sum.
-         * The abort is flagged before ncclCommAbort is called, so a
-         * collective it cut short is seen here as aborted. */
+        if (e != cudaSuccess && e != cudaErrorNotReady) {
+            mr_status st = mr_cuda_fail(k->be, err, e, "cudaEventQuery (waiting for NCCL)");
+            kill_rank(nc, k);
+            return st;
+        }
+        /* Failures before success: ncclCommAbort (ours, or a peer's after
+         * its own failure) lets the pending collectives finish with
+         * whatever the buffers hold, so their event completes; a
+         * half-reduced buffer must not be reported as a sum. An abort is
+         * flagged before ncclCommAbort is called, and NCCL's asynchronous
+         * error is set before the operation it ends completes, so a
+         * collective cut short is seen here as failed. */
         pthread_mutex_lock(&k->lock);
         if (atomic_load(&nc->aborted_by) >= 0 || k->dead) {
             kill_locked(nc, k);
             pthread_mutex_unlock(&k->lock);
             return aborted(nc, k, what, err);
         }
-        pthread_mutex_unlock(&k->lock);
-        if (e == cudaSuccess) {
-            k->pending = 0;
-            return MR_OK;
-        }
-        if (e != cudaErrorNotReady) {
-            mr_status st = mr_cuda_fail(k->be, err, e, "cudaEventQuery (waiting for NCCL)");
-            kill_rank(nc, k);
-            return st;
-        }
-        pthread_mutex_lock(&k->lock);
         ncclResult_t async = ncclSuccess, res = ncclCommGetAsyncError(k->comm, &async);
         if (res != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
             mr_status st = nccl_fail(
@@ -221,7 +217,18 @@ static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_err
             pthread_mutex_unlock(&k->lock);
             return st;
         }
+        if (e == cudaSuccess && atomic_load(&nc->failed)) {
+            /* another replica of this process failed and aborted its
+             * communicator while this collective was in flight */
+            kill_locked(nc, k);
+            pthread_mutex_unlock(&k->lock);
+            return aborted(nc, k, what, err);
+        }
         pthread_mutex_unlock(&k->lock);
+        if (e == cudaSuccess) {
+            k->pending = 0;
+            return MR_OK;
+        }
         if (mr_backoff_elapsed(&b) > nc->base.timeout_s) {
             mr_status st = timed_out(nc, k, what, err);
             kill_rank(nc, k);
