@@ -10,7 +10,7 @@
  * forward (sums of x and x^2, and the count) and one in backward (sums of
  * dy and dy * xhat, and the count). Inference: the moving averages. The
  * CPU kernels are batchnorm_cpu.c.
- * Relies on: layer.h (the layer contract, mr_run.sync_sum). */
+ * Relies on: layer.h (the layer contract, mr_exec_ctx.sync_sum). */
 #include "models/layer.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"

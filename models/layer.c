@@ -45,11 +45,12 @@ mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char 
     return l->kern->setup ? l->kern->setup(l, be, max_batch, err) : MR_OK;
 }
 
-mr_status mr_layer_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x, mr_dfloat *y) {
+mr_status mr_layer_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
+                           mr_dfloat *y) {
     return l->kern->forward(l, run, batch, x, y);
 }
 
-mr_status mr_layer_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+mr_status mr_layer_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                             const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     return l->kern->backward(l, run, batch, x, y, dy, dx);
 }

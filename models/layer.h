@@ -58,8 +58,10 @@ typedef struct mr_weight {
     mr_dfloat *grad; /* view set by the model; NULL when not trainable */
 } mr_weight;
 
-/* What a forward/backward call may use besides its tensors: one per replica. */
-typedef struct mr_run {
+/* The execution context of a forward/backward call: what it may use
+ * besides its tensors (the replica's device, training or inference, the
+ * random streams' counters, scratch, the SyncBN sum). One per replica. */
+typedef struct mr_exec_ctx {
     mr_backend *be;      /* the replica's backend context */
     int training;        /* 1: training (dropout on, batch statistics); 0: inference */
     uint64_t seed;       /* the job's seed (dropout masks) */
@@ -73,7 +75,7 @@ typedef struct mr_run {
     mr_status (*sync_sum)(void *sync_ctx, mr_dfloat *buf, size_t n);
     void *sync_ctx;
     mr_error *err; /* where a failing kernel writes its message (may be NULL) */
-} mr_run;
+} mr_exec_ctx;
 
 typedef struct mr_layer mr_layer;
 
@@ -121,12 +123,13 @@ typedef struct mr_layer_kernels {
     mr_status (*setup)(mr_layer *l, mr_backend *be, int max_batch, mr_error *err);
     /* x: (batch, in) -> y: (batch, out). A failure (a device error, a
      * collective) is returned with its message in run->err. */
-    mr_status (*forward)(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x, mr_dfloat *y);
+    mr_status (*forward)(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
+                         mr_dfloat *y);
     /* Given dy (batch, out) and the forward's x and y: ADDS this batch's weight
      * gradients into w[i].grad (so micro-batches accumulate; the caller zeroes
      * them per update) and writes dx (batch, in) unless dx is NULL (first layer).
      * dy may be overwritten (it is scratch of the model). */
-    mr_status (*backward)(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+    mr_status (*backward)(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                           const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx);
     /* Frees what setup made. May be NULL. */
     void (*destroy)(mr_layer *l, mr_backend *be);
@@ -158,8 +161,9 @@ const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind);
  * mr_layer_destroy afterwards, whatever it returned. */
 mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char *file,
                          mr_error *err);
-mr_status mr_layer_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x, mr_dfloat *y);
-mr_status mr_layer_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+mr_status mr_layer_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
+                           mr_dfloat *y);
+mr_status mr_layer_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                             const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx);
 void mr_layer_destroy(mr_layer *l);
 

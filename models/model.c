@@ -13,8 +13,8 @@
 /* Floats that one training pass may touch (weights and their gradients,
  * activations, input, the two gradient buffers): 5 MiB. fashion_cnn.cfg (71,098 floats a row) then
  * runs batch 32 as two passes of 16; measured there, 2 replicas on 2 cores, the median of 5 epochs
- * each: 16 rows 1.87x one unsplit replica, 12 rows 1.79x, 32 rows (no split) 1.82x (docs/performance.md,
- * "Weak scaling"). */
+ * each: 16 rows 1.87x one unsplit replica, 12 rows 1.79x, 32 rows (no split) 1.82x
+ * (docs/performance.md, "Weak scaling"). */
 #define MR_PASS_FLOATS (5 << 18)
 
 static mr_dfloat *alloc_floats(mr_model *m, int64_t n) {
@@ -191,7 +191,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         whole |= m->layers[i].ops->whole_batch;
     }
     int64_t c = (MR_PASS_FLOATS - 2 * np) / per_row; /* < 1: big weights, one pass */
-    if (c >= 8) c -= c % 8;                           /* GEMM-friendly row counts */
+    if (c >= 8) c -= c % 8;                          /* GEMM-friendly row counts */
     if (c < 1) c = max_batch;
     /* the budget is a CPU cache's: a GPU runs the whole batch at once */
     m->pass_rows = whole || c > max_batch || !be->ops->cache_passes ? max_batch : (int)c;

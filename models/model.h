@@ -69,7 +69,7 @@ typedef struct mr_model {
      * which is used in place. */
     float *host;
     size_t host_floats;
-    mr_run run; /* this replica's execution context */
+    mr_exec_ctx run; /* this replica's execution context */
     /* where each layer's trainable weights start in params, in floats; a layer's
      * gradients are complete (for bucketing) once its backward has run */
     int64_t param_offset[MR_MAX_LAYERS];

@@ -1,5 +1,5 @@
 /* evaluate.c: sharded evaluation (mr_strategy_evaluate*): each replica
- * evaluates its chunks of the range, then one all-reduce of the sums as
+ * evaluates its batches of the range, then one all-reduce of the sums as
  * doubles. Relies on the model's host staging for the batches and on the
  * communicator for the sums. */
 #include <stdlib.h>
@@ -19,7 +19,7 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     const int k = detail ? detail->classes : 0;
     double loss_sum = 0.0;
     int64_t correct = 0;
-    int64_t chunks = (count + B - 1) / B;
+    int64_t batches = (count + B - 1) / B;
     size_t nsum = 2 + (size_t)k * (size_t)k;
     double *sums = calloc(nsum, sizeof(double));
     int32_t *pred = detail ? malloc(sizeof(int32_t) * (size_t)B) : NULL;
@@ -29,7 +29,7 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
         free(sums), free(pred), free(probs);
         return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory for the evaluation");
     }
-    for (int64_t c = rep->g; c < chunks; c += s->R) {
+    for (int64_t c = rep->g; c < batches; c += s->R) {
         int64_t start = begin + c * B;
         int n = (int)(start + B <= begin + count ? B : begin + count - start);
         for (int i = 0; i < n; i++)
@@ -59,7 +59,7 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     return st;
 }
 
-static mr_status job_evaluate(replica *rep) {
+static mr_status task_evaluate(replica *rep) {
     mr_strategy *s = rep->s;
     double loss, acc;
     MR_CHECK(strategy_evaluate_replica(rep, s->ds, s->eval_begin, s->eval_count, &loss, &acc,
@@ -80,7 +80,7 @@ mr_status mr_strategy_evaluate_detail(mr_strategy *s, const mr_dataset *ds, int6
     s->eval_begin = begin;
     s->eval_count = count;
     s->eval_detail = detail;
-    MR_CHECK(strategy_run_replicas(s, job_evaluate, err));
+    MR_CHECK(strategy_run_replicas(s, task_evaluate, err));
     *loss = s->eval_loss;
     *accuracy = s->eval_acc;
     return MR_OK;

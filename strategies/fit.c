@@ -44,9 +44,9 @@ static void bucket_ready(void *ctx, int64_t ready) {
     if (!rep->reduce_now || rep->bucket_status != MR_OK) return;
     while (rep->next_bucket < s->n_buckets && s->buckets[rep->next_bucket] <= ready) {
         int64_t end = s->buckets[rep->next_bucket++];
-        rep->bucket_status = mr_comm_allreduce_start(
-            s->comm, rep->r, mr_dfloat_at(rep->model.grads, rep->reduced),
-            (size_t)(end - rep->reduced), &rep->err);
+        rep->bucket_status =
+            mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(rep->model.grads, rep->reduced),
+                                    (size_t)(end - rep->reduced), &rep->err);
         rep->reduced = end;
         if (rep->bucket_status != MR_OK) return;
     }
@@ -74,7 +74,7 @@ static mr_status load_shard(replica *rep, const mr_augment *augp, int64_t gbegin
     return mr_model_input_upload(&rep->model, (int)cnt, &rep->err);
 }
 
-static mr_status job_fit(replica *rep) {
+static mr_status task_fit(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
     const mr_fit_plan *p = &s->plan;
@@ -167,9 +167,9 @@ static mr_status job_fit(replica *rep) {
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
             const float sums[METRIC_FLOATS] = {(float)loss_sum, (float)correct};
             MR_CHECK(mr_model_write_extra(m, sums, METRIC_FLOATS, &rep->err));
-            MR_CHECK(mr_comm_allreduce_start(
-                s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
-                (size_t)(np + METRIC_FLOATS - rep->reduced), &rep->err));
+            MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
+                                             (size_t)(np + METRIC_FLOATS - rep->reduced),
+                                             &rep->err));
             MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
             double t_comm = mr_now_s() - tc;
             /* fault injection (tests): fail or stall after the all-reduce */
@@ -179,8 +179,8 @@ static mr_status job_fit(replica *rep) {
             MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, &rep->err));
             if (m->n_state && R > 1) {
                 /* BN moving statistics: the mean over all replicas, same bits everywhere */
-                MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state,
-                                               (size_t)m->n_state, &rep->err));
+                MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state, (size_t)m->n_state,
+                                               &rep->err));
                 MR_CHECK(mr_backend_scale(rep->be, m->state, (size_t)m->n_state, 1.0f / (float)R,
                                           &rep->err));
             }
@@ -281,7 +281,7 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     s->plan.epochs = epochs;
     s->aug = aug;
     s->cb = cb;
-    return strategy_run_replicas(s, job_fit, err);
+    return strategy_run_replicas(s, task_fit, err);
 }
 
 const mr_fit_state *mr_strategy_state(const mr_strategy *s) {

@@ -1,4 +1,4 @@
-/* replicas.c: this process's replicas as threads: running a job on every
+/* replicas.c: this process's replicas as threads: running a task on every
  * replica (the caller is replica 0), pinning each to its core. Relies on
  * the communicator to release the others when one fails. */
 #include <pthread.h>
@@ -40,14 +40,14 @@ static void *thread_main(void *arg) {
     pin_replica(rep);
     /* a GPU replica's thread works on its own device */
     mr_status st = mr_backend_enter(rep->be, &rep->err);
-    if (st == MR_OK) st = rep->s->job(rep);
+    if (st == MR_OK) st = rep->s->task(rep);
     /* a failing replica releases the others from their collectives */
     if (st != MR_OK) mr_comm_abort(rep->s->comm, rep->r);
     return NULL;
 }
 
-mr_status strategy_run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_error *err) {
-    s->job = job;
+mr_status strategy_run_replicas(mr_strategy *s, mr_status (*task)(replica *), mr_error *err) {
+    s->task = task;
     pthread_t tid[MR_MAX_REPLICAS];
     int started[MR_MAX_REPLICAS] = {0};
     for (int r = 0; r < s->L; r++)

@@ -13,21 +13,19 @@
 #include "collectives/local.h"
 #include "strategies/strategy_impl.h"
 
-/* mr_run.sync_sum for SyncBatchNormalization: a sum over all the replicas. */
+/* mr_exec_ctx.sync_sum for SyncBatchNormalization: a sum over all the replicas. */
 static mr_status replica_sync_sum(void *ctx, mr_dfloat *buf, size_t n) {
     replica *rep = ctx;
     return mr_comm_allreduce_sum(rep->s->comm, rep->r, buf, n, &rep->err);
 }
 
-static mr_status job_broadcast_init(replica *rep) {
+static mr_status task_broadcast_init(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
     if (rep->g == 0) MR_CHECK(mr_model_init_weights(m, s->opts.seed, &rep->err));
-    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0,
-                               &rep->err));
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0, &rep->err));
     if (m->n_state)
-        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0,
-                                   &rep->err));
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0, &rep->err));
     return MR_OK;
 }
 
@@ -131,7 +129,7 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     if (st == MR_OK) st = strategy_make_buckets(s, err);
     /* every process has its replicas (or none has) before the broadcast */
     if (opts->job != NULL && s->comm != NULL) st = mr_job_agree(opts->job, st, err);
-    if (st == MR_OK) st = strategy_run_replicas(s, job_broadcast_init, err);
+    if (st == MR_OK) st = strategy_run_replicas(s, task_broadcast_init, err);
     if (st != MR_OK) {
         mr_strategy_destroy(s);
         return st;
@@ -175,21 +173,19 @@ const mr_comm *mr_strategy_comm(const mr_strategy *s) {
     return s->comm;
 }
 
-static mr_status job_sync_model(replica *rep) {
+static mr_status task_sync_model(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
-    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0,
-                               &rep->err));
+    MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->params, (size_t)m->n_params, 0, &rep->err));
     if (m->n_state)
-        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0,
-                                   &rep->err));
+        MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->state, (size_t)m->n_state, 0, &rep->err));
     for (int k = 0; k < 2; k++)
         if (m->slots[k])
-            MR_CHECK(mr_comm_broadcast(s->comm, rep->r, m->slots[k],
-                                       (size_t)m->n_params, 0, &rep->err));
+            MR_CHECK(
+                mr_comm_broadcast(s->comm, rep->r, m->slots[k], (size_t)m->n_params, 0, &rep->err));
     return MR_OK;
 }
 
 mr_status mr_strategy_sync_model(mr_strategy *s, mr_error *err) {
-    return strategy_run_replicas(s, job_sync_model, err);
+    return strategy_run_replicas(s, task_sync_model, err);
 }

@@ -2,7 +2,7 @@
  * strategy.h (only the .c files of strategies/ include it):
  *   strategy.c    creation (backends, communicator, replicas), destruction,
  *                 accessors, copying replica 0's model to all;
- *   replicas.c    threads: running a job on every replica, pinning;
+ *   replicas.c    threads: running a task on every replica, pinning;
  *   fit.c         the training step and the epoch loop, buckets, shards;
  *   check_sync.c  --check-sync (and the weights' hash, check_sync.h);
  *   evaluate.c    sharded evaluation;
@@ -56,8 +56,8 @@ struct mr_strategy {
     /* bucket boundaries: all-reduce [b[i-1], b[i]) once backward has made b[i] floats final */
     int64_t *buckets;
     int n_buckets;
-    /* the job the replica threads run, and its arguments */
-    mr_status (*job)(replica *rep);
+    /* the task the replica threads run, and its arguments */
+    mr_status (*task)(replica *rep);
     const mr_dataset *ds;
     int64_t n_train, val_begin, n_val;
     const mr_augment *aug;
@@ -76,10 +76,10 @@ struct mr_strategy {
 /* Chooses each replica's core (rep->cpu, s->cpus): see pin_replica. */
 void strategy_plan_pinning(mr_strategy *s);
 
-/* Runs job on this process's replicas: threads for 1..L-1, the caller is
+/* Runs task on this process's replicas: threads for 1..L-1, the caller is
  * replica 0 (the thread that may call MPI). Returns the first real error,
  * not an MR_ERR_ABORTED echo of it. */
-mr_status strategy_run_replicas(mr_strategy *s, mr_status (*job)(replica *), mr_error *err);
+mr_status strategy_run_replicas(mr_strategy *s, mr_status (*task)(replica *), mr_error *err);
 
 /* ---- fit.c -------------------------------------------------------------- */
 
@@ -96,7 +96,7 @@ mr_status strategy_check_sync(replica *rep, int64_t step);
 /* ---- evaluate.c --------------------------------------------------------- */
 
 /* Mean loss and accuracy over rows [begin, begin+count) of ds, this
- * replica's chunks of them, summed over the job (detail may be NULL). A
+ * replica's batches of them, summed over the job (detail may be NULL). A
  * collective: every replica of the job calls it. */
 mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t begin,
                                     int64_t count, double *loss, double *acc,

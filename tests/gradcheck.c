@@ -37,11 +37,11 @@ mr_status gc_init(mr_layer *l, uint64_t seed) {
     return mr_layer_init(l, seed, NULL, NULL);
 }
 
-mr_status gc_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y) {
+mr_status gc_forward(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y) {
     return mr_layer_forward(l, run, batch, mr_dfloat_cof(x), mr_dfloat_of(y));
 }
 
-mr_status gc_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
+mr_status gc_backward(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, const float *y,
                       float *dy, float *dx) {
     return mr_layer_backward(l, run, batch, mr_dfloat_cof(x), mr_dfloat_cof(y), mr_dfloat_of(dy),
                              mr_dfloat_of(dx));
@@ -57,7 +57,7 @@ mr_dfloat *gc_dev(float *p) {
 }
 
 /* The CPU kernels on host arrays: CPU device memory is host memory. */
-static double loss_of(mr_layer *l, mr_run *run, int batch, const float *x, float *y, const float *r,
+static double loss_of(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y, const float *r,
                       int64_t ny) {
     ck_assert_int_eq(mr_layer_forward(l, run, batch, mr_dfloat_cof(x), mr_dfloat_of(y)), MR_OK);
     double s = 0.0;
@@ -70,7 +70,7 @@ static double loss_of(mr_layer *l, mr_run *run, int batch, const float *x, float
  * disagree the element sits on a kink (ReLU at 0, a max tie) and the central
  * difference means nothing: it then returns the analytic value (not
  * compared) and counts the element as skipped. */
-static double numeric(mr_layer *l, mr_run *run, int batch, const float *x, float *y, const float *r,
+static double numeric(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y, const float *r,
                       int64_t ny, float *v, double l0, float analytic, gc_layer_result *res) {
     const double h = GC_STEP;
     float keep = *v;
@@ -141,7 +141,7 @@ mr_status gc_check_layer(const mr_layer_cfg *cfg, mr_shape in, int batch, uint64
             for (int64_t j = 0; j < w->size; j++)
                 data[i][j] = 1.0f + 0.5f * data[i][j];
     }
-    mr_run run = {.be = tu_cpu_backend(),
+    mr_exec_ctx run = {.be = tu_cpu_backend(),
                   .training = 1,
                   .seed = seed,
                   .step = 3,

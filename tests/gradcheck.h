@@ -38,8 +38,8 @@ mr_layer_cfg gc_layer_cfg(mr_layer_kind kind);
  * to the kernels of the test's CPU context (tu_cpu_backend). */
 mr_status gc_setup(mr_layer *l, int max_batch, const char *file, mr_error *err);
 mr_status gc_init(mr_layer *l, uint64_t seed);
-mr_status gc_forward(mr_layer *l, mr_run *run, int batch, const float *x, float *y);
-mr_status gc_backward(mr_layer *l, mr_run *run, int batch, const float *x, const float *y,
+mr_status gc_forward(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y);
+mr_status gc_backward(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, const float *y,
                       float *dy, float *dx);
 /* Host arrays as a layer's weight i (grad may be NULL), and as scratch. */
 void gc_weight(mr_layer *l, int i, float *data, float *grad);

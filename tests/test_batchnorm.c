@@ -51,7 +51,7 @@ START_TEST(statistics_and_inference) {
     ck_assert_float_eq(w[3][2], 1.0f);
     mr_rng_uniform(3, 3, 0, 0, 0.0f, 4.0f, x, 48);
     float scratch[16];
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(scratch)};
+    mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(scratch)};
     gc_forward(&l, &run, 4, x, y);
     for (int ch = 0; ch < 3; ch++) {
         double m = 0, v = 0, ym = 0, yv = 0;
@@ -169,11 +169,11 @@ typedef struct replica_job {
 
 static void *replica_main(void *arg) {
     replica_job *j = arg;
-    mr_run run = {.be = tu_cpu_backend(),
-                  .training = 1,
-                  .scratch = gc_dev(j->t->scratch),
-                  .sync_sum = fake_sync_sum,
-                  .sync_ctx = &j->ctx};
+    mr_exec_ctx run = {.be = tu_cpu_backend(),
+                       .training = 1,
+                       .scratch = gc_dev(j->t->scratch),
+                       .sync_sum = fake_sync_sum,
+                       .sync_ctx = &j->ctx};
     float dy[256];
     memcpy(dy, j->dy, sizeof(float) * (size_t)j->batch * mr_shape_size(j->t->l.in));
     j->status = gc_forward(&j->t->l, &run, j->batch, j->x, j->y);
@@ -213,7 +213,7 @@ START_TEST(sync_matches_one_replica) {
     /* the reference: one replica, no sync, the whole batch */
     bn_case ref;
     bn_case_init(&ref, in, 2 * B, 0);
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(ref.scratch)};
+    mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(ref.scratch)};
     memcpy(rdy, dy, sizeof dy);
     gc_forward(&ref.l, &run, 2 * B, x, ry);
     gc_backward(&ref.l, &run, 2 * B, x, ry, rdy, rdx);
@@ -280,11 +280,11 @@ START_TEST(sync_failure_sets_status) {
     bn_case_init(&t, (mr_shape){1, {3, 0, 0}}, 4, 1);
     fake_comm comm = {.R = 2, .fail = 1};
     replica_ctx ctx = {&comm, 0};
-    mr_run run = {.be = tu_cpu_backend(),
-                  .training = 1,
-                  .scratch = gc_dev(t.scratch),
-                  .sync_sum = fake_sync_sum,
-                  .sync_ctx = &ctx};
+    mr_exec_ctx run = {.be = tu_cpu_backend(),
+                       .training = 1,
+                       .scratch = gc_dev(t.scratch),
+                       .sync_sum = fake_sync_sum,
+                       .sync_ctx = &ctx};
     float x[12], y[12];
     mr_rng_uniform(5, 5, 0, 0, -1.0f, 1.0f, x, 12);
     ck_assert_int_eq(gc_forward(&t.l, &run, 4, x, y), MR_ERR_RUNTIME);
@@ -298,7 +298,7 @@ END_TEST
 START_TEST(empty_batch_keeps_moving_statistics) {
     bn_case t;
     bn_case_init(&t, (mr_shape){3, {2, 2, 3}}, 4, 0);
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
+    mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
     float x[1] = {0}, y[1], dy[1], dx[1];
     gc_forward(&t.l, &run, 0, x, y);
     gc_backward(&t.l, &run, 0, x, y, dy, dx);

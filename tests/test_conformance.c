@@ -183,7 +183,8 @@ static int cf_begin(cf *h, int target) {
     memset(h, 0, sizeof *h);
     snprintf(h->tag, sizeof h->tag, "contexts");
     mr_error err = {0};
-    if (!cf_ok(h, 0, mr_backend_create(mr_backend_kind_cpu(), 0, &h->ref, &err), &err, "create")) return 0;
+    if (!cf_ok(h, 0, mr_backend_create(mr_backend_kind_cpu(), 0, &h->ref, &err), &err, "create"))
+        return 0;
     if (dut_kind != NULL) {
         const mr_gpu_list *g = mr_backend_kind_devices(dut_kind);
         snprintf(h->dev, sizeof h->dev, "%s:%d (%s)", dut_kind->name, target,
@@ -191,7 +192,8 @@ static int cf_begin(cf *h, int target) {
         return cf_ok(h, 1, mr_backend_create(dut_kind, target, &h->dut, &err), &err, "create");
     }
     snprintf(h->dev, sizeof h->dev, "cpu:0 (host_memory cleared)");
-    if (!cf_ok(h, 1, mr_backend_create(mr_backend_kind_cpu(), 0, &h->dut, &err), &err, "create")) return 0;
+    if (!cf_ok(h, 1, mr_backend_create(mr_backend_kind_cpu(), 0, &h->dut, &err), &err, "create"))
+        return 0;
     h->dut->host_memory = 0; /* host code copies, as for a GPU */
     return 1;
 }
@@ -255,11 +257,11 @@ typedef struct lcase {
     mr_layer_cfg cfg;
     mr_shape in;
     int batch;
-    int training;   /* mr_run.training */
+    int training;   /* mr_exec_ctx.training */
     int backward;   /* run backward (training only: the model never does in inference) */
     int exact;      /* results are copies or selections: bit for bit */
     int logits_out; /* the last layer before a fused softmax + cross-entropy */
-    int sync;       /* BN: mr_run.sync_sum set, as one replica of a synced run */
+    int sync;       /* BN: mr_exec_ctx.sync_sum set, as one replica of a synced run */
     float x_lo, x_hi;
     uint64_t seed;
 } lcase;
@@ -321,14 +323,14 @@ typedef struct side {
     mr_dfloat *w[MR_MAX_WEIGHTS], *g[MR_MAX_WEIGHTS];
 } side;
 
-static mr_run make_run(const lcase *c, mr_backend *be, int64_t sample_base, mr_error *err) {
-    mr_run r = {.be = be,
-                .training = c->training,
-                .seed = c->seed * 7919 + 17,
-                .step = 3,
-                .sample_base = sample_base,
-                .scratch = mr_backend_scratch(be),
-                .err = err};
+static mr_exec_ctx make_run(const lcase *c, mr_backend *be, int64_t sample_base, mr_error *err) {
+    mr_exec_ctx r = {.be = be,
+                     .training = c->training,
+                     .seed = c->seed * 7919 + 17,
+                     .step = 3,
+                     .sample_base = sample_base,
+                     .scratch = mr_backend_scratch(be),
+                     .err = err};
     if (c->sync) r.sync_sum = one_replica_sum;
     return r;
 }
@@ -438,7 +440,7 @@ static void run_layer(cf *h, const lcase *c) {
     }
     /* forward */
     for (int k = 0; k < 2; k++) {
-        mr_run run = make_run(c, be[k], 5, &err);
+        mr_exec_ctx run = make_run(c, be[k], 5, &err);
         if (!cf_ok(h, k, mr_layer_forward(&s[k].l, &run, batch, s[k].x, s[k].y), &err, "forward"))
             goto out;
     }
@@ -454,7 +456,7 @@ static void run_layer(cf *h, const lcase *c) {
     compare_state(h, s, tol, a, b, "after forward");
     if (c->backward) {
         for (int k = 0; k < 2; k++) {
-            mr_run run = make_run(c, be[k], 5, &err);
+            mr_exec_ctx run = make_run(c, be[k], 5, &err);
             if (!cf_put(h, k, be[k], s[k].dy, dy, nout) ||
                 !cf_ok(h, k,
                        mr_layer_backward(&s[k].l, &run, batch, s[k].x, s[k].y, s[k].dy, s[k].dx),
@@ -468,7 +470,7 @@ static void run_layer(cf *h, const lcase *c) {
         const int batch2 = batch > 1 ? batch - 1 : 1;
         const size_t nout2 = (size_t)(batch2 * mr_shape_size(l0->out));
         for (int k = 0; k < 2; k++) {
-            mr_run run = make_run(c, be[k], 5 + batch, &err);
+            mr_exec_ctx run = make_run(c, be[k], 5 + batch, &err);
             if (!cf_ok(h, k, mr_layer_forward(&s[k].l, &run, batch2, s[k].x, s[k].y), &err,
                        "forward (second pass)") ||
                 !cf_put(h, k, be[k], s[k].dy, dy, nout2) ||
@@ -925,8 +927,10 @@ int main(int argc, char **argv) {
     if (argc > 1) {
         dut_kind = mr_backend_kind_find(argv[1]);
         if (dut_kind == NULL || dut_kind->discover == NULL) {
-            fprintf(stderr, "usage: %s [KIND]: KIND a device kind of this build with devices "
-                    "of its own (not '%s')\n", argv[0], argv[1]);
+            fprintf(stderr,
+                    "usage: %s [KIND]: KIND a device kind of this build with devices "
+                    "of its own (not '%s')\n",
+                    argv[0], argv[1]);
             return 2;
         }
         const mr_gpu_list *g = mr_backend_kind_devices(dut_kind);
@@ -936,8 +940,8 @@ int main(int argc, char **argv) {
         }
         targets = g->count;
         for (int i = 0; i < g->count; i++)
-            printf("conformance: testing %s:%d: %s (compute capability %d.%d)\n", dut_kind->name,
-                   i, g->gpu[i].name, g->gpu[i].cc_major, g->gpu[i].cc_minor);
+            printf("conformance: testing %s:%d: %s (compute capability %d.%d)\n", dut_kind->name, i,
+                   g->gpu[i].name, g->gpu[i].cc_major, g->gpu[i].cc_minor);
         /* discovery initialised the CUDA runtime, which a forked child
          * cannot use: run the tests in this process */
         setenv("CK_FORK", "no", 1);

@@ -189,7 +189,7 @@ static void check_against_direct(mr_layer_cfg c, mr_shape in, int batch, int max
     double *rdx = malloc(sizeof(double) * nx), *ry = malloc(sizeof(double) * ny);
     mr_rng_uniform(2, 1, 0, 0, -1, 1, x, nx);
     mr_rng_uniform(2, 1, 1, 0, -1, 1, dy, ny);
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
+    mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
     gc_forward(&t.l, &run, batch, x, y);
     ref_forward(&t, batch, x, z);
     /* the activation (ReLU or linear here) on the reference, and its dz */
@@ -264,8 +264,8 @@ END_TEST
 /* L = sum r * y over a conv layer; central differences of L in x (as
  * gradcheck.c does: double sums, h = 1e-3) against the layer's dx, and the
  * same comparison after planting a bug in dx. */
-static double dx_err(mr_layer *l, mr_run *run, int batch, float *x, const float *r, const float *dx,
-                     int64_t nx, int64_t ny, float *y) {
+static double dx_err(mr_layer *l, mr_exec_ctx *run, int batch, float *x, const float *r,
+                     const float *dx, int64_t nx, int64_t ny, float *y) {
     double *num = malloc(sizeof(double) * nx);
     for (int64_t i = 0; i < nx; i++) {
         float keep = x[i];
@@ -299,7 +299,7 @@ START_TEST(bound_detects_wrong_gradients) {
     mr_rng_uniform(3, 1, 0, 0, -1, 1, x, nx);
     mr_rng_uniform(3, 1, 1, 0, -1, 1, r, ny);
     memcpy(dy, r, sizeof(float) * ny);
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
+    mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
     gc_forward(&t.l, &run, 2, x, y);
     gc_backward(&t.l, &run, 2, x, y, dy, dx);
     ck_assert_double_lt(dx_err(&t.l, &run, 2, x, r, dx, nx, ny, y), GRAD_BOUND);

@@ -34,7 +34,8 @@ START_TEST(keep_fraction_and_scale) {
     float *x = malloc(sizeof(float) * n * B), *y = malloc(sizeof(float) * n * B);
     for (int i = 0; i < n * B; i++)
         x[i] = 2.0f;
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 9, .step = 4, .sample_base = 0};
+    mr_exec_ctx run = {
+        .be = tu_cpu_backend(), .training = 1, .seed = 9, .step = 4, .sample_base = 0};
     gc_forward(&l, &run, B, x, y);
     int kept = 0;
     for (int i = 0; i < n * B; i++) {
@@ -62,7 +63,8 @@ START_TEST(mask_follows_global_position) {
     float x[4 * 64], a[4 * 64], b[4 * 64];
     for (int i = 0; i < 4 * n; i++)
         x[i] = 1.0f + (float)i;
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 1, .step = 7, .sample_base = 10};
+    mr_exec_ctx run = {
+        .be = tu_cpu_backend(), .training = 1, .seed = 1, .step = 7, .sample_base = 10};
     gc_forward(&l, &run, 4, x, a);
     run.sample_base = 12; /* rows 2,3 of the first call, alone */
     gc_forward(&l, &run, 2, x + 2 * n, b);
@@ -89,7 +91,8 @@ START_TEST(backward_uses_the_forward_mask) {
     float x[5 * 203], y[5 * 203], y2[5 * 203], dy[5 * 203], dx[5 * 203];
     for (int i = 0; i < n * B; i++)
         x[i] = 1.0f, dy[i] = 1.0f;
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 3, .step = 11, .sample_base = 7};
+    mr_exec_ctx run = {
+        .be = tu_cpu_backend(), .training = 1, .seed = 3, .step = 11, .sample_base = 7};
     gc_forward(&l, &run, B, x, y);
     gc_forward(&l, &run, B, x, y2);
     ck_assert(memcmp(y, y2, sizeof y) == 0);
@@ -148,7 +151,8 @@ START_TEST(single_source_mask) {
     mr_layer l = make(&c, n);
     float x[3 * 37], y[3 * 37];
     mr_rng_uniform(2, 9, 0, 0, -2.0f, 2.0f, x, n * B);
-    mr_run run = {.be = tu_cpu_backend(), .training = 1, .seed = 8, .step = 21, .sample_base = 40};
+    mr_exec_ctx run = {
+        .be = tu_cpu_backend(), .training = 1, .seed = 8, .step = 21, .sample_base = 40};
     ck_assert_int_eq(gc_forward(&l, &run, B, x, y), MR_OK);
     const float scale = 1.0f / (1.0f - 0.4f);
     for (int i = 0; i < B; i++)

@@ -106,7 +106,7 @@ START_TEST(dispatch_reaches_the_kernels) {
     ck_assert_ptr_eq(l.kern, mr_kernels_for(tu_cpu_backend())->layer[MR_LAYER_MAXPOOL]);
     ck_assert_ptr_eq(l.be, tu_cpu_backend());
     float x[4] = {1.0f, 4.0f, -2.0f, 3.0f}, y[1] = {0};
-    mr_run run = {.be = tu_cpu_backend()};
+    mr_exec_ctx run = {.be = tu_cpu_backend()};
     ck_assert_int_eq(gc_forward(&l, &run, 1, x, y), MR_OK);
     ck_assert_float_eq(y[0], 4.0f);
     mr_layer_destroy(&l);

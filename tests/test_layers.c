@@ -96,7 +96,7 @@ START_TEST(dense_values) {
         x[i] = (float)(i % 5) - 1.5f;
     l.w[0].data = mr_dfloat_of(w);
     l.w[1].data = mr_dfloat_of(b);
-    mr_run run = {.be = tu_cpu_backend(), .training = 1};
+    mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1};
     ck_assert_int_eq(mr_layer_forward(&l, &run, 2, mr_dfloat_cof(x), mr_dfloat_of(y)), MR_OK);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++) {

@@ -62,8 +62,8 @@ static void *worker(void *arg) {
     case 6:
         j->st = mr_comm_allreduce_start(j->c, j->rank, mr_dfloat_of(j->buf), j->n / 2, &j->err);
         if (j->st == MR_OK)
-            j->st =
-                mr_comm_allreduce_start(j->c, j->rank, mr_dfloat_of(j->buf + j->n / 2), j->n - j->n / 2, &j->err);
+            j->st = mr_comm_allreduce_start(j->c, j->rank, mr_dfloat_of(j->buf + j->n / 2),
+                                            j->n - j->n / 2, &j->err);
         if (j->st == MR_OK) j->st = mr_comm_progress(j->c, j->rank, &j->err);
         if (j->st == MR_OK) j->st = mr_comm_wait_all(j->c, j->rank, &j->err);
         break;

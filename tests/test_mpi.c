@@ -161,7 +161,8 @@ START_TEST(collectives_one_replica_per_process) {
         if (st == MR_OK) st = mr_comm_progress(c, 0, &err);
         if (st == MR_OK) st = mr_comm_allreduce_start(c, 0, mr_dfloat_of(buf + n / 3), n / 3, &err);
         if (st == MR_OK)
-            st = mr_comm_allreduce_start(c, 0, mr_dfloat_of(buf + 2 * (n / 3)), n - 2 * (n / 3), &err);
+            st = mr_comm_allreduce_start(c, 0, mr_dfloat_of(buf + 2 * (n / 3)), n - 2 * (n / 3),
+                                         &err);
         if (st == MR_OK) st = mr_comm_wait_all(c, 0, &err);
         for (size_t i = 0; i < n; i++) {
             float want = expected(1, i);
@@ -182,8 +183,8 @@ START_TEST(collectives_one_replica_per_process) {
     if (job.rank == 0)
         for (int i = 0; i < 5; i++)
             b[i] = value(0, (size_t)i);
-    CHECK_ALL(mr_comm_broadcast(c, 0, mr_dfloat_of(b), 5, 0, &err) == MR_OK && b[4] == value(0, 4), "%s",
-              err.msg);
+    CHECK_ALL(mr_comm_broadcast(c, 0, mr_dfloat_of(b), 5, 0, &err) == MR_OK && b[4] == value(0, 4),
+              "%s", err.msg);
     CHECK_ALL(mr_comm_barrier(c, 0, &err) == MR_OK, "%s", err.msg);
     mr_comm_destroy(c);
 }

@@ -35,7 +35,6 @@ static void setup(void) {
     free(tu_write_text(dir, "good.cfg", good_cfg));
 }
 
-
 /* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir; the script sees $T (the
  * executable) and $OMPI_COMM_WORLD_RANK. Returns the exit status. */
 static int mpirun(const char *mpirun_args, const char *script, char **out, double *seconds) {

@@ -58,7 +58,6 @@ static const char *good_cfg = "[net]\nglobal_batch=16\nepochs=2\nvalidation_spli
                               "[dense]\nunits=16\nactivation=relu\n"
                               "[dense]\nunits=4\nactivation=softmax\n";
 
-
 /* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir under `timeout`; the
  * script sees $T (the executable). Returns the exit status (124: killed
  * by the time limit). */

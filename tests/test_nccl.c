@@ -80,10 +80,9 @@ static void open_gpus(gpus *g, double timeout_s) {
     memset(g, 0, sizeof *g);
     g->n = tu_gpus()->count;
     for (int r = 0; r < g->n; r++)
-        ck_assert_msg(mr_backend_create(mr_backend_kind_find("gpu"), r, &g->be[r], &err) == MR_OK, "%s",
-                      err.msg);
-    ck_assert_msg(nccl_create(g->be, g->n, NULL, timeout_s, &g->c, &err) == MR_OK, "%s",
-                  err.msg);
+        ck_assert_msg(mr_backend_create(mr_backend_kind_find("gpu"), r, &g->be[r], &err) == MR_OK,
+                      "%s", err.msg);
+    ck_assert_msg(nccl_create(g->be, g->n, NULL, timeout_s, &g->c, &err) == MR_OK, "%s", err.msg);
     ck_assert_str_eq(mr_comm_name(g->c), "nccl");
     ck_assert_int_eq(g->c->size, g->n);
     ck_assert_int_eq(g->c->world_size, g->n);
@@ -174,8 +173,7 @@ static void *work(void *arg) {
                 h[i] = rand_value(r, i);
             mr_backend_free(be, d);
             d = upload(w, h, w->n);
-            if (w->st == MR_OK)
-                w->st = mr_comm_broadcast(c, r, d, w->n, root, &w->err);
+            if (w->st == MR_OK) w->st = mr_comm_broadcast(c, r, d, w->n, root, &w->err);
             download(w, d, w->n);
             for (size_t i = 0; i < w->n && w->st == MR_OK && !w->fail[0]; i++)
                 if (memcmp(&w->host[i], &(float){rand_value(root, i)}, sizeof(float)) != 0)
@@ -202,8 +200,7 @@ static void *work(void *arg) {
         for (int b = 0; b < 4 && w->st == MR_OK; b++) {
             mr_dfloat *slice = mr_dfloat_at(d, (int64_t)off[b]);
             if (b == 1) w->st = mr_backend_scale(be, slice, bucket_n[b], 2.0f, &w->err);
-            if (w->st == MR_OK)
-                w->st = mr_comm_allreduce_start(c, r, slice, bucket_n[b], &w->err);
+            if (w->st == MR_OK) w->st = mr_comm_allreduce_start(c, r, slice, bucket_n[b], &w->err);
         }
         if (w->st == MR_OK) w->st = mr_comm_wait_all(c, r, &w->err);
         if (w->st == MR_OK) w->st = mr_backend_scale(be, d, bucket_n[0], 3.0f, &w->err);

@@ -100,7 +100,7 @@ static void check_case(mr_layer_kind kind, int kh, int kw, int sh, int sw, mr_pa
     mr_rng_uniform(2, 2, 1, 0, -1, 1, dy, ny);
     for (int64_t i = 0; i < nx; i++)
         dx[i] = NAN; /* backward must write every element */
-    mr_run run = {.be = tu_cpu_backend(), .training = 1};
+    mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1};
     gc_forward(&t.l, &run, batch, x, y);
     gc_backward(&t.l, &run, batch, x, y, dy, dx);
     for (int n = 0; n < batch; n++)

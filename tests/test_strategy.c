@@ -88,8 +88,8 @@ END_TEST
 
 /* BatchNormalization with per-replica statistics (sync=0): after a step
  * every replica holds the same moving statistics, the mean over replicas
- * of what each replica's batch made of them (docs/architecture.md, "Batch normalisation"). The expectation
- * is computed here from each shard alone. */
+ * of what each replica's batch made of them (docs/architecture.md, "Batch normalisation"). The
+ * expectation is computed here from each shard alone. */
 START_TEST(bn_moving_statistics_averaged) {
     char text[2048];
     snprintf(text, sizeof text, "%s", su_bn_text);

@@ -62,13 +62,12 @@ static float *train_ok(const char *kind, su_run o, int64_t *np) {
  * noise into steps of the full learning rate, different on each side. The
  * comparison would then measure rounding noise amplified to 1e-3..1e-2,
  * not the kernels. Keras users drop this bias for the same reason. */
-static const char *bn_text =
-    "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
-    "[data]\ntrain_images=a\ntrain_labels=b\n"
-    "[input]\nshape=6,6,1\n"
-    "[conv2d]\nfilters=4\nsize=3\nuse_bias=0\n[batchnorm]\nsync=1\n"
-    "[activation]\nactivation=relu\n[dropout]\nrate=0.3\n[flatten]\n"
-    "[dense]\nunits=4\nactivation=softmax\n";
+static const char *bn_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
+                             "[data]\ntrain_images=a\ntrain_labels=b\n"
+                             "[input]\nshape=6,6,1\n"
+                             "[conv2d]\nfilters=4\nsize=3\nuse_bias=0\n[batchnorm]\nsync=1\n"
+                             "[activation]\nactivation=relu\n[dropout]\nrate=0.3\n[flatten]\n"
+                             "[dense]\nunits=4\nactivation=softmax\n";
 
 /* The models: every layer kind of test_strategy.c, SyncBN and dropout
  * (whose masks follow the global sample position) included. */

@@ -32,8 +32,8 @@ MR_AVX2_CLONES void mr_cpu_activation_forward(mr_activation act, float *y, int r
     }
 }
 
-MR_AVX2_CLONES void mr_cpu_activation_backward(mr_activation act, const float *y, float *dy, int rows,
-                                       int width) {
+MR_AVX2_CLONES void mr_cpu_activation_backward(mr_activation act, const float *y, float *dy,
+                                               int rows, int width) {
     int64_t n = (int64_t)rows * width;
     switch (act) {
     case MR_ACTIVATION_LINEAR:
@@ -61,7 +61,7 @@ static int last_axis(mr_shape s) {
     return s.d[s.rank - 1];
 }
 
-static mr_status act_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status act_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                              mr_dfloat *yd) {
     (void)run;
     float *y = mr_dfloat_ptr(yd);
@@ -73,7 +73,7 @@ static mr_status act_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloa
     return MR_OK;
 }
 
-static mr_status act_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                               const mr_dfloat *y, mr_dfloat *dyd, mr_dfloat *dx) {
     (void)run, (void)x;
     if (dx == NULL) return MR_OK;

@@ -10,7 +10,7 @@
  * math is float, vectorised over the channels; sums go through float
  * partials of ROW_BLOCK rows into double totals. The per-channel buffers
  * are memory of the layer's backend context; SyncBN's buffer is scratch.
- * Relies on: layer.h (the layer contract, mr_run.sync_sum). */
+ * Relies on: layer.h (the layer contract, mr_exec_ctx.sync_sum). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,7 @@ static inline void sum_row(float *restrict f1, float *restrict f2, const float *
  * forward: u = v = x, ua = vb = shift, vs = 1 (sums of x - s and (x - s)^2);
  * backward: u = dy, ua = 0, v = x, vb = mean, vs = inv_std (dy, dy * xhat). */
 MR_AVX2_CLONES static void channel_sums(bn_priv *p, const float *u, const float *ua, const float *v,
-                                const float *vb, const float *vs, int64_t rows) {
+                                        const float *vb, const float *vs, int64_t rows) {
     const int C = p->C;
     for (int c = 0; c < C; c++)
         p->s1[c] = p->s2[c] = 0.0;
@@ -84,13 +84,13 @@ static mr_status bn_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_err
     return MR_OK;
 }
 
-static int use_sync(const mr_layer *l, const mr_run *run) {
+static int use_sync(const mr_layer *l, const mr_exec_ctx *run) {
     return l->cfg->sync && run->sync_sum != NULL;
 }
 
 /* Adds p->s1, p->s2 (C each) and *count over the replicas: one sync_sum of
  * 2C+1 floats in run->scratch; the collective's failure is returned. */
-static mr_status sync_sums(bn_priv *p, mr_run *run, double *count) {
+static mr_status sync_sums(bn_priv *p, mr_exec_ctx *run, double *count) {
     const int C = p->C;
     float *buf = mr_dfloat_ptr(run->scratch);
     for (int c = 0; c < C; c++) {
@@ -107,8 +107,8 @@ static mr_status sync_sums(bn_priv *p, mr_run *run, double *count) {
     return MR_OK;
 }
 
-MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
-                                   mr_dfloat *yd) {
+MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                           const mr_dfloat *xd, mr_dfloat *yd) {
     const float *x = mr_dfloat_cptr(xd);
     float *y = mr_dfloat_ptr(yd);
     bn_priv *p = l->priv;
@@ -169,8 +169,9 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, 
  *   xhat = (x - mean) * inv_std,  dgamma += sum dy * xhat,  dbeta += sum dy,
  *   dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)),
  * the means over the N values of the channel (of the global batch with sync). */
-MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
-                                    const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                            const mr_dfloat *xd, const mr_dfloat *yd,
+                                            mr_dfloat *dyd, mr_dfloat *dxd) {
     (void)yd;
     const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd);
     float *dx = mr_dfloat_ptr(dxd);

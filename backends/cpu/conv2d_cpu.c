@@ -89,7 +89,7 @@ static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
  * input pixels (contiguous at stride 1) between zeros where the window
  * hangs over the padding. */
 MR_AVX2_CLONES MR_NO_MEMCPY static void im2col_strips(const conv_priv *p, const float *x, int n,
-                                              float *colT) {
+                                                      float *colT) {
     const mr_window *g = &p->g;
     const int H = g->in_h, W = g->in_w, OH = g->out_h, OW = g->out_w, sw = g->s_w;
     const int64_t ld = (int64_t)n * OH * OW;
@@ -132,7 +132,8 @@ MR_AVX2_CLONES MR_NO_MEMCPY static void im2col_strips(const conv_priv *p, const 
  * kernel row, the window's row is kw * C contiguous floats of x (NHWC), one
  * copy when the window is inside the input; short copies (few channels)
  * stay inline loops. */
-MR_AVX2_CLONES MR_NO_MEMCPY static void im2col(const conv_priv *p, const float *x, int n, float *col) {
+MR_AVX2_CLONES MR_NO_MEMCPY static void im2col(const conv_priv *p, const float *x, int n,
+                                               float *col) {
     const mr_window *g = &p->g;
     const int C = p->C, K = p->K;
     const size_t rowc = (size_t)g->k_w * C;
@@ -202,7 +203,7 @@ MR_AVX2_CLONES static void col2im(const conv_priv *p, const float *dcol, int n, 
 /* y (rows, F) = bias in every row: the GEMM then accumulates onto it
  * (beta 1), which costs less than OpenBLAS's own pass for beta 0. */
 MR_AVX2_CLONES MR_NO_MEMCPY static void fill_rows(float *restrict y, const float *restrict bias,
-                                          int64_t rows, int F) {
+                                                  int64_t rows, int F) {
     for (int64_t r = 0; r < rows; r++)
         for (int f = 0; f < F; f++)
             y[r * F + f] = bias[f];
@@ -212,8 +213,9 @@ MR_AVX2_CLONES MR_NO_MEMCPY static void fill_rows(float *restrict y, const float
  * and db (F) += its column sums when db is not NULL. ReLU and linear do
  * both in one pass over dy, four rows at a time so db is loaded and stored
  * once per four rows; the others go through the shared code first. */
-MR_AVX2_CLONES static void act_backward_sum(mr_activation act, const float *restrict y, float *restrict dy,
-                                    float *restrict db, int64_t rows, int F) {
+MR_AVX2_CLONES static void act_backward_sum(mr_activation act, const float *restrict y,
+                                            float *restrict dy, float *restrict db, int64_t rows,
+                                            int F) {
     int relu = act == MR_ACTIVATION_RELU;
     if (!relu && act != MR_ACTIVATION_LINEAR) {
         mr_cpu_activation_backward(act, y, dy, (int)rows, F);
@@ -252,8 +254,8 @@ static mr_activation conv_act(const mr_layer *l) {
     return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
 }
 
-MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
-                                     mr_dfloat *yd) {
+MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                             const mr_dfloat *xd, mr_dfloat *yd) {
     const float *x = mr_dfloat_cptr(xd), *w = mr_dfloat_cptr(l->w[0].data);
     float *y = mr_dfloat_ptr(yd), *scratch = mr_dfloat_ptr(run->scratch);
     conv_priv *p = priv(l);
@@ -286,8 +288,9 @@ MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_run *run, int batch
     return MR_OK;
 }
 
-MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
-                                      const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                              const mr_dfloat *xd, const mr_dfloat *yd,
+                                              mr_dfloat *dyd, mr_dfloat *dxd) {
     const float *x = mr_dfloat_cptr(xd), *y = mr_dfloat_cptr(yd), *w = mr_dfloat_cptr(l->w[0].data);
     float *dy = mr_dfloat_ptr(dyd), *dx = mr_dfloat_ptr(dxd), *dw = mr_dfloat_ptr(l->w[0].grad);
     conv_priv *p = priv(l);

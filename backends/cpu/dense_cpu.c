@@ -11,8 +11,8 @@ static mr_activation dense_act(const mr_layer *l) {
     return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
 }
 
-MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
-                                      mr_dfloat *yd) {
+MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                              const mr_dfloat *xd, mr_dfloat *yd) {
     (void)run;
     const float *x = mr_dfloat_cptr(xd), *w = mr_dfloat_cptr(l->w[0].data);
     float *y = mr_dfloat_ptr(yd);
@@ -30,8 +30,9 @@ MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_run *run, int batc
     return MR_OK;
 }
 
-MR_AVX2_CLONES static mr_status dense_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
-                                       const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+MR_AVX2_CLONES static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                               const mr_dfloat *xd, const mr_dfloat *yd,
+                                               mr_dfloat *dyd, mr_dfloat *dxd) {
     (void)run;
     const float *x = mr_dfloat_cptr(xd), *y = mr_dfloat_cptr(yd), *w = mr_dfloat_cptr(l->w[0].data);
     float *dy = mr_dfloat_ptr(dyd), *dx = mr_dfloat_ptr(dxd);

@@ -1,7 +1,7 @@
 /* dropout_cpu.c: Dropout on the CPU (dropout.c: the mask's definition), a
  * loop over elementwise.h's single-source mask (mr_dropout_words,
  * mr_dropout_apply), which a CUDA kernel shares: the same bits.
- * Relies on: layer.h (mr_run: seed, step, sample_base), rng.h (Philox). */
+ * Relies on: layer.h (mr_exec_ctx: seed, step, sample_base), rng.h (Philox). */
 #include <string.h>
 
 #include "runtime/elementwise.h"
@@ -10,8 +10,8 @@
 #include "backends/cpu/cpu_impl.h"
 
 /* y = x * mask / (1 - rate), row by row. */
-MR_AVX2_CLONES static void apply_mask(const mr_layer *l, const mr_run *run, int batch, const float *in,
-                              float *out) {
+MR_AVX2_CLONES static void apply_mask(const mr_layer *l, const mr_exec_ctx *run, int batch,
+                                      const float *in, float *out) {
     const int64_t n = mr_shape_size(l->in);
     const float rate = l->cfg->rate, scale = 1.0f / (1.0f - rate);
     uint32_t key[2], w[4];
@@ -28,7 +28,7 @@ MR_AVX2_CLONES static void apply_mask(const mr_layer *l, const mr_run *run, int 
     }
 }
 
-static mr_status dropout_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status dropout_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                  mr_dfloat *y) {
     if (!run->training || l->cfg->rate == 0.0f) {
         memcpy(mr_dfloat_ptr(y), mr_dfloat_cptr(x),
@@ -39,7 +39,7 @@ static mr_status dropout_forward(mr_layer *l, mr_run *run, int batch, const mr_d
     return MR_OK;
 }
 
-static mr_status dropout_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status dropout_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                   const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     (void)x, (void)y;
     if (dx == NULL) return MR_OK;

@@ -4,7 +4,7 @@
 
 #include "backends/cpu/cpu_impl.h"
 
-static mr_status flatten_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status flatten_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                  mr_dfloat *y) {
     (void)run;
     memcpy(mr_dfloat_ptr(y), mr_dfloat_cptr(x),
@@ -12,7 +12,7 @@ static mr_status flatten_forward(mr_layer *l, mr_run *run, int batch, const mr_d
     return MR_OK;
 }
 
-static mr_status flatten_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status flatten_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                   const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     (void)run, (void)x, (void)y;
     if (dx)

@@ -9,9 +9,9 @@
 #include "models/loss_row.h"
 
 MR_AVX2_CLONES static mr_status cpu_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
-                                 const mr_dfloat *outd, const int32_t *labels, int batch, int k,
-                                 float norm, mr_dfloat *dyd, double *loss_sum, int64_t *correct,
-                                 mr_error *err) {
+                                         const mr_dfloat *outd, const int32_t *labels, int batch,
+                                         int k, float norm, mr_dfloat *dyd, double *loss_sum,
+                                         int64_t *correct, mr_error *err) {
     (void)be, (void)err;
     const float *out = mr_dfloat_cptr(outd);
     float *dy = mr_dfloat_ptr(dyd);

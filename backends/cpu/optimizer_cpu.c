@@ -4,9 +4,9 @@
 #include "runtime/target_clones.h"
 #include "backends/cpu/cpu_impl.h"
 
-MR_AVX2_CLONES static mr_status cpu_adam(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd, mr_dfloat *md,
-                                 mr_dfloat *vd, size_t n, float alpha, float b1, float b2,
-                                 float eps, mr_error *err) {
+MR_AVX2_CLONES static mr_status cpu_adam(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd,
+                                         mr_dfloat *md, mr_dfloat *vd, size_t n, float alpha,
+                                         float b1, float b2, float eps, mr_error *err) {
     (void)be, (void)err;
     float *restrict w = mr_dfloat_ptr(wd), *restrict m = mr_dfloat_ptr(md),
                     *restrict v = mr_dfloat_ptr(vd);
@@ -16,8 +16,9 @@ MR_AVX2_CLONES static mr_status cpu_adam(mr_backend *be, mr_dfloat *wd, const mr
     return MR_OK;
 }
 
-MR_AVX2_CLONES static mr_status cpu_sgd(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd, mr_dfloat *veld,
-                                size_t n, float lr, float momentum, int nesterov, mr_error *err) {
+MR_AVX2_CLONES static mr_status cpu_sgd(mr_backend *be, mr_dfloat *wd, const mr_dfloat *gd,
+                                        mr_dfloat *veld, size_t n, float lr, float momentum,
+                                        int nesterov, mr_error *err) {
     (void)be, (void)err;
     float *restrict w = mr_dfloat_ptr(wd), *restrict vel = mr_dfloat_ptr(veld);
     const float *restrict g = mr_dfloat_cptr(gd);

@@ -76,8 +76,8 @@ static inline void max2x2(float *restrict o, const float *restrict r0, const flo
     }
 }
 
-MR_AVX2_CLONES MR_NO_MEMCPY static mr_status pool_forward(mr_layer *l, mr_run *run, int batch,
-                                                  const mr_dfloat *xd, mr_dfloat *yd) {
+MR_AVX2_CLONES MR_NO_MEMCPY static mr_status pool_forward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                                          const mr_dfloat *xd, mr_dfloat *yd) {
     (void)run;
     const float *x = mr_dfloat_cptr(xd);
     float *y = mr_dfloat_ptr(yd);
@@ -163,8 +163,9 @@ static inline void route_max(float *restrict dx, const float *restrict v, const 
         }
 }
 
-MR_AVX2_CLONES static mr_status pool_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
-                                      const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
+MR_AVX2_CLONES static mr_status pool_backward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                              const mr_dfloat *xd, const mr_dfloat *yd,
+                                              mr_dfloat *dyd, mr_dfloat *dxd) {
     (void)run;
     if (dxd == NULL) return MR_OK;
     const float *x = mr_dfloat_cptr(xd), *y = mr_dfloat_cptr(yd), *dy = mr_dfloat_cptr(dyd);

@@ -98,7 +98,7 @@ static int last_axis(mr_shape s) {
     return s.d[s.rank - 1];
 }
 
-static mr_status act_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status act_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                              mr_dfloat *yd) {
     mr_backend *be = run->be;
     float *y = mr_dfloat_ptr(yd);
@@ -113,7 +113,7 @@ static mr_status act_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloa
     return mr_cuda_activation_forward(be, layer_act(l), y, (int)(n / width), width, run->err);
 }
 
-static mr_status act_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                               const mr_dfloat *y, mr_dfloat *dyd, mr_dfloat *dx) {
     (void)x;
     if (dx == NULL) return MR_OK;

@@ -19,7 +19,7 @@
  * __fmul_rn / __fadd_rn (and __dmul_rn), which nvcc never contracts into
  * FMAs, so the results match the CPU's rounding (a CPU build that
  * contracts, -march=native with FMA, differs in the last bits).
- * Relies on: kernels_cuda.h, layer.h (mr_run.sync_sum). */
+ * Relies on: kernels_cuda.h, layer.h (mr_exec_ctx.sync_sum). */
 #include <stdlib.h>
 
 #include "backends/cuda/kernels_cuda.h"
@@ -37,7 +37,7 @@ typedef struct bn_priv {
     float *part;     /* (blocks, 2, C) float partial sums of the row blocks, at max_batch */
 } bn_priv;
 
-static int use_sync(const mr_layer *l, const mr_run *run) {
+static int use_sync(const mr_layer *l, const mr_exec_ctx *run) {
     return l->cfg->sync && run->sync_sum != NULL;
 }
 
@@ -245,7 +245,7 @@ static mr_status bn_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_er
     return MR_OK;
 }
 
-static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *xd,
                             mr_dfloat *yd) {
     mr_backend *be = run->be;
     mr_error *err = run->err;
@@ -294,7 +294,7 @@ static mr_status bn_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat
  *   xhat = (x - mean) * inv_std,  dgamma += sum dy * xhat,  dbeta += sum dy,
  *   dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)),
  * the means over the rows of the channel (of the global batch with sync). */
-static mr_status bn_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *xd,
                              const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
     (void)yd;
     mr_backend *be = run->be;

@@ -326,7 +326,7 @@ static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_
     return mr_cuda_workspace(be, p->algos[0].workspace, &ws, err);
 }
 
-static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *xd,
                               mr_dfloat *yd) {
     if (batch == 0) return MR_OK; /* cuDNN takes no empty tensors */
     mr_backend *be = run->be;
@@ -352,7 +352,7 @@ static mr_status conv_forward(mr_layer *l, mr_run *run, int batch, const mr_dflo
     return MR_OK;
 }
 
-static mr_status conv_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *xd,
+static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *xd,
                                const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
     if (batch == 0) return MR_OK;
     mr_backend *be = run->be;

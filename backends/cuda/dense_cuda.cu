@@ -26,7 +26,7 @@ static mr_activation dense_act(const mr_layer *l) {
     return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
 }
 
-static mr_status dense_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                mr_dfloat *y) {
     mr_backend *be = run->be;
     int in = l->in.d[0], out = l->out.d[0];
@@ -41,7 +41,7 @@ static mr_status dense_forward(mr_layer *l, mr_run *run, int batch, const mr_dfl
                                            run->err);
 }
 
-static mr_status dense_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                 const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     mr_backend *be = run->be;
     int in = l->in.d[0], out = l->out.d[0];

@@ -30,7 +30,7 @@ __global__ static void dropout_kernel(const float *in, float *out, int batch, in
 }
 
 /* out = in, or masked and scaled in training at a nonzero rate */
-static mr_status dropout_pass(mr_layer *l, mr_run *run, int batch, const mr_dfloat *in,
+static mr_status dropout_pass(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *in,
                               mr_dfloat *out) {
     mr_backend *be = run->be;
     const int64_t n = mr_shape_size(l->in);
@@ -54,12 +54,12 @@ static mr_status dropout_pass(mr_layer *l, mr_run *run, int batch, const mr_dflo
     return MR_OK;
 }
 
-static mr_status dropout_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status dropout_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                  mr_dfloat *y) {
     return dropout_pass(l, run, batch, x, y);
 }
 
-static mr_status dropout_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status dropout_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                   const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     (void)x, (void)y;
     if (dx == NULL) return MR_OK;

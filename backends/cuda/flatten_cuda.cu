@@ -15,13 +15,13 @@ static mr_status copy_floats(mr_backend *be, mr_dfloat *dst, const mr_dfloat *sr
     return MR_OK;
 }
 
-static mr_status flatten_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status flatten_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                  mr_dfloat *y) {
     /* x (batch, H, W, C) -> y (batch, H*W*C): the same floats */
     return copy_floats(run->be, y, x, (size_t)batch * (size_t)mr_shape_size(l->in), run->err);
 }
 
-static mr_status flatten_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status flatten_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                   const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     (void)x, (void)y;
     if (dx == NULL) return MR_OK;

@@ -276,7 +276,8 @@ static mr_status nccl_allreduce(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n,
 }
 
 /* Several may be in flight, in order on the communication stream. */
-static mr_status nccl_allreduce_start(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, mr_error *err) {
+static mr_status nccl_allreduce_start(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n,
+                                      mr_error *err) {
     float *buf = mr_dfloat_ptr(dbuf); /* GPU memory, for NCCL */
     nccl_comm *nc = (nccl_comm *)c;
     return queue_float(nc, &nc->ranks[rank], buf, n, -1, 0, "all-reduce", err);

@@ -115,7 +115,7 @@ __global__ static void pool_backward_kernel(mr_window g, int C, int n, int is_ma
     }
 }
 
-static mr_status pool_forward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status pool_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                               mr_dfloat *y) {
     if (batch == 0) return MR_OK;
     const mr_window g = mr_window_make(l->in.d[0], l->in.d[1], l->cfg);
@@ -128,7 +128,7 @@ static mr_status pool_forward(mr_layer *l, mr_run *run, int batch, const mr_dflo
     return MR_OK;
 }
 
-static mr_status pool_backward(mr_layer *l, mr_run *run, int batch, const mr_dfloat *x,
+static mr_status pool_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx) {
     if (dx == NULL || batch == 0) return MR_OK;
     const mr_window g = mr_window_make(l->in.d[0], l->in.d[1], l->cfg);
