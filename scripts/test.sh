@@ -8,10 +8,16 @@
 #      Sanitizer,
 #   3. the collective, strategy and MPI tests under ThreadSanitizer,
 #   4. the unit and CLI tests of a build without MPI and CUDA (job_single.c;
-#      no "gpu" entry in the table of device kinds).
-# Where the CUDA toolkit is installed (/usr/local/cuda) the first three
-# builds include the CUDA backend; its GPU tests run where a GPU is visible
-# and are reported as SKIP, with the reason, where none is.
+#      no "gpu" entry in the table of device kinds),
+#   5. the GPU tests on emulated GPUs (-Dgpu_emulation=true, tests/gpu_emu):
+#      the CUDA backend's own code, its .cu kernels built as C++, against
+#      emulated CUDA runtime, cuBLAS, cuDNN and NCCL; with training on
+#      Fashion-MNIST (tests/train_gpu_emu.py).
+# Where the CUDA toolkit is installed (/usr/local/cuda) the release build
+# compiles the CUDA backend with nvcc (its GPU tests are a SKIP, with the
+# reason, without a GPU), and the sanitizer builds run it on emulated GPUs,
+# so the gpu suite runs under ASan/UBSan and TSan too (streams are threads
+# there: a missing wait between streams is a data race TSan reports).
 # Warnings are errors in every build. OpenMPI's own leaks and races are
 # suppressed (tests/lsan.supp, tests/tsan_openmpi.supp); ours are not.
 set -euo pipefail
@@ -33,7 +39,10 @@ setup build
 meson test -C build --print-errorlogs --num-processes 1
 
 echo "== address + undefined sanitizers: unit, CLI, export and MPI tests"
-setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
+# the GPU tests on emulated GPUs where the CUDA headers are installed
+emu=()
+[ -f "${CUDA_PATH:-/usr/local/cuda}/include/cuda_runtime_api.h" ] && emu=(-Dgpu_emulation=true)
+setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized "${emu[@]}"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # print_suppressions=0: the tests read what a refused run prints, one line
 export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
@@ -43,17 +52,30 @@ ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compa
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs --suite mpi
 # checkpoints, evaluation and resume, some under mpirun
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs resume
+# the GPU tests on emulated GPUs (the unit ones ran above), but the training
+if [ ${#emu[@]} -gt 0 ]; then
+    ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs \
+        --suite gpu --no-suite slow
+fi
 unset LSAN_OPTIONS
 
 echo "== thread sanitizer: collectives, strategy and MPI"
-setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
+setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized "${emu[@]}"
 export TSAN_OPTIONS="halt_on_error=1 suppressions=$supp/tsan_openmpi.supp"
 OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs local strategy job
 OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite mpi
+if [ ${#emu[@]} -gt 0 ]; then
+    OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite gpu --no-suite slow
+fi
 unset TSAN_OPTIONS
 
 echo "== without MPI and CUDA: unit and CLI tests"
 setup build-nompi -Dmpi=disabled -Dcuda=disabled
 meson test -C build-nompi --print-errorlogs --suite unit
 meson test -C build-nompi --print-errorlogs cli
+if [ ${#emu[@]} -gt 0 ]; then
+    echo "== emulated GPUs: the gpu suite, and training on Fashion-MNIST"
+    setup build-emu -Dgpu_emulation=true
+    meson test -C build-emu --print-errorlogs --suite gpu
+fi
 echo "== all test suites passed"

@@ -39,6 +39,8 @@ SHARED_PRIVATE = {'runtime/dmem_impl.h': {'collectives', 'backends', 'bench'}}
 # names a comment may give that are not ours: the libraries' headers and
 # sources, and placeholders in usage examples
 EXTERNAL = {'cublas_v2.h', 'cuda_runtime_api.h', 'cudnn.h', 'nccl.h', 'mpi.h', 'cblas.h', 'hdf5.h',
+            'driver_types.h', 'cudnn_cnn.h', 'cudnn_ops.h', 'crt/host_defines.h',
+            'device_launch_parameters.h', 'cuda_runtime.h', 'math.h', 'check.h',
             'Random123/philox.h', 'init.cc', 'keras/src/optimizers/adam.py',
             'keras/src/optimizers/sgd.py', 'model.cfg', 'NAME.cfg', 'models/configs/NAME.cfg'}
 

@@ -2,7 +2,7 @@
 // definition of the math, written for reading, not speed. Used only by the
 // tests, to check the emulator's im2col path; TensorFlow's goldens check
 // this file and that path alike.
-#include "conv_ref.h"
+#include "tests/gpu_emu/conv_ref.h"
 
 #include <vector>
 

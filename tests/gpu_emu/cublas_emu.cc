@@ -1,5 +1,5 @@
 // cublas_emu.cc - the cuBLAS calls the project makes, on the CPU
-// (libcublas.so.13 in the emulator's build folder: runtime/cublas_lazy.c
+// (libcublas.so.13 in the emulator's build folder: backends/cuda/cublas_lazy.c
 // dlopens it by that soname and looks up the _v2 symbols).
 //
 // A handle holds a stream (default 0), a math mode and a pointer mode. Work
@@ -17,7 +17,7 @@
 #include <cstring>
 #include <string>
 
-#include "emu.h"
+#include "tests/gpu_emu/emu.h"
 
 struct cublasContext {
     cudaStream_t stream = nullptr;

@@ -15,7 +15,7 @@
 //   host access MIRRORED_EMU_CHECK_HOST_ACCESS=1 (best effort, see below)
 // Relies on: the real NVIDIA headers for every type and prototype, C++20
 // threads, Linux mmap/mprotect.
-#include "emu.h"
+#include "tests/gpu_emu/emu.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -40,7 +40,7 @@
 #include <thread>
 #include <vector>
 
-#include "emu_kernel.h"
+#include "tests/gpu_emu/emu_kernel.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // cudnn_emu.cc - the emulated cuDNN (libmr_emu_cudnn): the legacy
-// convolution API the project uses (models/conv2d_cuda.cu,
-// runtime/backend_cuda.c), implemented on the CPU against the real
+// convolution API the project uses (backends/cuda/conv2d_cuda.cu,
+// backends/cuda/backend_cuda.c), implemented on the CPU against the real
 // /usr/local/cuda/include/cudnn*.h declarations, so the project's CUDA host
 // code runs unchanged on a machine without a GPU.
 //
@@ -35,9 +35,9 @@
 #include <string>
 #include <vector>
 
-#include "conv_ref.h"
-#include "cudnn_emu.h"
-#include "emu.h"
+#include "tests/gpu_emu/conv_ref.h"
+#include "tests/gpu_emu/cudnn_emu.h"
+#include "tests/gpu_emu/emu.h"
 
 // ---- the opaque structures of cudnn.h ----
 

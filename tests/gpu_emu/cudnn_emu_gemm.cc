@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "conv_ref.h"
+#include "tests/gpu_emu/conv_ref.h"
 
 namespace {
 

@@ -37,7 +37,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "emu.h"
+#include "tests/gpu_emu/emu.h"
 
 // The built-in index variables of the thread being emulated.
 inline thread_local uint3 threadIdx;

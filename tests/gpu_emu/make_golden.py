@@ -7,7 +7,7 @@
 
 TensorFlow is the outside oracle: tf.nn.conv2d (NHWC input, HWIO filter,
 cross-correlation) and its two gradients from tf.GradientTape. Each case is
-what the project hands cuDNN (models/conv2d_cuda.cu): cuDNN only pads
+what the project hands cuDNN (backends/cuda/conv2d_cuda.cu): cuDNN only pads
 symmetrically, so a Keras SAME layer whose padding is odd (the extra row or
 column at the bottom/right) pads the input itself and has cuDNN convolve it
 unpadded; such a case stores that padded input, after checking that TF's

@@ -38,7 +38,7 @@
 #include <thread>
 #include <vector>
 
-#include "emu.h"
+#include "tests/gpu_emu/emu.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "emu.h"
+#include "tests/gpu_emu/emu.h"
 
 #include <check.h>  // last: it defines a macro `fail`
 

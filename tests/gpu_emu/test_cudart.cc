@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "emu.h"
+#include "tests/gpu_emu/emu.h"
 
 // after the C++ headers: check.h defines a macro `fail`
 #include <check.h>

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "conv_ref.h"
-#include "cudnn_emu.h"
+#include "tests/gpu_emu/conv_ref.h"
+#include "tests/gpu_emu/cudnn_emu.h"
 
 #ifndef GOLDEN_DIR
 #define GOLDEN_DIR "tests/gpu_emu/golden"
