@@ -376,16 +376,25 @@ mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, mr_error *err)
                              (size_t)m->n_params, err);
 }
 
+/* The extra floats go through the model's host staging, not straight from
+ * or to v (the caller's stack): on a GPU the staging is pinned memory, and
+ * a copy to or from pageable memory blocks inside the CUDA runtime until
+ * the device gets to it, past the backend's timed wait, so a collective
+ * whose peer never comes would hang there instead of failing. */
 mr_status mr_model_write_extra(mr_model *m, const float *v, size_t n, mr_error *err) {
-    MR_ASSERT(n <= m->grads_extra);
-    return mr_backend_to_device(m->be, mr_dfloat_at(m->grads, m->n_params), v, sizeof(float) * n,
-                                err);
+    MR_ASSERT(n <= m->grads_extra && (m->be->host_memory || n <= m->host_floats));
+    mr_dfloat *dst = mr_dfloat_at(m->grads, m->n_params);
+    float *host = mr_model_host_for(m, dst);
+    memcpy(host, v, sizeof(float) * n);
+    return mr_backend_write(m->be, dst, host, n, err);
 }
 
 mr_status mr_model_read_extra(const mr_model *m, float *v, size_t n, mr_error *err) {
-    MR_ASSERT(n <= m->grads_extra);
-    return mr_backend_to_host(m->be, v, mr_dfloat_at_c(m->grads, m->n_params), sizeof(float) * n,
-                              err);
+    MR_ASSERT(n <= m->grads_extra && (m->be->host_memory || n <= m->host_floats));
+    const float *host;
+    MR_CHECK(mr_backend_read(m->be, mr_dfloat_at_c(m->grads, m->n_params), n, m->host, &host, err));
+    memcpy(v, host, sizeof(float) * n);
+    return MR_OK;
 }
 
 mr_status mr_model_read(const mr_model *m, const mr_dfloat *p, size_t n, const float **host,

@@ -25,13 +25,19 @@ mr_status strategy_check_sync(replica *rep, int64_t step) {
     for (int i = 0; i < m->n_layers; i++)
         nw += m->layers[i].n_weights;
     const size_t row = (size_t)nw * 4, n = (size_t)s->R * row;
-    float *all = calloc(n, sizeof(float));
-    mr_dfloat *dall = mr_backend_alloc_floats(rep->be, n);
-    if (all == NULL || dall == NULL) {
-        free(all);
-        mr_backend_free(rep->be, dall);
-        return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory");
+    /* host staging of the context (pinned on a GPU): a copy from or to
+     * pageable memory would block inside the CUDA runtime, past the timed
+     * wait for a peer that never comes */
+    if (rep->sync_host == NULL) {
+        rep->sync_host = mr_backend_alloc_host(rep->be, sizeof(float) * n);
+        rep->sync_dev = mr_backend_alloc_floats(rep->be, n);
+        rep->sync_floats = n;
+        if (rep->sync_host == NULL || rep->sync_dev == NULL)
+            return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory for --check-sync");
     }
+    MR_ASSERT(rep->sync_floats == n);
+    float *all = rep->sync_host;
+    mr_dfloat *dall = rep->sync_dev;
     float *mine = all + (size_t)rep->g * row;
     mr_status st = MR_OK;
     for (int i = 0, k = 0; st == MR_OK && i < m->n_layers; i++)
@@ -64,8 +70,6 @@ mr_status strategy_check_sync(replica *rep, int64_t step) {
                                      "replica 0 in layer %s (%s)",
                                      (long long)step, q, m->layers[i].name, m->layers[i].w[w].name);
     }
-    free(all);
-    mr_backend_free(rep->be, dall);
     return st;
 }
 

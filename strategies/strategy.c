@@ -145,6 +145,8 @@ void mr_strategy_destroy(mr_strategy *s) {
     for (int r = 0; s->reps && r < s->L; r++) {
         mr_model_free(&s->reps[r].model);
         free(s->reps[r].rows);
+        mr_backend_free_host(s->reps[r].be, s->reps[r].sync_host);
+        mr_backend_free(s->reps[r].be, s->reps[r].sync_dev);
         free(s->reps[r].labels);
     }
     if (s->comm) mr_comm_destroy(s->comm);

@@ -41,6 +41,13 @@ typedef struct replica {
     int reduce_now; /* 1 during the last micro-batch of an update */
     mr_status bucket_status;
     int cpu; /* the core this replica's thread is pinned to, or -1 */
+    /* --check-sync's buffers, made at its first check and kept: host
+     * staging (pinned on a GPU) and device memory, sync_floats each.
+     * Kept, not freed after each check: freeing pinned memory synchronises
+     * the whole device (cudaFreeHost), collectives in flight included. */
+    float *sync_host;
+    mr_dfloat *sync_dev;
+    size_t sync_floats;
 } replica;
 
 struct mr_strategy {

@@ -179,6 +179,30 @@ END_TEST
 
 /* 3 ranks on one node with 2 GPUs: every rank finds too few, they agree,
  * rank 0 says it once; nothing waits in NCCL's init for a missing rank. */
+/* A rank that stops answering mid-training (MIRRORED_DEBUG_FAIL stall):
+ * the other ends the job with the collective timeout's message, well
+ * within the time limit, instead of hanging. Every host wait for a GPU is
+ * bounded by the timeout only if no copy blocks inside the CUDA runtime:
+ * a copy to or from pageable host memory does (the CUDA runtime returns
+ * from it only once it is done), so the step's metrics and --check-sync
+ * go through pinned staging. */
+START_TEST(hung_rank_times_out) {
+    char x[256], *out = NULL;
+    snprintf(x, sizeof x, "-np 2 -x CUDA_VISIBLE_DEVICES=%s -x MIRRORED_DEBUG_FAIL=1:3:stall", pair);
+    double t;
+    int rc = mpirun(x,
+                    "exec $T good.cfg --devices gpu --epochs 50 --check-sync 1 "
+                    "--collective-timeout 3",
+                    &out, &t);
+    /* the end of the output: Check's messages have a size limit */
+    const char *tail = strlen(out) > 1500 ? out + strlen(out) - 1500 : out;
+    printf("hung rank: exit %d after %.1f s: %s\n", rc, t, tail);
+    ck_assert_msg(rc != 0 && rc != 124 && t < 60.0, "exit %d after %.1f s", rc, t);
+    ck_assert_msg(strstr(out, " 3 s"), "no collective-timeout message");
+    free(out);
+}
+END_TEST
+
 START_TEST(too_few_gpus_for_the_ranks) {
     char x[256], *out;
     double t;
@@ -246,6 +270,7 @@ int main(void) {
     tcase_add_unchecked_fixture(tc, setup, NULL);
     tcase_add_test(tc, two_processes_equal_one_process_on_two_gpus);
     tcase_add_test(tc, too_few_gpus_for_the_ranks);
+    tcase_add_test(tc, hung_rank_times_out);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
