@@ -46,13 +46,14 @@ setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=deb
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # print_suppressions=0: the tests read what a refused run prints, one line
 export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
-ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs --suite unit --num-processes 2
+ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs --suite unit --no-suite gpu \
+    --num-processes 2
 ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --print-errorlogs cli compare export
 # the slow unwinder reaches OpenMPI's frames, so its leaks can be told from ours
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs --suite mpi
 # checkpoints, evaluation and resume, some under mpirun
 ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs resume
-# the GPU tests on emulated GPUs (the unit ones ran above), but the training
+# the GPU tests on emulated GPUs, but the training (release build, below)
 if [ ${#emu[@]} -gt 0 ]; then
     ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs \
         --suite gpu --no-suite slow
