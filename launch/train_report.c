@@ -96,6 +96,19 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
     if (plan->schedule == MR_LR_SCHEDULE_COSINE)
         printf(", cosine decay to %g at epoch %d", lr * plan->lr_alpha, cfg->net.epochs);
     printf(")\n");
+    /* what the kernels chose (a GPU's cuDNN algorithms): replica 0's, which
+     * every replica of its kind shares */
+    const mr_model *m0 = mr_strategy_replica(strategy, 0);
+    int said = 0, all_det = 1;
+    for (int i = 0; i < m0->n_layers; i++) {
+        int det = mr_layer_describe(&m0->layers[i], buf, sizeof buf);
+        if (det < 0) continue;
+        printf("%s%s: %s", said++ ? "; " : "Kernels: ", m0->layers[i].name, buf);
+        all_det &= det;
+    }
+    if (said)
+        printf(" (%s)\n", all_det ? "deterministic: the same bits run after run"
+                                  : "NOT deterministic: runs repeat only to float rounding");
     printf("Train on %lld samples", (long long)n_train);
     if (n_val) printf(", validate on %lld samples", (long long)n_val);
     printf(", %lld steps per epoch\n", (long long)plan->steps_per_epoch);
@@ -121,8 +134,8 @@ void mr_train_print_resume(const char *path, const mr_checkpoint *ck, const mr_f
 /* Writes the JSON summary via a temporary file renamed into place. */
 mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
                               const mr_job *job, const mr_device_set *sets, const char *comm,
-                              int epochs, int has_test, double test_loss, double test_acc,
-                              uint64_t weights_hash, mr_error *err) {
+                              const mr_model *m0, int epochs, int has_test, double test_loss,
+                              double test_acc, uint64_t weights_hash, mr_error *err) {
     mr_atomic_file af;
     MR_CHECK(mr_atomic_file_open(&af, path, err));
     mr_json j;
@@ -130,8 +143,7 @@ mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_
     mr_json_begin_object(&j, MR_JSON_BLOCK);
     mr_json_key(&j, "epochs"), mr_json_int(&j, epochs);
     mr_json_key(&j, "train_samples_per_sec");
-    mr_json_double(&j, pg->train_seconds > 0 ? pg->train_samples / pg->train_seconds : 0.0,
-                   "%.1f");
+    mr_json_double(&j, pg->train_seconds > 0 ? pg->train_samples / pg->train_seconds : 0.0, "%.1f");
     mr_json_key(&j, "test_loss");
     has_test ? mr_json_double(&j, test_loss, "%.6f") : mr_json_null(&j);
     mr_json_key(&j, "test_accuracy");
@@ -167,7 +179,22 @@ mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_
     mr_json_end_array(&j);
     mr_json_key(&j, "global_batch"), mr_json_int(&j, plan->global_batch);
     mr_json_key(&j, "learning_rate"), mr_json_double(&j, plan->base_lr * plan->lr_factor, "%.8g");
-    mr_json_key(&j, "params_hash"), mr_json_stringf(&j, "%016llx", (unsigned long long)weights_hash);
+    mr_json_key(&j, "params_hash"),
+        mr_json_stringf(&j, "%016llx", (unsigned long long)weights_hash);
+    /* what the kernels chose (a GPU's cuDNN algorithms) and whether that is
+     * deterministic; {} and true where nothing was chosen (the CPU) */
+    mr_json_key(&j, "kernels");
+    mr_json_begin_object(&j, MR_JSON_INLINE);
+    int all_det = 1;
+    for (int i = 0; m0 != NULL && i < m0->n_layers; i++) {
+        char buf[256];
+        int det = mr_layer_describe(&m0->layers[i], buf, sizeof buf);
+        if (det < 0) continue;
+        mr_json_key(&j, m0->layers[i].name), mr_json_string(&j, buf);
+        all_det &= det;
+    }
+    mr_json_end_object(&j);
+    mr_json_key(&j, "deterministic"), mr_json_bool(&j, all_det);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     mr_json_key(&j, "max_rss_mb"), mr_json_double(&j, (double)ru.ru_maxrss / 1024.0, "%.1f");

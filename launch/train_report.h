@@ -32,7 +32,7 @@ void mr_train_print_resume(const char *path, const mr_checkpoint *ck, const mr_f
 /* Writes the JSON summary via a temporary file renamed into place. */
 mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
                               const mr_job *job, const mr_device_set *sets, const char *comm,
-                              int epochs, int has_test, double test_loss, double test_acc,
-                              uint64_t weights_hash, mr_error *err);
+                              const mr_model *m0, int epochs, int has_test, double test_loss,
+                              double test_acc, uint64_t weights_hash, mr_error *err);
 
 #endif

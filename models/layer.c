@@ -97,3 +97,9 @@ void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int f
     mr_rng_uniform(seed, MR_RNG_STREAM_INIT, (uint32_t)l->index, (uint32_t)weight, -limit, limit,
                    out, w->size);
 }
+
+int mr_layer_describe(const mr_layer *l, char *buf, size_t n) {
+    if (n > 0) buf[0] = '\0';
+    if (l->kern == NULL || l->kern->describe == NULL) return -1;
+    return l->kern->describe(l, buf, n) ? 1 : 0;
+}

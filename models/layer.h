@@ -133,6 +133,12 @@ typedef struct mr_layer_kernels {
                           const mr_dfloat *y, mr_dfloat *dy, mr_dfloat *dx);
     /* Frees what setup made. May be NULL. */
     void (*destroy)(mr_layer *l, mr_backend *be);
+    /* What the kernels chose that a user should know, after setup ("fwd
+     * IMPLICIT_PRECOMP_GEMM, bwd data ALGO_1, bwd filter ALGO_1": the cuDNN
+     * algorithms of a GPU convolution) into buf (n bytes); returns 1 where
+     * the choice is deterministic (the same bits run after run), 0 where it
+     * is not. May be NULL: nothing to say (deterministic). */
+    int (*describe)(const mr_layer *l, char *buf, size_t n);
 } mr_layer_kernels;
 
 struct mr_layer {
@@ -151,6 +157,10 @@ struct mr_layer {
     int logits_out;
     void *priv; /* the kernels' state */
 };
+
+/* What l's kernels chose (mr_layer_kernels.describe) into buf: 1
+ * deterministic, 0 not, -1 nothing to say (buf ""). */
+int mr_layer_describe(const mr_layer *l, char *buf, size_t n);
 
 /* The ops table of a layer kind; NULL for MR_LAYER_INPUT. */
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind);

@@ -58,6 +58,13 @@ static const char *good_cfg = "[net]\nglobal_batch=16\nepochs=2\nvalidation_spli
                               "[dense]\nunits=16\nactivation=relu\n"
                               "[dense]\nunits=4\nactivation=softmax\n";
 
+static const char *conv_cfg = "[net]\nglobal_batch=16\nepochs=1\nseed=3\n"
+                              "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                              "test_images=x.npy\ntest_labels=y.npy\nscale=1/255\n"
+                              "[input]\nshape=8,8,1\n[conv2d]\nfilters=4\nsize=3\n"
+                              "activation=relu\n[flatten]\n"
+                              "[dense]\nunits=4\nactivation=softmax\n";
+
 /* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir under `timeout`; the
  * script sees $T (the executable). Returns the exit status (124: killed
  * by the time limit). */
@@ -188,7 +195,8 @@ END_TEST
  * go through pinned staging. */
 START_TEST(hung_rank_times_out) {
     char x[256], *out = NULL;
-    snprintf(x, sizeof x, "-np 2 -x CUDA_VISIBLE_DEVICES=%s -x MIRRORED_DEBUG_FAIL=1:3:stall", pair);
+    snprintf(x, sizeof x, "-np 2 -x CUDA_VISIBLE_DEVICES=%s -x MIRRORED_DEBUG_FAIL=1:3:stall",
+             pair);
     double t;
     int rc = mpirun(x,
                     "exec $T good.cfg --devices gpu --epochs 50 --check-sync 1 "
@@ -219,6 +227,49 @@ START_TEST(too_few_gpus_for_the_ranks) {
 }
 END_TEST
 
+/* A convolution's cuDNN algorithms are on the start line and in the JSON,
+ * with whether the run is deterministic. On emulated GPUs
+ * (tests/gpu_emu/cudnn_emu.h) the heuristics are steered: when cuDNN
+ * offers only a non-deterministic backward-filter algorithm in FMA math,
+ * the run says so; when it offers no FMA algorithm at all, the run fails
+ * with one line naming the layer. On real GPUs only the first part. */
+START_TEST(conv_algorithms_reported) {
+    char *out = train_ok("conv.cfg --devices gpu:0 --epochs 1 --json conv.json");
+    char line[512];
+    printf("cuDNN: %s\n", line_with(out, "Kernels: ", line, sizeof line));
+    ck_assert_msg(strstr(out, "Kernels: conv2d: fwd ") && strstr(out, "bwd filter "), "%s", out);
+    char *js = tu_read_in(dir, "conv.json");
+    ck_assert_msg(js && strstr(js, "\"kernels\": {\"conv2d\": \"fwd "), "%s", js);
+    int det = strstr(out, "(deterministic: the same bits") != NULL;
+    ck_assert_msg(strstr(js, det ? "\"deterministic\": true" : "\"deterministic\": false"), "%s",
+                  js);
+    free(js), free(out);
+    if (strncmp(tu_gpus()->gpu[0].name, "Emulated GPU", 12) != 0) return;
+    ck_assert_msg(det, "the emulated cuDNN's default lists have deterministic FMA algorithms");
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && MIRRORED_EMU_CUDNN_PERF='bwd_filter=1:tensor,0:fma:nondet' "
+             "timeout -k 10 %d %s conv.cfg --devices gpu:0 --epochs 1 --json nondet.json",
+             dir, RUN_LIMIT_S, exe);
+    int rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "bwd filter ALGO_0 (NOT deterministic"), "exit %d: %s", rc,
+                  out);
+    free(out);
+    js = tu_read_in(dir, "nondet.json");
+    ck_assert_msg(js && strstr(js, "\"deterministic\": false"), "%s", js);
+    free(js);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && MIRRORED_EMU_CUDNN_PERF='fwd=1:tensor,0:default' "
+             "timeout -k 10 %d %s conv.cfg --devices gpu:0 --epochs 1",
+             dir, RUN_LIMIT_S, exe);
+    rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 1 &&
+                      strstr(out, "[conv2d] conv2d: cuDNN offers no forward algorithm in FMA"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 /* The executable, and the data and .cfg in a fresh folder (once). */
 static void setup(void) {
     char *p = tu_build_path("launch/mirrored_train");
@@ -227,6 +278,7 @@ static void setup(void) {
     snprintf(dir, sizeof dir, "%s", tu_tmpdir());
     tu_write_image_data(dir, "x.npy", "y.npy", 400, 4);
     free(tu_write_text(dir, "good.cfg", good_cfg));
+    free(tu_write_text(dir, "conv.cfg", conv_cfg));
 }
 
 /* "a,b" of CUDA_VISIBLE_DEVICES's first two entries (as given: indices or
@@ -271,6 +323,7 @@ int main(void) {
     tcase_add_test(tc, two_processes_equal_one_process_on_two_gpus);
     tcase_add_test(tc, too_few_gpus_for_the_ranks);
     tcase_add_test(tc, hung_rank_times_out);
+    tcase_add_test(tc, conv_algorithms_reported);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */

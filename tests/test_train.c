@@ -159,8 +159,8 @@ START_TEST(model_name_and_json_summary) {
     mr_job job = {.size = 1, .n_nodes = 1, .hosts = hosts, .replicas = replicas, .first = first};
     mr_device_set sets[1] = {{.kind = "cpu", .count = 2}};
     mr_error err = {0};
-    ck_assert_int_eq(mr_train_write_json(path, &pg, &plan, &job, sets, "local", 3, 1, 0.125, 0.5,
-                                         0xABCDEF0123456789ull, &err),
+    ck_assert_int_eq(mr_train_write_json(path, &pg, &plan, &job, sets, "local", NULL, 3, 1, 0.125,
+                                         0.5, 0xABCDEF0123456789ull, &err),
                      MR_OK);
     char *text = tu_read_file(path, NULL);
     const char *want[] = {"\"epochs\": 3,",
@@ -175,6 +175,8 @@ START_TEST(model_name_and_json_summary) {
                           "\"global_batch\": 16,",
                           "\"learning_rate\": 0.02,",
                           "\"params_hash\": \"abcdef0123456789\",",
+                          "\"kernels\": {},",
+                          "\"deterministic\": true,",
                           "\"train_seconds\": 2.000\n}\n"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(text, want[i]), "no %s in %s", want[i], text);
@@ -182,7 +184,8 @@ START_TEST(model_name_and_json_summary) {
     /* a folder that does not exist: one line, the file named */
     snprintf(path, sizeof path, "%s/no/s.json", dir);
     ck_assert_int_eq(
-        mr_train_write_json(path, &pg, &plan, &job, sets, "local", 3, 0, 0, 0, 0, &err), MR_ERR_IO);
+        mr_train_write_json(path, &pg, &plan, &job, sets, "local", NULL, 3, 0, 0, 0, 0, &err),
+        MR_ERR_IO);
     ck_assert_msg(strstr(err.msg, "s.json: cannot write"), "%s", err.msg);
 }
 END_TEST

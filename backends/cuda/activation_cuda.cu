@@ -138,4 +138,5 @@ const mr_layer_kernels mr_activation_cuda = {
     .forward = act_forward,
     .backward = act_backward,
     .destroy = NULL,
+    .describe = NULL,
 };

@@ -337,4 +337,5 @@ const mr_layer_kernels mr_batchnorm_cuda = {
     .forward = bn_forward,
     .backward = bn_backward,
     .destroy = bn_cuda_destroy,
+    .describe = NULL,
 };

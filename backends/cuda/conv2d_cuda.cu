@@ -36,7 +36,8 @@ typedef struct conv_algos {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    size_t workspace; /* bytes: the largest need of the three */
+    size_t workspace;  /* bytes: the largest need of the three */
+    int deterministic; /* 1: all three are (cuDNN's perf results say so) */
 } conv_algos;
 
 typedef struct conv_priv {
@@ -54,7 +55,8 @@ typedef struct conv_priv {
     cudnnTensorDescriptor_t x_desc, y_desc; /* set to the call's batch size */
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
-    conv_algos algos[2]; /* [0] for max_batch; [1] for the last other batch size */
+    conv_algos algos[2];  /* [0] for max_batch; [1] for the last other batch size */
+    int nondeterministic; /* 1: some batch size ran a non-deterministic algorithm */
 } conv_priv;
 
 static conv_priv *priv(mr_layer *l) {
@@ -195,6 +197,12 @@ static mr_status choose_algos(mr_layer *l, mr_backend *be, int n, conv_algos *a,
     a->fwd = fwd[i].algo;
     a->bwd_data = bwd_data[j].algo;
     a->bwd_filter = bwd_filter[k].algo;
+    /* pick_algo prefers deterministic ones; where cuDNN offers none, the
+     * run is not bit-reproducible, and describe says so */
+    a->deterministic = fwd[i].determinism == CUDNN_DETERMINISTIC &&
+                       bwd_data[j].determinism == CUDNN_DETERMINISTIC &&
+                       bwd_filter[k].determinism == CUDNN_DETERMINISTIC;
+    if (!a->deterministic) p->nondeterministic = 1;
     /* the heuristics' memory figures, and the workspace queries' own */
     size_t ws[6] = {fwd[i].memory, bwd_data[j].memory, bwd_filter[k].memory, 0, 0, 0};
     MR_CUDNN_TRY(be, err,
@@ -420,9 +428,40 @@ static void conv_cuda_destroy(mr_layer *l, mr_backend *be) {
     l->priv = NULL;
 }
 
+/* cuDNN's algorithm names (cudnn_cnn.h's enums), for the start line */
+static const char *fwd_name(cudnnConvolutionFwdAlgo_t a) {
+    static const char *const n[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    return (int)a >= 0 && (size_t)a < sizeof n / sizeof n[0] ? n[a] : "?";
+}
+
+static const char *bwd_data_name(cudnnConvolutionBwdDataAlgo_t a) {
+    static const char *const n[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                    "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    return (int)a >= 0 && (size_t)a < sizeof n / sizeof n[0] ? n[a] : "?";
+}
+
+static const char *bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
+    static const char *const n[] = {
+        "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+    return (int)a >= 0 && (size_t)a < sizeof n / sizeof n[0] ? n[a] : "?";
+}
+
+/* The algorithms chosen for max_batch at setup; deterministic only if
+ * every batch size so far ran deterministic ones. */
+static int conv_describe(const mr_layer *l, char *buf, size_t n) {
+    const conv_priv *p = (const conv_priv *)l->priv;
+    const conv_algos *a = &p->algos[0];
+    snprintf(buf, n, "fwd %s, bwd data %s, bwd filter %s", fwd_name(a->fwd),
+             bwd_data_name(a->bwd_data), bwd_filter_name(a->bwd_filter));
+    return !p->nondeterministic;
+}
+
 const mr_layer_kernels mr_conv2d_cuda = {
     .setup = conv_cuda_setup,
     .forward = conv_forward,
     .backward = conv_backward,
     .destroy = conv_cuda_destroy,
+    .describe = conv_describe,
 };

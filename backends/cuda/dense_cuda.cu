@@ -72,4 +72,5 @@ const mr_layer_kernels mr_dense_cuda = {
     .forward = dense_forward,
     .backward = dense_backward,
     .destroy = NULL,
+    .describe = NULL,
 };

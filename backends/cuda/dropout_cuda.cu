@@ -73,4 +73,5 @@ const mr_layer_kernels mr_dropout_cuda = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .destroy = NULL,
+    .describe = NULL,
 };

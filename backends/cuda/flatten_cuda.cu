@@ -34,4 +34,5 @@ const mr_layer_kernels mr_flatten_cuda = {
     .forward = flatten_forward,
     .backward = flatten_backward,
     .destroy = NULL,
+    .describe = NULL,
 };

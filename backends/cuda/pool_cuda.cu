@@ -147,4 +147,5 @@ const mr_layer_kernels mr_pool_cuda = {
     .forward = pool_forward,
     .backward = pool_backward,
     .destroy = NULL,
+    .describe = NULL,
 };
