@@ -458,7 +458,13 @@ static mr_status setup_rank(nccl_rank *k, mr_error *err) {
     MR_CUDA_TRY(k->be, err, cudaEventCreateWithFlags(&k->ready, cudaEventDisableTiming));
     MR_CUDA_TRY(k->be, err, cudaEventCreateWithFlags(&k->done, cudaEventDisableTiming));
     MR_CUDA_TRY(k->be, err, cudaMalloc((void **)&k->one, sizeof(float)));
-    MR_CUDA_TRY(k->be, err, cudaMemset(k->one, 0, sizeof(float)));
+    /* zeroed on the communication stream, which the barrier's all-reduce
+     * runs on: cudaMemset goes on the legacy stream, which does not order
+     * against the non-blocking streams of the context (and is asynchronous
+     * for device memory), so the first barrier could read the float before
+     * it is zero (found by ThreadSanitizer on the emulated GPUs) */
+    MR_CUDA_TRY(k->be, err,
+                cudaMemsetAsync(k->one, 0, sizeof(float), mr_cuda(k->be)->comm_stream));
     return MR_OK;
 }
 

@@ -103,6 +103,8 @@ START_TEST(arguments_taken_at_launch) {
     MR_CUDA_LAUNCH(store_kernel, 1, 32, s, d, p->step);
     run.step = 8; /* after the launch, before the kernel runs */
     release.store(1);
+    /* s does not block the legacy stream that cudaMemcpy uses: wait for it */
+    CU(cudaStreamSynchronize(s));
     int h = 0;
     CU(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
     ck_assert_int_eq(h, 7);
