@@ -95,7 +95,7 @@ START_TEST(bad_options) {
                            "--devices cpu:0 good.cfg",
                            "--devices cpu:-1 good.cfg",
                            "--devices cpu:abc good.cfg",
-                           "--devices gpu good.cfg",
+                           "--devices tpu good.cfg",
                            "--seed -4 good.cfg",
                            "--epochs",
                            "--check-sync x good.cfg"};
