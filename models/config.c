@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 /* ---- the key table ---------------------------------------------------- */
 
@@ -505,9 +506,24 @@ static int open_section(parse_state *ps, const char *name, int line) {
     return 1;
 }
 
+/* Cuts a comment off a header or key line: ';' or '#' after a blank starts
+ * one, for every key (inih alone would cut ';' only, and only after the
+ * value); without a blank before it the character is part of the value
+ * (a path "run#2.h5"). The newline stays, so inih counts the line. */
+static void strip_comment(char *line) {
+    for (char *c = line + 1; *c; c++)
+        if ((*c == ';' || *c == '#') && (c[-1] == ' ' || c[-1] == '\t')) {
+            c[0] = '\n', c[1] = '\0';
+            return;
+        }
+}
+
 /* inih reader: returns the next line, and opens a section when the line is a header. */
 static char *reader(char *str, int num, void *stream) {
     parse_state *ps = stream;
+    /* a UTF-8 byte order mark before the first line (inih would skip it, but
+     * it never sees it: this reader finds the headers) */
+    if (ps->line == 0 && strncmp(ps->text, "\xEF\xBB\xBF", 3) == 0) ps->text += 3;
     if (*ps->text == '\0') return NULL;
     const char *nl = strchr(ps->text, '\n');
     size_t len = nl ? (size_t)(nl - ps->text) + 1 : strlen(ps->text);
@@ -522,13 +538,20 @@ static char *reader(char *str, int num, void *stream) {
     memcpy(str, ps->text, len);
     str[len] = '\0';
     ps->text += len;
-    /* a section header: [name] with optional blanks and a trailing comment */
     const char *p = str;
     while (isspace((unsigned char)*p))
         p++;
+    if (*p == ';' || *p == '#') return str; /* a comment line */
+    strip_comment(str);
+    /* a section header: [name] with optional blanks and a trailing comment */
     if (*p == '[') {
         const char *close = strchr(p, ']');
-        if (close != NULL) {
+        if (close == NULL) {
+            char *e = str + strlen(str);
+            while (e > p && isspace((unsigned char)e[-1]))
+                *--e = '\0';
+            fail(ps, ps->line, "section header '%s' has no closing ']'", p);
+        } else {
             char name[64];
             size_t n = (size_t)(close - p - 1);
             if (n >= sizeof name) n = sizeof name - 1;
@@ -632,6 +655,12 @@ mr_status mr_config_load(const char *path, mr_config *cfg, mr_error *err) {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* fopen opens a folder, and ftell then gives a huge size */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return mr_error_set(err, MR_ERR_IO, "%s: is a directory, not a model .cfg", path);
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return mr_error_set(err, MR_ERR_IO, "%s: cannot read (is it a directory?)", path);
