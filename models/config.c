@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -85,7 +86,7 @@ static const key_def keys[] = {
     {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0, "adam: epsilon"},
     {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
      0, "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels) or mse"},
-    {"net", "seed", KEY_INT64, NET(seed), "1", 0, 9.2e18, 0, 0, NULL, 0,
+    {"net", "seed", KEY_INT64, NET(seed), "1", 0, (double)INT64_MAX, 0, 0, NULL, 0,
      "seed of weights, shuffling, dropout and augmentation (--seed overrides)"},
     {"net", "shuffle", KEY_BOOL, NET(shuffle), "1", 0, 1, 0, 0, NULL, 0,
      "reshuffle the training split every epoch"},
@@ -300,9 +301,11 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
         errno = 0;
         long long v = strtoll(val, &end, 10);
         if (end == val || !is_blank(end) || errno) {
-            snprintf(why, why_n, "'%s' is not an integer", val);
+            snprintf(why, why_n, "'%s' is not an integer%s", val,
+                     errno == ERANGE ? " of 64 bits" : "");
             return 0;
         }
+        /* seed's max, (double)INT64_MAX, is 2^63: every int64 passes */
         if ((double)v < k->min || (double)v > k->max) {
             snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
             return 0;
@@ -708,7 +711,10 @@ static void format_range(const key_def *k, char *out, size_t n) {
     switch (k->type) {
     case KEY_INT:
     case KEY_INT64:
-        snprintf(out, n, "%.0f .. %.0f", k->min, k->max);
+        if (k->max >= (double)INT64_MAX) /* %.0f would print 2^63 */
+            snprintf(out, n, "%.0f .. %lld", k->min, (long long)INT64_MAX);
+        else
+            snprintf(out, n, "%.0f .. %.0f", k->min, k->max);
         break;
     case KEY_FLOAT:
         snprintf(out, n, "%c%g, %g%c", k->open_min ? '(' : '[', k->min, k->max,

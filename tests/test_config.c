@@ -1,5 +1,6 @@
 /* test_config.c: .cfg parsing, defaults, validation and error messages. */
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,22 @@ START_TEST(unknown_section_suggests) {
     const char *msg = parse_fail(with_line(8, "[dnse]"));
     ck_assert_msg(strstr(msg, "t.cfg:9:") && strstr(msg, "[dnse]") && strstr(msg, "[dense]"), "%s",
                   msg);
+}
+END_TEST
+
+/* Issue 21: [net] seed takes what --seed takes, 0 .. INT64_MAX. */
+START_TEST(seed_takes_int64) {
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(with_line(1, "seed = 9223372036854775807"), "t.cfg", NULL, &cfg,
+                                  &err) == MR_OK,
+                  "%s", err.msg);
+    ck_assert_int_eq(cfg.net.seed, INT64_MAX);
+    mr_config_free(&cfg);
+    const char *msg = parse_fail(with_line(1, "seed = 9223372036854775808"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "seed"), "%s", msg);
+    msg = parse_fail(with_line(1, "seed = -1"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
 }
 END_TEST
 
@@ -333,6 +350,7 @@ int main(void) {
     tcase_add_test(tc, parses_all_layer_kinds);
     tcase_add_test(tc, unknown_key_suggests);
     tcase_add_test(tc, unknown_section_suggests);
+    tcase_add_test(tc, seed_takes_int64);
     tcase_add_test(tc, wrong_type);
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, missing_input);
