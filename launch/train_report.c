@@ -118,11 +118,18 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
 /* "Resuming from ...": where the run stood and, with another replica count,
  * what changes. */
 void mr_train_print_resume(const char *path, const mr_checkpoint *ck, const mr_fit_plan *plan,
-                           int epochs) {
+                           int epochs, const char *changes) {
     const mr_fit_state *s = &ck->state;
-    printf("Resuming from %s: epoch %d/%d, %lld updates into it, %lld in all\n", path,
-           s->epoch + 1 > epochs ? epochs : s->epoch + 1, epochs, (long long)s->step,
-           (long long)s->global_step);
+    /* mr_ckpt_check_epochs refused a checkpoint beyond the epochs */
+    if (s->epoch >= epochs)
+        printf("Resuming from %s: it has finished its %d epoch%s (%lld updates): nothing to train "
+               "(--epochs N for more)\n",
+               path, epochs, epochs == 1 ? "" : "s", (long long)s->global_step);
+    else
+        printf("Resuming from %s: epoch %d/%d, %lld updates into it, %lld in all\n", path,
+               s->epoch + 1, epochs, (long long)s->step, (long long)s->global_step);
+    if (changes != NULL && changes[0] != '\0')
+        printf("The .cfg differs from the checkpoint's: %s\n", changes);
     if (ck->replicas != plan->replicas || ck->global_batch != plan->global_batch)
         printf("It was trained with %d replica%s and a global batch of %d; now %d and %d: training "
                "goes on from example %lld of the epoch's order, with the learning rate of this "
