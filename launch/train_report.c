@@ -90,7 +90,7 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
         printf("%g (%s", lr,
                cfg->net.lr_scaling == MR_LR_SCALING_LINEAR ? "linear scaling, one replica"
                                                            : "no scaling");
-    if (plan->warmup_epochs > 0)
+    if (plan->warmup_epochs > 0 && plan->lr_factor != 1.0f) /* one replica: nothing to ramp */
         printf(", %g warmup epoch%s from %g", plan->warmup_epochs,
                plan->warmup_epochs == 1 ? "" : "s", plan->base_lr);
     if (plan->schedule == MR_LR_SCHEDULE_COSINE)

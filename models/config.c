@@ -96,7 +96,8 @@ static const key_def keys[] = {
      "with batch per replica: linear multiplies the rate by global batch / batch (Goyal et "
      "al. 2017), none leaves it; with global_batch the rate is never scaled"},
     {"net", "warmup_epochs", KEY_FLOAT, NET(warmup_epochs), "0", 0, 1000, 0, 0, NULL, 0,
-     "epochs to ramp linearly from learning_rate to the scaled rate"},
+     "epochs to ramp linearly from learning_rate to the scaled rate (batch per replica with "
+     "lr_scaling = linear only: refused with global_batch or lr_scaling = none)"},
     {"net", "lr_schedule", KEY_ENUM, NET(lr_schedule), "constant", 0, 0, 0, 0, schedule_names, 0,
      "after the warmup: constant, or cosine decay over the remaining epochs (Keras CosineDecay)"},
     {"net", "lr_alpha", KEY_FLOAT, NET(lr_alpha), "0", 0, 1, 0, 0, NULL, 0,
