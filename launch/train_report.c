@@ -43,10 +43,21 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
     printf("%d replica%s", plan->replicas, plan->replicas > 1 ? "s" : "");
     if (job->size > 1) {
         printf(" on %d processes (", job->size);
+        int on_node = 0; /* CPU replicas of this process's node */
         for (int p = 0; p < job->size; p++) {
             rank_devices(job, sets, p, buf, sizeof buf);
             printf("%s%s: rank %d %s", p ? "; " : "", job->hosts[p], p, buf);
+            if (mr_train_numbered_across_job(&sets[p]) &&
+                strcmp(job->hosts[p], job->hosts[job->rank]) == 0)
+                on_node += job->replicas[p];
         }
+        /* cpu:N numbers the job's replicas (usage.md): with more replicas
+         * than cores, cpu:2 on a 2-core node names no core */
+        if (job->node_cores > 0 && on_node > job->node_cores)
+            printf("; oversubscribed: %d replicas share %d core%s of %s, cpu:N numbers replicas, "
+                   "not cores",
+                   on_node, job->node_cores, job->node_cores == 1 ? "" : "s",
+                   job->hosts[job->rank]);
         printf(")");
     } else {
         rank_devices(job, sets, 0, buf, sizeof buf);
