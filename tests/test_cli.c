@@ -322,6 +322,15 @@ START_TEST(global_batch_errors) {
     ck_assert_int_eq(run("--devices cpu:2 gb2.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "larger than the training set"), "%s", out);
     free(out);
+    /* issue 21: a warmup of a rate that is never scaled is refused, not announced */
+    free(tu_write_text(dir, "gbw.cfg",
+                       "[net]\nglobal_batch=8\nwarmup_epochs=1\n[data]\ntrain_images=x.npy\n"
+                       "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+    ck_assert_int_eq(run("--devices cpu:2 --metrics w.csv gbw.cfg", &out), 2);
+    ck_assert_msg(one_line(out) && strstr(out, "gbw.cfg") &&
+                      strstr(out, "warmup_epochs=1 with global_batch") && !strstr(out, "Epoch"),
+                  "%s", out);
+    free(out);
 }
 END_TEST
 
