@@ -176,7 +176,7 @@ int mr_ckpt_compare_cfg(const mr_checkpoint *c, const mr_config *cfg, char *buf,
             mr_optimizer_name(a->optimizer));
     else if (o > 0 && had_slots)
         SAY("; the weights and the position in training kept, the optimizer state (%s%s) "
-            "dropped: %s starts from zero",
+            "dropped: %s starts afresh",
             mr_optimizer_name(a->optimizer),
             a->optimizer == MR_OPTIMIZER_ADAM ? "'s moments" : " momentum",
             mr_optimizer_name(b->optimizer));
