@@ -176,14 +176,20 @@ int mr_ckpt_compare_cfg(const mr_checkpoint *c, const mr_config *cfg, char *buf,
             mr_optimizer_name(a->optimizer));
     else if (o > 0 && had_slots)
         SAY("; the weights and the position in training kept, the optimizer state (%s%s) "
-            "dropped: %s starts afresh",
+            "dropped",
             mr_optimizer_name(a->optimizer),
-            a->optimizer == MR_OPTIMIZER_ADAM ? "'s moments" : " momentum",
-            mr_optimizer_name(b->optimizer));
+            a->optimizer == MR_OPTIMIZER_ADAM ? "'s moments" : " momentum");
     else if (o > 0)
         SAY("; the weights and the position in training kept (%s without momentum had no "
             "optimizer state)",
             mr_optimizer_name(a->optimizer));
+    /* Adam's bias correction counts every update of the run (global_step),
+     * so zero moments at update N are not a fresh Adam's first step */
+    if (o > 0 && !keep && b->optimizer == MR_OPTIMIZER_ADAM)
+        SAY(": adam starts from zero moments, its bias correction at update %lld",
+            (long long)c->state.global_step + 1);
+    else if (o > 0 && !keep && b->momentum > 0.0f)
+        SAY(": sgd starts from zero momentum");
 #undef SAY
     mr_config_free(&old);
     return keep;

@@ -331,6 +331,14 @@ START_TEST(resume_with_edited_cfg) {
     rc = run("$T m.cfg --resume " FIRST, &out);
     ck_assert_msg(rc == 0 && !strstr(out, "differs"), "exit %d: %s", rc, out);
     free(out);
+    /* sgd with momentum -> adam: adam's bias correction counts the 20 updates */
+    run_ok("rm -rf ck && $T sgd.cfg --epochs 1 --quiet");
+    rc = run("$T m.cfg --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "optimizer sgd -> adam") &&
+                      strstr(out, "optimizer state (sgd momentum) dropped") &&
+                      strstr(out, "bias correction at update 21") && strstr(out, "Epoch 2/2"),
+                  "exit %d: %s", rc, out);
+    free(out);
 }
 END_TEST
 
