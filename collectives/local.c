@@ -9,7 +9,7 @@
  * backoff up to 1 ms: on a core shared with a busy neighbour the spin
  * spent the replica's time slices and the sleeps woke it late, and with one
  * busy-looping process beside it the 2-replica run fell to 0.30x of its
- * quiet throughput. With more ranks than cores
+ * quiet throughput (bench/contention.py). With more ranks than cores
  * (4 replicas on 2 cores) a waiter blocks at once: the rank it waits for
  * may need the very core it would spin on (docs/performance.md,
  * "Oversubscribed replicas"). A waiter past the timeout, or any waiter once
