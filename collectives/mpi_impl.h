@@ -12,7 +12,6 @@
 
 #include "runtime/error.h"
 
-
 /* Turns an MPI return code into an MR_ERR_RUNTIME naming the call. */
 mr_status mr_mpi_check(int rc, const char *call, mr_error *err);
 
