@@ -2,10 +2,11 @@
  * ([net] on_nan, nan_patience; docs/usage.md): a diverging model stops
  * with exit 1 and one line naming the step, the epoch and the first layer
  * in backward order with non-finite gradients, and its newest checkpoint
- * holds finite weights; on_nan = skip drops the steps whose loss is not
- * finite, on 2 replicas (threads, and processes under mpirun) alike,
- * reports them per epoch and gives up after nan_patience in a row; input
- * with a NaN is refused at load. */
+ * holds finite weights (an update that overflows is never checkpointed);
+ * on_nan = skip drops the steps whose loss is not finite, on 2 replicas
+ * (threads, and processes under mpirun) alike, reports them per epoch and
+ * gives up after nan_patience in a row; input with a NaN is refused at
+ * load. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -139,6 +140,36 @@ START_TEST(stop_names_step_and_layer) {
 }
 END_TEST
 
+/* Finite gradients whose update overflows: softmax cross-entropy keeps the
+ * loss and the gradients finite for a feature of 1e38 at batch 1, but 10
+ * times the gradient is past FLT_MAX. The step's check passes, the
+ * checkpoint's does not: exit 1 and no checkpoint on disk. */
+START_TEST(no_checkpoint_of_nonfinite_weights) {
+    int huge[8];
+    for (int i = 0; i < 8; i++)
+        huge[i] = i;
+    write_features("xo.npy", "yo.npy", 8, huge, 8);
+    /* 3e38 would overflow the logits: scale it to 1e38 */
+    free(tu_write_text(dir, "over.cfg",
+                       "[net]\nbatch=1\nepochs=1\noptimizer=sgd\nlearning_rate=10\nshuffle=0\n"
+                       "checkpoint=ck2/run.h5\ncheckpoint_every=1 steps\n"
+                       "[data]\ntrain_images=xo.npy\ntrain_labels=yo.npy\nscale=1/3\n"
+                       "[input]\nshape=4\n[dense]\nunits=3\nactivation=softmax\n"));
+    char *out;
+    int rc = run("--devices cpu:1 over.cfg", &out);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+    const char *line = error_line(out);
+    ck_assert_msg(strstr(line, "over.cfg: the weights hold NaN or Inf after update 1; no "
+                               "checkpoint written"),
+                  "%s", line);
+    char pattern[8192], newest[8192];
+    mr_error err = {0};
+    snprintf(pattern, sizeof pattern, "%s/ck2/run.h5", dir);
+    ck_assert_int_eq(mr_checkpoint_newest(pattern, newest, sizeof newest, &err), MR_ERR_IO);
+    free(out);
+}
+END_TEST
+
 /* One example whose squared error overflows (example 20: step 3 of each
  * epoch at batch 8, no shuffling): skip drops that step on both replicas
  * (which stay identical), reports one skipped step per epoch and ends
@@ -240,6 +271,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, stop_names_step_and_layer);
+    tcase_add_test(tc, no_checkpoint_of_nonfinite_weights);
     tcase_add_test(tc, skip_trains_on);
     tcase_add_test(tc, skip_patience);
     tcase_add_test(tc, refused_at_load);
