@@ -6,7 +6,8 @@
  * on_nan = skip drops the steps whose loss is not finite, on 2 replicas
  * (threads, and processes under mpirun) alike, reports them per epoch and
  * gives up after nan_patience in a row; input with a NaN is refused at
- * load. */
+ * load. With the argument `gpu` the same runs go to GPUs (nonfinite_gpu):
+ * the check's CUDA kernel and the reads through staging. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "runtime/array.h"
+#include "backends/gpu_list.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "strategies/checkpoint.h"
@@ -21,6 +23,11 @@
 
 static char exe[4096];
 static char dir[4096];
+/* The devices of the runs: one replica, and two where there are two (the
+ * CPU's; with the argument `gpu`, GPUs: the test is then `nonfinite_gpu`,
+ * in the gpu suite, on emulated GPUs in an emulated build). */
+static const char *one = "cpu:1", *two = "cpu:2";
+static int two_n = 2; /* replicas of `two` */
 
 /* Runs mirrored_train in dir with args; returns the exit status and the
  * output (stdout and stderr). */
@@ -98,7 +105,9 @@ START_TEST(stop_names_step_and_layer) {
         write_cfg("div.cfg", "learning_rate=10\ncheckpoint=ck/run.h5\ncheckpoint_every=1 steps\n",
                   "train_images=x.npy\ntrain_labels=y.npy\nscale=100\n");
     char *out;
-    int rc = run("--devices cpu:1 div.cfg", &out);
+    char args[256];
+    snprintf(args, sizeof args, "--devices %s div.cfg", one);
+    int rc = run(args, &out);
     ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
     const char *line = error_line(out);
     long long step = 0, update = 0;
@@ -156,7 +165,9 @@ START_TEST(no_checkpoint_of_nonfinite_weights) {
                        "[data]\ntrain_images=xo.npy\ntrain_labels=yo.npy\nscale=1/3\n"
                        "[input]\nshape=4\n[dense]\nunits=3\nactivation=softmax\n"));
     char *out;
-    int rc = run("--devices cpu:1 over.cfg", &out);
+    char args[256];
+    snprintf(args, sizeof args, "--devices %s over.cfg", one);
+    int rc = run(args, &out);
     ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
     const char *line = error_line(out);
     ck_assert_msg(strstr(line, "over.cfg: the weights hold NaN or Inf after update 1; no "
@@ -180,9 +191,10 @@ START_TEST(skip_trains_on) {
     write_cfg("skip.cfg", "learning_rate=0.01\non_nan=skip\n",
               "train_images=xh.npy\ntrain_labels=yh.npy\n");
     char *out;
-    int rc = run("--devices cpu:2 --check-sync 1 skip.cfg", &out);
+    char args[256];
+    snprintf(args, sizeof args, "--devices %s --check-sync 1 skip.cfg", two);
+    int rc = run(args, &out);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
-    /* batch 8 per replica on 2: example 20 is in step 2 of 4 */
     const char *e1 = strstr(out, "Epoch 1/2"), *e2 = strstr(out, "Epoch 2/2");
     ck_assert_msg(e1 && e2, "%s", out);
     ck_assert_msg(strstr(e1, "skipped: 1\n") && strstr(e2, "skipped: 1\n"), "%s", out);
@@ -190,7 +202,7 @@ START_TEST(skip_trains_on) {
     free(out);
     /* the same across 2 processes, where MPI is built (mpirun -q: no banners) */
     const char *mpirun = getenv("MR_MPIRUN");
-    if (mpirun != NULL && mpirun[0] != '\0') {
+    if (mpirun != NULL && mpirun[0] != '\0' && strcmp(one, "cpu:1") == 0) {
         char cmd[16384];
         snprintf(cmd, sizeof cmd, "cd %s && %s -q -np 2 %s --check-sync 1 skip.cfg", dir, mpirun,
                  exe);
@@ -201,12 +213,15 @@ START_TEST(skip_trains_on) {
         free(out);
     }
     write_cfg("stop.cfg", "learning_rate=0.01\n", "train_images=xh.npy\ntrain_labels=yh.npy\n");
-    rc = run("--devices cpu:2 stop.cfg", &out);
+    snprintf(args, sizeof args, "--devices %s stop.cfg", two);
+    rc = run(args, &out);
     ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
     const char *line = error_line(out);
-    ck_assert_msg(strstr(line, "at step 2 of epoch 1 (update 2): loss inf") &&
-                      strstr(line, "layer 'dense_1'"),
-                  "%s", line);
+    /* batch 8 per replica: example 20 is in step 20 / (8 x replicas) + 1 */
+    char at[64];
+    snprintf(at, sizeof at, "at step %d of epoch 1 (update %d): loss inf", 20 / (8 * two_n) + 1,
+             20 / (8 * two_n) + 1);
+    ck_assert_msg(strstr(line, at) && strstr(line, "layer 'dense_1'"), "%s", line);
     free(out);
 }
 END_TEST
@@ -220,7 +235,9 @@ START_TEST(skip_patience) {
     write_cfg("p2.cfg", "learning_rate=0.01\non_nan=skip\nnan_patience=2\n",
               "train_images=xp.npy\ntrain_labels=yp.npy\n");
     char *out;
-    int rc = run("--devices cpu:1 p2.cfg", &out);
+    char args[256];
+    snprintf(args, sizeof args, "--devices %s p2.cfg", one);
+    int rc = run(args, &out);
     ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
     const char *line = error_line(out);
     ck_assert_msg(strstr(line, "at step 2 of epoch 1 (update 2)") &&
@@ -229,7 +246,8 @@ START_TEST(skip_patience) {
     free(out);
     write_cfg("p3.cfg", "learning_rate=0.01\non_nan=skip\nnan_patience=3\n",
               "train_images=xp.npy\ntrain_labels=yp.npy\n");
-    rc = run("--devices cpu:1 p3.cfg", &out);
+    snprintf(args, sizeof args, "--devices %s p3.cfg", one);
+    rc = run(args, &out);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
     ck_assert_msg(strstr(strstr(out, "Epoch 1/2"), "skipped: 2\n"), "%s", out);
     free(out);
@@ -265,8 +283,19 @@ START_TEST(refused_at_load) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("nonfinite");
+int main(int argc, char **argv) {
+    const int gpu = argc > 1 && strcmp(argv[1], "gpu") == 0;
+    if (gpu) {
+        const mr_gpu_list *gl = tu_gpus();
+        if (gl->count == 0) {
+            printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
+            return 77; /* meson's SKIP */
+        }
+        one = "gpu:0";
+        two = gl->count >= 2 ? "gpu:0,1" : "gpu:0";
+        two_n = gl->count >= 2 ? 2 : 1;
+    }
+    Suite *s = suite_create(gpu ? "nonfinite_gpu" : "nonfinite");
     TCase *tc = tcase_create("nonfinite");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 300);
@@ -274,7 +303,7 @@ int main(void) {
     tcase_add_test(tc, no_checkpoint_of_nonfinite_weights);
     tcase_add_test(tc, skip_trains_on);
     tcase_add_test(tc, skip_patience);
-    tcase_add_test(tc, refused_at_load);
+    if (!gpu) tcase_add_test(tc, refused_at_load); /* the loader: no device in it */
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
