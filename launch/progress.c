@@ -122,7 +122,10 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
         fprintf(p->out, "\r\033[K%lld/%lld [%s] - ", (long long)p->steps, (long long)p->steps, bar);
     } else
         fprintf(p->out, "Epoch %d/%d - ", l->epoch + 1, p->epochs);
-    fprintf(p->out, "%s - loss: %.4f - accuracy: %.4f%s - %.0f samples/s\n", ts, l->loss,
-            l->accuracy, val, l->samples_per_sec);
+    fprintf(p->out, "%s - loss: %.4f - accuracy: %.4f%s - %.0f samples/s", ts, l->loss, l->accuracy,
+            val, l->samples_per_sec);
+    /* on_nan = skip: the updates dropped for NaN or Inf (their loss is not in loss) */
+    if (l->skipped > 0) fprintf(p->out, " - skipped: %lld", (long long)l->skipped);
+    fprintf(p->out, "\n");
     fflush(p->out);
 }

@@ -59,6 +59,7 @@ static const char *const loss_names[] = {"sparse_categorical_crossentropy",
 static const char *const scaling_names[] = {"linear", "none", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", NULL};
 static const char *const padding_names[] = {"valid", "same", NULL};
+static const char *const on_nan_names[] = {"stop", "skip", NULL};
 
 #define NET(f)  offsetof(mr_net_cfg, f)
 #define DATA(f) offsetof(mr_data_cfg, f)
@@ -109,6 +110,11 @@ static const key_def keys[] = {
      "folder; --keep prunes them, --resume auto takes the newest)"},
     {"net", "checkpoint_every", KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30, 0, 0,
      NULL, 0, "how often: N epochs or N steps (updates)"},
+    {"net", "on_nan", KEY_ENUM, NET(on_nan), "stop", 0, 0, 0, 0, on_nan_names, 0,
+     "a step whose loss or gradients are NaN or infinite: stop ends the fit with exit 1 (Keras "
+     "TerminateOnNaN), skip drops that step's update and goes on"},
+    {"net", "nan_patience", KEY_INT, NET(nan_patience), "10", 1, 1000000, 0, 0, NULL, 0,
+     "skip: stop after this many skipped steps in a row"},
 
     {"data", "train_images", KEY_PATH, DATA(train_images), NULL, 0, 0, 0, 0, NULL, 0,
      "training images: IDX (raw or .gz), .npy, or file.h5:/dataset"},

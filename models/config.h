@@ -48,6 +48,9 @@ typedef enum mr_loss_kind {
 } mr_loss_kind;
 typedef enum mr_lr_scaling { MR_LR_SCALING_LINEAR, MR_LR_SCALING_NONE } mr_lr_scaling;
 typedef enum mr_lr_schedule { MR_LR_SCHEDULE_CONSTANT, MR_LR_SCHEDULE_COSINE } mr_lr_schedule;
+/* What a step whose loss or gradients are NaN or infinite does: stop the
+ * fit (Keras TerminateOnNaN), or drop its update and go on. */
+typedef enum mr_on_nan { MR_ON_NAN_STOP, MR_ON_NAN_SKIP } mr_on_nan;
 
 /* One layer section. Fields a kind does not use keep their defaults. */
 typedef struct mr_layer_cfg {
@@ -94,6 +97,8 @@ typedef struct mr_net_cfg {
     int accumulate;
     char checkpoint[MR_PATH_MAX]; /* "" = none; resolved against the .cfg file's folder */
     mr_every checkpoint_every;
+    mr_on_nan on_nan; /* a step with a non-finite loss or gradient */
+    int nan_patience; /* skip: stop after this many skipped steps in a row */
 } mr_net_cfg;
 
 typedef struct mr_data_cfg {

@@ -9,6 +9,7 @@
 
 #include "models/kernels.h"
 #include "models/loss.h"
+#include "runtime/elementwise.h"
 
 /* Floats that one training pass may touch (weights and their gradients,
  * activations, input, the two gradient buffers): 5 MiB. fashion_cnn.cfg (71,098 floats a row) then
@@ -374,6 +375,37 @@ mr_status mr_model_zero_grads(mr_model *m, mr_error *err) {
 mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, mr_error *err) {
     return mr_optimizer_step(&m->opt, m->be, lr, t, m->params, m->grads, m->slots[0], m->slots[1],
                              (size_t)m->n_params, err);
+}
+
+mr_status mr_model_grads_nonfinite(mr_model *m, int *any, mr_error *err) {
+    return mr_optimizer_nonfinite(m->be, m->grads, (size_t)m->n_params, any, err);
+}
+
+mr_status mr_model_params_nonfinite(mr_model *m, int *any, mr_error *err) {
+    MR_CHECK(mr_optimizer_nonfinite(m->be, m->params, (size_t)m->n_params, any, err));
+    if (*any || m->n_state == 0) return MR_OK;
+    return mr_optimizer_nonfinite(m->be, m->state, (size_t)m->n_state, any, err);
+}
+
+mr_status mr_model_first_nonfinite_layer(const mr_model *m, int *layer, mr_error *err) {
+    *layer = -1;
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        const mr_layer *l = &m->layers[i];
+        for (int w = 0; w < l->n_weights; w++) {
+            const mr_weight *wt = &l->w[w];
+            if (!wt->trainable) continue; /* no gradient */
+            /* one weight at a time: host_floats holds the biggest (mr_model_init) */
+            const float *g;
+            MR_CHECK(
+                mr_model_read(m, mr_dfloat_at_c(m->grads, wt->offset), (size_t)wt->size, &g, err));
+            for (int64_t j = 0; j < wt->size; j++)
+                if (mr_nonfinite(g[j])) {
+                    *layer = i;
+                    return MR_OK;
+                }
+        }
+    }
+    return MR_OK;
 }
 
 /* The extra floats go through the model's host staging, not straight from

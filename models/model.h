@@ -138,6 +138,21 @@ mr_status mr_model_zero_grads(mr_model *m, mr_error *err);
 /* One optimizer update of all parameters with learning rate lr; t is 1-based. */
 mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, mr_error *err);
 
+/* *any = 1 if the gradients (n_params floats) hold a NaN or an infinity,
+ * else 0: one read of m->grads on the device (mr_optimizer_nonfinite), the
+ * only pass over memory the step's on_nan check adds. */
+mr_status mr_model_grads_nonfinite(mr_model *m, int *any, mr_error *err);
+
+/* The same for the weights, trainable (m->params) and not (m->state):
+ * before a checkpoint is written. */
+mr_status mr_model_params_nonfinite(mr_model *m, int *any, mr_error *err);
+
+/* The failure path of on_nan: the first layer in backward order (the last
+ * layer first) whose gradients hold a NaN or an infinity, as its index in
+ * m->layers, or -1 if none does. Reads the gradients to the host, one
+ * weight at a time. */
+mr_status mr_model_first_nonfinite_layer(const mr_model *m, int *layer, mr_error *err);
+
 /* The `grads_extra` floats after the gradients (metrics that ride along in
  * the all-reduce): n <= grads_extra of them from or to host memory v. */
 mr_status mr_model_write_extra(mr_model *m, const float *v, size_t n, mr_error *err);

@@ -38,3 +38,13 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
     return kern->optimizer->sgd(be, w, g, opt->momentum != 0.0f ? slot0 : NULL, n, lr,
                                 opt->momentum, opt->nesterov, err);
 }
+
+mr_status mr_optimizer_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, int *any,
+                                 mr_error *err) {
+    const mr_kernels *kern = mr_kernels_for(be);
+    *any = 0;
+    if (kern == NULL)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s optimizer kernels in this build",
+                            be->ops->name);
+    return kern->optimizer->nonfinite(be, x, n, any, err);
+}

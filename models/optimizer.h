@@ -39,6 +39,11 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
                             mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
                             size_t n, mr_error *err);
 
+/* *any = 1 if one of the n floats of x (be's memory) is NaN or +-Inf, else
+ * 0: one read of x on be's device (the kernels' nonfinite). */
+mr_status mr_optimizer_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, int *any,
+                                 mr_error *err);
+
 /* A device kind's update loops over n elements (elementwise.h's math). */
 typedef struct mr_optimizer_kernels {
     /* mr_adam_update with the step's alpha (bias correction folded in) */
@@ -48,6 +53,10 @@ typedef struct mr_optimizer_kernels {
     /* mr_sgd_update; momentum 0: w -= lr * g and vel is NULL */
     mr_status (*sgd)(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *vel, size_t n,
                      float lr, float momentum, int nesterov, mr_error *err);
+    /* *any (host) = 1 if one of the n floats of x is NaN or +-Inf
+     * (mr_nonfinite), else 0; reads x only. The step runs it on the reduced
+     * gradients before the update (on_nan), a checkpoint on the weights. */
+    mr_status (*nonfinite)(mr_backend *be, const mr_dfloat *x, size_t n, int *any, mr_error *err);
 } mr_optimizer_kernels;
 
 MR_C_END

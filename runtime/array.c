@@ -10,6 +10,7 @@
 #include "runtime/h5file.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -592,7 +593,6 @@ mr_status mr_array_write_npy(const char *path, const mr_array *a, mr_error *err)
 
 /* ---- HDF5 ---------------------------------------------------------------- */
 
-
 static const char *h5_class_name(H5T_class_t c) {
     switch (c) {
     case H5T_TIME:
@@ -739,7 +739,34 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* Refuses a float array with a NaN or an infinity: one would poison every
+ * weight it reaches in the first step. Names the example (row) and the
+ * element within it, counted from 0. Integer arrays are always finite. */
+static mr_status check_finite(const char *spec, mr_array *a, mr_error *err) {
+    if (a->dtype != MR_DTYPE_F32) return MR_OK;
+    const float *x = a->data;
+    const int64_t n = mr_array_count(a), row = mr_array_row_size(a);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            mr_status st = mr_error_set(err, MR_ERR_DATA,
+                                        "%s: example %lld has a non-finite value (%s) at element "
+                                        "%lld; NaN and infinity are refused",
+                                        spec, (long long)(i / row), isnan(x[i]) ? "NaN" : "Inf",
+                                        (long long)(i % row));
+            mr_array_free(a);
+            return st;
+        }
+    return MR_OK;
+}
+
+static mr_status read_any(const char *spec, mr_array *out, mr_error *err);
+
 mr_status mr_array_read(const char *spec, mr_array *out, mr_error *err) {
+    MR_CHECK(read_any(spec, out, err));
+    return check_finite(spec, out, err);
+}
+
+static mr_status read_any(const char *spec, mr_array *out, mr_error *err) {
     memset(out, 0, sizeof *out);
     /* "file.h5:/dataset": split at the colon after the extension, so paths
      * with colons elsewhere still work */

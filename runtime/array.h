@@ -44,6 +44,8 @@ int64_t mr_array_row_size(const mr_array *a);
  *   "file.h5:/group/dataset" or "file.hdf5:/dataset"  -> HDF5 dataset
  *   "*.npy"                                           -> NPY
  *   anything else                                     -> IDX (raw or gzip, detected by content)
+ * A float array with a NaN or an infinity is refused (MR_ERR_DATA, naming
+ * the spec, the example, i.e. the index along dims[0], and the element).
  * On failure *out is left empty ({0}) and err says what and where. */
 mr_status mr_array_read(const char *spec, mr_array *out, mr_error *err);
 

@@ -69,6 +69,13 @@ MR_HD static inline void mr_adam_update(float *w, float g, float *m, float *v, f
     *w -= (*m * alpha) / (sqrtf(*v) + epsilon);
 }
 
+/* NaN or +-Inf: what the step's check looks for in the gradients and the
+ * checkpoint's in the weights (one compare: |x| <= FLT_MAX is false for
+ * both, so the CPU loop vectorises). */
+MR_HD static inline int mr_nonfinite(float x) {
+    return !(fabsf(x) <= 3.40282347e+38f);
+}
+
 /* SGD with momentum as Keras: v = momentum * v - lr * g; w += v
  * (Nesterov: w += momentum * v - lr * g). momentum 0 is plain SGD. */
 MR_HD static inline void mr_sgd_update(float *w, float g, float *vel, float lr, float momentum,

@@ -1,8 +1,11 @@
 /* fit.c: the training step and the epoch loop (mr_strategy_fit): shards
  * of the global batch, gradients all-reduced in buckets during backward,
- * the update, the BN statistics' mean, progress and checkpoints. Relies on
- * plan.h (batch, rate), check_sync.c, evaluate.c (validation) and the test
- * hooks of fault.h, one call at each hook point. */
+ * the check for NaN and Inf (on_nan), the update, the BN statistics' mean,
+ * progress and checkpoints. Relies on plan.h (batch, rate), check_sync.c,
+ * evaluate.c (validation) and the test hooks of fault.h, one call at each
+ * hook point. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime/clock.h"
@@ -53,11 +56,64 @@ static void bucket_ready(void *ctx, int64_t ready) {
     if (rep->next_bucket > 0) rep->bucket_status = mr_comm_progress(s->comm, rep->r, &rep->err);
 }
 
-/* Global replica 0 hands its model and the state to the checkpoint writer. */
+/* Global replica 0 hands its model and the state to the checkpoint writer,
+ * never weights with a NaN or an infinity (the last good checkpoint stays
+ * the newest): the step drops a non-finite gradient before its update, but
+ * a finite update can still overflow. */
 static mr_status save_checkpoint(replica *rep, float lr) {
     mr_strategy *s = rep->s;
     if (rep->g != 0 || s->cb == NULL || s->cb->save == NULL) return MR_OK;
+    int bad;
+    MR_CHECK(mr_model_params_nonfinite(&rep->model, &bad, &rep->err));
+    if (bad)
+        return mr_error_set(&rep->err, MR_ERR_RUNTIME,
+                            "%s: the weights hold NaN or Inf after update %lld; no checkpoint "
+                            "written",
+                            s->cfg->path, (long long)s->state.global_step);
     return s->cb->save(s->cb->save_user, &s->state, &rep->model, lr, &rep->err);
+}
+
+/* on_nan: the step's loss or gradients are NaN or infinite (the same
+ * verdict on every replica: they hold the same reduced sums). Stops the
+ * fit with one line naming the step, the epoch and the first layer in
+ * backward order whose gradients are non-finite (a read of the gradients,
+ * on this failure path only), or, with skip, counts the step and stops
+ * only after nan_patience of them in a row. *skip = 1: drop the update. */
+static mr_status on_nonfinite(replica *rep, int epoch, int64_t g, int64_t global_step,
+                              const float *metrics, int *in_row, int64_t *skipped, int *skip) {
+    mr_strategy *s = rep->s;
+    const mr_net_cfg *net = &s->cfg->net;
+    *skip = 1;
+    ++*in_row;
+    ++*skipped;
+    if (net->on_nan == MR_ON_NAN_SKIP && *in_row < net->nan_patience) return MR_OK;
+    int layer;
+    MR_CHECK(mr_model_first_nonfinite_layer(&rep->model, &layer, &rep->err));
+    char where[192] = "the gradients are finite";
+    if (layer >= 0) {
+        const mr_layer *l = &rep->model.layers[layer];
+        snprintf(where, sizeof where,
+                 "first non-finite gradients (backward order) in layer '%s' (line %d)", l->name,
+                 l->cfg->line);
+    }
+    /* the loss, and how many replicas' own loss sums were not finite (0:
+     * the float sum overflowed, or the gradients alone are not finite) */
+    char loss[96];
+    const float loss_sum = metrics[METRIC_LOSS], on = metrics[METRIC_NONFINITE];
+    if (on > 0.0f)
+        snprintf(loss, sizeof loss, "loss %g (not finite on %.0f of %d replicas)", (double)loss_sum,
+                 (double)on, s->R);
+    else
+        snprintf(loss, sizeof loss, "loss %g", (double)loss_sum);
+    char why[64] = "on_nan = stop";
+    if (net->on_nan == MR_ON_NAN_SKIP)
+        snprintf(why, sizeof why, "%d steps in a row, nan_patience = %d", *in_row,
+                 net->nan_patience);
+    return mr_error_set(&rep->err, MR_ERR_RUNTIME,
+                        "%s: NaN or Inf at step %lld of epoch %d (update %lld): %s, %s; "
+                        "stopped (%s), weights of the last good step kept",
+                        s->cfg->path, (long long)g + 1, epoch + 1, (long long)global_step + 1, loss,
+                        where, why);
 }
 
 /* Loads shard k of the global batch of `ga` rows at perm[gbegin..] into
@@ -86,6 +142,7 @@ static mr_status task_fit(replica *rep) {
     const mr_fit_state *from = &s->from;
     mr_fit_state *state = &s->state; /* kept up to date by global replica 0 */
     int64_t global_step = from->global_step;
+    int nan_in_row = 0; /* on_nan = skip: skipped updates in a row, across epochs */
     for (int epoch = from->epoch; epoch < s->plan.epochs; epoch++) {
         /* every process computes the same permutation */
         if (rep->r == 0) {
@@ -112,7 +169,8 @@ static mr_status task_fit(replica *rep) {
         int64_t seen = resumed ? from->seen : 0;
         float lr = 0.0f;
         int64_t g = resumed ? from->step : 0, gbegin = resumed ? from->position : 0;
-        int loaded = 0; /* 1: the next shard is in the model's input already */
+        int loaded = 0;      /* 1: the next shard is in the model's input already */
+        int64_t skipped = 0; /* on_nan = skip: updates dropped this epoch */
         for (; gbegin < n; g++, gbegin += G) {
             double ts = mr_now_s(), t_data = 0.0, t_compute = 0.0;
             int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
@@ -165,7 +223,11 @@ static mr_status task_fit(replica *rep) {
             rep->reduce_now = 1;
             bucket_ready(rep, np);
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
-            const float sums[METRIC_FLOATS] = {(float)loss_sum, (float)correct};
+            /* METRIC_NONFINITE: whether this replica's own loss sum (a
+             * double) is NaN or Inf; summed, how many replicas saw one */
+            const float sums[METRIC_FLOATS] = {[METRIC_LOSS] = (float)loss_sum,
+                                               [METRIC_CORRECT] = (float)correct,
+                                               [METRIC_NONFINITE] = !isfinite(loss_sum)};
             MR_CHECK(mr_model_write_extra(m, sums, METRIC_FLOATS, &rep->err));
             MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
                                              (size_t)(np + METRIC_FLOATS - rep->reduced),
@@ -175,8 +237,22 @@ static mr_status task_fit(replica *rep) {
             /* fault injection (tests): fail or stall after the all-reduce */
             MR_CHECK(mr_fault_step(s->opts.fault, rep->r, rep->g, global_step + 1,
                                    s->comm->timeout_s, &rep->err));
+            /* on_nan: the global batch's sums, the same on every replica;
+             * a NaN or Inf in the loss is there for free, one in the
+             * gradients takes a read of them (the reduced ones: a
+             * non-finite value on any replica is one in the sum) */
+            float metrics[METRIC_FLOATS];
+            MR_CHECK(mr_model_read_extra(m, metrics, METRIC_FLOATS, &rep->err));
+            int bad = metrics[METRIC_NONFINITE] != 0.0f || !isfinite(metrics[METRIC_LOSS]),
+                skip = 0;
+            if (!bad) MR_CHECK(mr_model_grads_nonfinite(m, &bad, &rep->err));
+            if (bad)
+                MR_CHECK(on_nonfinite(rep, epoch, g, global_step, metrics, &nan_in_row, &skipped,
+                                      &skip));
+            else
+                nan_in_row = 0;
             lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
-            MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, &rep->err));
+            if (!skip) MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, &rep->err));
             if (m->n_state && R > 1) {
                 /* BN moving statistics: the mean over all replicas, same bits everywhere */
                 MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state, (size_t)m->n_state,
@@ -186,12 +262,13 @@ static mr_status task_fit(replica *rep) {
             }
             global_step++;
             if (rep->g == 0) {
-                /* the global batch's sums, reduced with the gradients */
-                float metrics[METRIC_FLOATS];
-                MR_CHECK(mr_model_read_extra(m, metrics, METRIC_FLOATS, &rep->err));
-                epoch_loss += metrics[0];
-                epoch_correct += metrics[1];
-                seen += ga;
+                /* the global batch's sums, reduced with the gradients (a
+                 * skipped step's are not the model's: left out) */
+                if (!skip) {
+                    epoch_loss += metrics[METRIC_LOSS];
+                    epoch_correct += metrics[METRIC_CORRECT];
+                    seen += ga;
+                }
                 *state = (mr_fit_state){.epoch = epoch,
                                         .step = g + 1,
                                         .position = gbegin + ga,
@@ -207,9 +284,9 @@ static mr_status task_fit(replica *rep) {
                                          .step = g + 1,
                                          .steps = steps,
                                          .global_step = global_step,
-                                         .loss = epoch_loss / (double)seen,
-                                         .accuracy = epoch_correct / (double)seen,
-                                         .step_loss = (double)metrics[0] / (double)ga,
+                                         .loss = seen ? epoch_loss / (double)seen : 0.0,
+                                         .accuracy = seen ? epoch_correct / (double)seen : 0.0,
+                                         .step_loss = (double)metrics[METRIC_LOSS] / (double)ga,
                                          .lr = lr,
                                          .seconds = mr_now_s() - ts,
                                          .data_seconds = t_data,
@@ -239,6 +316,7 @@ static mr_status task_fit(replica *rep) {
             logs.train_seconds = seconds_before + t1 - t0;
             logs.samples_per_sec = (double)n / logs.train_seconds;
             logs.lr = lr;
+            logs.skipped = skipped;
             state->history[state->n_history++] = logs;
             *state = (mr_fit_state){.epoch = epoch + 1,
                                     .global_step = global_step,

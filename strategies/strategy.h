@@ -61,6 +61,7 @@ typedef struct mr_epoch_logs {
     double train_seconds;   /* training steps only, no validation */
     double samples_per_sec; /* training examples / train_seconds */
     float lr;               /* learning rate at the end of the epoch */
+    int64_t skipped;        /* on_nan = skip: updates dropped for NaN or Inf this epoch */
 } mr_epoch_logs;
 
 /* One update, as global replica 0 saw it (for progress and --log). */

@@ -20,11 +20,12 @@
 #include "strategies/strategy.h"
 
 /* Floats that ride behind the gradients in the all-reduce: the global
- * batch's loss sum and correct count. The count is at most G, which
- * mr_plan_make keeps at or below MR_PLAN_MAX_GLOBAL_BATCH = 2^24, so it
- * stays an exact integer in a float; the epoch's totals add up in doubles
- * on replica 0. */
-#define METRIC_FLOATS 2
+ * batch's loss sum and correct count, and how many replicas' own loss sums
+ * (doubles) were NaN or infinite (on_nan: fit.c). The count is at most G,
+ * which mr_plan_make keeps at or below MR_PLAN_MAX_GLOBAL_BATCH = 2^24, so
+ * it stays an exact integer in a float; the epoch's totals add up in
+ * doubles on replica 0. */
+enum { METRIC_LOSS, METRIC_CORRECT, METRIC_NONFINITE, METRIC_FLOATS };
 
 typedef struct replica {
     mr_strategy *s;

@@ -5,6 +5,7 @@
  * message names the file, and that nothing is left in the output array. */
 #include <check.h>
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -563,6 +564,42 @@ START_TEST(test_npy_fortran_order) {
 }
 END_TEST
 
+/* NaN or Inf in float input is refused at load, naming the example (the
+ * row along dims[0]) and the element in it; the same values finite load. */
+START_TEST(test_nonfinite_refused) {
+    float v[2][3] = {{0.5f, 1.0f, 2.0f}, {3.0f, 4.0f, 5.0f}};
+    char *p =
+        write_npy_raw("finite.npy", 1,
+                      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", v, sizeof v);
+    mr_array a;
+    read_ok(p, &a);
+    mr_array_free(&a);
+    free(p);
+    v[1][2] = NAN;
+    p = write_npy_raw("nan.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+                      v, sizeof v);
+    expect_fail(p, p, MR_ERR_DATA, "example 1 has a non-finite value (NaN) at element 2");
+    free(p);
+    v[1][2] = 5.0f;
+    v[0][1] = -INFINITY;
+    p = write_npy_raw("inf.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+                      v, sizeof v);
+    expect_fail(p, p, MR_ERR_DATA, "example 0 has a non-finite value (Inf) at element 1");
+    free(p);
+    /* HDF5: a NaN stored as a double is still one after the conversion to float */
+    p = tmp_path("nonfinite.h5");
+    hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    const double d[3][1] = {{1.0}, {2.0}, {NAN}};
+    h5_write(f, "x", H5T_NATIVE_DOUBLE, H5T_NATIVE_DOUBLE, 2, (hsize_t[]){3, 1}, d);
+    H5Fclose(f);
+    char spec[4200];
+    snprintf(spec, sizeof spec, "%s:/x", p);
+    expect_fail(spec, spec, MR_ERR_DATA, "example 2 has a non-finite value (NaN) at element 0");
+    free(p);
+}
+END_TEST
+
 START_TEST(test_npy_unsupported_dtype) {
     const double v[2] = {0};
     char *p = write_npy_raw(
@@ -701,6 +738,7 @@ static Suite *array_suite(void) {
     tcase_add_test(tc, test_npy_bad_magic);
     tcase_add_test(tc, test_npy_fortran_order);
     tcase_add_test(tc, test_npy_unsupported_dtype);
+    tcase_add_test(tc, test_nonfinite_refused);
     tcase_add_test(tc, test_npy_truncated);
     tcase_add_test(tc, test_npy_bad_header);
     tcase_add_test(tc, test_h5_not_hdf5);

@@ -13,7 +13,8 @@
  * NULL, as for the first layer) adds again. The losses (every kind, fused
  * softmax and not: dy, the loss sum and the count of correct argmaxes) and
  * the optimizer updates (SGD plain, momentum, Nesterov; Adam: weights and
- * slots over three steps) are compared the same way. Weight initialisation
+ * slots over three steps) are compared the same way, and the check for NaN
+ * and Inf (on_nan) gives the expected verdicts. Weight initialisation
  * (mr_layer_init: made on the host, copied) must give the same bits.
  *
  * Contexts under test:
@@ -844,6 +845,48 @@ out:
     }
 }
 
+/* The check for NaN and Inf (on_nan): on buffers finite to the edge
+ * (+-FLT_MAX, subnormals, zeros) it says 0, with one NaN, +Inf or -Inf at
+ * the first, a middle or the last element it says 1, as the reference does. */
+static void run_nonfinite(cf *h) {
+    snprintf(h->tag, sizeof h->tag, "optimizer nonfinite");
+    const mr_kernels *kk = mr_kernels_for(h->dut);
+    if (kk == NULL || kk->optimizer == NULL || kk->optimizer->nonfinite == NULL) {
+        cf_fail(h, "the %s kernel table has no nonfinite check", h->dut->ops->name);
+        return;
+    }
+    static float x[ON];
+    mr_backend *be[2] = {h->ref, h->dut};
+    mr_dfloat *dx[2] = {0};
+    mr_error err = {0};
+    for (int k = 0; k < 2; k++)
+        if (!(dx[k] = cf_upload(h, k, be[k], NULL, ON))) goto out;
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    const int at[3] = {0, ON / 2 + 1, ON - 1};
+    for (int c = -1; c < 9; c++) {
+        mr_rng_uniform(300, 306, 0, 0, -1.0f, 1.0f, x, ON);
+        x[1] = FLT_MAX, x[2] = -FLT_MAX, x[3] = FLT_MIN / 4, x[4] = 0.0f, x[ON - 2] = -FLT_MAX;
+        if (c >= 0) x[at[c % 3]] = bad[c / 3];
+        for (int k = 0; k < 2; k++) {
+            int any = -1;
+            if (!cf_put(h, k, be[k], dx[k], x, ON) ||
+                !cf_ok(h, k, mr_optimizer_nonfinite(be[k], dx[k], ON, &any, &err), &err,
+                       "nonfinite"))
+                goto out;
+            if (any != (c >= 0))
+                cf_fail(h, "nonfinite on the %s says %d for %s at %d", k ? "context" : "reference",
+                        any,
+                        c < 0        ? "no NaN or Inf"
+                        : c / 3 == 0 ? "NaN"
+                                     : "Inf",
+                        c < 0 ? -1 : at[c % 3]);
+        }
+    }
+out:
+    for (int k = 0; k < 2; k++)
+        mr_backend_free(be[k], dx[k]);
+}
+
 static void run_optimizers(cf *h) {
     mr_optimizer sgd = {.kind = MR_OPTIMIZER_SGD};
     run_optimizer(h, &sgd, 0.01f, "sgd");
@@ -854,6 +897,7 @@ static void run_optimizers(cf *h) {
     mr_optimizer adam = {
         .kind = MR_OPTIMIZER_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f};
     run_optimizer(h, &adam, 1e-3f, "adam");
+    run_nonfinite(h);
 }
 
 /* ----------------------------------------------------------------- tests */

@@ -393,6 +393,69 @@ START_TEST(host_access_in_place) {
 }
 END_TEST
 
+/* The checks for NaN and Inf: the gradients (and which layer, backward
+ * order: the last layer first), the weights and the BN state; on a CPU
+ * context and on one whose memory is not host memory (the reads go
+ * through the staging buffer, as on a GPU). */
+START_TEST(nonfinite_checks) {
+    static const char *bn_cfg = "[net]\nbatch=4\n[data]\ntrain_images=a\ntrain_labels=b\n"
+                                "[input]\nshape=6\n[dense]\nunits=5\n[batchnorm]\n"
+                                "[dense]\nunits=3\n[dense]\nunits=2\n";
+    for (int staged = 0; staged < 2; staged++) {
+        mr_backend *be = NULL;
+        ck_assert_int_eq(mr_backend_create(mr_backend_kind_cpu(), 0, &be, NULL), MR_OK);
+        be->host_memory = !staged;
+        mr_config cfg;
+        mr_model m;
+        mr_error err = {0};
+        ck_assert_msg(mr_config_parse(bn_cfg, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+        ck_assert_msg(mr_model_init(&m, be, &cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
+        ck_assert_int_eq(mr_model_init_weights(&m, 5, &err), MR_OK);
+        ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
+        int any = -1, layer = 7;
+        ck_assert_int_eq(mr_model_grads_nonfinite(&m, &any, &err), MR_OK);
+        ck_assert_int_eq(any, 0);
+        ck_assert_int_eq(mr_model_first_nonfinite_layer(&m, &layer, &err), MR_OK);
+        ck_assert_int_eq(layer, -1);
+        ck_assert_int_eq(mr_model_params_nonfinite(&m, &any, &err), MR_OK);
+        ck_assert_int_eq(any, 0);
+        /* a NaN in the first dense's bias gradient, an Inf in the third's
+         * kernel: the third (index 3) comes first backward */
+        const float nan = NAN, inf = INFINITY;
+        const mr_weight *b0 = &m.layers[0].w[1], *k2 = &m.layers[3].w[0];
+        ck_assert_int_eq(mr_model_write(&m, mr_dfloat_at(m.grads, b0->offset + 4), &nan, 1, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_grads_nonfinite(&m, &any, &err), MR_OK);
+        ck_assert_int_eq(any, 1);
+        ck_assert_int_eq(mr_model_first_nonfinite_layer(&m, &layer, &err), MR_OK);
+        ck_assert_int_eq(layer, 0);
+        ck_assert_int_eq(mr_model_write(&m, mr_dfloat_at(m.grads, k2->offset + 1), &inf, 1, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_first_nonfinite_layer(&m, &layer, &err), MR_OK);
+        ck_assert_int_eq(layer, 3);
+        /* the gradients are not the weights */
+        ck_assert_int_eq(mr_model_params_nonfinite(&m, &any, &err), MR_OK);
+        ck_assert_int_eq(any, 0);
+        /* BN's moving variance is state, not a trainable weight */
+        ck_assert_int_gt(m.n_state, 0);
+        ck_assert_int_eq(mr_model_write(&m, mr_dfloat_at(m.state, m.n_state - 1), &nan, 1, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_params_nonfinite(&m, &any, &err), MR_OK);
+        ck_assert_int_eq(any, 1);
+        const float one = 1.0f;
+        ck_assert_int_eq(mr_model_write(&m, mr_dfloat_at(m.state, m.n_state - 1), &one, 1, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_write(&m, mr_dfloat_at(m.params, m.n_params - 1), &inf, 1, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_params_nonfinite(&m, &any, &err), MR_OK);
+        ck_assert_int_eq(any, 1);
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+        mr_backend_destroy(be);
+    }
+}
+END_TEST
+
 /* Where the context's memory is not host memory, batches go through two
  * staging and two device buffers in turn, so the loader can fill the next
  * batch while the device computes on the last: each upload makes its own
@@ -554,6 +617,7 @@ int main(void) {
     tcase_add_test(tc, staged_host_access_same_bits);
     tcase_add_test(tc, staged_input_in_turn);
     tcase_add_test(tc, no_kernels_for_the_device);
+    tcase_add_test(tc, nonfinite_checks);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,8 +1,9 @@
 /* test_optimizer.c: unit tests of models/optimizer.c: ten updates of Adam and
  * of SGD (plain, momentum, Nesterov) against straightforward double-precision
- * re-implementations of Keras 3's formulas, slot counts, and the settings
- * taken from a [net] section. */
+ * re-implementations of Keras 3's formulas, slot counts, the settings
+ * taken from a [net] section, and the check for NaN and Inf. */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,27 @@ START_TEST(test_empty_step) {
 }
 END_TEST
 
+/* mr_optimizer_nonfinite: 0 for finite values up to +-FLT_MAX, 1 for a
+ * NaN, +Inf or -Inf wherever it is (vector body or tail), 0 for n = 0. */
+START_TEST(test_nonfinite) {
+    float x[N + 3];
+    mr_backend *be = tu_cpu_backend();
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int c = -1; c < 3 * (N + 3); c++) {
+        for (int i = 0; i < N + 3; i++)
+            x[i] = i % 2 ? FLT_MAX : -FLT_MAX / (float)(i + 1);
+        if (c >= 0) x[c % (N + 3)] = bad[c / (N + 3)];
+        int any = -1;
+        ck_assert_int_eq(mr_optimizer_nonfinite(be, mr_dfloat_cof(x), N + 3, &any, NULL), MR_OK);
+        ck_assert_msg(any == (c >= 0), "case %d: %d", c, any);
+    }
+    int any = -1;
+    x[0] = NAN;
+    ck_assert_int_eq(mr_optimizer_nonfinite(be, mr_dfloat_cof(x), 0, &any, NULL), MR_OK);
+    ck_assert_int_eq(any, 0);
+}
+END_TEST
+
 static Suite *optimizer_suite(void) {
     Suite *s = suite_create("optimizer");
     TCase *tc = tcase_create("adam");
@@ -281,6 +303,7 @@ static Suite *optimizer_suite(void) {
     tcase_add_test(tc, test_slot_counts);
     tcase_add_test(tc, test_from_config);
     tcase_add_test(tc, test_empty_step);
+    tcase_add_test(tc, test_nonfinite);
     suite_add_tcase(s, tc);
     return s;
 }

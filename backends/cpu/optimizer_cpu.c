@@ -1,5 +1,6 @@
 /* optimizer_cpu.c: the fused update loops on the CPU (optimizer.h), one
- * pass over the flat buffers with elementwise.h's per-element math. */
+ * pass over the flat buffers with elementwise.h's per-element math, and
+ * the check of a buffer for NaN and Inf (on_nan, checkpoints). */
 #include "runtime/elementwise.h"
 #include "runtime/target_clones.h"
 #include "backends/cpu/cpu_impl.h"
@@ -32,4 +33,18 @@ MR_AVX2_CLONES static mr_status cpu_sgd(mr_backend *be, mr_dfloat *wd, const mr_
     return MR_OK;
 }
 
-const mr_optimizer_kernels mr_optimizer_cpu = {.adam = cpu_adam, .sgd = cpu_sgd};
+/* An OR over the whole buffer, no early exit: branch-free, so it
+ * vectorises (a buffer is finite in the common case anyway). */
+MR_AVX2_CLONES static mr_status cpu_nonfinite(mr_backend *be, const mr_dfloat *xd, size_t n,
+                                              int *any, mr_error *err) {
+    (void)be, (void)err;
+    const float *restrict x = mr_dfloat_cptr(xd);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= mr_nonfinite(x[i]);
+    *any = bad;
+    return MR_OK;
+}
+
+const mr_optimizer_kernels mr_optimizer_cpu = {
+    .adam = cpu_adam, .sgd = cpu_sgd, .nonfinite = cpu_nonfinite};

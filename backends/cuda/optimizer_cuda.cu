@@ -1,6 +1,7 @@
 /* optimizer_cuda.cu: the fused updates on a GPU (optimizer.h): one
  * grid-stride pass over the flat buffers with elementwise.h's per-element
- * math, the very functions the CPU loops of optimizer_cpu.c run. */
+ * math, the very functions the CPU loops of optimizer_cpu.c run; and the
+ * check of a buffer for NaN and Inf (on_nan, checkpoints). */
 #include "backends/cuda/kernels_cuda.h"
 #include "runtime/elementwise.h"
 
@@ -46,4 +47,30 @@ static mr_status cuda_sgd(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_d
     return MR_OK;
 }
 
-const mr_optimizer_kernels mr_optimizer_cuda = {.adam = cuda_adam, .sgd = cuda_sgd};
+/* flag[0] = 1 if one of x's n floats is NaN or Inf; every writer writes
+ * the same value, so the race between threads is benign */
+__global__ static void nonfinite_kernel(const float *__restrict__ x, size_t n, double *flag) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (mr_nonfinite(x[i])) flag[0] = 1.0;
+}
+
+static mr_status cuda_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, int *any,
+                                mr_error *err) {
+    *any = 0;
+    if (n == 0) return MR_OK;
+    cudaStream_t s = mr_cuda(be)->stream;
+    double *flag, *host;
+    MR_CHECK(mr_cuda_rows(be, 1, &flag, &host, err));
+    MR_CUDA_TRY(be, err, cudaMemsetAsync(flag, 0, sizeof(double), s));
+    MR_CUDA_LAUNCH(nonfinite_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, mr_dfloat_cptr(x), n,
+                   flag);
+    mr_cuda_launched(be, err, "nonfinite_kernel");
+    MR_CUDA_TRY(be, err, cudaMemcpyAsync(host, flag, sizeof(double), cudaMemcpyDeviceToHost, s));
+    MR_CHECK(mr_cuda_wait(be, "the check for NaN and Inf", err));
+    *any = host[0] != 0.0;
+    return MR_OK;
+}
+
+const mr_optimizer_kernels mr_optimizer_cuda = {
+    .adam = cuda_adam, .sgd = cuda_sgd, .nonfinite = cuda_nonfinite};
