@@ -6,7 +6,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 void mr_progress_init(mr_progress *p, FILE *out, int quiet, int epochs, FILE *csv) {
     memset(p, 0, sizeof *p);
     p->out = out;
@@ -69,12 +68,16 @@ void mr_progress_on_step(void *user, const mr_step_info *info) {
     fflush(p->out);
 }
 
-static void csv_line(mr_progress *p, const mr_epoch_logs *l) {
-    if (p->csv == NULL) return;
+static void csv_header(mr_progress *p) {
     if (!p->header_done)
         fprintf(p->csv, "epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,samples_per_sec,"
                         "seconds\n");
     p->header_done = 1;
+}
+
+static void csv_line(mr_progress *p, const mr_epoch_logs *l) {
+    if (p->csv == NULL) return;
+    csv_header(p);
     if (l->has_val)
         fprintf(p->csv, "%d,%.6f,%.6f,%.6f,%.6f", l->epoch, l->accuracy, l->loss, l->val_accuracy,
                 l->val_loss);
@@ -118,4 +121,18 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     fprintf(p->out, "%s - loss: %.4f - accuracy: %.4f%s - %.0f samples/s\n", ts, l->loss,
             l->accuracy, val, l->samples_per_sec);
     fflush(p->out);
+}
+
+void mr_progress_on_stop(mr_progress *p) {
+    /* the CSV has a row per finished epoch only (CSVLogger's format): a stop
+     * in the first epoch still leaves the header, not an empty file */
+    if (p->csv != NULL) {
+        csv_header(p);
+        fflush(p->csv);
+    }
+    if (p->log) fflush(p->log);
+    if (!p->quiet && p->tty) {
+        fprintf(p->out, "\n"); /* keep the bar where it stopped */
+        fflush(p->out);
+    }
 }

@@ -165,7 +165,12 @@ static mr_status task_fit(replica *rep) {
             rep->reduce_now = 1;
             bucket_ready(rep, np);
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
-            const float sums[METRIC_FLOATS] = {(float)loss_sum, (float)correct};
+            /* the stop flag, read once per update on the host: every replica's
+             * view of it is summed with the metrics, so all agree */
+            const float asked = cb && cb->stop && *cb->stop ? 1.0f : 0.0f;
+            const float sums[METRIC_FLOATS] = {[METRIC_LOSS] = (float)loss_sum,
+                                               [METRIC_CORRECT] = (float)correct,
+                                               [METRIC_STOP] = asked};
             MR_CHECK(mr_model_write_extra(m, sums, METRIC_FLOATS, &rep->err));
             MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
                                              (size_t)(np + METRIC_FLOATS - rep->reduced),
@@ -185,12 +190,16 @@ static mr_status task_fit(replica *rep) {
                                           &rep->err));
             }
             global_step++;
-            if (rep->g == 0) {
-                /* the global batch's sums, reduced with the gradients */
-                float metrics[METRIC_FLOATS];
+            /* the global batch's sums, reduced with the gradients; every
+             * replica reads them when a stop may come (the flag), else only
+             * global replica 0 (the metrics) */
+            float metrics[METRIC_FLOATS] = {0};
+            if (rep->g == 0 || (cb && cb->stop))
                 MR_CHECK(mr_model_read_extra(m, metrics, METRIC_FLOATS, &rep->err));
-                epoch_loss += metrics[0];
-                epoch_correct += metrics[1];
+            const int stop = metrics[METRIC_STOP] > 0.0f;
+            if (rep->g == 0) {
+                epoch_loss += metrics[METRIC_LOSS];
+                epoch_correct += metrics[METRIC_CORRECT];
                 seen += ga;
                 *state = (mr_fit_state){.epoch = epoch,
                                         .step = g + 1,
@@ -209,7 +218,7 @@ static mr_status task_fit(replica *rep) {
                                          .global_step = global_step,
                                          .loss = epoch_loss / (double)seen,
                                          .accuracy = epoch_correct / (double)seen,
-                                         .step_loss = (double)metrics[0] / (double)ga,
+                                         .step_loss = (double)metrics[METRIC_LOSS] / (double)ga,
                                          .lr = lr,
                                          .seconds = mr_now_s() - ts,
                                          .data_seconds = t_data,
@@ -222,6 +231,17 @@ static mr_status task_fit(replica *rep) {
                 /* fault injection (tests): make the last replica diverge */
                 MR_CHECK(mr_fault_perturb(s->opts.fault, m, rep->g, R, global_step, &rep->err));
                 MR_CHECK(strategy_check_sync(rep, global_step));
+            }
+            if (stop) {
+                /* a planned stop: this update is the last; global replica 0
+                 * hands it to on_stop (the state says where to go on: at the
+                 * end of an epoch, position n, a resume validates and goes on) */
+                if (rep->r == 0) s->stopped = 1; /* on every process */
+                if (rep->g == 0) {
+                    if (cb->on_stop)
+                        MR_CHECK(cb->on_stop(cb->save_user, &s->state, &rep->model, lr, &rep->err));
+                }
+                return MR_OK;
             }
             if (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0 && gbegin + ga < n)
                 MR_CHECK(save_checkpoint(rep, lr));
@@ -281,7 +301,12 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     s->plan.epochs = epochs;
     s->aug = aug;
     s->cb = cb;
+    s->stopped = 0;
     return strategy_run_replicas(s, task_fit, err);
+}
+
+int mr_strategy_stopped(const mr_strategy *s) {
+    return s->stopped;
 }
 
 const mr_fit_state *mr_strategy_state(const mr_strategy *s) {
