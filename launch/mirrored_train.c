@@ -353,7 +353,8 @@ int main(int argc, char **argv) {
                           .plan = plan,
                           .processes = job.size,
                           .train = &train,
-                          .stop_path = stop_path[0] ? stop_path : NULL};
+                          .stop_path = stop_path[0] ? stop_path : NULL,
+                          .stop_budget = c.n_stop_signals > 0 ? c.stop_budget : 0.0};
     mr_progress pg;
     mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
     pg.log = log;

@@ -57,6 +57,13 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
     if (r->out) {
         fprintf(r->out, "Saved %s (epoch %d, step %lld) in %.2f s\n", path,
                 state->epoch + (state->step > 0), (long long)state->global_step, r->last_save_s);
+        /* a stop on a signal would take at least this long: say so now,
+         * not when the VM is going */
+        if (r->stop_budget > 0 && r->last_save_s > r->stop_budget)
+            fprintf(r->out,
+                    "Warning: this save took %.2f s, more than --stop-budget %g s: a stop on a "
+                    "signal would not fit\n",
+                    r->last_save_s, r->stop_budget);
         fflush(r->out);
     }
     return MR_OK;

@@ -25,6 +25,7 @@ typedef struct mr_ckpt_run {
     /* a planned stop (a signal): where its checkpoint goes without a
      * pattern (--checkpoint-on-signal or its default; NULL: nowhere) */
     const char *stop_path;
+    double stop_budget; /* --stop-budget: a save longer than this is warned of (0: never) */
     /* filled by the writes: the seconds the last one took (0: none yet),
      * and the file a stop wrote ("" if none) */
     double last_save_s;

@@ -212,6 +212,22 @@ START_TEST(resume_auto_without_checkpoint_starts_fresh) {
 }
 END_TEST
 
+/* Each save says how long it took, and warns when a stop would not fit. */
+START_TEST(save_time_and_budget) {
+    char *out;
+    ck_assert_int_eq(run("rm -rf ck; $T m.cfg --epochs 1 --stop-budget 0.000001", &out), 0);
+    ck_assert_msg(strstr(out, "Saved ck/run-step000000020.h5 (epoch 1, step 20) in ") != NULL, "%s",
+                  out);
+    ck_assert_msg(strstr(out, "more than --stop-budget 1e-06 s: a stop on a signal would not "
+                              "fit") != NULL,
+                  "%s", out);
+    free(out);
+    ck_assert_int_eq(run("rm -rf ck; $T m.cfg --epochs 1", &out), 0);
+    ck_assert_msg(strstr(out, "--stop-budget") == NULL, "%s", out);
+    free(out);
+}
+END_TEST
+
 /* Killed 10 times at seeded random moments, SIGKILL or SIGTERM, restarted
  * with the same command each time: the end is the uninterrupted run's. */
 START_TEST(chaos_restarts_end_bitwise) {
@@ -248,6 +264,7 @@ int main(void) {
     tcase_add_test(tc, sigterm_under_mpirun);
     tcase_add_test(tc, signals_during_the_save);
     tcase_add_test(tc, resume_auto_without_checkpoint_starts_fresh);
+    tcase_add_test(tc, save_time_and_budget);
     tcase_add_test(tc, chaos_restarts_end_bitwise);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
