@@ -2,13 +2,19 @@
  *
  * Meeting point: a sense-reversing barrier on C11 atomics. Each round every
  * rank increments `arrived`; the last one resets it and flips `sense`; the
- * others wait for the flip, spinning (with a pause) a bounded number of
- * times, then yielding, then sleeping with backoff. With more ranks than
- * cores (4 replicas on 2 cores) a waiter does not spin at all and yields
- * for longer: the rank it waits for may need the very core it spins on
- * (docs/performance.md, "Oversubscribed replicas"). A waiter past the timeout, or any
- * waiter once a rank has aborted, fails with a message that names who was
- * missing.
+ * others wait for the flip, spinning (with a pause) for MR_LOCAL_SPIN_S,
+ * then blocking on a futex that the last one wakes. Before this (issue 20)
+ * a waiter spun 20,000 pauses (about a millisecond where a pause takes
+ * some 140 cycles), then slept with
+ * backoff up to 1 ms: on a core shared with a busy neighbour the spin
+ * spent the replica's time slices and the sleeps woke it late, and with one
+ * busy-looping process beside it the 2-replica run fell to 0.30x of its
+ * quiet throughput (bench/contention.py). With more ranks than cores
+ * (4 replicas on 2 cores) a waiter blocks at once: the rank it waits for
+ * may need the very core it would spin on (docs/performance.md,
+ * "Oversubscribed replicas"). A waiter past the timeout, or any waiter once
+ * a rank has aborted (the abort wakes the blocked ones), fails with a
+ * message that names who was missing.
  *
  * All-reduce of n floats over R ranks: each rank publishes its buffer
  * pointer; [barrier]; rank r sums slice r of every buffer in rank order
@@ -23,27 +29,40 @@
 #include "runtime/dmem_impl.h"
 #include "runtime/clock.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include "runtime/target_clones.h"
+
+/* How long a waiter spins before it blocks: longer than the replicas of a
+ * quiet machine usually arrive apart (microseconds to tens of them), so
+ * that the quiet path rarely pays a futex wake-up's latency, and short
+ * beside a scheduler's time slice (milliseconds), so that a busy neighbour
+ * sharing the core gets it back at once. */
+#define MR_LOCAL_SPIN_S 100e-6
 
 typedef struct local_comm {
     mr_comm base;
     _Alignas(64) atomic_int arrived;
     _Alignas(64) atomic_int sense;
+    /* the futex word the blocked waiters sleep on: bumped by every release
+     * and by an abort, so a waiter that read it before either wakes */
+    _Alignas(64) atomic_uint wake_seq;
+    atomic_int sleepers;                /* waiters blocked (or about to block) in futex_wait */
     _Alignas(64) atomic_int aborted_by; /* -1: none */
     _Alignas(64) atomic_int *present;   /* (size) rank r is at the current barrier */
-    long spins;                         /* pauses before yielding: 0 with more ranks than cores */
-    double yield_s;                     /* seconds of yielding before sleeping */
+    double spin_s;                      /* seconds of spinning before blocking: 0 oversubscribed */
     float *volatile *bufs;              /* (size) published buffers */
     double *volatile *dbufs;            /* (size) published double buffers (f64 all-reduce) */
     int first;                          /* job-wide number of rank 0, for messages */
 } local_comm;
-
 
 static inline void cpu_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,9 +70,65 @@ static inline void cpu_pause(void) {
 #endif
 }
 
+/* Sleeps while *word == seen, at most timeout_s (spurious returns are fine:
+ * the caller checks again). */
+static void futex_wait(atomic_uint *word, unsigned seen, double timeout_s) {
+    if (timeout_s <= 0.0) return;
+    struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+/* Bumps the word and wakes every waiter blocked on it, if any may be. */
+static void wake_all(local_comm *lc, int always) {
+    atomic_fetch_add(&lc->wake_seq, 1);
+    if (always || atomic_load(&lc->sleepers) > 0)
+        syscall(SYS_futex, (unsigned *)&lc->wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 static mr_status aborted(local_comm *lc, const char *what, mr_error *err) {
     return mr_error_set(err, MR_ERR_ABORTED, "local %s: communicator aborted by replica %d", what,
                         lc->first + atomic_load(&lc->aborted_by));
+}
+
+static mr_status timed_out(local_comm *lc, int rank, const char *what, mr_error *err) {
+    char missing[256] = "";
+    for (int r = 0; r < lc->base.size; r++)
+        if (!atomic_load(&lc->present[r])) {
+            char one[16];
+            snprintf(one, sizeof one, "%s%d", missing[0] ? "," : "", lc->first + r);
+            strncat(missing, one, sizeof missing - strlen(missing) - 1);
+        }
+    return mr_error_set(err, MR_ERR_RUNTIME, "local %s: replica %d waited %.0f s for replica(s) %s",
+                        what, lc->first + rank, lc->base.timeout_s, missing);
+}
+
+/* The waiter's side once spinning is over: blocks on the futex until the
+ * sense flips, a rank aborts, or the timeout. The sleepers count is raised
+ * before the sense is read again (all seq_cst), and the releaser flips the
+ * sense before it reads the count: either it sees this sleeper and wakes
+ * it, or this sleeper sees the flipped sense. FUTEX_WAIT returns at once if
+ * wake_seq moved since it was read, so no wake is lost in between. */
+static mr_status block(local_comm *lc, int rank, int my_sense, double start, const char *what,
+                       mr_error *err) {
+    mr_status st = MR_OK;
+    atomic_fetch_add(&lc->sleepers, 1);
+    for (;;) {
+        /* seq_cst loads (acquire included): the order argued above */
+        unsigned seen = atomic_load(&lc->wake_seq);
+        if (atomic_load(&lc->sense) == my_sense) break;
+        if (atomic_load(&lc->aborted_by) >= 0) {
+            st = aborted(lc, what, err);
+            break;
+        }
+        double left = lc->base.timeout_s - (mr_now_s() - start);
+        if (left < 0.0) {
+            st = timed_out(lc, rank, what, err);
+            break;
+        }
+        futex_wait(&lc->wake_seq, seen, left < 1.0 ? left : 1.0);
+    }
+    atomic_fetch_sub(&lc->sleepers, 1);
+    return st;
 }
 
 static mr_status barrier(local_comm *lc, int rank, const char *what, mr_error *err) {
@@ -66,41 +141,23 @@ static mr_status barrier(local_comm *lc, int rank, const char *what, mr_error *e
         for (int r = 0; r < size; r++)
             atomic_store_explicit(&lc->present[r], 0, memory_order_relaxed);
         atomic_store_explicit(&lc->arrived, 0, memory_order_relaxed);
-        atomic_store_explicit(&lc->sense, my_sense, memory_order_release);
+        atomic_store(&lc->sense, my_sense); /* seq_cst: before the sleepers are read */
+        wake_all(lc, 0);
         return MR_OK;
     }
-    double start = 0.0, t = 0.0;
-    long sleep_ns = 1000;
-    for (long spins = 0;; spins++) {
+    /* spin (a pause each time, the clock every 64) for spin_s: the others
+     * are usually microseconds behind when every rank has a core */
+    double start = mr_now_s();
+    for (long spins = 1; lc->spin_s > 0.0; spins++) {
         if (atomic_load_explicit(&lc->sense, memory_order_acquire) == my_sense) return MR_OK;
-        if (spins < lc->spins) {
-            cpu_pause();
-            continue;
+        cpu_pause();
+        if (spins % 64 == 0) {
+            if (atomic_load_explicit(&lc->aborted_by, memory_order_acquire) >= 0)
+                return aborted(lc, what, err);
+            if (mr_now_s() - start > lc->spin_s) break;
         }
-        if (atomic_load_explicit(&lc->aborted_by, memory_order_acquire) >= 0)
-            return aborted(lc, what, err);
-        t = mr_now_s();
-        if (start == 0.0) start = t;
-        if (t - start < lc->yield_s) {
-            sched_yield();
-            continue;
-        }
-        if (t - start > lc->base.timeout_s) {
-            char missing[256] = "";
-            for (int r = 0; r < size; r++)
-                if (!atomic_load(&lc->present[r])) {
-                    char one[16];
-                    snprintf(one, sizeof one, "%s%d", missing[0] ? "," : "", lc->first + r);
-                    strncat(missing, one, sizeof missing - strlen(missing) - 1);
-                }
-            return mr_error_set(err, MR_ERR_RUNTIME,
-                                "local %s: replica %d waited %.0f s for replica(s) %s", what,
-                                lc->first + rank, lc->base.timeout_s, missing);
-        }
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000) sleep_ns *= 2;
     }
+    return block(lc, rank, my_sense, start, what, err);
 }
 
 /* Slice r of n floats over size ranks, 16-float (64-byte) aligned. */
@@ -111,7 +168,8 @@ static void slice(size_t n, int size, int r, size_t *begin, size_t *end) {
     *end = *begin + per < n ? *begin + per : n;
 }
 
-MR_AVX2_CLONES static mr_status local_allreduce(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, mr_error *err) {
+MR_AVX2_CLONES static mr_status local_allreduce(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n,
+                                                mr_error *err) {
     float *buf = mr_dfloat_ptr(dbuf); /* host memory: CPU replicas' device memory */
     local_comm *lc = (local_comm *)c;
     const int size = c->size;
@@ -193,6 +251,7 @@ static void local_abort(mr_comm *c, int rank) {
     local_comm *lc = (local_comm *)c;
     int none = -1;
     atomic_compare_exchange_strong(&lc->aborted_by, &none, rank);
+    wake_all(lc, 1); /* the blocked waiters see the abort now, not at their timeout */
 }
 
 static void local_destroy(mr_comm *c) {
@@ -213,10 +272,10 @@ static const mr_comm_vtable local_vt = {
     .destroy = local_destroy,
 };
 
-/* Spin before yielding only when every rank has a core of its own. */
+/* Spin before blocking only when every rank has a core of its own; with
+ * more ranks than cores the rank a waiter waits for may need its core. */
 static void set_waiting(local_comm *lc, int cores) {
-    lc->spins = lc->base.size <= cores ? 20000 : 0;
-    lc->yield_s = lc->base.size <= cores ? 20e-6 : 10e-3;
+    lc->spin_s = lc->base.size <= cores ? MR_LOCAL_SPIN_S : 0.0;
 }
 
 mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err) {
@@ -231,6 +290,8 @@ mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err) {
     lc->base.timeout_s = mr_comm_default_timeout();
     atomic_init(&lc->arrived, 0);
     atomic_init(&lc->sense, 0);
+    atomic_init(&lc->wake_seq, 0);
+    atomic_init(&lc->sleepers, 0);
     atomic_init(&lc->aborted_by, -1);
     /* cores this process may run on */
     cpu_set_t set;

@@ -32,7 +32,8 @@ mr_status mr_cli_bad_option(char *const *argv, mr_error *err);
 /* cli_job.c: */
 
 /* Starts the job (mpirun's processes, or this one), reading
- * MIRRORED_RANKS_PER_NODE and MIRRORED_COMM_TIMEOUT. */
+ * MIRRORED_RANKS_PER_NODE and MIRRORED_COMM_TIMEOUT (either set to a bad
+ * value: MR_ERR_USAGE naming it). */
 mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err);
 
 /* A failure of this process alone: printed with its rank and host in a job

@@ -17,6 +17,13 @@ mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err) {
         }
         ranks_per_node = (int)v;
     }
+    /* a value that is set but wrong is refused, not replaced by the default */
+    const char *timeout = getenv("MIRRORED_COMM_TIMEOUT");
+    if (timeout != NULL && timeout[0] != '\0' && mr_comm_parse_timeout(timeout) <= 0.0) {
+        memset(job, 0, sizeof *job);
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "MIRRORED_COMM_TIMEOUT=%s: expected a number of seconds > 0", timeout);
+    }
     return mr_job_init(argc, argv, ranks_per_node, mr_comm_default_timeout(), job, err);
 }
 

@@ -258,6 +258,8 @@ int main(int argc, char **argv) {
         st = mr_ckpt_resume_path(c.resume, pattern, stop_path[0] ? stop_path : NULL, ck_path,
                                  sizeof ck_path, &err);
         if (st == MR_OK && ck_path[0]) st = mr_checkpoint_load(ck_path, &ck, &err);
+        if (st == MR_OK && ck_path[0])
+            st = mr_ckpt_check_epochs(ck_path, &ck, cfg.net.epochs, &err);
         if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
         resuming = ck_path[0] != '\0';
         if (!resuming && lead)
@@ -292,7 +294,8 @@ int main(int argc, char **argv) {
      * then replica 0 of the job hands its bits to all */
     if (resuming || c.init_weights != NULL) {
         if (resuming) {
-            st = mr_checkpoint_load_model(ck_path, model0, 1, &err);
+            st = mr_checkpoint_load_model(ck_path, model0, mr_ckpt_compare_cfg(&ck, &cfg, NULL, 0),
+                                          &err);
         } else {
             mr_h5 h;
             st = mr_h5_open(&h, c.init_weights, &err);
@@ -335,7 +338,11 @@ int main(int argc, char **argv) {
         mr_train_model_name(c.cfg_path, name, sizeof name);
         mr_model_summary(model0, name, stdout);
         mr_train_print_plan(&job, strategy, sets, &cfg, n_train, n_val);
-        if (resuming) mr_train_print_resume(ck_path, &ck, plan, cfg.net.epochs);
+        if (resuming) {
+            char changes[1024];
+            mr_ckpt_compare_cfg(&ck, &cfg, changes, sizeof changes);
+            mr_train_print_resume(ck_path, &ck, plan, cfg.net.epochs, changes);
+        }
         if (c.init_weights) printf("Weights from %s\n", c.init_weights);
         if (c.n_stop_signals > 0 && pattern == NULL && !stop_path[0])
             printf("A stop signal (SIGTERM, Ctrl-C) will lose this run: set [net] checkpoint "

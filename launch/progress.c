@@ -2,14 +2,22 @@
 #include "launch/progress.h"
 #include "runtime/clock.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+/* 1 if a launcher (mpirun: OpenMPI, MPICH, PMIx) started this process. It
+ * hands its ranks a pseudo-terminal even when its own output goes to a file
+ * or a pipe, so isatty says nothing about where the bar would end up. */
+static int under_launcher(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
 void mr_progress_init(mr_progress *p, FILE *out, int quiet, int epochs, FILE *csv) {
     memset(p, 0, sizeof *p);
     p->out = out;
-    p->tty = isatty(fileno(out));
+    p->tty = isatty(fileno(out)) && !under_launcher();
     p->quiet = quiet;
     p->epochs = epochs;
     p->csv = csv;

@@ -1,8 +1,9 @@
 /* progress.h: Keras-style progress display and the CSV and JSON-lines logs.
  *
  * On a terminal: a bar per epoch (step/steps, ETA, running loss and
- * accuracy), redrawn at most ten times a second. Otherwise: one line per
- * epoch. Every epoch line ends with loss, accuracy, val_loss, val_accuracy
+ * accuracy), redrawn at most ten times a second. Otherwise, and always
+ * under mpirun (whose ranks see a terminal wherever mpirun's own output
+ * goes): one line per epoch. Every epoch line ends with loss, accuracy, val_loss, val_accuracy
  * and samples/s. The CSV (--metrics) has Keras CSVLogger's columns, then
  * the learning rate, samples/s and seconds of the epoch; the JSON lines
  * (--log) one object per update. */

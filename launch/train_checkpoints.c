@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -156,4 +157,101 @@ mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr
     memcpy(ds->mean, c->mean, sizeof(float) * (size_t)c->row);
     memcpy(ds->inv_std, c->inv_std, sizeof(float) * (size_t)c->row);
     return MR_OK;
+}
+
+mr_status mr_ckpt_check_epochs(const char *path, const mr_checkpoint *c, int epochs,
+                               mr_error *err) {
+    const mr_fit_state *s = &c->state;
+    if (s->epoch < epochs || (s->epoch == epochs && s->step == 0)) return MR_OK;
+    char where[96];
+    if (s->step == 0)
+        snprintf(where, sizeof where, "has finished %d epoch%s", s->epoch,
+                 s->epoch == 1 ? "" : "s");
+    else
+        snprintf(where, sizeof where, "is %lld update%s into epoch %d", (long long)s->step,
+                 s->step == 1 ? "" : "s", s->epoch + 1);
+    return mr_error_set(err, MR_ERR_USAGE,
+                        "--resume %s: the checkpoint %s, beyond the %d epoch%s asked for "
+                        "(--epochs or [net] epochs): nothing to train",
+                        path, where, epochs, epochs == 1 ? "" : "s");
+}
+
+/* The [net] keys whose change a resumed run reports: a float or an int (or
+ * enum) of mr_net_cfg. */
+static const struct {
+    const char *key;
+    size_t offset;
+    int is_float;
+} net_keys[] = {
+    {"learning_rate", offsetof(mr_net_cfg, learning_rate), 1},
+    {"momentum", offsetof(mr_net_cfg, momentum), 1},
+    {"nesterov", offsetof(mr_net_cfg, nesterov), 0},
+    {"beta1", offsetof(mr_net_cfg, beta1), 1},
+    {"beta2", offsetof(mr_net_cfg, beta2), 1},
+    {"epsilon", offsetof(mr_net_cfg, epsilon), 1},
+    {"lr_scaling", offsetof(mr_net_cfg, lr_scaling), 0},
+    {"warmup_epochs", offsetof(mr_net_cfg, warmup_epochs), 1},
+    {"lr_schedule", offsetof(mr_net_cfg, lr_schedule), 0},
+    {"lr_alpha", offsetof(mr_net_cfg, lr_alpha), 1},
+    {"shuffle", offsetof(mr_net_cfg, shuffle), 0},
+    {"validation_split", offsetof(mr_net_cfg, validation_split), 1},
+};
+
+int mr_ckpt_compare_cfg(const mr_checkpoint *c, const mr_config *cfg, char *buf, size_t n) {
+    if (n) buf[0] = '\0';
+    mr_config old;
+    mr_error err = {0};
+    if (c->cfg_text == NULL ||
+        mr_config_parse(c->cfg_text, "checkpoint", NULL, &old, &err) != MR_OK)
+        return 1; /* nothing to compare with: the file's slots decide */
+    const mr_net_cfg *a = &old.net, *b = &cfg->net;
+    size_t o = 0;
+#define SAY(...)                                                                                   \
+    do {                                                                                           \
+        if (o < n) o += (size_t)snprintf(buf + o, n - o, __VA_ARGS__);                             \
+    } while (0)
+    if (a->optimizer != b->optimizer)
+        SAY("%soptimizer %s -> %s", o ? ", " : "", mr_optimizer_name(a->optimizer),
+            mr_optimizer_name(b->optimizer));
+    if (a->loss != b->loss)
+        SAY("%sloss %s -> %s", o ? ", " : "", mr_loss_name(a->loss), mr_loss_name(b->loss));
+    for (size_t i = 0; i < sizeof net_keys / sizeof net_keys[0]; i++) {
+        const char *pa = (const char *)a + net_keys[i].offset;
+        const char *pb = (const char *)b + net_keys[i].offset;
+        if (net_keys[i].is_float && *(const float *)pa != *(const float *)pb)
+            SAY("%s%s %g -> %g", o ? ", " : "", net_keys[i].key, (double)*(const float *)pa,
+                (double)*(const float *)pb);
+        else if (!net_keys[i].is_float && *(const int *)pa != *(const int *)pb)
+            SAY("%s%s %d -> %d", o ? ", " : "", net_keys[i].key, *(const int *)pa,
+                *(const int *)pb);
+    }
+    if (c->seed != b->seed)
+        SAY("%sseed %lld -> %lld", o ? ", " : "", (long long)c->seed, (long long)b->seed);
+    /* the optimizer's slots carry over only to the same optimizer with the
+     * same slots (sgd has a momentum slot only with momentum > 0) */
+    int keep = a->optimizer == b->optimizer &&
+               (b->optimizer != MR_OPTIMIZER_SGD || (a->momentum > 0.0f) == (b->momentum > 0.0f));
+    int had_slots = a->optimizer != MR_OPTIMIZER_SGD || a->momentum > 0.0f;
+    if (o > 0 && had_slots && keep)
+        SAY("; the weights, the position in training and the optimizer state (%s) kept",
+            mr_optimizer_name(a->optimizer));
+    else if (o > 0 && had_slots)
+        SAY("; the weights and the position in training kept, the optimizer state (%s%s) "
+            "dropped",
+            mr_optimizer_name(a->optimizer),
+            a->optimizer == MR_OPTIMIZER_ADAM ? "'s moments" : " momentum");
+    else if (o > 0)
+        SAY("; the weights and the position in training kept (%s without momentum had no "
+            "optimizer state)",
+            mr_optimizer_name(a->optimizer));
+    /* Adam's bias correction counts every update of the run (global_step),
+     * so zero moments at update N are not a fresh Adam's first step */
+    if (o > 0 && !keep && b->optimizer == MR_OPTIMIZER_ADAM)
+        SAY(": adam starts from zero moments, its bias correction at update %lld",
+            (long long)c->state.global_step + 1);
+    else if (o > 0 && !keep && b->momentum > 0.0f)
+        SAY(": sgd starts from zero momentum");
+#undef SAY
+    mr_config_free(&old);
+    return keep;
 }

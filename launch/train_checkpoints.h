@@ -69,4 +69,15 @@ mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *
  * resumed run and mirrored_eval use the statistics training used). */
 mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr_error *err);
 
+/* Fails (MR_ERR_USAGE, naming path) when the checkpoint is beyond the run's
+ * `epochs`: past their end, or into the last one or later. One that ends
+ * exactly there passes (nothing to train: mr_train_print_resume says so). */
+mr_status mr_ckpt_check_epochs(const char *path, const mr_checkpoint *c, int epochs, mr_error *err);
+
+/* Compares the checkpoint's [net] (its .cfg text, and its seed) with cfg's:
+ * writes "key old -> new, ...; what is kept and what is dropped" into buf
+ * ("" when they agree). Returns 1 if the checkpoint's optimizer slots are
+ * to be read (the same optimizer with the same slots), else 0. */
+int mr_ckpt_compare_cfg(const mr_checkpoint *c, const mr_config *cfg, char *buf, size_t n);
+
 #endif

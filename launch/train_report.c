@@ -43,10 +43,21 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
     printf("%d replica%s", plan->replicas, plan->replicas > 1 ? "s" : "");
     if (job->size > 1) {
         printf(" on %d processes (", job->size);
+        int on_node = 0; /* CPU replicas of this process's node */
         for (int p = 0; p < job->size; p++) {
             rank_devices(job, sets, p, buf, sizeof buf);
             printf("%s%s: rank %d %s", p ? "; " : "", job->hosts[p], p, buf);
+            if (mr_train_numbered_across_job(&sets[p]) &&
+                strcmp(job->hosts[p], job->hosts[job->rank]) == 0)
+                on_node += job->replicas[p];
         }
+        /* cpu:N numbers the job's replicas (usage.md): with more replicas
+         * than cores, cpu:2 on a 2-core node names no core */
+        if (job->node_cores > 0 && on_node > job->node_cores)
+            printf("; oversubscribed: %d replicas share %d core%s of %s, cpu:N numbers replicas, "
+                   "not cores",
+                   on_node, job->node_cores, job->node_cores == 1 ? "" : "s",
+                   job->hosts[job->rank]);
         printf(")");
     } else {
         rank_devices(job, sets, 0, buf, sizeof buf);
@@ -90,7 +101,7 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
         printf("%g (%s", lr,
                cfg->net.lr_scaling == MR_LR_SCALING_LINEAR ? "linear scaling, one replica"
                                                            : "no scaling");
-    if (plan->warmup_epochs > 0)
+    if (plan->warmup_epochs > 0 && plan->lr_factor != 1.0f) /* one replica: nothing to ramp */
         printf(", %g warmup epoch%s from %g", plan->warmup_epochs,
                plan->warmup_epochs == 1 ? "" : "s", plan->base_lr);
     if (plan->schedule == MR_LR_SCHEDULE_COSINE)
@@ -118,11 +129,18 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
 /* "Resuming from ...": where the run stood and, with another replica count,
  * what changes. */
 void mr_train_print_resume(const char *path, const mr_checkpoint *ck, const mr_fit_plan *plan,
-                           int epochs) {
+                           int epochs, const char *changes) {
     const mr_fit_state *s = &ck->state;
-    printf("Resuming from %s: epoch %d/%d, %lld updates into it, %lld in all\n", path,
-           s->epoch + 1 > epochs ? epochs : s->epoch + 1, epochs, (long long)s->step,
-           (long long)s->global_step);
+    /* mr_ckpt_check_epochs refused a checkpoint beyond the epochs */
+    if (s->epoch >= epochs)
+        printf("Resuming from %s: it has finished its %d epoch%s (%lld updates): nothing to train "
+               "(--epochs N for more)\n",
+               path, epochs, epochs == 1 ? "" : "s", (long long)s->global_step);
+    else
+        printf("Resuming from %s: epoch %d/%d, %lld updates into it, %lld in all\n", path,
+               s->epoch + 1, epochs, (long long)s->step, (long long)s->global_step);
+    if (changes != NULL && changes[0] != '\0')
+        printf("The .cfg differs from the checkpoint's: %s\n", changes);
     if (ck->replicas != plan->replicas || ck->global_batch != plan->global_batch)
         printf("It was trained with %d replica%s and a global batch of %d; now %d and %d: training "
                "goes on from example %lld of the epoch's order, with the learning rate of this "

@@ -24,10 +24,11 @@ void mr_train_model_name(const char *cfg_path, char *buf, size_t n);
 void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_device_set *sets,
                          const mr_config *cfg, int64_t n_train, int64_t n_val);
 
-/* "Resuming from ...": where the run stood and, with another replica count,
- * what changes. */
+/* "Resuming from ...": where the run stood (or that it has nothing left to
+ * train), what the edited .cfg changed (`changes`, mr_ckpt_compare_cfg;
+ * NULL or "": nothing) and, with another replica count, what changes. */
 void mr_train_print_resume(const char *path, const mr_checkpoint *ck, const mr_fit_plan *plan,
-                           int epochs);
+                           int epochs, const char *changes);
 
 /* Writes the JSON summary via a temporary file renamed into place. */
 mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,

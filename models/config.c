@@ -15,9 +15,11 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 /* ---- the key table ---------------------------------------------------- */
 
@@ -84,7 +86,7 @@ static const key_def keys[] = {
     {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0, "adam: epsilon"},
     {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
      0, "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels) or mse"},
-    {"net", "seed", KEY_INT64, NET(seed), "1", 0, 9.2e18, 0, 0, NULL, 0,
+    {"net", "seed", KEY_INT64, NET(seed), "1", 0, (double)INT64_MAX, 0, 0, NULL, 0,
      "seed of weights, shuffling, dropout and augmentation (--seed overrides)"},
     {"net", "shuffle", KEY_BOOL, NET(shuffle), "1", 0, 1, 0, 0, NULL, 0,
      "reshuffle the training split every epoch"},
@@ -94,7 +96,8 @@ static const key_def keys[] = {
      "with batch per replica: linear multiplies the rate by global batch / batch (Goyal et "
      "al. 2017), none leaves it; with global_batch the rate is never scaled"},
     {"net", "warmup_epochs", KEY_FLOAT, NET(warmup_epochs), "0", 0, 1000, 0, 0, NULL, 0,
-     "epochs to ramp linearly from learning_rate to the scaled rate"},
+     "epochs to ramp linearly from learning_rate to the scaled rate (batch per replica with "
+     "lr_scaling = linear only: refused with global_batch or lr_scaling = none)"},
     {"net", "lr_schedule", KEY_ENUM, NET(lr_schedule), "constant", 0, 0, 0, 0, schedule_names, 0,
      "after the warmup: constant, or cosine decay over the remaining epochs (Keras CosineDecay)"},
     {"net", "lr_alpha", KEY_FLOAT, NET(lr_alpha), "0", 0, 1, 0, 0, NULL, 0,
@@ -299,9 +302,11 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
         errno = 0;
         long long v = strtoll(val, &end, 10);
         if (end == val || !is_blank(end) || errno) {
-            snprintf(why, why_n, "'%s' is not an integer", val);
+            snprintf(why, why_n, "'%s' is not an integer%s", val,
+                     errno == ERANGE ? " of 64 bits" : "");
             return 0;
         }
+        /* seed's max, (double)INT64_MAX, is 2^63: every int64 passes */
         if ((double)v < k->min || (double)v > k->max) {
             snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
             return 0;
@@ -505,9 +510,24 @@ static int open_section(parse_state *ps, const char *name, int line) {
     return 1;
 }
 
+/* Cuts a comment off a header or key line: ';' or '#' after a blank starts
+ * one, for every key (inih alone would cut ';' only, and only after the
+ * value); without a blank before it the character is part of the value
+ * (a path "run#2.h5"). The newline stays, so inih counts the line. */
+static void strip_comment(char *line) {
+    for (char *c = line + 1; *c; c++)
+        if ((*c == ';' || *c == '#') && (c[-1] == ' ' || c[-1] == '\t')) {
+            c[0] = '\n', c[1] = '\0';
+            return;
+        }
+}
+
 /* inih reader: returns the next line, and opens a section when the line is a header. */
 static char *reader(char *str, int num, void *stream) {
     parse_state *ps = stream;
+    /* a UTF-8 byte order mark before the first line (inih would skip it, but
+     * it never sees it: this reader finds the headers) */
+    if (ps->line == 0 && strncmp(ps->text, "\xEF\xBB\xBF", 3) == 0) ps->text += 3;
     if (*ps->text == '\0') return NULL;
     const char *nl = strchr(ps->text, '\n');
     size_t len = nl ? (size_t)(nl - ps->text) + 1 : strlen(ps->text);
@@ -522,13 +542,20 @@ static char *reader(char *str, int num, void *stream) {
     memcpy(str, ps->text, len);
     str[len] = '\0';
     ps->text += len;
-    /* a section header: [name] with optional blanks and a trailing comment */
     const char *p = str;
     while (isspace((unsigned char)*p))
         p++;
+    if (*p == ';' || *p == '#') return str; /* a comment line */
+    strip_comment(str);
+    /* a section header: [name] with optional blanks and a trailing comment */
     if (*p == '[') {
         const char *close = strchr(p, ']');
-        if (close != NULL) {
+        if (close == NULL) {
+            char *e = str + strlen(str);
+            while (e > p && isspace((unsigned char)e[-1]))
+                *--e = '\0';
+            fail(ps, ps->line, "section header '%s' has no closing ']'", p);
+        } else {
             char name[64];
             size_t n = (size_t)(close - p - 1);
             if (n >= sizeof name) n = sizeof name - 1;
@@ -632,6 +659,12 @@ mr_status mr_config_load(const char *path, mr_config *cfg, mr_error *err) {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* fopen opens a folder, and ftell then gives a huge size */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return mr_error_set(err, MR_ERR_IO, "%s: is a directory, not a model .cfg", path);
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return mr_error_set(err, MR_ERR_IO, "%s: cannot read (is it a directory?)", path);
@@ -679,7 +712,10 @@ static void format_range(const key_def *k, char *out, size_t n) {
     switch (k->type) {
     case KEY_INT:
     case KEY_INT64:
-        snprintf(out, n, "%.0f .. %.0f", k->min, k->max);
+        if (k->max >= (double)INT64_MAX) /* %.0f would print 2^63 */
+            snprintf(out, n, "%.0f .. %lld", k->min, (long long)INT64_MAX);
+        else
+            snprintf(out, n, "%.0f .. %.0f", k->min, k->max);
         break;
     case KEY_FLOAT:
         snprintf(out, n, "%c%g, %g%c", k->open_min ? '(' : '[', k->min, k->max,

@@ -76,8 +76,9 @@ typedef struct mr_backend_ops {
     mr_status (*gemm)(mr_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                       const mr_dfloat *a, int lda, const mr_dfloat *b, int ldb, float beta,
                       mr_dfloat *c, int ldc, mr_error *err);
-    /* Sets how many threads the backend's math library may use (CPU:
-     * OpenBLAS's setting, which is process-wide). May be NULL. */
+    /* Tells the backend how many cores each replica owns; it chooses its
+     * math library's threads within them (CPU: OpenBLAS's setting, which is
+     * process-wide: 1, or OPENBLAS_NUM_THREADS up to `threads`). May be NULL. */
     void (*set_threads)(mr_backend *be, int threads);
     /* Binds the calling thread to the context's device (CUDA: makes it
      * the current device). May be NULL (the CPU: nothing to bind). */
@@ -165,8 +166,11 @@ mr_status mr_backend_reserve_scratch(mr_backend *be, size_t n, mr_error *err);
 /* The scratch (mr_backend_reserve_scratch's size), or NULL before any reserve. */
 mr_dfloat *mr_backend_scratch(const mr_backend *be);
 
-/* Sets the math library's threads. On the CPU it is OpenBLAS's setting,
- * global to the process: the strategy sets it once for all its replicas. */
+/* Tells the backend the cores each replica owns (`threads`); it sets its
+ * math library's threads within them. On the CPU it is OpenBLAS's setting,
+ * global to the process: the strategy sets it once for all its replicas,
+ * and it is 1 unless OPENBLAS_NUM_THREADS asks for more (never more than
+ * `threads`), so that the sums do not follow the affinity mask. */
 void mr_backend_set_threads(mr_backend *be, int threads);
 
 /* Binds the calling thread to be's device; a replica's thread calls it

@@ -53,6 +53,18 @@ mr_status mr_plan_make(const mr_config *cfg, int replicas, int local_replicas, i
     p->lr_factor = !p->fixed_global && net->lr_scaling == MR_LR_SCALING_LINEAR
                        ? (float)p->global_batch / (float)p->batch
                        : 1.0f;
+    /* the warmup ramps from learning_rate to the scaled rate (Goyal et al.);
+     * where the rate is never scaled there is nothing to ramp to, and the
+     * start line would announce a warmup that never happens. Training only:
+     * evaluation plans a checkpoint's .cfg, which trained as it could. */
+    if (n_train > 0 && net->warmup_epochs > 0.0f &&
+        (p->fixed_global || net->lr_scaling != MR_LR_SCALING_LINEAR))
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s: [net] warmup_epochs=%g with %s: the rate is never scaled, so "
+                            "there is nothing to warm up to (remove warmup_epochs, or use batch "
+                            "per replica with lr_scaling=linear)",
+                            cfg->path, (double)net->warmup_epochs,
+                            p->fixed_global ? "global_batch" : "lr_scaling=none");
     p->warmup_epochs = net->warmup_epochs;
     p->schedule = net->lr_schedule;
     p->lr_alpha = net->lr_alpha;

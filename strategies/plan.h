@@ -48,7 +48,9 @@ typedef struct mr_fit_plan {
  * training set bounds nothing): the batch per replica comes from [net]
  * global_batch (which must divide by replicas x accumulate, each replica
  * getting at least one example) or [net] batch; the global batch may not
- * exceed the training set or MR_PLAN_MAX_GLOBAL_BATCH. Errors are
+ * exceed the training set or MR_PLAN_MAX_GLOBAL_BATCH; with n_train > 0 a
+ * warmup needs a rate that is scaled (batch per replica, lr_scaling =
+ * linear: with global_batch or lr_scaling = none it is refused). Errors are
  * MR_ERR_CONFIG naming cfg->path; *out is written only on success. */
 mr_status mr_plan_make(const mr_config *cfg, int replicas, int local_replicas, int processes,
                        int64_t n_train, mr_fit_plan *out, mr_error *err);

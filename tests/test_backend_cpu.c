@@ -5,7 +5,9 @@
  * shows in the result, and C's padding must come back untouched); contexts
  * (one per replica, a CUDA one refused in a build without CUDA), memory,
  * copies, zero, scale, host views and staged reads and writes, scratch;
- * threads. */
+ * threads: OpenBLAS's count (OPENBLAS_NUM_THREADS, the cores granted) and
+ * GEMM bits that do not follow the cores. */
+#include <cblas.h>
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -382,6 +384,68 @@ START_TEST(test_set_threads) {
 }
 END_TEST
 
+/* Dense 784 -> 64 at batch 32, the shape of fashion_mlp-like first layers:
+ * C (32 x 64) = A (32 x 784) B (784 x 64), whose K (784) OpenBLAS cuts into
+ * blocks one way with one thread and another way with more (issue 21). */
+static void gemm_784(mr_backend *be, float *c) {
+    float *a = make_matrix(32, 784, 784, 0.0f, 11), *b = make_matrix(784, 64, 64, 0.0f, 12);
+    ck_assert_int_eq(mr_gemm(be, 0, 0, 32, 64, 784, 1.0f, mr_dfloat_cof(a), 784, mr_dfloat_cof(b),
+                             64, 0.0f, mr_dfloat_of(c), 64, NULL),
+                     MR_OK);
+    free(a), free(b);
+}
+
+/* The same GEMM gives the same bits whatever cores a replica is granted
+ * (1 here, every core of the process there): run under `taskset -c 0` or
+ * not, a one-replica run trains bitwise alike. On a 1-core machine both
+ * grants are 1 and the check is vacuous. */
+START_TEST(test_threads_same_bits) {
+    mr_backend *be = tu_cpu_backend();
+    char *saved = getenv("OPENBLAS_NUM_THREADS") ? strdup(getenv("OPENBLAS_NUM_THREADS")) : NULL;
+    unsetenv("OPENBLAS_NUM_THREADS");
+    float *one = malloc(sizeof(float) * 32 * 64), *all = malloc(sizeof(float) * 32 * 64);
+    mr_backend_set_threads(be, 1);
+    gemm_784(be, one);
+    mr_backend_set_threads(be, mr_cpu_cores() > 1 ? mr_cpu_cores() : 2);
+    gemm_784(be, all);
+    ck_assert_msg(memcmp(one, all, sizeof(float) * 32 * 64) == 0,
+                  "GEMM bits follow the cores granted");
+    free(one), free(all);
+    if (saved) setenv("OPENBLAS_NUM_THREADS", saved, 1);
+    free(saved);
+}
+END_TEST
+
+/* OpenBLAS's threads: 1 whatever the cores, OPENBLAS_NUM_THREADS when the
+ * user sets it (a positive integer), never more than the cores granted. */
+START_TEST(test_threads_policy) {
+    mr_backend *be = tu_cpu_backend();
+    char *saved = getenv("OPENBLAS_NUM_THREADS") ? strdup(getenv("OPENBLAS_NUM_THREADS")) : NULL;
+    const struct {
+        const char *env; /* NULL: unset */
+        int granted, want;
+    } cases[] = {{NULL, 1, 1}, {NULL, 2, 1}, {NULL, 8, 1}, {"2", 2, 2}, {"2", 1, 1},
+                 {"3", 2, 2},  {"1", 2, 1},  {"x", 2, 1},  {"0", 2, 1}, {"-2", 2, 1},
+                 {"", 2, 1},   {"2x", 2, 1}, {"2", 0, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].env)
+            setenv("OPENBLAS_NUM_THREADS", cases[i].env, 1);
+        else
+            unsetenv("OPENBLAS_NUM_THREADS");
+        mr_backend_set_threads(be, cases[i].granted);
+        ck_assert_msg(openblas_get_num_threads() == cases[i].want,
+                      "OPENBLAS_NUM_THREADS=%s, %d cores: %d threads, want %d",
+                      cases[i].env ? cases[i].env : "(unset)", cases[i].granted,
+                      openblas_get_num_threads(), cases[i].want);
+    }
+    if (saved)
+        setenv("OPENBLAS_NUM_THREADS", saved, 1);
+    else
+        unsetenv("OPENBLAS_NUM_THREADS");
+    free(saved);
+}
+END_TEST
+
 static Suite *backend_suite(void) {
     Suite *s = suite_create("backend_cpu");
     TCase *tc = tcase_create("gemm");
@@ -404,6 +468,8 @@ static Suite *backend_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cpu_cores);
     tcase_add_test(tc, test_set_threads);
+    tcase_add_test(tc, test_threads_same_bits);
+    tcase_add_test(tc, test_threads_policy);
     suite_add_tcase(s, tc);
     return s;
 }

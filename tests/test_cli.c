@@ -86,6 +86,41 @@ START_TEST(gpu_without_gpu) {
 }
 END_TEST
 
+/* Issue 21: a bad MIRRORED_COMM_TIMEOUT is an error, not the default. */
+START_TEST(bad_timeout_env) {
+    const char *values[] = {"abc", "0", "-3", "5s"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char cmd[16384], *out;
+        snprintf(cmd, sizeof cmd, "cd %s && MIRRORED_COMM_TIMEOUT=%s %s good.cfg", dir, values[i],
+                 exe);
+        int rc = tu_run(cmd, &out);
+        ck_assert_msg(rc == 2, "'%s' exited %d: %s", values[i], rc, out);
+        ck_assert_msg(one_line(out) && strstr(out, "MIRRORED_COMM_TIMEOUT") &&
+                          strstr(out, values[i]) && !strstr(out, "Epoch"),
+                      "'%s': %s", values[i], out);
+        free(out);
+    }
+}
+END_TEST
+
+/* Issue 21: --seed and [net] seed take the same range, 0 .. INT64_MAX. */
+START_TEST(seed_range) {
+    char text[4096], *out;
+    snprintf(text, sizeof text, "%s", good_cfg);
+    char *s = strstr(text, "seed=3");
+    memmove(s + strlen("seed=9223372036854775807"), s + strlen("seed=3"),
+            strlen(s + strlen("seed=3")) + 1);
+    memcpy(s, "seed=9223372036854775807", strlen("seed=9223372036854775807"));
+    free(tu_write_text(dir, "seedmax.cfg", text));
+    int rc = run("--epochs 1 --quiet seedmax.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--epochs 1 --quiet --seed 9223372036854775807 good.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(bad_options) {
     const char *cases[] = {"",
                            "--bogus good.cfg",
@@ -98,7 +133,8 @@ START_TEST(bad_options) {
                            "--devices tpu good.cfg",
                            "--seed -4 good.cfg",
                            "--epochs",
-                           "--check-sync x good.cfg"};
+                           "--check-sync x good.cfg",
+                           "--seed 9223372036854775808 good.cfg"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out;
         int rc = run(cases[i], &out);
@@ -286,6 +322,15 @@ START_TEST(global_batch_errors) {
     ck_assert_int_eq(run("--devices cpu:2 gb2.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "larger than the training set"), "%s", out);
     free(out);
+    /* issue 21: a warmup of a rate that is never scaled is refused, not announced */
+    free(tu_write_text(dir, "gbw.cfg",
+                       "[net]\nglobal_batch=8\nwarmup_epochs=1\n[data]\ntrain_images=x.npy\n"
+                       "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+    ck_assert_int_eq(run("--devices cpu:2 --metrics w.csv gbw.cfg", &out), 2);
+    ck_assert_msg(one_line(out) && strstr(out, "gbw.cfg") &&
+                      strstr(out, "warmup_epochs=1 with global_batch") && !strstr(out, "Epoch"),
+                  "%s", out);
+    free(out);
 }
 END_TEST
 
@@ -296,6 +341,8 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, bad_timeout_env);
+    tcase_add_test(tc, seed_range);
     tcase_add_test(tc, gpu_without_gpu);
     tcase_add_test(tc, bad_cfg);
     tcase_add_test(tc, bad_data);

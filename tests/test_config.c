@@ -1,5 +1,6 @@
 /* test_config.c: .cfg parsing, defaults, validation and error messages. */
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +130,22 @@ START_TEST(unknown_section_suggests) {
 }
 END_TEST
 
+/* Issue 21: [net] seed takes what --seed takes, 0 .. INT64_MAX. */
+START_TEST(seed_takes_int64) {
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(with_line(1, "seed = 9223372036854775807"), "t.cfg", NULL, &cfg,
+                                  &err) == MR_OK,
+                  "%s", err.msg);
+    ck_assert_int_eq(cfg.net.seed, INT64_MAX);
+    mr_config_free(&cfg);
+    const char *msg = parse_fail(with_line(1, "seed = 9223372036854775808"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "seed"), "%s", msg);
+    msg = parse_fail(with_line(1, "seed = -1"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
+}
+END_TEST
+
 START_TEST(wrong_type) {
     const char *msg = parse_fail(with_line(1, "epochs = five"));
     ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "epochs") && strstr(msg, "not an integer"),
@@ -216,7 +233,76 @@ START_TEST(load_file_and_errors) {
     ck_assert_msg(strstr(err.msg, missing) && strstr(err.msg, "No such file"), "%s", err.msg);
     mr_error_clear(&err);
     ck_assert_int_eq(mr_config_load(dir, &cfg, &err), MR_ERR_IO);
+    /* a folder is said to be one, not "larger than 1 MiB" */
+    ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, "is a directory") &&
+                      !strstr(err.msg, "MiB"),
+                  "%s", err.msg);
     free(p);
+}
+END_TEST
+
+/* Issue 21: a UTF-8 byte order mark before [net] is skipped, as inih does. */
+START_TEST(bom_is_skipped) {
+    char text[1024];
+    snprintf(text, sizeof text, "\xEF\xBB\xBF%s", base_cfg);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(cfg.net.batch, 16);
+    ck_assert_int_eq(cfg.layers[1].line, 8); /* line numbers unchanged */
+    mr_config_free(&cfg);
+    /* only at the very start: elsewhere it is text like any other */
+    const char *msg = parse_fail(with_line(1, "\xEF\xBB\xBF[data]"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:"), "%s", msg);
+}
+END_TEST
+
+/* Issue 21: "[dropout" without its ']' is reported on its own line. */
+START_TEST(unclosed_header) {
+    const char *msg = parse_fail(with_line(11, "[dropout\nrate = 0.5"));
+    ck_assert_msg(strstr(msg, "t.cfg:12:") && strstr(msg, "[dropout") && strstr(msg, "']'") &&
+                      !strstr(msg, "unknown key"),
+                  "%s", msg);
+}
+END_TEST
+
+/* Issue 21: one rule for comments after a value, for every key: ';' or '#'
+ * after a blank starts a comment; without the blank it is part of the value. */
+START_TEST(inline_comments) {
+    const char *text = "[net]  # training\n"
+                       "batch = 16  # per replica\n"
+                       "epochs = 3 ; three\n"
+                       "learning_rate = 1/100\t# a fraction\n"
+                       "optimizer = sgd # plain\n"
+                       "checkpoint = ck/run.h5  # every epoch\n"
+                       "checkpoint_every = 2 steps # often\n"
+                       "[data] ; files\n"
+                       "train_images = a#1.idx\n"
+                       "train_labels = b.idx;x ; kept: no blank before the ';'\n"
+                       "[input]\nshape = 28,28,1 # H,W,C\n[flatten]\n"
+                       "[dense]\nunits = 10 #\nactivation = softmax#\n";
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) != MR_OK, "%s", "softmax#");
+    ck_assert_msg(strstr(err.msg, "t.cfg:16:") && strstr(err.msg, "softmax#"), "%s", err.msg);
+    mr_error_clear(&err);
+    char good[2048];
+    snprintf(good, sizeof good, "%.*s", (int)(strstr(text, "softmax#") - text), text);
+    strcat(good, "softmax # the output\n");
+    ck_assert_msg(mr_config_parse(good, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(cfg.net.batch, 16);
+    ck_assert_int_eq(cfg.net.epochs, 3);
+    ck_assert_float_eq_tol(cfg.net.learning_rate, 0.01f, 1e-9f);
+    ck_assert_int_eq(cfg.net.optimizer, MR_OPTIMIZER_SGD);
+    ck_assert_str_eq(cfg.net.checkpoint, "ck/run.h5");
+    ck_assert_int_eq(cfg.net.checkpoint_every.n, 2);
+    ck_assert_int_eq(cfg.net.checkpoint_every.steps, 1);
+    ck_assert_str_eq(cfg.data.train_images, "a#1.idx");
+    ck_assert_str_eq(cfg.data.train_labels, "b.idx;x");
+    ck_assert_int_eq(cfg.layers[0].shape[2], 1);
+    ck_assert_int_eq(cfg.layers[2].units, 10);
+    ck_assert_int_eq(cfg.layers[2].activation, MR_ACTIVATION_SOFTMAX);
+    mr_config_free(&cfg);
 }
 END_TEST
 
@@ -264,12 +350,16 @@ int main(void) {
     tcase_add_test(tc, parses_all_layer_kinds);
     tcase_add_test(tc, unknown_key_suggests);
     tcase_add_test(tc, unknown_section_suggests);
+    tcase_add_test(tc, seed_takes_int64);
     tcase_add_test(tc, wrong_type);
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, missing_input);
     tcase_add_test(tc, missing_required_key);
     tcase_add_test(tc, duplicates_and_syntax);
     tcase_add_test(tc, load_file_and_errors);
+    tcase_add_test(tc, bom_is_skipped);
+    tcase_add_test(tc, unclosed_header);
+    tcase_add_test(tc, inline_comments);
     tcase_add_test(tc, reference_lists_every_key);
     tcase_add_test(tc, docs_table_matches_key_table);
     suite_add_tcase(s, tc);

@@ -1,6 +1,7 @@
 /* test_local.c: the shared-memory communicator: sums in rank order on every
  * rank (bitwise), doubles, broadcast, barrier reuse, the non-blocking
  * wrappers, timeout and abort (naming replicas by their job-wide number),
+ * waiters that block rather than spin, an abort that wakes them,
  * and the wrappers' argument checks. */
 #include <check.h>
 #include <pthread.h>
@@ -19,8 +20,11 @@ typedef struct job {
     size_t n;
     float *buf;
     int op; /* 0 all-reduce, 1 broadcast, 2 many small all-reduces, 3 absent, 4 abort,
-               5 f64 all-reduce, 6 all-reduce in two started halves */
+               5 f64 all-reduce, 6 all-reduce in two started halves, 7 all-reduce
+               0.3 s late, 8 abort 0.3 s late */
     int root;
+    double cpu_s;  /* CPU time the thread spent in its op */
+    double wall_s; /* wall time the thread spent in its op */
     mr_status st;
     mr_error err;
 } job;
@@ -29,10 +33,22 @@ static float value(int rank, size_t i) {
     return (float)((rank + 1) * 0.37) + (float)i * 1e-3f + 1.0f / (float)(rank + 3);
 }
 
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void *worker(void *arg) {
     job *j = arg;
+    double cpu0 = thread_cpu_s(), wall0 = mr_now_s();
+    if (j->op == 7 || j->op == 8) {
+        struct timespec late = {0, 300000000};
+        nanosleep(&late, NULL);
+    }
     switch (j->op) {
     case 0:
+    case 7:
         j->st = mr_comm_allreduce_sum(j->c, j->rank, mr_dfloat_of(j->buf), j->n, &j->err);
         break;
     case 1:
@@ -50,6 +66,7 @@ static void *worker(void *arg) {
     case 3:
         break; /* never arrives */
     case 4:
+    case 8:
         mr_comm_abort(j->c, j->rank);
         j->st = MR_ERR_RUNTIME;
         break;
@@ -68,6 +85,8 @@ static void *worker(void *arg) {
         if (j->st == MR_OK) j->st = mr_comm_wait_all(j->c, j->rank, &j->err);
         break;
     }
+    j->cpu_s = thread_cpu_s() - cpu0;
+    j->wall_s = mr_now_s() - wall0;
     return NULL;
 }
 
@@ -193,6 +212,43 @@ START_TEST(abort_releases_the_others) {
 }
 END_TEST
 
+/* A waiter spins for a moment and then blocks (issue 20): waiting 0.3 s for
+ * a late rank costs it a few milliseconds of CPU at most, not the 0.3 s a
+ * spinning or yielding waiter burns, which a neighbour sharing its core
+ * would lose. The late rank's data still arrives whole. */
+START_TEST(waiters_block) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(2, &c, &err), MR_OK);
+    int ops[2] = {0, 7}; /* rank 1 comes 0.3 s late */
+    job *jobs = run_all(c, 100, ops, 0);
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(jobs[r].st, MR_OK);
+    ck_assert_float_eq(jobs[0].buf[99], value(0, 99) + value(1, 99));
+    ck_assert_double_ge(jobs[0].wall_s, 0.25);
+    ck_assert_msg(jobs[0].cpu_s < 0.05, "waiting 0.3 s took %.3f s of CPU", jobs[0].cpu_s);
+    free_jobs(jobs, 2);
+    mr_comm_destroy(c);
+}
+END_TEST
+
+/* An abort wakes the waiters that are blocked already: they leave at the
+ * abort, not at their next timed check (1 s later). */
+START_TEST(abort_wakes_blocked_waiters) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(3, &c, &err), MR_OK);
+    int ops[3] = {0, 8, 0}; /* rank 1 aborts 0.3 s late */
+    job *jobs = run_all(c, 10, ops, 0);
+    for (int r = 0; r < 3; r += 2) {
+        ck_assert_int_eq(jobs[r].st, MR_ERR_ABORTED);
+        ck_assert_msg(jobs[r].wall_s < 0.9, "released %.3f s after the start", jobs[r].wall_s);
+    }
+    free_jobs(jobs, 3);
+    mr_comm_destroy(c);
+}
+END_TEST
+
 /* Doubles keep what floats lose: 1e9 + 1 and sums past 2^24, in rank order. */
 START_TEST(allreduce_f64_exact) {
     for (int R = 1; R <= 3; R++) {
@@ -289,6 +345,8 @@ int main(void) {
     tcase_add_test(tc, many_small_collectives);
     tcase_add_test(tc, timeout_names_the_missing_rank);
     tcase_add_test(tc, abort_releases_the_others);
+    tcase_add_test(tc, waiters_block);
+    tcase_add_test(tc, abort_wakes_blocked_waiters);
     tcase_add_test(tc, allreduce_f64_exact);
     tcase_add_test(tc, started_allreduce_completes);
     tcase_add_test(tc, placed_names_job_replicas);

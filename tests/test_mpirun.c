@@ -8,6 +8,7 @@
  * what names the rank (a killed process), and as root with the OMPI
  * variables that tests/meson.build sets. */
 #include <check.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,10 @@ START_TEST(one_job_like_replica_threads) {
                       strstr(out, "MPI all-reduce (mpi)") && count(out, "Total params") == 1 &&
                       count(out, "Test loss") == 1 && count(out, "Epoch 2/2") == 1,
                   "%s", out);
+    /* issue 21: mpirun gives its ranks a terminal even when its own output
+     * goes to a file (here a pipe): plain lines, no progress bar */
+    ck_assert_msg(!strchr(out, '\r') && !strchr(out, '\033') && strstr(out, "Epoch 1/2 - "), "%s",
+                  out);
     free(out);
     char *json = read_in_dir("a.json");
     ck_assert_msg(strstr(json, "\"replicas\": 2") && strstr(json, "\"processes\": 2") &&
@@ -105,8 +110,16 @@ START_TEST(one_job_like_replica_threads) {
 END_TEST
 
 START_TEST(four_processes_oversubscribed) {
-    char *out = mpirun_ok("-q --oversubscribe -np 4", "exec $T good.cfg --quiet --json c.json");
+    char *out = mpirun_ok("-q --oversubscribe -np 4", "exec $T good.cfg --json c.json");
     ck_assert_msg(count(out, "Test loss") == 1, "%s", out);
+    /* issue 21: on fewer than 4 cores the start line says that cpu:N
+     * numbers replicas, not cores */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < 4) {
+        char want[128];
+        snprintf(want, sizeof want, "oversubscribed: 4 replicas share %d core", CPU_COUNT(&set));
+        ck_assert_msg(strstr(out, want) && strstr(out, "not cores"), "%s", out);
+    }
     free(out);
     free(mpirun_ok("-q -np 1", "exec $T good.cfg --devices cpu:4 --quiet --json d.json"));
     same_weights("c.json", "d.json");

@@ -60,7 +60,7 @@ END_TEST
 
 START_TEST(global_batch_fixed_by_the_cfg) {
     mr_config cfg;
-    config(&cfg, "global_batch=24\naccumulate=2\nlearning_rate=0.1\nwarmup_epochs=1\n"
+    config(&cfg, "global_batch=24\naccumulate=2\nlearning_rate=0.1\n"
                  "lr_schedule=cosine\nlr_alpha=0.5");
     mr_fit_plan p;
     mr_error err = {0};
@@ -70,7 +70,7 @@ START_TEST(global_batch_fixed_by_the_cfg) {
     ck_assert_int_eq(p.global_batch, 24);
     ck_assert_int_eq(p.fixed_global, 1);
     ck_assert_float_eq(p.lr_factor, 1.0f); /* the same batch on any R: the same rate */
-    ck_assert_float_eq(p.warmup_epochs, 1.0f);
+    ck_assert_float_eq(p.warmup_epochs, 0.0f);
     ck_assert_int_eq(p.schedule, MR_LR_SCHEDULE_COSINE);
     ck_assert_float_eq(p.lr_alpha, 0.5f);
     ck_assert_int_eq(p.steps_per_epoch, 2);
@@ -107,6 +107,19 @@ START_TEST(refusals) {
             "does not divide evenly over 4 replicas on 2 processes", " x accumulate micro-batches");
     refused("batch=60", 4, 1, 100, "the global batch (240) is larger than the training set",
             "(100 examples)");
+    /* issue 21: a warmup ramps to the scaled rate; where the rate is never
+     * scaled it would announce a ramp and keep the rate constant */
+    refused("global_batch=24\nwarmup_epochs=1", 4, 1, 100, "warmup_epochs=1 with global_batch",
+            "never scaled");
+    refused("batch=4\nlr_scaling=none\nwarmup_epochs=0.5", 4, 1, 100,
+            "warmup_epochs=0.5 with lr_scaling=none", "never scaled");
+    /* evaluation (no training set) plans a checkpoint's .cfg: no warmup there */
+    mr_config cfg;
+    config(&cfg, "global_batch=24\nwarmup_epochs=1");
+    mr_fit_plan p;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_plan_make(&cfg, 4, 4, 1, 0, &p, &err), MR_OK);
+    mr_config_free(&cfg);
     /* the correct count must stay an exact float: G <= 2^24 */
     refused("batch=1048576\naccumulate=8", 4, 1, 0, "the global batch (33554432) is larger than",
             "16777216");

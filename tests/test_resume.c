@@ -279,6 +279,69 @@ START_TEST(resume_with_other_replicas) {
 }
 END_TEST
 
+/* Issue 21: a checkpoint that finished its epochs says there is nothing to
+ * train; one beyond the epochs asked for is refused before anything is
+ * written. */
+START_TEST(resume_finished_or_beyond) {
+    run_ok("rm -rf ck && $T m.cfg --quiet");
+    char *out;
+    int rc = run("$T m.cfg --resume ck/run-step000000040.h5 --metrics done.csv", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "nothing to train") && !strstr(out, "Epoch 2/2 -") &&
+                      !strstr(out, "epoch 2/2, 0 updates"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    char *csv = read_in_dir("done.csv");
+    ck_assert_ptr_nonnull(csv);
+    free(csv);
+    /* --epochs 1 on a 2-epoch checkpoint, and on one 5 updates into epoch 2 */
+    expect_fail("$T m.cfg --epochs 1 --resume ck/run-step000000040.h5 --metrics e1.csv", 2,
+                "ck/run-step000000040.h5", "beyond the 1 epoch");
+    run_ok("rm -rf ck && sed \"s/^checkpoint_every.*//; s/^checkpoint=.*/&\\ncheckpoint_every=25 "
+           "steps/\" m.cfg > s25.cfg && $T s25.cfg --quiet");
+    expect_fail("$T s25.cfg --epochs 1 --resume ck/run-step000000025.h5 --metrics e1.csv", 2,
+                "epoch 2", "beyond the 1 epoch");
+    ck_assert_int_ne(run("test -e e1.csv", NULL), 0);
+}
+END_TEST
+
+/* Issue 21: resuming with an edited [net] says what changed and whether the
+ * optimizer state was kept. */
+START_TEST(resume_with_edited_cfg) {
+    run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet");
+    char text[4096], *out;
+    /* the learning rate only: the optimizer state is kept */
+    snprintf(text, sizeof text, "[net]\nlearning_rate=0.01\n%s", model_cfg + strlen("[net]\n"));
+    free(tu_write_text(dir, "lr.cfg", text));
+    int rc = run("$T lr.cfg --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "learning_rate 0.001 -> 0.01") &&
+                      strstr(out, "optimizer state (adam) kept") && !strstr(out, "optimizer adam"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    /* adam -> sgd with momentum: adam's slots dropped, said so */
+    snprintf(text, sizeof text, "[net]\noptimizer=sgd\nmomentum=0.9\n%s",
+             model_cfg + strlen("[net]\n"));
+    free(tu_write_text(dir, "sgd.cfg", text));
+    rc = run("$T sgd.cfg --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "optimizer adam -> sgd") &&
+                      strstr(out, "momentum 0 -> 0.9") && strstr(out, "dropped") &&
+                      strstr(out, "Epoch 2/2"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    /* the same .cfg: nothing said */
+    rc = run("$T m.cfg --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && !strstr(out, "differs"), "exit %d: %s", rc, out);
+    free(out);
+    /* sgd with momentum -> adam: adam's bias correction counts the 20 updates */
+    run_ok("rm -rf ck && $T sgd.cfg --epochs 1 --quiet");
+    rc = run("$T m.cfg --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "optimizer sgd -> adam") &&
+                      strstr(out, "optimizer state (sgd momentum) dropped") &&
+                      strstr(out, "bias correction at update 21") && strstr(out, "Epoch 2/2"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 /* --write-data: the preprocessed examples, which train to the same bits. */
 START_TEST(write_data_trains_the_same) {
     char *out;
@@ -360,6 +423,8 @@ int main(void) {
     tcase_add_test(tc, bad_checkpoints);
     tcase_add_test(tc, unwritable_places);
     tcase_add_test(tc, resume_with_other_replicas);
+    tcase_add_test(tc, resume_finished_or_beyond);
+    tcase_add_test(tc, resume_with_edited_cfg);
     tcase_add_test(tc, write_data_trains_the_same);
     tcase_add_test(tc, step_log);
     tcase_add_test(tc, init_weights);

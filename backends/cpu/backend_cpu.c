@@ -4,7 +4,7 @@
  * place and the copies are memcpy. A context holds no state of its own
  * besides the scratch that runtime/backend.c keeps in every context.
  * Relies on: OpenBLAS (cblas_sgemm; openblas_set_num_threads, global to the
- * process). */
+ * process: one thread per replica unless OPENBLAS_NUM_THREADS says more). */
 #include "backends/backends.h"
 #include "backends/cpu/cpu_impl.h"
 
@@ -62,9 +62,40 @@ static mr_status cpu_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n
     return MR_OK;
 }
 
+/* OpenBLAS's threads for a replica that owns `cores` cores: 1, unless the
+ * user's OPENBLAS_NUM_THREADS (a positive integer; anything else is
+ * ignored, as OpenBLAS ignores it) asks for more, and never more than the
+ * cores the replica owns.
+ *
+ * Why 1 by default (issue 21): OpenBLAS's threaded SGEMM driver (its
+ * level3_thread) cuts K into blocks differently from its one-thread driver:
+ * for GEMM_Q < K < 2 GEMM_Q it halves K, where the one-thread driver rounds
+ * the half up to the kernel's unroll (K = 784 on SkylakeX, GEMM_Q 448:
+ * blocks 392 + 392 against 400 + 384; measured at M 32, N 128, every K
+ * from 449 to 1200 sums differently but those whose half, rounded up, is a
+ * multiple of 16), and C is rounded to float between K blocks. So a Dense layer with 784 inputs
+ * summed differently on 2 threads than on 1, and since the thread count
+ * followed the process's affinity mask, `taskset -c 0` changed the
+ * weights. With one thread per replica the sums are the same whatever the
+ * cores; a user who sets OPENBLAS_NUM_THREADS trades that for BLAS threads
+ * (docs/usage.md, "Environment variables"). */
+static int blas_threads(int cores) {
+    int want = 1;
+    const char *env = getenv("OPENBLAS_NUM_THREADS");
+    if (env != NULL && *env != '\0') {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v > 0 && v <= 1024) want = (int)v;
+    }
+    if (cores < 1) cores = 1;
+    return want < cores ? want : cores;
+}
+
+/* `threads`: the cores each replica owns (all the process's for one
+ * replica, 1 with a replica per core). */
 static void cpu_set_threads(mr_backend *be, int threads) {
     (void)be;
-    openblas_set_num_threads(threads < 1 ? 1 : threads);
+    openblas_set_num_threads(blas_threads(threads));
 }
 
 static void cpu_destroy(mr_backend *be) {
