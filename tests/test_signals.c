@@ -8,14 +8,17 @@
  * nothing; --resume auto with no checkpoint starts fresh; and a chaos run,
  * killed 10 times at seeded random moments (SIGKILL and SIGTERM) and
  * restarted with the same command, ends bitwise as the uninterrupted one.
- * The stops at a given update use the MIRRORED_DEBUG_FAIL=RANK:STEP:TERM
- * hook (strategies/fault.h); the others a real kill from outside. */
+ * With the argument "gpu" (test signals_gpu, suite gpu): the same on every
+ * visible GPU, a SKIP (77) without one. The stops at a given update use the
+ * MIRRORED_DEBUG_FAIL=RANK:STEP:TERM hook (strategies/fault.h); the others a real kill from
+ * outside. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/rng.h"
+#include "backends/gpu_list.h"
 #include "tests/testutil.h"
 
 static char train_exe[4096], dir[4096];
@@ -254,11 +257,38 @@ START_TEST(chaos_restarts_end_bitwise) {
 }
 END_TEST
 
-int main(void) {
+/* On every visible GPU (the flag is read on the host between updates):
+ * a stop at update 26, and a real SIGTERM from outside. */
+START_TEST(sigterm_on_gpus) {
+    stop_and_resume("", "--devices gpu", "0:25:TERM", 143);
+    char *out;
+    run_expect("rm -rf ck", 0);
+    int rc = run("$T m.cfg --devices gpu --quiet --epochs 100000 --json s.json & p=$!; "
+                 "while [ ! -e ck/run-step000000040.h5 ]; do sleep 0.05; done; kill -TERM $p; "
+                 "wait $p",
+                 &out);
+    ck_assert_msg(rc == 143, "exited %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "mirrored_train: stopped by SIGTERM after update") != NULL, "%s",
+                  out);
+    free(out);
+}
+END_TEST
+
+int main(int argc, char **argv) {
     Suite *s = suite_create("signals");
     TCase *tc = tcase_create("signals");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 600);
+    if (argc > 1 && strcmp(argv[1], "gpu") == 0) {
+        const mr_gpu_list *gl = tu_gpus();
+        if (gl->count == 0) {
+            printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
+            return 77; /* meson's SKIP */
+        }
+        tcase_add_test(tc, sigterm_on_gpus);
+        suite_add_tcase(s, tc);
+        return tu_run_suite(s);
+    }
     tcase_add_test(tc, sigterm_one_and_two_replicas);
     tcase_add_test(tc, sigint_is_130_and_keeps_the_metrics);
     tcase_add_test(tc, sigterm_under_mpirun);
