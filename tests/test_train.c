@@ -304,6 +304,17 @@ START_TEST(where_a_stop_checkpoint_goes) {
     free(tu_write_text(ck, "run-step000000007.h5", "x"));
     ck_assert_int_eq(mr_ckpt_resume_path("auto", pattern, stop, path, sizeof path, &err), MR_OK);
     ck_assert_msg(strstr(path, "/ck/run-step000000007.h5") != NULL, "%s", path);
+    /* a stop with nowhere to write, or on a process that does not write:
+     * nothing written, no error (the writes themselves: test_signals.c) */
+    mr_ckpt_run r = {.lead = 1};
+    mr_fit_state st = {.global_step = 3};
+    snprintf(r.stopped_at, sizeof r.stopped_at, "old");
+    ck_assert_int_eq(mr_ckpt_on_stop(&r, &st, NULL, 0.1f, &err), MR_OK);
+    ck_assert_str_eq(r.stopped_at, "");
+    mr_ckpt_run other = {.lead = 0, .pattern = pattern, .stop_path = stop};
+    ck_assert_int_eq(mr_ckpt_on_stop(&other, &st, NULL, 0.1f, &err), MR_OK);
+    ck_assert_str_eq(other.stopped_at, "");
+    ck_assert(other.last_save_s == 0.0);
 }
 END_TEST
 
