@@ -168,6 +168,17 @@ START_TEST(sigterm_under_mpirun) {
     ck_assert_msg(strstr(out, "mirrored_train: stopped by SIGUSR1 after update") != NULL, "%s",
                   out);
     free(out);
+    /* SIGTERM to every rank itself (as systemd sends it to a unit's
+     * processes): mpirun's children, from /proc (no procps needed) */
+    run_expect("rm -rf ck", 0);
+    rc = run("mpirun -q -np 2 $T m.cfg --quiet --epochs 100000 --json s.json & p=$!; "
+             "while [ ! -e ck/run-step000000040.h5 ]; do sleep 0.05; done; "
+             "kill -TERM $(cat /proc/$p/task/$p/children); wait $p",
+             &out);
+    ck_assert_msg(rc == 143, "exited %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "mirrored_train: stopped by SIGTERM after update") != NULL, "%s",
+                  out);
+    free(out);
     /* the stop's file is the newest, past the epochs' (not a multiple of 20) */
     char *newest;
     ck_assert_int_eq(run("ls ck | grep -v tmp | tail -n 1", &newest), 0);
