@@ -23,6 +23,7 @@
  * (train_data.c), checkpoints (train_checkpoints.c), progress
  * (progress.c); the weights' hash is strategies/check_sync.h's. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "collectives/job.h"
 #include "models/keras.h"
 #include "models/model.h"
+#include "runtime/clock.h"
 #include "runtime/dataset.h"
 #include "strategies/check_sync.h"
 #include "strategies/devices.h"
@@ -44,6 +46,64 @@
 #include "launch/train_report.h"
 
 static const char *prog = "mirrored_train";
+
+/* A planned stop (preemption, Ctrl-C): the first stop signal's number, set
+ * by the handler and read by the training step before each update
+ * (mr_fit_callbacks.stop), and when it came (clock_gettime is
+ * async-signal-safe). A second signal finds the flag set and changes
+ * nothing: the save under way goes on (it is atomic anyway). */
+static volatile sig_atomic_t stop_signal;
+static struct timespec stop_time;
+
+static void on_stop_signal(int sig) {
+    if (stop_signal != 0) return;
+    clock_gettime(CLOCK_MONOTONIC, &stop_time);
+    stop_signal = sig;
+}
+
+/* Installs on_stop_signal for the signals of --stop-signals. SA_RESTART:
+ * the reads and collectives under way go on as if nothing came. */
+static void install_stop_signals(const mr_train_options *c) {
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < c->n_stop_signals; i++)
+        sigaction(c->stop_signals[i], &sa, NULL);
+}
+
+/* After a planned stop: one line (on the lead process) saying where the
+ * run stopped, where its checkpoint is and how to go on; returns the exit
+ * status, 128 + the signal (a process that got none itself was stopped
+ * by another's SIGTERM, as mpirun or a scheduler sends it). */
+static int report_stop(int lead, const mr_train_options *c, const mr_ckpt_run *r,
+                       const mr_fit_state *at, int64_t steps) {
+    int sig = stop_signal ? (int)stop_signal : SIGTERM;
+    if (!lead) return 128 + sig;
+    char who[64];
+    if (stop_signal)
+        snprintf(who, sizeof who, "SIG%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    else
+        snprintf(who, sizeof who, "a signal to another process");
+    double since = stop_signal
+                       ? mr_now_s() - ((double)stop_time.tv_sec + 1e-9 * (double)stop_time.tv_nsec)
+                       : 0.0;
+    char where[MR_PATH_MAX + 256], took[128] = "";
+    if (stop_signal)
+        snprintf(took, sizeof took, ", %.2f s after the signal%s", since,
+                 since > c->stop_budget ? " (over --stop-budget)" : "");
+    if (r->stopped_at[0])
+        snprintf(where, sizeof where,
+                 "checkpoint %s written in %.2f s%s; to go on, run the same command with "
+                 "--resume auto",
+                 r->stopped_at, r->last_save_s, took);
+    else
+        snprintf(where, sizeof where,
+                 "no checkpoint written (no [net] checkpoint, --checkpoint-on-signal, --save "
+                 "or --json): the run since the start is lost");
+    fprintf(stderr, "%s: stopped by %s after update %lld (epoch %d, update %lld/%lld): %s\n", prog,
+            who, (long long)at->global_step, at->epoch + 1, (long long)at->step, (long long)steps,
+            where);
+    return 128 + sig;
+}
 
 /* Stage 1, on every process: the .cfg, the devices (in env: this process's
  * cores and GPUs, mr_devices_job_env), the model's shapes and (on the
@@ -154,6 +214,7 @@ int main(int argc, char **argv) {
         return MR_EXIT_OK;
     }
     if (c.timeout > 0) job.timeout_s = c.timeout;
+    install_stop_signals(&c);
 
     int rc = MR_EXIT_OK;
     mr_config cfg = {0};
@@ -184,19 +245,33 @@ int main(int argc, char **argv) {
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     if ((st = mr_train_check_same_job(c.cfg_path, &job, &cfg, &opts, sets, &err)) != MR_OK)
         goto agreed_failure;
-    /* --resume: every process reads where the run stood, as it reads the .cfg */
+    /* where a stop's checkpoint goes without [net] checkpoint */
+    char stop_path[MR_PATH_MAX + 64];
+    if (c.stop_path != NULL)
+        snprintf(stop_path, sizeof stop_path, "%s", c.stop_path);
+    else
+        mr_ckpt_default_stop_path(c.save_path, c.json_path, stop_path, sizeof stop_path);
+    const char *pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL;
+    /* --resume: every process reads where the run stood, as it reads the .cfg
+     * (--resume auto with no checkpoint yet: a first start, the same command) */
     if (c.resume != NULL) {
-        st = mr_ckpt_resume_path(c.resume, cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
-                                 ck_path, sizeof ck_path, &err);
-        if (st == MR_OK) st = mr_checkpoint_load(ck_path, &ck, &err);
-        if (st == MR_OK) st = mr_ckpt_check_epochs(ck_path, &ck, cfg.net.epochs, &err);
+        st = mr_ckpt_resume_path(c.resume, pattern, stop_path[0] ? stop_path : NULL, ck_path,
+                                 sizeof ck_path, &err);
+        if (st == MR_OK && ck_path[0]) st = mr_checkpoint_load(ck_path, &ck, &err);
+        if (st == MR_OK && ck_path[0])
+            st = mr_ckpt_check_epochs(ck_path, &ck, cfg.net.epochs, &err);
         if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-        resuming = 1;
+        resuming = ck_path[0] != '\0';
+        if (!resuming && lead)
+            printf("--resume auto: no checkpoint yet (%s), starting from the beginning\n",
+                   pattern ? pattern : stop_path);
     }
     if (job.rank == 0) {
         mr_ckpt_run probe = {.pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
                              .lead = 1};
         st = mr_ckpt_check_writable(&probe, c.save_path, &err);
+        if (st == MR_OK && pattern == NULL && stop_path[0])
+            st = mr_cli_check_writable("--checkpoint-on-signal", stop_path, &err);
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     st = load_data(&cfg, in_size, classes, &train, &test, &n_train, &err);
@@ -269,6 +344,14 @@ int main(int argc, char **argv) {
             mr_train_print_resume(ck_path, &ck, plan, cfg.net.epochs, changes);
         }
         if (c.init_weights) printf("Weights from %s\n", c.init_weights);
+        if (c.n_stop_signals > 0 && pattern == NULL && !stop_path[0])
+            printf("A stop signal (SIGTERM, Ctrl-C) will lose this run: set [net] checkpoint "
+                   "or --checkpoint-on-signal PATH\n");
+        else if (c.n_stop_signals > 0)
+            printf("A stop signal saves %s (budget %.0f s); restart with --resume auto\n",
+                   pattern ? "a checkpoint of [net] checkpoint" : stop_path, c.stop_budget);
+        /* before training: an error from it comes last, on stderr */
+        fflush(stdout);
     }
     mr_ckpt_run ck_run = {.pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
                           .keep = (int)c.keep,
@@ -278,7 +361,9 @@ int main(int argc, char **argv) {
                           .cfg_path = c.cfg_path,
                           .plan = plan,
                           .processes = job.size,
-                          .train = &train};
+                          .train = &train,
+                          .stop_path = stop_path[0] ? stop_path : NULL,
+                          .stop_budget = c.n_stop_signals > 0 ? c.stop_budget : 0.0};
     mr_progress pg;
     mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
     pg.log = log;
@@ -286,9 +371,13 @@ int main(int argc, char **argv) {
     if (resuming) mr_progress_replay(&pg, ck.state.history, ck.state.n_history);
     mr_fit_callbacks cb = {
         .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
+    cb.save_user = &ck_run;
+    if (c.n_stop_signals > 0) {
+        cb.stop = &stop_signal;
+        cb.on_stop = mr_ckpt_on_stop;
+    }
     if (ck_run.pattern != NULL) {
         cb.save = mr_ckpt_on_save;
-        cb.save_user = &ck_run;
         if (cfg.net.checkpoint_every.steps)
             cb.every_steps = cfg.net.checkpoint_every.n;
         else
@@ -297,6 +386,18 @@ int main(int argc, char **argv) {
     if (mr_strategy_fit(strategy, &train, n_train, n_train, n_val, cfg.net.epochs, augp,
                         resuming ? &ck.state : NULL, &cb, &err) != MR_OK)
         goto alone_failure;
+    if (mr_strategy_stopped(strategy)) {
+        /* a planned stop: the checkpoint is durable (or there was nowhere
+         * to write it); the logs keep what finished, every process waits
+         * for the writer before it exits, so mpirun kills nobody early */
+        mr_progress_on_stop(&pg);
+        if (csv != NULL && fclose(csv) != 0 && lead)
+            fprintf(stderr, "%s: --metrics %s: cannot write\n", prog, c.metrics_path);
+        csv = NULL;
+        if ((st = mr_job_agree(&job, MR_OK, &err)) != MR_OK) goto agreed_failure;
+        rc = report_stop(lead, &c, &ck_run, mr_strategy_state(strategy), plan->steps_per_epoch);
+        goto done;
+    }
     double test_loss = 0.0, test_acc = 0.0;
     if (has_test) {
         if (mr_strategy_evaluate(strategy, &test, 0, test.n, &test_loss, &test_acc, &err) != MR_OK)

@@ -76,12 +76,16 @@ void mr_progress_on_step(void *user, const mr_step_info *info) {
     fflush(p->out);
 }
 
-static void csv_line(mr_progress *p, const mr_epoch_logs *l) {
-    if (p->csv == NULL) return;
+static void csv_header(mr_progress *p) {
     if (!p->header_done)
         fprintf(p->csv, "epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,samples_per_sec,"
                         "seconds\n");
     p->header_done = 1;
+}
+
+static void csv_line(mr_progress *p, const mr_epoch_logs *l) {
+    if (p->csv == NULL) return;
+    csv_header(p);
     if (l->has_val)
         fprintf(p->csv, "%d,%.6f,%.6f,%.6f,%.6f", l->epoch, l->accuracy, l->loss, l->val_accuracy,
                 l->val_loss);
@@ -128,4 +132,18 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     if (l->skipped > 0) fprintf(p->out, " - skipped: %lld", (long long)l->skipped);
     fprintf(p->out, "\n");
     fflush(p->out);
+}
+
+void mr_progress_on_stop(mr_progress *p) {
+    /* the CSV has a row per finished epoch only (CSVLogger's format): a stop
+     * in the first epoch still leaves the header, not an empty file */
+    if (p->csv != NULL) {
+        csv_header(p);
+        fflush(p->csv);
+    }
+    if (p->log) fflush(p->log);
+    if (!p->quiet && p->tty) {
+        fprintf(p->out, "\n"); /* keep the bar where it stopped */
+        fflush(p->out);
+    }
 }

@@ -38,6 +38,10 @@ void mr_progress_init(mr_progress *p, FILE *out, int quiet, int epochs, FILE *cs
 void mr_progress_on_step(void *user, const mr_step_info *info);
 void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *logs);
 
+/* A planned stop in the middle of an epoch: the CSV keeps its header and
+ * the rows of finished epochs (flushed), a bar on a terminal its line. */
+void mr_progress_on_stop(mr_progress *p);
+
 /* Writes the CSV lines of epochs finished before a resume (their logs from
  * the checkpoint), so the file reads as the uninterrupted run's. */
 void mr_progress_replay(mr_progress *p, const mr_epoch_logs *logs, int n);

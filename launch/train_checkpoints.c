@@ -2,7 +2,9 @@
 #include "launch/train_checkpoints.h"
 
 #include "launch/cli.h"
+#include "runtime/clock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <stddef.h>
@@ -28,8 +30,9 @@ mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr
     return MR_OK;
 }
 
-mr_status mr_ckpt_write(const mr_ckpt_run *r, const char *path, const mr_fit_state *state,
+mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *state,
                         const mr_model *m, float lr, mr_error *err) {
+    double t0 = mr_now_s();
     mr_checkpoint c = {.cfg_text = r->cfg->text,
                        .replicas = r->plan->replicas,
                        .processes = r->processes,
@@ -49,9 +52,19 @@ mr_status mr_ckpt_write(const mr_ckpt_run *r, const char *path, const mr_fit_sta
      * failure of the run, exit 1, not bad input */
     if (st == MR_ERR_IO) err->status = st = MR_ERR_RUNTIME;
     MR_CHECK(st);
+    /* the write is durable here (mr_checkpoint_save syncs before the rename):
+     * what a stop must fit in its budget */
+    r->last_save_s = mr_now_s() - t0;
     if (r->out) {
-        fprintf(r->out, "Saved %s (epoch %d, step %lld)\n", path, state->epoch + (state->step > 0),
-                (long long)state->global_step);
+        fprintf(r->out, "Saved %s (epoch %d, step %lld) in %.2f s\n", path,
+                state->epoch + (state->step > 0), (long long)state->global_step, r->last_save_s);
+        /* a stop on a signal would take at least this long: say so now,
+         * not when the VM is going */
+        if (r->stop_budget > 0 && r->last_save_s > r->stop_budget)
+            fprintf(r->out,
+                    "Warning: this save took %.2f s, more than --stop-budget %g s: a stop on a "
+                    "signal would not fit\n",
+                    r->last_save_s, r->stop_budget);
         fflush(r->out);
     }
     return MR_OK;
@@ -59,7 +72,7 @@ mr_status mr_ckpt_write(const mr_ckpt_run *r, const char *path, const mr_fit_sta
 
 mr_status mr_ckpt_on_save(void *user, const mr_fit_state *state, const mr_model *m, float lr,
                           mr_error *err) {
-    const mr_ckpt_run *r = user;
+    mr_ckpt_run *r = user;
     if (!r->lead || r->pattern == NULL) return MR_OK;
     char path[MR_PATH_MAX + 64];
     mr_checkpoint_name(r->pattern, state->global_step, path, sizeof path);
@@ -68,16 +81,64 @@ mr_status mr_ckpt_on_save(void *user, const mr_fit_state *state, const mr_model 
     return MR_OK;
 }
 
-mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, char *path, size_t n,
-                              mr_error *err) {
+mr_status mr_ckpt_on_stop(void *user, const mr_fit_state *state, const mr_model *m, float lr,
+                          mr_error *err) {
+    mr_ckpt_run *r = user;
+    r->stopped_at[0] = '\0';
+    if (!r->lead) return MR_OK;
+    if (r->pattern != NULL) {
+        mr_checkpoint_name(r->pattern, state->global_step, r->stopped_at, sizeof r->stopped_at);
+        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, err));
+        if (r->keep > 0) MR_CHECK(mr_checkpoint_prune(r->pattern, r->keep, err));
+    } else if (r->stop_path != NULL) {
+        snprintf(r->stopped_at, sizeof r->stopped_at, "%s", r->stop_path);
+        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, err));
+    }
+    return MR_OK;
+}
+
+void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, char *path, size_t n) {
+    const char *base = save_path ? save_path : json_path;
+    if (base == NULL) {
+        snprintf(path, n, "%s", "");
+        return;
+    }
+    /* the extension of the file name only (a dot in a folder name is not one) */
+    const char *slash = strrchr(base, '/'), *dot = strrchr(base, '.');
+    int stem = dot && dot > (slash ? slash : base) ? (int)(dot - base) : (int)strlen(base);
+    snprintf(path, n, "%.*s-stopped.h5", stem, base);
+}
+
+mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
+                              char *path, size_t n, mr_error *err) {
     if (strcmp(arg, "auto") != 0) {
         snprintf(path, n, "%s", arg);
         return MR_OK;
     }
-    if (pattern == NULL)
+    if (pattern == NULL && stop_path == NULL)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "--resume auto: the .cfg has no [net] checkpoint to look for");
-    return mr_checkpoint_newest(pattern, path, n, err);
+                            "--resume auto: the .cfg has no [net] checkpoint to look for (and "
+                            "there is no --checkpoint-on-signal, --save or --json to look beside)");
+    if (pattern != NULL) {
+        mr_error none = {0};
+        if (mr_checkpoint_newest(pattern, path, n, &none) == MR_OK) return MR_OK;
+        /* no folder yet, or no file in it: a first start; a folder that
+         * cannot be read is an error, not a reason to start over */
+        char dir[MR_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", pattern);
+        DIR *d = opendir(dirname(dir));
+        if (d == NULL && errno != ENOENT) return mr_error_set(err, none.status, "%s", none.msg);
+        if (d != NULL) closedir(d);
+        if (none.status == MR_ERR_NOMEM) return mr_error_set(err, none.status, "%s", none.msg);
+    }
+    /* a stop's checkpoint without a pattern, or none yet: a first start */
+    struct stat sb;
+    if (pattern == NULL && stat(stop_path, &sb) == 0) {
+        snprintf(path, n, "%s", stop_path);
+        return MR_OK;
+    }
+    snprintf(path, n, "%s", "");
+    return MR_OK;
 }
 
 mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr_error *err) {

@@ -22,6 +22,14 @@ typedef struct mr_ckpt_run {
     const mr_fit_plan *plan;
     int processes;
     const mr_dataset *train; /* its preprocessing */
+    /* a planned stop (a signal): where its checkpoint goes without a
+     * pattern (--checkpoint-on-signal or its default; NULL: nowhere) */
+    const char *stop_path;
+    double stop_budget; /* --stop-budget: a save longer than this is warned of (0: never) */
+    /* filled by the writes: the seconds the last one took (0: none yet),
+     * and the file a stop wrote ("" if none) */
+    double last_save_s;
+    char stopped_at[MR_PATH_MAX + 64];
 } mr_ckpt_run;
 
 /* Fails early, before any training, if a checkpoint could not be written:
@@ -33,14 +41,29 @@ mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr
 mr_status mr_ckpt_on_save(void *user, const mr_fit_state *state, const mr_model *m, float lr,
                           mr_error *err);
 
-/* Writes one checkpoint to path (--save, after training). */
-mr_status mr_ckpt_write(const mr_ckpt_run *r, const char *path, const mr_fit_state *state,
+/* mr_fit_callbacks.on_stop, with user = mr_ckpt_run: a stop's checkpoint,
+ * PATTERN-step<N>.h5 (pruned to --keep) or else r->stop_path; records it
+ * in r->stopped_at. Nowhere to write (neither) is MR_OK, nothing written. */
+mr_status mr_ckpt_on_stop(void *user, const mr_fit_state *state, const mr_model *m, float lr,
+                          mr_error *err);
+
+/* Writes one checkpoint to path (--save, after training), atomically,
+ * and times it (r->last_save_s, printed on the "Saved" line). */
+mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *state,
                         const mr_model *m, float lr, mr_error *err);
 
+/* The default place of a stop's checkpoint without [net] checkpoint or
+ * --checkpoint-on-signal: beside --save, else beside --json, with the
+ * extension replaced by "-stopped.h5" (out.h5: out-stopped.h5); "" when
+ * neither is given. */
+void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, char *path, size_t n);
+
 /* --resume ARG: ARG itself, or with "auto" the newest checkpoint of the
- * pattern, into path. */
-mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, char *path, size_t n,
-                              mr_error *err);
+ * pattern, else stop_path (a stop's checkpoint; may be NULL), into path.
+ * With "auto" and no such file yet, path is "" (start fresh); with neither
+ * a pattern nor a stop_path, an MR_ERR_USAGE. */
+mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
+                              char *path, size_t n, mr_error *err);
 
 /* Puts a checkpoint's preprocessing into a dataset in place of its own (a
  * resumed run and mirrored_eval use the statistics training used). */

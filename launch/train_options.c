@@ -2,6 +2,7 @@
 #include "launch/train_options.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,14 @@ void mr_train_usage(FILE *out, const char *prog) {
             "  --collective-timeout S  fail a collective that waits more than S seconds for\n"
             "                     another replica or process (default: MIRRORED_COMM_TIMEOUT\n"
             "                     or 600)\n"
+            "  --stop-signals LIST  signals that stop training cleanly (default TERM,INT,USR1;\n"
+            "                     none: die at once): the job finishes the update in flight,\n"
+            "                     writes a checkpoint of it and exits 128+signal (143, 130)\n"
+            "  --checkpoint-on-signal F.h5  where that checkpoint goes when the .cfg has no\n"
+            "                     [net] checkpoint (default: beside --save or --json,\n"
+            "                     NAME-stopped.h5)\n"
+            "  --stop-budget S    seconds the stop may take (default 25, under GCP's 30 s):\n"
+            "                     a warning when the update plus the save do not fit\n"
             "  --quiet            print only the final test result\n"
             "  --help-config[=markdown]  print every .cfg section and key with defaults and\n"
             "                     ranges (markdown: docs/usage.md's table)\n"
@@ -48,7 +57,8 @@ void mr_train_usage(FILE *out, const char *prog) {
             "\n"
             "Exit status: 0 success; 1 failure while running (out of memory, a replica or\n"
             "collective failed, an output file could not be written); 2 bad input (options,\n"
-            ".cfg file, data files).\n"
+            ".cfg file, data files); 128+N stopped by signal N (143: SIGTERM, 130: SIGINT,\n"
+            "138: SIGUSR1) with a checkpoint: the same command with --resume auto goes on.\n"
             "\n"
             "Multi-process: mpirun -np N %s MODEL.cfg trains one job over N processes\n"
             "(each takes its share of its node's cores: --devices auto; cpu:N may not ask for\n"
@@ -78,7 +88,10 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         OPT_KEEP,
         OPT_INIT,
         OPT_LOG,
-        OPT_WRITE_DATA
+        OPT_WRITE_DATA,
+        OPT_STOP_SIGNALS,
+        OPT_STOP_PATH,
+        OPT_STOP_BUDGET
     };
     static const struct option longopts[] = {
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -100,10 +113,18 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         {"init-weights", required_argument, NULL, OPT_INIT},
         {"log", required_argument, NULL, OPT_LOG},
         {"write-data", required_argument, NULL, OPT_WRITE_DATA},
+        {"stop-signals", required_argument, NULL, OPT_STOP_SIGNALS},
+        {"checkpoint-on-signal", required_argument, NULL, OPT_STOP_PATH},
+        {"stop-budget", required_argument, NULL, OPT_STOP_BUDGET},
         {NULL, 0, NULL, 0},
     };
-    *c = (mr_train_options){
-        .action = MR_TRAIN_RUN, .epochs = -1, .seed = -1, .devices_spec = "auto"};
+    *c = (mr_train_options){.action = MR_TRAIN_RUN,
+                            .epochs = -1,
+                            .seed = -1,
+                            .devices_spec = "auto",
+                            .stop_signals = {SIGTERM, SIGINT, SIGUSR1},
+                            .n_stop_signals = 3,
+                            .stop_budget = 25.0};
     opterr = 0;
     int o;
     while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -157,6 +178,21 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         case OPT_WRITE_DATA:
             c->data_out = optarg;
             break;
+        case OPT_STOP_SIGNALS:
+            MR_CHECK(mr_train_parse_stop_signals(optarg, c->stop_signals, &c->n_stop_signals, err));
+            break;
+        case OPT_STOP_PATH:
+            c->stop_path = optarg;
+            break;
+        case OPT_STOP_BUDGET: {
+            char *end;
+            c->stop_budget = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(c->stop_budget > 0.0) || c->stop_budget > 86400)
+                return mr_error_set(err, MR_ERR_USAGE,
+                                    "--stop-budget %s: expected a number of seconds in (0, 86400]",
+                                    optarg);
+            break;
+        }
         case OPT_JSON:
             c->json_path = optarg;
             break;
@@ -194,5 +230,53 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
     if (c->resume && c->init_weights)
         return mr_error_set(err, MR_ERR_USAGE,
                             "--resume and --init-weights: a resumed run has its weights already");
+    return MR_OK;
+}
+
+mr_status mr_train_parse_stop_signals(const char *list, int *sigs, int *n, mr_error *err) {
+    /* the signals a batch system or a VM's shutdown may send first */
+    static const struct {
+        const char *name;
+        int sig;
+    } known[] = {{"TERM", SIGTERM}, {"INT", SIGINT},   {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+                 {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}, {"ALRM", SIGALRM}};
+    *n = 0;
+    if (strcmp(list, "none") == 0) return MR_OK;
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char word[32];
+        if (len == 0 || len >= sizeof word)
+            return mr_error_set(
+                err, MR_ERR_USAGE,
+                "--stop-signals %s: expected a list such as TERM,INT,USR1 (or none)", list);
+        memcpy(word, p, len);
+        word[len] = '\0';
+        const char *name = strncmp(word, "SIG", 3) == 0 ? word + 3 : word;
+        int sig = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strcmp(name, known[i].name) == 0) sig = known[i].sig;
+        char *end;
+        long v = strtol(word, &end, 10);
+        if (sig == 0 && end != word && *end == '\0') {
+            for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+                if (v == known[i].sig) sig = known[i].sig;
+        }
+        if (sig == 0)
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "--stop-signals %s: '%s' is not a signal that can stop training "
+                                "(TERM, INT, USR1, USR2, HUP, QUIT, XCPU, ALRM)",
+                                list, word);
+        int dup = 0;
+        for (int i = 0; i < *n; i++)
+            dup |= sigs[i] == sig;
+        if (!dup) {
+            if (*n == MR_TRAIN_MAX_STOP_SIGNALS)
+                return mr_error_set(err, MR_ERR_USAGE, "--stop-signals %s: too many signals", list);
+            sigs[(*n)++] = sig;
+        }
+        if (p[len] == '\0') break;
+        p += len + 1;
+    }
     return MR_OK;
 }

@@ -9,6 +9,8 @@
 
 #include "runtime/error.h"
 
+#define MR_TRAIN_MAX_STOP_SIGNALS 8
+
 /* What mirrored_train is asked to do. */
 typedef enum mr_train_action {
     MR_TRAIN_RUN,         /* train MODEL.cfg */
@@ -27,7 +29,21 @@ typedef struct mr_train_options {
     const char *metrics_path, *json_path, *devices_spec, *cfg_path;
     const char *save_path, *resume, *init_weights, *log_path, *data_out;
     int quiet;
+    /* a planned stop (preemption): the signals that ask for it (--stop-signals,
+     * default SIGTERM, SIGINT, SIGUSR1; none: n_stop_signals 0), the seconds
+     * the stop may take (--stop-budget, default 25: GCP's 30 s notice less a
+     * margin), and where its checkpoint goes without [net] checkpoint
+     * (--checkpoint-on-signal, or NULL) */
+    int stop_signals[MR_TRAIN_MAX_STOP_SIGNALS];
+    int n_stop_signals;
+    double stop_budget;
+    const char *stop_path;
 } mr_train_options;
+
+/* "TERM,INT,USR1" (names with or without SIG, or numbers; "none": no
+ * signal) into sigs[0..*n); a name that is no signal, or a signal that
+ * cannot be caught (KILL, STOP), is an MR_ERR_USAGE naming it. */
+mr_status mr_train_parse_stop_signals(const char *list, int *sigs, int *n, mr_error *err);
 
 /* The --help text, naming the executable `prog`. */
 void mr_train_usage(FILE *out, const char *prog);

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,30 +30,37 @@ mr_status mr_fault_parse(const char *value, int rank, mr_fault *out, mr_error *e
     if (value == NULL || value[0] == '\0') return MR_OK;
     const char *p = value;
     long long r = parse_count(&p), step = -1;
-    int stall = 0;
+    int stall = 0, sig = 0;
     if (r >= 0 && *p == ':') {
         p++;
         step = parse_count(&p);
         if (strcmp(p, ":stall") == 0)
             stall = 1;
+        else if (strcmp(p, ":TERM") == 0)
+            sig = SIGTERM;
+        else if (strcmp(p, ":INT") == 0)
+            sig = SIGINT;
+        else if (strcmp(p, ":USR1") == 0)
+            sig = SIGUSR1;
         else if (*p != '\0')
             step = -1;
     }
     if (r < 0 || r > 0x7fffffff || step < 1)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "%s=%s: expected RANK:STEP or RANK:STEP:stall (a rank, and an update "
-                            "counted from 1)",
+                            "%s=%s: expected RANK:STEP, RANK:STEP:stall or RANK:STEP:TERM|INT|USR1 "
+                            "(a rank, and an update counted from 1)",
                             MR_FAULT_ENV, value);
     if (r != rank) return MR_OK;
     out->fail_step = step;
     out->stall = stall;
+    out->raise_signal = sig;
     return MR_OK;
 }
 
 mr_fault_action mr_fault_at_step(const mr_fault *f, int local_replica, int64_t step) {
     if (f == NULL || f->fail_step == 0 || f->fail_step != step || local_replica != 0)
         return MR_FAULT_NONE;
-    return f->stall ? MR_FAULT_STALL : MR_FAULT_FAIL;
+    return f->raise_signal ? MR_FAULT_RAISE : f->stall ? MR_FAULT_STALL : MR_FAULT_FAIL;
 }
 
 mr_status mr_fault_step(const mr_fault *f, int local_replica, int global_replica, int64_t step,
@@ -64,6 +72,9 @@ mr_status mr_fault_step(const mr_fault *f, int local_replica, int global_replica
         return mr_error_set(err, MR_ERR_RUNTIME,
                             "replica %d: injected failure at step %lld (" MR_FAULT_ENV ")",
                             global_replica, (long long)step);
+    case MR_FAULT_RAISE:
+        raise(f->raise_signal);
+        return MR_OK;
     case MR_FAULT_STALL:
         break;
     }

@@ -16,8 +16,11 @@
 #include "runtime/error.h"
 
 /* The launcher's variable: RANK:STEP (that process's replica 0 fails at
- * update STEP, 1-based, as a process-local failure would) or
- * RANK:STEP:stall (it stops answering there instead: a hung process). */
+ * update STEP, 1-based, as a process-local failure would),
+ * RANK:STEP:stall (it stops answering there instead: a hung process) or
+ * RANK:STEP:SIGNAL with SIGNAL TERM, INT or USR1 (it raises that signal
+ * in its own process there, as a preemption would: the launcher's stop
+ * handling sees it before the next update). */
 #define MR_FAULT_ENV "MIRRORED_DEBUG_FAIL"
 
 typedef struct mr_fault {
@@ -25,6 +28,7 @@ typedef struct mr_fault {
                              update (1-based); 0: never */
     int stall;            /* with fail_step: it stalls there for three collective timeouts
                              instead of failing */
+    int raise_signal;     /* with fail_step: it raises this signal there instead (0: none) */
     int64_t perturb_step; /* with --check-sync checking at this update: replica R-1's first
                              parameter += 1 before the check (R > 1); 0: never */
     int staged;           /* the replicas' CPU contexts say their memory is not host memory,
@@ -36,6 +40,7 @@ typedef enum mr_fault_action {
     MR_FAULT_NONE = 0,
     MR_FAULT_FAIL,  /* return an error (MR_ERR_RUNTIME) */
     MR_FAULT_STALL, /* stop answering: sleep for three collective timeouts */
+    MR_FAULT_RAISE, /* raise f->raise_signal in this process, then go on */
 } mr_fault_action;
 
 /* Parses the value of MR_FAULT_ENV for the process of job rank `rank`:
@@ -52,7 +57,8 @@ mr_fault_action mr_fault_at_step(const mr_fault *f, int local_replica, int64_t s
 /* Does what mr_fault_at_step says: MR_FAULT_FAIL returns "replica G:
  * injected failure at step S (MIRRORED_DEBUG_FAIL)"; MR_FAULT_STALL sleeps
  * 3 x timeout_s seconds, then returns MR_OK (the others have given up by
- * then); MR_FAULT_NONE returns MR_OK at once. */
+ * then); MR_FAULT_RAISE raises the signal and returns MR_OK; MR_FAULT_NONE
+ * returns MR_OK at once. */
 mr_status mr_fault_step(const mr_fault *f, int local_replica, int global_replica, int64_t step,
                         double timeout_s, mr_error *err);
 

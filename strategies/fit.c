@@ -60,16 +60,23 @@ static void bucket_ready(void *ctx, int64_t ready) {
  * never weights with a NaN or an infinity (the last good checkpoint stays
  * the newest): the step drops a non-finite gradient before its update, but
  * a finite update can still overflow. */
-static mr_status save_checkpoint(replica *rep, float lr) {
-    mr_strategy *s = rep->s;
-    if (rep->g != 0 || s->cb == NULL || s->cb->save == NULL) return MR_OK;
+/* No checkpoint holds non-finite weights (a finite update can still
+ * overflow them): the newest file on disk stays the last good one. */
+static mr_status check_weights_finite(replica *rep) {
     int bad;
     MR_CHECK(mr_model_params_nonfinite(&rep->model, &bad, &rep->err));
     if (bad)
         return mr_error_set(&rep->err, MR_ERR_RUNTIME,
                             "%s: the weights hold NaN or Inf after update %lld; no checkpoint "
                             "written",
-                            s->cfg->path, (long long)s->state.global_step);
+                            rep->s->cfg->path, (long long)rep->s->state.global_step);
+    return MR_OK;
+}
+
+static mr_status save_checkpoint(replica *rep, float lr) {
+    mr_strategy *s = rep->s;
+    if (rep->g != 0 || s->cb == NULL || s->cb->save == NULL) return MR_OK;
+    MR_CHECK(check_weights_finite(rep));
     return s->cb->save(s->cb->save_user, &s->state, &rep->model, lr, &rep->err);
 }
 
@@ -224,10 +231,14 @@ static mr_status task_fit(replica *rep) {
             bucket_ready(rep, np);
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
             /* METRIC_NONFINITE: whether this replica's own loss sum (a
-             * double) is NaN or Inf; summed, how many replicas saw one */
+             * double) is NaN or Inf; summed, how many replicas saw one.
+             * METRIC_STOP: the stop flag, read once per update on the host:
+             * every replica's view of it is summed, so all agree */
+            const float asked = cb && cb->stop && *cb->stop ? 1.0f : 0.0f;
             const float sums[METRIC_FLOATS] = {[METRIC_LOSS] = (float)loss_sum,
                                                [METRIC_CORRECT] = (float)correct,
-                                               [METRIC_NONFINITE] = !isfinite(loss_sum)};
+                                               [METRIC_NONFINITE] = !isfinite(loss_sum),
+                                               [METRIC_STOP] = asked};
             MR_CHECK(mr_model_write_extra(m, sums, METRIC_FLOATS, &rep->err));
             MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
                                              (size_t)(np + METRIC_FLOATS - rep->reduced),
@@ -261,6 +272,7 @@ static mr_status task_fit(replica *rep) {
                                           &rep->err));
             }
             global_step++;
+            const int stop = metrics[METRIC_STOP] > 0.0f;
             if (rep->g == 0) {
                 /* the global batch's sums, reduced with the gradients (a
                  * skipped step's are not the model's: left out) */
@@ -299,6 +311,17 @@ static mr_status task_fit(replica *rep) {
                 /* fault injection (tests): make the last replica diverge */
                 MR_CHECK(mr_fault_perturb(s->opts.fault, m, rep->g, R, global_step, &rep->err));
                 MR_CHECK(strategy_check_sync(rep, global_step));
+            }
+            if (stop) {
+                /* a planned stop: this update is the last; global replica 0
+                 * hands it to on_stop (the state says where to go on: at the
+                 * end of an epoch, position n, a resume validates and goes on) */
+                if (rep->r == 0) s->stopped = 1; /* on every process */
+                if (rep->g == 0 && cb->on_stop) {
+                    MR_CHECK(check_weights_finite(rep));
+                    MR_CHECK(cb->on_stop(cb->save_user, &s->state, &rep->model, lr, &rep->err));
+                }
+                return MR_OK;
             }
             if (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0 && gbegin + ga < n)
                 MR_CHECK(save_checkpoint(rep, lr));
@@ -359,7 +382,12 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     s->plan.epochs = epochs;
     s->aug = aug;
     s->cb = cb;
+    s->stopped = 0;
     return strategy_run_replicas(s, task_fit, err);
+}
+
+int mr_strategy_stopped(const mr_strategy *s) {
+    return s->stopped;
 }
 
 const mr_fit_state *mr_strategy_state(const mr_strategy *s) {

@@ -30,6 +30,7 @@
 #ifndef MR_STRATEGY_H
 #define MR_STRATEGY_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "collectives/comm.h"
@@ -107,6 +108,15 @@ typedef struct mr_fit_callbacks {
     void *save_user;
     mr_status (*save)(void *save_user, const mr_fit_state *state, const mr_model *model, float lr,
                       mr_error *err);
+    /* A planned stop (preemption): when *stop is non-zero (a signal
+     * handler's flag, read on the host before each update's all-reduce;
+     * NULL: never), every replica of the job finishes the same update, the
+     * flag riding behind the gradients; then global replica 0 calls
+     * on_stop (NULL: nothing) with the state of that update, and the fit
+     * returns MR_OK early (mr_strategy_stopped). */
+    const volatile sig_atomic_t *stop;
+    mr_status (*on_stop)(void *save_user, const mr_fit_state *state, const mr_model *model,
+                         float lr, mr_error *err);
 } mr_fit_callbacks;
 
 /* Builds this process's replicas of the model (shape errors name the .cfg
@@ -145,6 +155,10 @@ const mr_comm *mr_strategy_comm(const mr_strategy *s);
 mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_train,
                           int64_t val_begin, int64_t n_val, int epochs, const mr_augment *aug,
                           const mr_fit_state *from, const mr_fit_callbacks *cb, mr_error *err);
+
+/* 1 if the last mr_strategy_fit ended early at a stop request
+ * (mr_fit_callbacks.stop), after the update mr_strategy_state names. */
+int mr_strategy_stopped(const mr_strategy *s);
 
 /* The logs of the epochs trained so far (and restored from a checkpoint). */
 const mr_fit_state *mr_strategy_state(const mr_strategy *s);

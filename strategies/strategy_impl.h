@@ -20,12 +20,15 @@
 #include "strategies/strategy.h"
 
 /* Floats that ride behind the gradients in the all-reduce: the global
- * batch's loss sum and correct count, and how many replicas' own loss sums
- * (doubles) were NaN or infinite (on_nan: fit.c). The count is at most G,
- * which mr_plan_make keeps at or below MR_PLAN_MAX_GLOBAL_BATCH = 2^24, so
- * it stays an exact integer in a float; the epoch's totals add up in
- * doubles on replica 0. */
-enum { METRIC_LOSS, METRIC_CORRECT, METRIC_NONFINITE, METRIC_FLOATS };
+ * batch's loss sum and correct count; how many replicas' own loss sums
+ * (doubles) were NaN or infinite (on_nan: fit.c); and the stop flag (each
+ * replica adds 1 when its process has been asked to stop,
+ * mr_fit_callbacks.stop: a sum above 0 stops every replica of the job after
+ * the same update, at no extra round trip). The count is at most G, which
+ * mr_plan_make keeps at or below MR_PLAN_MAX_GLOBAL_BATCH = 2^24, so it
+ * stays an exact integer in a float; the epoch's totals add up in doubles
+ * on replica 0. */
+enum { METRIC_LOSS, METRIC_CORRECT, METRIC_NONFINITE, METRIC_STOP, METRIC_FLOATS };
 
 typedef struct replica {
     mr_strategy *s;
@@ -72,6 +75,7 @@ struct mr_strategy {
     const mr_fit_callbacks *cb;
     mr_fit_state from;  /* where the fit starts (zero: the beginning) */
     mr_fit_state state; /* where it is, on global replica 0: history of finished epochs */
+    int stopped;        /* 1: the last fit ended early at a stop request (cb->stop) */
     int64_t *perm;      /* (n_train) this epoch's order, written by replica 0 */
     int64_t eval_begin, eval_count;
     double eval_loss, eval_acc;

@@ -2,6 +2,7 @@
  * MIRRORED_DEBUG_FAIL, each hook's decision and action, and a strategy
  * whose replica fails where the fault says. */
 #include <check.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,13 +34,42 @@ START_TEST(parse_rank_step_stall) {
     ck_assert_int_eq(mr_fault_parse("0:12:stall", 0, &f, &err), MR_OK);
     ck_assert_int_eq(f.fail_step, 12);
     ck_assert_int_eq(f.stall, 1);
+    ck_assert_int_eq(mr_fault_parse("1:7:TERM", 1, &f, &err), MR_OK);
+    ck_assert_int_eq(f.fail_step, 7);
+    ck_assert_int_eq(f.raise_signal, SIGTERM);
+    ck_assert_int_eq(mr_fault_parse("0:2:INT", 0, &f, &err), MR_OK);
+    ck_assert_int_eq(f.raise_signal, SIGINT);
+    ck_assert_int_eq(mr_fault_parse("0:2:USR1", 0, &f, &err), MR_OK);
+    ck_assert_int_eq(f.raise_signal, SIGUSR1);
     ck_assert_int_eq(err.status, MR_OK);
 }
 END_TEST
 
+static volatile sig_atomic_t raised;
+static void note_signal(int sig) {
+    raised = sig;
+}
+
+/* the signal hook raises its signal in this process, at its step only */
+START_TEST(step_raises_a_signal) {
+    signal(SIGUSR1, note_signal);
+    mr_error err = {0};
+    mr_fault f = {.fail_step = 3, .raise_signal = SIGUSR1};
+    ck_assert_int_eq(mr_fault_at_step(&f, 0, 3), MR_FAULT_RAISE);
+    ck_assert_int_eq(mr_fault_step(&f, 0, 0, 2, 1.0, &err), MR_OK);
+    ck_assert_int_eq(raised, 0);
+    ck_assert_int_eq(mr_fault_step(&f, 1, 1, 3, 1.0, &err), MR_OK); /* replica 0 only */
+    ck_assert_int_eq(raised, 0);
+    ck_assert_int_eq(mr_fault_step(&f, 0, 0, 3, 1.0, &err), MR_OK);
+    ck_assert_int_eq(raised, SIGUSR1);
+    signal(SIGUSR1, SIG_DFL);
+}
+END_TEST
+
 START_TEST(parse_malformed_is_one_line) {
-    const char *bad[] = {"x",    "1",    "1:",   "1:0", "1:3:hang",    "-1:3", "1:-3",
-                         " 1:3", "1:3 ", "1:3:", ":3",  "1:3:stall:x", "1;3",  "99999999999:1"};
+    const char *bad[] = {
+        "x",    "1",    "1:", "1:0",         "1:3:hang", "-1:3",          "1:-3",     " 1:3",
+        "1:3 ", "1:3:", ":3", "1:3:stall:x", "1;3",      "99999999999:1", "1:3:KILL", "1:3:term"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         mr_fault f = {.fail_step = 5};
         mr_error err = {0};
@@ -173,6 +203,7 @@ int main(void) {
     tcase_add_test(tc, parse_malformed_is_one_line);
     tcase_add_test(tc, at_step_decides);
     tcase_add_test(tc, step_fails_or_stalls);
+    tcase_add_test(tc, step_raises_a_signal);
     tcase_add_test(tc, perturb_last_replica_at_step);
     tcase_add_test(tc, staged_flag);
     tcase_add_test(tc, strategy_fails_where_told);

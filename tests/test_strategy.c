@@ -14,6 +14,7 @@
  * normalised by B instead of R*B, a missing replica's gradient, a wrong
  * shard) changes the weights by 1e-3 or more after the first step. */
 #include <check.h>
+#include <signal.h>
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "runtime/rng.h"
 #include "runtime/dmem_impl.h"
 #include "strategies/strategy.h"
+#include "strategies/check_sync.h"
 #include "tests/strategyutil.h"
 #include "tests/testutil.h"
 
@@ -483,6 +485,65 @@ START_TEST(replicas_pinned_one_per_core) {
 }
 END_TEST
 
+/* A planned stop: the flag, set during update 3 (on_step), is read before
+ * update 4's all-reduce; every replica stops after update 4, on_stop sees
+ * that update once, the fit returns MR_OK and says it stopped; a fit
+ * without the flag does not. */
+typedef struct stop_probe {
+    volatile sig_atomic_t flag;
+    int calls;
+    int64_t at;
+} stop_probe;
+
+static void raise_at_3(void *user, const mr_step_info *info) {
+    stop_probe *p = user;
+    if (info->global_step == 3) p->flag = 1;
+}
+
+static mr_status note_stop(void *user, const mr_fit_state *st, const mr_model *m, float lr,
+                           mr_error *err) {
+    (void)m, (void)lr, (void)err;
+    stop_probe *p = user;
+    p->calls++;
+    p->at = st->global_step;
+    return MR_OK;
+}
+
+START_TEST(stop_flag_stops_every_replica_at_one_update) {
+    mr_config cfg;
+    mr_error err = {0};
+    mr_dataset ds;
+    const int64_t n = 64; /* 8 updates of 2 x 4 */
+    mlp_with_data(&cfg, &ds, n);
+    mr_strategy_opts so = {.devices = {.kind = "cpu", .count = 2}, .seed = 3};
+    mr_strategy *s;
+    ck_assert_int_eq(mr_strategy_create(&cfg, &so, n, &s, &err), MR_OK);
+    stop_probe p = {0};
+    mr_fit_callbacks cb = {
+        .user = &p, .on_step = raise_at_3, .save_user = &p, .stop = &p.flag, .on_stop = note_stop};
+    ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 2, NULL, NULL, &cb, &err), MR_OK);
+    ck_assert_int_eq(mr_strategy_stopped(s), 1);
+    ck_assert_int_eq(p.calls, 1);
+    ck_assert_int_eq(p.at, 4);
+    ck_assert_int_eq(mr_strategy_state(s)->global_step, 4);
+    ck_assert_int_eq(mr_strategy_state(s)->step, 4);
+    ck_assert_int_eq(mr_strategy_state(s)->epoch, 0);
+    /* every replica stopped at the same update: they hold the same bits */
+    uint64_t h0, h1;
+    ck_assert_int_eq(mr_params_hash(mr_strategy_replica(s, 0), &h0, &err), MR_OK);
+    ck_assert_int_eq(mr_params_hash(mr_strategy_replica(s, 1), &h1, &err), MR_OK);
+    ck_assert(h0 == h1);
+    /* no flag: the whole fit */
+    mr_fit_callbacks plain = {0};
+    ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 1, NULL, NULL, &plain, &err), MR_OK);
+    ck_assert_int_eq(mr_strategy_stopped(s), 0);
+    ck_assert_int_eq(mr_strategy_state(s)->epoch, 1);
+    mr_strategy_destroy(s);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("strategy");
     TCase *tc = tcase_create("strategy");
@@ -505,6 +566,7 @@ int main(void) {
     tcase_add_test(tc, linear_scaling_in_plan);
     tcase_add_test(tc, evaluate_exact_with_uneven_shards);
     tcase_add_test(tc, replicas_pinned_one_per_core);
+    tcase_add_test(tc, stop_flag_stops_every_replica_at_one_update);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -2,14 +2,20 @@
  * executable end to end: test_cli.c, test_resume.c, test_mpirun.c): the
  * command line (train_options.h), what a job's processes agree on
  * (train_job.h), the model's name and the JSON summary (train_report.h),
- * and --write-data (train_data.h). */
+ * --write-data (train_data.h), and a planned stop's parts: --stop-signals,
+ * where its checkpoint goes, --resume auto's choice (train_checkpoints.h)
+ * and the --metrics file it leaves (progress.h). */
 #include <check.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "launch/progress.h"
+#include "launch/train_checkpoints.h"
 #include "launch/train_data.h"
 #include "launch/train_job.h"
 #include "launch/train_options.h"
@@ -228,6 +234,109 @@ START_TEST(write_data_preprocessed) {
 }
 END_TEST
 
+START_TEST(stop_signals_parsed) {
+    mr_train_options o;
+    mr_error err = {0};
+    ck_assert_int_eq(parse(&o, &err, "m.cfg", NULL), MR_OK);
+    ck_assert_int_eq(o.n_stop_signals, 3);
+    ck_assert(o.stop_signals[0] == SIGTERM && o.stop_signals[1] == SIGINT &&
+              o.stop_signals[2] == SIGUSR1);
+    ck_assert(o.stop_budget == 25.0 && o.stop_path == NULL);
+    ck_assert_int_eq(parse(&o, &err, "--stop-signals", "SIGUSR2,hup", "m.cfg", NULL), MR_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "--stop-signals SIGUSR2,hup: 'hup' is not a signal that can stop "
+                              "training (TERM, INT, USR1, USR2, HUP, QUIT, XCPU, ALRM)");
+    ck_assert_int_eq(parse(&o, &err, "--stop-signals", "SIGUSR2,HUP,USR2,15", "--stop-budget",
+                           "9.5", "--checkpoint-on-signal", "s.h5", "m.cfg", NULL),
+                     MR_OK);
+    ck_assert_int_eq(o.n_stop_signals, 3); /* USR2 once */
+    ck_assert(o.stop_signals[0] == SIGUSR2 && o.stop_signals[1] == SIGHUP &&
+              o.stop_signals[2] == SIGTERM);
+    ck_assert(o.stop_budget == 9.5);
+    ck_assert_str_eq(o.stop_path, "s.h5");
+    ck_assert_int_eq(parse(&o, &err, "--stop-signals", "none", "m.cfg", NULL), MR_OK);
+    ck_assert_int_eq(o.n_stop_signals, 0);
+    const char *bad[] = {"", "TERM,", ",INT", "KILL", "STOP", "9", "TERM INT"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_msg(parse(&o, &err, "--stop-signals", bad[i], "m.cfg", NULL) == MR_ERR_USAGE,
+                      "'%s' accepted", bad[i]);
+        ck_assert_msg(strncmp(err.msg, "--stop-signals ", 15) == 0 && !strchr(err.msg, '\n'), "%s",
+                      err.msg);
+    }
+    ck_assert_int_eq(parse(&o, &err, "--stop-budget", "0", "m.cfg", NULL), MR_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "--stop-budget 0: expected a number of seconds in (0, 86400]");
+    ck_assert_int_eq(parse(&o, &err, "--stop-budget", "x", "m.cfg", NULL), MR_ERR_USAGE);
+}
+END_TEST
+
+START_TEST(where_a_stop_checkpoint_goes) {
+    char p[256];
+    mr_ckpt_default_stop_path("out/model.h5", "s.json", p, sizeof p);
+    ck_assert_str_eq(p, "out/model-stopped.h5");
+    mr_ckpt_default_stop_path(NULL, "run.v2/s.json", p, sizeof p);
+    ck_assert_str_eq(p, "run.v2/s-stopped.h5");
+    mr_ckpt_default_stop_path(NULL, "run.v2/summary", p, sizeof p);
+    ck_assert_str_eq(p, "run.v2/summary-stopped.h5");
+    mr_ckpt_default_stop_path(NULL, NULL, p, sizeof p);
+    ck_assert_str_eq(p, "");
+    /* --resume auto: the pattern's newest, else the stop's file, else fresh */
+    const char *d = tu_tmpdir();
+    char pattern[4096], stop[4096], path[8192];
+    mr_error err = {0};
+    snprintf(pattern, sizeof pattern, "%s/ck/run.h5", d);
+    snprintf(stop, sizeof stop, "%s/s-stopped.h5", d);
+    ck_assert_int_eq(mr_ckpt_resume_path("f.h5", NULL, NULL, path, sizeof path, &err), MR_OK);
+    ck_assert_str_eq(path, "f.h5");
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, NULL, path, sizeof path, &err),
+                     MR_ERR_USAGE);
+    ck_assert_msg(strncmp(err.msg, "--resume auto: the .cfg has no [net] checkpoint", 47) == 0,
+                  "%s", err.msg);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", pattern, stop, path, sizeof path, &err), MR_OK);
+    ck_assert_str_eq(path, ""); /* no folder yet */
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, path, sizeof path, &err), MR_OK);
+    ck_assert_str_eq(path, "");
+    free(tu_write_text(d, "s-stopped.h5", "x"));
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, path, sizeof path, &err), MR_OK);
+    ck_assert_str_eq(path, stop);
+    char ck[4096];
+    snprintf(ck, sizeof ck, "%s/ck", d);
+    ck_assert_int_eq(mkdir(ck, 0777), 0);
+    free(tu_write_text(ck, "run-step000000007.h5", "x"));
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", pattern, stop, path, sizeof path, &err), MR_OK);
+    ck_assert_msg(strstr(path, "/ck/run-step000000007.h5") != NULL, "%s", path);
+    /* a stop with nowhere to write, or on a process that does not write:
+     * nothing written, no error (the writes themselves: test_signals.c) */
+    mr_ckpt_run r = {.lead = 1};
+    mr_fit_state st = {.global_step = 3};
+    snprintf(r.stopped_at, sizeof r.stopped_at, "old");
+    ck_assert_int_eq(mr_ckpt_on_stop(&r, &st, NULL, 0.1f, &err), MR_OK);
+    ck_assert_str_eq(r.stopped_at, "");
+    mr_ckpt_run other = {.lead = 0, .pattern = pattern, .stop_path = stop};
+    ck_assert_int_eq(mr_ckpt_on_stop(&other, &st, NULL, 0.1f, &err), MR_OK);
+    ck_assert_str_eq(other.stopped_at, "");
+    ck_assert(other.last_save_s == 0.0);
+}
+END_TEST
+
+/* A stop in the first epoch leaves the CSV's header (issue 21: it was 0 bytes). */
+START_TEST(stop_keeps_the_metrics_header) {
+    const char *d = tu_tmpdir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/m.csv", d);
+    FILE *csv = fopen(path, "w");
+    ck_assert(csv != NULL);
+    mr_progress pg;
+    mr_progress_init(&pg, stdout, 1, 3, csv);
+    mr_progress_on_stop(&pg);
+    mr_progress_on_stop(&pg); /* once */
+    fclose(csv);
+    char *got = tu_read_in(d, "m.csv");
+    ck_assert_str_eq(got, "epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,"
+                          "samples_per_sec,seconds\n");
+    free(got);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -237,6 +346,9 @@ int main(void) {
     tcase_add_test(tc, job_rules);
     tcase_add_test(tc, model_name_and_json_summary);
     tcase_add_test(tc, write_data_preprocessed);
+    tcase_add_test(tc, stop_signals_parsed);
+    tcase_add_test(tc, where_a_stop_checkpoint_goes);
+    tcase_add_test(tc, stop_keeps_the_metrics_header);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
