@@ -76,7 +76,8 @@ mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, char *path, 
     if (pattern == NULL)
         return mr_error_set(err, MR_ERR_USAGE,
                             "--resume auto: the .cfg has no [net] checkpoint to look for");
-    return mr_checkpoint_newest(pattern, path, n, err);
+    MR_CHECK(mr_checkpoint_newest(pattern, path, n, err));
+    return mr_checkpoint_skip_damaged(pattern, path, n, stderr, err); /* the newest damaged */
 }
 
 mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr_error *err) {
