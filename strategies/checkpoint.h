@@ -11,7 +11,10 @@
  * per-feature mean and 1/std). The random streams are counter-based
  * (Philox keyed by seed, epoch, step and sample), so the seed and the
  * counters are their whole state. Written through a temporary file renamed
- * into place (runtime/h5file.h): a crash leaves the previous file whole. */
+ * into place (runtime/h5file.h): a crash leaves the previous file whole;
+ * with CRC32C checksums of the whole file and of every dataset, checked on
+ * every load (runtime/h5file.h), so a damaged file is refused naming the
+ * damaged dataset. */
 #ifndef MR_CHECKPOINT_H
 #define MR_CHECKPOINT_H
 
