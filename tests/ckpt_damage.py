@@ -79,8 +79,11 @@ def fail(msg):
 
 
 def run(args, cwd):
-    p = subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=120)
+    try:
+        p = subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+    except subprocess.TimeoutExpired:  # HDF5 can loop forever on a damaged file
+        return -1, "", f"{os.path.basename(args[0])} hung (killed after 120 s)"
     return p.returncode, p.stdout, p.stderr
 
 
@@ -192,7 +195,8 @@ def random_copies(tools, ck, copies, good_probs, good_hash):
         for tool, rc, err, ok in (("mirrored_eval", rc_e, err_e, probs == good_probs),
                                   ("resume", rc_r, err_r, h == good_hash)):
             if rc < 0 or rc > 125:
-                fail(f"copy {i} ({what}): {tool} crashed (status {rc}): {err[-300:]!r}")
+                fail(f"copy {i} ({what}): {tool} crashed or hung (status {rc}): {err[-300:]!r}")
+                outcome.append("CRASHED")
             elif rc != 0:
                 if not one_line(err) or "copy.h5" not in err:
                     fail(f"copy {i} ({what}): {tool} refused without one line naming the file: "
