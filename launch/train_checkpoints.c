@@ -121,7 +121,9 @@ mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *
                             "there is no --checkpoint-on-signal, --save or --json to look beside)");
     if (pattern != NULL) {
         mr_error none = {0};
-        if (mr_checkpoint_newest(pattern, path, n, &none) == MR_OK) return MR_OK;
+        /* the newest intact one: a damaged newest is named and skipped */
+        if (mr_checkpoint_newest(pattern, path, n, &none) == MR_OK)
+            return mr_checkpoint_skip_damaged(pattern, path, n, stderr, err);
         /* no folder yet, or no file in it: a first start; a folder that
          * cannot be read is an error, not a reason to start over */
         char dir[MR_PATH_MAX];

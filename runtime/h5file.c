@@ -68,20 +68,26 @@ void mr_h5_format_shape(int rank, const int64_t *dims, char *buf, size_t n) {
 
 /* ---- files ---- */
 
+static mr_status put_table(mr_h5 *h, mr_error *err);
+static void seal(char *block, const char *image, size_t size);
+
 /* The file is built in memory (HDF5's core driver, no backing store) and
  * written out by mr_h5_commit with plain write(2): a full disk or a file
  * size limit is then an error of ours, not a failed H5Fclose, after which
  * HDF5 1.10 keeps the file half-open and crashes at exit. */
-mr_status mr_h5_create(mr_h5 *h, const char *path, mr_error *err) {
+static mr_status create(mr_h5 *h, const char *path, int checked, mr_error *err) {
     memset(h, 0, sizeof *h);
     h->file = -1;
+    h->checked = checked;
     snprintf(h->path, sizeof h->path, "%s", path);
     /* the folder must take the temporary file now, not after all the work */
     MR_CHECK(mr_atomic_path_begin(path, h->tmp, sizeof h->tmp, err));
     quiet(h);
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5Pset_fapl_core(fapl, 1 << 20, 0);
-    h->file = H5Fcreate(h->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (checked) H5Pset_userblock(fcpl, MR_H5_USERBLOCK);
+    h->file = H5Fcreate(h->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fcpl);
     H5Pclose(fapl);
     if (h->file < 0) {
         char detail[256];
@@ -93,6 +99,14 @@ mr_status mr_h5_create(mr_h5 *h, const char *path, mr_error *err) {
                             detail);
     }
     return MR_OK;
+}
+
+mr_status mr_h5_create(mr_h5 *h, const char *path, mr_error *err) {
+    return create(h, path, 0, err);
+}
+
+mr_status mr_h5_create_checked(mr_h5 *h, const char *path, mr_error *err) {
+    return create(h, path, 1, err);
 }
 
 /* Writes n bytes to fd, all of them or an error (errno). */
@@ -110,7 +124,12 @@ static int write_all(int fd, const char *p, size_t n) {
 
 mr_status mr_h5_commit(mr_h5 *h, mr_error *err) {
     char detail[256];
-    mr_status st = MR_OK;
+    /* the table covers every object written until now */
+    mr_status st = h->checked ? put_table(h, err) : MR_OK;
+    if (st != MR_OK) {
+        mr_h5_discard(h);
+        return st;
+    }
     /* the image of the file built in memory */
     ssize_t size =
         H5Fflush(h->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(h->file, NULL, 0);
@@ -118,12 +137,16 @@ mr_status mr_h5_commit(mr_h5 *h, mr_error *err) {
     if (image == NULL || H5Fget_file_image(h->file, image, (size_t)size) != size)
         st = mr_error_set(err, size > 0 ? MR_ERR_NOMEM : MR_ERR_IO, "%s: cannot write (%s)",
                           h->path, mr_h5_last_error(detail));
+    /* the image leaves out the user block: ours is written before it */
+    char block[MR_H5_USERBLOCK];
+    if (st == MR_OK && h->checked) seal(block, image, (size_t)size);
     H5Fclose(h->file); /* in memory: nothing to fail */
     h->file = -1;
     unquiet(h);
     if (st == MR_OK) {
         int fd = open(h->tmp, O_WRONLY | O_TRUNC);
-        int bad = fd < 0 || write_all(fd, image, (size_t)size) != 0;
+        int bad = fd < 0 || (h->checked && write_all(fd, block, sizeof block) != 0) ||
+                  write_all(fd, image, (size_t)size) != 0;
         int e = errno;
         if (fd >= 0 && close(fd) != 0 && !bad) bad = 1, e = errno;
         if (bad) st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", h->path, strerror(e));
@@ -153,10 +176,9 @@ mr_status mr_h5_open(mr_h5 *h, const char *path, mr_error *err) {
     h->file = -1;
     snprintf(h->path, sizeof h->path, "%s", path);
     /* HDF5 says "unable to open" for a missing file too: ask the OS first */
-    FILE *probe = fopen(path, "rb");
-    if (probe == NULL)
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    fclose(probe);
+    /* our checkpoints are checked whole before HDF5 parses a byte of them */
+    int sealed;
+    MR_CHECK(mr_h5_verify(path, &sealed, err));
     quiet(h);
     h->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (h->file < 0) {
@@ -164,6 +186,14 @@ mr_status mr_h5_open(mr_h5 *h, const char *path, mr_error *err) {
         mr_h5_last_error(detail);
         unquiet(h);
         return mr_error_set(err, MR_ERR_DATA, "%s: not a readable HDF5 file (%s)", path, detail);
+    }
+    /* a /mirrored group says it is ours: then it must carry its checksum */
+    if (!sealed && H5Lexists(h->file, "mirrored", H5P_DEFAULT) > 0) {
+        mr_h5_close(h);
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: a mirrored checkpoint without its checksum (the file is damaged, "
+                            "or older than mirrored's checksums)",
+                            path);
     }
     return MR_OK;
 }
@@ -259,6 +289,24 @@ mr_status mr_h5_write(mr_h5 *h, hid_t loc, const char *obj, mr_h5_type type, int
     if (d >= 0) H5Dclose(d);
     H5Pclose(lcpl);
     H5Sclose(s);
+    if (rc < 0)
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot write %s (%s)", h->path,
+                            where(loc, obj, w, sizeof w), mr_h5_last_error(detail));
+    return MR_OK;
+}
+
+mr_status mr_h5_write_str(mr_h5 *h, hid_t loc, const char *obj, const char *value, mr_error *err) {
+    char w[600], detail[256];
+    /* fixed-length: stored in the dataset, not in HDF5's global heap */
+    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR), lcpl = make_parents_lcpl();
+    H5Tset_size(t, strlen(value) + 1);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
+    hid_t d = H5Dcreate2(loc, obj, t, s, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = d < 0 ? -1 : H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, value);
+    if (d >= 0) H5Dclose(d);
+    H5Pclose(lcpl);
+    H5Sclose(s);
+    H5Tclose(t);
     if (rc < 0)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot write %s (%s)", h->path,
                             where(loc, obj, w, sizeof w), mr_h5_last_error(detail));
@@ -431,4 +479,366 @@ mr_status mr_h5_read(mr_h5 *h, hid_t loc, const char *obj, mr_h5_type type, int 
         return mr_error_set(err, MR_ERR_DATA, "%s: cannot read %s (%s)", h->path,
                             where(loc, obj, w, sizeof w), mr_h5_last_error(detail));
     return MR_OK;
+}
+
+mr_status mr_h5_read_str(mr_h5 *h, hid_t loc, const char *obj, char **out, mr_error *err) {
+    char w[600], detail[256];
+    *out = NULL;
+    hid_t d = open_dataset(h, loc, obj, err);
+    if (d < 0) return MR_ERR_DATA;
+    hid_t ft = H5Dget_type(d), s = H5Dget_space(d);
+    mr_status st = MR_OK;
+    size_t len = H5Tget_size(ft);
+    if (H5Tget_class(ft) != H5T_STRING || H5Sget_simple_extent_type(s) != H5S_SCALAR || len == 0 ||
+        len > (1u << 30)) {
+        st = mr_error_set(err, MR_ERR_DATA, "%s: %s is not a string", h->path,
+                          where(loc, obj, w, sizeof w));
+    } else if (H5Tis_variable_str(ft) <= 0) {
+        hid_t mt = H5Tcopy(ft);
+        char *v = calloc(len + 1, 1);
+        if (v == NULL)
+            st = mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+        else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+            st = mr_error_set(err, MR_ERR_DATA, "%s: cannot read %s (%s)", h->path,
+                              where(loc, obj, w, sizeof w), mr_h5_last_error(detail));
+        if (st == MR_OK)
+            *out = v;
+        else
+            free(v);
+        H5Tclose(mt);
+    } else {
+        hid_t mt = string_type(H5Tget_cset(ft) == H5T_CSET_UTF8);
+        char *raw = NULL;
+        if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &raw) < 0)
+            st = mr_error_set(err, MR_ERR_DATA, "%s: cannot read %s (%s)", h->path,
+                              where(loc, obj, w, sizeof w), mr_h5_last_error(detail));
+        else if ((*out = strdup(raw ? raw : "")) == NULL)
+            st = mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+        if (raw != NULL) H5Dvlen_reclaim(mt, s, H5P_DEFAULT, &raw);
+        H5Tclose(mt);
+    }
+    H5Sclose(s);
+    H5Tclose(ft);
+    H5Dclose(d);
+    return st;
+}
+
+/* ---- checksums ---- */
+
+/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum
+ * TensorFlow's checkpoints keep per tensor; bytewise with a table. */
+static uint32_t crc32c(uint32_t crc, const void *p, size_t n) {
+    static uint32_t table[256];
+    static int ready;
+    if (!ready) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    const unsigned char *b = p;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++)
+        crc = table[(crc ^ b[i]) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* The CRC32C of a dataset's (is_attr 0) or an attribute's content: its
+ * type class and size, its shape, then its values as read (numbers in the
+ * native type, so a changed file type changes them; strings each with its
+ * NUL). -1 when it cannot be read. */
+static int64_t content_crc(hid_t obj, int is_attr) {
+    hid_t ft = is_attr ? H5Aget_type(obj) : H5Dget_type(obj);
+    hid_t s = is_attr ? H5Aget_space(obj) : H5Dget_space(obj);
+    int64_t out = -1;
+    void *buf = NULL;
+    hid_t mt = -1;
+    if (ft < 0 || s < 0) goto done;
+    H5T_class_t cls = H5Tget_class(ft);
+    int rank = H5Sget_simple_extent_ndims(s);
+    hssize_t count = H5Sget_simple_extent_npoints(s);
+    hsize_t dims[H5S_MAX_RANK];
+    if (cls < 0 || rank < 0 || rank > H5S_MAX_RANK || count < 0 ||
+        H5Sget_simple_extent_dims(s, dims, NULL) < 0)
+        goto done;
+    int64_t head[2] = {cls, rank};
+    uint32_t crc = crc32c(0, head, sizeof head);
+    crc = crc32c(crc, dims, sizeof(hsize_t) * (size_t)rank);
+    int vstr = cls == H5T_STRING && H5Tis_variable_str(ft) > 0;
+    if (vstr) {
+        mt = string_type(H5Tget_cset(ft) == H5T_CSET_UTF8);
+    } else if (cls == H5T_STRING) {
+        mt = H5Tcopy(ft);
+    } else {
+        mt = H5Tget_native_type(ft, H5T_DIR_ASCEND);
+    }
+    size_t size = mt < 0 ? 0 : H5Tget_size(mt);
+    if (mt < 0 || size == 0) goto done;
+    int64_t sz = (int64_t)size;
+    crc = crc32c(crc, &sz, sizeof sz);
+    if (count == 0) {
+        out = crc;
+        goto done;
+    }
+    /* a damaged shape may claim more than any checkpoint holds */
+    if ((uint64_t)count > (1ull << 36) / size) goto done;
+    buf = malloc(size * (size_t)count);
+    if (buf == NULL) goto done;
+    herr_t rc =
+        is_attr ? H5Aread(obj, mt, buf) : H5Dread(obj, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+    if (rc < 0) goto done;
+    if (vstr) {
+        char **v = buf;
+        for (hssize_t i = 0; i < count; i++)
+            crc = crc32c(crc, v[i] ? v[i] : "", v[i] ? strlen(v[i]) + 1 : 1);
+        H5Dvlen_reclaim(mt, s, H5P_DEFAULT, buf);
+    } else {
+        crc = crc32c(crc, buf, size * (size_t)count);
+    }
+    out = crc;
+done:
+    free(buf);
+    if (mt >= 0) H5Tclose(mt);
+    if (s >= 0) H5Sclose(s);
+    if (ft >= 0) H5Tclose(ft);
+    return out;
+}
+
+/* One object of the table: "/path" and the attribute ("" for a dataset). */
+typedef struct ck_entry {
+    uint32_t crc;
+    char path[600];
+    char attr[256];
+    int seen;
+} ck_entry;
+
+typedef struct ck_list {
+    ck_entry *v;
+    int n, cap;
+    int bad; /* an object could not be read: which is in `path`, `attr` */
+    char path[600], attr[256];
+} ck_list;
+
+static int ck_add(ck_list *l, const char *path, const char *attr, int64_t crc) {
+    if (crc < 0) {
+        l->bad = 1;
+        snprintf(l->path, sizeof l->path, "%s", path);
+        snprintf(l->attr, sizeof l->attr, "%s", attr);
+        return -1;
+    }
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        ck_entry *more = realloc(l->v, sizeof *more * (size_t)cap);
+        if (more == NULL) return -1;
+        l->v = more, l->cap = cap;
+    }
+    ck_entry *e = &l->v[l->n++];
+    e->crc = (uint32_t)crc, e->seen = 0;
+    snprintf(e->path, sizeof e->path, "%s", path);
+    snprintf(e->attr, sizeof e->attr, "%s", attr);
+    return 0;
+}
+
+/* H5Ovisit's callback: the CRC of every attribute of the object, and of its
+ * data when it is a dataset (the table itself excepted). */
+static herr_t ck_visit(hid_t root, const char *name, const H5O_info_t *info, void *data) {
+    ck_list *l = data;
+    char path[600];
+    snprintf(path, sizeof path, "/%s", strcmp(name, ".") == 0 ? "" : name);
+    if (strcmp(path, "/" MR_H5_CHECKSUMS) == 0) return 0;
+    hid_t o = H5Oopen(root, name, H5P_DEFAULT);
+    if (o < 0) return ck_add(l, path, "", -1);
+    int rc = 0;
+    for (hsize_t i = 0; rc == 0 && i < info->num_attrs; i++) {
+        char an[256] = "";
+        hid_t a = H5Aopen_by_idx(o, ".", H5_INDEX_NAME, H5_ITER_INC, i, H5P_DEFAULT, H5P_DEFAULT);
+        if (a >= 0) H5Aget_name(a, sizeof an, an);
+        if (an[0] == '\0') snprintf(an, sizeof an, "#%llu", (unsigned long long)i);
+        rc = ck_add(l, path, an, a < 0 ? -1 : content_crc(a, 1));
+        if (a >= 0) H5Aclose(a);
+    }
+    if (rc == 0 && info->type == H5O_TYPE_DATASET) rc = ck_add(l, path, "", content_crc(o, 0));
+    H5Oclose(o);
+    return rc;
+}
+
+/* "dataset /a/b" or "attribute 'x' of /a" */
+static void ck_name(const char *path, const char *attr, char *buf, size_t n) {
+    if (attr[0])
+        snprintf(buf, n, "attribute '%s' of %s", attr, path);
+    else
+        snprintf(buf, n, "dataset %s", path);
+}
+
+/* Lists every object of the file with its CRC. */
+static mr_status ck_collect(mr_h5 *h, ck_list *l, mr_error *err) {
+    memset(l, 0, sizeof *l);
+    herr_t rc = H5Ovisit2(h->file, H5_INDEX_NAME, H5_ITER_INC, ck_visit, l,
+                          H5O_INFO_BASIC | H5O_INFO_NUM_ATTRS);
+    if (rc >= 0) return MR_OK;
+    char what[900], detail[256];
+    if (l->bad) {
+        ck_name(l->path, l->attr, what, sizeof what);
+        return mr_error_set(err, MR_ERR_DATA, "%s: %s: cannot be read (%s; the file is damaged)",
+                            h->path, what, mr_h5_last_error(detail));
+    }
+    return mr_error_set(err, MR_ERR_DATA, "%s: cannot list its objects (%s; the file is damaged)",
+                        h->path, mr_h5_last_error(detail));
+}
+
+/* Writes the table of every object now in the file (runtime/h5file.h). */
+static mr_status put_table(mr_h5 *h, mr_error *err) {
+    ck_list l;
+    MR_CHECK(ck_collect(h, &l, err));
+    mr_status st = MR_OK;
+    size_t cap = 64;
+    for (int i = 0; i < l.n; i++)
+        cap += 12 + strlen(l.v[i].path) + strlen(l.v[i].attr);
+    char *text = malloc(cap), *p = text;
+    if (text == NULL) st = mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == MR_OK && i < l.n; i++)
+        p += sprintf(p, "%08x\t%s\t%s\n", l.v[i].crc, l.v[i].path, l.v[i].attr);
+    if (st == MR_OK) {
+        sprintf(p, "%08x\t(table)\t\n", crc32c(0, text, (size_t)(p - text)));
+        st = mr_h5_write_str(h, h->file, MR_H5_CHECKSUMS, text, err);
+    }
+    free(text);
+    free(l.v);
+    return st;
+}
+
+/* The user block's text: MAGIC, then the file's size and the CRC32C of
+ * every byte after the user block (HDF5's image of the file, which leaves
+ * the user block out). */
+#define MAGIC "mirrored checksum 1\n"
+
+static void seal(char *block, const char *image, size_t size) {
+    memset(block, 0, MR_H5_USERBLOCK);
+    snprintf(block, MR_H5_USERBLOCK, MAGIC "bytes %zu\ncrc32c %08x\n", MR_H5_USERBLOCK + size,
+             crc32c(0, image, size));
+}
+
+/* Parses the table's lines into l (the last, the table's own, checked). */
+static mr_status ck_parse(mr_h5 *h, char *text, ck_list *l, mr_error *err) {
+    memset(l, 0, sizeof *l);
+    const char *bad = "/" MR_H5_CHECKSUMS;
+    size_t len = strlen(text);
+    /* the last line: the CRC of everything before it */
+    char *last = len > 1 ? text + len - 1 : text;
+    while (last > text && last[-1] != '\n')
+        last--;
+    unsigned self = 0;
+    if (len == 0 || text[len - 1] != '\n' || sscanf(last, "%8x\t(table)\t\n", &self) != 1 ||
+        crc32c(0, text, (size_t)(last - text)) != self)
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: dataset %s: checksum mismatch (the file is damaged)", h->path,
+                            bad);
+    *last = '\0';
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        unsigned crc;
+        if (t2 == NULL || sscanf(line, "%8x", &crc) != 1) {
+            free(l->v);
+            return mr_error_set(err, MR_ERR_DATA,
+                                "%s: dataset %s: a line is not 'crc path attribute'", h->path, bad);
+        }
+        *t1 = *t2 = '\0';
+        if (ck_add(l, t1 + 1, t2 + 1, crc) != 0) {
+            free(l->v);
+            return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+        }
+        line = nl + 1;
+    }
+    return MR_OK;
+}
+
+/* After the file's CRC failed: which dataset is damaged, from the table,
+ * reading only the table (a fixed-length string) and the datasets' numbers:
+ * HDF5's global heap, where variable-length strings live, is never read,
+ * because a damaged one can make HDF5 1.10 loop forever. */
+static mr_status name_damage(const char *path, mr_error *err) {
+    char detail[256];
+    mr_h5 h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.path, sizeof h.path, "%s", path);
+    quiet(&h);
+    h.file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (h.file < 0) {
+        mr_error_set(err, MR_ERR_DATA, "%s: checksum mismatch (the file is damaged: %s)", path,
+                     mr_h5_last_error(detail));
+        unquiet(&h);
+        return MR_ERR_DATA;
+    }
+    char *text = NULL;
+    ck_list want = {0};
+    mr_status st = mr_h5_read_str(&h, h.file, MR_H5_CHECKSUMS, &text, err);
+    if (st == MR_OK) st = ck_parse(&h, text, &want, err);
+    for (int i = 0; st == MR_OK && i < want.n; i++) {
+        if (want.v[i].attr[0]) continue; /* attributes: variable-length strings */
+        hid_t d = H5Dopen2(h.file, want.v[i].path, H5P_DEFAULT);
+        int64_t crc = d < 0 ? -1 : content_crc(d, 0);
+        if (d >= 0) H5Dclose(d);
+        if (crc != want.v[i].crc)
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: dataset %s: checksum mismatch (the file is damaged)", path,
+                              want.v[i].path);
+    }
+    if (st == MR_OK)
+        st = mr_error_set(err, MR_ERR_DATA,
+                          "%s: checksum mismatch outside the datasets' values: in HDF5's "
+                          "metadata or an attribute (the file is damaged)",
+                          path);
+    else if (err->status != MR_ERR_DATA || strstr(err->msg, "damaged") == NULL) {
+        /* the table itself unreadable */
+        mr_error_clear(err);
+        st = mr_error_set(err, MR_ERR_DATA, "%s: checksum mismatch (the file is damaged)", path);
+    }
+    free(text);
+    free(want.v);
+    H5Fclose(h.file);
+    unquiet(&h);
+    return st;
+}
+
+mr_status mr_h5_verify(const char *path, int *sealed, mr_error *err) {
+    *sealed = 0;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char block[MR_H5_USERBLOCK + 1] = "";
+    size_t got = fread(block, 1, MR_H5_USERBLOCK, f);
+    if (got < strlen(MAGIC) || memcmp(block, MAGIC, strlen(MAGIC)) != 0) {
+        fclose(f);
+        return MR_OK; /* not one of ours, or its first bytes are damaged: see mr_h5_open */
+    }
+    *sealed = 1;
+    size_t want_size = 0;
+    unsigned want_crc = 0;
+    if (sscanf(block + strlen(MAGIC), "bytes %zu\ncrc32c %8x", &want_size, &want_crc) != 2 ||
+        want_size < MR_H5_USERBLOCK) {
+        fclose(f);
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: the checksum at its start is unreadable (the file is damaged)",
+                            path);
+    }
+    uint32_t crc = 0;
+    size_t size = got;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        crc = crc32c(crc, buf, n), size += n;
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return mr_error_set(err, MR_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (size != want_size)
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: %zu bytes, but %zu were written (the file is %s)", path, size,
+                            want_size, size < want_size ? "truncated" : "damaged");
+    if (crc == want_crc) return MR_OK;
+    return name_damage(path, err);
 }

@@ -12,8 +12,9 @@
 #include "models/keras.h"
 #include "runtime/h5file.h"
 
-#define FORMAT         "mirrored checkpoint"
-#define FORMAT_VERSION 1
+#define FORMAT "mirrored checkpoint"
+/* 2: with the checksums of runtime/h5file.h */
+#define FORMAT_VERSION 2
 
 /* ---- writing ----------------------------------------------------------- */
 
@@ -62,8 +63,10 @@ static mr_status put_mirrored(mr_h5 *h, const mr_checkpoint *c, mr_error *err) {
     const mr_fit_state *s = &c->state;
     mr_status st = mr_h5_attr_str(h, g, "format", FORMAT, 0, err);
     if (st == MR_OK) st = mr_h5_attr_str(h, g, "mirrored_version", MR_VERSION, 0, err);
-    if (st == MR_OK) st = mr_h5_attr_str(h, g, "cfg", c->cfg_text ? c->cfg_text : "", 0, err);
-    if (st == MR_OK) st = mr_h5_attr_str(h, g, "cfg_path", c->cfg_path, 0, err);
+    /* datasets, not attributes: a damaged one is then named by the checksums
+     * (runtime/h5file.h) */
+    if (st == MR_OK) st = mr_h5_write_str(h, g, "cfg", c->cfg_text ? c->cfg_text : "", err);
+    if (st == MR_OK) st = mr_h5_write_str(h, g, "cfg_path", c->cfg_path, err);
     if (st == MR_OK) st = put_i64(h, g, "format_version", FORMAT_VERSION, err);
     if (st == MR_OK) st = put_i64(h, g, "replicas", c->replicas, err);
     if (st == MR_OK) st = put_i64(h, g, "processes", c->processes, err);
@@ -92,7 +95,7 @@ static mr_status put_mirrored(mr_h5 *h, const mr_checkpoint *c, mr_error *err) {
 mr_status mr_checkpoint_save(const char *path, const mr_model *m, const mr_checkpoint *c,
                              mr_error *err) {
     mr_h5 h;
-    MR_CHECK(mr_h5_create(&h, path, err));
+    MR_CHECK(mr_h5_create_checked(&h, path, err)); /* commit adds the checksums */
     mr_status st = mr_keras_write_h5(&h, m, c->state.global_step, c->lr, err);
     if (st == MR_OK) st = put_mirrored(&h, c, err);
     if (st != MR_OK) {
@@ -178,8 +181,8 @@ mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) 
         st = mr_error_set(err, MR_ERR_DATA,
                           "%s: checkpoint format version %lld; this mirrored reads version %d",
                           path, (long long)version, FORMAT_VERSION);
-    if (st == MR_OK) st = mr_h5_read_attr_str(&h, g, "cfg", &c->cfg_text, err);
-    if (st == MR_OK) st = mr_h5_read_attr_str(&h, g, "cfg_path", &cfg_path, err);
+    if (st == MR_OK) st = mr_h5_read_str(&h, g, "cfg", &c->cfg_text, err);
+    if (st == MR_OK) st = mr_h5_read_str(&h, g, "cfg_path", &cfg_path, err);
     if (st == MR_OK) snprintf(c->cfg_path, sizeof c->cfg_path, "%s", cfg_path);
     mr_fit_state *s = &c->state;
     if (st == MR_OK) st = get_int(&h, g, "replicas", &c->replicas, err);
@@ -323,6 +326,42 @@ mr_status mr_checkpoint_newest(const char *pattern, char *buf, size_t n, mr_erro
     mr_checkpoint_name(pattern, steps[count - 1], buf, n);
     free(steps);
     return MR_OK;
+}
+
+mr_status mr_checkpoint_verify(const char *path, mr_error *err) {
+    mr_h5 h;
+    MR_CHECK(mr_h5_open(&h, path, err)); /* checks the checksums */
+    mr_h5_close(&h);
+    return MR_OK;
+}
+
+mr_status mr_checkpoint_skip_damaged(const char *pattern, char *path, size_t n, FILE *note,
+                                     mr_error *err) {
+    if (mr_checkpoint_verify(path, err) == MR_OK) return MR_OK;
+    mr_error first = *err; /* reported when no older file is intact */
+    int64_t *steps;
+    int count;
+    MR_CHECK(list_steps(pattern, &steps, &count, err));
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", first.msg);
+    mr_status st = MR_ERR_DATA;
+    /* from the newest down, skipping the damaged file and any newer one */
+    for (int i = count - 1; st != MR_OK && i >= 0; i--) {
+        char name[MR_PATH_MAX + 64];
+        mr_checkpoint_name(pattern, steps[i], name, sizeof name);
+        if (strcmp(name, path) >= 0) continue; /* 9-digit steps: names sort */
+        if (note != NULL)
+            fprintf(note, "--resume auto: %s; trying the previous checkpoint %s\n", why, name);
+        mr_error_clear(err);
+        st = mr_checkpoint_verify(name, err);
+        if (st == MR_OK)
+            snprintf(path, n, "%s", name);
+        else
+            snprintf(why, sizeof why, "%s", err->msg);
+    }
+    free(steps);
+    if (st != MR_OK) *err = first;
+    return st;
 }
 
 mr_status mr_checkpoint_prune(const char *pattern, int keep, mr_error *err) {

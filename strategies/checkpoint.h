@@ -11,9 +11,14 @@
  * per-feature mean and 1/std). The random streams are counter-based
  * (Philox keyed by seed, epoch, step and sample), so the seed and the
  * counters are their whole state. Written through a temporary file renamed
- * into place (runtime/h5file.h): a crash leaves the previous file whole. */
+ * into place (runtime/h5file.h): a crash leaves the previous file whole;
+ * with CRC32C checksums of the whole file and of every dataset, checked on
+ * every load (runtime/h5file.h), so a damaged file is refused naming the
+ * damaged dataset. */
 #ifndef MR_CHECKPOINT_H
 #define MR_CHECKPOINT_H
+
+#include <stdio.h>
 
 #include "models/config.h"
 #include "models/model.h"
@@ -54,6 +59,16 @@ void mr_checkpoint_name(const char *pattern, int64_t step, char *buf, size_t n);
 /* The checkpoint of PATTERN with the most updates (--resume auto), into
  * buf; MR_ERR_IO naming the folder when there is none. */
 mr_status mr_checkpoint_newest(const char *pattern, char *buf, size_t n, mr_error *err);
+
+/* Checks path's checksums (runtime/h5file.h): MR_OK when it is intact. */
+mr_status mr_checkpoint_verify(const char *path, mr_error *err);
+
+/* --resume auto's fall-back: when path (PATTERN's newest) is damaged, the
+ * newest older checkpoint of PATTERN that is intact replaces it in path,
+ * and a line to `note` (NULL: none) names each damaged file. When none is
+ * intact, the newest's error. */
+mr_status mr_checkpoint_skip_damaged(const char *pattern, char *path, size_t n, FILE *note,
+                                     mr_error *err);
 
 /* Deletes all but the newest `keep` checkpoints of PATTERN (keep >= 1). */
 mr_status mr_checkpoint_prune(const char *pattern, int keep, mr_error *err);

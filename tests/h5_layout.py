@@ -69,7 +69,7 @@ def main():
     for w in f["optimizer_weights"].attrs["weight_names"]:
         if text(w) not in f["optimizer_weights"]:
             fail(f"optimizer weight {text(w)} missing")
-    if "mirrored" not in f or "cfg" not in f["mirrored"].attrs:
+    if "mirrored" not in f or "cfg" not in f["mirrored"]:
         fail("no /mirrored group with the .cfg")
     print(f"{path}: Keras legacy layout, {len(names)} layers")
 

@@ -1,5 +1,6 @@
 /* test_checkpoint.c: training checkpoints: what /mirrored holds read back,
- * file names, --resume auto and --keep, and the central promise: training
+ * file names, --resume auto (past a damaged newest) and --keep, and the
+ * central promise: training
  * that stops at a checkpoint and resumes from it ends with bitwise the
  * weights and the epoch metrics of the uninterrupted run (1 and 2
  * replicas; at an epoch's end and in the middle of one). */
@@ -200,6 +201,48 @@ START_TEST(state_read_back) {
     ck_assert_ptr_null(c.mean);
     mr_checkpoint_free(&c);
     free(full.weights);
+    /* --resume auto's fall-back: the newest damaged, the one before taken */
+    char newest[4400], path[4400];
+    ck_assert_int_eq(mr_checkpoint_newest(sv.pattern, newest, sizeof newest, &err), MR_OK);
+    ck_assert_msg(mr_checkpoint_verify(newest, &err) == MR_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s", newest);
+    ck_assert_int_eq(mr_checkpoint_skip_damaged(sv.pattern, path, sizeof path, NULL, &err), MR_OK);
+    ck_assert_str_eq(path, newest); /* intact: kept */
+    size_t len;
+    char *bytes = tu_read_file(newest, &len);
+    bytes[len - 200] ^= 0x10; /* near the end: the last datasets or the table */
+    free(tu_write_file(dir, strrchr(newest, '/') + 1, bytes, len));
+    free(bytes);
+    ck_assert_int_eq(mr_checkpoint_verify(newest, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "s-step000000026.h5: ") &&
+                      strstr(err.msg, "(the file is damaged)"),
+                  "%s", err.msg);
+    mr_error_clear(&err);
+    char note_path[4400];
+    snprintf(note_path, sizeof note_path, "%s/note.txt", dir);
+    FILE *note = fopen(note_path, "w");
+    ck_assert_int_eq(mr_checkpoint_skip_damaged(sv.pattern, path, sizeof path, note, &err), MR_OK);
+    fclose(note);
+    ck_assert(strcmp(path, newest) < 0);
+    ck_assert_int_eq(mr_checkpoint_verify(path, &err), MR_OK);
+    char *said = tu_read_in(dir, "note.txt");
+    ck_assert_msg(strstr(said, "s-step000000026.h5: ") && strstr(said, strrchr(path, '/') + 1) &&
+                      strchr(said, '\n') == said + strlen(said) - 1,
+                  "%s", said);
+    free(said);
+    /* none intact: the newest's error */
+    int k = 0;
+    for (int64_t st = 0; st <= 26; st++) {
+        char n[4400];
+        mr_checkpoint_name(sv.pattern, st, n, sizeof n);
+        if (tu_exists(n)) free(tu_write_text(dir, strrchr(n, '/') + 1, "not HDF5")), k++;
+    }
+    ck_assert_int_ge(k, 2);
+    snprintf(path, sizeof path, "%s", newest);
+    ck_assert_int_eq(mr_checkpoint_skip_damaged(sv.pattern, path, sizeof path, NULL, &err),
+                     MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "s-step000000026.h5: not a readable HDF5 file"), "%s", err.msg);
+    ck_assert_str_eq(path, newest);
     /* not a checkpoint: a plain HDF5 file without /mirrored */
     mr_h5 h;
     char plain[4200];

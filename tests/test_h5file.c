@@ -1,7 +1,9 @@
 /* test_h5file.c: HDF5 checkpoint files: atomic writes (a temporary file
  * renamed into place, the old file whole until then), attributes and
- * datasets read back, and errors that name the file and the object. */
+ * datasets read back, errors that name the file and the object, and the
+ * checksums: a flipped bit in a dataset refused naming it. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -167,6 +169,112 @@ START_TEST(bad_files) {
 }
 END_TEST
 
+/* Flips bit 0 of the byte at offset `at` of path. */
+static void flip(const char *path, long at) {
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, at, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, at, SEEK_SET);
+    fputc(c ^ 1, f);
+    fclose(f);
+}
+
+/* The file offset of dataset obj's values. */
+static long offset_of(const char *path, const char *obj) {
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_msg(mr_h5_open(&h, path, &err) == MR_OK, "%s", err.msg);
+    hid_t d = H5Dopen2(h.file, obj, H5P_DEFAULT);
+    haddr_t at = H5Dget_offset(d);
+    H5Dclose(d);
+    mr_h5_close(&h);
+    ck_assert(at != HADDR_UNDEF);
+    return (long)at;
+}
+
+/* A checkpoint-like file with checksums (mr_h5_create_checked). */
+static void write_checked(const char *path) {
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_msg(mr_h5_create_checked(&h, path, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_attr_str(&h, h.file, "backend", "tensorflow", 1, &err), MR_OK);
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    int64_t dims[2] = {2, 3};
+    ck_assert_int_eq(mr_h5_write(&h, h.file, "model_weights/k", MR_H5_F32, 2, dims, w, &err),
+                     MR_OK);
+    ck_assert_int_eq(mr_h5_write_str(&h, h.file, "mirrored/cfg", "[net]\nseed=1\n", &err), MR_OK);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+}
+
+/* Every file mr_h5_open reads is checked whole first; a damaged one is
+ * refused with one line naming the dataset where the damage is. */
+START_TEST(checksums) {
+    char p[8192];
+    snprintf(p, sizeof p, "%s", path_of("c.h5")); /* path_of's buffer is reused */
+    write_checked(p);
+    mr_h5 h;
+    mr_error err = {0};
+    int sealed = 0;
+    ck_assert_msg(mr_h5_verify(p, &sealed, &err) == MR_OK && sealed, "%s", err.msg);
+    ck_assert_msg(mr_h5_open(&h, p, &err) == MR_OK, "%s", err.msg);
+    char *s;
+    ck_assert_msg(mr_h5_read_str(&h, h.file, "mirrored/cfg", &s, &err) == MR_OK, "%s", err.msg);
+    ck_assert_str_eq(s, "[net]\nseed=1\n");
+    free(s);
+    ck_assert_int_eq(mr_h5_read_str(&h, h.file, "model_weights/k", &s, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "/model_weights/k is not a string"), "%s", err.msg);
+    /* the table lists every dataset and attribute */
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_read_str(&h, h.file, MR_H5_CHECKSUMS, &s, &err), MR_OK);
+    ck_assert_msg(strstr(s, "\t/model_weights/k\t\n") && strstr(s, "\t/\tbackend\n") &&
+                      strstr(s, "\t/mirrored/cfg\t\n") && strstr(s, "\t(table)\t\n"),
+                  "%s", s);
+    free(s);
+    mr_h5_close(&h);
+    /* a file without checksums (Keras's) passes unsealed */
+    write_sample(path_of("plain.h5"), 1.0f);
+    ck_assert_int_eq(mr_h5_verify(path_of("plain.h5"), &sealed, &err), MR_OK);
+    ck_assert_int_eq(sealed, 0);
+    /* one flipped bit in a weight, in the string: refused, named */
+    const struct {
+        const char *obj, *named;
+    } cases[] = {{"model_weights/k", "c.h5: dataset /model_weights/k: checksum mismatch"},
+                 {"mirrored/cfg", "c.h5: dataset /mirrored/cfg: checksum mismatch"}};
+    for (int i = 0; i < 2; i++) {
+        write_checked(p);
+        flip(p, offset_of(p, cases[i].obj) + 1);
+        mr_error_clear(&err);
+        ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_ERR_DATA);
+        ck_assert_msg(strstr(err.msg, cases[i].named) && !strchr(err.msg, '\n'), "%s", err.msg);
+    }
+    /* a flipped bit in HDF5's metadata (the superblock): refused too */
+    write_checked(p);
+    flip(p, MR_H5_USERBLOCK + 20);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "c.h5: checksum mismatch"), "%s", err.msg);
+    /* truncated */
+    write_checked(p);
+    size_t len;
+    char *bytes = tu_read_file(p, &len);
+    free(tu_write_file(dir, "c.h5", bytes, len - 100));
+    free(bytes);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "c.h5: ") && strstr(err.msg, "(the file is truncated)"), "%s",
+                  err.msg);
+    /* ours (a /mirrored group) without checksums: refused */
+    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_write_str(&h, h.file, "mirrored/cfg", "x", &err), MR_OK);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "c.h5: a mirrored checkpoint without its checksum"), "%s",
+                  err.msg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("h5file");
     TCase *tc = tcase_create("h5file");
@@ -174,6 +282,7 @@ int main(void) {
     tcase_add_test(tc, write_then_read);
     tcase_add_test(tc, atomic_replace);
     tcase_add_test(tc, bad_files);
+    tcase_add_test(tc, checksums);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
