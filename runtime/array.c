@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -205,6 +206,34 @@ static mr_status gz_read_header(gzFile gz, const char *path, const char *format,
     return MR_OK;
 }
 
+/* deflate's largest expansion: 1032 bytes out per byte in (zlib's FAQ), so
+ * a file of size s unzips to at most 1032 * s bytes */
+#define GZ_MAX_RATIO 1032
+
+/* Refuses, before anything is allocated, a payload of `n` bytes that the
+ * file cannot hold: a broken header's dims would otherwise have us allocate
+ * up to ARRAY_MAX_BYTES for a file of a few bytes (found by fuzzing,
+ * tests/fuzz/corpus/idx/). Raw files: exactly what is left after the header;
+ * gzip: at most GZ_MAX_RATIO times the file's size. */
+static mr_status gz_check_payload(gzFile gz, const char *path, int64_t n, mr_error *err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return MR_OK; /* a pipe: read and see */
+    int64_t size = (int64_t)sb.st_size;
+    if (gzdirect(gz)) {
+        int64_t left = size - (int64_t)gztell(gz);
+        if (n > left)
+            return mr_error_set(err, MR_ERR_DATA,
+                                "%s: truncated: header says %lld bytes of data, file has %lld",
+                                path, (long long)n, (long long)(left > 0 ? left : 0));
+    } else if (n / GZ_MAX_RATIO > size) {
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: truncated: header says %lld bytes of data, more than %lld bytes "
+                            "of gzip data can hold",
+                            path, (long long)n, (long long)size);
+    }
+    return MR_OK;
+}
+
 /* Reads exactly `n` bytes of data and checks that nothing follows them: extra
  * bytes mean the header's dims do not describe the file. */
 static mr_status gz_read_payload(gzFile gz, const char *path, void *buf, int64_t n, mr_error *err) {
@@ -291,6 +320,7 @@ static mr_status idx_read(gzFile gz, const char *path, mr_array *out, mr_error *
 
     int64_t bytes;
     MR_CHECK(checked_bytes(path, out->dtype, ndim, out->dims, &bytes, err));
+    MR_CHECK(gz_check_payload(gz, path, bytes, err));
     MR_CHECK(alloc_data(path, out, bytes, err));
     MR_CHECK(gz_read_payload(gz, path, out->data, bytes, err));
     /* IDX stores multi-byte elements big-endian */
@@ -499,6 +529,7 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
 
     int64_t bytes;
     MR_CHECK(checked_bytes(path, out->dtype, out->ndim, out->dims, &bytes, err));
+    MR_CHECK(gz_check_payload(gz, path, bytes, err));
     MR_CHECK(alloc_data(path, out, bytes, err));
     MR_CHECK(gz_read_payload(gz, path, out->data, bytes, err));
     if (out->dtype != MR_DTYPE_U8 && !host_is_little_endian())

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Copies the innermost description of HDF5's error stack (the most
@@ -171,6 +172,61 @@ void mr_h5_discard(mr_h5 *h) {
     h->tmp[0] = '\0';
 }
 
+/* HDF5 1.10's reader of a global heap collection (where variable-length
+ * strings live: our attributes, h5py's) loops forever on an object whose
+ * walk does not advance (H5HG__cache_heap_deserialize: free space, index 0,
+ * of size 0; or a size so large that the aligned step wraps to 0), a hang
+ * fuzzing found in mr_checkpoint_load (tests/fuzz/corpus/checkpoint/).
+ * So before HDF5 reads a file, each collection in it ("GCOL", version 1,
+ * 8-byte lengths as every writer we know uses) is walked as HDF5 walks it,
+ * and one whose walk would not end is refused. The signature is searched in
+ * the whole file; a chance match in raw data is refused only if its walk
+ * does not advance. Returns 0, or the collection's offset + 1. */
+static int64_t bad_heap(FILE *f) {
+    enum { CHUNK = 1 << 20, SIG = 8 };
+    static const unsigned char sig[SIG] = {'G', 'C', 'O', 'L', 1, 0, 0, 0};
+    unsigned char *buf = malloc(CHUNK + SIG);
+    if (buf == NULL) return 0; /* then HDF5 is on its own */
+    struct stat sb;
+    int fd = fileno(f);
+    int64_t size = fstat(fd, &sb) == 0 ? (int64_t)sb.st_size : 0, bad = 0;
+    size_t keep = 0; /* bytes carried over: a signature across two chunks */
+    int64_t at = 0;  /* file offset of buf[0] */
+    for (;;) {
+        size_t got = fread(buf + keep, 1, CHUNK, f), n = keep + got;
+        for (size_t i = 0; !bad && i + SIG + 8 <= n; i++) {
+            if (buf[i] != 'G' || memcmp(buf + i, sig, SIG) != 0) continue;
+            int64_t off = at + (int64_t)i;
+            uint64_t len = 0;
+            for (int b = 7; b >= 0; b--)
+                len = len << 8 | buf[i + SIG + b];
+            /* a collection past the end of the file: HDF5 fails to read it */
+            if (len < 16 || len > (uint64_t)(size - off)) continue;
+            uint64_t p = 16, end = len;
+            unsigned char oh[16];
+            while (!bad && p < end) {
+                if (p + 16 > end) break; /* tail too small for a header: free space */
+                if (pread(fd, oh, 16, (off_t)(off + (int64_t)p)) != 16) break;
+                unsigned idx = oh[0] | oh[1] << 8u;
+                uint64_t osize = 0;
+                for (int b = 7; b >= 0; b--)
+                    osize = osize << 8 | oh[8 + b];
+                /* HDF5: p = begin + need, need = the free space's size for
+                 * index 0, the header and the 8-aligned size otherwise */
+                uint64_t need = idx == 0 ? osize : 16 + ((osize + 7) & ~(uint64_t)7);
+                if (need == 0 || need > end - p) bad = off + 1;
+                p += need;
+            }
+        }
+        if (bad || got < CHUNK) break;
+        keep = n < SIG + 8 ? n : SIG + 8;
+        memmove(buf, buf + n - keep, keep);
+        at += (int64_t)(n - keep);
+    }
+    free(buf);
+    return bad;
+}
+
 mr_status mr_h5_open(mr_h5 *h, const char *path, mr_error *err) {
     memset(h, 0, sizeof *h);
     h->file = -1;
@@ -179,6 +235,17 @@ mr_status mr_h5_open(mr_h5 *h, const char *path, mr_error *err) {
     /* our checkpoints are checked whole before HDF5 parses a byte of them */
     int sealed;
     MR_CHECK(mr_h5_verify(path, &sealed, err));
+    /* a global heap HDF5 1.10 would loop on forever (files we did not
+     * seal: a Keras-made .h5) is refused before HDF5 reads it */
+    FILE *probe = fopen(path, "rb");
+    if (probe == NULL)
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int64_t heap = bad_heap(probe);
+    fclose(probe);
+    if (heap != 0)
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: not a readable HDF5 file (corrupt global heap at byte %lld)", path,
+                            (long long)(heap - 1));
     quiet(h);
     h->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (h->file < 0) {
@@ -473,8 +540,25 @@ mr_status mr_h5_read(mr_h5 *h, hid_t loc, const char *obj, mr_h5_type type, int 
                             where(loc, obj, w, sizeof w), a, b);
     }
     hid_t d = H5Dopen2(loc, obj, H5P_DEFAULT);
+    /* numbers of at most 8 bytes as stored: HDF5 sizes its conversion
+     * buffer by the stored type, and a corrupt one had it allocate 4 GB for
+     * a few weights (found by fuzzing, tests/fuzz/corpus/checkpoint/) */
+    hid_t ft = d >= 0 ? H5Dget_type(d) : -1;
+    H5T_class_t cls = ft >= 0 ? H5Tget_class(ft) : H5T_NO_CLASS;
+    size_t size = ft >= 0 ? H5Tget_size(ft) : 0;
+    if (ft >= 0) H5Tclose(ft);
+    if (d >= 0 && ((cls != H5T_INTEGER && cls != H5T_FLOAT) || size == 0 || size > 8)) {
+        H5Dclose(d);
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: %s is stored as %s of %zu bytes, not numbers of 1 to 8 bytes",
+                            h->path, where(loc, obj, w, sizeof w),
+                            cls == H5T_INTEGER ? "integers"
+                            : cls == H5T_FLOAT ? "floats"
+                                               : "non-numbers",
+                            size);
+    }
     herr_t rc = H5Dread(d, h5_type(type, 0), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-    H5Dclose(d);
+    if (d >= 0) H5Dclose(d);
     if (rc < 0)
         return mr_error_set(err, MR_ERR_DATA, "%s: cannot read %s (%s)", h->path,
                             where(loc, obj, w, sizeof w), mr_h5_last_error(detail));

@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libhdf5-dev zlib1g-dev
       libinih-dev libzip-dev check librandom123-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      python3-h5py gnuplot-nox)
+      python3-h5py gnuplot-nox clang)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

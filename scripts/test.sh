@@ -12,7 +12,10 @@
 #   5. the GPU tests on emulated GPUs (-Dgpu_emulation=true, tests/gpu_emu):
 #      the CUDA backend's own code, its .cu kernels built as C++, against
 #      emulated CUDA runtime, cuBLAS, cuDNN and NCCL; with training on
-#      Fashion-MNIST (tests/train_gpu_emu.py).
+#      Fashion-MNIST (tests/train_gpu_emu.py),
+#   6. the libFuzzer harnesses of the file readers (scripts/fuzz.sh, clang,
+#      build-fuzz/): each on its corpus (tests/fuzz/corpus/), then fuzzed
+#      for MIRRORED_FUZZ_SECONDS each (default 30).
 # Where the CUDA toolkit is installed (/usr/local/cuda) the release build
 # compiles the CUDA backend with nvcc (its GPU tests are a SKIP, with the
 # reason, without a GPU), and the sanitizer builds run it on emulated GPUs,
@@ -79,4 +82,6 @@ if [ ${#emu[@]} -gt 0 ]; then
     setup build-emu -Dgpu_emulation=true
     meson test -C build-emu --print-errorlogs --suite gpu
 fi
+echo "== fuzz harnesses: the corpus, then ${MIRRORED_FUZZ_SECONDS:-30} s of fuzzing each"
+scripts/fuzz.sh "${MIRRORED_FUZZ_SECONDS:-30}"
 echo "== all test suites passed"

@@ -275,6 +275,70 @@ START_TEST(checksums) {
 }
 END_TEST
 
+/* A global heap collection (where the variable-length strings are) whose
+ * walk does not advance: HDF5 1.10 loops forever reading it, so mr_h5_open
+ * refuses the file (fuzz_checkpoint found it, tests/fuzz/corpus/checkpoint/).
+ * Made from a good file by zeroing the size of the collection's free space
+ * (object 0); a 10 s timeout stands for the hang. */
+START_TEST(corrupt_global_heap) {
+    write_sample(path_of("good.h5"), 1.0f);
+    size_t len;
+    unsigned char *b = (unsigned char *)tu_read_file(path_of("good.h5"), &len);
+    unsigned char *gcol = memmem(b, len, "GCOL\1\0\0\0", 8);
+    ck_assert_msg(gcol != NULL, "no global heap in the sample");
+    /* objects: index (2 bytes), refs (2), reserved (4), size (8), then the
+     * data padded to 8 bytes; index 0 is the free space */
+    uint64_t size = 0;
+    for (int i = 7; i >= 0; i--)
+        size = size << 8 | gcol[8 + i];
+    unsigned char *p = gcol + 16, *end = gcol + size;
+    while (p + 16 <= end && (p[0] | p[1]) != 0) {
+        uint64_t n = 0;
+        for (int i = 7; i >= 0; i--)
+            n = n << 8 | p[8 + i];
+        p += 16 + ((n + 7) & ~(uint64_t)7);
+    }
+    ck_assert_msg(p + 16 <= end, "no free space in the sample's global heap");
+    memset(p + 8, 0, 8);
+    free(tu_write_file(dir, "heap.h5", b, len));
+    free(b);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, path_of("heap.h5"), &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "heap.h5: not a readable HDF5 file (corrupt global heap at byte"),
+                  "%s", err.msg);
+    /* the good file still opens */
+    ck_assert_int_eq(mr_h5_open(&h, path_of("good.h5"), &err), MR_OK);
+    mr_h5_close(&h);
+}
+END_TEST
+
+/* A dataset stored with a type wider than 8 bytes is refused before HDF5
+ * reads it: a corrupt stored type had HDF5 allocate 4 GB to convert a few
+ * weights (fuzz_checkpoint, tests/fuzz/corpus/checkpoint/). A 16-byte
+ * long double stands for it here (HDF5 would convert that one). */
+START_TEST(wide_stored_type) {
+    hid_t f = H5Fcreate(path_of("wide.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t hd[2] = {2, 3};
+    hid_t sp = H5Screate_simple(2, hd, NULL);
+    hid_t d = H5Dcreate2(f, "w", H5T_NATIVE_LDOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    long double v[6] = {1, 2, 3, 4, 5, 6};
+    ck_assert(H5Dwrite(d, H5T_NATIVE_LDOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(d), H5Sclose(sp), H5Fclose(f);
+    ck_assert_int_eq(H5Tget_size(H5T_NATIVE_LDOUBLE), 16);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, path_of("wide.h5"), &err), MR_OK);
+    float w[6];
+    int64_t dims[2] = {2, 3};
+    ck_assert_int_eq(mr_h5_read(&h, h.file, "w", MR_H5_F32, 2, dims, w, &err), MR_ERR_DATA);
+    mr_h5_close(&h);
+    ck_assert_msg(
+        strstr(err.msg, "wide.h5: /w is stored as floats of 16 bytes, not numbers of 1 to 8"), "%s",
+        err.msg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("h5file");
     TCase *tc = tcase_create("h5file");
@@ -283,6 +347,12 @@ int main(void) {
     tcase_add_test(tc, atomic_replace);
     tcase_add_test(tc, bad_files);
     tcase_add_test(tc, checksums);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hdf5_guards");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, corrupt_global_heap);
+    tcase_add_test(tc, wide_stored_type);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
