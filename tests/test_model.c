@@ -178,6 +178,111 @@ START_TEST(model_gradient_conv_bn_pool_dropout) {
 }
 END_TEST
 
+/* A residual graph (models/model.h, graph): `a` feeds a convolution and
+ * the first add, the sum `s1` feeds zero padding and a strided 1x1
+ * projection, whose batch-normalised output is added to the main branch;
+ * global average pooling and a dense head. Every output that feeds two
+ * layers must get the sum of their gradients, or the parameters before
+ * it get wrong gradients. */
+static const char *residual_cfg =
+    "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=6,6,2\nname=img\n"
+    "[conv2d]\nname=a\nfilters=3\nsize=3\npadding=same\nactivation=tanh\n"
+    "[conv2d]\nfilters=3\nsize=3\npadding=same\nactivation=tanh\n"
+    "[add]\nfrom=a\nname=s1\n"
+    "[zeropad]\npadding=1\n"
+    "[conv2d]\nname=main\nfilters=4\nsize=3\nstride=2\nactivation=tanh\n"
+    "[conv2d]\ninput=s1\nfilters=4\nsize=1\nstride=2\nuse_bias=0\n[batchnorm]\n"
+    "[add]\nfrom=main\n[activation]\nactivation=tanh\n"
+    "[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n";
+
+START_TEST(model_gradient_residual) {
+    check_model_gradient(residual_cfg, 6);
+    /* an output added to itself (both inputs one layer: its gradient is
+     * 2 dy), and a branch taken from the model's input by relative index */
+    check_model_gradient(
+        "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,2\n"
+        "[conv2d]\nfilters=2\nsize=3\npadding=same\nactivation=tanh\n[add]\nfrom=-1\n"
+        "[conv2d]\ninput=-3\nfilters=2\nsize=1\nactivation=tanh\n[add]\nfrom=-2\n"
+        "[flatten]\n[dense]\nunits=3\nactivation=softmax\n",
+        7);
+}
+END_TEST
+
+/* The graph's layout and summary: inputs, shapes, Keras's Connected to
+ * column; a chain that names its layers or says input = -1 stays a chain. */
+START_TEST(residual_layout_and_summary) {
+    mr_config cfg;
+    mr_model m;
+    build(residual_cfg, &cfg, &m, 4);
+    ck_assert_int_eq(m.graph, 1);
+    ck_assert_int_eq(m.n_layers, 11);
+    ck_assert_int_eq(m.src[0][0], -1);
+    ck_assert_int_eq(m.src[2][0], 1);
+    ck_assert_int_eq(m.src[2][1], 0);
+    ck_assert_int_eq(m.src[5][0], 2); /* input = s1 */
+    ck_assert_int_eq(m.layers[5].out.d[0], 3);
+    ck_assert_str_eq(m.layers[4].name, "main");
+    ck_assert_str_eq(m.layers[5].name, "conv2d_1");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mr_model_summary(&m, "res", f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "Connected to") && strstr(buf, "s1 (Add)") &&
+                      strstr(buf, "conv2d (Conv2D)") && strstr(buf, "img[0][0]") &&
+                      strstr(buf, "conv2d[0][0], a[0][0]") &&
+                      strstr(buf, "batch_normalization[0][0], main[0][0]") &&
+                      strstr(buf, "global_average_pooling2d (GlobalAveragePooling2D)") &&
+                      strstr(buf, "(None, 8, 8, 3)"),
+                  "%s", buf);
+    free(buf);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    build("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=5\nname=x\n"
+          "[dense]\nunits=4\nname=hidden\ninput=-1\n[dense]\nunits=3\ninput=hidden\n",
+          &cfg, &m, 2);
+    ck_assert_int_eq(m.graph, 0);
+    ck_assert_str_eq(m.layers[0].name, "hidden");
+    ck_assert_str_eq(m.layers[1].name, "dense");
+    f = open_memstream(&buf, &len);
+    mr_model_summary(&m, "chain", f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "Connected to") == NULL, "%s", buf);
+    free(buf);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* What only the model can check: shapes at a merge, names that clash
+ * with automatic ones. One line with the .cfg line each. */
+START_TEST(graph_model_errors) {
+    static const struct {
+        const char *layers, *want;
+    } cases[] = {
+        {"[input]\nshape=4,4,2\n[conv2d]\nname=a\nfilters=3\nsize=1\n[conv2d]\nfilters=3\n"
+         "size=3\n[add]\nfrom=a\n[flatten]\n[dense]\nunits=2\n",
+         "t.cfg:14: [add] cannot add from = a, of shape (None, 4, 4, 3), to its input, of shape "
+         "(None, 2, 2, 3): the shapes must be equal"},
+        {"[input]\nshape=4\n[dense]\nunits=3\nname=dense_1\n[dense]\nunits=3\n[dense]\nunits=2\n",
+         "t.cfg:7: name = dense_1 is the automatic name of the [dense] of line 12; choose another"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n%s",
+                 cases[i].layers);
+        mr_config cfg;
+        mr_model m;
+        mr_error err = {0};
+        ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+        ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err), MR_ERR_CONFIG);
+        ck_assert_msg(strcmp(err.msg, cases[i].want) == 0, "got: %s\nwant: %s", err.msg,
+                      cases[i].want);
+        mr_config_free(&cfg);
+    }
+}
+END_TEST
+
 /* Gradients accumulate across calls (micro-batches) until zeroed. */
 START_TEST(gradients_accumulate) {
     mr_config cfg;
@@ -545,6 +650,9 @@ int main(void) {
     tcase_add_test(tc, model_gradient_mse);
     tcase_add_test(tc, model_gradient_cce_relu);
     tcase_add_test(tc, model_gradient_conv_bn_pool_dropout);
+    tcase_add_test(tc, model_gradient_residual);
+    tcase_add_test(tc, residual_layout_and_summary);
+    tcase_add_test(tc, graph_model_errors);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, after_layer_reports_reverse_order);
     tcase_add_test(tc, passes_equal_one_pass);
