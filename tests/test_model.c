@@ -283,6 +283,50 @@ START_TEST(graph_model_errors) {
 }
 END_TEST
 
+/* The shipped residual models build, with the parameter counts their
+ * papers' architectures give: ResNet-20's from its layers (3x3 convolutions
+ * without bias, BN 2 trainable + 2 moving floats a channel, 1x1 stride-2
+ * projections with BN), ResNet-50 v1.5's as torchvision counts it. */
+START_TEST(shipped_residual_configs) {
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    char *path = tu_source_path("models/configs/fashion_resnet20.cfg");
+    ck_assert_msg(mr_config_load(path, &cfg, &err) == MR_OK, "%s", err.msg);
+    free(path);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s", err.msg);
+    int64_t want = 9 * 1 * 16 + 2 * 16, state = 2 * 16, convs = 1;
+    const int f[3] = {16, 32, 64};
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < 3; b++) {
+            int in = b == 0 && s > 0 ? f[s - 1] : f[s];
+            want += 9 * in * f[s] + 9 * f[s] * f[s] + 4 * f[s], state += 4 * f[s], convs += 2;
+            if (in != f[s]) want += in * f[s] + 2 * f[s], state += 2 * f[s], convs++;
+        }
+    want += 64 * 10 + 10;
+    ck_assert_int_eq(m.n_params, want);
+    ck_assert_int_eq(m.n_state, state);
+    int n_conv = 0;
+    for (int i = 0; i < m.n_layers; i++)
+        n_conv += m.layers[i].cfg->kind == MR_LAYER_CONV2D;
+    ck_assert_int_eq(n_conv, convs);
+    ck_assert_int_eq(n_conv + 1, 20 + 2); /* 19 + 2 projections, + the dense layer */
+    ck_assert_int_eq(m.out_size, 10);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    path = tu_source_path("models/configs/resnet50.cfg");
+    ck_assert_msg(mr_config_load(path, &cfg, &err) == MR_OK, "%s", err.msg);
+    free(path);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(m.n_params, 25557032); /* torchvision.models.resnet50() */
+    ck_assert_int_eq(m.n_state, 53120);
+    ck_assert_int_eq(m.layers[m.n_layers - 2].in.d[0], 7);
+    ck_assert_int_eq(m.layers[m.n_layers - 2].in.d[2], 2048);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* Gradients accumulate across calls (micro-batches) until zeroed. */
 START_TEST(gradients_accumulate) {
     mr_config cfg;
@@ -653,6 +697,7 @@ int main(void) {
     tcase_add_test(tc, model_gradient_residual);
     tcase_add_test(tc, residual_layout_and_summary);
     tcase_add_test(tc, graph_model_errors);
+    tcase_add_test(tc, shipped_residual_configs);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, after_layer_reports_reverse_order);
     tcase_add_test(tc, passes_equal_one_pass);
