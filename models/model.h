@@ -1,4 +1,5 @@
-/* model.h: a sequence of layers built from a .cfg, with flat buffers.
+/* model.h: the layers built from a .cfg (a chain, or a graph: see graph
+ * below), with flat buffers.
  *
  * One mr_model is one replica's copy. All trainable weights live in ONE
  * buffer `params`, their gradients in ONE buffer `grads` of the same layout,
