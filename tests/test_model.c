@@ -208,6 +208,41 @@ START_TEST(model_gradient_residual) {
 }
 END_TEST
 
+/* A graph trained in cache-sized passes (model.h, pass_rows) adds up the
+ * gradients of one pass over the whole batch: each pass reuses rows
+ * [0, pass_rows) of the activation and gradient buffers. */
+START_TEST(graph_passes_same_gradients) {
+    const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,2\n"
+                       "[conv2d]\nname=a\nfilters=2\nsize=3\npadding=same\nactivation=tanh\n"
+                       "[conv2d]\nfilters=2\nsize=3\npadding=same\n[add]\nfrom=a\n"
+                       "[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n";
+    float *g[2];
+    int64_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        mr_config cfg;
+        mr_model m;
+        build(text, &cfg, &m, 7);
+        mr_model_init_weights(&m, 3, NULL);
+        m.pass_rows = k == 0 ? 7 : 2; /* one pass; four (2, 2, 2, 1) */
+        int32_t labels[7] = {0, 1, 2, 1, 0, 2, 2};
+        mr_rng_uniform(8, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), 7 * m.in_size);
+        mr_model_zero_grads(&m, NULL);
+        double loss = 0.0;
+        int64_t c = 0;
+        ck_assert_int_eq(mr_model_train_batch(&m, labels, 7, 7.0f, &loss, &c, NULL, NULL, NULL),
+                         MR_OK);
+        n = m.n_params;
+        g[k] = malloc(sizeof(float) * (size_t)n);
+        memcpy(g[k], mr_dfloat_ptr(m.grads), sizeof(float) * (size_t)n);
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+    }
+    double d = tu_rel_diff(g[0], g[1], (size_t)n);
+    ck_assert_msg(d < 1e-5, "relative difference %g", d);
+    free(g[0]), free(g[1]);
+}
+END_TEST
+
 /* The graph's layout and summary: inputs, shapes, Keras's Connected to
  * column; a chain that names its layers or says input = -1 stays a chain. */
 START_TEST(residual_layout_and_summary) {
@@ -696,6 +731,7 @@ int main(void) {
     tcase_add_test(tc, model_gradient_conv_bn_pool_dropout);
     tcase_add_test(tc, model_gradient_residual);
     tcase_add_test(tc, residual_layout_and_summary);
+    tcase_add_test(tc, graph_passes_same_gradients);
     tcase_add_test(tc, graph_model_errors);
     tcase_add_test(tc, shipped_residual_configs);
     tcase_add_test(tc, gradients_accumulate);
