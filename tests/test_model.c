@@ -362,6 +362,38 @@ START_TEST(shipped_residual_configs) {
 }
 END_TEST
 
+/* fashion_resnet20.cfg trains: with its own optimizer (Adam 0.001), 15
+ * updates on one batch of 8 random images bring that batch's loss well
+ * down (a model whose gradients were wrong would not fit it). */
+START_TEST(resnet20_fits_a_batch) {
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    char *path = tu_source_path("models/configs/fashion_resnet20.cfg");
+    ck_assert_msg(mr_config_load(path, &cfg, &err) == MR_OK, "%s", err.msg);
+    free(path);
+    const int B = 8;
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, B, 0, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_init_weights(&m, 1, &err), MR_OK);
+    int32_t labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    mr_rng_uniform(5, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), B * m.in_size);
+    double first = 0.0, last = 0.0;
+    for (int t = 1; t <= 15; t++) {
+        double loss = 0.0;
+        int64_t c = 0;
+        ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
+        ck_assert_int_eq(mr_model_train_batch(&m, labels, B, (float)B, &loss, &c, NULL, NULL, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_apply_update(&m, cfg.net.learning_rate, t, &err), MR_OK);
+        if (t == 1) first = loss / B;
+        last = loss / B;
+    }
+    ck_assert_msg(isfinite(last) && last < 0.5 * first, "loss %g -> %g", first, last);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* Gradients accumulate across calls (micro-batches) until zeroed. */
 START_TEST(gradients_accumulate) {
     mr_config cfg;
@@ -734,6 +766,7 @@ int main(void) {
     tcase_add_test(tc, graph_passes_same_gradients);
     tcase_add_test(tc, graph_model_errors);
     tcase_add_test(tc, shipped_residual_configs);
+    tcase_add_test(tc, resnet20_fits_a_batch);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, after_layer_reports_reverse_order);
     tcase_add_test(tc, passes_equal_one_pass);
