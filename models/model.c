@@ -153,8 +153,8 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     for (int i = 0; i < m->n_layers; i++) {
         int64_t o = mr_shape_size(m->layers[i].out);
         if (o > widest) widest = o;
-        if (m->layers[i].ops->view &&
-            !m->graph) { /* y is x's buffer: nothing to allocate or copy */
+        /* a view's y is x's buffer in a chain: nothing to allocate or copy */
+        if (m->layers[i].ops->view && !m->graph) {
             m->acts[i] = i > 0 ? m->acts[i - 1] : m->input;
             continue;
         }
