@@ -230,6 +230,12 @@ int main(int argc, char **argv) {
     st = check_writable(&p, &err);
     if (st == MR_OK) st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, &err);
     if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, be, &err);
+    if (st == MR_OK && m.graph) /* a Keras Functional config is not written yet (issue 19) */
+        st = mr_error_set(&err, MR_ERR_UNSUPPORTED,
+                          "%s: the model is a graph (input =, [add]): its Keras Functional "
+                          "config is not written yet, so it cannot be exported as .keras; the "
+                          "checkpoint itself resumes and evaluates",
+                          p.checkpoint);
     if (st == MR_OK) {
         config = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, ck.lr);
         if (config == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");

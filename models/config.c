@@ -31,8 +31,13 @@ typedef enum key_type {
     KEY_ENUM,
     KEY_PATH,
     KEY_INTS,
-    KEY_EVERY /* "N", "N epochs" or "N steps" into an mr_every */
+    KEY_EVERY, /* "N", "N epochs" or "N steps" into an mr_every */
+    KEY_NAME,  /* a layer's name: letters, digits, '_', at most MR_NAME_MAX - 1 */
+    KEY_REF    /* an earlier layer: its name, or -N (N sections back) */
 } key_type;
+
+/* The section of the keys that every layer section takes (name, input). */
+#define ANY_LAYER "any layer"
 
 /* Which struct a section's keys live in. */
 typedef enum sec_kind { SEC_NET, SEC_DATA, SEC_AUGMENT, SEC_LAYER } sec_kind;
@@ -134,6 +139,13 @@ static const key_def keys[] = {
     {"augment", "shift", KEY_INT, AUG(shift), "0", 0, 64, 0, 0, NULL, 0,
      "random shift up to this many pixels on each axis, zero fill (training only)"},
 
+    {ANY_LAYER, "name", KEY_NAME, LAY(name), "", 0, 0, 0, 0, NULL, 0,
+     "the layer's name (letters, digits, _), for `input =` and `from =` of later layers and "
+     "the summary; default: Keras's automatic name (dense_1)"},
+    {ANY_LAYER, "input", KEY_REF, LAY(input_ref), "", 0, 0, 0, 0, NULL, 0,
+     "what the layer takes: the output of the layer named so, or -N, N sections back (default "
+     "-1: the section just before); not in [input]"},
+
     {"input", "shape", KEY_INTS, LAY(shape), NULL, 1, 1 << 24, 0, 0, NULL, 3,
      "shape of one example: H,W,C (images, channels last) or F (features)"},
 
@@ -176,6 +188,14 @@ static const key_def keys[] = {
      "added to the variance (Keras default 0.001)"},
     {"batchnorm", "sync", KEY_BOOL, LAY(sync), "0", 0, 1, 0, 0, NULL, 0,
      "batch statistics over the global batch (SyncBatchNormalization)"},
+
+    {"add", "from", KEY_REF, LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
+     "the earlier layer (NAME or -N) whose output is added to the input (a residual "
+     "connection); the shapes must be equal"},
+
+    {"zeropad", "padding", KEY_INTS, LAY(pad), "1", 0, 1024, 0, 0, NULL, 2,
+     "zero rows above and below, zero columns left and right: p or ph,pw (Keras padding=(ph, "
+     "pw))"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -197,16 +217,27 @@ static const struct {
     {"avgpool", SEC_LAYER, "2-D average pooling"},
     {"dropout", SEC_LAYER, "inverted dropout, training only"},
     {"batchnorm", SEC_LAYER, "batch normalisation over the channels (last axis)"},
+    {"add", SEC_LAYER, "element-wise sum of the input and an earlier layer's output (Keras Add)"},
+    {"globalavgpool", SEC_LAYER,
+     "mean over height and width, (H, W, C) -> (C) (GlobalAveragePooling2D; no keys)"},
+    {"zeropad", SEC_LAYER, "zero padding of height and width (ZeroPadding2D)"},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
 /* The [section] name of each layer kind, by mr_layer_kind. */
 static const char *const layer_sections[MR_LAYER_KIND_COUNT] = {
-    [MR_LAYER_INPUT] = "input",         [MR_LAYER_FLATTEN] = "flatten",
-    [MR_LAYER_DENSE] = "dense",         [MR_LAYER_ACTIVATION] = "activation",
-    [MR_LAYER_CONV2D] = "conv2d",       [MR_LAYER_MAXPOOL] = "maxpool",
-    [MR_LAYER_AVGPOOL] = "avgpool",     [MR_LAYER_DROPOUT] = "dropout",
+    [MR_LAYER_INPUT] = "input",
+    [MR_LAYER_FLATTEN] = "flatten",
+    [MR_LAYER_DENSE] = "dense",
+    [MR_LAYER_ACTIVATION] = "activation",
+    [MR_LAYER_CONV2D] = "conv2d",
+    [MR_LAYER_MAXPOOL] = "maxpool",
+    [MR_LAYER_AVGPOOL] = "avgpool",
+    [MR_LAYER_DROPOUT] = "dropout",
     [MR_LAYER_BATCHNORM] = "batchnorm",
+    [MR_LAYER_ADD] = "add",
+    [MR_LAYER_GLOBALAVGPOOL] = "globalavgpool",
+    [MR_LAYER_ZEROPAD] = "zeropad",
 };
 
 /* mr_layer_kind value of a layer section name, -1 otherwise */
@@ -227,6 +258,14 @@ const char *mr_optimizer_name(mr_optimizer_kind o) {
 }
 const char *mr_loss_name(mr_loss_kind l) {
     return loss_names[l];
+}
+
+/* 1: key k belongs in section sec (its own keys, and the keys of every
+ * layer section in a layer section; [input] takes no input). */
+static int key_in(const key_def *k, size_t sec) {
+    if (strcmp(k->section, sections[sec].name) == 0) return 1;
+    return strcmp(k->section, ANY_LAYER) == 0 && sections[sec].kind == SEC_LAYER &&
+           !(strcmp(sections[sec].name, "input") == 0 && k->offset == LAY(input_ref));
 }
 
 /* ---- parsing state ----------------------------------------------------- */
@@ -405,6 +444,33 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
         out->steps = steps;
         return 1;
     }
+    case KEY_NAME:
+    case KEY_REF: {
+        /* -N: N sections back (a reference only); else a name */
+        size_t n = strlen(val);
+        if (k->type == KEY_REF && val[0] == '-') {
+            errno = 0;
+            long v = strtol(val + 1, &end, 10);
+            if (end == val + 1 || !is_blank(end) || errno || v < 1 || v > MR_MAX_LAYERS) {
+                snprintf(why, why_n, "'%s' is not a layer name or -N (N from 1 to %d)", val,
+                         MR_MAX_LAYERS);
+                return 0;
+            }
+        } else {
+            for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)val[i]) && val[i] != '_') {
+                    snprintf(why, why_n, "'%s' is not a name (letters, digits and _)%s", val,
+                             k->type == KEY_REF ? " or -N" : "");
+                    return 0;
+                }
+            if (n >= MR_NAME_MAX) {
+                snprintf(why, why_n, "'%s' is longer than %d characters", val, MR_NAME_MAX - 1);
+                return 0;
+            }
+        }
+        snprintf(dst, MR_NAME_MAX, "%s", val);
+        return 1;
+    }
     case KEY_INTS: {
         int *out = dst, n = 0;
         const char *p = val;
@@ -454,7 +520,7 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
 static void apply_defaults(parse_state *ps) {
     void *base = section_base(ps);
     for (size_t i = 0; i < N_KEYS; i++) {
-        if (strcmp(keys[i].section, sections[ps->sec].name) != 0 || keys[i].def == NULL) continue;
+        if (!key_in(&keys[i], (size_t)ps->sec) || keys[i].def == NULL) continue;
         char why[256];
         if (!parse_value(&keys[i], keys[i].def, (char *)base + keys[i].offset, NULL, why,
                          sizeof why))
@@ -466,7 +532,7 @@ static void apply_defaults(parse_state *ps) {
 static int close_section(parse_state *ps) {
     if (ps->sec < 0 || ps->failed) return !ps->failed;
     for (size_t i = 0; i < N_KEYS; i++) {
-        if (strcmp(keys[i].section, sections[ps->sec].name) != 0) continue;
+        if (!key_in(&keys[i], (size_t)ps->sec)) continue;
         if (keys[i].def == NULL && !ps->keys_set[i])
             return fail(ps, ps->sec_line, "[%s] is missing the required key '%s' (%s)",
                         sections[ps->sec].name, keys[i].key, keys[i].help);
@@ -589,18 +655,21 @@ static int handler(void *user, const char *section, const char *name, const char
     const char *sname = sections[ps->sec].name;
     int found = -1;
     for (size_t i = 0; i < N_KEYS; i++)
-        if (strcmp(keys[i].section, sname) == 0 && strcasecmp(keys[i].key, name) == 0)
-            found = (int)i;
+        if (key_in(&keys[i], (size_t)ps->sec) && strcasecmp(keys[i].key, name) == 0) found = (int)i;
     if (found < 0) {
         const char *best = NULL;
         int bd = 99, any = 0;
         for (size_t i = 0; i < N_KEYS; i++) {
-            if (strcmp(keys[i].section, sname) != 0) continue;
-            any = 1;
+            if (!key_in(&keys[i], (size_t)ps->sec)) continue;
+            any |= strcmp(keys[i].section, sname) == 0; /* a key of its own */
             int d = edit_distance(name, keys[i].key);
             if (d < bd) bd = d, best = keys[i].key;
         }
-        if (!any) return fail(ps, line, "[%s] takes no keys, but has '%s'", sname, name);
+        if (!any && bd > 2)
+            return fail(ps, line,
+                        "[%s] takes no keys of its own (only name and input, as every layer), "
+                        "but has '%s'",
+                        sname, name);
         if (bd <= 3 || (best && strlen(name) > 3 && strstr(best, name)))
             return fail(ps, line, "unknown key '%s' in [%s]; did you mean '%s'?", name, sname,
                         best);
@@ -612,6 +681,71 @@ static int handler(void *user, const char *section, const char *name, const char
     void *dst = (char *)section_base(ps) + keys[found].offset;
     if (!parse_value(&keys[found], value, dst, ps->base_dir, why, sizeof why))
         return fail(ps, line, "[%s] %s: %s", sname, keys[found].key, why);
+    return 1;
+}
+
+/* The section a reference (`input =` or `from =` of section i, text ref,
+ * "" for -1) names, or -1 after failing. Only an earlier section may be
+ * named: the layers run in the file's order, so the graph has no cycle. */
+static int resolve_ref(parse_state *ps, int i, const char *key, const char *ref) {
+    mr_config *cfg = ps->cfg;
+    const mr_layer_cfg *l = &cfg->layers[i];
+    const char *sec = mr_layer_kind_name(l->kind);
+    if (ref[0] == '\0') return i - 1;
+    if (ref[0] == '-') {
+        int n = atoi(ref + 1);
+        if (n > i) {
+            fail(ps, l->line, "[%s] %s = %s: only %d section%s before this one", sec, key, ref, i,
+                 i == 1 ? " comes" : "s come");
+            return -1;
+        }
+        return i - n;
+    }
+    for (int j = 0; j < cfg->n_layers; j++) {
+        if (strcmp(cfg->layers[j].name, ref) != 0) continue;
+        if (j < i) return j;
+        fail(ps, l->line,
+             "[%s] %s = %s: %s (line %d); a layer takes only outputs of the layers before it, so "
+             "the graph has no cycle",
+             sec, key, ref, j == i ? "that is this layer" : "that layer comes later",
+             cfg->layers[j].line);
+        return -1;
+    }
+    fail(ps, l->line, "[%s] %s = %s: no layer has that name (name = %s)", sec, key, ref, ref);
+    return -1;
+}
+
+/* Names are unique; references resolve into src[] (config.h). */
+static int resolve_refs(parse_state *ps) {
+    mr_config *cfg = ps->cfg;
+    cfg->graph = 0;
+    for (int i = 0; i < cfg->n_layers; i++) {
+        mr_layer_cfg *l = &cfg->layers[i];
+        for (int j = 0; j < i && l->name[0]; j++)
+            if (strcmp(cfg->layers[j].name, l->name) == 0)
+                return fail(ps, l->line, "[%s] name = %s: the layer of line %d has that name",
+                            mr_layer_kind_name(l->kind), l->name, cfg->layers[j].line);
+        l->src[0] = l->src[1] = -1;
+        if (i == 0) continue;
+        l->src[0] = resolve_ref(ps, i, "input", l->input_ref);
+        if (l->src[0] < 0) return 0;
+        if (l->kind == MR_LAYER_ADD) {
+            l->src[1] = resolve_ref(ps, i, "from", l->from_ref);
+            if (l->src[1] < 0) return 0;
+        }
+        if (l->src[0] != i - 1 || l->src[1] >= 0) cfg->graph = 1;
+    }
+    /* a branch that ends before the last layer would be computed for nothing */
+    for (int j = 1; j < cfg->n_layers - 1; j++) {
+        int used = 0;
+        for (int i = j + 1; i < cfg->n_layers && !used; i++)
+            used = cfg->layers[i].src[0] == j || cfg->layers[i].src[1] == j;
+        if (!used)
+            return fail(ps, cfg->layers[j].line,
+                        "[%s]: no later layer takes its output (input = or from =), and only the "
+                        "last layer is the model's output",
+                        mr_layer_kind_name(cfg->layers[j].kind));
+    }
     return 1;
 }
 
@@ -631,7 +765,7 @@ static int cross_check(parse_state *ps) {
             if (l->stride[1] == 0) l->stride[1] = l->size[1];
         }
     }
-    return 1;
+    return resolve_refs(ps);
 }
 
 mr_status mr_config_parse(const char *text, const char *name, const char *base_dir, mr_config *cfg,
@@ -748,7 +882,23 @@ static void format_range(const key_def *k, char *out, size_t n) {
     case KEY_EVERY:
         snprintf(out, n, "N epochs or N steps, N %.0f .. %.0f", k->min, k->max);
         break;
+    case KEY_NAME:
+        snprintf(out, n, "letters, digits, _");
+        break;
+    case KEY_REF:
+        snprintf(out, n, "a layer's name, or -N");
+        break;
     }
+}
+
+static void write_key(FILE *out, int markdown, const char *section, const key_def *k) {
+    char range[256];
+    format_range(k, range, sizeof range);
+    const char *def = k->def == NULL ? "(required)" : k->def[0] ? k->def : "(none)";
+    if (markdown)
+        fprintf(out, "| `[%s]` | `%s` | %s | %s | %s |\n", section, k->key, def, range, k->help);
+    else
+        fprintf(out, "    %-17s default %-12s %s; allowed: %s\n", k->key, def, k->help, range);
 }
 
 void mr_config_write_reference(FILE *out, int markdown) {
@@ -761,19 +911,13 @@ void mr_config_write_reference(FILE *out, int markdown) {
         for (size_t i = 0; i < N_KEYS; i++) {
             if (strcmp(keys[i].section, sections[s].name) != 0) continue;
             any = 1;
-            char range[256];
-            format_range(&keys[i], range, sizeof range);
-            const char *def = keys[i].def == NULL ? "(required)"
-                              : keys[i].def[0]    ? keys[i].def
-                                                  : "(none)";
-            if (markdown)
-                fprintf(out, "| `[%s]` | `%s` | %s | %s | %s |\n", sections[s].name, keys[i].key,
-                        def, range, keys[i].help);
-            else
-                fprintf(out, "    %-17s default %-12s %s; allowed: %s\n", keys[i].key, def,
-                        keys[i].help, range);
+            write_key(out, markdown, sections[s].name, &keys[i]);
         }
         if (markdown && !any)
             fprintf(out, "| `[%s]` | | | | %s |\n", sections[s].name, sections[s].help);
     }
+    /* the keys every layer section takes, once */
+    if (!markdown) fprintf(out, "[any layer]  keys of every layer section, [input] included\n");
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].section, ANY_LAYER) == 0) write_key(out, markdown, ANY_LAYER, &keys[i]);
 }

@@ -15,7 +15,10 @@
 
 MR_C_BEGIN
 
-#define MR_MAX_LAYERS 64
+/* ResNet-50 as Keras counts its layers (each convolution, batch
+ * normalisation, activation and add is one) is 176 after the input. */
+#define MR_MAX_LAYERS 256
+#define MR_NAME_MAX   32
 #define MR_PATH_MAX   1024
 
 typedef enum mr_activation {
@@ -36,6 +39,9 @@ typedef enum mr_layer_kind {
     MR_LAYER_AVGPOOL,
     MR_LAYER_DROPOUT,
     MR_LAYER_BATCHNORM,
+    MR_LAYER_ADD,
+    MR_LAYER_GLOBALAVGPOOL,
+    MR_LAYER_ZEROPAD,
     MR_LAYER_KIND_COUNT,
 } mr_layer_kind;
 
@@ -69,6 +75,17 @@ typedef struct mr_layer_cfg {
     float momentum; /* [batchnorm] */
     float epsilon;  /* [batchnorm] */
     int sync;       /* [batchnorm] global batch statistics across replicas */
+    int pad[2];     /* [zeropad] rows added above and below, columns left and right */
+    /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
+     * `input = NAME or -N` (its input; -1, the section just before, by
+     * default) and, for [add], `from = NAME or -N` (the output added to
+     * the input). The text is kept for messages; cross-checking resolves
+     * it into src[]: the index in mr_config.layers of the section whose
+     * output is taken (0 = [input], the model's input), -1 where none. */
+    char name[MR_NAME_MAX];
+    char input_ref[MR_NAME_MAX];
+    char from_ref[MR_NAME_MAX];
+    int src[2]; /* src[0]: the input; src[1]: [add]'s from */
 } mr_layer_cfg;
 
 /* "every N epochs" or "every N steps" */
@@ -125,6 +142,9 @@ typedef struct mr_config {
     mr_augment_cfg augment;
     int n_layers; /* including [input] at index 0 */
     mr_layer_cfg layers[MR_MAX_LAYERS];
+    /* 1: not a chain: some layer takes another output than the one of the
+     * section just before it (`input =`), or merges two ([add]). */
+    int graph;
 } mr_config;
 
 /* Parses and validates a .cfg file. Errors: "PATH:LINE: what" (MR_ERR_CONFIG),

@@ -149,6 +149,13 @@ struct mr_layer {
     int index;                    /* position in the model: 1 = first layer after [input] */
     char name[32];                /* Keras-style: "dense", "dense_1", ... */
     mr_shape in, out;
+    /* A merge layer's ([add]) second input: its shape, set by the model
+     * before setup; its tensor x2 (batch, in2) before each forward and
+     * backward, and dx2, where backward writes its gradient as dx (NULL:
+     * not wanted, the model's input). Unused by the other layers. */
+    mr_shape in2;
+    const mr_dfloat *x2;
+    mr_dfloat *dx2;
     int n_weights;
     mr_weight w[MR_MAX_WEIGHTS];
     size_t scratch_floats; /* scratch needed by forward + backward at max batch */
@@ -193,14 +200,17 @@ void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int f
                              float *out);
 
 /* Layer kinds, one file each in models/. */
-extern const mr_layer_ops mr_flatten_ops;    /* flatten.c */
-extern const mr_layer_ops mr_dense_ops;      /* dense.c */
-extern const mr_layer_ops mr_activation_ops; /* activation.c */
-extern const mr_layer_ops mr_conv2d_ops;     /* conv2d.c */
-extern const mr_layer_ops mr_maxpool_ops;    /* pool.c */
-extern const mr_layer_ops mr_avgpool_ops;    /* pool.c */
-extern const mr_layer_ops mr_dropout_ops;    /* dropout.c */
-extern const mr_layer_ops mr_batchnorm_ops;  /* batchnorm.c */
+extern const mr_layer_ops mr_flatten_ops;       /* flatten.c */
+extern const mr_layer_ops mr_dense_ops;         /* dense.c */
+extern const mr_layer_ops mr_activation_ops;    /* activation.c */
+extern const mr_layer_ops mr_conv2d_ops;        /* conv2d.c */
+extern const mr_layer_ops mr_maxpool_ops;       /* pool.c */
+extern const mr_layer_ops mr_avgpool_ops;       /* pool.c */
+extern const mr_layer_ops mr_dropout_ops;       /* dropout.c */
+extern const mr_layer_ops mr_batchnorm_ops;     /* batchnorm.c */
+extern const mr_layer_ops mr_add_ops;           /* add.c */
+extern const mr_layer_ops mr_globalavgpool_ops; /* globalavgpool.c */
+extern const mr_layer_ops mr_zeropad_ops;       /* zeropad.c */
 
 MR_C_END
 

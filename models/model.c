@@ -45,14 +45,26 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     int counts[MR_LAYER_KIND_COUNT] = {0};
     mr_shape cur = m->in_shape;
     size_t scratch = 0;
+    m->graph = cfg->graph;
     for (int i = 1; i < cfg->n_layers; i++) {
         mr_layer *l = &m->layers[m->n_layers++];
         l->cfg = &cfg->layers[i];
         l->ops = mr_layer_ops_for(l->cfg->kind);
         l->index = i;
         l->in = cur;
-        int c = counts[l->cfg->kind]++;
-        if (c == 0)
+        if (m->graph) { /* config index j is model layer j - 1; 0, [input], is -1 */
+            int *src = m->src[i - 1];
+            src[0] = l->cfg->src[0] - 1;
+            src[1] = l->cfg->src[1] >= 0 ? l->cfg->src[1] - 1 : -1;
+            l->in = src[0] < 0 ? m->in_shape : m->layers[src[0]].out;
+            if (l->cfg->kind == MR_LAYER_ADD)
+                l->in2 = src[1] < 0 ? m->in_shape : m->layers[src[1]].out;
+        }
+        /* as Keras, a name given does not use up an automatic one */
+        int c = l->cfg->name[0] ? -1 : counts[l->cfg->kind]++;
+        if (c < 0)
+            snprintf(l->name, sizeof l->name, "%s", l->cfg->name);
+        else if (c == 0)
             snprintf(l->name, sizeof l->name, "%s", l->ops->keras_name);
         else
             snprintf(l->name, sizeof l->name, "%s_%d", l->ops->keras_name, c);
@@ -69,6 +81,23 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         if (l->scratch_floats > scratch) scratch = l->scratch_floats;
         cur = l->out;
     }
+    /* names given with name = may not take an automatic one (Keras refuses
+     * two layers of one name, and checkpoints store weights by name) */
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; j < m->n_layers; j++)
+            if (j != i && m->layers[i].cfg->name[0] &&
+                strcmp(m->layers[i].name, m->layers[j].name) == 0) {
+                int line = m->layers[i].cfg->line;
+                mr_layer_kind k = m->layers[j].cfg->kind;
+                int other = m->layers[j].cfg->line;
+                char name[MR_NAME_MAX];
+                snprintf(name, sizeof name, "%s", m->layers[i].name);
+                mr_model_free(m);
+                return mr_error_set(err, MR_ERR_CONFIG,
+                                    "%s:%d: name = %s is the automatic name of the [%s] of line "
+                                    "%d; choose another",
+                                    cfg->path, line, name, mr_layer_kind_name(k), other);
+            }
     mr_layer *last = &m->layers[m->n_layers - 1];
     m->out_size = mr_shape_size(last->out);
     if (last->out.rank != 1) {
@@ -125,12 +154,14 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     for (int i = 0; i < m->n_layers; i++) {
         int64_t o = mr_shape_size(m->layers[i].out);
         if (o > widest) widest = o;
-        if (m->layers[i].ops->view) { /* y is x's buffer: nothing to allocate or copy */
+        /* a view's y is x's buffer in a chain: nothing to allocate or copy */
+        if (m->layers[i].ops->view && !m->graph) {
             m->acts[i] = i > 0 ? m->acts[i - 1] : m->input;
             continue;
         }
         m->acts[i] = alloc_floats(m, (int64_t)max_batch * o);
         if (m->acts[i] == NULL) break;
+        if (m->graph && (m->dacts[i] = alloc_floats(m, (int64_t)max_batch * o)) == NULL) break;
     }
     m->dbuf[0] = alloc_floats(m, (int64_t)max_batch * widest);
     m->dbuf[1] = alloc_floats(m, (int64_t)max_batch * widest);
@@ -149,14 +180,15 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     for (int s = 0; s < nslots; s++)
         ok = ok && m->slots[s];
     for (int i = 0; i < m->n_layers; i++)
-        ok = ok && m->acts[i];
+        ok = ok && m->acts[i] && (!m->graph || m->dacts[i]);
     if (!ok) {
         /* what was asked for, and what the device had: a GPU's memory is
          * shared with the other contexts and processes on it */
         int64_t want = np * (2 + nslots) + (int64_t)grads_extra + ns + 2 * max_batch * widest +
                        (int64_t)scratch + n_inputs * (int64_t)max_batch * m->in_size;
         for (int i = 0; i < m->n_layers; i++)
-            if (!m->layers[i].ops->view) want += max_batch * mr_shape_size(m->layers[i].out);
+            if (!m->layers[i].ops->view || m->graph)
+                want += (m->graph ? 2 : 1) * max_batch * mr_shape_size(m->layers[i].out);
         mr_model_free(m);
         char dev[32], mem[96] = "";
         size_t used = 0, total = 0;
@@ -188,7 +220,8 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     int64_t per_row = m->in_size + 2 * widest;
     int whole = 0;
     for (int i = 0; i < m->n_layers; i++) {
-        if (!m->layers[i].ops->view) per_row += mr_shape_size(m->layers[i].out);
+        if (!m->layers[i].ops->view || m->graph)
+            per_row += (m->graph ? 2 : 1) * mr_shape_size(m->layers[i].out); /* graph: dacts */
         whole |= m->layers[i].ops->whole_batch;
     }
     int64_t c = (MR_PASS_FLOATS - 2 * np) / per_row; /* < 1: big weights, one pass */
@@ -203,10 +236,11 @@ void mr_model_free(mr_model *m) {
     if (m->be == NULL) return;
     for (int i = 0; i < m->n_layers; i++) {
         mr_layer_destroy(&m->layers[i]);
-        if (m->layers[i].ops && m->layers[i].ops->view)
+        if (m->layers[i].ops && m->layers[i].ops->view && !m->graph)
             m->acts[i] = NULL; /* borrowed from the layer before */
         else
             free_floats(m, &m->acts[i]);
+        free_floats(m, &m->dacts[i]);
     }
     free_floats(m, &m->params);
     free_floats(m, &m->grads);
@@ -255,8 +289,23 @@ mr_status mr_model_input_upload(mr_model *m, int batch, mr_error *err) {
     return MR_OK;
 }
 
+/* The output of layer i of a graph, or the model's input `in` (i = -1). */
+static mr_dfloat *graph_act(mr_model *m, const mr_dfloat *in, int i) {
+    return i < 0 ? (mr_dfloat *)in : m->acts[i];
+}
+
 /* Runs the layers on `in` (batch rows, in_size each) into m->acts. */
 static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const mr_dfloat **out) {
+    if (m->graph) {
+        for (int i = 0; i < m->n_layers; i++) {
+            mr_layer *l = &m->layers[i];
+            if (l->cfg->kind == MR_LAYER_ADD) l->x2 = graph_act(m, in, m->src[i][1]);
+            MR_CHECK(
+                mr_layer_forward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i]));
+        }
+        *out = m->acts[m->n_layers - 1];
+        return MR_OK;
+    }
     const mr_dfloat *x = in;
     for (int i = 0; i < m->n_layers; i++) {
         if (m->layers[i].ops->view) {
@@ -282,6 +331,62 @@ const mr_dfloat *mr_model_output(const mr_model *m) {
     return m->acts[m->n_layers - 1];
 }
 
+/* dst (batch, shape s) += add: the [add] kernels of the device, on a
+ * layer made here (they keep no state), y = x + x2 in place. */
+static mr_status add_into(mr_model *m, mr_dfloat *dst, const mr_dfloat *add, mr_shape s,
+                          int batch) {
+    mr_layer sum;
+    memset(&sum, 0, sizeof sum);
+    sum.ops = &mr_add_ops;
+    sum.kern = mr_kernels_for(m->be)->layer[MR_LAYER_ADD];
+    sum.be = m->be;
+    sum.in = sum.in2 = sum.out = s;
+    sum.x2 = add;
+    return mr_layer_forward(&sum, &m->run, batch, dst, dst);
+}
+
+/* Backward of a graph from the loss's gradient in dacts[last]: in reverse
+ * order, each layer's backward writes the gradient of an input straight
+ * into that input's dacts where nothing is there yet this pass, else into
+ * dbuf[k], which is then added to it (an output feeding several layers
+ * gets the sum). done[j]: dacts[j] holds a gradient. */
+static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
+                                void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
+    unsigned char done[MR_MAX_LAYERS] = {0};
+    done[m->n_layers - 1] = 1;
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        mr_layer *l = &m->layers[i];
+        MR_ASSERT(done[i]); /* config.c: every output but the last feeds a later layer */
+        const int n_in = l->cfg->kind == MR_LAYER_ADD ? 2 : 1;
+        mr_dfloat *dx[2] = {NULL, NULL};
+        int add_later[2] = {0, 0};
+        for (int k = 0; k < n_in; k++) {
+            int s = m->src[i][k];
+            if (s < 0) continue; /* the model's input: no gradient */
+            if (!done[s]) {
+                dx[k] = m->dacts[s];
+                done[s] = 1;
+            } else {
+                dx[k] = m->dbuf[k];
+                add_later[k] = 1;
+            }
+        }
+        if (n_in == 2) {
+            l->x2 = graph_act(m, in, m->src[i][1]);
+            l->dx2 = dx[1];
+        }
+        MR_CHECK(mr_layer_backward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i],
+                                   m->dacts[i], dx[0]));
+        for (int k = 0; k < n_in; k++)
+            if (add_later[k]) {
+                int s = m->src[i][k];
+                MR_CHECK(add_into(m, m->dacts[s], dx[k], m->layers[s].out, batch));
+            }
+        if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
+    }
+    return MR_OK;
+}
+
 /* Forward, loss and backward of `batch` rows starting at `in` (labels
  * alongside); after_layer only when this pass completes the gradients. */
 static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *labels, int batch,
@@ -291,9 +396,10 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
     MR_CHECK(forward_rows(m, in, batch, &out));
     int k = (int)m->out_size;
     int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
-    mr_dfloat *dy = m->dbuf[cur];
+    mr_dfloat *dy = m->graph ? m->dacts[m->n_layers - 1] : m->dbuf[cur];
     MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, out, labels, batch, k, norm,
                              dy, loss_sum, correct, m->run.err));
+    if (m->graph) return graph_backward(m, in, batch, after_layer, ctx);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
         if (!l->ops->view) { /* a view's dx is dy under the input's shape */
@@ -464,14 +570,41 @@ static void thousands(int64_t v, char *buf, size_t n) {
     buf[o] = '\0';
 }
 
+/* A graph's "Connected to" of layer i: its inputs as Keras prints them
+ * ("conv2d[0][0], a[0][0]"), "-" for the input layer (i = -1). */
+static void connected_to(const mr_model *m, int i, char *buf, size_t n) {
+    const char *in_name = m->cfg->layers[0].name[0] ? m->cfg->layers[0].name : "input";
+    snprintf(buf, n, "-");
+    if (i < 0) return;
+    size_t o = 0;
+    for (int k = 0; k < 2 && o < n; k++) {
+        int s = m->src[i][k];
+        if (k == 1 && m->layers[i].cfg->kind != MR_LAYER_ADD) break;
+        o += (size_t)snprintf(buf + o, n - o, "%s%s[0][0]", k ? ", " : "",
+                              s < 0 ? in_name : m->layers[s].name);
+    }
+}
+
 void mr_model_summary(const mr_model *m, const char *name, FILE *out) {
     const char *rule = "_________________________________________________________________";
     const char *dbl = "=================================================================";
+    /* a graph adds Keras's Functional column: each layer's inputs */
+    const int g = m->graph;
     fprintf(out, "Model: \"%s\"\n%s\n", name, rule);
-    fprintf(out, " %-28s %-25s %s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl);
-    char shape[64], label[80], num[32];
+    if (g)
+        fprintf(out, " %-28s %-25s %-10s %s\n%s\n", "Layer (type)", "Output Shape", "Param #",
+                "Connected to", dbl);
+    else
+        fprintf(out, " %-28s %-25s %s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl);
+    char shape[64], label[80], num[32], conn[2 * MR_NAME_MAX + 16];
     mr_shape_format(m->in_shape, shape, sizeof shape);
-    fprintf(out, " %-28s %-25s %s\n", "input (InputLayer)", shape, "0");
+    if (g) {
+        const char *in_name = m->cfg->layers[0].name[0] ? m->cfg->layers[0].name : "input";
+        snprintf(label, sizeof label, "%s (InputLayer)", in_name);
+        fprintf(out, " %-28s %-25s %-10s %s\n", label, shape, "0", "-");
+    } else {
+        fprintf(out, " %-28s %-25s %s\n", "input (InputLayer)", shape, "0");
+    }
     int64_t trainable = 0, frozen = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const mr_layer *l = &m->layers[i];
@@ -486,7 +619,12 @@ void mr_model_summary(const mr_model *m, const char *name, FILE *out) {
         snprintf(label, sizeof label, "%s (%s)", l->name, l->ops->class_name);
         mr_shape_format(l->out, shape, sizeof shape);
         snprintf(num, sizeof num, "%lld", (long long)p);
-        fprintf(out, " %-28s %-25s %s\n", label, shape, num);
+        if (g) {
+            connected_to(m, i, conn, sizeof conn);
+            fprintf(out, " %-28s %-25s %-10s %s\n", label, shape, num, conn);
+        } else {
+            fprintf(out, " %-28s %-25s %s\n", label, shape, num);
+        }
     }
     fprintf(out, "%s\n", dbl);
     thousands(trainable + frozen, num, sizeof num);

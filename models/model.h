@@ -1,4 +1,5 @@
-/* model.h: a sequence of layers built from a .cfg, with flat buffers.
+/* model.h: the layers built from a .cfg (a chain, or a graph: see graph
+ * below), with flat buffers.
  *
  * One mr_model is one replica's copy. All trainable weights live in ONE
  * buffer `params`, their gradients in ONE buffer `grads` of the same layout,
@@ -73,6 +74,18 @@ typedef struct mr_model {
     /* where each layer's trainable weights start in params, in floats; a layer's
      * gradients are complete (for bucketing) once its backward has run */
     int64_t param_offset[MR_MAX_LAYERS];
+    /* A graph (cfg->graph: a layer takes an earlier output than the one
+     * just before it, or merges two with [add]): layer i takes the outputs
+     * of layers src[i][0] and, for [add], src[i][1] (-1: the model's input;
+     * src[i][1] -1 otherwise); the layers still run in the file's order.
+     * An output that feeds several layers gets the SUM of their gradients,
+     * so each layer's output has its gradient buffer dacts[i] (max_batch,
+     * out of layer i), and dbuf[] hold the gradients still to be added.
+     * Views are copies in a graph. A chain (graph 0) uses none of this: it
+     * keeps the ping-pong dbuf[] and the views. */
+    int graph;
+    int src[MR_MAX_LAYERS][2];
+    mr_dfloat *dacts[MR_MAX_LAYERS];
 } mr_model;
 
 /* Builds the layers from cfg (shape inference: errors name the .cfg line)

@@ -30,6 +30,17 @@ const char *su_bn_text =
     "[dropout]\nrate=0.3\n[flatten]\n"
     "[dense]\nunits=4\nactivation=softmax\n";
 
+const char *su_res_text =
+    "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
+    "[data]\ntrain_images=a\ntrain_labels=b\n"
+    "[input]\nshape=6,6,1\n"
+    "[conv2d]\nname=stem\nfilters=4\nsize=3\npadding=same\nactivation=relu\n"
+    "[conv2d]\nfilters=4\nsize=3\npadding=same\nuse_bias=0\n[batchnorm]\nsync=1\n"
+    "[add]\nfrom=stem\n[activation]\nactivation=relu\nname=block\n"
+    "[zeropad]\npadding=1\n[conv2d]\nname=down\nfilters=4\nsize=3\nstride=2\nactivation=relu\n"
+    "[conv2d]\ninput=block\nfilters=4\nsize=1\nstride=2\n[add]\nfrom=down\n"
+    "[globalavgpool]\n[dense]\nunits=4\nactivation=softmax\n";
+
 const char *su_sgd = "optimizer=sgd\nlearning_rate=0.1\nmomentum=0.9";
 const char *su_adam = "optimizer=adam\nlearning_rate=0.01";
 

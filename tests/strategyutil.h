@@ -12,8 +12,12 @@
 extern const char *su_mlp_text; /* Flatten, Dense 16 relu, Dense 4 softmax */
 extern const char *su_cnn_text; /* Conv 4 3x3 relu, MaxPool 2, Flatten, Dense 4 */
 extern const char *su_bn_text;  /* Conv, SyncBN, relu, Dropout 0.3, Flatten, Dense */
-extern const char *su_sgd;      /* SGD 0.1 with momentum 0.9 */
-extern const char *su_adam;     /* Adam 0.01 */
+/* A residual graph: Conv `stem`, Conv, SyncBN, Add stem, relu `block`;
+ * ZeroPad 1, Conv stride 2 `down` and, from `block`, a 1x1 stride-2 Conv,
+ * Add; GlobalAveragePool, Dense 4 */
+extern const char *su_res_text;
+extern const char *su_sgd;  /* SGD 0.1 with momentum 0.9 */
+extern const char *su_adam; /* Adam 0.01 */
 
 /* Equivalence bound (test_strategy.c says where it comes from). */
 #define SU_BOUND 2e-5

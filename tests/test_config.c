@@ -123,6 +123,71 @@ START_TEST(unknown_key_suggests) {
 }
 END_TEST
 
+/* Layer names and references (input =, from =): resolved into src[], and
+ * every bad reference one line with the section's line. */
+START_TEST(layer_references) {
+    const char *head = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,2\n";
+    char text[1024];
+    mr_config cfg;
+    mr_error err = {0};
+    snprintf(text, sizeof text,
+             "%s[conv2d]\nname=stem\nfilters=2\nsize=1\n[conv2d]\nfilters=2\nsize=1\n"
+             "[add]\nfrom=stem\n[conv2d]\ninput=-2\nfilters=2\nsize=1\n[add]\nfrom = -2\n"
+             "[flatten]\n[dense]\nunits=2\n",
+             head);
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(cfg.graph, 1);
+    ck_assert_str_eq(cfg.layers[1].name, "stem");
+    ck_assert_int_eq(cfg.layers[3].src[0], 2);
+    ck_assert_int_eq(cfg.layers[3].src[1], 1);
+    ck_assert_int_eq(cfg.layers[4].src[0], 2);
+    ck_assert_int_eq(cfg.layers[5].src[0], 4);
+    ck_assert_int_eq(cfg.layers[5].src[1], 3);
+    mr_config_free(&cfg);
+    /* a chain is no graph, names or not */
+    snprintf(text, sizeof text, "%s[flatten]\nname=f\ninput=-1\n[dense]\nunits=2\ninput=f\n", head);
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(cfg.graph, 0);
+    mr_config_free(&cfg);
+    static const struct {
+        const char *layers, *want;
+    } bad[] = {
+        {"[flatten]\n[add]\nfrom=stem\n[dense]\nunits=2\n",
+         "t.cfg:8: [add] from = stem: no layer has that name (name = stem)"},
+        {"[flatten]\n[add]\nfrom=later\n[dense]\nunits=2\nname=later\n",
+         "t.cfg:8: [add] from = later: that layer comes later (line 10); a layer takes only "
+         "outputs of the layers before it, so the graph has no cycle"},
+        {"[flatten]\nname=me\ninput=me\n[dense]\nunits=2\n",
+         "t.cfg:7: [flatten] input = me: that is this layer (line 7); a layer takes only outputs "
+         "of the layers before it, so the graph has no cycle"},
+        {"[flatten]\n[add]\nfrom=-3\n[dense]\nunits=2\n",
+         "t.cfg:8: [add] from = -3: only 2 sections come before this one"},
+        {"[flatten]\nname=x\n[dense]\nunits=2\nname=x\n",
+         "t.cfg:9: [dense] name = x: the layer of line 7 has that name"},
+        {"[flatten]\nname=a/b\n[dense]\nunits=2\n",
+         "t.cfg:8: [flatten] name: 'a/b' is not a name (letters, digits and _)"},
+        {"[flatten]\ninput=-0\n[dense]\nunits=2\n",
+         "t.cfg:8: [flatten] input: '-0' is not a layer name or -N (N from 1 to 256)"},
+        {"[flatten]\n[add]\n[dense]\nunits=2\n",
+         "t.cfg:8: [add] is missing the required key 'from' (the earlier layer (NAME or -N) whose "
+         "output is added to the input (a residual connection); the shapes must be equal)"},
+        {"[flatten]\n[dense]\nunits=3\n[dense]\nunits=2\ninput=-2\n",
+         "t.cfg:8: [dense]: no later layer takes its output (input = or from =), and only the last "
+         "layer is the model's output"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "%s%s", head, bad[i].layers);
+        const char *msg = parse_fail(text);
+        ck_assert_msg(strcmp(msg, bad[i].want) == 0, "case %zu got: %s\nwant: %s", i, msg,
+                      bad[i].want);
+    }
+    /* [input] takes a name but no input */
+    const char *msg = parse_fail("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                                 "shape=4\ninput=-1\n[dense]\nunits=2\n");
+    ck_assert_msg(strstr(msg, "t.cfg:7: unknown key 'input' in [input]"), "%s", msg);
+}
+END_TEST
+
 START_TEST(unknown_section_suggests) {
     const char *msg = parse_fail(with_line(8, "[dnse]"));
     ck_assert_msg(strstr(msg, "t.cfg:9:") && strstr(msg, "[dnse]") && strstr(msg, "[dense]"), "%s",
@@ -362,6 +427,7 @@ int main(void) {
     tcase_add_test(tc, inline_comments);
     tcase_add_test(tc, reference_lists_every_key);
     tcase_add_test(tc, docs_table_matches_key_table);
+    tcase_add_test(tc, layer_references);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

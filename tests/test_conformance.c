@@ -294,6 +294,9 @@ static double layer_k(const mr_layer *l, int batch) {
     case MR_LAYER_AVGPOOL: /* the window; the windows that share an input cell */
         k = (double)c->size[0] * c->size[1];
         break;
+    case MR_LAYER_GLOBALAVGPOOL: /* the H*W values of a channel */
+        k = (double)l->in.d[0] * l->in.d[1];
+        break;
     case MR_LAYER_BATCHNORM: /* the B*H*W values of a channel */
         k = (double)batch * (double)mr_shape_size(l->in) / l->in.d[l->in.rank - 1];
         break;
@@ -321,6 +324,7 @@ static void weight_values(const mr_weight *w, uint64_t seed, int i, float *out) 
 typedef struct side {
     mr_layer l;
     mr_dfloat *x, *y, *dy, *dx;
+    mr_dfloat *x2, *dx2; /* [add]'s second input and its gradient */
     mr_dfloat *w[MR_MAX_WEIGHTS], *g[MR_MAX_WEIGHTS];
 } side;
 
@@ -360,7 +364,8 @@ static void run_layer(cf *h, const lcase *c) {
     side s[2];
     memset(s, 0, sizeof s);
     mr_backend *be[2] = {h->ref, h->dut};
-    float *x = NULL, *dy = NULL, *a = NULL, *b = NULL, *stage = NULL;
+    float *x = NULL, *x2 = NULL, *dy = NULL, *a = NULL, *b = NULL, *stage = NULL;
+    const int merge = c->cfg.kind == MR_LAYER_ADD;
     float *hw[MR_MAX_WEIGHTS] = {0}, *hg[MR_MAX_WEIGHTS] = {0};
     mr_error err = {0};
     snprintf(h->tag, sizeof h->tag, "%s", c->name);
@@ -371,6 +376,7 @@ static void run_layer(cf *h, const lcase *c) {
         l->cfg = &c->cfg;
         l->index = 2;
         l->in = c->in;
+        l->in2 = c->in; /* [add]: a second input of the same shape */
         l->logits_out = c->logits_out;
         snprintf(l->name, sizeof l->name, "%s", mr_layer_kind_name(c->cfg.kind));
         if (!cf_ok(h, k, mr_layer_setup(l, be[k], max_batch, "conformance.cfg", &err), &err,
@@ -392,12 +398,14 @@ static void run_layer(cf *h, const lcase *c) {
     if (wmax > nmax) nmax = wmax;
     const double tol = c->exact ? 0.0 : tol_for(layer_k(l0, batch));
     x = malloc(sizeof(float) * nin);
+    x2 = malloc(sizeof(float) * nin);
     dy = malloc(sizeof(float) * nout);
     a = malloc(sizeof(float) * nmax);
     b = malloc(sizeof(float) * nmax);
     stage = malloc(sizeof(float) * wmax);
-    ck_assert(x && dy && a && b && stage);
+    ck_assert(x && x2 && dy && a && b && stage);
     mr_rng_uniform(c->seed, 300, 0, 0, c->x_lo, c->x_hi, x, (int64_t)nin);
+    mr_rng_uniform(c->seed, 300, 2, 0, c->x_lo, c->x_hi, x2, (int64_t)nin);
     mr_rng_uniform(c->seed, 300, 1, 0, -1.0f, 1.0f, dy, (int64_t)nout);
     for (int i = 0; i < l0->n_weights; i++) {
         const mr_weight *w = &l0->w[i];
@@ -422,6 +430,13 @@ static void run_layer(cf *h, const lcase *c) {
             !(s[k].dy = cf_upload(h, k, be[k], NULL, nout)) ||
             !(s[k].dx = cf_upload(h, k, be[k], NULL, nin)))
             goto out;
+        if (merge) {
+            if (!(s[k].x2 = cf_upload(h, k, be[k], x2, nin)) ||
+                !(s[k].dx2 = cf_upload(h, k, be[k], NULL, nin)))
+                goto out;
+            l->x2 = s[k].x2;
+            l->dx2 = s[k].dx2;
+        }
         for (int i = 0; i < l->n_weights; i++) {
             if (!(s[k].w[i] = cf_upload(h, k, be[k], NULL, (size_t)l->w[i].size))) goto out;
             l->w[i].data = s[k].w[i];
@@ -465,6 +480,7 @@ static void run_layer(cf *h, const lcase *c) {
                 goto out;
         }
         cf_compare(h, "backward dx", s[0].dx, s[1].dx, nin, tol, a, b);
+        if (merge) cf_compare(h, "backward dx2", s[0].dx2, s[1].dx2, nin, tol, a, b);
         compare_grads(h, s, tol, a, b, "(start + 1 backward)");
         /* a second micro-batch, smaller, elsewhere in the global batch; dx
          * NULL (a first layer): the gradients accumulate again */
@@ -493,6 +509,8 @@ out:
         mr_backend_free(be[k], s[k].y);
         mr_backend_free(be[k], s[k].dy);
         mr_backend_free(be[k], s[k].dx);
+        mr_backend_free(be[k], s[k].x2);
+        mr_backend_free(be[k], s[k].dx2);
         for (int i = 0; i < MR_MAX_WEIGHTS; i++) {
             mr_backend_free(be[k], s[k].w[i]);
             mr_backend_free(be[k], s[k].g[i]);
@@ -500,7 +518,7 @@ out:
     }
     for (int i = 0; i < MR_MAX_WEIGHTS; i++)
         free(hw[i]), free(hg[i]);
-    free(x), free(dy), free(a), free(b), free(stage);
+    free(x), free(x2), free(dy), free(a), free(b), free(stage);
 }
 
 /* A training case (forward and backward) of kind on input `in`. */
@@ -656,6 +674,34 @@ static void run_pool(cf *h) {
     c.x_lo = -2.0f, c.x_hi = -1.0f;
     snprintf(c.name, sizeof c.name, "maxpool 5x5x2 k2x2 s2x2 same, negative input");
     run_layer(h, &c);
+}
+
+/* The layers of residual networks (issue 19): Add (and the in-place sum
+ * the model adds gradients with), GlobalAveragePooling2D, ZeroPadding2D. */
+static void run_residual(cf *h) {
+    lcase c = make_case(MR_LAYER_ADD, img(5, 4, 3), 3, 120);
+    c.exact = 1; /* one rounding each way */
+    snprintf(c.name, sizeof c.name, "add 5x4x3");
+    run_layer(h, &c);
+    c = make_case(MR_LAYER_ADD, flat(37), 2, 121);
+    c.exact = 1;
+    snprintf(c.name, sizeof c.name, "add 37");
+    run_layer(h, &c);
+    static const int gap[][3] = {{4, 5, 3}, {7, 7, 16}, {1, 1, 5}};
+    for (int i = 0; i < 3; i++) {
+        c = make_case(MR_LAYER_GLOBALAVGPOOL, img(gap[i][0], gap[i][1], gap[i][2]), 3,
+                      122 + (uint64_t)i);
+        snprintf(c.name, sizeof c.name, "globalavgpool %dx%dx%d", gap[i][0], gap[i][1], gap[i][2]);
+        run_layer(h, &c);
+    }
+    static const int pad[][2] = {{1, 1}, {3, 3}, {0, 2}};
+    for (int i = 0; i < 3; i++) {
+        c = make_case(MR_LAYER_ZEROPAD, img(4, 3, 2), 2, 126 + (uint64_t)i);
+        c.cfg.pad[0] = pad[i][0], c.cfg.pad[1] = pad[i][1];
+        c.exact = 1; /* copies and zeros */
+        snprintf(c.name, sizeof c.name, "zeropad 4x3x2 %d,%d", pad[i][0], pad[i][1]);
+        run_layer(h, &c);
+    }
 }
 
 static void run_dropout(cf *h) {
@@ -917,6 +963,7 @@ GROUP_TEST(flatten, run_flatten)
 GROUP_TEST(conv2d, run_conv2d)
 GROUP_TEST(pool, run_pool)
 GROUP_TEST(dropout, run_dropout)
+GROUP_TEST(residual, run_residual)
 GROUP_TEST(batchnorm, run_batchnorm)
 GROUP_TEST(loss, run_losses)
 GROUP_TEST(optimizer, run_optimizers)
@@ -999,6 +1046,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, conv2d, 0, targets);
     tcase_add_loop_test(tc, pool, 0, targets);
     tcase_add_loop_test(tc, dropout, 0, targets);
+    tcase_add_loop_test(tc, residual, 0, targets);
     tcase_add_loop_test(tc, batchnorm, 0, targets);
     tcase_add_loop_test(tc, loss, 0, targets);
     tcase_add_loop_test(tc, optimizer, 0, targets);

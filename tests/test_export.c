@@ -294,6 +294,24 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* A residual model (issue 19) trains and checkpoints; its export is
+ * refused with one line until the Keras Functional config is written. */
+START_TEST(graph_model_refused) {
+    need_checkpoint();
+    free(tu_write_text(dir, "res.cfg",
+                       "[net]\nbatch=8\nepochs=1\n[data]\ntrain_images=x.npy\n"
+                       "train_labels=y.npy\nscale=1/255\n[input]\nshape=8,8,1\n"
+                       "[conv2d]\nname=a\nfilters=2\nsize=3\npadding=same\n"
+                       "[conv2d]\nfilters=2\nsize=3\npadding=same\n[add]\nfrom=a\n"
+                       "[globalavgpool]\n[dense]\nunits=4\nactivation=softmax\n"));
+    char *out;
+    int rc = run(train_exe, "--devices cpu:1 --quiet --save res.h5 res.cfg", &out);
+    ck_assert_msg(rc == 0, "%s", out);
+    free(out);
+    expect_bad("res.h5 bad.keras", "res.h5: the model is a graph (input =, [add])");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("export");
     TCase *tc = tcase_create("export");
@@ -302,6 +320,7 @@ int main(void) {
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, exports_keras_archive);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, graph_model_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,4 +1,5 @@
-/* test_layers.c: Dense, Activation, Flatten: gradient checks and values.
+/* test_layers.c: Dense, Activation, Flatten, GlobalAveragePooling2D,
+ * ZeroPadding2D, Add: gradient checks and values.
  *
  * Bound: errors are normalised by max(1, max|grad|); gradcheck.h puts the
  * finite-difference noise near 1e-4 here, so 2e-3 leaves margin yet fails on
@@ -70,6 +71,124 @@ START_TEST(flatten_gradients) {
     mr_error err = {0};
     ck_assert_int_eq(gc_check_layer(&c, img, 2, 5, &r, &err), MR_OK);
     ck_assert_msg(r.err_input < 1e-3, "%g", r.err_input);
+}
+END_TEST
+
+START_TEST(globalavgpool_gradients) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_GLOBALAVGPOOL);
+    gc_layer_result r;
+    mr_error err = {0};
+    mr_shape img = {3, {3, 4, 5}};
+    ck_assert_int_eq(gc_check_layer(&c, img, 3, 7, &r, &err), MR_OK);
+    ck_assert_msg(r.err_input < 2e-3, "%g", r.err_input);
+    ck_assert_int_ge(r.checked, 3 * 60);
+}
+END_TEST
+
+START_TEST(zeropad_gradients) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_ZEROPAD);
+    gc_layer_result r;
+    mr_error err = {0};
+    mr_shape img = {3, {3, 2, 2}};
+    int pads[][2] = {{1, 1}, {0, 2}, {3, 0}};
+    for (int i = 0; i < 3; i++) {
+        c.pad[0] = pads[i][0], c.pad[1] = pads[i][1];
+        ck_assert_int_eq(gc_check_layer(&c, img, 2, 8 + (uint64_t)i, &r, &err), MR_OK);
+        ck_assert_msg(r.err_input < 2e-3, "pad %d,%d: %g", c.pad[0], c.pad[1], r.err_input);
+    }
+}
+END_TEST
+
+/* GlobalAveragePooling2D and ZeroPadding2D forward against direct loops. */
+START_TEST(globalavgpool_zeropad_values) {
+    const int B = 2, H = 3, W = 4, C = 2;
+    float x[2 * 3 * 4 * 2], y[2 * 5 * 8 * 2], g[2 * 2];
+    mr_rng_uniform(3, 1, 0, 0, -1.0f, 1.0f, x, B * H * W * C);
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_ZEROPAD);
+    c.pad[0] = 1, c.pad[1] = 2;
+    mr_layer l = {0};
+    l.ops = &mr_zeropad_ops;
+    l.cfg = &c;
+    l.in = (mr_shape){3, {H, W, C}};
+    mr_error err = {0};
+    ck_assert_int_eq(gc_setup(&l, B, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(l.out.d[0], 5);
+    ck_assert_int_eq(l.out.d[1], 8);
+    mr_exec_ctx run = {.be = tu_cpu_backend()};
+    ck_assert_int_eq(gc_forward(&l, &run, B, x, y), MR_OK);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < 5; h++)
+            for (int w = 0; w < 8; w++)
+                for (int k = 0; k < C; k++) {
+                    int ih = h - 1, iw = w - 2;
+                    float want = ih >= 0 && ih < H && iw >= 0 && iw < W
+                                     ? x[((b * H + ih) * W + iw) * C + k]
+                                     : 0.0f;
+                    ck_assert_float_eq(y[((b * 5 + h) * 8 + w) * C + k], want);
+                }
+    mr_layer_destroy(&l);
+    mr_layer_cfg gc = gc_layer_cfg(MR_LAYER_GLOBALAVGPOOL);
+    mr_layer p = {0};
+    p.ops = &mr_globalavgpool_ops;
+    p.cfg = &gc;
+    p.in = (mr_shape){3, {H, W, C}};
+    ck_assert_int_eq(gc_setup(&p, B, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(p.out.rank, 1);
+    ck_assert_int_eq(p.out.d[0], C);
+    ck_assert_int_eq(gc_forward(&p, &run, B, x, g), MR_OK);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < C; k++) {
+            double s = 0.0;
+            for (int i = 0; i < H * W; i++)
+                s += x[(b * H * W + i) * C + k];
+            ck_assert_double_eq_tol(g[b * C + k], s / (H * W), 1e-6);
+        }
+    mr_layer_destroy(&p);
+    /* a flat input is refused with the .cfg line */
+    p.in = (mr_shape){1, {12, 0, 0}};
+    gc.line = 9;
+    ck_assert_int_eq(gc_setup(&p, B, "m.cfg", &err), MR_ERR_CONFIG);
+    ck_assert_msg(strstr(err.msg, "m.cfg:9: [globalavgpool]"), "%s", err.msg);
+    mr_layer_destroy(&p);
+}
+END_TEST
+
+/* Add: y = x + x2 exactly; backward hands dy to both inputs (the sum is
+ * linear, so this is its exact gradient; the model's finite-difference
+ * checks of residual models, test_model.c, cover it in context); unequal
+ * shapes are refused at setup with the .cfg line. */
+START_TEST(add_values_and_gradients) {
+    const int B = 2, n = 3 * 2 * 2;
+    float x[24], x2[24], y[24], dy[24], dx[24], dx2[24];
+    mr_rng_uniform(4, 1, 0, 0, -1.0f, 1.0f, x, B * n);
+    mr_rng_uniform(4, 2, 0, 0, -1.0f, 1.0f, x2, B * n);
+    mr_rng_uniform(4, 3, 0, 0, -1.0f, 1.0f, dy, B * n);
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_ADD);
+    mr_layer l = {0};
+    l.ops = &mr_add_ops;
+    l.cfg = &c;
+    l.in = l.in2 = (mr_shape){3, {3, 2, 2}};
+    mr_error err = {0};
+    ck_assert_int_eq(gc_setup(&l, B, "t.cfg", &err), MR_OK);
+    mr_exec_ctx run = {.be = tu_cpu_backend()};
+    l.x2 = gc_dev(x2);
+    l.dx2 = gc_dev(dx2);
+    ck_assert_int_eq(gc_forward(&l, &run, B, x, y), MR_OK);
+    ck_assert_int_eq(gc_backward(&l, &run, B, x, y, dy, dx), MR_OK);
+    for (int i = 0; i < B * n; i++) {
+        ck_assert_float_eq(y[i], x[i] + x2[i]);
+        ck_assert_float_eq(dx[i], dy[i]);
+        ck_assert_float_eq(dx2[i], dy[i]);
+    }
+    mr_layer_destroy(&l);
+    l.in2 = (mr_shape){3, {3, 2, 4}};
+    c.line = 21;
+    snprintf(c.from_ref, sizeof c.from_ref, "stem");
+    ck_assert_int_eq(gc_setup(&l, B, "m.cfg", &err), MR_ERR_CONFIG);
+    ck_assert_msg(strstr(err.msg, "m.cfg:21: [add] cannot add from = stem, of shape (None, 3, 2, "
+                                  "4), to its input, of shape (None, 3, 2, 2)"),
+                  "%s", err.msg);
+    mr_layer_destroy(&l);
 }
 END_TEST
 
@@ -186,6 +305,10 @@ int main(void) {
     tcase_add_test(tc, dense_values);
     tcase_add_test(tc, glorot_init);
     tcase_add_test(tc, dense_needs_flat_input);
+    tcase_add_test(tc, globalavgpool_gradients);
+    tcase_add_test(tc, zeropad_gradients);
+    tcase_add_test(tc, globalavgpool_zeropad_values);
+    tcase_add_test(tc, add_values_and_gradients);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -178,6 +178,222 @@ START_TEST(model_gradient_conv_bn_pool_dropout) {
 }
 END_TEST
 
+/* A residual graph (models/model.h, graph): `a` feeds a convolution and
+ * the first add, the sum `s1` feeds zero padding and a strided 1x1
+ * projection, whose batch-normalised output is added to the main branch;
+ * global average pooling and a dense head. Every output that feeds two
+ * layers must get the sum of their gradients, or the parameters before
+ * it get wrong gradients. */
+static const char *residual_cfg =
+    "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=6,6,2\nname=img\n"
+    "[conv2d]\nname=a\nfilters=3\nsize=3\npadding=same\nactivation=tanh\n"
+    "[conv2d]\nfilters=3\nsize=3\npadding=same\nactivation=tanh\n"
+    "[add]\nfrom=a\nname=s1\n"
+    "[zeropad]\npadding=1\n"
+    "[conv2d]\nname=main\nfilters=4\nsize=3\nstride=2\nactivation=tanh\n"
+    "[conv2d]\ninput=s1\nfilters=4\nsize=1\nstride=2\nuse_bias=0\n[batchnorm]\n"
+    "[add]\nfrom=main\n[activation]\nactivation=tanh\n"
+    "[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n";
+
+START_TEST(model_gradient_residual) {
+    check_model_gradient(residual_cfg, 6);
+    /* an output added to itself (both inputs one layer: its gradient is
+     * 2 dy), and a branch taken from the model's input by relative index */
+    check_model_gradient(
+        "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,2\n"
+        "[conv2d]\nfilters=2\nsize=3\npadding=same\nactivation=tanh\n[add]\nfrom=-1\n"
+        "[conv2d]\ninput=-3\nfilters=2\nsize=1\nactivation=tanh\n[add]\nfrom=-2\n"
+        "[flatten]\n[dense]\nunits=3\nactivation=softmax\n",
+        7);
+}
+END_TEST
+
+/* A graph trained in cache-sized passes (model.h, pass_rows) adds up the
+ * gradients of one pass over the whole batch: each pass reuses rows
+ * [0, pass_rows) of the activation and gradient buffers. */
+START_TEST(graph_passes_same_gradients) {
+    const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,2\n"
+                       "[conv2d]\nname=a\nfilters=2\nsize=3\npadding=same\nactivation=tanh\n"
+                       "[conv2d]\nfilters=2\nsize=3\npadding=same\n[add]\nfrom=a\n"
+                       "[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n";
+    float *g[2];
+    int64_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        mr_config cfg;
+        mr_model m;
+        build(text, &cfg, &m, 7);
+        mr_model_init_weights(&m, 3, NULL);
+        m.pass_rows = k == 0 ? 7 : 2; /* one pass; four (2, 2, 2, 1) */
+        int32_t labels[7] = {0, 1, 2, 1, 0, 2, 2};
+        mr_rng_uniform(8, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), 7 * m.in_size);
+        mr_model_zero_grads(&m, NULL);
+        double loss = 0.0;
+        int64_t c = 0;
+        ck_assert_int_eq(mr_model_train_batch(&m, labels, 7, 7.0f, &loss, &c, NULL, NULL, NULL),
+                         MR_OK);
+        n = m.n_params;
+        g[k] = malloc(sizeof(float) * (size_t)n);
+        memcpy(g[k], mr_dfloat_ptr(m.grads), sizeof(float) * (size_t)n);
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+    }
+    double d = tu_rel_diff(g[0], g[1], (size_t)n);
+    ck_assert_msg(d < 1e-5, "relative difference %g", d);
+    free(g[0]), free(g[1]);
+}
+END_TEST
+
+/* The graph's layout and summary: inputs, shapes, Keras's Connected to
+ * column; a chain that names its layers or says input = -1 stays a chain. */
+START_TEST(residual_layout_and_summary) {
+    mr_config cfg;
+    mr_model m;
+    build(residual_cfg, &cfg, &m, 4);
+    ck_assert_int_eq(m.graph, 1);
+    ck_assert_int_eq(m.n_layers, 11);
+    ck_assert_int_eq(m.src[0][0], -1);
+    ck_assert_int_eq(m.src[2][0], 1);
+    ck_assert_int_eq(m.src[2][1], 0);
+    ck_assert_int_eq(m.src[5][0], 2); /* input = s1 */
+    ck_assert_int_eq(m.layers[5].out.d[0], 3);
+    ck_assert_str_eq(m.layers[4].name, "main");
+    ck_assert_str_eq(m.layers[5].name, "conv2d_1");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mr_model_summary(&m, "res", f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "Connected to") && strstr(buf, "s1 (Add)") &&
+                      strstr(buf, "conv2d (Conv2D)") && strstr(buf, "img[0][0]") &&
+                      strstr(buf, "conv2d[0][0], a[0][0]") &&
+                      strstr(buf, "batch_normalization[0][0], main[0][0]") &&
+                      strstr(buf, "global_average_pooling2d (GlobalAveragePooling2D)") &&
+                      strstr(buf, "(None, 8, 8, 3)"),
+                  "%s", buf);
+    free(buf);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    build("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=5\nname=x\n"
+          "[dense]\nunits=4\nname=hidden\ninput=-1\n[dense]\nunits=3\ninput=hidden\n",
+          &cfg, &m, 2);
+    ck_assert_int_eq(m.graph, 0);
+    ck_assert_str_eq(m.layers[0].name, "hidden");
+    ck_assert_str_eq(m.layers[1].name, "dense");
+    f = open_memstream(&buf, &len);
+    mr_model_summary(&m, "chain", f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "Connected to") == NULL, "%s", buf);
+    free(buf);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* What only the model can check: shapes at a merge, names that clash
+ * with automatic ones. One line with the .cfg line each. */
+START_TEST(graph_model_errors) {
+    static const struct {
+        const char *layers, *want;
+    } cases[] = {
+        {"[input]\nshape=4,4,2\n[conv2d]\nname=a\nfilters=3\nsize=1\n[conv2d]\nfilters=3\n"
+         "size=3\n[add]\nfrom=a\n[flatten]\n[dense]\nunits=2\n",
+         "t.cfg:14: [add] cannot add from = a, of shape (None, 4, 4, 3), to its input, of shape "
+         "(None, 2, 2, 3): the shapes must be equal"},
+        {"[input]\nshape=4\n[dense]\nunits=3\nname=dense_1\n[dense]\nunits=3\n[dense]\nunits=2\n",
+         "t.cfg:7: name = dense_1 is the automatic name of the [dense] of line 12; choose another"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n%s",
+                 cases[i].layers);
+        mr_config cfg;
+        mr_model m;
+        mr_error err = {0};
+        ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+        ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err), MR_ERR_CONFIG);
+        ck_assert_msg(strcmp(err.msg, cases[i].want) == 0, "got: %s\nwant: %s", err.msg,
+                      cases[i].want);
+        mr_config_free(&cfg);
+    }
+}
+END_TEST
+
+/* The shipped residual models build, with the parameter counts their
+ * papers' architectures give: ResNet-20's from its layers (3x3 convolutions
+ * without bias, BN 2 trainable + 2 moving floats a channel, 1x1 stride-2
+ * projections with BN), ResNet-50 v1.5's as torchvision counts it. */
+START_TEST(shipped_residual_configs) {
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    char *path = tu_source_path("models/configs/fashion_resnet20.cfg");
+    ck_assert_msg(mr_config_load(path, &cfg, &err) == MR_OK, "%s", err.msg);
+    free(path);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s", err.msg);
+    int64_t want = 9 * 1 * 16 + 2 * 16, state = 2 * 16, convs = 1;
+    const int f[3] = {16, 32, 64};
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < 3; b++) {
+            int in = b == 0 && s > 0 ? f[s - 1] : f[s];
+            want += 9 * in * f[s] + 9 * f[s] * f[s] + 4 * f[s], state += 4 * f[s], convs += 2;
+            if (in != f[s]) want += in * f[s] + 2 * f[s], state += 2 * f[s], convs++;
+        }
+    want += 64 * 10 + 10;
+    ck_assert_int_eq(m.n_params, want);
+    ck_assert_int_eq(m.n_state, state);
+    int n_conv = 0;
+    for (int i = 0; i < m.n_layers; i++)
+        n_conv += m.layers[i].cfg->kind == MR_LAYER_CONV2D;
+    ck_assert_int_eq(n_conv, convs);
+    ck_assert_int_eq(n_conv + 1, 20 + 2); /* 19 + 2 projections, + the dense layer */
+    ck_assert_int_eq(m.out_size, 10);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    path = tu_source_path("models/configs/resnet50.cfg");
+    ck_assert_msg(mr_config_load(path, &cfg, &err) == MR_OK, "%s", err.msg);
+    free(path);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(m.n_params, 25557032); /* torchvision.models.resnet50() */
+    ck_assert_int_eq(m.n_state, 53120);
+    ck_assert_int_eq(m.layers[m.n_layers - 2].in.d[0], 7);
+    ck_assert_int_eq(m.layers[m.n_layers - 2].in.d[2], 2048);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* fashion_resnet20.cfg trains: with its own optimizer (Adam 0.001), 15
+ * updates on one batch of 8 random images bring that batch's loss well
+ * down (a model whose gradients were wrong would not fit it). */
+START_TEST(resnet20_fits_a_batch) {
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    char *path = tu_source_path("models/configs/fashion_resnet20.cfg");
+    ck_assert_msg(mr_config_load(path, &cfg, &err) == MR_OK, "%s", err.msg);
+    free(path);
+    const int B = 8;
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, B, 0, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_init_weights(&m, 1, &err), MR_OK);
+    int32_t labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    mr_rng_uniform(5, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), B * m.in_size);
+    double first = 0.0, last = 0.0;
+    for (int t = 1; t <= 15; t++) {
+        double loss = 0.0;
+        int64_t c = 0;
+        ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
+        ck_assert_int_eq(mr_model_train_batch(&m, labels, B, (float)B, &loss, &c, NULL, NULL, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_apply_update(&m, cfg.net.learning_rate, t, &err), MR_OK);
+        if (t == 1) first = loss / B;
+        last = loss / B;
+    }
+    ck_assert_msg(isfinite(last) && last < 0.5 * first, "loss %g -> %g", first, last);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* Gradients accumulate across calls (micro-batches) until zeroed. */
 START_TEST(gradients_accumulate) {
     mr_config cfg;
@@ -608,6 +824,12 @@ int main(void) {
     tcase_add_test(tc, model_gradient_mse);
     tcase_add_test(tc, model_gradient_cce_relu);
     tcase_add_test(tc, model_gradient_conv_bn_pool_dropout);
+    tcase_add_test(tc, model_gradient_residual);
+    tcase_add_test(tc, residual_layout_and_summary);
+    tcase_add_test(tc, graph_passes_same_gradients);
+    tcase_add_test(tc, graph_model_errors);
+    tcase_add_test(tc, shipped_residual_configs);
+    tcase_add_test(tc, resnet20_fits_a_batch);
     tcase_add_test(tc, gradients_accumulate);
     tcase_add_test(tc, after_layer_reports_reverse_order);
     tcase_add_test(tc, passes_equal_one_pass);

@@ -27,6 +27,20 @@ static const char *good_cfg = "[net]\nglobal_batch=16\nepochs=2\nvalidation_spli
                               "[dense]\nunits=16\nactivation=relu\n"
                               "[dense]\nunits=4\nactivation=softmax\n";
 
+/* A residual graph (issue 19): a block whose input is added to its
+ * output, a strided block with a 1x1 projection shortcut, global average
+ * pooling; per-replica BN statistics, as Keras's default. */
+static const char *residual_cfg =
+    "[net]\nglobal_batch=16\nepochs=2\nseed=3\n"
+    "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\nscale=1/255\n"
+    "[input]\nshape=8,8,1\n"
+    "[conv2d]\nname=stem\nfilters=4\nsize=3\npadding=same\nactivation=relu\n"
+    "[conv2d]\nfilters=4\nsize=3\npadding=same\nuse_bias=0\n[batchnorm]\n"
+    "[add]\nfrom=stem\n[activation]\nactivation=relu\nname=block\n"
+    "[conv2d]\nname=down\nfilters=8\nsize=3\nstride=2\npadding=same\nactivation=relu\n"
+    "[conv2d]\ninput=block\nfilters=8\nsize=1\nstride=2\n[add]\nfrom=down\n"
+    "[globalavgpool]\n[dense]\nunits=4\nactivation=softmax\n";
+
 static void setup(void) {
     char *p = tu_build_path("launch/mirrored_train");
     snprintf(exe, sizeof exe, "%s", p);
@@ -34,6 +48,7 @@ static void setup(void) {
     snprintf(dir, sizeof dir, "%s", tu_tmpdir());
     tu_write_image_data(dir, "x.npy", "y.npy", 400, 4);
     free(tu_write_text(dir, "good.cfg", good_cfg));
+    free(tu_write_text(dir, "residual.cfg", residual_cfg));
 }
 
 /* Runs `mpirun MPIRUN_ARGS sh -c SCRIPT` in dir; the script sees $T (the
@@ -106,6 +121,18 @@ START_TEST(one_job_like_replica_threads) {
     ck_assert_int_eq(tu_run(cmd, &out), 0);
     ck_assert_msg(strstr(out, ".tmp.") == NULL, "%s", out);
     free(out);
+}
+END_TEST
+
+/* A residual model: 2 processes train bitwise as 2 replica threads. */
+START_TEST(residual_job_like_replica_threads) {
+    char *out = mpirun_ok("-q -np 2", "exec $T residual.cfg --json r2.json");
+    ck_assert_msg(strstr(out, "2 replicas on 2 processes (") && strstr(out, "Connected to") &&
+                      count(out, "Total params") == 1 && count(out, "Epoch 2/2") == 1,
+                  "%s", out);
+    free(out);
+    free(mpirun_ok("-q -np 1", "exec $T residual.cfg --devices cpu:2 --quiet --json r1.json"));
+    same_weights("r2.json", "r1.json");
 }
 END_TEST
 
@@ -231,6 +258,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, one_job_like_replica_threads);
+    tcase_add_test(tc, residual_job_like_replica_threads);
     tcase_add_test(tc, four_processes_oversubscribed);
     tcase_add_test(tc, simulated_nodes);
     tcase_add_test(tc, bad_input_fails_once);

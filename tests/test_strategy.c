@@ -88,6 +88,14 @@ START_TEST(syncbn_dropout_equivalence) {
 }
 END_TEST
 
+/* A residual graph (name =, input =, [add] from =, with SyncBN): the
+ * same equivalence. */
+START_TEST(residual_equivalence) {
+    check_equivalent(su_res_text, su_sgd, 2, 1);
+    check_equivalent(su_res_text, su_adam, 4, 1);
+}
+END_TEST
+
 /* BatchNormalization with per-replica statistics (sync=0): after a step
  * every replica holds the same moving statistics, the mean over replicas
  * of what each replica's batch made of them (docs/architecture.md, "Batch normalisation"). The
@@ -554,6 +562,7 @@ int main(void) {
     tcase_add_test(tc, cnn_adam_equivalence);
     tcase_add_test(tc, accumulate_equivalence);
     tcase_add_test(tc, syncbn_dropout_equivalence);
+    tcase_add_test(tc, residual_equivalence);
     tcase_add_test(tc, bn_moving_statistics_averaged);
     tcase_add_test(tc, epoch_metrics_are_global);
     tcase_add_test(tc, partial_last_batch);

@@ -70,10 +70,12 @@ static const char *bn_text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\n%s\n"
                              "[dense]\nunits=4\nactivation=softmax\n";
 
 /* The models: every layer kind of test_strategy.c, SyncBN and dropout
- * (whose masks follow the global sample position) included. */
+ * (whose masks follow the global sample position) included, and a residual
+ * graph (its gradient sums on the device: models/model.c). */
 static const struct {
     const char *name, **text;
-} models[] = {{"mlp", &su_mlp_text}, {"cnn", &su_cnn_text}, {"syncbn", &bn_text}};
+} models[] = {
+    {"mlp", &su_mlp_text}, {"cnn", &su_cnn_text}, {"syncbn", &bn_text}, {"residual", &su_res_text}};
 #define N_MODELS (int)(sizeof models / sizeof models[0])
 
 /* [net] lines: SGD with momentum (opt 0) or Adam (1), and a fixed global batch. */
