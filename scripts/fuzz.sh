@@ -14,6 +14,11 @@
 #
 # Usage: scripts/fuzz.sh SECONDS [HARNESS...]
 #   HARNESS: config idx npy h5 checkpoint metrics_csv (default: all)
+# FUZZ_RUNS=N (CI: scripts/test.sh) makes the fuzzing reproducible: a fixed
+# seed (FUZZ_SEED, default 1) and at most N inputs per harness, SECONDS
+# still bounding it; the same commit then fuzzes the same inputs (or a
+# prefix of them on a slower machine), so a commit's verdict does not hang
+# on luck. Unset: libFuzzer's random seed, SECONDS only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all=(config idx npy h5 checkpoint metrics_csv)
@@ -54,7 +59,9 @@ run() { # name: the corpus, then SECONDS of fuzzing; 0 or 1
     mkdir -p $b/corpus/$n
     # the CPU time it got (the cores may be shared), for fuzz-time.log
     local TIMEFORMAT='%U %S' st=0
-    { time "$exe" "${opts[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+    local bound=()
+    [ -z "${FUZZ_RUNS:-}" ] || bound=(-seed="${FUZZ_SEED:-1}" -runs="$FUZZ_RUNS")
+    { time "$exe" "${opts[@]}" "${bound[@]}" -max_total_time="$seconds" -print_final_stats=1 \
         $b/corpus/$n tests/fuzz/corpus/$n >> "$log" 2>&1; } 2> $b/logs/$n.cpu || st=$?
     local cpu
     cpu=$(awk '{printf "%.0f", $1 + $2}' $b/logs/$n.cpu)

@@ -82,6 +82,7 @@ if [ ${#emu[@]} -gt 0 ]; then
     setup build-emu -Dgpu_emulation=true
     meson test -C build-emu --print-errorlogs --suite gpu
 fi
-echo "== fuzz harnesses: the corpus, then ${MIRRORED_FUZZ_SECONDS:-30} s of fuzzing each"
-scripts/fuzz.sh "${MIRRORED_FUZZ_SECONDS:-30}"
+echo "== fuzz harnesses: the corpus, then seeded fuzzing (20000 inputs or 60 s each)"
+# seeded and bounded by inputs: the same commit fuzzes the same inputs
+FUZZ_RUNS=${FUZZ_RUNS:-20000} scripts/fuzz.sh "${MIRRORED_FUZZ_SECONDS:-60}"
 echo "== all test suites passed"
