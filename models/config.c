@@ -194,6 +194,39 @@ static const struct {
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
+/* Keras's names for a section or key that means the same here: accepted as
+ * the name they stand for (names are compared ignoring case). */
+static const struct {
+    const char *alias, *name;
+} section_aliases[] = {
+    {"inputlayer", "input"},
+    {"maxpooling2d", "maxpool"},
+    {"max_pooling2d", "maxpool"},
+    {"averagepooling2d", "avgpool"},
+    {"average_pooling2d", "avgpool"},
+    {"batchnormalization", "batchnorm"},
+    {"batch_normalization", "batchnorm"},
+};
+static const struct {
+    const char *section, *alias, *key;
+} key_aliases[] = {
+    {"conv2d", "kernel_size", "size"}, {"conv2d", "strides", "stride"},
+    {"maxpool", "pool_size", "size"},  {"maxpool", "strides", "stride"},
+    {"avgpool", "pool_size", "size"},  {"avgpool", "strides", "stride"},
+    {"net", "beta_1", "beta1"},        {"net", "beta_2", "beta2"},
+};
+/* Keras's names for something that differs here: refused, with the key to use. */
+static const struct {
+    const char *section, *name, *hint;
+} key_hints[] = {
+    {"net", "lr",
+     "did you mean 'learning_rate'? (the rate for a batch of `batch`, scaled with the replica "
+     "count by lr_scaling; with global_batch: the rate of that global batch)"},
+    {"net", "batch_size",
+     "did you mean 'global_batch' (Keras's batch_size under MirroredStrategy: the global batch) "
+     "or 'batch' (per replica)?"},
+};
+
 /* The [section] name of each layer kind, by mr_layer_kind. */
 static const char *const layer_sections[MR_LAYER_KIND_COUNT] = {
     [MR_LAYER_INPUT] = "input",         [MR_LAYER_FLATTEN] = "flatten",
@@ -471,6 +504,8 @@ static int close_section(parse_state *ps) {
 static int open_section(parse_state *ps, const char *name, int line) {
     if (!close_section(ps)) return 0;
     int s = -1;
+    for (size_t a = 0; a < sizeof section_aliases / sizeof section_aliases[0]; a++)
+        if (strcasecmp(section_aliases[a].alias, name) == 0) name = section_aliases[a].name;
     for (size_t i = 0; i < N_SECTIONS; i++)
         if (strcasecmp(sections[i].name, name) == 0) s = (int)i;
     if (s < 0) {
@@ -581,10 +616,18 @@ static int handler(void *user, const char *section, const char *name, const char
     int line = ps->line;
     if (ps->sec < 0) return fail(ps, line, "'%s' before any [section]", name);
     const char *sname = sections[ps->sec].name;
+    const char *key = name; /* the table's name of a Keras alias */
+    for (size_t a = 0; a < sizeof key_aliases / sizeof key_aliases[0]; a++)
+        if (strcmp(key_aliases[a].section, sname) == 0 &&
+            strcasecmp(key_aliases[a].alias, name) == 0)
+            key = key_aliases[a].key;
     int found = -1;
     for (size_t i = 0; i < N_KEYS; i++)
-        if (strcmp(keys[i].section, sname) == 0 && strcasecmp(keys[i].key, name) == 0)
+        if (strcmp(keys[i].section, sname) == 0 && strcasecmp(keys[i].key, key) == 0)
             found = (int)i;
+    for (size_t h = 0; found < 0 && h < sizeof key_hints / sizeof key_hints[0]; h++)
+        if (strcmp(key_hints[h].section, sname) == 0 && strcasecmp(key_hints[h].name, name) == 0)
+            return fail(ps, line, "unknown key '%s' in [%s]; %s", name, sname, key_hints[h].hint);
     if (found < 0) {
         const char *best = NULL;
         int bd = 99, any = 0;
@@ -600,7 +643,9 @@ static int handler(void *user, const char *section, const char *name, const char
                         best);
         return fail(ps, line, "unknown key '%s' in [%s]", name, sname);
     }
-    if (ps->keys_set[found]) return fail(ps, line, "key '%s' given twice in [%s]", name, sname);
+    if (ps->keys_set[found])
+        return fail(ps, line, "key '%s' given twice in [%s]%s%s%s", keys[found].key, sname,
+                    key != name ? " (as '" : "", key != name ? name : "", key != name ? "')" : "");
     ps->keys_set[found] = 1;
     char why[400];
     void *dst = (char *)section_base(ps) + keys[found].offset;
