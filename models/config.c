@@ -86,6 +86,12 @@ static const key_def keys[] = {
     {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0, "adam: epsilon"},
     {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
      0, "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels) or mse"},
+    {"net", "from_logits", KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
+     "cross-entropy: the last layer outputs logits, not probabilities (Keras from_logits); "
+     "needed with a linear last layer, refused with a softmax one"},
+    {"net", "label_smoothing", KEY_FLOAT, NET(label_smoothing), "0", 0, 1, 0, 0, NULL, 0,
+     "categorical_crossentropy: targets (1 - s) x one-hot + s / classes (Keras "
+     "CategoricalCrossentropy; the sparse one has none)"},
     {"net", "seed", KEY_INT64, NET(seed), "1", 0, (double)INT64_MAX, 0, 0, NULL, 0,
      "seed of weights, shuffling, dropout and augmentation (--seed overrides)"},
     {"net", "shuffle", KEY_BOOL, NET(shuffle), "1", 0, 1, 0, 0, NULL, 0,

@@ -84,6 +84,8 @@ typedef struct mr_net_cfg {
     int nesterov;
     float beta1, beta2, epsilon;
     mr_loss_kind loss;
+    int from_logits;       /* cross-entropy: the last layer's outputs are logits */
+    float label_smoothing; /* cross-entropy: targets (1 - s) onehot + s / classes */
     int64_t seed;
     int shuffle;
     float validation_split;

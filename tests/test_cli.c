@@ -314,7 +314,7 @@ START_TEST(global_batch_errors) {
     free(tu_write_text(
         dir, "gb.cfg",
         "[net]\nglobal_batch=9\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\n"
-        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
     char *out;
     ck_assert_int_eq(run("--devices cpu:2 gb.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "global_batch=9"), "%s", out);
@@ -322,14 +322,15 @@ START_TEST(global_batch_errors) {
     free(tu_write_text(
         dir, "gb2.cfg",
         "[net]\nglobal_batch=400\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\n"
-        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
     ck_assert_int_eq(run("--devices cpu:2 gb2.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "larger than the training set"), "%s", out);
     free(out);
     /* issue 21: a warmup of a rate that is never scaled is refused, not announced */
     free(tu_write_text(dir, "gbw.cfg",
                        "[net]\nglobal_batch=8\nwarmup_epochs=1\n[data]\ntrain_images=x.npy\n"
-                       "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+                       "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits="
+                       "4\nactivation=softmax\n"));
     ck_assert_int_eq(run("--devices cpu:2 --metrics w.csv gbw.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "gbw.cfg") &&
                       strstr(out, "warmup_epochs=1 with global_batch") && !strstr(out, "Epoch"),
@@ -381,7 +382,7 @@ START_TEST(dry_run) {
     /* a dry run still fails on what a run would fail on, before training */
     free(tu_write_text(dir, "dry2.cfg",
                        "[net]\nglobal_batch=9\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
-                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
     ck_assert_int_eq(run("--dry-run --devices cpu:2 dry2.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "global_batch=9"), "%s", out);
     free(out);

@@ -709,11 +709,13 @@ static void run_batchnorm(cf *h) {
 #define LB 6 /* rows */
 #define LK 7 /* classes */
 
-/* Runs one loss kind on both contexts: dy, the loss sum (added to a
- * nonzero start) and the correct count; then again without dy. */
-static void run_loss(cf *h, mr_loss_kind kind, int fused) {
-    snprintf(h->tag, sizeof h->tag, "loss %s%s", mr_loss_name(kind),
-             kind == MR_LOSS_MSE ? "" : (fused ? " fused softmax" : " on probabilities"));
+/* Runs one loss kind (with label smoothing ls) on both contexts: dy, the
+ * loss sum (added to a nonzero start) and the correct count; then again
+ * without dy. */
+static void run_loss_smoothed(cf *h, mr_loss_kind kind, int fused, float ls) {
+    snprintf(h->tag, sizeof h->tag, "loss %s%s%s", mr_loss_name(kind),
+             kind == MR_LOSS_MSE ? "" : (fused ? " fused softmax" : " on probabilities"),
+             ls > 0.0f ? " label smoothing" : "");
     const mr_kernels *kk = mr_kernels_for(h->dut);
     if (kk == NULL || kk->loss == NULL || kk->loss->compute == NULL) {
         cf_fail(h, "the %s kernel table has no loss", h->dut->ops->name);
@@ -755,11 +757,11 @@ static void run_loss(cf *h, mr_loss_kind kind, int fused) {
             !(ddy[k] = cf_upload(h, k, be[k], NULL, LB * LK)))
             goto out;
         if (!cf_ok(h, k,
-                   mr_loss_compute(be[k], kind, fused, dout[k], labels, LB, LK, norm, ddy[k],
+                   mr_loss_compute(be[k], kind, fused, ls, dout[k], labels, LB, LK, norm, ddy[k],
                                    &sum[k], &correct[k], &err),
                    &err, "loss") ||
             !cf_ok(h, k,
-                   mr_loss_compute(be[k], kind, fused, dout[k], labels, LB, LK, norm, NULL,
+                   mr_loss_compute(be[k], kind, fused, ls, dout[k], labels, LB, LK, norm, NULL,
                                    &sum2[k], &correct2[k], &err),
                    &err, "loss without dy"))
             goto out;
@@ -779,12 +781,18 @@ out:
     }
 }
 
+static void run_loss(cf *h, mr_loss_kind kind, int fused) {
+    run_loss_smoothed(h, kind, fused, 0.0f);
+}
+
 static void run_losses(cf *h) {
     run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1);
     run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0);
     run_loss(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 1);
     run_loss(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 0);
     run_loss(h, MR_LOSS_MSE, 0); /* the model never fuses a softmax into MSE */
+    run_loss_smoothed(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 1, 0.1f);
+    run_loss_smoothed(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0, 0.2f);
 }
 
 /* ------------------------------------------------------------- optimizer */
