@@ -51,8 +51,8 @@ typedef struct key_def {
     const char *help;
 } key_def;
 
-static const char *const activation_names[] = {"linear", "relu",    "sigmoid",
-                                               "tanh",   "softmax", NULL};
+static const char *const activation_names[] = {"linear",  "relu", "sigmoid",    "tanh",
+                                               "softmax", "elu",  "leaky_relu", NULL};
 static const char *const optimizer_names[] = {"sgd", "adam", NULL};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "mse", NULL};
@@ -139,11 +139,11 @@ static const key_def keys[] = {
 
     {"dense", "units", KEY_INT, LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0, "output features"},
     {"dense", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh or softmax"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1) or leaky_relu (slope 0.2), as Keras"},
     {"dense", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh or softmax"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1) or leaky_relu (slope 0.2), as Keras"},
 
     {"conv2d", "filters", KEY_INT, LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
      "output channels"},
@@ -153,7 +153,7 @@ static const key_def keys[] = {
     {"conv2d", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
      "valid or same (as Keras)"},
     {"conv2d", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh or softmax"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1) or leaky_relu (slope 0.2), as Keras"},
     {"conv2d", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},

@@ -24,6 +24,8 @@ typedef enum mr_activation {
     MR_ACTIVATION_SIGMOID,
     MR_ACTIVATION_TANH,
     MR_ACTIVATION_SOFTMAX,
+    MR_ACTIVATION_ELU,        /* Keras elu, alpha 1 */
+    MR_ACTIVATION_LEAKY_RELU, /* Keras 3 leaky_relu, negative_slope 0.2 */
 } mr_activation;
 
 typedef enum mr_layer_kind {

@@ -33,6 +33,22 @@ MR_HD static inline float mr_sigmoid_grad(float y) {
 MR_HD static inline float mr_tanh_grad(float y) {
     return 1.0f - y * y;
 }
+/* Keras's elu (alpha 1): x, or exp(x) - 1 below 0; the slope below 0 is
+ * exp(x) = y + 1 */
+MR_HD static inline float mr_elu(float x) {
+    return x > 0.0f ? x : expm1f(x);
+}
+MR_HD static inline float mr_elu_grad(float y) {
+    return y > 0.0f ? 1.0f : y + 1.0f;
+}
+/* Keras 3's leaky_relu (negative_slope 0.2): the sign of y is x's */
+#define MR_LEAKY_SLOPE 0.2f
+MR_HD static inline float mr_leaky_relu(float x) {
+    return x > 0.0f ? x : MR_LEAKY_SLOPE * x;
+}
+MR_HD static inline float mr_leaky_relu_grad(float y) {
+    return y > 0.0f ? 1.0f : MR_LEAKY_SLOPE;
+}
 
 /* Softmax of one row (width floats) in place, the max subtracted first so
  * expf never overflows; one pass per step in index order (the CPU loop

@@ -540,6 +540,7 @@ static void run_dense(cf *h) {
         {13, 6, 4, MR_ACTIVATION_SOFTMAX, 1, 0}, {13, 6, 4, MR_ACTIVATION_LINEAR, 0, 0},
         {13, 6, 4, MR_ACTIVATION_RELU, 0, 0},    {13, 6, 4, MR_ACTIVATION_SOFTMAX, 1, 1},
         {70, 10, 7, MR_ACTIVATION_RELU, 1, 0},   {5, 33, 1, MR_ACTIVATION_TANH, 1, 0},
+        {13, 6, 4, MR_ACTIVATION_ELU, 1, 0},     {13, 6, 4, MR_ACTIVATION_LEAKY_RELU, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lcase c = make_case(MR_LAYER_DENSE, flat(cases[i].in), cases[i].batch, 10 + i);
@@ -588,6 +589,8 @@ static void run_conv2d(cf *h) {
         {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_RELU, 1},
         {7, 7, 2, 3, 3, 3, 2, 2, MR_PADDING_VALID, MR_ACTIVATION_LINEAR, 0},
         {5, 6, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_TANH, 1},
+        {5, 6, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_ELU, 1},
+        {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_LEAKY_RELU, 1},
         /* even kernels: SAME pads less before than after (asymmetric) */
         {5, 5, 2, 3, 2, 2, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_RELU, 1},
         {7, 6, 3, 2, 4, 4, 2, 2, MR_PADDING_SAME, MR_ACTIVATION_SIGMOID, 1},

@@ -163,6 +163,27 @@ START_TEST(loss_object_with_from_logits) {
 }
 END_TEST
 
+/* elu and leaky_relu under Keras's names (Keras loads them:
+ * bench/keras_activations.py) */
+START_TEST(activations_keras_names) {
+    const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,1\n"
+                       "[conv2d]\nfilters=2\nsize=3\nactivation=elu\n[flatten]\n[dense]\nunits=3\n"
+                       "activation=leaky_relu\n[dense]\nunits=2\nactivation=softmax\n";
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err) == MR_OK, "%s", err.msg);
+    char *j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+    ck_assert_msg(strstr(j, "\"activation\": \"elu\"") &&
+                      strstr(j, "\"activation\": \"leaky_relu\""),
+                  "%s", j);
+    free(j);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* _i = 1: through models whose context stages every host access */
 START_TEST(h5_round_trip_bitwise) {
     if (_i == 1) {
@@ -307,6 +328,7 @@ int main(void) {
     TCase *tc = tcase_create("keras");
     tcase_add_test(tc, model_config_as_keras_writes_it);
     tcase_add_test(tc, loss_object_with_from_logits);
+    tcase_add_test(tc, activations_keras_names);
     tcase_add_loop_test(tc, h5_round_trip_bitwise, 0, 2);
     tcase_add_test(tc, mismatches_named);
     tcase_add_test(tc, archive_weights_layout);

@@ -37,6 +37,9 @@ START_TEST(dense_gradients) {
     check_dense(MR_ACTIVATION_TANH, 1, 2e-3);
     check_dense(MR_ACTIVATION_SOFTMAX, 1, 2e-3);
     check_dense(MR_ACTIVATION_RELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_ELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_LEAKY_RELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_LEAKY_RELU, 0, 2e-3);
 }
 END_TEST
 
@@ -60,6 +63,8 @@ START_TEST(activation_gradients) {
     check_activation(MR_ACTIVATION_SOFTMAX, flat, 2e-3);
     check_activation(MR_ACTIVATION_SOFTMAX, img, 2e-3); /* over channels */
     check_activation(MR_ACTIVATION_RELU, img, 2e-3);
+    check_activation(MR_ACTIVATION_ELU, img, 2e-3);
+    check_activation(MR_ACTIVATION_LEAKY_RELU, flat, 2e-3);
 }
 END_TEST
 

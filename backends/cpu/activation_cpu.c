@@ -29,6 +29,14 @@ MR_AVX2_CLONES void mr_cpu_activation_forward(mr_activation act, float *y, int r
         for (int r = 0; r < rows; r++)
             mr_softmax_row(y + (int64_t)r * width, width);
         break;
+    case MR_ACTIVATION_ELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_elu(y[i]);
+        break;
+    case MR_ACTIVATION_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_leaky_relu(y[i]);
+        break;
     }
 }
 
@@ -53,6 +61,14 @@ MR_AVX2_CLONES void mr_cpu_activation_backward(mr_activation act, const float *y
     case MR_ACTIVATION_SOFTMAX:
         for (int r = 0; r < rows; r++)
             mr_softmax_grad_row(y + (int64_t)r * width, dy + (int64_t)r * width, width);
+        break;
+    case MR_ACTIVATION_ELU:
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_elu_grad(y[i]);
+        break;
+    case MR_ACTIVATION_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_leaky_relu_grad(y[i]);
         break;
     }
 }

@@ -16,10 +16,12 @@ __global__ static void act_forward_kernel(mr_activation act, float *__restrict__
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float v = bias != NULL ? y[i] + bias[i % (size_t)width] : y[i];
-        y[i] = act == MR_ACTIVATION_RELU      ? mr_relu(v)
-               : act == MR_ACTIVATION_SIGMOID ? mr_sigmoid(v)
-               : act == MR_ACTIVATION_TANH    ? tanhf(v)
-                                              : v;
+        y[i] = act == MR_ACTIVATION_RELU         ? mr_relu(v)
+               : act == MR_ACTIVATION_SIGMOID    ? mr_sigmoid(v)
+               : act == MR_ACTIVATION_TANH       ? tanhf(v)
+               : act == MR_ACTIVATION_ELU        ? mr_elu(v)
+               : act == MR_ACTIVATION_LEAKY_RELU ? mr_leaky_relu(v)
+                                                 : v;
     }
 }
 
@@ -29,9 +31,11 @@ __global__ static void act_backward_kernel(mr_activation act, const float *__res
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float v = y[i];
-        dy[i] *= act == MR_ACTIVATION_RELU      ? mr_relu_grad(v)
-                 : act == MR_ACTIVATION_SIGMOID ? mr_sigmoid_grad(v)
-                                                : mr_tanh_grad(v);
+        dy[i] *= act == MR_ACTIVATION_RELU         ? mr_relu_grad(v)
+                 : act == MR_ACTIVATION_SIGMOID    ? mr_sigmoid_grad(v)
+                 : act == MR_ACTIVATION_ELU        ? mr_elu_grad(v)
+                 : act == MR_ACTIVATION_LEAKY_RELU ? mr_leaky_relu_grad(v)
+                                                   : mr_tanh_grad(v);
     }
 }
 
@@ -134,9 +138,6 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 
 const mr_layer_kernels mr_activation_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,
-    .forward = act_forward,
-    .backward = act_backward,
-    .destroy = NULL,
-    .describe = NULL,
+    .setup = NULL,   .forward = act_forward, .backward = act_backward,
+    .destroy = NULL, .describe = NULL,
 };
