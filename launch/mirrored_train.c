@@ -350,8 +350,9 @@ int main(int argc, char **argv) {
         (mr_params_hash(mr_strategy_replica(strategy, 0), &hash, &err) != MR_OK ||
          mr_train_write_json(c.json_path, &pg, plan, &job, sets,
                              mr_comm_name(mr_strategy_comm(strategy)),
-                             mr_strategy_replica(strategy, 0), cfg.net.epochs, has_test, test_loss,
-                             test_acc, hash, &err) != MR_OK))
+                             mr_strategy_replica(strategy, 0),
+                             stop->epoch < cfg.net.epochs ? stop->epoch : cfg.net.epochs, has_test,
+                             test_loss, test_acc, hash, &err) != MR_OK))
         goto alone_failure;
     goto done;
 agreed_failure:

@@ -430,6 +430,12 @@ START_TEST(max_steps) {
     free(out);
     read_hash("ms20.json", h1);
     ck_assert_str_ne(h1, h2);
+    /* --json counts the epochs finished */
+    char p[8192];
+    snprintf(p, sizeof p, "%s/ms20.json", dir);
+    char *json = tu_read_file(p, NULL);
+    ck_assert_msg(json && strstr(json, "\"epochs\": 1,"), "%s", json);
+    free(json);
 }
 END_TEST
 
