@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""mirrored's elu and leaky_relu against Keras's own (issue 21).
+"""mirrored's elu, leaky_relu, gelu and swish against Keras's own (issue 21).
 
 Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
 
     /work/venv-tf/bin/python bench/keras_activations.py [--build build] [--out bench/out/activations]
 
-Trains a small MLP (Dense 64 elu, Dense 32 leaky_relu, Dense 10 softmax) for
+Trains a small MLP (Dense 64 elu, Dense 32 leaky_relu, Dense 32 then
+Activation gelu, Dense 16 then Activation swish, Dense 10 softmax) for
 one epoch on the Fashion-MNIST test set (10000 images, quick), exports it
 with mirrored_export, loads the .keras archive with keras.models.load_model,
 and compares Keras's predictions with mirrored_eval --predict's on the same
 images. Exits 1 unless the largest |difference| of the class probabilities
 is below 1e-4 and the loaded layers carry Keras's own activations (elu;
-leaky_relu, whose Keras 3 default negative_slope is 0.2, mirrored's slope).
+leaky_relu, whose Keras 3 default negative_slope is 0.2, mirrored's slope;
+gelu, Keras's exact one by default; swish, which Keras 3 names silu).
 """
 import argparse
 import os
@@ -42,6 +44,14 @@ activation = elu
 [dense]
 units = 32
 activation = leaky_relu
+[dense]
+units = 32
+[activation]
+activation = gelu
+[dense]
+units = 16
+[activation]
+activation = swish
 [dense]
 units = 10
 activation = softmax
@@ -84,7 +94,9 @@ def main():
         print(f"| {name} | {act} |")
     print(f"\nKeras leaky_relu slope below 0: {slope:g}")
     print(f"max |mirrored_eval --predict - keras predict| over {len(x)} images: {diff:.3g}")
-    ok = diff < 1e-4 and [act for _, act in acts if act] == ["elu", "leaky_relu", "softmax"]
+    names = [{"swish": "silu"}.get(act, act) for _, act in acts if act]
+    want = ["elu", "leaky_relu", "linear", "gelu", "linear", "silu", "softmax"]
+    ok = diff < 1e-4 and names == want
     ok = ok and abs(slope - 0.2) < 1e-6
     print("agree" if ok else "DISAGREE")
     return 0 if ok else 1

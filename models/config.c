@@ -52,7 +52,8 @@ typedef struct key_def {
 } key_def;
 
 static const char *const activation_names[] = {"linear",  "relu", "sigmoid",    "tanh",
-                                               "softmax", "elu",  "leaky_relu", NULL};
+                                               "softmax", "elu",  "leaky_relu", "gelu",
+                                               "swish",   "silu", NULL};
 static const char *const optimizer_names[] = {"sgd", "adam", NULL};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "mse", NULL};
@@ -143,7 +144,7 @@ static const key_def keys[] = {
     {"dense", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1) or leaky_relu (slope 0.2), as Keras"},
+     "as [dense], and gelu (exact, Keras's default), swish or silu (x sigmoid(x))"},
 
     {"conv2d", "filters", KEY_INT, LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
      "output channels"},
@@ -671,6 +672,13 @@ static int cross_check(parse_state *ps) {
         return fail(ps, 1, "[data] test_images and test_labels go together: give both or neither");
     for (int i = 1; i < cfg->n_layers; i++) {
         mr_layer_cfg *l = &cfg->layers[i];
+        if ((l->kind == MR_LAYER_DENSE || l->kind == MR_LAYER_CONV2D) &&
+            mr_activation_needs_input(l->activation))
+            return fail(ps, l->line,
+                        "activation = %s on [%s]: not yet (its gradient needs the layer's input); "
+                        "leave it linear and put [activation] activation = %s after it",
+                        mr_activation_name(l->activation), mr_layer_kind_name(l->kind),
+                        mr_activation_name(l->activation));
         if ((l->kind == MR_LAYER_MAXPOOL || l->kind == MR_LAYER_AVGPOOL)) {
             if (l->stride[0] == 0) l->stride[0] = l->size[0];
             if (l->stride[1] == 0) l->stride[1] = l->size[1];

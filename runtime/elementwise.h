@@ -41,6 +41,22 @@ MR_HD static inline float mr_elu(float x) {
 MR_HD static inline float mr_elu_grad(float y) {
     return y > 0.0f ? 1.0f : y + 1.0f;
 }
+/* Keras's gelu (approximate=False): x Phi(x), Phi the normal CDF; its
+ * derivative Phi(x) + x phi(x) needs x */
+MR_HD static inline float mr_gelu(float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678f));
+}
+MR_HD static inline float mr_gelu_grad_x(float x) {
+    return 0.5f * (1.0f + erff(x * 0.70710678f)) + x * 0.39894228f * expf(-0.5f * x * x);
+}
+/* swish/silu: x sigmoid(x); derivative s + x s (1 - s), s = sigmoid(x) */
+MR_HD static inline float mr_swish(float x) {
+    return x * mr_sigmoid(x);
+}
+MR_HD static inline float mr_swish_grad_x(float x) {
+    float s = mr_sigmoid(x);
+    return s + x * s * (1.0f - s);
+}
 /* Keras 3's leaky_relu (negative_slope 0.2): the sign of y is x's */
 #define MR_LEAKY_SLOPE 0.2f
 MR_HD static inline float mr_leaky_relu(float x) {

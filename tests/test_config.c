@@ -173,6 +173,11 @@ START_TEST(keras_names) {
     ck_assert_msg(strstr(msg, "t.cfg:10:") && strstr(msg, "'size' given twice") &&
                       strstr(msg, "'kernel_size'"),
                   "%s", msg);
+    /* gelu and swish: [activation] only (their gradient needs the input) */
+    msg = parse_fail(with_line(8, "[dense]\nunits = 4\nactivation = gelu"));
+    ck_assert_msg(strstr(msg, "t.cfg:9:") && strstr(msg, "activation = gelu on [dense]") &&
+                      strstr(msg, "[activation] activation = gelu"),
+                  "%s", msg);
     msg = parse_fail(with_line(10, "kernel_size = 3"));
     ck_assert_msg(strstr(msg, "t.cfg:11:") && strstr(msg, "unknown key 'kernel_size' in [dense]"),
                   "%s", msg);

@@ -557,7 +557,7 @@ static void run_dense(cf *h) {
 
 static void run_activation(cf *h) {
     const mr_shape shapes[] = {img(3, 2, 5), flat(7)};
-    for (int a = MR_ACTIVATION_LINEAR; a <= MR_ACTIVATION_SOFTMAX; a++)
+    for (int a = MR_ACTIVATION_LINEAR; a <= MR_ACTIVATION_SILU; a++)
         for (int si = 0; si < 2; si++) {
             lcase c = make_case(MR_LAYER_ACTIVATION, shapes[si], 3, 20 + (uint64_t)(a * 2 + si));
             c.cfg.activation = (mr_activation)a;

@@ -65,6 +65,9 @@ START_TEST(activation_gradients) {
     check_activation(MR_ACTIVATION_RELU, img, 2e-3);
     check_activation(MR_ACTIVATION_ELU, img, 2e-3);
     check_activation(MR_ACTIVATION_LEAKY_RELU, flat, 2e-3);
+    check_activation(MR_ACTIVATION_GELU, img, 2e-3);
+    check_activation(MR_ACTIVATION_SWISH, flat, 2e-3);
+    check_activation(MR_ACTIVATION_SILU, img, 2e-3);
 }
 END_TEST
 
