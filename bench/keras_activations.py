@@ -6,7 +6,8 @@ Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
     /work/venv-tf/bin/python bench/keras_activations.py [--build build] [--out bench/out/activations]
 
 Trains a small MLP (Dense 64 elu, Dense 32 leaky_relu, Dense 32 then
-Activation gelu, Dense 16 then Activation swish, Dense 10 softmax) for
+Activation gelu, Dense 16 then Activation swish, Dense 16 gelu, Dense 16
+silu, Dense 10 softmax) for
 one epoch on the Fashion-MNIST test set (10000 images, quick), exports it
 with mirrored_export, loads the .keras archive with keras.models.load_model,
 and compares Keras's predictions with mirrored_eval --predict's on the same
@@ -53,6 +54,12 @@ units = 16
 [activation]
 activation = swish
 [dense]
+units = 16
+activation = gelu
+[dense]
+units = 16
+activation = silu
+[dense]
 units = 10
 activation = softmax
 """
@@ -95,7 +102,7 @@ def main():
     print(f"\nKeras leaky_relu slope below 0: {slope:g}")
     print(f"max |mirrored_eval --predict - keras predict| over {len(x)} images: {diff:.3g}")
     names = [{"swish": "silu"}.get(act, act) for _, act in acts if act]
-    want = ["elu", "leaky_relu", "linear", "gelu", "linear", "silu", "softmax"]
+    want = ["elu", "leaky_relu", "linear", "gelu", "linear", "silu", "gelu", "silu", "softmax"]
     ok = diff < 1e-4 and names == want
     ok = ok and abs(slope - 0.2) < 1e-6
     print("agree" if ok else "DISAGREE")

@@ -140,11 +140,13 @@ static const key_def keys[] = {
 
     {"dense", "units", KEY_INT, LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0, "output features"},
     {"dense", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1) or leaky_relu (slope 0.2), as Keras"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
     {"dense", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
-     "as [dense], and gelu (exact, Keras's default), swish or silu (x sigmoid(x))"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
 
     {"conv2d", "filters", KEY_INT, LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
      "output channels"},
@@ -154,7 +156,7 @@ static const key_def keys[] = {
     {"conv2d", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
      "valid or same (as Keras)"},
     {"conv2d", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1) or leaky_relu (slope 0.2), as Keras"},
+     "as [dense] but gelu, swish and silu (not yet: use an [activation] layer)"},
     {"conv2d", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
@@ -672,8 +674,7 @@ static int cross_check(parse_state *ps) {
         return fail(ps, 1, "[data] test_images and test_labels go together: give both or neither");
     for (int i = 1; i < cfg->n_layers; i++) {
         mr_layer_cfg *l = &cfg->layers[i];
-        if ((l->kind == MR_LAYER_DENSE || l->kind == MR_LAYER_CONV2D) &&
-            mr_activation_needs_input(l->activation))
+        if (l->kind == MR_LAYER_CONV2D && mr_activation_needs_input(l->activation))
             return fail(ps, l->line,
                         "activation = %s on [%s]: not yet (its gradient needs the layer's input); "
                         "leave it linear and put [activation] activation = %s after it",

@@ -541,6 +541,7 @@ static void run_dense(cf *h) {
         {13, 6, 4, MR_ACTIVATION_RELU, 0, 0},    {13, 6, 4, MR_ACTIVATION_SOFTMAX, 1, 1},
         {70, 10, 7, MR_ACTIVATION_RELU, 1, 0},   {5, 33, 1, MR_ACTIVATION_TANH, 1, 0},
         {13, 6, 4, MR_ACTIVATION_ELU, 1, 0},     {13, 6, 4, MR_ACTIVATION_LEAKY_RELU, 1, 0},
+        {13, 6, 4, MR_ACTIVATION_GELU, 1, 0},    {13, 6, 4, MR_ACTIVATION_SWISH, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lcase c = make_case(MR_LAYER_DENSE, flat(cases[i].in), cases[i].batch, 10 + i);

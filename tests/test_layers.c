@@ -40,6 +40,9 @@ START_TEST(dense_gradients) {
     check_dense(MR_ACTIVATION_ELU, 1, 2e-3);
     check_dense(MR_ACTIVATION_LEAKY_RELU, 1, 2e-3);
     check_dense(MR_ACTIVATION_LEAKY_RELU, 0, 2e-3);
+    check_dense(MR_ACTIVATION_GELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_SWISH, 1, 2e-3);
+    check_dense(MR_ACTIVATION_SILU, 0, 2e-3);
 }
 END_TEST
 

@@ -102,6 +102,15 @@ mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const f
     return MR_OK;
 }
 
+mr_status mr_cuda_activation_backward_x(mr_backend *be, mr_activation act, const float *x,
+                                        float *dy, size_t n, mr_error *err) {
+    if (n == 0) return MR_OK;
+    MR_CUDA_LAUNCH(act_backward_x_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   act, x, dy, n);
+    mr_cuda_launched(be, err, "act_backward_x_kernel");
+    return MR_OK;
+}
+
 /* The layer's activation over its last axis; linear when the model fused
  * a final softmax into the loss (layer.h, logits_out). */
 static mr_activation layer_act(const mr_layer *l) {
@@ -137,9 +146,8 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     /* dy (batch, in) becomes dL/dx in place (dy is the model's scratch), then to dx */
     int width = last_axis(l->in);
     if (mr_activation_needs_input(layer_act(l))) {
-        MR_CUDA_LAUNCH(act_backward_x_kernel, mr_cuda_blocks((size_t)n), MR_CUDA_THREADS,
-                       mr_cuda(be)->stream, layer_act(l), mr_dfloat_cptr(x), dy, (size_t)n);
-        mr_cuda_launched(be, run->err, "act_backward_x_kernel");
+        MR_CHECK(mr_cuda_activation_backward_x(be, layer_act(l), mr_dfloat_cptr(x), dy, (size_t)n,
+                                               run->err));
     } else {
         MR_CHECK(mr_cuda_activation_backward(be, layer_act(l), mr_dfloat_cptr(y), dy,
                                              (int)(n / width), width, run->err));
