@@ -5,9 +5,9 @@ Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
 
     /work/venv-tf/bin/python bench/keras_activations.py [--build build] [--out bench/out/activations]
 
-Trains a small MLP (Dense 64 elu, Dense 32 leaky_relu, Dense 32 then
-Activation gelu, Dense 16 then Activation swish, Dense 16 gelu, Dense 16
-silu, Dense 10 softmax) for
+Trains a small model (Conv2D 4 gelu, Conv2D 4 swish with stride 2, Dense 64
+elu, Dense 32 leaky_relu, Dense 32 then Activation gelu, Dense 16 then
+Activation swish, Dense 16 gelu, Dense 16 silu, Dense 10 softmax) for
 one epoch on the Fashion-MNIST test set (10000 images, quick), exports it
 with mirrored_export, loads the .keras archive with keras.models.load_model,
 and compares Keras's predictions with mirrored_eval --predict's on the same
@@ -38,6 +38,15 @@ test_labels = {d}/t10k-labels-idx1-ubyte.gz
 scale = 1/255
 [input]
 shape = 28,28,1
+[conv2d]
+filters = 4
+size = 3
+activation = gelu
+[conv2d]
+filters = 4
+size = 3
+strides = 2
+activation = swish
 [flatten]
 [dense]
 units = 64
@@ -102,7 +111,8 @@ def main():
     print(f"\nKeras leaky_relu slope below 0: {slope:g}")
     print(f"max |mirrored_eval --predict - keras predict| over {len(x)} images: {diff:.3g}")
     names = [{"swish": "silu"}.get(act, act) for _, act in acts if act]
-    want = ["elu", "leaky_relu", "linear", "gelu", "linear", "silu", "gelu", "silu", "softmax"]
+    want = ["gelu", "silu", "elu", "leaky_relu", "linear", "gelu", "linear", "silu", "gelu",
+            "silu", "softmax"]
     ok = diff < 1e-4 and names == want
     ok = ok and abs(slope - 0.2) < 1e-6
     print("agree" if ok else "DISAGREE")

@@ -156,7 +156,8 @@ static const key_def keys[] = {
     {"conv2d", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
      "valid or same (as Keras)"},
     {"conv2d", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
-     "as [dense] but gelu, swish and silu (not yet: use an [activation] layer)"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
     {"conv2d", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
@@ -674,12 +675,6 @@ static int cross_check(parse_state *ps) {
         return fail(ps, 1, "[data] test_images and test_labels go together: give both or neither");
     for (int i = 1; i < cfg->n_layers; i++) {
         mr_layer_cfg *l = &cfg->layers[i];
-        if (l->kind == MR_LAYER_CONV2D && mr_activation_needs_input(l->activation))
-            return fail(ps, l->line,
-                        "activation = %s on [%s]: not yet (its gradient needs the layer's input); "
-                        "leave it linear and put [activation] activation = %s after it",
-                        mr_activation_name(l->activation), mr_layer_kind_name(l->kind),
-                        mr_activation_name(l->activation));
         if ((l->kind == MR_LAYER_MAXPOOL || l->kind == MR_LAYER_AVGPOOL)) {
             if (l->stride[0] == 0) l->stride[0] = l->size[0];
             if (l->stride[1] == 0) l->stride[1] = l->size[1];

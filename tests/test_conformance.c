@@ -592,6 +592,8 @@ static void run_conv2d(cf *h) {
         {5, 6, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_TANH, 1},
         {5, 6, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_ELU, 1},
         {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_LEAKY_RELU, 1},
+        {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_GELU, 1},
+        {5, 5, 2, 3, 2, 2, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_SILU, 0},
         /* even kernels: SAME pads less before than after (asymmetric) */
         {5, 5, 2, 3, 2, 2, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_RELU, 1},
         {7, 6, 3, 2, 4, 4, 2, 2, MR_PADDING_SAME, MR_ACTIVATION_SIGMOID, 1},
