@@ -137,6 +137,7 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
     }
     opts->seed = (uint64_t)cfg->net.seed;
     opts->check_sync = (int)c->check_sync;
+    opts->max_steps = c->max_steps;
     opts->bucket_floats = (size_t)(c->bucket_mb * 1024 * 1024 / sizeof(float));
     opts->comm_timeout = c->timeout;
     /* the test hook: a fault for this process (strategies/fault.h) */
@@ -260,6 +261,12 @@ int main(int argc, char **argv) {
         if (st == MR_OK && ck_path[0]) st = mr_checkpoint_load(ck_path, &ck, &err);
         if (st == MR_OK && ck_path[0])
             st = mr_ckpt_check_epochs(ck_path, &ck, cfg.net.epochs, &err);
+        if (st == MR_OK && ck_path[0] && c.max_steps > 0 && ck.state.global_step >= c.max_steps)
+            st =
+                mr_error_set(&err, MR_ERR_USAGE,
+                             "--resume %s: the checkpoint has done %lld updates, --max-steps %lld: "
+                             "nothing to train",
+                             ck_path, (long long)ck.state.global_step, c.max_steps);
         if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
         resuming = ck_path[0] != '\0';
         if (!resuming && lead)
@@ -267,8 +274,9 @@ int main(int argc, char **argv) {
                    pattern ? pattern : stop_path);
     }
     if (job.rank == 0) {
-        mr_ckpt_run probe = {.pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
-                             .lead = 1};
+        /* a dry run makes no checkpoint folder (it still checks --save) */
+        mr_ckpt_run probe = {
+            .pattern = cfg.net.checkpoint[0] && !c.dry_run ? cfg.net.checkpoint : NULL, .lead = 1};
         st = mr_ckpt_check_writable(&probe, c.save_path, &err);
         if (st == MR_OK && pattern == NULL && stop_path[0])
             st = mr_cli_check_writable("--checkpoint-on-signal", stop_path, &err);
@@ -324,12 +332,13 @@ int main(int argc, char **argv) {
                            .seed = opts.seed};
         augp = &aug;
     }
-    if (lead && c.metrics_path != NULL && (csv = fopen(c.metrics_path, "w")) == NULL) {
+    if (lead && !c.dry_run && c.metrics_path != NULL &&
+        (csv = fopen(c.metrics_path, "w")) == NULL) {
         mr_error_set(&err, MR_ERR_IO, "--metrics %s: cannot write: %s", c.metrics_path,
                      strerror(errno));
         goto alone_failure;
     }
-    if (lead && c.log_path != NULL && (log = fopen(c.log_path, "w")) == NULL) {
+    if (lead && !c.dry_run && c.log_path != NULL && (log = fopen(c.log_path, "w")) == NULL) {
         mr_error_set(&err, MR_ERR_IO, "--log %s: cannot write: %s", c.log_path, strerror(errno));
         goto alone_failure;
     }
@@ -352,6 +361,13 @@ int main(int argc, char **argv) {
                    pattern ? "a checkpoint of [net] checkpoint" : stop_path, c.stop_budget);
         /* before training: an error from it comes last, on stderr */
         fflush(stdout);
+    }
+    if (c.dry_run) {
+        if (lead && !c.quiet)
+            printf("Dry run: nothing trained or written (the data files were read in full: %lld "
+                   "training, %lld validation, %lld test examples)\n",
+                   (long long)n_train, (long long)n_val, (long long)test.n);
+        goto done;
     }
     mr_ckpt_run ck_run = {.pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
                           .keep = (int)c.keep,
@@ -398,6 +414,13 @@ int main(int argc, char **argv) {
         rc = report_stop(lead, &c, &ck_run, mr_strategy_state(strategy), plan->steps_per_epoch);
         goto done;
     }
+    const mr_fit_state *stop = mr_strategy_state(strategy);
+    if (lead && !c.quiet && stop->epoch < cfg.net.epochs && stop->step > 0)
+        printf("%sStopped by --max-steps %lld: update %lld of epoch %d/%d\n", pg.tty ? "\n" : "",
+               c.max_steps, (long long)stop->step, stop->epoch + 1, cfg.net.epochs);
+    else if (lead && !c.quiet && stop->epoch < cfg.net.epochs)
+        printf("Stopped by --max-steps %lld: after epoch %d/%d\n", c.max_steps, stop->epoch,
+               cfg.net.epochs);
     double test_loss = 0.0, test_acc = 0.0;
     if (has_test) {
         if (mr_strategy_evaluate(strategy, &test, 0, test.n, &test_loss, &test_acc, &err) != MR_OK)
@@ -428,8 +451,9 @@ int main(int argc, char **argv) {
         (mr_params_hash(mr_strategy_replica(strategy, 0), &hash, &err) != MR_OK ||
          mr_train_write_json(c.json_path, &pg, plan, &job, sets,
                              mr_comm_name(mr_strategy_comm(strategy)),
-                             mr_strategy_replica(strategy, 0), cfg.net.epochs, has_test, test_loss,
-                             test_acc, hash, &err) != MR_OK))
+                             mr_strategy_replica(strategy, 0),
+                             stop->epoch < cfg.net.epochs ? stop->epoch : cfg.net.epochs, has_test,
+                             test_loss, test_acc, hash, &err) != MR_OK))
         goto alone_failure;
     goto done;
 agreed_failure:

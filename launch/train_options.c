@@ -22,6 +22,12 @@ void mr_train_usage(FILE *out, const char *prog) {
             "  --list-devices     print the devices the runtime sees and exit\n"
             "  --epochs N         override [net] epochs\n"
             "  --seed N           override [net] seed\n"
+            "  --max-steps N      stop after N updates in all (counted from the start of\n"
+            "                     training, through a resume), or at the last epoch if sooner;\n"
+            "                     --save and [net] checkpoint write the state where it stopped\n"
+            "  --dry-run          read the .cfg and the data, build the replicas, print the\n"
+            "                     summary and the replica plan, and exit: nothing is trained\n"
+            "                     or written\n"
             "  --metrics FILE     write per-epoch metrics as CSV (Keras CSVLogger columns:\n"
             "                     epoch,accuracy,loss,val_accuracy,val_loss)\n"
             "  --json FILE        write a JSON summary at the end\n"
@@ -91,7 +97,9 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         OPT_WRITE_DATA,
         OPT_STOP_SIGNALS,
         OPT_STOP_PATH,
-        OPT_STOP_BUDGET
+        OPT_STOP_BUDGET,
+        OPT_MAX_STEPS,
+        OPT_DRY_RUN
     };
     static const struct option longopts[] = {
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -116,6 +124,8 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         {"stop-signals", required_argument, NULL, OPT_STOP_SIGNALS},
         {"checkpoint-on-signal", required_argument, NULL, OPT_STOP_PATH},
         {"stop-budget", required_argument, NULL, OPT_STOP_BUDGET},
+        {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {NULL, 0, NULL, 0},
     };
     *c = (mr_train_options){.action = MR_TRAIN_RUN,
@@ -156,6 +166,13 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
                 return mr_error_set(err, MR_ERR_USAGE,
                                     "--collective-timeout %s: expected a number of seconds > 0",
                                     optarg);
+            break;
+        case OPT_MAX_STEPS:
+            if (!mr_cli_parse_long("--max-steps", optarg, 1, INT64_MAX, &c->max_steps, err))
+                return err->status;
+            break;
+        case OPT_DRY_RUN:
+            c->dry_run = 1;
             break;
         case OPT_METRICS:
             c->metrics_path = optarg;
@@ -230,6 +247,9 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
     if (c->resume && c->init_weights)
         return mr_error_set(err, MR_ERR_USAGE,
                             "--resume and --init-weights: a resumed run has its weights already");
+    if (c->dry_run && c->data_out)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--dry-run and --write-data: a dry run writes nothing");
     return MR_OK;
 }
 

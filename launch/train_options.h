@@ -1,7 +1,7 @@
 /* train_options.h: mirrored_train's command line: the options, their
  * checks (values in range, one MODEL.cfg, no --resume with --init-weights)
- * and the --help text. Relies on launch/cli.h for option values and
- * usage errors; what the options do is up to mirrored_train.c. */
+ * (no --dry-run with --write-data) and the --help text. Relies on launch/cli.h for option values
+ * and usage errors; what the options do is up to mirrored_train.c. */
 #ifndef MR_TRAIN_OPTIONS_H
 #define MR_TRAIN_OPTIONS_H
 
@@ -25,6 +25,8 @@ typedef struct mr_train_options {
     mr_train_action action;
     int markdown; /* --help-config=markdown */
     long long epochs, seed, check_sync, keep;
+    long long max_steps; /* --max-steps: stop after this many updates in all (0: no limit) */
+    int dry_run;         /* --dry-run: build and print the plan, train and write nothing */
     double bucket_mb, timeout;
     const char *metrics_path, *json_path, *devices_spec, *cfg_path;
     const char *save_path, *resume, *init_weights, *log_path, *data_out;

@@ -56,8 +56,9 @@ typedef struct key_def {
     const char *help;
 } key_def;
 
-static const char *const activation_names[] = {"linear", "relu",    "sigmoid",
-                                               "tanh",   "softmax", NULL};
+static const char *const activation_names[] = {"linear",  "relu", "sigmoid",    "tanh",
+                                               "softmax", "elu",  "leaky_relu", "gelu",
+                                               "swish",   "silu", NULL};
 static const char *const optimizer_names[] = {"sgd", "adam", NULL};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "mse", NULL};
@@ -92,6 +93,12 @@ static const key_def keys[] = {
     {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0, "adam: epsilon"},
     {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
      0, "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels) or mse"},
+    {"net", "from_logits", KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
+     "cross-entropy: the last layer outputs logits, not probabilities (Keras from_logits); "
+     "needed with a linear last layer, refused with a softmax one"},
+    {"net", "label_smoothing", KEY_FLOAT, NET(label_smoothing), "0", 0, 1, 0, 0, NULL, 0,
+     "categorical_crossentropy: targets (1 - s) x one-hot + s / classes (Keras "
+     "CategoricalCrossentropy; the sparse one has none)"},
     {"net", "seed", KEY_INT64, NET(seed), "1", 0, (double)INT64_MAX, 0, 0, NULL, 0,
      "seed of weights, shuffling, dropout and augmentation (--seed overrides)"},
     {"net", "shuffle", KEY_BOOL, NET(shuffle), "1", 0, 1, 0, 0, NULL, 0,
@@ -151,11 +158,13 @@ static const key_def keys[] = {
 
     {"dense", "units", KEY_INT, LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0, "output features"},
     {"dense", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh or softmax"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
     {"dense", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh or softmax"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
 
     {"conv2d", "filters", KEY_INT, LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
      "output channels"},
@@ -165,7 +174,8 @@ static const key_def keys[] = {
     {"conv2d", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
      "valid or same (as Keras)"},
     {"conv2d", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
-     "linear, relu, sigmoid, tanh or softmax"},
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
     {"conv2d", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
 
     {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
@@ -223,6 +233,39 @@ static const struct {
     {"zeropad", SEC_LAYER, "zero padding of height and width (ZeroPadding2D)"},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
+
+/* Keras's names for a section or key that means the same here: accepted as
+ * the name they stand for (names are compared ignoring case). */
+static const struct {
+    const char *alias, *name;
+} section_aliases[] = {
+    {"inputlayer", "input"},
+    {"maxpooling2d", "maxpool"},
+    {"max_pooling2d", "maxpool"},
+    {"averagepooling2d", "avgpool"},
+    {"average_pooling2d", "avgpool"},
+    {"batchnormalization", "batchnorm"},
+    {"batch_normalization", "batchnorm"},
+};
+static const struct {
+    const char *section, *alias, *key;
+} key_aliases[] = {
+    {"conv2d", "kernel_size", "size"}, {"conv2d", "strides", "stride"},
+    {"maxpool", "pool_size", "size"},  {"maxpool", "strides", "stride"},
+    {"avgpool", "pool_size", "size"},  {"avgpool", "strides", "stride"},
+    {"net", "beta_1", "beta1"},        {"net", "beta_2", "beta2"},
+};
+/* Keras's names for something that differs here: refused, with the key to use. */
+static const struct {
+    const char *section, *name, *hint;
+} key_hints[] = {
+    {"net", "lr",
+     "did you mean 'learning_rate'? (the rate for a batch of `batch`, scaled with the replica "
+     "count by lr_scaling; with global_batch: the rate of that global batch)"},
+    {"net", "batch_size",
+     "did you mean 'global_batch' (Keras's batch_size under MirroredStrategy: the global batch) "
+     "or 'batch' (per replica)?"},
+};
 
 /* The [section] name of each layer kind, by mr_layer_kind. */
 static const char *const layer_sections[MR_LAYER_KIND_COUNT] = {
@@ -543,6 +586,8 @@ static int close_section(parse_state *ps) {
 static int open_section(parse_state *ps, const char *name, int line) {
     if (!close_section(ps)) return 0;
     int s = -1;
+    for (size_t a = 0; a < sizeof section_aliases / sizeof section_aliases[0]; a++)
+        if (strcasecmp(section_aliases[a].alias, name) == 0) name = section_aliases[a].name;
     for (size_t i = 0; i < N_SECTIONS; i++)
         if (strcasecmp(sections[i].name, name) == 0) s = (int)i;
     if (s < 0) {
@@ -653,9 +698,17 @@ static int handler(void *user, const char *section, const char *name, const char
     int line = ps->line;
     if (ps->sec < 0) return fail(ps, line, "'%s' before any [section]", name);
     const char *sname = sections[ps->sec].name;
+    const char *key = name; /* the table's name of a Keras alias */
+    for (size_t a = 0; a < sizeof key_aliases / sizeof key_aliases[0]; a++)
+        if (strcmp(key_aliases[a].section, sname) == 0 &&
+            strcasecmp(key_aliases[a].alias, name) == 0)
+            key = key_aliases[a].key;
     int found = -1;
     for (size_t i = 0; i < N_KEYS; i++)
-        if (key_in(&keys[i], (size_t)ps->sec) && strcasecmp(keys[i].key, name) == 0) found = (int)i;
+        if (key_in(&keys[i], (size_t)ps->sec) && strcasecmp(keys[i].key, key) == 0) found = (int)i;
+    for (size_t h = 0; found < 0 && h < sizeof key_hints / sizeof key_hints[0]; h++)
+        if (strcmp(key_hints[h].section, sname) == 0 && strcasecmp(key_hints[h].name, name) == 0)
+            return fail(ps, line, "unknown key '%s' in [%s]; %s", name, sname, key_hints[h].hint);
     if (found < 0) {
         const char *best = NULL;
         int bd = 99, any = 0;
@@ -675,7 +728,9 @@ static int handler(void *user, const char *section, const char *name, const char
                         best);
         return fail(ps, line, "unknown key '%s' in [%s]", name, sname);
     }
-    if (ps->keys_set[found]) return fail(ps, line, "key '%s' given twice in [%s]", name, sname);
+    if (ps->keys_set[found])
+        return fail(ps, line, "key '%s' given twice in [%s]%s%s%s", keys[found].key, sname,
+                    key != name ? " (as '" : "", key != name ? name : "", key != name ? "')" : "");
     ps->keys_set[found] = 1;
     char why[400];
     void *dst = (char *)section_base(ps) + keys[found].offset;

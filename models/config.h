@@ -27,7 +27,18 @@ typedef enum mr_activation {
     MR_ACTIVATION_SIGMOID,
     MR_ACTIVATION_TANH,
     MR_ACTIVATION_SOFTMAX,
+    MR_ACTIVATION_ELU,        /* Keras elu, alpha 1 */
+    MR_ACTIVATION_LEAKY_RELU, /* Keras 3 leaky_relu, negative_slope 0.2 */
+    /* their gradients need the input: [activation] layers only (config.c) */
+    MR_ACTIVATION_GELU,  /* Keras gelu, approximate=False: x Phi(x) */
+    MR_ACTIVATION_SWISH, /* x sigmoid(x) */
+    MR_ACTIVATION_SILU,  /* the same function under Keras 3's other name */
 } mr_activation;
+
+/* 1 for the activations whose gradient needs the input, not only the output. */
+static inline int mr_activation_needs_input(mr_activation a) {
+    return a == MR_ACTIVATION_GELU || a == MR_ACTIVATION_SWISH || a == MR_ACTIVATION_SILU;
+}
 
 typedef enum mr_layer_kind {
     MR_LAYER_INPUT,
@@ -104,6 +115,8 @@ typedef struct mr_net_cfg {
     int nesterov;
     float beta1, beta2, epsilon;
     mr_loss_kind loss;
+    int from_logits;       /* cross-entropy: the last layer's outputs are logits */
+    float label_smoothing; /* cross-entropy: targets (1 - s) onehot + s / classes */
     int64_t seed;
     int shuffle;
     float validation_split;

@@ -8,7 +8,6 @@
 #include "runtime/strbuf.h"
 
 static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
-    (void)max_batch;
     if (l->in.rank != 1)
         return mr_error_set(err, MR_ERR_CONFIG,
                             "%s:%d: [dense] needs a flat input (features); got shape (%d,%d,%d): "
@@ -16,6 +15,10 @@ static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_er
                             file, l->cfg->line, l->in.d[0], l->in.d[1], l->in.d[2]);
     l->out.rank = 1;
     l->out.d[0] = l->cfg->units;
+    /* gelu, swish: backward recomputes z = x W + b (B, units) into scratch,
+     * their gradient being a function of z, not of the output */
+    if (mr_activation_needs_input(l->cfg->activation))
+        l->scratch_floats = (size_t)max_batch * (size_t)l->cfg->units;
     mr_layer_declare_weight(l, "kernel", 1, 2, l->in.d[0], l->cfg->units, 0, 0);
     if (l->cfg->use_bias) mr_layer_declare_weight(l, "bias", 1, 1, l->cfg->units, 0, 0, 0);
     return MR_OK;

@@ -83,13 +83,34 @@ static void optimizer_config(mr_sb *b, const mr_model *m, float lr, int archive)
     mr_sb_printf(b, "%s}", archive ? ", \"registered_name\": null" : "");
 }
 
-/* "loss": ..., through "jit_compile" (shared by both forms) */
-static void compile_keys(mr_sb *b, const mr_model *m) {
-    mr_sb_printf(b,
-                 "\"loss\": \"%s\", \"loss_weights\": null, \"metrics\": [\"accuracy\"], "
-                 "\"weighted_metrics\": null, \"run_eagerly\": false, \"steps_per_execution\": "
-                 "1, \"jit_compile\": false",
-                 loss_name(m->cfg->net.loss));
+/* "loss": ..., through "jit_compile" (shared by both forms). from_logits
+ * and label smoothing need the loss object, as keras.losses.serialize
+ * writes it (Keras 3: SparseCategoricalCrossentropy has no label_smoothing,
+ * which model.c refuses). */
+static void compile_keys(mr_sb *b, const mr_model *m, int archive) {
+    const mr_net_cfg *n = &m->cfg->net;
+    if (n->from_logits || n->label_smoothing > 0.0f) {
+        const int sparse = n->loss == MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY;
+        mr_sb_printf(b,
+                     "\"loss\": {%s\"class_name\": \"%s\", \"config\": {\"name\": \"%s\", "
+                     "\"reduction\": \"sum_over_batch_size\", \"from_logits\": %s",
+                     archive ? "\"module\": \"keras.losses\", " : "",
+                     sparse ? "SparseCategoricalCrossentropy" : "CategoricalCrossentropy",
+                     loss_name(n->loss), n->from_logits ? "true" : "false");
+        if (sparse) {
+            mr_sb_printf(b, ", \"ignore_class\": null}");
+        } else {
+            mr_sb_printf(b, ", \"label_smoothing\": ");
+            mr_sb_float(b, n->label_smoothing);
+            mr_sb_printf(b, ", \"axis\": -1}");
+        }
+        mr_sb_printf(b, "%s}, ", archive ? ", \"registered_name\": null" : "");
+    } else {
+        mr_sb_printf(b, "\"loss\": \"%s\", ", loss_name(n->loss));
+    }
+    mr_sb_printf(b, "\"loss_weights\": null, \"metrics\": [\"accuracy\"], "
+                    "\"weighted_metrics\": null, \"run_eagerly\": false, \"steps_per_execution\": "
+                    "1, \"jit_compile\": false");
 }
 
 char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr) {
@@ -131,7 +152,7 @@ char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr) {
         mr_sb_printf(&b, "}, \"compile_config\": {\"optimizer\": ");
         optimizer_config(&b, m, lr, 1);
         mr_sb_printf(&b, ", ");
-        compile_keys(&b, m);
+        compile_keys(&b, m, 1);
         mr_sb_printf(&b, "}");
     }
     mr_sb_printf(&b, "}");
@@ -142,7 +163,7 @@ char *mr_keras_training_config(const mr_model *m, float lr) {
     mr_sb b;
     mr_sb_init(&b);
     mr_sb_printf(&b, "{");
-    compile_keys(&b, m);
+    compile_keys(&b, m, 0);
     mr_sb_printf(&b, ", \"optimizer_config\": ");
     optimizer_config(&b, m, lr, 0);
     mr_sb_printf(&b, "}");

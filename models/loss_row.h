@@ -3,9 +3,11 @@
  * a thread per row), so the CPU tests exercise the GPU's formulas.
  *
  * z: (k) the example's model outputs (logits when `fused_softmax`), y its
- * class, inv = 1 / the global batch size. Keras clips probabilities to
- * [eps, 1 - eps] before the log when the cross-entropy gets probabilities
- * rather than logits. */
+ * class, inv = 1 / the global batch size, ls the cross-entropies' label
+ * smoothing: target t_j = (1 - ls) [j == y] + ls / k (Keras
+ * CategoricalCrossentropy); ls = 0 is the plain one-hot, computed as before. Keras clips
+ * probabilities to [eps, 1 - eps] before the log when the cross-entropy gets probabilities rather
+ * than logits. */
 #ifndef MR_LOSS_ROW_H
 #define MR_LOSS_ROW_H
 
@@ -26,8 +28,8 @@ MR_HD static inline int mr_argmax_row(const float *z, int k) {
 
 /* The example's loss (double, summed by the caller in row order); when d
  * is not NULL, d (k) = d (loss / global batch) / d z. */
-MR_HD static inline double mr_loss_row(mr_loss_kind kind, int fused_softmax, const float *z, int y,
-                                       int k, float inv, float *d) {
+MR_HD static inline double mr_loss_row(mr_loss_kind kind, int fused_softmax, float ls,
+                                       const float *z, int y, int k, float inv, float *d) {
     if (kind == MR_LOSS_MSE) {
         /* mean over the k outputs of (out - onehot)^2, as Keras */
         double s = 0.0;
@@ -47,12 +49,39 @@ MR_HD static inline double mr_loss_row(mr_loss_kind kind, int fused_softmax, con
         for (int j = 0; j < k; j++)
             sum += expf(z[j] - mx);
         float lse = mx + logf(sum);
+        if (ls > 0.0f) {
+            /* loss = lse - sum_j t_j z_j; dz = softmax(z) - t */
+            const float off = ls / (float)k, on = 1.0f - ls + off;
+            double tz = 0.0;
+            for (int j = 0; j < k; j++)
+                tz += (double)(j == y ? on : off) * z[j];
+            if (d) {
+                float is = 1.0f / sum;
+                for (int j = 0; j < k; j++)
+                    d[j] = (expf(z[j] - mx) * is - (j == y ? on : off)) * inv;
+            }
+            return (double)lse - tz;
+        }
         if (d) {
             float is = 1.0f / sum;
             for (int j = 0; j < k; j++)
                 d[j] = (expf(z[j] - mx) * is - (j == y)) * inv;
         }
         return (double)(lse - z[y]);
+    }
+    if (ls > 0.0f) {
+        /* probabilities in: -sum_j t_j log(clip(p_j)); no gradient where clipped */
+        const float off = ls / (float)k, on = 1.0f - ls + off;
+        double s = 0.0;
+        for (int j = 0; j < k; j++) {
+            float pj = z[j], t = j == y ? on : off;
+            float pc = pj < MR_LOSS_CLIP_EPS
+                           ? MR_LOSS_CLIP_EPS
+                           : (pj > 1.0f - MR_LOSS_CLIP_EPS ? 1.0f - MR_LOSS_CLIP_EPS : pj);
+            s -= (double)t * log((double)pc);
+            if (d) d[j] = pj == pc ? -t / pj * inv : 0.0f;
+        }
+        return s;
     }
     /* probabilities in: -log(clip(p_y)) */
     float p = z[y];

@@ -113,8 +113,46 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         (last->cfg->kind == MR_LAYER_DENSE || last->cfg->kind == MR_LAYER_ACTIVATION ||
          last->cfg->kind == MR_LAYER_CONV2D) &&
         last->cfg->activation == MR_ACTIVATION_SOFTMAX;
-    if (last_is_softmax && mr_loss_fuses_softmax(cfg->net.loss)) {
-        last->logits_out = 1;
+    /* from_logits: the outputs are logits already (a linear or other last
+     * activation); softmax probabilities are not logits (Keras would take
+     * them for logits, a softmax applied twice), and a linear last layer
+     * read as probabilities trains nowhere (issue 21): both are refused */
+    const int ce = mr_loss_fuses_softmax(cfg->net.loss);
+    if (!ce && (cfg->net.from_logits || cfg->net.label_smoothing > 0.0f)) {
+        mr_model_free(m);
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s: [net] %s applies to the cross-entropy losses, not to loss = mse",
+                            cfg->path, cfg->net.from_logits ? "from_logits" : "label_smoothing");
+    }
+    if (cfg->net.label_smoothing > 0.0f &&
+        cfg->net.loss == MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
+        mr_model_free(m);
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s: [net] label_smoothing needs loss = categorical_crossentropy "
+                            "(Keras's SparseCategoricalCrossentropy has no label smoothing)",
+                            cfg->path);
+    }
+    if (ce && cfg->net.from_logits && last_is_softmax) {
+        mr_model_free(m);
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s:%d: [net] from_logits = 1, but the last layer is a softmax: its "
+                            "outputs are probabilities (drop from_logits, or make it linear)",
+                            cfg->path, last->cfg->line);
+    }
+    const int last_is_linear =
+        last->cfg->activation == MR_ACTIVATION_LINEAR &&
+        (last->cfg->kind == MR_LAYER_DENSE || last->cfg->kind == MR_LAYER_CONV2D ||
+         last->cfg->kind == MR_LAYER_ACTIVATION);
+    if (ce && !cfg->net.from_logits && last_is_linear) {
+        mr_model_free(m);
+        return mr_error_set(
+            err, MR_ERR_CONFIG,
+            "%s:%d: the last layer is linear and the loss a cross-entropy: set "
+            "[net] from_logits = 1 (its outputs are logits) or activation = softmax",
+            cfg->path, last->cfg->line);
+    }
+    if (ce && (last_is_softmax || cfg->net.from_logits)) {
+        last->logits_out = last_is_softmax;
         m->fused_softmax = 1;
     }
 
@@ -397,8 +435,8 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
     int k = (int)m->out_size;
     int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
     mr_dfloat *dy = m->graph ? m->dacts[m->n_layers - 1] : m->dbuf[cur];
-    MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, out, labels, batch, k, norm,
-                             dy, loss_sum, correct, m->run.err));
+    MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
+                             out, labels, batch, k, norm, dy, loss_sum, correct, m->run.err));
     if (m->graph) return graph_backward(m, in, batch, after_layer, ctx);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
@@ -443,8 +481,9 @@ mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, fl
 mr_status mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
                               int64_t *correct, mr_error *err) {
     MR_CHECK(mr_model_forward(m, batch, 0, err));
-    return mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, mr_model_output(m), labels,
-                           batch, (int)m->out_size, 1.0f, NULL, loss_sum, correct, err);
+    return mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
+                           mr_model_output(m), labels, batch, (int)m->out_size, 1.0f, NULL,
+                           loss_sum, correct, err);
 }
 
 mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs,

@@ -33,6 +33,38 @@ MR_HD static inline float mr_sigmoid_grad(float y) {
 MR_HD static inline float mr_tanh_grad(float y) {
     return 1.0f - y * y;
 }
+/* Keras's elu (alpha 1): x, or exp(x) - 1 below 0; the slope below 0 is
+ * exp(x) = y + 1 */
+MR_HD static inline float mr_elu(float x) {
+    return x > 0.0f ? x : expm1f(x);
+}
+MR_HD static inline float mr_elu_grad(float y) {
+    return y > 0.0f ? 1.0f : y + 1.0f;
+}
+/* Keras's gelu (approximate=False): x Phi(x), Phi the normal CDF; its
+ * derivative Phi(x) + x phi(x) needs x */
+MR_HD static inline float mr_gelu(float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678f));
+}
+MR_HD static inline float mr_gelu_grad_x(float x) {
+    return 0.5f * (1.0f + erff(x * 0.70710678f)) + x * 0.39894228f * expf(-0.5f * x * x);
+}
+/* swish/silu: x sigmoid(x); derivative s + x s (1 - s), s = sigmoid(x) */
+MR_HD static inline float mr_swish(float x) {
+    return x * mr_sigmoid(x);
+}
+MR_HD static inline float mr_swish_grad_x(float x) {
+    float s = mr_sigmoid(x);
+    return s + x * s * (1.0f - s);
+}
+/* Keras 3's leaky_relu (negative_slope 0.2): the sign of y is x's */
+#define MR_LEAKY_SLOPE 0.2f
+MR_HD static inline float mr_leaky_relu(float x) {
+    return x > 0.0f ? x : MR_LEAKY_SLOPE * x;
+}
+MR_HD static inline float mr_leaky_relu_grad(float y) {
+    return y > 0.0f ? 1.0f : MR_LEAKY_SLOPE;
+}
 
 /* Softmax of one row (width floats) in place, the max subtracted first so
  * expf never overflows; one pass per step in index order (the CPU loop

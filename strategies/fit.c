@@ -178,7 +178,8 @@ static mr_status task_fit(replica *rep) {
         int64_t g = resumed ? from->step : 0, gbegin = resumed ? from->position : 0;
         int loaded = 0;      /* 1: the next shard is in the model's input already */
         int64_t skipped = 0; /* on_nan = skip: updates dropped this epoch */
-        for (; gbegin < n; g++, gbegin += G) {
+        const int64_t max_steps = s->opts.max_steps;
+        for (; gbegin < n && !(max_steps > 0 && global_step >= max_steps); g++, gbegin += G) {
             double ts = mr_now_s(), t_data = 0.0, t_compute = 0.0;
             int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
             MR_CHECK(mr_model_zero_grads(m, &rep->err));
@@ -326,6 +327,14 @@ static mr_status task_fit(replica *rep) {
             if (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0 && gbegin + ga < n)
                 MR_CHECK(save_checkpoint(rep, lr));
         }
+        if (gbegin < n) {
+            /* --max-steps inside the epoch: no validation, no epoch logs; the
+             * state says where to resume. Checkpoint as at the end of a run,
+             * unless every_steps has just written this one. */
+            const int saved = cb && cb->every_steps > 0 && global_step % cb->every_steps == 0;
+            if (global_step > from->global_step && !saved) MR_CHECK(save_checkpoint(rep, lr));
+            return MR_OK;
+        }
         double t1 = mr_now_s();
         mr_epoch_logs logs = {.epoch = epoch};
         if (s->n_val > 0) {
@@ -351,6 +360,9 @@ static mr_status task_fit(replica *rep) {
         if ((every > 0 && (epoch + 1) % every == 0) ||
             (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0))
             MR_CHECK(save_checkpoint(rep, lr));
+        else if (max_steps > 0 && global_step >= max_steps && epoch + 1 < s->plan.epochs)
+            MR_CHECK(save_checkpoint(rep, lr)); /* --max-steps at an epoch's end */
+        if (max_steps > 0 && global_step >= max_steps) break;
     }
     return MR_OK;
 }

@@ -50,6 +50,8 @@ typedef struct mr_strategy_opts {
     int check_sync;        /* every K steps verify replicas are bitwise equal (0: never) */
     size_t bucket_floats;  /* all-reduce bucket size (0: one all-reduce after backward) */
     double comm_timeout;   /* seconds a collective waits (0: mr_comm_default_timeout()) */
+    int64_t max_steps;     /* fit stops once global_step reaches it (0: no limit): mid-epoch,
+                              after a checkpoint through the callbacks' save, if any */
     const mr_fault *fault; /* tests only: faults to inject (fault.h), NULL: none; must
                               outlive the strategy */
 } mr_strategy_opts;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/array.h"
 #include "strategies/devices.h"
@@ -134,7 +135,10 @@ START_TEST(bad_options) {
                            "--seed -4 good.cfg",
                            "--epochs",
                            "--check-sync x good.cfg",
-                           "--seed 9223372036854775808 good.cfg"};
+                           "--seed 9223372036854775808 good.cfg",
+                           "--max-steps 0 good.cfg",
+                           "--max-steps x good.cfg",
+                           "--dry-run --write-data d.h5 good.cfg"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out;
         int rc = run(cases[i], &out);
@@ -310,7 +314,7 @@ START_TEST(global_batch_errors) {
     free(tu_write_text(
         dir, "gb.cfg",
         "[net]\nglobal_batch=9\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\n"
-        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
     char *out;
     ck_assert_int_eq(run("--devices cpu:2 gb.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "global_batch=9"), "%s", out);
@@ -318,19 +322,120 @@ START_TEST(global_batch_errors) {
     free(tu_write_text(
         dir, "gb2.cfg",
         "[net]\nglobal_batch=400\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\n"
-        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
     ck_assert_int_eq(run("--devices cpu:2 gb2.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "larger than the training set"), "%s", out);
     free(out);
     /* issue 21: a warmup of a rate that is never scaled is refused, not announced */
     free(tu_write_text(dir, "gbw.cfg",
                        "[net]\nglobal_batch=8\nwarmup_epochs=1\n[data]\ntrain_images=x.npy\n"
-                       "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+                       "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits="
+                       "4\nactivation=softmax\n"));
     ck_assert_int_eq(run("--devices cpu:2 --metrics w.csv gbw.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "gbw.cfg") &&
                       strstr(out, "warmup_epochs=1 with global_batch") && !strstr(out, "Epoch"),
                   "%s", out);
     free(out);
+}
+END_TEST
+
+/* Whether dir/name exists. */
+static int exists(const char *name) {
+    char p[8192];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* The 16 hex digits of "params_hash" in dir/name (out: 17 bytes). */
+static void read_hash(const char *name, char *out) {
+    char p[8192];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    char *json = tu_read_file(p, NULL);
+    ck_assert_msg(json != NULL, "%s missing", p);
+    const char *h = strstr(json, "\"params_hash\": \"");
+    ck_assert_ptr_nonnull(h);
+    snprintf(out, 17, "%s", h + strlen("\"params_hash\": \""));
+    free(json);
+}
+
+/* --dry-run: the summary and the plan, exit 0, and no file or folder made
+ * (not the outputs, not the checkpoint folder) */
+START_TEST(dry_run) {
+    free(tu_write_text(dir, "dry.cfg",
+                       "[net]\nbatch=8\nepochs=2\nvalidation_split=0.2\ncheckpoint=dryck/c.h5\n"
+                       "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\nshape=8,8,1\n"
+                       "[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
+    char *out;
+    int rc = run("--dry-run --devices cpu:2 --metrics d.csv --json d.json --log d.jsonl --save "
+                 "d.h5 dry.cfg",
+                 &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Total params: 260") && strstr(out, "2 replicas (cpu:0, cpu:1)") &&
+                      strstr(out, "10 steps per epoch") &&
+                      strstr(out, "Dry run: nothing trained or written") &&
+                      strstr(out, "160 training, 40 validation, 0 test") && !strstr(out, "Epoch"),
+                  "%s", out);
+    free(out);
+    const char *files[] = {"d.csv", "d.json", "d.jsonl", "d.h5", "dryck"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        ck_assert_msg(!exists(files[i]), "--dry-run made %s", files[i]);
+    /* a dry run still fails on what a run would fail on, before training */
+    free(tu_write_text(dir, "dry2.cfg",
+                       "[net]\nglobal_batch=9\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
+    ck_assert_int_eq(run("--dry-run --devices cpu:2 dry2.cfg", &out), 2);
+    ck_assert_msg(one_line(out) && strstr(out, "global_batch=9"), "%s", out);
+    free(out);
+}
+END_TEST
+
+/* --max-steps: stops mid-epoch with a checkpoint and --save of where it
+ * stopped; resuming from it gives bitwise the uninterrupted run; a
+ * checkpoint already at N has nothing to train; N at an epoch's end stops
+ * after that epoch */
+START_TEST(max_steps) {
+    free(tu_write_text(dir, "ms.cfg",
+                       "[net]\nbatch=8\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                       "checkpoint=msck/c.h5\n"
+                       "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n[input]\nshape=8,8,1\n"
+                       "[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
+    char *out;
+    /* 160 training examples, batch 8: 20 updates per epoch */
+    int rc = run("--devices cpu:1 --max-steps 5 --save ms5.h5 --metrics ms.csv ms.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Stopped by --max-steps 5: update 5 of epoch 1/2") &&
+                      strstr(out, "Saved msck/c-step000000005.h5 (epoch 1, step 5)") &&
+                      strstr(out, "Saved ms5.h5 (epoch 1, step 5)") && !strstr(out, "Epoch 1/2"),
+                  "%s", out);
+    free(out);
+    rc = run("--devices cpu:1 --quiet --resume ms5.h5 --json resumed.json ms.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--devices cpu:1 --quiet --json whole.json ms.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    char h1[17], h2[17];
+    read_hash("resumed.json", h1);
+    read_hash("whole.json", h2);
+    ck_assert_str_eq(h1, h2);
+    rc = run("--devices cpu:1 --resume ms5.h5 --max-steps 5 ms.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "ms5.h5") &&
+                      strstr(out, "nothing to train"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--devices cpu:1 --max-steps 20 --json ms20.json ms.cfg", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Epoch 1/2") && !strstr(out, "Epoch 2/2") &&
+                      strstr(out, "Stopped by --max-steps 20: after epoch 1/2"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    read_hash("ms20.json", h1);
+    ck_assert_str_ne(h1, h2);
+    /* --json counts the epochs finished */
+    char p[8192];
+    snprintf(p, sizeof p, "%s/ms20.json", dir);
+    char *json = tu_read_file(p, NULL);
+    ck_assert_msg(json && strstr(json, "\"epochs\": 1,"), "%s", json);
+    free(json);
 }
 END_TEST
 
@@ -348,6 +453,8 @@ int main(void) {
     tcase_add_test(tc, bad_data);
     tcase_add_test(tc, trains_and_writes_logs);
     tcase_add_test(tc, global_batch_errors);
+    tcase_add_test(tc, dry_run);
+    tcase_add_test(tc, max_steps);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

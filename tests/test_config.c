@@ -196,6 +196,54 @@ START_TEST(unknown_section_suggests) {
 END_TEST
 
 /* Issue 21: [net] seed takes what --seed takes, 0 .. INT64_MAX. */
+/* Keras's spellings: the same meaning is accepted, another is a hint (issue 21) */
+START_TEST(keras_names) {
+    mr_config cfg;
+    mr_error err = {0};
+    const char *text = "[net]\nbeta_1 = 0.8\nBeta_2 = 0.99\n[data]\ntrain_images = a\n"
+                       "train_labels = b\n[InputLayer]\nshape = 28,28,1\n[Conv2D]\nfilters = 4\n"
+                       "kernel_size = 3,5\nstrides = 2\n[MaxPooling2D]\npool_size = 3\n"
+                       "[average_pooling2d]\npool_size = 2\nstrides = 1\n"
+                       "[BatchNormalization]\n[batch_normalization]\n[flatten]\n[Dense]\n"
+                       "units = 10\n";
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_float_eq_tol(cfg.net.beta1, 0.8f, 1e-9f);
+    ck_assert_float_eq_tol(cfg.net.beta2, 0.99f, 1e-9f);
+    ck_assert_int_eq(cfg.n_layers, 8);
+    ck_assert_int_eq(cfg.layers[0].kind, MR_LAYER_INPUT);
+    ck_assert_int_eq(cfg.layers[1].kind, MR_LAYER_CONV2D);
+    ck_assert_int_eq(cfg.layers[1].size[0], 3);
+    ck_assert_int_eq(cfg.layers[1].size[1], 5);
+    ck_assert_int_eq(cfg.layers[1].stride[0], 2);
+    ck_assert_int_eq(cfg.layers[2].kind, MR_LAYER_MAXPOOL);
+    ck_assert_int_eq(cfg.layers[2].size[0], 3);
+    ck_assert_int_eq(cfg.layers[3].kind, MR_LAYER_AVGPOOL);
+    ck_assert_int_eq(cfg.layers[3].stride[0], 1);
+    ck_assert_int_eq(cfg.layers[4].kind, MR_LAYER_BATCHNORM);
+    ck_assert_int_eq(cfg.layers[5].kind, MR_LAYER_BATCHNORM);
+    ck_assert_int_eq(cfg.layers[7].kind, MR_LAYER_DENSE);
+    mr_config_free(&cfg);
+    /* a meaning that differs: refused, naming the key to use */
+    const char *msg = parse_fail(with_line(1, "lr = 0.1"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "did you mean 'learning_rate'") &&
+                      !strstr(msg, "'loss'"),
+                  "%s", msg);
+    msg = parse_fail(with_line(1, "batch_size = 64"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "'global_batch'") &&
+                      strstr(msg, "'batch' (per replica)"),
+                  "%s", msg);
+    /* an alias is the key itself: not twice, and only in its section */
+    msg = parse_fail("[net]\n[data]\ntrain_images = a\ntrain_labels = b\n[input]\nshape = 8,8,1\n"
+                     "[conv2d]\nfilters = 2\nsize = 3\nkernel_size = 3\n");
+    ck_assert_msg(strstr(msg, "t.cfg:10:") && strstr(msg, "'size' given twice") &&
+                      strstr(msg, "'kernel_size'"),
+                  "%s", msg);
+    msg = parse_fail(with_line(10, "kernel_size = 3"));
+    ck_assert_msg(strstr(msg, "t.cfg:11:") && strstr(msg, "unknown key 'kernel_size' in [dense]"),
+                  "%s", msg);
+}
+END_TEST
+
 START_TEST(seed_takes_int64) {
     mr_config cfg;
     mr_error err = {0};
@@ -415,6 +463,7 @@ int main(void) {
     tcase_add_test(tc, parses_all_layer_kinds);
     tcase_add_test(tc, unknown_key_suggests);
     tcase_add_test(tc, unknown_section_suggests);
+    tcase_add_test(tc, keras_names);
     tcase_add_test(tc, seed_takes_int64);
     tcase_add_test(tc, wrong_type);
     tcase_add_test(tc, out_of_range);

@@ -559,6 +559,8 @@ static void run_dense(cf *h) {
         {13, 6, 4, MR_ACTIVATION_SOFTMAX, 1, 0}, {13, 6, 4, MR_ACTIVATION_LINEAR, 0, 0},
         {13, 6, 4, MR_ACTIVATION_RELU, 0, 0},    {13, 6, 4, MR_ACTIVATION_SOFTMAX, 1, 1},
         {70, 10, 7, MR_ACTIVATION_RELU, 1, 0},   {5, 33, 1, MR_ACTIVATION_TANH, 1, 0},
+        {13, 6, 4, MR_ACTIVATION_ELU, 1, 0},     {13, 6, 4, MR_ACTIVATION_LEAKY_RELU, 1, 0},
+        {13, 6, 4, MR_ACTIVATION_GELU, 1, 0},    {13, 6, 4, MR_ACTIVATION_SWISH, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lcase c = make_case(MR_LAYER_DENSE, flat(cases[i].in), cases[i].batch, 10 + i);
@@ -575,7 +577,7 @@ static void run_dense(cf *h) {
 
 static void run_activation(cf *h) {
     const mr_shape shapes[] = {img(3, 2, 5), flat(7)};
-    for (int a = MR_ACTIVATION_LINEAR; a <= MR_ACTIVATION_SOFTMAX; a++)
+    for (int a = MR_ACTIVATION_LINEAR; a <= MR_ACTIVATION_SILU; a++)
         for (int si = 0; si < 2; si++) {
             lcase c = make_case(MR_LAYER_ACTIVATION, shapes[si], 3, 20 + (uint64_t)(a * 2 + si));
             c.cfg.activation = (mr_activation)a;
@@ -607,6 +609,10 @@ static void run_conv2d(cf *h) {
         {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_RELU, 1},
         {7, 7, 2, 3, 3, 3, 2, 2, MR_PADDING_VALID, MR_ACTIVATION_LINEAR, 0},
         {5, 6, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_TANH, 1},
+        {5, 6, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_ELU, 1},
+        {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_LEAKY_RELU, 1},
+        {6, 7, 3, 4, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_GELU, 1},
+        {5, 5, 2, 3, 2, 2, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_SILU, 0},
         /* even kernels: SAME pads less before than after (asymmetric) */
         {5, 5, 2, 3, 2, 2, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_RELU, 1},
         {7, 6, 3, 2, 4, 4, 2, 2, MR_PADDING_SAME, MR_ACTIVATION_SIGMOID, 1},
@@ -756,11 +762,13 @@ static void run_batchnorm(cf *h) {
 #define LB 6 /* rows */
 #define LK 7 /* classes */
 
-/* Runs one loss kind on both contexts: dy, the loss sum (added to a
- * nonzero start) and the correct count; then again without dy. */
-static void run_loss(cf *h, mr_loss_kind kind, int fused) {
-    snprintf(h->tag, sizeof h->tag, "loss %s%s", mr_loss_name(kind),
-             kind == MR_LOSS_MSE ? "" : (fused ? " fused softmax" : " on probabilities"));
+/* Runs one loss kind (with label smoothing ls) on both contexts: dy, the
+ * loss sum (added to a nonzero start) and the correct count; then again
+ * without dy. */
+static void run_loss_smoothed(cf *h, mr_loss_kind kind, int fused, float ls) {
+    snprintf(h->tag, sizeof h->tag, "loss %s%s%s", mr_loss_name(kind),
+             kind == MR_LOSS_MSE ? "" : (fused ? " fused softmax" : " on probabilities"),
+             ls > 0.0f ? " label smoothing" : "");
     const mr_kernels *kk = mr_kernels_for(h->dut);
     if (kk == NULL || kk->loss == NULL || kk->loss->compute == NULL) {
         cf_fail(h, "the %s kernel table has no loss", h->dut->ops->name);
@@ -802,11 +810,11 @@ static void run_loss(cf *h, mr_loss_kind kind, int fused) {
             !(ddy[k] = cf_upload(h, k, be[k], NULL, LB * LK)))
             goto out;
         if (!cf_ok(h, k,
-                   mr_loss_compute(be[k], kind, fused, dout[k], labels, LB, LK, norm, ddy[k],
+                   mr_loss_compute(be[k], kind, fused, ls, dout[k], labels, LB, LK, norm, ddy[k],
                                    &sum[k], &correct[k], &err),
                    &err, "loss") ||
             !cf_ok(h, k,
-                   mr_loss_compute(be[k], kind, fused, dout[k], labels, LB, LK, norm, NULL,
+                   mr_loss_compute(be[k], kind, fused, ls, dout[k], labels, LB, LK, norm, NULL,
                                    &sum2[k], &correct2[k], &err),
                    &err, "loss without dy"))
             goto out;
@@ -826,12 +834,18 @@ out:
     }
 }
 
+static void run_loss(cf *h, mr_loss_kind kind, int fused) {
+    run_loss_smoothed(h, kind, fused, 0.0f);
+}
+
 static void run_losses(cf *h) {
     run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1);
     run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0);
     run_loss(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 1);
     run_loss(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 0);
     run_loss(h, MR_LOSS_MSE, 0); /* the model never fuses a softmax into MSE */
+    run_loss_smoothed(h, MR_LOSS_CATEGORICAL_CROSSENTROPY, 1, 0.1f);
+    run_loss_smoothed(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0, 0.2f);
 }
 
 /* ------------------------------------------------------------- optimizer */

@@ -58,8 +58,10 @@ START_TEST(gradients) {
     check_grad(conv_cfg(3, 3, 3, 1, 1, MR_PADDING_VALID, 1), gray);
     check_grad(conv_cfg(3, 3, 3, 2, 2, MR_PADDING_SAME, 1), gray);
     check_grad(conv_cfg(2, 3, 5, 1, 2, MR_PADDING_SAME, 0), gray);
-    mr_activation acts[] = {MR_ACTIVATION_RELU, MR_ACTIVATION_TANH, MR_ACTIVATION_SOFTMAX};
-    for (int i = 0; i < 3; i++) {
+    mr_activation acts[] = {MR_ACTIVATION_RELU, MR_ACTIVATION_TANH,       MR_ACTIVATION_SOFTMAX,
+                            MR_ACTIVATION_ELU,  MR_ACTIVATION_LEAKY_RELU, MR_ACTIVATION_GELU,
+                            MR_ACTIVATION_SWISH};
+    for (int i = 0; i < 7; i++) {
         mr_layer_cfg c = conv_cfg(3, 3, 3, 1, 1, MR_PADDING_SAME, 1);
         c.activation = acts[i];
         check_grad(c, in);

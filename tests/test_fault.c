@@ -118,7 +118,7 @@ END_TEST
 /* A 2-float-input model on the context be (4 classes, params[0] first). */
 static void small_model(mr_backend *be, mr_config *cfg, mr_model *m) {
     const char *text = "[net]\nbatch=2\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=2\n"
-                       "[dense]\nunits=4\n";
+                       "[dense]\nunits=4\nactivation=softmax\n";
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
     ck_assert_msg(mr_model_init(m, be, cfg, 2, 0, &err) == MR_OK, "%s", err.msg);

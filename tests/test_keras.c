@@ -125,6 +125,65 @@ START_TEST(model_config_as_keras_writes_it) {
 }
 END_TEST
 
+/* from_logits and label smoothing: the loss object keras.losses.serialize
+ * writes (checked against Keras 3.15's output; Keras loads it) */
+START_TEST(loss_object_with_from_logits) {
+    const char *text = "[net]\nloss=categorical_crossentropy\nfrom_logits=1\nlabel_smoothing=0.25\n"
+                       "[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=3\n[dense]\n"
+                       "units=2\n";
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err) == MR_OK, "%s", err.msg);
+    const char *want = "\"class_name\": \"CategoricalCrossentropy\", \"config\": {\"name\": "
+                       "\"categorical_crossentropy\", \"reduction\": \"sum_over_batch_size\", "
+                       "\"from_logits\": true, \"label_smoothing\": 0.25, \"axis\": -1}";
+    char *j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+    ck_assert_msg(strstr(j, "\"loss\": {\"module\": \"keras.losses\", ") && strstr(j, want) &&
+                      strstr(j, "\"registered_name\": null}, \"loss_weights\""),
+                  "%s", j);
+    free(j);
+    j = mr_keras_training_config(&m, 0.001f);
+    ck_assert_msg(strstr(j, "\"loss\": {\"class_name\"") && strstr(j, want), "%s", j);
+    free(j);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    text = "[net]\nfrom_logits=1\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=3\n"
+           "[dense]\nunits=2\n";
+    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err) == MR_OK, "%s", err.msg);
+    j = mr_keras_training_config(&m, 0.001f);
+    ck_assert_msg(strstr(j, "\"class_name\": \"SparseCategoricalCrossentropy\"") &&
+                      strstr(j, "\"from_logits\": true, \"ignore_class\": null}}"),
+                  "%s", j);
+    free(j);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* elu and leaky_relu under Keras's names (Keras loads them:
+ * bench/keras_activations.py) */
+START_TEST(activations_keras_names) {
+    const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,1\n"
+                       "[conv2d]\nfilters=2\nsize=3\nactivation=elu\n[flatten]\n[dense]\nunits=3\n"
+                       "activation=leaky_relu\n[dense]\nunits=2\nactivation=softmax\n";
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err) == MR_OK, "%s", err.msg);
+    char *j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+    ck_assert_msg(strstr(j, "\"activation\": \"elu\"") &&
+                      strstr(j, "\"activation\": \"leaky_relu\""),
+                  "%s", j);
+    free(j);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* _i = 1: through models whose context stages every host access */
 START_TEST(h5_round_trip_bitwise) {
     if (_i == 1) {
@@ -203,10 +262,11 @@ START_TEST(mismatches_named) {
     expect_mismatch(p, "", 8, 0, "/model_weights/dense/sequential/dense/kernel", "(3, 16)");
     /* another model altogether (an MLP): its layers named */
     mr_model mlp;
-    ck_assert_int_eq(mr_config_parse("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
-                                     "shape=8,8,1\n[flatten]\n[dense]\nunits=4\n",
-                                     "mlp.cfg", NULL, &cfg, NULL),
-                     MR_OK);
+    ck_assert_int_eq(
+        mr_config_parse("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n",
+                        "mlp.cfg", NULL, &cfg, NULL),
+        MR_OK);
     ck_assert_int_eq(mr_model_init(&mlp, tu_cpu_backend(), &cfg, 2, 0, NULL), MR_OK);
     mr_h5 h;
     mr_error err = {0};
@@ -267,6 +327,8 @@ int main(void) {
     Suite *s = suite_create("keras");
     TCase *tc = tcase_create("keras");
     tcase_add_test(tc, model_config_as_keras_writes_it);
+    tcase_add_test(tc, loss_object_with_from_logits);
+    tcase_add_test(tc, activations_keras_names);
     tcase_add_loop_test(tc, h5_round_trip_bitwise, 0, 2);
     tcase_add_test(tc, mismatches_named);
     tcase_add_test(tc, archive_weights_layout);

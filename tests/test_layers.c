@@ -38,6 +38,12 @@ START_TEST(dense_gradients) {
     check_dense(MR_ACTIVATION_TANH, 1, 2e-3);
     check_dense(MR_ACTIVATION_SOFTMAX, 1, 2e-3);
     check_dense(MR_ACTIVATION_RELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_ELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_LEAKY_RELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_LEAKY_RELU, 0, 2e-3);
+    check_dense(MR_ACTIVATION_GELU, 1, 2e-3);
+    check_dense(MR_ACTIVATION_SWISH, 1, 2e-3);
+    check_dense(MR_ACTIVATION_SILU, 0, 2e-3);
 }
 END_TEST
 
@@ -61,6 +67,11 @@ START_TEST(activation_gradients) {
     check_activation(MR_ACTIVATION_SOFTMAX, flat, 2e-3);
     check_activation(MR_ACTIVATION_SOFTMAX, img, 2e-3); /* over channels */
     check_activation(MR_ACTIVATION_RELU, img, 2e-3);
+    check_activation(MR_ACTIVATION_ELU, img, 2e-3);
+    check_activation(MR_ACTIVATION_LEAKY_RELU, flat, 2e-3);
+    check_activation(MR_ACTIVATION_GELU, img, 2e-3);
+    check_activation(MR_ACTIVATION_SWISH, flat, 2e-3);
+    check_activation(MR_ACTIVATION_SILU, img, 2e-3);
 }
 END_TEST
 

@@ -18,11 +18,20 @@ enum { B = 4, K = 5 };
 
 /* mr_loss_compute through the CPU context's kernels, on host arrays (CPU
  * device memory is host memory). */
-static void loss_compute(mr_loss_kind kind, int fused, const float *out, const int32_t *labels,
-                         int batch, int k, float norm, float *dy, double *sum, int64_t *correct) {
-    ck_assert_int_eq(mr_loss_compute(tu_cpu_backend(), kind, fused, mr_dfloat_cof(out), labels,
+static void loss_smoothed(mr_loss_kind kind, int fused, float ls, const float *out,
+                          const int32_t *labels, int batch, int k, float norm, float *dy,
+                          double *sum, int64_t *correct) {
+    ck_assert_int_eq(mr_loss_compute(tu_cpu_backend(), kind, fused, ls, mr_dfloat_cof(out), labels,
                                      batch, k, norm, mr_dfloat_of(dy), sum, correct, NULL),
                      MR_OK);
+}
+
+/* the label smoothing loss_compute (and so fd_error) applies */
+static float smoothing;
+
+static void loss_compute(mr_loss_kind kind, int fused, const float *out, const int32_t *labels,
+                         int batch, int k, float norm, float *dy, double *sum, int64_t *correct) {
+    loss_smoothed(kind, fused, smoothing, out, labels, batch, k, norm, dy, sum, correct);
 }
 
 /* The scalar the gradient is of: sum of per-example losses / norm. */
@@ -303,6 +312,61 @@ START_TEST(test_fused_extreme_logits) {
 }
 END_TEST
 
+/* Label smoothing (Keras CategoricalCrossentropy): the gradient is the
+ * loss's, from logits and from probabilities, for both cross-entropies */
+START_TEST(test_fd_label_smoothing) {
+    const mr_loss_kind kinds[2] = {MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                   MR_LOSS_CATEGORICAL_CROSSENTROPY};
+    smoothing = 0.1f;
+    for (int kk = 0; kk < 2; kk++)
+        for (uint32_t seed = 0; seed < 3; seed++) {
+            float out[B * K];
+            int32_t labels[B];
+            make_logits(out, labels, seed);
+            double e = fd_error(kinds[kk], 1, out, labels, B, K, (float)B, 1e-2f);
+            ck_assert_msg(e < 1e-3, "logits, kind %d seed %u: gradient error %g", kinds[kk], seed,
+                          e);
+            make_probs(out, labels, seed);
+            e = fd_error(kinds[kk], 0, out, labels, B, K, (float)B, 5e-4f);
+            ck_assert_msg(e < 1e-3, "probabilities, kind %d seed %u: gradient error %g", kinds[kk],
+                          seed, e);
+        }
+    smoothing = 0.0f;
+}
+END_TEST
+
+/* Label smoothing 0.1 over 4 classes, by hand: targets 0.025 and 0.925;
+ * the loss of logits z is logsumexp(z) - sum t z, of probabilities
+ * -sum t log p; dy = softmax - t and -t / p */
+START_TEST(test_label_smoothing_by_hand) {
+    const float z[4] = {1.0f, 2.0f, 0.0f, -1.0f}, p[4] = {0.1f, 0.6f, 0.2f, 0.1f};
+    const int32_t y = 1;
+    const double t[4] = {0.025, 0.925, 0.025, 0.025};
+    double lse = log(exp(1.0) + exp(2.0) + exp(0.0) + exp(-1.0)), want = lse;
+    for (int j = 0; j < 4; j++)
+        want -= t[j] * z[j];
+    float dy[4];
+    double sum = 0.0;
+    int64_t correct = 0;
+    loss_smoothed(MR_LOSS_CATEGORICAL_CROSSENTROPY, 1, 0.1f, z, &y, 1, 4, 2.0f, dy, &sum, &correct);
+    ck_assert_msg(fabs(sum - want) < 1e-5, "loss %.9g, want %.9g", sum, want);
+    for (int j = 0; j < 4; j++) {
+        double g = (exp((double)z[j] - lse) - t[j]) / 2.0;
+        ck_assert_msg(fabs(dy[j] - g) < 1e-6, "dy[%d] = %.9g, want %.9g", j, dy[j], g);
+    }
+    ck_assert_int_eq(correct, 1);
+    want = 0.0;
+    for (int j = 0; j < 4; j++)
+        want -= t[j] * log((double)p[j]);
+    sum = 0.0;
+    loss_smoothed(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0, 0.1f, p, &y, 1, 4, 1.0f, dy, &sum,
+                  &correct);
+    ck_assert_msg(fabs(sum - want) < 1e-5, "loss %.9g, want %.9g", sum, want);
+    for (int j = 0; j < 4; j++)
+        ck_assert_msg(fabs(dy[j] + t[j] / p[j]) < 1e-5, "dy[%d] = %.9g", j, dy[j]);
+}
+END_TEST
+
 START_TEST(test_fuses_softmax) {
     ck_assert_int_eq(mr_loss_fuses_softmax(MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY), 1);
     ck_assert_int_eq(mr_loss_fuses_softmax(MR_LOSS_CATEGORICAL_CROSSENTROPY), 1);
@@ -317,6 +381,7 @@ static Suite *loss_suite(void) {
     tcase_add_test(tc, test_fd_crossentropy_on_probabilities);
     tcase_add_test(tc, test_fd_mse);
     tcase_add_test(tc, test_norm_scaling);
+    tcase_add_test(tc, test_fd_label_smoothing);
     suite_add_tcase(s, tc);
     tc = tcase_create("values");
     tcase_add_test(tc, test_fused_values_by_hand);
@@ -324,6 +389,7 @@ static Suite *loss_suite(void) {
     tcase_add_test(tc, test_probabilities_clipped);
     tcase_add_test(tc, test_mse_values_by_hand);
     tcase_add_test(tc, test_fused_extreme_logits);
+    tcase_add_test(tc, test_label_smoothing_by_hand);
     tcase_add_test(tc, test_fuses_softmax);
     suite_add_tcase(s, tc);
     return s;

@@ -116,7 +116,7 @@ static void check_model_gradient(const char *text, uint64_t seed) {
             l[k] = 0.0;
             int64_t c = 0;
             ck_assert_int_eq(mr_model_forward(&m, B, 1, NULL), MR_OK);
-            ck_assert_int_eq(mr_loss_compute(m.be, cfg.net.loss, m.fused_softmax,
+            ck_assert_int_eq(mr_loss_compute(m.be, cfg.net.loss, m.fused_softmax, 0.0f,
                                              mr_model_output(&m), labels, B, (int)m.out_size, norm,
                                              NULL, &l[k], &c, NULL),
                              MR_OK);
@@ -274,7 +274,8 @@ START_TEST(residual_layout_and_summary) {
     mr_model_free(&m);
     mr_config_free(&cfg);
     build("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=5\nname=x\n"
-          "[dense]\nunits=4\nname=hidden\ninput=-1\n[dense]\nunits=3\ninput=hidden\n",
+          "[dense]\nunits=4\nname=hidden\ninput=-1\n[dense]\nunits=3\ninput=hidden\n"
+          "activation=softmax\n",
           &cfg, &m, 2);
     ck_assert_int_eq(m.graph, 0);
     ck_assert_str_eq(m.layers[0].name, "hidden");
@@ -559,6 +560,48 @@ START_TEST(pass_size_from_the_layout) {
 }
 END_TEST
 
+/* from_logits (issue 21): a linear last layer's outputs are logits, taken
+ * through the fused softmax; without it a linear last layer and a
+ * cross-entropy are refused, as are from_logits with a softmax and
+ * from_logits or label_smoothing with mse */
+START_TEST(from_logits_rules) {
+    const char *head = "[net]\n%s\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=6\n"
+                       "[dense]\nunits=3\n%s\n";
+    struct {
+        const char *net, *last, *want; /* want NULL: builds, fused */
+    } cases[] = {
+        {"from_logits=1", "", NULL},
+        {"from_logits=1\nlabel_smoothing=0.1\nloss=categorical_crossentropy", "activation=relu",
+         NULL},
+        {"label_smoothing=0.1", "activation=softmax", "needs loss = categorical_crossentropy"},
+        {"", "", "set [net] from_logits = 1"},
+        {"from_logits=1", "activation=softmax", "the last layer is a softmax"},
+        {"loss=mse\nfrom_logits=1", "", "from_logits applies to the cross-entropy"},
+        {"loss=mse\nlabel_smoothing=0.1", "", "label_smoothing applies to the cross-entropy"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, head, cases[i].net, cases[i].last);
+        mr_config cfg;
+        mr_model m;
+        mr_error err = {0};
+        ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+        mr_status st = mr_model_init(&m, tu_cpu_backend(), &cfg, 4, 0, &err);
+        if (cases[i].want == NULL) {
+            ck_assert_msg(st == MR_OK, "case %zu: %s", i, err.msg);
+            ck_assert_int_eq(m.fused_softmax, 1);
+            ck_assert_int_eq(m.layers[m.n_layers - 1].logits_out, 0);
+            mr_model_free(&m);
+        } else {
+            ck_assert_msg(st == MR_ERR_CONFIG && strstr(err.msg, "t.cfg") &&
+                              strstr(err.msg, cases[i].want),
+                          "case %zu: %d %s", i, st, err.msg);
+        }
+        mr_config_free(&cfg);
+    }
+}
+END_TEST
+
 START_TEST(shape_errors_name_the_line) {
     mr_config cfg;
     mr_model m;
@@ -616,7 +659,7 @@ END_TEST
 START_TEST(nonfinite_checks) {
     static const char *bn_cfg = "[net]\nbatch=4\n[data]\ntrain_images=a\ntrain_labels=b\n"
                                 "[input]\nshape=6\n[dense]\nunits=5\n[batchnorm]\n"
-                                "[dense]\nunits=3\n[dense]\nunits=2\n";
+                                "[dense]\nunits=3\n[dense]\nunits=2\nactivation=softmax\n";
     for (int staged = 0; staged < 2; staged++) {
         mr_backend *be = NULL;
         ck_assert_int_eq(mr_backend_create(mr_backend_kind_cpu(), 0, &be, NULL), MR_OK);
@@ -835,6 +878,7 @@ int main(void) {
     tcase_add_test(tc, passes_equal_one_pass);
     tcase_add_test(tc, pass_size_from_the_layout);
     tcase_add_test(tc, shape_errors_name_the_line);
+    tcase_add_test(tc, from_logits_rules);
     tcase_add_test(tc, host_access_in_place);
     tcase_add_test(tc, staged_host_access_same_bits);
     tcase_add_test(tc, staged_input_in_turn);

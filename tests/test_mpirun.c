@@ -184,7 +184,7 @@ START_TEST(bad_input_fails_once) {
     free(tu_write_text(dir, "other.cfg",
                        "[net]\nglobal_batch=16\nepochs=3\n"
                        "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
-                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
     expect_bad("-q -np 2",
                "c=good.cfg; [ $OMPI_COMM_WORLD_RANK = 1 ] && c=other.cfg; "
                "exec $T $c --metrics bad.csv",
@@ -206,7 +206,7 @@ START_TEST(bad_input_fails_once) {
     free(tu_write_text(dir, "tiny.cfg",
                        "[net]\nglobal_batch=2\n"
                        "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
-                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"));
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
     expect_bad("-q --oversubscribe -np 4", "exec $T tiny.cfg", "global_batch=2 is smaller than",
                "4 replicas on 4 processes");
     /* more replicas than the process has cores (mpirun binds 2 ranks to a core each) */

@@ -15,7 +15,7 @@ static void config(mr_config *cfg, const char *net) {
     char text[1024];
     snprintf(text, sizeof text,
              "[net]\n%s\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=3\n"
-             "[dense]\nunits=2\n",
+             "[dense]\nunits=2\nactivation=softmax\n",
              net);
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);

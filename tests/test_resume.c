@@ -405,9 +405,10 @@ START_TEST(init_weights) {
 END_TEST
 
 START_TEST(augment_error_names_its_line) {
-    free(tu_write_text(dir, "aug.cfg",
-                       "[net]\nbatch=8\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
-                       "[augment]\nflip=1\n[input]\nshape=64\n[dense]\nunits=4\n"));
+    free(tu_write_text(
+        dir, "aug.cfg",
+        "[net]\nbatch=8\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+        "[augment]\nflip=1\n[input]\nshape=64\n[dense]\nunits=4\nactivation=softmax\n"));
     expect_fail("$T aug.cfg --metrics out.csv", 2, "aug.cfg:6: [augment]", "H,W,C");
 }
 END_TEST

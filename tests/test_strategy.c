@@ -375,7 +375,7 @@ END_TEST
 
 START_TEST(linear_scaling_in_plan) {
     const char *text = "[net]\nbatch=4\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=3\n"
-                       "[dense]\nunits=2\n";
+                       "[dense]\nunits=2\nactivation=softmax\n";
     mr_config cfg;
     mr_error err = {0};
     ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);

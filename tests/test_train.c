@@ -111,7 +111,7 @@ static void config(mr_config *cfg, const char *net) {
     char text[1024];
     snprintf(text, sizeof text,
              "[net]\n%s\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=2,2,1\n"
-             "[flatten]\n[dense]\nunits=2\n",
+             "[flatten]\n[dense]\nunits=2\nactivation=softmax\n",
              net);
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
@@ -206,7 +206,7 @@ START_TEST(write_data_preprocessed) {
     snprintf(cfg_text, sizeof cfg_text,
              "[net]\nbatch=2\n[data]\ntrain_images=%s\ntrain_labels=%s\n[input]\nshape=8,8,1\n"
              "[flatten]\n"
-             "[dense]\nunits=3\n",
+             "[dense]\nunits=3\nactivation=softmax\n",
              x, y);
     mr_config cfg;
     mr_error err = {0};

@@ -29,6 +29,23 @@ MR_AVX2_CLONES void mr_cpu_activation_forward(mr_activation act, float *y, int r
         for (int r = 0; r < rows; r++)
             mr_softmax_row(y + (int64_t)r * width, width);
         break;
+    case MR_ACTIVATION_ELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_elu(y[i]);
+        break;
+    case MR_ACTIVATION_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_leaky_relu(y[i]);
+        break;
+    case MR_ACTIVATION_GELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_gelu(y[i]);
+        break;
+    case MR_ACTIVATION_SWISH:
+    case MR_ACTIVATION_SILU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = mr_swish(y[i]);
+        break;
     }
 }
 
@@ -54,7 +71,29 @@ MR_AVX2_CLONES void mr_cpu_activation_backward(mr_activation act, const float *y
         for (int r = 0; r < rows; r++)
             mr_softmax_grad_row(y + (int64_t)r * width, dy + (int64_t)r * width, width);
         break;
+    case MR_ACTIVATION_ELU:
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_elu_grad(y[i]);
+        break;
+    case MR_ACTIVATION_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_leaky_relu_grad(y[i]);
+        break;
+    case MR_ACTIVATION_GELU:
+    case MR_ACTIVATION_SWISH:
+    case MR_ACTIVATION_SILU:
+        break; /* through the input: mr_cpu_activation_backward_x */
     }
+}
+
+MR_AVX2_CLONES void mr_cpu_activation_backward_x(mr_activation act, const float *x, float *dy,
+                                                 int64_t n) {
+    if (act == MR_ACTIVATION_GELU)
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_gelu_grad_x(x[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            dy[i] *= mr_swish_grad_x(x[i]);
 }
 
 static int last_axis(mr_shape s) {
@@ -75,13 +114,16 @@ static mr_status act_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
 
 static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                               const mr_dfloat *y, mr_dfloat *dyd, mr_dfloat *dx) {
-    (void)run, (void)x;
+    (void)run;
     if (dx == NULL) return MR_OK;
     float *dy = mr_dfloat_ptr(dyd);
     int64_t n = batch * mr_shape_size(l->in);
     mr_activation act = l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
     int width = last_axis(l->in);
-    mr_cpu_activation_backward(act, mr_dfloat_cptr(y), dy, (int)(n / width), width);
+    if (mr_activation_needs_input(act))
+        mr_cpu_activation_backward_x(act, mr_dfloat_cptr(x), dy, n);
+    else
+        mr_cpu_activation_backward(act, mr_dfloat_cptr(y), dy, (int)(n / width), width);
     memcpy(mr_dfloat_ptr(dx), dy, sizeof(float) * (size_t)n);
     return MR_OK;
 }

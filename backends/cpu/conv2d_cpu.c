@@ -44,6 +44,10 @@ typedef struct conv_priv {
      * n * OH * OW * K floats at b0 * OH * OW * K), or NULL: rebuilt;
      * allocated from the context */
     float *cols;
+    /* gelu, swish: z (max_batch * OH * OW, F) before the activation, kept
+     * from forward for backward (their gradient is a function of z);
+     * otherwise NULL */
+    float *pre;
 } conv_priv;
 
 static conv_priv *priv(mr_layer *l) {
@@ -80,6 +84,13 @@ static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
         if (cols == NULL)
             return mr_error_set(err, MR_ERR_NOMEM, "out of memory for [conv2d]'s col matrices");
         p->cols = mr_dfloat_ptr(cols);
+    }
+    if (mr_activation_needs_input(c->activation)) {
+        mr_dfloat *pre = mr_backend_alloc_floats(be, (size_t)max_batch * (size_t)g.out_h *
+                                                         (size_t)g.out_w * (size_t)p->F);
+        if (pre == NULL)
+            return mr_error_set(err, MR_ERR_NOMEM, "out of memory for [conv2d]'s pre-activations");
+        p->pre = mr_dfloat_ptr(pre);
     }
     return MR_OK;
 }
@@ -283,6 +294,8 @@ MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int 
             mr_cpu_gemm(1, 0, rows, F, K, 1.0f, col, rows, w, F, beta, yc, F);
         else /* y (rows, F) += col (rows, K) W (K, F) */
             mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, w, F, beta, yc, F);
+        if (p->pre != NULL && mr_activation_needs_input(conv_act(l)))
+            memcpy(p->pre + (int64_t)b0 * P * F, yc, sizeof(float) * (size_t)rows * (size_t)F);
         mr_cpu_activation_forward(conv_act(l), yc, rows, F);
     }
     return MR_OK;
@@ -302,8 +315,15 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
         int n = batch - b0 < p->chunk ? batch - b0 : p->chunk;
         int rows = n * P;
         float *dyc = dy + (int64_t)b0 * P * F; /* (rows, F) */
-        /* dy becomes dL/dz through the activation; db += its column sums */
-        act_backward_sum(conv_act(l), y + (int64_t)b0 * P * F, dyc, db, rows, F);
+        /* dy becomes dL/dz through the activation; db += its column sums
+         * (gelu, swish: through the forward's z) */
+        if (p->pre != NULL && mr_activation_needs_input(conv_act(l))) {
+            mr_cpu_activation_backward_x(conv_act(l), p->pre + (int64_t)b0 * P * F, dyc,
+                                         (int64_t)rows * F);
+            act_backward_sum(MR_ACTIVATION_LINEAR, y + (int64_t)b0 * P * F, dyc, db, rows, F);
+        } else {
+            act_backward_sum(conv_act(l), y + (int64_t)b0 * P * F, dyc, db, rows, F);
+        }
         const float *col = x + b0 * in_per;
         if (p->cols != NULL) { /* built by the forward pass on this x */
             col = p->cols + (int64_t)b0 * P * K;
@@ -333,6 +353,7 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
 
 static void conv_cpu_destroy(mr_layer *l, mr_backend *be) {
     if (l->priv) mr_backend_free(be, priv(l)->cols);
+    if (l->priv) mr_backend_free(be, priv(l)->pre);
     free(l->priv);
     l->priv = NULL;
 }

@@ -39,5 +39,8 @@ extern const mr_optimizer_kernels mr_optimizer_cpu; /* optimizer_cpu.c */
 void mr_cpu_activation_forward(mr_activation act, float *y, int rows, int width);
 /* dy (rows, width) *= d act / d x, expressed through the output y. */
 void mr_cpu_activation_backward(mr_activation act, const float *y, float *dy, int rows, int width);
+/* dy (n) *= d act / d x through the input x, for the activations that need
+ * it (mr_activation_needs_input: gelu, swish, silu). */
+void mr_cpu_activation_backward_x(mr_activation act, const float *x, float *dy, int64_t n);
 
 #endif

@@ -11,11 +11,9 @@ static mr_activation dense_act(const mr_layer *l) {
     return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
 }
 
-MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int batch,
-                                              const mr_dfloat *xd, mr_dfloat *yd) {
-    (void)run;
-    const float *x = mr_dfloat_cptr(xd), *w = mr_dfloat_cptr(l->w[0].data);
-    float *y = mr_dfloat_ptr(yd);
+/* y (B, units) = x W + b, before the activation */
+static void dense_linear(const mr_layer *l, int batch, const float *x, float *y) {
+    const float *w = mr_dfloat_cptr(l->w[0].data);
     int in = l->in.d[0], out = l->out.d[0];
     if (l->n_weights > 1) {
         /* y = bias broadcast, then y += x W (beta = 1): saves a pass over y */
@@ -26,19 +24,32 @@ MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int
     } else {
         mr_cpu_gemm(0, 0, batch, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
     }
-    mr_cpu_activation_forward(dense_act(l), y, batch, out);
+}
+
+MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int batch,
+                                              const mr_dfloat *xd, mr_dfloat *yd) {
+    (void)run;
+    float *y = mr_dfloat_ptr(yd);
+    dense_linear(l, batch, mr_dfloat_cptr(xd), y);
+    mr_cpu_activation_forward(dense_act(l), y, batch, l->out.d[0]);
     return MR_OK;
 }
 
 MR_AVX2_CLONES static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch,
                                                const mr_dfloat *xd, const mr_dfloat *yd,
                                                mr_dfloat *dyd, mr_dfloat *dxd) {
-    (void)run;
     const float *x = mr_dfloat_cptr(xd), *y = mr_dfloat_cptr(yd), *w = mr_dfloat_cptr(l->w[0].data);
     float *dy = mr_dfloat_ptr(dyd), *dx = mr_dfloat_ptr(dxd);
     int in = l->in.d[0], out = l->out.d[0];
-    /* dy (B, units) becomes dL/dz through the activation */
-    mr_cpu_activation_backward(dense_act(l), y, dy, batch, out);
+    /* dy (B, units) becomes dL/dz through the activation (gelu, swish:
+     * through z, recomputed into scratch (B, units)) */
+    if (mr_activation_needs_input(dense_act(l))) {
+        float *z = mr_dfloat_ptr(run->scratch);
+        dense_linear(l, batch, x, z);
+        mr_cpu_activation_backward_x(dense_act(l), z, dy, (int64_t)batch * out);
+    } else {
+        mr_cpu_activation_backward(dense_act(l), y, dy, batch, out);
+    }
     /* dW (in, units) += x^T (in, B) dz (B, units) */
     mr_cpu_gemm(1, 0, in, out, batch, 1.0f, x, in, dy, out, 1.0f, mr_dfloat_ptr(l->w[0].grad), out);
     if (l->n_weights > 1) {

@@ -9,9 +9,9 @@
 #include "models/loss_row.h"
 
 MR_AVX2_CLONES static mr_status cpu_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
-                                         const mr_dfloat *outd, const int32_t *labels, int batch,
-                                         int k, float norm, mr_dfloat *dyd, double *loss_sum,
-                                         int64_t *correct, mr_error *err) {
+                                         float ls, const mr_dfloat *outd, const int32_t *labels,
+                                         int batch, int k, float norm, mr_dfloat *dyd,
+                                         double *loss_sum, int64_t *correct, mr_error *err) {
     (void)be, (void)err;
     const float *out = mr_dfloat_cptr(outd);
     float *dy = mr_dfloat_ptr(dyd);
@@ -21,8 +21,8 @@ MR_AVX2_CLONES static mr_status cpu_loss(mr_backend *be, mr_loss_kind kind, int 
     for (int i = 0; i < batch; i++) {
         const float *z = out + (int64_t)i * k;
         right += mr_argmax_row(z, k) == labels[i];
-        total +=
-            mr_loss_row(kind, fused_softmax, z, labels[i], k, inv, dy ? dy + (int64_t)i * k : NULL);
+        total += mr_loss_row(kind, fused_softmax, ls, z, labels[i], k, inv,
+                             dy ? dy + (int64_t)i * k : NULL);
     }
     *loss_sum += total;
     *correct += right;

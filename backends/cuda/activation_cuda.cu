@@ -16,10 +16,14 @@ __global__ static void act_forward_kernel(mr_activation act, float *__restrict__
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float v = bias != NULL ? y[i] + bias[i % (size_t)width] : y[i];
-        y[i] = act == MR_ACTIVATION_RELU      ? mr_relu(v)
-               : act == MR_ACTIVATION_SIGMOID ? mr_sigmoid(v)
-               : act == MR_ACTIVATION_TANH    ? tanhf(v)
-                                              : v;
+        y[i] = act == MR_ACTIVATION_RELU                                   ? mr_relu(v)
+               : act == MR_ACTIVATION_SIGMOID                              ? mr_sigmoid(v)
+               : act == MR_ACTIVATION_TANH                                 ? tanhf(v)
+               : act == MR_ACTIVATION_ELU                                  ? mr_elu(v)
+               : act == MR_ACTIVATION_LEAKY_RELU                           ? mr_leaky_relu(v)
+               : act == MR_ACTIVATION_GELU                                 ? mr_gelu(v)
+               : (act == MR_ACTIVATION_SWISH || act == MR_ACTIVATION_SILU) ? mr_swish(v)
+                                                                           : v;
     }
 }
 
@@ -29,10 +33,20 @@ __global__ static void act_backward_kernel(mr_activation act, const float *__res
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float v = y[i];
-        dy[i] *= act == MR_ACTIVATION_RELU      ? mr_relu_grad(v)
-                 : act == MR_ACTIVATION_SIGMOID ? mr_sigmoid_grad(v)
-                                                : mr_tanh_grad(v);
+        dy[i] *= act == MR_ACTIVATION_RELU         ? mr_relu_grad(v)
+                 : act == MR_ACTIVATION_SIGMOID    ? mr_sigmoid_grad(v)
+                 : act == MR_ACTIVATION_ELU        ? mr_elu_grad(v)
+                 : act == MR_ACTIVATION_LEAKY_RELU ? mr_leaky_relu_grad(v)
+                                                   : mr_tanh_grad(v);
     }
+}
+
+/* dy (n) *= act'(x), through the input (gelu, swish, silu) */
+__global__ static void act_backward_x_kernel(mr_activation act, const float *__restrict__ x,
+                                             float *__restrict__ dy, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dy[i] *= act == MR_ACTIVATION_GELU ? mr_gelu_grad_x(x[i]) : mr_swish_grad_x(x[i]);
 }
 
 /* y (rows, width): each row becomes softmax(row) (elementwise.h's
@@ -88,6 +102,15 @@ mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const f
     return MR_OK;
 }
 
+mr_status mr_cuda_activation_backward_x(mr_backend *be, mr_activation act, const float *x,
+                                        float *dy, size_t n, mr_error *err) {
+    if (n == 0) return MR_OK;
+    MR_CUDA_LAUNCH(act_backward_x_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   act, x, dy, n);
+    mr_cuda_launched(be, err, "act_backward_x_kernel");
+    return MR_OK;
+}
+
 /* The layer's activation over its last axis; linear when the model fused
  * a final softmax into the loss (layer.h, logits_out). */
 static mr_activation layer_act(const mr_layer *l) {
@@ -115,7 +138,6 @@ static mr_status act_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
 
 static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                               const mr_dfloat *y, mr_dfloat *dyd, mr_dfloat *dx) {
-    (void)x;
     if (dx == NULL) return MR_OK;
     mr_backend *be = run->be;
     float *dy = mr_dfloat_ptr(dyd);
@@ -123,8 +145,13 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     if (n == 0) return MR_OK;
     /* dy (batch, in) becomes dL/dx in place (dy is the model's scratch), then to dx */
     int width = last_axis(l->in);
-    MR_CHECK(mr_cuda_activation_backward(be, layer_act(l), mr_dfloat_cptr(y), dy, (int)(n / width),
-                                         width, run->err));
+    if (mr_activation_needs_input(layer_act(l))) {
+        MR_CHECK(mr_cuda_activation_backward_x(be, layer_act(l), mr_dfloat_cptr(x), dy, (size_t)n,
+                                               run->err));
+    } else {
+        MR_CHECK(mr_cuda_activation_backward(be, layer_act(l), mr_dfloat_cptr(y), dy,
+                                             (int)(n / width), width, run->err));
+    }
     if (mr_dfloat_ptr(dx) != dy)
         MR_CUDA_TRY(be, run->err,
                     cudaMemcpyAsync(mr_dfloat_ptr(dx), dy, sizeof(float) * (size_t)n,
@@ -134,9 +161,6 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 
 const mr_layer_kernels mr_activation_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,
-    .forward = act_forward,
-    .backward = act_backward,
-    .destroy = NULL,
-    .describe = NULL,
+    .setup = NULL,   .forward = act_forward, .backward = act_backward,
+    .destroy = NULL, .describe = NULL,
 };

@@ -27,6 +27,10 @@ mr_status mr_cuda_bias_activation_forward(mr_backend *be, mr_activation act, flo
  * (softmax: dx_j = y_j (dy_j - sum_k dy_k y_k), per row). */
 mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const float *y, float *dy,
                                       int rows, int width, mr_error *err);
+/* dy (n) *= d act / d x through the input x, for the activations that
+ * need it (mr_activation_needs_input: gelu, swish, silu). */
+mr_status mr_cuda_activation_backward_x(mr_backend *be, mr_activation act, const float *x,
+                                        float *dy, size_t n, mr_error *err);
 
 MR_C_END
 

@@ -52,6 +52,7 @@ typedef struct conv_priv {
     int max_rows;      /* max_batch * OH * OW */
     float *wT, *dwT;   /* (F, K) each: the kernel in KRSC, its gradient from cuDNN */
     float *ones;       /* (max_rows) ones: the bias gradient's GEMM */
+    float *pre; /* gelu, swish: z (max_rows, F) before the activation, kept for backward; or NULL */
     cudnnTensorDescriptor_t x_desc, y_desc; /* set to the call's batch size */
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
@@ -328,6 +329,14 @@ static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_
                    mr_cuda(be)->stream, p->ones, (size_t)p->max_rows, 1.0f);
     mr_cuda_launched(be, err, "fill_kernel");
 
+    if (mr_activation_needs_input(l->cfg->activation)) {
+        mr_dfloat *pre = mr_backend_alloc_floats(be, (size_t)p->max_rows * (size_t)p->F);
+        if (pre == NULL)
+            return mr_error_set(err, MR_ERR_NOMEM,
+                                "gpu:%d: out of memory for [conv2d] %s's pre-activations",
+                                be->ordinal, l->name);
+        p->pre = mr_dfloat_ptr(pre);
+    }
     MR_CHECK(choose_algos(l, be, max_batch, &p->algos[0], err));
     /* the workspace now, so a device too small for it fails here */
     void *ws;
@@ -356,6 +365,15 @@ static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     /* y += bias, then the activation (activation_cuda.h) */
     const int rows = batch * p->g.out_h * p->g.out_w;
     const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
+    if (p->pre != NULL && mr_activation_needs_input(conv_act(l))) {
+        /* gelu, swish: z = y + bias kept for backward, then the activation */
+        MR_CHECK(
+            mr_cuda_bias_activation_forward(be, MR_ACTIVATION_LINEAR, y, bias, rows, p->F, err));
+        MR_CUDA_TRY(be, err,
+                    cudaMemcpyAsync(p->pre, y, sizeof(float) * (size_t)rows * (size_t)p->F,
+                                    cudaMemcpyDeviceToDevice, mr_cuda(be)->stream));
+        return mr_cuda_activation_forward(be, conv_act(l), y, rows, p->F, err);
+    }
     MR_CHECK(mr_cuda_bias_activation_forward(be, conv_act(l), y, bias, rows, p->F, err));
     return MR_OK;
 }
@@ -370,9 +388,14 @@ static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch, const m
     const int64_t rows = (int64_t)batch * p->g.out_h * p->g.out_w;
     float *dy = mr_dfloat_ptr(dyd);
 
-    /* dy becomes dL/dz through the activation */
-    MR_CHECK(
-        mr_cuda_activation_backward(be, conv_act(l), mr_dfloat_cptr(yd), dy, (int)rows, p->F, err));
+    /* dy becomes dL/dz through the activation (gelu, swish: through the
+     * forward's z) */
+    if (p->pre != NULL && mr_activation_needs_input(conv_act(l)))
+        MR_CHECK(mr_cuda_activation_backward_x(be, conv_act(l), p->pre, dy,
+                                               (size_t)rows * (size_t)p->F, err));
+    else
+        MR_CHECK(mr_cuda_activation_backward(be, conv_act(l), mr_dfloat_cptr(yd), dy, (int)rows,
+                                             p->F, err));
     /* db (1, F) += ones (1, rows) dy (rows, F) */
     if (l->n_weights > 1)
         MR_CHECK(mr_gemm(be, 0, 0, 1, p->F, (int)rows, 1.0f, mr_dfloat_cof(p->ones), (int)rows, dyd,
@@ -424,6 +447,7 @@ static void conv_cuda_destroy(mr_layer *l, mr_backend *be) {
     if (p->conv_desc) cudnnDestroyConvolutionDescriptor(p->conv_desc);
     mr_backend_free(be, p->wT); /* and dwT */
     mr_backend_free(be, p->ones);
+    mr_backend_free(be, p->pre);
     free(p);
     l->priv = NULL;
 }

@@ -46,9 +46,21 @@ static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch, const 
     mr_backend *be = run->be;
     int in = l->in.d[0], out = l->out.d[0];
     if (batch == 0) return MR_OK;
-    /* dy (B, units) becomes dL/dz through the activation */
-    MR_CHECK(mr_cuda_activation_backward(be, dense_act(l), mr_dfloat_cptr(y), mr_dfloat_ptr(dy),
-                                         batch, out, run->err));
+    /* dy (B, units) becomes dL/dz through the activation (gelu, swish:
+     * through z = x W + b, recomputed into scratch (B, units) as forward
+     * computes it) */
+    if (mr_activation_needs_input(dense_act(l))) {
+        MR_CHECK(mr_gemm(be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 0.0f,
+                         run->scratch, out, run->err));
+        const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
+        MR_CHECK(mr_cuda_bias_activation_forward(
+            be, MR_ACTIVATION_LINEAR, mr_dfloat_ptr(run->scratch), bias, batch, out, run->err));
+        MR_CHECK(mr_cuda_activation_backward_x(be, dense_act(l), mr_dfloat_cptr(run->scratch),
+                                               mr_dfloat_ptr(dy), (size_t)batch * out, run->err));
+    } else {
+        MR_CHECK(mr_cuda_activation_backward(be, dense_act(l), mr_dfloat_cptr(y), mr_dfloat_ptr(dy),
+                                             batch, out, run->err));
+    }
     /* dW (in, units) += x^T (in, B) dz (B, units) */
     MR_CHECK(
         mr_gemm(be, 1, 0, in, out, batch, 1.0f, x, in, dy, out, 1.0f, l->w[0].grad, out, run->err));
@@ -68,9 +80,6 @@ static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch, const 
 
 const mr_layer_kernels mr_dense_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,
-    .forward = dense_forward,
-    .backward = dense_backward,
-    .destroy = NULL,
-    .describe = NULL,
+    .setup = NULL,   .forward = dense_forward, .backward = dense_backward,
+    .destroy = NULL, .describe = NULL,
 };

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""mirrored's elu, leaky_relu, gelu and swish against Keras's own (issue 21).
+
+Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
+
+    /work/venv-tf/bin/python bench/keras_activations.py [--build build] [--out bench/out/activations]
+
+Trains a small model (Conv2D 4 gelu, Conv2D 4 swish with stride 2, Dense 64
+elu, Dense 32 leaky_relu, Dense 32 then Activation gelu, Dense 16 then
+Activation swish, Dense 16 gelu, Dense 16 silu, Dense 10 softmax) for
+one epoch on the Fashion-MNIST test set (10000 images, quick), exports it
+with mirrored_export, loads the .keras archive with keras.models.load_model,
+and compares Keras's predictions with mirrored_eval --predict's on the same
+images. Exits 1 unless the largest |difference| of the class probabilities
+is below 1e-4 and the loaded layers carry Keras's own activations (elu;
+leaky_relu, whose Keras 3 default negative_slope is 0.2, mirrored's slope;
+gelu, Keras's exact one by default; swish, which Keras 3 names silu).
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DATA = "/usr/share/datasets/fashion-mnist"
+CFG = """[net]
+batch = 32
+epochs = 1
+seed = 7
+[data]
+train_images = {d}/t10k-images-idx3-ubyte.gz
+train_labels = {d}/t10k-labels-idx1-ubyte.gz
+test_images = {d}/t10k-images-idx3-ubyte.gz
+test_labels = {d}/t10k-labels-idx1-ubyte.gz
+scale = 1/255
+[input]
+shape = 28,28,1
+[conv2d]
+filters = 4
+size = 3
+activation = gelu
+[conv2d]
+filters = 4
+size = 3
+strides = 2
+activation = swish
+[flatten]
+[dense]
+units = 64
+activation = elu
+[dense]
+units = 32
+activation = leaky_relu
+[dense]
+units = 32
+[activation]
+activation = gelu
+[dense]
+units = 16
+[activation]
+activation = swish
+[dense]
+units = 16
+activation = gelu
+[dense]
+units = 16
+activation = silu
+[dense]
+units = 10
+activation = softmax
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.path.join(HERE, "out", "activations"))
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    cfg = os.path.join(a.out, "acts.cfg")
+    with open(cfg, "w") as f:
+        f.write(CFG.format(d=DATA))
+    exe = lambda name: os.path.join(a.build, "launch", name)
+    h5, keras_file, pred = (os.path.join(a.out, n) for n in ("acts.h5", "acts.keras", "pred.npy"))
+    subprocess.run([exe("mirrored_train"), cfg, "--devices", "cpu", "--quiet", "--save", h5],
+                   check=True)
+    subprocess.run([exe("mirrored_export"), h5, keras_file], check=True)
+    subprocess.run([exe("mirrored_eval"), h5, "--devices", "cpu", "--quiet", "--predict", pred],
+                   check=True)
+
+    import gzip
+    import numpy as np
+    import keras
+
+    with gzip.open(os.path.join(DATA, "t10k-images-idx3-ubyte.gz")) as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28, 1)
+    x = x.astype(np.float32) / 255.0
+    model = keras.models.load_model(keras_file)
+    acts = [(l.name, l.get_config().get("activation")) for l in model.layers]
+    ours = np.load(pred)
+    theirs = model.predict(x, batch_size=1000, verbose=0)
+    diff = float(np.max(np.abs(ours - theirs)))
+    leaky = keras.activations.get("leaky_relu")
+    slope = float(leaky(np.array([-1.0], np.float32))[0]) * -1.0
+    print("| layer | activation in the .keras archive |\n|---|---|")
+    for name, act in acts:
+        print(f"| {name} | {act} |")
+    print(f"\nKeras leaky_relu slope below 0: {slope:g}")
+    print(f"max |mirrored_eval --predict - keras predict| over {len(x)} images: {diff:.3g}")
+    names = [{"swish": "silu"}.get(act, act) for _, act in acts if act]
+    want = ["gelu", "silu", "elu", "leaky_relu", "linear", "gelu", "linear", "silu", "gelu",
+            "silu", "softmax"]
+    ok = diff < 1e-4 and names == want
+    ok = ok and abs(slope - 0.2) < 1e-6
+    print("agree" if ok else "DISAGREE")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
