@@ -42,11 +42,14 @@
 #include "runtime/target_clones.h"
 
 /* How long a waiter spins before it blocks: longer than the replicas of a
- * quiet machine usually arrive apart (microseconds to tens of them), so
- * that the quiet path rarely pays a futex wake-up's latency, and short
- * beside a scheduler's time slice (milliseconds), so that a busy neighbour
- * sharing the core gets it back at once. */
-#define MR_LOCAL_SPIN_S 100e-6
+ * quiet machine usually arrive apart, so that the quiet path rarely pays a
+ * futex wake-up's latency, and short beside a scheduler's time slice
+ * (several milliseconds), so that a busy neighbour sharing the core gets it
+ * back soon. Measured (bench/contention.py, fashion_cnn.cfg, docs/
+ * performance.md#a-busy-neighbour): 100 us cost the quiet cpu:2 run 0.88x
+ * of the spinning waits before it, 1 ms 0.96x (within the runs' spread),
+ * with the busy figures alike. */
+#define MR_LOCAL_SPIN_S 1e-3
 
 typedef struct local_comm {
     mr_comm base;
