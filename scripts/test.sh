@@ -15,7 +15,8 @@
 #      Fashion-MNIST (tests/train_gpu_emu.py),
 #   6. the libFuzzer harnesses of the file readers (scripts/fuzz.sh, clang,
 #      build-fuzz/): each on its corpus (tests/fuzz/corpus/), then fuzzed
-#      for MIRRORED_FUZZ_SECONDS each (default 30).
+#      with a fixed seed for at most FUZZ_RUNS inputs (default 20000) or
+#      MIRRORED_FUZZ_SECONDS (default 60) each.
 # Where the CUDA toolkit is installed (/usr/local/cuda) the release build
 # compiles the CUDA backend with nvcc (its GPU tests are a SKIP, with the
 # reason, without a GPU), and the sanitizer builds run it on emulated GPUs,
