@@ -61,37 +61,6 @@ static char *read_in_dir(const char *name) {
     return tu_read_in(dir, name);
 }
 
-/* The --metrics CSV without the timing columns (samples/s, seconds). */
-static char *metrics(const char *name) {
-    char *csv = read_in_dir(name);
-    ck_assert_msg(csv != NULL, "%s missing", name);
-    char *out = csv;
-    for (char *line = csv; *line;) {
-        char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        char *cut = line + len;
-        for (int k = 0; k < 2 && cut > line; k++)
-            for (cut--; cut > line && *cut != ','; cut--)
-                ;
-        memmove(out, line, (size_t)(cut - line));
-        out += cut - line;
-        *out++ = '\n';
-        line = end ? end + 1 : line + len;
-    }
-    *out = '\0';
-    return csv;
-}
-
-static void same_run(const char *json_a, const char *csv_a, const char *json_b, const char *csv_b) {
-    char a[17], b[17];
-    tu_params_hash(dir, json_a, a);
-    tu_params_hash(dir, json_b, b);
-    ck_assert_msg(strcmp(a, b) == 0, "weights differ: %s %s, %s %s", json_a, a, json_b, b);
-    char *ma = metrics(csv_a), *mb = metrics(csv_b);
-    ck_assert_msg(strcmp(ma, mb) == 0, "metrics differ:\n%s\n%s", ma, mb);
-    free(ma), free(mb);
-}
-
 static void resume_with(const char *launcher, const char *devices) {
     char cmd[4096];
     run_ok("rm -rf ck");
@@ -103,7 +72,7 @@ static void resume_with(const char *launcher, const char *devices) {
              "%s $T m.cfg %s --quiet --resume " FIRST " --json res.json --metrics res.csv",
              launcher, devices);
     run_ok(cmd);
-    same_run("full.json", "full.csv", "res.json", "res.csv");
+    tu_same_run(dir, "full.json", "full.csv", "res.json", "res.csv");
 }
 
 START_TEST(resume_is_bitwise) {
@@ -111,7 +80,7 @@ START_TEST(resume_is_bitwise) {
     resume_with("", "--devices cpu:2");
     /* --resume auto takes the newest: the end of epoch 2, nothing left to train */
     run_ok("$T m.cfg --devices cpu:2 --quiet --resume auto --json auto.json --metrics auto.csv");
-    same_run("full.json", "full.csv", "auto.json", "auto.csv");
+    tu_same_run(dir, "full.json", "full.csv", "auto.json", "auto.csv");
 }
 END_TEST
 
@@ -146,7 +115,7 @@ START_TEST(resume_under_mpirun_one_writer) {
     ck_assert_msg(creates == 3 && !writers_differ, "%d files created, by %s process", creates,
                   writers_differ ? "more than one" : "one");
     run_ok("mpirun -q -np 2 $T m.cfg --quiet --resume " FIRST " --json res.json --metrics res.csv");
-    same_run("full.json", "full.csv", "res.json", "res.csv");
+    tu_same_run(dir, "full.json", "full.csv", "res.json", "res.csv");
 }
 END_TEST
 
@@ -359,7 +328,7 @@ START_TEST(write_data_trains_the_same) {
                        "activation=softmax\n"));
     run_ok("rm -rf ck && $T m.cfg --devices cpu:2 --quiet --json raw.json --metrics raw.csv");
     run_ok("$T pre.cfg --devices cpu:2 --quiet --json pre.json --metrics pre.csv");
-    same_run("raw.json", "raw.csv", "pre.json", "pre.csv");
+    tu_same_run(dir, "raw.json", "raw.csv", "pre.json", "pre.csv");
 }
 END_TEST
 

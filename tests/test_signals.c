@@ -58,38 +58,6 @@ static void run_expect(const char *cmd, int want) {
     free(out);
 }
 
-/* The --metrics CSV without the timing columns (samples/s, seconds). */
-static char *metrics(const char *name) {
-    char *csv = tu_read_in(dir, name);
-    ck_assert_msg(csv != NULL, "%s missing", name);
-    char *out = csv;
-    for (char *line = csv; *line;) {
-        char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        char *cut = line + len;
-        for (int k = 0; k < 2 && cut > line; k++)
-            for (cut--; cut > line && *cut != ','; cut--)
-                ;
-        memmove(out, line, (size_t)(cut - line));
-        out += cut - line;
-        *out++ = '\n';
-        line = end ? end + 1 : line + len;
-    }
-    *out = '\0';
-    return csv;
-}
-
-static void same_run(const char *json_a, const char *csv_a, const char *json_b, const char *csv_b) {
-    char a[17], b[17];
-    tu_params_hash(dir, json_a, a);
-    tu_params_hash(dir, json_b, b);
-    ck_assert_msg(strcmp(a, b) == 0, "weights differ: %s %s, %s %s", json_a, a, json_b, b);
-    if (csv_a == NULL) return;
-    char *ma = metrics(csv_a), *mb = metrics(csv_b);
-    ck_assert_msg(strcmp(ma, mb) == 0, "metrics differ:\n%s\n%s", ma, mb);
-    free(ma), free(mb);
-}
-
 /* The names in ck/, one a line, sorted. */
 static char *ck_files(void) {
     char *out;
@@ -133,7 +101,7 @@ static void stop_and_resume(const char *launcher, const char *devices, const cha
     snprintf(cmd, sizeof cmd, "%s $T m.cfg %s --quiet --resume auto --json s.json --metrics s.csv",
              launcher, devices);
     run_expect(cmd, 0);
-    same_run("full.json", "full.csv", "s.json", "s.csv");
+    tu_same_run(dir, "full.json", "full.csv", "s.json", "s.csv");
 }
 
 START_TEST(sigterm_one_and_two_replicas) {
@@ -203,7 +171,7 @@ START_TEST(signals_during_the_save) {
     ck_assert_msg(strstr(out, "stopped by SIGTERM") != NULL, "%s", out);
     free(out);
     run_expect("$T m.cfg --quiet --epochs 4 --resume auto --json s.json", 0);
-    same_run("full.json", NULL, "s.json", NULL);
+    tu_same_run(dir, "full.json", NULL, "s.json", NULL);
 }
 END_TEST
 
@@ -213,7 +181,7 @@ START_TEST(resume_auto_without_checkpoint_starts_fresh) {
     ck_assert_int_eq(run("rm -rf ck; $T m.cfg --resume auto --json s.json", &out), 0);
     ck_assert_msg(strstr(out, "--resume auto: no checkpoint yet") != NULL, "%s", out);
     free(out);
-    same_run("full.json", NULL, "s.json", NULL);
+    tu_same_run(dir, "full.json", NULL, "s.json", NULL);
     /* without [net] checkpoint: beside --json, and found there again */
     free(tu_write_text(dir, "n.cfg", model_cfg));
     run_expect("sed -i /^checkpoint=/d n.cfg; rm -f n-stopped.h5", 0);
@@ -222,7 +190,7 @@ START_TEST(resume_auto_without_checkpoint_starts_fresh) {
     snprintf(stopped, sizeof stopped, "%s/n-stopped.h5", dir);
     ck_assert(tu_exists(stopped));
     run_expect("$T n.cfg --quiet --resume auto --json n.json", 0);
-    same_run("full.json", NULL, "n.json", NULL);
+    tu_same_run(dir, "full.json", NULL, "n.json", NULL);
 }
 END_TEST
 
@@ -274,7 +242,7 @@ START_TEST(chaos_restarts_end_bitwise) {
     char last[4096];
     snprintf(last, sizeof last, "%s", cmd);
     run_expect(last, 0);
-    same_run("full.json", NULL, "c.json", NULL);
+    tu_same_run(dir, "full.json", NULL, "c.json", NULL);
 }
 END_TEST
 

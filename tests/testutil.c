@@ -182,3 +182,35 @@ const mr_gpu_list *tu_gpus(void) {
 int tu_cuda_built(void) {
     return mr_backend_kind_find("gpu") != NULL;
 }
+
+char *tu_metrics_without_timing(const char *dir, const char *name) {
+    char *csv = tu_read_in(dir, name);
+    ck_assert_msg(csv != NULL, "%s missing", name);
+    char *out = csv;
+    for (char *line = csv; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char *cut = line + len;
+        for (int k = 0; k < 2 && cut > line; k++)
+            for (cut--; cut > line && *cut != ','; cut--)
+                ;
+        memmove(out, line, (size_t)(cut - line));
+        out += cut - line;
+        *out++ = '\n';
+        line = end ? end + 1 : line + len;
+    }
+    *out = '\0';
+    return csv;
+}
+
+void tu_same_run(const char *dir, const char *json_a, const char *csv_a, const char *json_b,
+                 const char *csv_b) {
+    char a[17], b[17];
+    tu_params_hash(dir, json_a, a);
+    tu_params_hash(dir, json_b, b);
+    ck_assert_msg(strcmp(a, b) == 0, "weights differ: %s %s, %s %s", json_a, a, json_b, b);
+    if (csv_a == NULL) return;
+    char *ma = tu_metrics_without_timing(dir, csv_a), *mb = tu_metrics_without_timing(dir, csv_b);
+    ck_assert_msg(strcmp(ma, mb) == 0, "metrics differ:\n%s\n%s", ma, mb);
+    free(ma), free(mb);
+}

@@ -35,6 +35,15 @@ char *tu_read_in(const char *dir, const char *name);
  * hash[17]; fails the test when the file or the key is missing. */
 void tu_params_hash(const char *dir, const char *json_name, char *hash);
 
+/* dir/name, a --metrics CSV, without its timing columns (the last two:
+ * samples/s, seconds), which differ between runs that train alike. */
+char *tu_metrics_without_timing(const char *dir, const char *name);
+
+/* Asserts that two runs in dir trained alike: the params_hash of their
+ * --json files, and (csv_a not NULL) their --metrics but the timings. */
+void tu_same_run(const char *dir, const char *json_a, const char *csv_a, const char *json_b,
+                 const char *csv_b);
+
 /* 1 if the file exists. */
 int tu_exists(const char *path);
 
