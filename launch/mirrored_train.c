@@ -359,6 +359,11 @@ int main(int argc, char **argv) {
         else if (c.n_stop_signals > 0)
             printf("A stop signal saves %s (budget %.0f s); restart with --resume auto\n",
                    pattern ? "a checkpoint of [net] checkpoint" : stop_path, c.stop_budget);
+        /* the resumed run's last save: a stop must fit it in its budget */
+        if (c.n_stop_signals > 0 && resuming && ck.previous_save_s > c.stop_budget)
+            printf("Warning: the last save of this model took %.2f s, more than --stop-budget %g "
+                   "s: a stop on a signal may not fit\n",
+                   ck.previous_save_s, c.stop_budget);
         /* before training: an error from it comes last, on stderr */
         fflush(stdout);
     }

@@ -43,7 +43,8 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
                        .scale = r->train->scale,
                        .row = r->train->row,
                        .mean = r->train->mean,
-                       .inv_std = r->train->inv_std};
+                       .inv_std = r->train->inv_std,
+                       .previous_save_s = r->last_save_s};
     /* relative data paths of the .cfg start from its folder: keep it absolute */
     if (r->cfg_path[0] == '/' || realpath(r->cfg_path, c.cfg_path) == NULL)
         snprintf(c.cfg_path, sizeof c.cfg_path, "%s", r->cfg_path);

@@ -80,6 +80,7 @@ static mr_status put_mirrored(mr_h5 *h, const mr_checkpoint *c, mr_error *err) {
     if (st == MR_OK) st = put_f64(h, g, "epoch_loss", s->epoch_loss, err);
     if (st == MR_OK) st = put_f64(h, g, "epoch_correct", s->epoch_correct, err);
     if (st == MR_OK) st = put_f64(h, g, "epoch_seconds", s->epoch_seconds, err);
+    if (st == MR_OK) st = put_f64(h, g, "previous_save_seconds", c->previous_save_s, err);
     if (st == MR_OK) st = mr_h5_write(h, g, "learning_rate", MR_H5_F32, 0, NULL, &c->lr, err);
     if (st == MR_OK) st = put_history(h, g, s, err);
     if (st == MR_OK)
@@ -197,6 +198,7 @@ mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) 
     if (st == MR_OK) st = get_f64(&h, g, "epoch_loss", &s->epoch_loss, err);
     if (st == MR_OK) st = get_f64(&h, g, "epoch_correct", &s->epoch_correct, err);
     if (st == MR_OK) st = get_f64(&h, g, "epoch_seconds", &s->epoch_seconds, err);
+    if (st == MR_OK) st = get_f64(&h, g, "previous_save_seconds", &c->previous_save_s, err);
     if (st == MR_OK) st = mr_h5_read(&h, g, "learning_rate", MR_H5_F32, 0, NULL, &c->lr, err);
     if (st == MR_OK) st = get_history(&h, g, s, err);
     if (st == MR_OK)
@@ -219,7 +221,8 @@ mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) 
             st = mr_h5_read(&h, g, "preprocessing/inv_std", MR_H5_F32, 1, &c->row, c->inv_std, err);
     }
     if (st == MR_OK && (c->replicas < 1 || c->global_batch < 1 || s->epoch < 0 || s->step < 0 ||
-                        s->position < 0 || s->global_step < 0 || s->n_history > s->epoch + 1))
+                        s->position < 0 || s->global_step < 0 || s->n_history > s->epoch + 1 ||
+                        !(c->previous_save_s >= 0.0 && c->previous_save_s < 1e9)))
         st = mr_error_set(err, MR_ERR_DATA, "%s: /mirrored: inconsistent training state", path);
 done:
     free(format);

@@ -35,6 +35,9 @@ typedef struct mr_checkpoint {
     float scale;           /* preprocessing: x * scale, then (x - mean) * inv_std */
     int64_t row;           /* features per example (mean, inv_std lengths) */
     float *mean, *inv_std; /* NULL without standardisation */
+    /* seconds the run's save before this one took (0: none before it): what
+     * a resumed run expects a save of this model to take (--stop-budget) */
+    double previous_save_s;
 } mr_checkpoint;
 
 /* Writes model m (weights and optimizer slots) and c to path. */

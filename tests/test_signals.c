@@ -197,15 +197,27 @@ END_TEST
 /* Each save says how long it took, and warns when a stop would not fit. */
 START_TEST(save_time_and_budget) {
     char *out;
-    ck_assert_int_eq(run("rm -rf ck; $T m.cfg --epochs 1 --stop-budget 0.000001", &out), 0);
+    ck_assert_int_eq(run("rm -rf ck; $T m.cfg --epochs 2 --stop-budget 0.000001", &out), 0);
     ck_assert_msg(strstr(out, "Saved ck/run-step000000020.h5 (epoch 1, step 20) in ") != NULL, "%s",
                   out);
     ck_assert_msg(strstr(out, "more than --stop-budget 1e-06 s: a stop on a signal would not "
                               "fit") != NULL,
                   "%s", out);
     free(out);
+    /* the resumed run says so at its start: its checkpoint (step 40) knows
+     * how long the save before it (step 20) took */
+    ck_assert_int_eq(run("$T m.cfg --epochs 3 --resume auto --stop-budget 0.000001", &out), 0);
+    const char *warn = strstr(out, "Warning: the last save of this model took ");
+    const char *first_save = strstr(out, "Saved ");
+    ck_assert_msg(warn != NULL && first_save != NULL && warn < first_save, "%s", out);
+    ck_assert_msg(strstr(warn, "more than --stop-budget 1e-06 s: a stop on a signal may not fit"),
+                  "%s", out);
+    free(out);
     ck_assert_int_eq(run("rm -rf ck; $T m.cfg --epochs 1", &out), 0);
     ck_assert_msg(strstr(out, "--stop-budget") == NULL, "%s", out);
+    free(out);
+    ck_assert_int_eq(run("$T m.cfg --epochs 2 --resume auto", &out), 0);
+    ck_assert_msg(strstr(out, "Warning: the last save") == NULL, "%s", out);
     free(out);
 }
 END_TEST
