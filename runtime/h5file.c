@@ -183,9 +183,11 @@ void mr_h5_discard(mr_h5 *h) {
  * the whole file; a chance match in raw data is refused only if its walk
  * does not advance. Returns 0, or the collection's offset + 1. */
 static int64_t bad_heap(FILE *f) {
-    enum { CHUNK = 1 << 20, SIG = 8 };
+    /* KEEP: the bytes a chunk carries over to the next, a signature and
+     * its length, so that one across two chunks is seen whole */
+    enum { CHUNK = 1 << 20, SIG = 8, KEEP = SIG + 8 };
     static const unsigned char sig[SIG] = {'G', 'C', 'O', 'L', 1, 0, 0, 0};
-    unsigned char *buf = malloc(CHUNK + SIG);
+    unsigned char *buf = malloc(CHUNK + KEEP); /* (keep + CHUNK) bytes */
     if (buf == NULL) return 0; /* then HDF5 is on its own */
     struct stat sb;
     int fd = fileno(f);
@@ -194,7 +196,7 @@ static int64_t bad_heap(FILE *f) {
     int64_t at = 0;  /* file offset of buf[0] */
     for (;;) {
         size_t got = fread(buf + keep, 1, CHUNK, f), n = keep + got;
-        for (size_t i = 0; !bad && i + SIG + 8 <= n; i++) {
+        for (size_t i = 0; !bad && i + KEEP <= n; i++) {
             if (buf[i] != 'G' || memcmp(buf + i, sig, SIG) != 0) continue;
             int64_t off = at + (int64_t)i;
             uint64_t len = 0;
@@ -219,7 +221,7 @@ static int64_t bad_heap(FILE *f) {
             }
         }
         if (bad || got < CHUNK) break;
-        keep = n < SIG + 8 ? n : SIG + 8;
+        keep = n < KEEP ? n : KEEP;
         memmove(buf, buf + n - keep, keep);
         at += (int64_t)(n - keep);
     }

@@ -339,6 +339,35 @@ START_TEST(wide_stored_type) {
 }
 END_TEST
 
+/* A file larger than the heap walk's 1 MiB chunks (a checkpoint of
+ * fashion_cnn_bn.cfg is 5 MB), its global heap (an attribute written after
+ * the weights) past the first chunk: opened and read whole (under
+ * AddressSanitizer: the chunks carried over stay inside the buffer). */
+START_TEST(large_file) {
+    const char *p = path_of("big.h5");
+    mr_h5 h;
+    mr_error err = {0};
+    int64_t n = 600000; /* 2.4 MB of floats */
+    float *w = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = (float)i;
+    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_write(&h, h.file, "w", MR_H5_F32, 1, &n, w, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_attr_str(&h, h.file, "note", "after the weights", 1, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+    memset(w, 0, sizeof(float) * (size_t)n);
+    ck_assert_msg(mr_h5_open(&h, p, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_read(&h, h.file, "w", MR_H5_F32, 1, &n, w, &err), MR_OK);
+    ck_assert(w[n - 1] == (float)(n - 1));
+    char *s;
+    ck_assert_int_eq(mr_h5_read_attr_str(&h, h.file, "note", &s, &err), MR_OK);
+    ck_assert_str_eq(s, "after the weights");
+    free(s);
+    mr_h5_close(&h);
+    free(w);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("h5file");
     TCase *tc = tcase_create("h5file");
@@ -353,6 +382,7 @@ int main(void) {
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, corrupt_global_heap);
     tcase_add_test(tc, wide_stored_type);
+    tcase_add_test(tc, large_file);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
