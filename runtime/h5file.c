@@ -188,7 +188,7 @@ static int64_t bad_heap(FILE *f) {
     enum { CHUNK = 1 << 20, SIG = 8, KEEP = SIG + 8 };
     static const unsigned char sig[SIG] = {'G', 'C', 'O', 'L', 1, 0, 0, 0};
     unsigned char *buf = malloc(CHUNK + KEEP); /* (keep + CHUNK) bytes */
-    if (buf == NULL) return 0; /* then HDF5 is on its own */
+    if (buf == NULL) return 0;                 /* then HDF5 is on its own */
     struct stat sb;
     int fd = fileno(f);
     int64_t size = fstat(fd, &sb) == 0 ? (int64_t)sb.st_size : 0, bad = 0;
