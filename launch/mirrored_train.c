@@ -24,6 +24,7 @@
  * (progress.c); the weights' hash is strategies/check_sync.h's. */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +53,14 @@ static const char *prog = "mirrored_train";
  * (mr_fit_callbacks.stop), and when it came (clock_gettime is
  * async-signal-safe). A second signal finds the flag set and changes
  * nothing: the save under way goes on (it is atomic anyway). */
-static volatile sig_atomic_t stop_signal;
+static atomic_int stop_signal;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag is written by a signal handler");
 static struct timespec stop_time;
 
 static void on_stop_signal(int sig) {
-    if (stop_signal != 0) return;
+    if (atomic_load(&stop_signal) != 0) return;
     clock_gettime(CLOCK_MONOTONIC, &stop_time);
-    stop_signal = sig;
+    atomic_store(&stop_signal, sig);
 }
 
 /* Installs on_stop_signal for the signals of --stop-signals. SA_RESTART:
@@ -76,7 +78,7 @@ static void install_stop_signals(const mr_train_options *c) {
  * by another's SIGTERM, as mpirun or a scheduler sends it). */
 static int report_stop(int lead, const mr_train_options *c, const mr_ckpt_run *r,
                        const mr_fit_state *at, int64_t steps) {
-    int sig = stop_signal ? (int)stop_signal : SIGTERM;
+    int sig = atomic_load(&stop_signal) ? atomic_load(&stop_signal) : SIGTERM;
     if (!lead) return 128 + sig;
     char who[64];
     if (stop_signal)

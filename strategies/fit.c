@@ -235,7 +235,7 @@ static mr_status task_fit(replica *rep) {
              * double) is NaN or Inf; summed, how many replicas saw one.
              * METRIC_STOP: the stop flag, read once per update on the host:
              * every replica's view of it is summed, so all agree */
-            const float asked = cb && cb->stop && *cb->stop ? 1.0f : 0.0f;
+            const float asked = cb && cb->stop && atomic_load(cb->stop) ? 1.0f : 0.0f;
             const float sums[METRIC_FLOATS] = {[METRIC_LOSS] = (float)loss_sum,
                                                [METRIC_CORRECT] = (float)correct,
                                                [METRIC_NONFINITE] = !isfinite(loss_sum),

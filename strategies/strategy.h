@@ -30,7 +30,7 @@
 #ifndef MR_STRATEGY_H
 #define MR_STRATEGY_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "collectives/comm.h"
@@ -115,8 +115,10 @@ typedef struct mr_fit_callbacks {
      * NULL: never), every replica of the job finishes the same update, the
      * flag riding behind the gradients; then global replica 0 calls
      * on_stop (NULL: nothing) with the state of that update, and the fit
-     * returns MR_OK early (mr_strategy_stopped). */
-    const volatile sig_atomic_t *stop;
+     * returns MR_OK early (mr_strategy_stopped). An atomic, not a
+     * volatile sig_atomic_t: replica threads read what the handler (or
+     * another thread) wrote, and a lock-free atomic is signal-safe too. */
+    const atomic_int *stop;
     mr_status (*on_stop)(void *save_user, const mr_fit_state *state, const mr_model *model,
                          float lr, mr_error *err);
 } mr_fit_callbacks;

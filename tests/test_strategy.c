@@ -498,14 +498,14 @@ END_TEST
  * that update once, the fit returns MR_OK and says it stopped; a fit
  * without the flag does not. */
 typedef struct stop_probe {
-    volatile sig_atomic_t flag;
+    atomic_int flag;
     int calls;
     int64_t at;
 } stop_probe;
 
 static void raise_at_3(void *user, const mr_step_info *info) {
     stop_probe *p = user;
-    if (info->global_step == 3) p->flag = 1;
+    if (info->global_step == 3) atomic_store(&p->flag, 1);
 }
 
 static mr_status note_stop(void *user, const mr_fit_state *st, const mr_model *m, float lr,
