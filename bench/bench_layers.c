@@ -4,7 +4,11 @@
  *
  *   OPENBLAS_NUM_THREADS=1 taskset -c 0 bench_layers MODEL.cfg [BATCH]
  * Median of 9 timings of each layer on random inputs; backward includes the
- * weight gradient and, except for the first layer, the input gradient. */
+ * weight gradient and, except for the first layer, the input gradient.
+ * Then the two passes over the parameters that every update makes: the
+ * optimizer's update, and the check of the reduced gradients for NaN and
+ * infinity (on_nan), with the check's share of forward + backward +
+ * update at this batch. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +20,6 @@
 #include "models/conv_geometry.h"
 #include "models/model.h"
 #include "runtime/rng.h"
-
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -73,6 +76,7 @@ int main(int argc, char **argv) {
     printf("| layer | output | forward ms | backward ms | forward GFLOP/s | backward GFLOP/s | %% "
            "of SGEMM (fwd / bwd) |\n");
     printf("|---|---|---|---|---|---|---|\n");
+    double layers_s = 0.0; /* medians of every layer's forward + backward */
     for (int i = 0; i < m.n_layers; i++) {
         mr_layer *l = &m.layers[i];
         if (l->ops->view) { /* the model neither copies nor calls it */
@@ -106,6 +110,7 @@ int main(int argc, char **argv) {
         }
         qsort(tf, 9, sizeof tf[0], cmp);
         qsort(tb, 9, sizeof tb[0], cmp);
+        layers_s += tf[4] + tb[4];
         char shape[64];
         mr_shape_format(l->out, shape, sizeof shape);
         if (l->cfg->kind == MR_LAYER_CONV2D) {
@@ -124,6 +129,35 @@ int main(int argc, char **argv) {
         mr_backend_free(be, dx);
         free(stage);
     }
+    /* the passes over the n_params floats of the weights and gradients;
+     * the gradients are those of a real backward */
+    if (mr_model_zero_grads(&m, &err) != MR_OK) {
+        fprintf(stderr, "bench_layers: %s\n", err.msg);
+        return 1;
+    }
+    double tu[9], tc[9];
+    for (int k = 0; k < 9; k++) {
+        int bad = 0;
+        double t0 = mr_now_s();
+        mr_status st = mr_model_apply_update(&m, 1e-6f, k + 1, &err);
+        tu[k] = mr_now_s() - t0;
+        t0 = mr_now_s();
+        if (st == MR_OK) st = mr_model_grads_nonfinite(&m, &bad, &err);
+        tc[k] = mr_now_s() - t0;
+        if (st != MR_OK) {
+            fprintf(stderr, "bench_layers: %s\n", err.msg);
+            return 1;
+        }
+    }
+    qsort(tu, 9, sizeof tu[0], cmp);
+    qsort(tc, 9, sizeof tc[0], cmp);
+    printf("\n| pass over the %lld parameters | ms | share of forward + backward + update |\n",
+           (long long)m.n_params);
+    printf("|---|---|---|\n");
+    const double step_s = layers_s + tu[4];
+    printf("| optimizer update | %.3f | %.2f%% |\n", tu[4] * 1e3, 100 * tu[4] / step_s);
+    printf("| NaN/Inf check of the gradients | %.3f | %.2f%% |\n", tc[4] * 1e3,
+           100 * tc[4] / step_s);
     mr_model_free(&m);
     mr_backend_destroy(be);
     mr_config_free(&cfg);

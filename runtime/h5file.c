@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +407,136 @@ mr_status mr_h5_open_group(mr_h5 *h, hid_t loc, const char *obj, hid_t *out, mr_
     return MR_OK;
 }
 
+/* HDF5 1.10 reads a variable-length string (an attribute's layer names)
+ * through its heap ID, stored in the attribute: the string's length (4
+ * bytes), its global heap collection's address (8) and the object's index
+ * in the collection (4). An index the collection does not hold makes
+ * H5HG_read read past its table of objects (a crash; fuzz_checkpoint found
+ * it, tests/fuzz/corpus/checkpoint/checkpoint-segv-global-heap-index.h5).
+ * Our checkpoints are checked whole by their checksums first, a Keras-made
+ * .h5 is not: so before a string attribute is read, its heap IDs are read
+ * raw, through a conversion from HDF5's variable-length string to a
+ * 16-byte opaque type (this function: HDF5 hands it the attribute's bytes
+ * as stored, before it follows any ID; they are the answer as they are),
+ * and each object is looked up in its collection. */
+#define HEAP_ID_TAG "mirrored: raw heap IDs"
+static herr_t raw_heap_ids(hid_t src, hid_t dst, H5T_cdata_t *cdata, size_t n, size_t buf_stride,
+                           size_t bkg_stride, void *buf, void *bkg, hid_t dxpl) {
+    (void)n, (void)buf_stride, (void)bkg_stride, (void)buf, (void)bkg, (void)dxpl;
+    if (cdata->command != H5T_CONV_INIT) return 0; /* H5T_CONV_CONV: in place already */
+    if (H5Tis_variable_str(src) <= 0 || H5Tget_class(dst) != H5T_OPAQUE) return -1;
+    char *tag = H5Tget_tag(dst);
+    /* 16 bytes as stored: 8-byte addresses, as every writer we know uses */
+    int ok = tag && strcmp(tag, HEAP_ID_TAG) == 0 && H5Tget_size(src) == 16;
+    H5free_memory(tag);
+    return ok ? 0 : -1;
+}
+
+/* The 16-byte opaque type raw_heap_ids converts to (a new ID each time:
+ * no HDF5 object stays open between reads). */
+static hid_t heap_id_type(void) {
+    hid_t op = H5Tcreate(H5T_OPAQUE, 16);
+    if (op >= 0) H5Tset_tag(op, HEAP_ID_TAG);
+    return op;
+}
+
+static pthread_once_t heap_ids_once = PTHREAD_ONCE_INIT;
+static int heap_ids_registered;
+static void register_heap_ids(void) {
+    hid_t vs = H5Tcopy(H5T_C_S1), op = heap_id_type();
+    H5Tset_size(vs, H5T_VARIABLE);
+    heap_ids_registered =
+        H5Tregister(H5T_PERS_SOFT, "mirrored raw heap IDs", vs, op, raw_heap_ids) >= 0;
+    H5Tclose(op);
+    H5Tclose(vs);
+}
+
+/* The indices collection `addr` (HDF5's address) of h's file holds, a bit
+ * each (8 KiB: indices are 16 bits); NULL where there is no collection
+ * there (then the ID is refused). Walks it as bad_heap does. */
+static unsigned char *collection_indices(mr_h5 *h, uint64_t addr) {
+    hsize_t base = 0; /* the user block: HDF5's addresses start after it */
+    hid_t fcpl = H5Fget_create_plist(h->file);
+    if (fcpl >= 0) H5Pget_userblock(fcpl, &base), H5Pclose(fcpl);
+    int fd = open(h->path, O_RDONLY);
+    if (fd < 0) return NULL;
+    unsigned char head[16], oh[16], *present = NULL;
+    const off_t off = (off_t)(base + addr);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || addr > (uint64_t)sb.st_size || pread(fd, head, 16, off) != 16 ||
+        memcmp(head, "GCOL\1\0\0\0", 8) != 0)
+        goto done;
+    uint64_t len = 0;
+    for (int b = 7; b >= 0; b--)
+        len = len << 8 | head[8 + b];
+    if (len < 16 || len > (uint64_t)(sb.st_size - off)) goto done;
+    present = calloc(65536 / 8, 1);
+    for (uint64_t p = 16; present && p + 16 <= len;) {
+        if (pread(fd, oh, 16, off + (off_t)p) != 16) break;
+        unsigned idx = oh[0] | oh[1] << 8u;
+        uint64_t osize = 0;
+        for (int b = 7; b >= 0; b--)
+            osize = osize << 8 | oh[8 + b];
+        uint64_t need = idx == 0 ? osize : 16 + ((osize + 7) & ~(uint64_t)7);
+        if (need == 0 || need > len - p) break; /* bad_heap refused these already */
+        /* an object's data must fit in the collection (HDF5 copies it out) */
+        if (idx != 0 && osize <= len - p - 16) present[idx / 8] |= (unsigned char)(1u << idx % 8);
+        p += need;
+    }
+done:
+    close(fd);
+    return present;
+}
+
+/* MR_OK when every heap ID of the variable-length strings of `obj` (an
+ * attribute if is_attr, else a dataset; count strings) names an object
+ * its collection holds; else one line naming `what` and the string. */
+static mr_status check_heap_ids(mr_h5 *h, const char *what, hid_t obj, int is_attr, hssize_t count,
+                                mr_error *err) {
+    pthread_once(&heap_ids_once, register_heap_ids);
+    if (!heap_ids_registered || count <= 0) return MR_OK;
+    unsigned char *raw = malloc((size_t)count * 16);
+    if (raw == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    hid_t op = heap_id_type();
+    herr_t rc = op < 0    ? -1
+                : is_attr ? H5Aread(obj, op, raw)
+                          : H5Dread(obj, op, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
+    if (op >= 0) H5Tclose(op);
+    if (rc < 0) {
+        free(raw); /* not 16 bytes as stored: HDF5 reads it as it can */
+        H5Eclear2(H5E_DEFAULT);
+        return MR_OK;
+    }
+    uint64_t cached = 0; /* the collection whose indices `present` holds */
+    unsigned char *present = NULL;
+    mr_status st = MR_OK;
+    for (hssize_t i = 0; st == MR_OK && i < count; i++) {
+        const unsigned char *id = raw + 16 * i;
+        uint32_t seq = 0, idx = 0;
+        uint64_t addr = 0;
+        for (int b = 3; b >= 0; b--)
+            seq = seq << 8 | id[b], idx = idx << 8 | id[12 + b];
+        for (int b = 7; b >= 0; b--)
+            addr = addr << 8 | id[4 + b];
+        if (seq == 0) continue; /* an empty string: HDF5 reads no object */
+        if (present == NULL || addr != cached) {
+            free(present);
+            present = collection_indices(h, addr);
+            cached = addr;
+        }
+        if (present == NULL || idx == 0 || idx > 65535 || !(present[idx / 8] >> idx % 8 & 1)) {
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: %s: string %lld points at object %u of the global heap at "
+                              "%llu, which %s (the file is damaged)",
+                              h->path, what, (long long)i, idx, (unsigned long long)addr,
+                              present ? "does not hold it" : "is not a global heap");
+        }
+    }
+    free(present);
+    free(raw);
+    return st;
+}
+
 /* Reads attribute `name` of loc as n strings (1 for a scalar). */
 static mr_status read_strings(mr_h5 *h, hid_t loc, const char *name, int want_scalar, char ***out,
                               int *n, mr_error *err) {
@@ -438,6 +569,13 @@ static mr_status read_strings(mr_h5 *h, hid_t loc, const char *name, int want_sc
     }
     herr_t rc;
     if (H5Tis_variable_str(ft) > 0) {
+        char what[700];
+        snprintf(what, sizeof what, "%s: attribute '%s'", where(loc, NULL, w, sizeof w), name);
+        st = check_heap_ids(h, what, a, 1, count, err);
+        if (st != MR_OK) {
+            free(v);
+            goto done;
+        }
         hid_t mt = string_type(H5Tget_cset(ft) == H5T_CSET_UTF8);
         char **raw = calloc((size_t)(count ? count : 1), sizeof *raw);
         rc = raw ? H5Aread(a, mt, raw) : -1;
@@ -595,10 +733,11 @@ mr_status mr_h5_read_str(mr_h5 *h, hid_t loc, const char *obj, char **out, mr_er
     } else {
         hid_t mt = string_type(H5Tget_cset(ft) == H5T_CSET_UTF8);
         char *raw = NULL;
-        if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &raw) < 0)
+        st = check_heap_ids(h, where(loc, obj, w, sizeof w), d, 0, 1, err);
+        if (st == MR_OK && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &raw) < 0)
             st = mr_error_set(err, MR_ERR_DATA, "%s: cannot read %s (%s)", h->path,
                               where(loc, obj, w, sizeof w), mr_h5_last_error(detail));
-        else if ((*out = strdup(raw ? raw : "")) == NULL)
+        else if (st == MR_OK && (*out = strdup(raw ? raw : "")) == NULL)
             st = mr_error_set(err, MR_ERR_NOMEM, "out of memory");
         if (raw != NULL) H5Dvlen_reclaim(mt, s, H5P_DEFAULT, &raw);
         H5Tclose(mt);

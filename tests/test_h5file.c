@@ -313,6 +313,100 @@ START_TEST(corrupt_global_heap) {
 }
 END_TEST
 
+/* A variable-length string whose heap ID names an object its global heap
+ * collection does not hold: HDF5 1.10 reads past its table of objects
+ * (fuzz_checkpoint found it), so reading the attribute is refused naming
+ * it, before HDF5 follows the ID. Made from a good file (an attribute of
+ * three strings, not sealed: a Keras-made .h5 has no checksum) by changing
+ * the index of a 7-letter string's heap ID; and a sealed file (a user
+ * block: HDF5's addresses start 512 bytes in) reads its strings. */
+START_TEST(bad_global_heap_index) {
+    const char *const names[3] = {"dense", "dense_1", "dense_2"};
+    for (int sealed = 0; sealed < 2; sealed++) {
+        const char *p = path_of(sealed ? "sealed.h5" : "names.h5");
+        mr_h5 h;
+        mr_error err = {0};
+        ck_assert_int_eq(sealed ? mr_h5_create_checked(&h, p, &err) : mr_h5_create(&h, p, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_h5_attr_strs(&h, h.file, "layer_names", names, 3, &err), MR_OK);
+        ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+        ck_assert_msg(mr_h5_open(&h, p, &err) == MR_OK, "%s", err.msg);
+        char **v;
+        int n;
+        ck_assert_msg(mr_h5_read_attr_strs(&h, h.file, "layer_names", &v, &n, &err) == MR_OK, "%s",
+                      err.msg);
+        ck_assert_int_eq(n, 3);
+        ck_assert_str_eq(v[1], "dense_1");
+        mr_h5_free_strs(v, n);
+        mr_h5_close(&h);
+    }
+    size_t len;
+    unsigned char *b = (unsigned char *)tu_read_file(path_of("names.h5"), &len);
+    unsigned char *gcol = memmem(b, len, "GCOL\1\0\0\0", 8);
+    ck_assert_msg(gcol != NULL, "no global heap in the sample");
+    /* a heap ID: length 7, the collection's address (no user block: the
+     * file offset), the index */
+    unsigned char id[12] = {7, 0, 0, 0};
+    for (int i = 0; i < 8; i++)
+        id[4 + i] = (unsigned char)((uint64_t)(gcol - b) >> 8 * i);
+    unsigned char *at = memmem(b, len, id, 12);
+    ck_assert_msg(at != NULL && at + 16 <= b + len, "no heap ID in the sample");
+    at[12] = 0x61, at[13] = 0x1e, at[14] = 0, at[15] = 0; /* index 7777 */
+    free(tu_write_file(dir, "index.h5", b, len));
+    free(b);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, path_of("index.h5"), &err), MR_OK);
+    char **v;
+    int n;
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, h.file, "layer_names", &v, &n, &err), MR_ERR_DATA);
+    mr_h5_close(&h);
+    ck_assert_msg(strstr(err.msg, "index.h5: /: attribute 'layer_names': string "), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "points at object 7777 of the global heap at "), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "which does not hold it (the file is damaged)"), "%s", err.msg);
+}
+END_TEST
+
+/* The same for a variable-length string dataset (h5py writes them; a
+ * Keras-made file's text): refused by mr_h5_read_str naming it. */
+START_TEST(bad_global_heap_index_dataset) {
+    const char *p = path_of("text.h5");
+    hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, H5T_VARIABLE);
+    hid_t d = H5Dcreate2(f, "cfg_text", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const char *text = "[net]\nbatch=4\n";
+    ck_assert(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) >= 0);
+    H5Dclose(d), H5Sclose(sp), H5Tclose(t), H5Fclose(f);
+    mr_h5 h;
+    mr_error err = {0};
+    char *s;
+    ck_assert_msg(mr_h5_open(&h, p, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_read_str(&h, h.file, "cfg_text", &s, &err), MR_OK);
+    ck_assert_str_eq(s, text);
+    free(s);
+    mr_h5_close(&h);
+    size_t len;
+    unsigned char *b = (unsigned char *)tu_read_file(p, &len);
+    unsigned char *gcol = memmem(b, len, "GCOL\1\0\0\0", 8);
+    ck_assert_msg(gcol != NULL, "no global heap in the sample");
+    unsigned char id[12] = {(unsigned char)strlen(text), 0, 0, 0};
+    for (int i = 0; i < 8; i++)
+        id[4 + i] = (unsigned char)((uint64_t)(gcol - b) >> 8 * i);
+    unsigned char *at = memmem(b, len, id, 12);
+    ck_assert_msg(at != NULL && at + 16 <= b + len, "no heap ID in the sample");
+    at[12] = 9; /* object 9: the collection holds object 1 only */
+    free(tu_write_file(dir, "text_bad.h5", b, len));
+    free(b);
+    ck_assert_int_eq(mr_h5_open(&h, path_of("text_bad.h5"), &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_str(&h, h.file, "cfg_text", &s, &err), MR_ERR_DATA);
+    mr_h5_close(&h);
+    ck_assert_msg(strstr(err.msg, "text_bad.h5: /cfg_text: string 0 points at object 9 of the "
+                                  "global heap at "),
+                  "%s", err.msg);
+}
+END_TEST
+
 /* A dataset stored with a type wider than 8 bytes is refused before HDF5
  * reads it: a corrupt stored type had HDF5 allocate 4 GB to convert a few
  * weights (fuzz_checkpoint, tests/fuzz/corpus/checkpoint/). A 16-byte
@@ -381,6 +475,8 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, corrupt_global_heap);
+    tcase_add_test(tc, bad_global_heap_index);
+    tcase_add_test(tc, bad_global_heap_index_dataset);
     tcase_add_test(tc, wide_stored_type);
     tcase_add_test(tc, large_file);
     suite_add_tcase(s, tc);
