@@ -320,6 +320,7 @@ int main(int argc, char **argv) {
         st = mr_dataset_load(&ds, images, labels, &err);
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+    if (lead && !c.quiet && ds.note[0]) fprintf(stderr, "%s: note: %s\n", prog, ds.note);
     st = mr_strategy_create(&cfg, &opts, 0, &s, &err);
     if (st != MR_OK) goto agreed_failure;
     mr_model *m = mr_strategy_replica(s, 0);

@@ -289,6 +289,9 @@ int main(int argc, char **argv) {
     if (st == MR_OK && resuming) st = mr_ckpt_apply_preprocessing(&ck, &train, &err);
     if (st == MR_OK && resuming && test.n) st = mr_ckpt_apply_preprocessing(&ck, &test, &err);
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+    /* what the load converted: one-hot labels, float64 images */
+    if (lead && !c.quiet && train.note[0]) fprintf(stderr, "%s: note: %s\n", prog, train.note);
+    if (lead && !c.quiet && test.note[0]) fprintf(stderr, "%s: note: %s\n", prog, test.note);
     int64_t n_val = train.n - n_train;
     int has_test = test.n > 0;
     if (c.data_out != NULL) {

@@ -131,7 +131,8 @@ static const key_def keys[] = {
     {"data", "train_images", KEY_PATH, DATA(train_images), NULL, 0, 0, 0, 0, NULL, 0,
      "training images: IDX (raw or .gz), .npy, or file.h5:/dataset"},
     {"data", "train_labels", KEY_PATH, DATA(train_labels), NULL, 0, 0, 0, 0, NULL, 0,
-     "training labels (integer class ids), same formats"},
+     "training labels: class ids (integers, or floats with integer values) or one-hot rows (n, "
+     "classes), same formats"},
     {"data", "test_images", KEY_PATH, DATA(test_images), "", 0, 0, 0, 0, NULL, 0,
      "test images (optional)"},
     {"data", "test_labels", KEY_PATH, DATA(test_labels), "", 0, 0, 0, 0, NULL, 0,

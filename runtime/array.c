@@ -257,6 +257,31 @@ static mr_status gz_read_payload(gzFile gz, const char *path, void *buf, int64_t
     return MR_OK;
 }
 
+/* The float64 values in out->data (its dtype says I64: 8 bytes each) as
+ * float32, in place: value i's 4 bytes go where value i/2's 8 were, read
+ * before they are written over. A finite value beyond float32's range is
+ * refused (it would become an infinity); NaN stays NaN, for the readers'
+ * non-finite check to name. */
+static mr_status narrow_f64(const char *path, mr_array *out, mr_error *err) {
+    const int64_t n = mr_array_count(out);
+    unsigned char *b = out->data; /* bytes: the doubles and the floats share them */
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        memcpy(&v, b + 8 * i, sizeof v);
+        const float x = (float)v;
+        if (isfinite(v) && !isfinite(x))
+            return mr_error_set(err, MR_ERR_DATA,
+                                "%s: float64 value %g (element %lld) is beyond float32's range",
+                                path, v, (long long)i);
+        memcpy(b + 4 * i, &x, sizeof x);
+    }
+    out->dtype = MR_DTYPE_F32;
+    out->from_float64 = 1;
+    float *shrunk = realloc(out->data, sizeof(float) * (size_t)(n ? n : 1));
+    if (shrunk != NULL) out->data = shrunk;
+    return MR_OK;
+}
+
 /* ---- IDX ----------------------------------------------------------------- */
 
 static const char *idx_type_name(int type) {
@@ -506,8 +531,13 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
     free(text);
     if (!ok) return MR_ERR_DATA;
 
+    /* float64 (numpy's default float) is read as float32, what the model
+     * computes in: 8 bytes a value in the file, 4 in memory */
+    const int f64 = strcmp(h.descr, "<f8") == 0;
     if (strcmp(h.descr, "|u1") == 0 || strcmp(h.descr, "<u1") == 0)
         out->dtype = MR_DTYPE_U8;
+    else if (f64)
+        out->dtype = MR_DTYPE_I64; /* its size, for reading; float32 below */
     else if (strcmp(h.descr, "<i4") == 0)
         out->dtype = MR_DTYPE_I32;
     else if (strcmp(h.descr, "<i8") == 0)
@@ -516,7 +546,8 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
         out->dtype = MR_DTYPE_F32;
     else
         return mr_error_set(err, MR_ERR_DATA,
-                            "%s: unsupported NPY dtype '%s' (supported: |u1, <i4, <i8, <f4; "
+                            "%s: unsupported NPY dtype '%s' (supported: |u1, <i4, <i8, <f4, "
+                            "<f8; "
                             "convert with astype)",
                             path, h.descr);
     if (h.fortran_order)
@@ -534,6 +565,7 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
     MR_CHECK(gz_read_payload(gz, path, out->data, bytes, err));
     if (out->dtype != MR_DTYPE_U8 && !host_is_little_endian())
         swap_bytes(out->data, mr_array_count(out), mr_dtype_size(out->dtype));
+    if (f64) MR_CHECK(narrow_f64(path, out, err));
     return MR_OK;
 }
 
@@ -675,6 +707,7 @@ static mr_status h5_read_dataset(hid_t ds, const char *path, const char *name, m
             out->dtype = MR_DTYPE_I64, mtype = H5T_NATIVE_INT64;
     } else if (cls == H5T_FLOAT) {
         out->dtype = MR_DTYPE_F32, mtype = H5T_NATIVE_FLOAT;
+        out->from_float64 = tsize > 4;
     } else {
         st = mr_error_set(err, MR_ERR_DATA,
                           "%s:%s: unsupported HDF5 type class %s (supported: integer, float)", path,

@@ -26,6 +26,7 @@ typedef struct mr_array {
     int ndim;
     int64_t dims[MR_ARRAY_MAX_DIMS]; /* row-major; dims[0] is the sample count */
     void *data;                      /* owned; free with mr_array_free */
+    int from_float64;                /* read from float64 (NPY '<f8', HDF5), now float32 */
 } mr_array;
 
 /* Bytes per element of a dtype. */

@@ -24,6 +24,22 @@ static mr_status to_float(mr_array *a, mr_error *err, const char *path) {
     return MR_OK;
 }
 
+/* Label i of `lab` (any dtype) as a double: exact for every integer a
+ * label can be and for every float. */
+static double label_value(const mr_array *lab, int64_t i) {
+    switch (lab->dtype) {
+    case MR_DTYPE_U8:
+        return ((const uint8_t *)lab->data)[i];
+    case MR_DTYPE_I32:
+        return ((const int32_t *)lab->data)[i];
+    case MR_DTYPE_I64:
+        return (double)((const int64_t *)lab->data)[i];
+    case MR_DTYPE_F32:
+        return ((const float *)lab->data)[i];
+    }
+    return -1.0;
+}
+
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err) {
     memset(ds, 0, sizeof *ds);
     ds->scale = 1.0f;
@@ -37,11 +53,13 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
     }
     if (ds->x.dtype == MR_DTYPE_I32 || ds->x.dtype == MR_DTYPE_I64)
         if ((st = to_float(&ds->x, err, images)) != MR_OK) goto fail;
-    int lab_ok = lab.ndim == 1 || (lab.ndim == 2 && lab.dims[1] == 1);
-    if (!lab_ok || lab.dtype == MR_DTYPE_F32) {
+    /* class ids (n) or (n, 1), integers or integral floats; or one-hot
+     * rows (n, k), k > 1, as Keras's categorical_crossentropy takes them */
+    const int one_hot = lab.ndim == 2 && lab.dims[1] > 1;
+    if (!(lab.ndim == 1 || (lab.ndim == 2 && lab.dims[1] == 1) || one_hot)) {
         st = mr_error_set(err, MR_ERR_DATA,
-                          "%s: labels must be integer class ids of shape (n) or (n, 1); got %s "
-                          "with %d dimensions",
+                          "%s: labels must be class ids of shape (n) or (n, 1), or one-hot rows "
+                          "(n, classes); got %s with %d dimensions",
                           labels, mr_dtype_name(lab.dtype), lab.ndim);
         goto fail;
     }
@@ -57,18 +75,45 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
         st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", labels);
         goto fail;
     }
+    const int64_t k = one_hot ? lab.dims[1] : 1;
     for (int64_t i = 0; i < ds->n; i++) {
-        int64_t v = lab.dtype == MR_DTYPE_U8    ? ((uint8_t *)lab.data)[i]
-                    : lab.dtype == MR_DTYPE_I32 ? ((int32_t *)lab.data)[i]
-                                                : ((int64_t *)lab.data)[i];
-        if (v < 0 || v > INT32_MAX) {
-            st = mr_error_set(err, MR_ERR_DATA,
-                              "%s: label %lld of example %lld is negative or too large", labels,
-                              (long long)v, (long long)i);
-            goto fail;
+        int64_t v = -1;
+        if (one_hot) {
+            /* exactly one 1, the rest 0: soft or multi-hot rows are not classes */
+            int ones = 0, others = 0;
+            for (int64_t j = 0; j < k; j++) {
+                const double e = label_value(&lab, i * k + j);
+                if (e == 1.0)
+                    ones++, v = j;
+                else if (e != 0.0)
+                    others++;
+            }
+            if (ones != 1 || others != 0) {
+                st = mr_error_set(err, MR_ERR_DATA,
+                                  "%s: row %lld of the one-hot labels (n, %lld) has %d ones and "
+                                  "%d values other than 0 and 1; one-hot rows have exactly one 1",
+                                  labels, (long long)i, (long long)k, ones, others);
+                goto fail;
+            }
+        } else {
+            const double e = label_value(&lab, i);
+            if (e != floor(e) || !(e >= 0.0 && e <= (double)INT32_MAX)) {
+                st = mr_error_set(err, MR_ERR_DATA,
+                                  "%s: label %g of example %lld is not a class id (an integer 0 "
+                                  "or more)",
+                                  labels, e, (long long)i);
+                goto fail;
+            }
+            v = (int64_t)e;
         }
         ds->y[i] = (int32_t)v;
     }
+    if (one_hot)
+        snprintf(ds->note, sizeof ds->note, "%s: one-hot labels (n, %lld) read as class ids",
+                 labels, (long long)k);
+    if (ds->x.from_float64)
+        snprintf(ds->note + strlen(ds->note), sizeof ds->note - strlen(ds->note),
+                 "%s%s: float64 images read as float32", ds->note[0] ? "; " : "", images);
     mr_array_free(&lab);
     return MR_OK;
 fail:
@@ -147,7 +192,7 @@ mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t
 }
 
 MR_AVX2_CLONES void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count,
-                            const mr_augment *aug, float *x, int32_t *y) {
+                                    const mr_augment *aug, float *x, int32_t *y) {
     int64_t d = ds->row;
     const float s = ds->scale;
     /* copy of one image for augmentation (the shift reads the unshifted image) */

@@ -14,13 +14,14 @@
 #include "runtime/error.h"
 
 typedef struct mr_dataset {
-    mr_array x;     /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */
-    int32_t *y;     /* (n) class ids */
-    int64_t n;      /* examples */
-    int64_t row;    /* values per example */
-    float scale;    /* multiply every value by this (1 = none) */
-    float *mean;    /* (row) subtracted after scaling, or NULL */
-    float *inv_std; /* (row) multiplied after subtracting, or NULL */
+    mr_array x;      /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */
+    int32_t *y;      /* (n) class ids */
+    int64_t n;       /* examples */
+    int64_t row;     /* values per example */
+    float scale;     /* multiply every value by this (1 = none) */
+    float *mean;     /* (row) subtracted after scaling, or NULL */
+    float *inv_std;  /* (row) multiplied after subtracting, or NULL */
+    char note[1200]; /* what the load converted (one-hot labels, float64), or "" */
 } mr_dataset;
 
 /* Random augmentation of (H, W, C) images; all zero = none. */
@@ -33,7 +34,10 @@ typedef struct mr_augment {
 } mr_augment;
 
 /* Reads images and labels (specs as mr_array_read takes them) and checks
- * they agree: same count, labels 1-D integers (or (n, 1)). */
+ * they agree: same count; labels class ids, (n) or (n, 1), integers or
+ * floats with integer values, or one-hot rows (n, classes) of any dtype
+ * (each exactly one 1, the rest 0), read as class ids. ds->note says what
+ * was converted (one-hot labels, float64 images), for the caller to print. */
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err);
 
 /* Checks labels are in [0, classes); the message names `labels_path`. */

@@ -615,11 +615,40 @@ START_TEST(test_nonfinite_refused) {
 }
 END_TEST
 
+/* float64 (numpy's default) is read as float32, marked from_float64; a
+ * finite value beyond float32's range is refused, a NaN named as such. */
+START_TEST(test_npy_float64) {
+    const double v[4] = {0.1, -2.5, 1e30, 3.0};
+    char *p = write_npy_raw(
+        "f8.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", v, sizeof v);
+    mr_array a;
+    mr_error err = {0};
+    ck_assert_msg(mr_array_read(p, &a, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(a.dtype, MR_DTYPE_F32);
+    ck_assert_int_eq(a.from_float64, 1);
+    ck_assert_int_eq(a.ndim, 2);
+    for (int i = 0; i < 4; i++)
+        ck_assert(((float *)a.data)[i] == (float)v[i]);
+    mr_array_free(&a);
+    free(p);
+    const double big[2] = {1.0, 1e300};
+    p = write_npy_raw("f8big.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
+                      big, sizeof big);
+    expect_fail(p, p, MR_ERR_DATA, "float64 value 1e+300 (element 1) is beyond float32's range");
+    free(p);
+    const double nan[2] = {1.0, NAN};
+    p = write_npy_raw("f8nan.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
+                      nan, sizeof nan);
+    expect_fail(p, p, MR_ERR_DATA, "non-finite value (NaN)");
+    free(p);
+}
+END_TEST
+
 START_TEST(test_npy_unsupported_dtype) {
     const double v[2] = {0};
-    char *p = write_npy_raw(
-        "f8.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", v, sizeof v);
-    expect_fail(p, p, MR_ERR_DATA, "unsupported NPY dtype '<f8'");
+    char *p = write_npy_raw("f2.npy", 1,
+                            "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", v, 4);
+    expect_fail(p, p, MR_ERR_DATA, "unsupported NPY dtype '<f2'");
     free(p);
     p = write_npy_raw("be.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", v,
                       16);
@@ -753,6 +782,7 @@ static Suite *array_suite(void) {
     tcase_add_test(tc, test_idx_dims_larger_than_file);
     tcase_add_test(tc, test_npy_bad_magic);
     tcase_add_test(tc, test_npy_fortran_order);
+    tcase_add_test(tc, test_npy_float64);
     tcase_add_test(tc, test_npy_unsupported_dtype);
     tcase_add_test(tc, test_nonfinite_refused);
     tcase_add_test(tc, test_npy_truncated);

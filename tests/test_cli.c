@@ -358,6 +358,70 @@ static void read_hash(const char *name, char *out) {
     free(json);
 }
 
+/* The same examples as float64 images (NPY '<f8', numpy's default) and
+ * one-hot labels (n, 4) train bitwise as the uint8 images and class ids
+ * do (the values are the same in float32), with a note for each. */
+START_TEST(float64_and_one_hot_data) {
+    char p[8192];
+    mr_error err = {0};
+    mr_array x, y;
+    snprintf(p, sizeof p, "%s/x.npy", dir);
+    ck_assert(mr_array_read(p, &x, &err) == MR_OK);
+    snprintf(p, sizeof p, "%s/y.npy", dir);
+    ck_assert(mr_array_read(p, &y, &err) == MR_OK);
+    const int64_t n = x.dims[0], row = mr_array_row_size(&x);
+    /* an NPY v1 header for float64 (n, 8, 8), padded to 64 bytes */
+    char head[128];
+    int len =
+        snprintf(head, sizeof head,
+                 "{'descr': '<f8', 'fortran_order': False, 'shape': (%lld, 8, 8), }", (long long)n);
+    const int total = (10 + len + 1 + 63) / 64 * 64;
+    size_t bytes = (size_t)total + sizeof(double) * (size_t)(n * row);
+    unsigned char *f = calloc(1, bytes);
+    memcpy(f, "\x93NUMPY\1\0", 8);
+    f[8] = (unsigned char)(total - 10), f[9] = 0;
+    memset(f + 10, ' ', (size_t)(total - 10));
+    memcpy(f + 10, head, (size_t)len);
+    f[total - 1] = '\n';
+    for (int64_t i = 0; i < n * row; i++) {
+        double v = ((uint8_t *)x.data)[i];
+        memcpy(f + total + 8 * i, &v, sizeof v);
+    }
+    free(tu_write_file(dir, "x64.npy", f, bytes));
+    free(f);
+    uint8_t *hot = calloc((size_t)(n * 4), 1);
+    for (int64_t i = 0; i < n; i++)
+        hot[i * 4 + ((uint8_t *)y.data)[i]] = 1;
+    mr_array h = {.dtype = MR_DTYPE_U8, .ndim = 2, .dims = {n, 4}, .data = hot};
+    snprintf(p, sizeof p, "%s/yhot.npy", dir);
+    ck_assert(mr_array_write_npy(p, &h, &err) == MR_OK);
+    free(hot);
+    mr_array_free(&x), mr_array_free(&y);
+    const char *cfg = "[net]\nbatch=8\nepochs=1\nseed=3\n"
+                      "[data]\ntrain_images=%s\ntrain_labels=%s\nscale=1/255\n"
+                      "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n";
+    char text[1024];
+    snprintf(text, sizeof text, cfg, "x.npy", "y.npy");
+    free(tu_write_text(dir, "u8.cfg", text));
+    snprintf(text, sizeof text, cfg, "x64.npy", "yhot.npy");
+    free(tu_write_text(dir, "f64.cfg", text));
+    char *out;
+    int rc = run("--devices cpu:1 --quiet --json u8.json u8.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--devices cpu:1 --json f64.json f64.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "mirrored_train: note: yhot.npy: one-hot labels (n, 4) read as "
+                              "class ids; x64.npy: float64 images read as float32\n"),
+                  "%s", out);
+    free(out);
+    char h1[17], h2[17];
+    read_hash("u8.json", h1);
+    read_hash("f64.json", h2);
+    ck_assert_str_eq(h1, h2);
+}
+END_TEST
+
 /* --dry-run: the summary and the plan, exit 0, and no file or folder made
  * (not the outputs, not the checkpoint folder) */
 START_TEST(dry_run) {
@@ -455,6 +519,7 @@ int main(void) {
     tcase_add_test(tc, global_batch_errors);
     tcase_add_test(tc, dry_run);
     tcase_add_test(tc, max_steps);
+    tcase_add_test(tc, float64_and_one_hot_data);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

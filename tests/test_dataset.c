@@ -225,13 +225,59 @@ START_TEST(test_load_count_mismatch) {
 }
 END_TEST
 
-START_TEST(test_load_float_labels_rejected) {
+/* Float labels with integer values (what numpy gives after arithmetic)
+ * are class ids; 0.5 or a negative one is not. */
+START_TEST(test_load_float_labels) {
     uint8_t img[3 * 2] = {0};
     const float lab[3] = {0.0f, 1.0f, 2.0f};
     char *ip = write_idx_u8("img_3x2", 2, (uint32_t[]){3, 2}, img);
     char *lp = write_npy("lab_f32.npy", MR_DTYPE_F32, 1, (int64_t[]){3}, lab);
-    load_fail(ip, lp, MR_ERR_DATA, lp);
-    free(ip), free(lp);
+    mr_dataset ds;
+    load_ok(&ds, ip, lp);
+    ck_assert_int_eq(ds.y[0], 0);
+    ck_assert_int_eq(ds.y[2], 2);
+    ck_assert_str_eq(ds.note, "");
+    mr_dataset_free(&ds);
+    const float half[3] = {0.0f, 0.5f, 2.0f}, neg[3] = {0.0f, -1.0f, 2.0f};
+    char *hp = write_npy("lab_half.npy", MR_DTYPE_F32, 1, (int64_t[]){3}, half);
+    const char *msg = load_fail(ip, hp, MR_ERR_DATA, hp);
+    ck_assert_msg(strstr(msg, "label 0.5 of example 1 is not a class id"), "%s", msg);
+    char *np = write_npy("lab_negf.npy", MR_DTYPE_F32, 1, (int64_t[]){3}, neg);
+    load_fail(ip, np, MR_ERR_DATA, np);
+    free(ip), free(lp), free(hp), free(np);
+}
+END_TEST
+
+/* One-hot rows (n, k) of any dtype are read as class ids, with a note;
+ * a row without exactly one 1 (soft or multi-hot labels) is refused. */
+START_TEST(test_load_one_hot_labels) {
+    uint8_t img[3 * 2] = {0};
+    char *ip = write_idx_u8("img_3x2h", 2, (uint32_t[]){3, 2}, img);
+    const float hot[12] = {0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1};
+    char *lp = write_npy("lab_hot.npy", MR_DTYPE_F32, 2, (int64_t[]){3, 4}, hot);
+    mr_dataset ds;
+    load_ok(&ds, ip, lp);
+    ck_assert_int_eq(ds.y[0], 2);
+    ck_assert_int_eq(ds.y[1], 1);
+    ck_assert_int_eq(ds.y[2], 3);
+    ck_assert_msg(strstr(ds.note, "lab_hot.npy: one-hot labels (n, 4) read as class ids"), "%s",
+                  ds.note);
+    mr_dataset_free(&ds);
+    const uint8_t hot8[6] = {1, 0, 0, 1, 1, 0};
+    char *lp8 = write_npy("lab_hot8.npy", MR_DTYPE_U8, 2, (int64_t[]){3, 2}, hot8);
+    load_ok(&ds, ip, lp8);
+    ck_assert_int_eq(ds.y[1], 1);
+    mr_dataset_free(&ds);
+    const float soft[12] = {0, 0, 1, 0, 0.1f, 0.9f, 0, 0, 0, 0, 0, 1};
+    char *sp = write_npy("lab_soft.npy", MR_DTYPE_F32, 2, (int64_t[]){3, 4}, soft);
+    const char *msg = load_fail(ip, sp, MR_ERR_DATA, sp);
+    ck_assert_msg(strstr(msg, "row 1 of the one-hot labels (n, 4) has 0 ones and 2 values"), "%s",
+                  msg);
+    const float multi[12] = {0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1};
+    char *mp = write_npy("lab_multi.npy", MR_DTYPE_F32, 2, (int64_t[]){3, 4}, multi);
+    msg = load_fail(ip, mp, MR_ERR_DATA, mp);
+    ck_assert_msg(strstr(msg, "row 1 of the one-hot labels (n, 4) has 2 ones"), "%s", msg);
+    free(ip), free(lp), free(lp8), free(sp), free(mp);
 }
 END_TEST
 
@@ -239,7 +285,7 @@ START_TEST(test_load_label_shapes_rejected) {
     uint8_t img[3 * 2] = {0};
     const int32_t lab[6] = {0, 1, 2, 3, 4, 5};
     char *ip = write_idx_u8("img_3x2b", 2, (uint32_t[]){3, 2}, img);
-    /* one-hot style (n, 2) and 3-D labels are not class ids */
+    /* (n, 2) rows that are not one-hot, and 3-D labels, are not class ids */
     char *lp = write_npy("lab_n2.npy", MR_DTYPE_I32, 2, (int64_t[]){3, 2}, lab);
     load_fail(ip, lp, MR_ERR_DATA, lp);
     char *lp3 = write_npy("lab_3d.npy", MR_DTYPE_I32, 3, (int64_t[]){3, 1, 2}, lab);
@@ -727,7 +773,8 @@ static Suite *dataset_suite(void) {
     tcase_add_test(tc, test_load_labels_n_by_1);
     tcase_add_test(tc, test_load_int_images_to_float);
     tcase_add_test(tc, test_load_count_mismatch);
-    tcase_add_test(tc, test_load_float_labels_rejected);
+    tcase_add_test(tc, test_load_float_labels);
+    tcase_add_test(tc, test_load_one_hot_labels);
     tcase_add_test(tc, test_load_label_shapes_rejected);
     tcase_add_test(tc, test_load_negative_labels_rejected);
     tcase_add_test(tc, test_load_missing_files);
