@@ -273,7 +273,6 @@ static mr_status task_fit(replica *rep) {
                                           &rep->err));
             }
             global_step++;
-            strategy_watch_core(rep);
             const int stop = metrics[METRIC_STOP] > 0.0f;
             if (rep->g == 0) {
                 /* the global batch's sums, reduced with the gradients (a

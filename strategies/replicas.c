@@ -3,7 +3,6 @@
  * the communicator to release the others when one fails. */
 #include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
 
 #include "strategies/strategy_impl.h"
 
@@ -16,7 +15,6 @@ void strategy_plan_pinning(mr_strategy *s) {
     for (int r = 0; r < s->L; r++) {
         replica *rep = &s->reps[r];
         rep->cpu = -1;
-        rep->sched_run_ns = -1;
         for (int c = 0, n = 0; pin && c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &s->cpus) && n++ == r) {
                 rep->cpu = c;
@@ -35,49 +33,6 @@ static void pin_replica(const replica *rep) {
     CPU_ZERO(&one);
     CPU_SET(rep->cpu, &one);
     pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-}
-
-int strategy_core_shared(int64_t run_ns, int64_t wait_ns) {
-    /* a window under 50 ms says little; a quarter of it waiting for the
-     * core is not what a quiet machine does (there: well under 5%) */
-    const int64_t window = run_ns + wait_ns;
-    return window >= 50000000 && wait_ns > window / 4;
-}
-
-/* The calling thread's time on its core and waiting for it, in ns, from
- * /proc/thread-self/schedstat ("run wait slices"); 0 where there is none. */
-static int read_schedstat(int64_t *run_ns, int64_t *wait_ns) {
-    FILE *f = fopen("/proc/thread-self/schedstat", "r");
-    if (f == NULL) return 0;
-    long long run, wait;
-    int ok = fscanf(f, "%lld %lld", &run, &wait) == 2;
-    fclose(f);
-    *run_ns = run;
-    *wait_ns = wait;
-    return ok;
-}
-
-void strategy_watch_core(replica *rep) {
-    mr_strategy *s = rep->s;
-    if (rep->cpu < 0) return;
-    if (atomic_load(&s->unpin)) {
-        /* another replica saw the neighbour: let the kernel place us all */
-        pthread_setaffinity_np(pthread_self(), sizeof s->cpus, &s->cpus);
-        rep->cpu = -1;
-        return;
-    }
-    int64_t run, wait;
-    if (!read_schedstat(&run, &wait)) return;
-    if (rep->sched_run_ns < 0 || run < rep->sched_run_ns) { /* first look */
-        rep->sched_run_ns = run;
-        rep->sched_wait_ns = wait;
-        return;
-    }
-    const int64_t dr = run - rep->sched_run_ns, dw = wait - rep->sched_wait_ns;
-    if (dr + dw < 50000000) return; /* the window grows until it says something */
-    rep->sched_run_ns = run;
-    rep->sched_wait_ns = wait;
-    if (strategy_core_shared(dr, dw)) atomic_store(&s->unpin, 1);
 }
 
 static void *thread_main(void *arg) {

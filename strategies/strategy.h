@@ -142,9 +142,7 @@ mr_model *mr_strategy_replica(mr_strategy *s, int r);
 /* The core replica r's thread runs on during fit and evaluate: with R > 1
  * CPU replicas and exactly R cores in the process's affinity mask, replica
  * r is pinned to its r-th core (the caller, replica 0, gets its mask back
- * afterwards); otherwise -1, not pinned. -1 too once a fit has seen
- * another process take a pinned replica's core (a busy neighbour): then
- * the kernel places the replicas for the rest of the strategy's life. */
+ * afterwards); otherwise -1, not pinned. */
 int mr_strategy_replica_cpu(const mr_strategy *s, int r);
 
 /* The communicator joining the job's replicas (for its name on the start line). */

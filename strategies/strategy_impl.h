@@ -45,9 +45,6 @@ typedef struct replica {
     int reduce_now; /* 1 during the last micro-batch of an update */
     mr_status bucket_status;
     int cpu; /* the core this replica's thread is pinned to, or -1 */
-    /* the thread's time on its core and waiting for it at the start of
-     * strategy_watch_core's window (ns; run -1: no window yet) */
-    int64_t sched_run_ns, sched_wait_ns;
     /* --check-sync's buffers, made at its first check and kept: host
      * staging (pinned on a GPU) and device memory, sync_floats each.
      * Kept, not freed after each check: freeing pinned memory synchronises
@@ -84,31 +81,12 @@ struct mr_strategy {
     double eval_loss, eval_acc;
     mr_eval_detail *eval_detail; /* or NULL */
     cpu_set_t cpus;              /* the process's cores at creation */
-    atomic_int unpin;            /* 1: a pinned replica shares its core (strategy_watch_core) */
 };
 
 /* ---- replicas.c --------------------------------------------------------- */
 
 /* Chooses each replica's core (rep->cpu, s->cpus): see pin_replica. */
 void strategy_plan_pinning(mr_strategy *s);
-
-/* A busy neighbour: replicas pinned one per core run a synchronous step at
- * the pace of the one whose core another process also wants; pinned, it
- * gets half of that core while the others' cores idle in the all-reduce
- * (measured: 2 replicas on 2 cores beside one busy process, 0.78x of one
- * quiet replica). Unpinned, the kernel moves it to a core that idles.
- * Called by every replica after each update: reads how long the thread
- * waited for its core (/proc/thread-self/schedstat, the run queue, not
- * the collectives' sleeps) over windows of at least 50 ms; when one
- * replica waited a quarter of a window (strategy_core_shared), every
- * replica of the process unpins itself at its next call, for the rest of
- * the strategy's life. Placement changes no result: every replica
- * computes the same bits wherever it runs. */
-void strategy_watch_core(replica *rep);
-
-/* 1 when a window of run_ns on the core and wait_ns waiting for it says
- * another process shares the core: at least 50 ms, over a quarter waited. */
-int strategy_core_shared(int64_t run_ns, int64_t wait_ns);
 
 /* Runs task on this process's replicas: threads for 1..L-1, the caller is
  * replica 0 (the thread that may call MPI). Returns the first real error,

@@ -14,16 +14,15 @@
  * normalised by B instead of R*B, a missing replica's gradient, a wrong
  * shard) changes the weights by 1e-3 or more after the first step. */
 #include <check.h>
+#include <signal.h>
 #include <math.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/clock.h"
 #include "runtime/rng.h"
 #include "runtime/dmem_impl.h"
-#include "strategies/strategy_impl.h" /* strategy_core_shared */
+#include "strategies/strategy.h"
 #include "strategies/check_sync.h"
 #include "tests/strategyutil.h"
 #include "tests/testutil.h"
@@ -494,91 +493,6 @@ START_TEST(replicas_pinned_one_per_core) {
 }
 END_TEST
 
-/* Which window says a busy neighbour: 50 ms or more, over a quarter of it
- * waiting for the core. */
-START_TEST(core_shared_from_the_wait) {
-    const int64_t ms = 1000000;
-    ck_assert_int_eq(strategy_core_shared(20 * ms, 20 * ms), 0); /* too short to say */
-    ck_assert_int_eq(strategy_core_shared(100 * ms, 2 * ms), 0); /* a quiet machine */
-    ck_assert_int_eq(strategy_core_shared(75 * ms, 25 * ms), 0); /* a quarter: not over */
-    ck_assert_int_eq(strategy_core_shared(74 * ms, 26 * ms), 1);
-    ck_assert_int_eq(strategy_core_shared(50 * ms, 50 * ms), 1); /* half: a neighbour */
-    ck_assert_int_eq(strategy_core_shared(0, 0), 0);
-}
-END_TEST
-
-/* A busy thread pinned to one core, until *stop. */
-static void *busy_loop(void *arg) {
-    atomic_int *stop = arg;
-    while (!atomic_load_explicit(stop, memory_order_relaxed)) {
-    }
-    return NULL;
-}
-
-/* Replica 0's thread works 1 ms after each update (on its own core): the
- * others wait in the all-reduce, spinning (on the core) before they block. */
-static void work_1ms(void *user, const mr_step_info *info) {
-    (void)user, (void)info;
-    double t = mr_now_s();
-    while (mr_now_s() - t < 1e-3) {
-    }
-}
-
-/* Two replicas pinned to two cores, a busy thread on replica 1's core: the
- * fit sees replica 1 wait for its core and unpins both replicas; the
- * weights are those of a quiet fit (placement changes no bit). Needs two
- * cores (CI has them); it fails, not skips, with fewer. */
-START_TEST(busy_neighbour_unpins_the_replicas) {
-    cpu_set_t all, two;
-    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
-    ck_assert_msg(CPU_COUNT(&all) >= 2, "this test needs 2 cores, the process has %d",
-                  CPU_COUNT(&all));
-    CPU_ZERO(&two);
-    for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
-        if (CPU_ISSET(c, &all)) CPU_SET(c, &two), k++;
-    ck_assert_int_eq(sched_setaffinity(0, sizeof two, &two), 0);
-    mr_config cfg;
-    mr_error err = {0};
-    mr_dataset ds;
-    const int64_t n = 8 * 300; /* 300 updates of 2 x 4 */
-    mlp_with_data(&cfg, &ds, n);
-    uint64_t hash[2];
-    for (int busy = 0; busy < 2; busy++) {
-        mr_strategy_opts so = {.devices = {.kind = "cpu", .count = 2}, .seed = 3};
-        mr_strategy *s;
-        ck_assert_int_eq(mr_strategy_create(&cfg, &so, n, &s, &err), MR_OK);
-        const int core = mr_strategy_replica_cpu(s, 1);
-        ck_assert(core >= 0 && mr_strategy_replica_cpu(s, 0) >= 0);
-        atomic_int stop = 0;
-        pthread_t hog;
-        if (busy) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(core, &one);
-            pthread_attr_t a;
-            pthread_attr_init(&a);
-            pthread_attr_setaffinity_np(&a, sizeof one, &one);
-            ck_assert_int_eq(pthread_create(&hog, &a, busy_loop, &stop), 0);
-            pthread_attr_destroy(&a);
-        }
-        mr_fit_callbacks cb = {.on_step = work_1ms};
-        ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 1, NULL, NULL, &cb, &err), MR_OK);
-        if (busy) {
-            atomic_store(&stop, 1);
-            pthread_join(hog, NULL);
-            ck_assert_int_eq(mr_strategy_replica_cpu(s, 0), -1);
-            ck_assert_int_eq(mr_strategy_replica_cpu(s, 1), -1);
-        }
-        ck_assert_int_eq(mr_params_hash(mr_strategy_replica(s, 0), &hash[busy], &err), MR_OK);
-        mr_strategy_destroy(s);
-    }
-    ck_assert_uint_eq(hash[0], hash[1]);
-    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
-    mr_dataset_free(&ds);
-    mr_config_free(&cfg);
-}
-END_TEST
-
 /* A planned stop: the flag, set during update 3 (on_step), is read before
  * update 4's all-reduce; every replica stops after update 4, on_stop sees
  * that update once, the fit returns MR_OK and says it stopped; a fit
@@ -661,8 +575,6 @@ int main(void) {
     tcase_add_test(tc, linear_scaling_in_plan);
     tcase_add_test(tc, evaluate_exact_with_uneven_shards);
     tcase_add_test(tc, replicas_pinned_one_per_core);
-    tcase_add_test(tc, core_shared_from_the_wait);
-    tcase_add_test(tc, busy_neighbour_unpins_the_replicas);
     tcase_add_test(tc, stop_flag_stops_every_replica_at_one_update);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
