@@ -517,9 +517,9 @@ mr_status mr_model_zero_grads(mr_model *m, mr_error *err) {
                            sizeof(float) * (size_t)(m->n_params + (int64_t)m->grads_extra), err);
 }
 
-mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, mr_error *err) {
+mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, int *bad, mr_error *err) {
     return mr_optimizer_step(&m->opt, m->be, lr, t, m->params, m->grads, m->slots[0], m->slots[1],
-                             (size_t)m->n_params, err);
+                             (size_t)m->n_params, bad, err);
 }
 
 mr_status mr_model_grads_nonfinite(mr_model *m, int *any, mr_error *err) {

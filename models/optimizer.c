@@ -23,7 +23,7 @@ int mr_optimizer_slot_count(const mr_optimizer *opt) {
 
 mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
                             mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
-                            size_t n, mr_error *err) {
+                            size_t n, int *bad, mr_error *err) {
     const mr_kernels *kern = mr_kernels_for(be);
     if (kern == NULL)
         return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s optimizer kernels in this build",
@@ -33,10 +33,10 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
         double b1t = pow((double)opt->beta1, (double)t), b2t = pow((double)opt->beta2, (double)t);
         float alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
         return kern->optimizer->adam(be, w, g, slot0, slot1, n, alpha, opt->beta1, opt->beta2,
-                                     opt->epsilon, err);
+                                     opt->epsilon, bad, err);
     }
     return kern->optimizer->sgd(be, w, g, opt->momentum != 0.0f ? slot0 : NULL, n, lr,
-                                opt->momentum, opt->nesterov, err);
+                                opt->momentum, opt->nesterov, bad, err);
 }
 
 mr_status mr_optimizer_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, int *any,

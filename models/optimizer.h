@@ -34,10 +34,15 @@ int mr_optimizer_slot_count(const mr_optimizer *opt);
 /* One update of n parameters w with gradients g at learning rate lr, on
  * be's device (w, g and the slots are its memory). t is the 1-based update
  * count (Adam's bias correction). slot0/slot1 as mr_optimizer_slot_count
- * says (NULL where unused). The buffers must not overlap. */
+ * says (NULL where unused). The buffers must not overlap. With `bad`
+ * (else NULL), *bad = 1 if a gradient was NaN or +-Inf, else 0, from the
+ * update's own read of g (no extra pass): the update is applied all the
+ * same, so a caller that finds 1 must not use or save the weights
+ * (on_nan = stop); to drop such an update, check first
+ * (mr_optimizer_nonfinite). */
 mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
                             mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
-                            size_t n, mr_error *err);
+                            size_t n, int *bad, mr_error *err);
 
 /* *any = 1 if one of the n floats of x (be's memory) is NaN or +-Inf, else
  * 0: one read of x on be's device (the kernels' nonfinite). */
@@ -46,13 +51,14 @@ mr_status mr_optimizer_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, i
 
 /* A device kind's update loops over n elements (elementwise.h's math). */
 typedef struct mr_optimizer_kernels {
-    /* mr_adam_update with the step's alpha (bias correction folded in) */
+    /* mr_adam_update with the step's alpha (bias correction folded in);
+     * bad (host, or NULL) as mr_optimizer_step says */
     mr_status (*adam)(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *m, mr_dfloat *v,
-                      size_t n, float alpha, float beta1, float beta2, float epsilon,
+                      size_t n, float alpha, float beta1, float beta2, float epsilon, int *bad,
                       mr_error *err);
     /* mr_sgd_update; momentum 0: w -= lr * g and vel is NULL */
     mr_status (*sgd)(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *vel, size_t n,
-                     float lr, float momentum, int nesterov, mr_error *err);
+                     float lr, float momentum, int nesterov, int *bad, mr_error *err);
     /* *any (host) = 1 if one of the n floats of x is NaN or +-Inf
      * (mr_nonfinite), else 0; reads x only. The step runs it on the reduced
      * gradients before the update (on_nan), a checkpoint on the weights. */

@@ -118,7 +118,7 @@ static mr_status on_nonfinite(replica *rep, int epoch, int64_t g, int64_t global
                  net->nan_patience);
     return mr_error_set(&rep->err, MR_ERR_RUNTIME,
                         "%s: NaN or Inf at step %lld of epoch %d (update %lld): %s, %s; "
-                        "stopped (%s), weights of the last good step kept",
+                        "stopped (%s), no checkpoint of this update written",
                         s->cfg->path, (long long)g + 1, epoch + 1, (long long)global_step + 1, loss,
                         where, why);
 }
@@ -255,16 +255,27 @@ static mr_status task_fit(replica *rep) {
              * non-finite value on any replica is one in the sum) */
             float metrics[METRIC_FLOATS];
             MR_CHECK(mr_model_read_extra(m, metrics, METRIC_FLOATS, &rep->err));
+            /* The gradients: on_nan = skip must know before the update
+             * (one read of them, mr_model_grads_nonfinite); stop learns it
+             * from the update's own read of them, at no extra pass: the
+             * update is then applied, but the fit ends with an error and
+             * nothing saves these weights. */
             int bad = metrics[METRIC_NONFINITE] != 0.0f || !isfinite(metrics[METRIC_LOSS]),
-                skip = 0;
-            if (!bad) MR_CHECK(mr_model_grads_nonfinite(m, &bad, &rep->err));
+                skip = 0, late = 0;
+            const int check_first = s->cfg->net.on_nan == MR_ON_NAN_SKIP;
+            if (!bad && check_first) MR_CHECK(mr_model_grads_nonfinite(m, &bad, &rep->err));
             if (bad)
                 MR_CHECK(on_nonfinite(rep, epoch, g, global_step, metrics, &nan_in_row, &skipped,
                                       &skip));
             else
                 nan_in_row = 0;
             lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
-            if (!skip) MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, &rep->err));
+            if (!skip)
+                MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, check_first ? NULL : &late,
+                                               &rep->err));
+            if (late) /* on_nan = stop: ends the fit here */
+                MR_CHECK(on_nonfinite(rep, epoch, g, global_step, metrics, &nan_in_row, &skipped,
+                                      &skip));
             if (m->n_state && R > 1) {
                 /* BN moving statistics: the mean over all replicas, same bits everywhere */
                 MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state, (size_t)m->n_state,

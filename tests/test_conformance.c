@@ -852,7 +852,9 @@ static void run_losses(cf *h) {
 
 #define ON 1000 /* parameters: not a multiple of a block or a vector */
 
-/* Three updates with fresh gradients; weights and slots compared after each. */
+/* Three updates with fresh gradients; weights and slots compared after
+ * each, the first two checked for NaN and Inf on the way (both say 0);
+ * then a fourth whose gradients hold a NaN, which both report. */
 static void run_optimizer(cf *h, const mr_optimizer *opt, float lr, const char *name) {
     snprintf(h->tag, sizeof h->tag, "optimizer %s", name);
     const mr_kernels *kk = mr_kernels_for(h->dut);
@@ -879,15 +881,23 @@ static void run_optimizer(cf *h, const mr_optimizer *opt, float lr, const char *
                        "zero"))
                 goto out;
     }
-    for (int t = 1; t <= 3; t++) {
+    for (int t = 1; t <= 4; t++) {
         mr_rng_uniform(300, 305, (uint32_t)t, 0, -1.0f, 1.0f, g, ON);
+        if (t == 4) g[ON / 2 + 1] = NAN;
+        int bad[2] = {-1, -1};
         for (int k = 0; k < 2; k++)
             if (!cf_put(h, k, be[k], dg[k], g, ON) ||
                 !cf_ok(h, k,
                        mr_optimizer_step(opt, be[k], lr, t, dw[k], dg[k], ds[k][0], ds[k][1], ON,
-                                         &err),
+                                         t == 3 ? NULL : &bad[k], &err),
                        &err, "step"))
                 goto out;
+        if (t != 3)
+            for (int k = 0; k < 2; k++)
+                if (bad[k] != (t == 4))
+                    cf_fail(h, "step %d: %s says %d for gradients %s", t, be[k]->ops->name, bad[k],
+                            t == 4 ? "with a NaN" : "all finite");
+        if (t == 4) break; /* the weights hold the NaN's update now */
         char what[64];
         snprintf(what, sizeof what, "w after step %d", t);
         cf_compare(h, what, dw[0], dw[1], ON, tol, a, b);

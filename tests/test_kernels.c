@@ -87,7 +87,7 @@ START_TEST(no_kernels_said) {
     mr_optimizer opt = {.kind = MR_OPTIMIZER_SGD};
     mr_error_clear(&err);
     ck_assert_int_eq(mr_optimizer_step(&opt, &fake, 0.1f, 1, mr_dfloat_of(w), mr_dfloat_cof(g),
-                                       NULL, NULL, 3, &err),
+                                       NULL, NULL, 3, NULL, &err),
                      MR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "in this build"), "%s", err.msg);
 }

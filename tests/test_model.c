@@ -385,7 +385,7 @@ START_TEST(resnet20_fits_a_batch) {
         ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
         ck_assert_int_eq(mr_model_train_batch(&m, labels, B, (float)B, &loss, &c, NULL, NULL, &err),
                          MR_OK);
-        ck_assert_int_eq(mr_model_apply_update(&m, cfg.net.learning_rate, t, &err), MR_OK);
+        ck_assert_int_eq(mr_model_apply_update(&m, cfg.net.learning_rate, t, NULL, &err), MR_OK);
         if (t == 1) first = loss / B;
         last = loss / B;
     }
@@ -419,7 +419,7 @@ START_TEST(gradients_accumulate) {
     /* an update moves the weights against the gradient (SGD-like first Adam step) */
     mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL, NULL);
     float before = params[5], g = grads[5];
-    ck_assert_int_eq(mr_model_apply_update(&m, 0.01f, 1, NULL), MR_OK);
+    ck_assert_int_eq(mr_model_apply_update(&m, 0.01f, 1, NULL, NULL), MR_OK);
     if (g != 0.0f) ck_assert((params[5] - before) * g < 0);
     free(once);
     mr_model_free(&m);
@@ -789,7 +789,7 @@ static void one_step(const char *text, int staged, float *params, double *eval_l
     ck_assert_int_eq(mr_model_write_extra(&m, extra, 2, &err), MR_OK);
     ck_assert_int_eq(mr_model_read_extra(&m, back, 2, &err), MR_OK);
     ck_assert_mem_eq(back, extra, sizeof extra);
-    ck_assert_int_eq(mr_model_apply_update(&m, 0.01f, 1, &err), MR_OK);
+    ck_assert_int_eq(mr_model_apply_update(&m, 0.01f, 1, NULL, &err), MR_OK);
     /* every weight read back through the model, as checkpoints do */
     for (int i = 0; i < m.n_layers; i++)
         for (int w = 0; w < m.layers[i].n_weights; w++) {

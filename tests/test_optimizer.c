@@ -21,7 +21,7 @@ static void step(const mr_optimizer *opt, float lr, int64_t t, float *w, const f
                  float *slot0, float *slot1, size_t n) {
     ck_assert_int_eq(mr_optimizer_step(opt, tu_cpu_backend(), lr, t, mr_dfloat_of(w),
                                        mr_dfloat_cof(g), mr_dfloat_of(slot0), mr_dfloat_of(slot1),
-                                       n, NULL),
+                                       n, NULL, NULL),
                      MR_OK);
 }
 
@@ -204,6 +204,48 @@ START_TEST(test_sgd_variants_differ) {
 }
 END_TEST
 
+/* The update's own check (on_nan = stop): for every optimizer, a step that
+ * reports leaves the same bits as one that does not, says 0 on finite
+ * gradients, and 1 with a NaN, +Inf or -Inf anywhere (first, middle, last
+ * element). */
+START_TEST(test_step_reports_nonfinite) {
+    const mr_optimizer opts[4] = {
+        {.kind = MR_OPTIMIZER_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f},
+        {.kind = MR_OPTIMIZER_SGD},
+        {.kind = MR_OPTIMIZER_SGD, .momentum = 0.9f},
+        {.kind = MR_OPTIMIZER_SGD, .momentum = 0.9f, .nesterov = 1}};
+    const float bads[3] = {NAN, INFINITY, -INFINITY};
+    const int at[3] = {0, N / 2, N - 1};
+    for (int o = 0; o < 4; o++) {
+        float w[2][N], g[N], s[2][2][N];
+        memset(s, 0, sizeof s);
+        make_weights(w[0]), make_weights(w[1]);
+        make_grad(1, g);
+        int bad = -1;
+        step(&opts[o], 0.1f, 1, w[0], g, s[0][0], s[0][1], N);
+        ck_assert_int_eq(mr_optimizer_step(&opts[o], tu_cpu_backend(), 0.1f, 1, mr_dfloat_of(w[1]),
+                                           mr_dfloat_cof(g), mr_dfloat_of(s[1][0]),
+                                           mr_dfloat_of(s[1][1]), N, &bad, NULL),
+                         MR_OK);
+        ck_assert_int_eq(bad, 0);
+        ck_assert_mem_eq(w[0], w[1], sizeof w[0]);
+        for (int b = 0; b < 3; b++)
+            for (int a = 0; a < 3; a++) {
+                make_grad(2, g);
+                g[at[a]] = bads[b];
+                bad = -1;
+                ck_assert_int_eq(mr_optimizer_step(&opts[o], tu_cpu_backend(), 0.1f, 2,
+                                                   mr_dfloat_of(w[1]), mr_dfloat_cof(g),
+                                                   mr_dfloat_of(s[1][0]), mr_dfloat_of(s[1][1]), N,
+                                                   &bad, NULL),
+                                 MR_OK);
+                ck_assert_msg(bad == 1, "optimizer %d, %g at %d: %d", o, (double)bads[b], at[a],
+                              bad);
+            }
+    }
+}
+END_TEST
+
 /* ---- slots and configuration ------------------------------------------------------ */
 
 START_TEST(test_slot_counts) {
@@ -304,6 +346,7 @@ static Suite *optimizer_suite(void) {
     tcase_add_test(tc, test_from_config);
     tcase_add_test(tc, test_empty_step);
     tcase_add_test(tc, test_nonfinite);
+    tcase_add_test(tc, test_step_reports_nonfinite);
     suite_add_tcase(s, tc);
     return s;
 }
