@@ -254,6 +254,60 @@ START_TEST(skip_patience) {
 }
 END_TEST
 
+/* Gradients non-finite with a finite loss: a linear unit with the squared
+ * error on a feature of 1.5e19 has a loss of about w^2 x 2.25e38 (finite
+ * for every initial |w| <= 1.095, Glorot's limit here) and a kernel
+ * gradient of 2 w x 2.25e38, past FLT_MAX for |w| > 0.76 (seed 2: 1.32e38
+ * and an infinity at update 1). stop catches it in the update's own read
+ * of the gradients: exit 1 naming the update, the finite loss and the
+ * layer; skip checks before the update and drops it (update 1 again at
+ * the next step, so nan_patience = 2 ends the run at update 2). */
+START_TEST(gradients_alone_nonfinite) {
+    mr_array x = {.dtype = MR_DTYPE_F32, .ndim = 2, .dims = {4, 4}};
+    mr_array y = {.dtype = MR_DTYPE_I32, .ndim = 1, .dims = {4}};
+    float px[16] = {0};
+    int32_t py[4] = {0};
+    for (int i = 0; i < 4; i++)
+        px[i * 4] = 1.5e19f;
+    x.data = px, y.data = py;
+    char path[8192];
+    mr_error err = {0};
+    snprintf(path, sizeof path, "%s/xg.npy", dir);
+    ck_assert_msg(mr_array_write_npy(path, &x, &err) == MR_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/yg.npy", dir);
+    ck_assert_msg(mr_array_write_npy(path, &y, &err) == MR_OK, "%s", err.msg);
+    const char *cfg = "[net]\nbatch=1\nepochs=1\noptimizer=sgd\nlearning_rate=0.01\nloss=mse\n"
+                      "shuffle=0\nseed=2\n%s"
+                      "[data]\ntrain_images=xg.npy\ntrain_labels=yg.npy\n"
+                      "[input]\nshape=4\n[dense]\nunits=1\nactivation=linear\n";
+    char text[1024];
+    snprintf(text, sizeof text, cfg, "");
+    free(tu_write_text(dir, "g.cfg", text));
+    snprintf(text, sizeof text, cfg, "on_nan=skip\nnan_patience=2\n");
+    free(tu_write_text(dir, "gs.cfg", text));
+    char *out;
+    char args[256];
+    snprintf(args, sizeof args, "--devices %s g.cfg", one);
+    int rc = run(args, &out);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+    const char *line = error_line(out);
+    ck_assert_msg(strstr(line, "at step 1 of epoch 1 (update 1): loss 1.3") &&
+                      !strstr(line, "not finite on") &&
+                      strstr(line, "first non-finite gradients (backward order) in layer 'dense' "
+                                   "(line 14); stopped (on_nan = stop)"),
+                  "%s", line);
+    free(out);
+    snprintf(args, sizeof args, "--devices %s gs.cfg", one);
+    rc = run(args, &out);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+    line = error_line(out);
+    ck_assert_msg(strstr(line, "at step 2 of epoch 1 (update 2): loss 1.3") &&
+                      strstr(line, "2 steps in a row, nan_patience = 2"),
+                  "%s", line);
+    free(out);
+}
+END_TEST
+
 /* A NaN in the training images: exit 2 at load, one line naming the file
  * and the example; a bad on_nan value names the .cfg line. */
 START_TEST(refused_at_load) {
@@ -303,6 +357,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, no_checkpoint_of_nonfinite_weights);
     tcase_add_test(tc, skip_trains_on);
     tcase_add_test(tc, skip_patience);
+    tcase_add_test(tc, gradients_alone_nonfinite);
     if (!gpu) tcase_add_test(tc, refused_at_load); /* the loader: no device in it */
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
