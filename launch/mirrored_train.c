@@ -179,12 +179,25 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
         MR_CHECK(mr_dataset_check_row(test, in_size, d->test_images, err));
         MR_CHECK(mr_dataset_check_labels(test, classes, d->test_labels, err));
     }
-    /* Keras's validation_split: the last fraction, taken before shuffling */
-    /* + 1e-4: 0.1f is not 0.1, and 60000 x (1 - 0.1f) must still give 54000 */
-    *n_train = (int64_t)((double)train->n * (1.0 - (double)cfg->net.validation_split) + 1e-4);
-    if (*n_train < 1)
-        return mr_error_set(err, MR_ERR_CONFIG, "%s: validation_split leaves no training examples",
-                            cfg->path);
+    if (d->val_images[0] != '\0') {
+        /* Keras's validation_data: the validation rows follow the training
+         * rows, and the fit validates on that range */
+        mr_dataset val;
+        MR_CHECK(mr_dataset_load(&val, d->val_images, d->val_labels, err));
+        mr_status st = mr_dataset_check_row(&val, in_size, d->val_images, err);
+        if (st == MR_OK) st = mr_dataset_check_labels(&val, classes, d->val_labels, err);
+        *n_train = train->n;
+        if (st == MR_OK) st = mr_dataset_append(train, &val, err);
+        mr_dataset_free(&val);
+        MR_CHECK(st);
+    } else {
+        /* Keras's validation_split: the last fraction, taken before shuffling */
+        /* + 1e-4: 0.1f is not 0.1, and 60000 x (1 - 0.1f) must still give 54000 */
+        *n_train = (int64_t)((double)train->n * (1.0 - (double)cfg->net.validation_split) + 1e-4);
+        if (*n_train < 1)
+            return mr_error_set(err, MR_ERR_CONFIG,
+                                "%s: validation_split leaves no training examples", cfg->path);
+    }
     train->scale = test->scale = d->scale;
     if (d->standardize) {
         /* statistics of the training split only, applied to everything */
@@ -295,7 +308,7 @@ int main(int argc, char **argv) {
     int64_t n_val = train.n - n_train;
     int has_test = test.n > 0;
     if (c.data_out != NULL) {
-        st = lead ? mr_train_write_data(c.data_out, &cfg, &train, &test, &err) : MR_OK;
+        st = lead ? mr_train_write_data(c.data_out, &cfg, &train, n_train, &test, &err) : MR_OK;
         if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
         goto done;
     }

@@ -10,8 +10,10 @@
 
 /* --write-data: the examples as the model sees them (scaled, standardised),
  * float32, with their labels, for a later job to read with scale = 1 and no
- * standardize: a CPU job and a GPU job then train on the same bits. */
+ * standardize: a CPU job and a GPU job then train on the same bits. With
+ * [data] val_images, train's rows [0, n_train) are the training set and
+ * the rest the validation set (mr_dataset_append), written apart. */
 mr_status mr_train_write_data(const char *path, const mr_config *cfg, const mr_dataset *train,
-                              const mr_dataset *test, mr_error *err);
+                              int64_t n_train, const mr_dataset *test, mr_error *err);
 
 #endif

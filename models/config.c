@@ -133,6 +133,10 @@ static const key_def keys[] = {
     {"data", "train_labels", KEY_PATH, DATA(train_labels), NULL, 0, 0, 0, 0, NULL, 0,
      "training labels: class ids (integers, or floats with integer values) or one-hot rows (n, "
      "classes), same formats"},
+    {"data", "val_images", KEY_PATH, DATA(val_images), "", 0, 0, 0, 0, NULL, 0,
+     "validation images (optional; Keras validation_data), instead of validation_split"},
+    {"data", "val_labels", KEY_PATH, DATA(val_labels), "", 0, 0, 0, 0, NULL, 0,
+     "validation labels (required with val_images)"},
     {"data", "test_images", KEY_PATH, DATA(test_images), "", 0, 0, 0, 0, NULL, 0,
      "test images (optional)"},
     {"data", "test_labels", KEY_PATH, DATA(test_labels), "", 0, 0, 0, 0, NULL, 0,
@@ -814,6 +818,12 @@ static int cross_check(parse_state *ps) {
     if (cfg->n_layers == 1) return fail(ps, cfg->layers[0].line, "no layers after [input]");
     if ((cfg->data.test_images[0] != '\0') != (cfg->data.test_labels[0] != '\0'))
         return fail(ps, 1, "[data] test_images and test_labels go together: give both or neither");
+    if ((cfg->data.val_images[0] != '\0') != (cfg->data.val_labels[0] != '\0'))
+        return fail(ps, 1, "[data] val_images and val_labels go together: give both or neither");
+    if (cfg->data.val_images[0] != '\0' && cfg->net.validation_split > 0.0f)
+        return fail(ps, 1,
+                    "[net] validation_split and [data] val_images both name a validation set: "
+                    "give one");
     for (int i = 1; i < cfg->n_layers; i++) {
         mr_layer_cfg *l = &cfg->layers[i];
         if ((l->kind == MR_LAYER_MAXPOOL || l->kind == MR_LAYER_AVGPOOL)) {

@@ -134,6 +134,8 @@ typedef struct mr_net_cfg {
 typedef struct mr_data_cfg {
     char train_images[MR_PATH_MAX]; /* resolved against the .cfg file's folder */
     char train_labels[MR_PATH_MAX];
+    char val_images[MR_PATH_MAX]; /* "" : none (validation_split, or no validation) */
+    char val_labels[MR_PATH_MAX];
     char test_images[MR_PATH_MAX];
     char test_labels[MR_PATH_MAX];
     float scale;

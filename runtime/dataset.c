@@ -122,6 +122,49 @@ fail:
     return st;
 }
 
+/* Example values of x (U8 or F32) as float32, into f. */
+static void values_as_float(const mr_array *x, float *f, int64_t count) {
+    if (x->dtype == MR_DTYPE_U8)
+        for (int64_t i = 0; i < count; i++)
+            f[i] = (float)((const uint8_t *)x->data)[i];
+    else
+        memcpy(f, x->data, sizeof(float) * (size_t)count);
+}
+
+mr_status mr_dataset_append(mr_dataset *ds, const mr_dataset *more, mr_error *err) {
+    if (more->row != ds->row)
+        return mr_error_set(err, MR_ERR_DATA, "examples of %lld and %lld values cannot be joined",
+                            (long long)ds->row, (long long)more->row);
+    const int64_t n = ds->n + more->n, a = ds->n * ds->row, b = more->n * more->row;
+    const int u8 = ds->x.dtype == MR_DTYPE_U8 && more->x.dtype == MR_DTYPE_U8;
+    const size_t size = u8 ? 1 : sizeof(float);
+    void *x = malloc(size * (size_t)(a + b ? a + b : 1));
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (x == NULL || y == NULL) {
+        free(x), free(y);
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory joining %lld and %lld examples",
+                            (long long)ds->n, (long long)more->n);
+    }
+    if (u8) {
+        memcpy(x, ds->x.data, (size_t)a);
+        memcpy((uint8_t *)x + a, more->x.data, (size_t)b);
+    } else {
+        values_as_float(&ds->x, x, a);
+        values_as_float(&more->x, (float *)x + a, b);
+    }
+    memcpy(y, ds->y, sizeof(int32_t) * (size_t)ds->n);
+    memcpy(y + ds->n, more->y, sizeof(int32_t) * (size_t)more->n);
+    free(ds->x.data), free(ds->y);
+    ds->x.data = x, ds->y = y;
+    ds->x.dtype = u8 ? MR_DTYPE_U8 : MR_DTYPE_F32;
+    ds->x.dims[0] = n;
+    ds->n = n;
+    if (more->note[0])
+        snprintf(ds->note + strlen(ds->note), sizeof ds->note - strlen(ds->note), "%s%s",
+                 ds->note[0] ? "; " : "", more->note);
+    return MR_OK;
+}
+
 mr_status mr_dataset_check_labels(const mr_dataset *ds, int classes, const char *labels_path,
                                   mr_error *err) {
     for (int64_t i = 0; i < ds->n; i++)

@@ -40,6 +40,14 @@ typedef struct mr_augment {
  * was converted (one-hot labels, float64 images), for the caller to print. */
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err);
 
+/* Appends the examples of `more` after those of ds (a validation set
+ * after the training set: the fit validates on a row range); both must
+ * have ds->row values per example (mr_dataset_check_row). uint8 stays
+ * uint8 when both are; otherwise both become float32 (the value the batch
+ * conversion would make, so training is the same bits). Adds more's note
+ * to ds's. */
+mr_status mr_dataset_append(mr_dataset *ds, const mr_dataset *more, mr_error *err);
+
 /* Checks labels are in [0, classes); the message names `labels_path`. */
 mr_status mr_dataset_check_labels(const mr_dataset *ds, int classes, const char *labels_path,
                                   mr_error *err);

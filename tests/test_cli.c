@@ -422,6 +422,64 @@ START_TEST(float64_and_one_hot_data) {
 }
 END_TEST
 
+/* Rows [begin, begin + n) of dir/name into dir/out (NPY). */
+static void write_rows(const char *name, int64_t begin, int64_t n, const char *out) {
+    char p[8192];
+    mr_error err = {0};
+    mr_array a;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    ck_assert_msg(mr_array_read(p, &a, &err) == MR_OK, "%s", err.msg);
+    const int64_t row = mr_array_row_size(&a);
+    const size_t size = mr_dtype_size(a.dtype);
+    mr_array part = a;
+    part.dims[0] = n;
+    part.data = (char *)a.data + (size_t)(begin * row) * size;
+    snprintf(p, sizeof p, "%s/%s", dir, out);
+    ck_assert_msg(mr_array_write_npy(p, &part, &err) == MR_OK, "%s", err.msg);
+    mr_array_free(&a);
+}
+
+/* Keras's validation_data: [data] val_images/val_labels holding the last
+ * 40 of the 200 examples train and validate as validation_split = 0.2 on
+ * all 200 does: the same metrics (val_loss, val_accuracy included) and
+ * bitwise the same weights. */
+START_TEST(validation_files) {
+    write_rows("x.npy", 0, 160, "xa.npy");
+    write_rows("y.npy", 0, 160, "ya.npy");
+    write_rows("x.npy", 160, 40, "xv.npy");
+    write_rows("y.npy", 160, 40, "yv.npy");
+    free(tu_write_text(dir, "val.cfg",
+                       "[net]\nbatch=8\nepochs=2\nseed=3\n"
+                       "[data]\ntrain_images=xa.npy\ntrain_labels=ya.npy\nval_images=xv.npy\n"
+                       "val_labels=yv.npy\nscale=1/255\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+                       "[dense]\nunits=4\nactivation=softmax\n"));
+    free(tu_write_text(dir, "split.cfg",
+                       "[net]\nbatch=8\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                       "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\nscale=1/255\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+                       "[dense]\nunits=4\nactivation=softmax\n"));
+    char *out;
+    int rc = run("--devices cpu:2 --metrics mv.csv --json v.json val.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Train on 160 samples, validate on 40 samples"), "%s", out);
+    free(out);
+    rc = run("--devices cpu:2 --quiet --metrics ms.csv --json s.json split.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    char *a = tu_metrics_without_timing(dir, "mv.csv"),
+         *b = tu_metrics_without_timing(dir, "ms.csv");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_str_eq(a, b);
+    free(a), free(b);
+    char h1[17], h2[17];
+    read_hash("v.json", h1);
+    read_hash("s.json", h2);
+    ck_assert_str_eq(h1, h2);
+}
+END_TEST
+
 /* --dry-run: the summary and the plan, exit 0, and no file or folder made
  * (not the outputs, not the checkpoint folder) */
 START_TEST(dry_run) {
@@ -520,6 +578,7 @@ int main(void) {
     tcase_add_test(tc, dry_run);
     tcase_add_test(tc, max_steps);
     tcase_add_test(tc, float64_and_one_hot_data);
+    tcase_add_test(tc, validation_files);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

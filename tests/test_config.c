@@ -312,6 +312,31 @@ START_TEST(missing_required_key) {
 }
 END_TEST
 
+/* val_images and val_labels go together, and are not given beside
+ * validation_split (two validation sets); relative to the .cfg's folder. */
+START_TEST(validation_files) {
+    const char *msg =
+        parse_fail("[net]\n[data]\ntrain_images=a\ntrain_labels=b\nval_images=c\n[input]\n"
+                   "shape=4\n[dense]\nunits=1\n");
+    ck_assert_msg(strstr(msg, "t.cfg:1: [data] val_images and val_labels go together"), "%s", msg);
+    msg = parse_fail("[net]\nvalidation_split=0.1\n[data]\ntrain_images=a\ntrain_labels=b\n"
+                     "val_images=c\nval_labels=d\n[input]\nshape=4\n[dense]\nunits=1\n");
+    ck_assert_msg(strstr(msg, "validation_split and [data] val_images both name a validation "
+                              "set: give one"),
+                  "%s", msg);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n"
+                                     "val_images=c\nval_labels=d\n[input]\nshape=4\n[dense]\n"
+                                     "units=1\n",
+                                     "t.cfg", "base", &cfg, &err),
+                     MR_OK);
+    ck_assert_str_eq(cfg.data.val_images, "base/c");
+    ck_assert_str_eq(cfg.data.val_labels, "base/d");
+    mr_config_free(&cfg);
+}
+END_TEST
+
 START_TEST(duplicates_and_syntax) {
     const char *msg = parse_fail(with_line(2, "[net]"));
     ck_assert_msg(strstr(msg, "t.cfg:3:") && strstr(msg, "twice"), "%s", msg);
@@ -469,6 +494,7 @@ int main(void) {
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, missing_input);
     tcase_add_test(tc, missing_required_key);
+    tcase_add_test(tc, validation_files);
     tcase_add_test(tc, duplicates_and_syntax);
     tcase_add_test(tc, load_file_and_errors);
     tcase_add_test(tc, bom_is_skipped);

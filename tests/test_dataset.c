@@ -526,6 +526,48 @@ END_TEST
 
 /* Statistics from one set applied to another (test data with the training
  * statistics); the source keeps none. */
+/* Appending a validation set: uint8 after uint8 stays uint8; uint8 and
+ * float32 become float32 with the same values; labels and notes follow. */
+START_TEST(test_append) {
+    const uint8_t a[2 * 3] = {1, 2, 3, 4, 5, 6}, b[1 * 3] = {7, 8, 9};
+    const float f[1 * 3] = {0.5f, 1.5f, 2.5f};
+    const int32_t la[2] = {0, 1}, lb[1] = {2};
+    char *ap = write_idx_u8("app_a", 2, (uint32_t[]){2, 3}, a);
+    char *bp = write_idx_u8("app_b", 2, (uint32_t[]){1, 3}, b);
+    char *fp = write_npy("app_f.npy", MR_DTYPE_F32, 2, (int64_t[]){1, 3}, f);
+    char *lap = write_npy("app_la.npy", MR_DTYPE_I32, 1, (int64_t[]){2}, la);
+    char *lbp = write_npy("app_lb.npy", MR_DTYPE_I32, 1, (int64_t[]){1}, lb);
+    mr_dataset ds, more;
+    mr_error err = {0};
+    load_ok(&ds, ap, lap);
+    load_ok(&more, bp, lbp);
+    ck_assert_int_eq(mr_dataset_append(&ds, &more, &err), MR_OK);
+    mr_dataset_free(&more);
+    ck_assert_int_eq(ds.n, 3);
+    ck_assert_int_eq(ds.x.dims[0], 3);
+    ck_assert_int_eq(ds.x.dtype, MR_DTYPE_U8);
+    ck_assert_int_eq(((uint8_t *)ds.x.data)[7], 8);
+    ck_assert_int_eq(ds.y[2], 2);
+    load_ok(&more, fp, lbp);
+    ck_assert_int_eq(mr_dataset_append(&ds, &more, &err), MR_OK);
+    mr_dataset_free(&more);
+    ck_assert_int_eq(ds.n, 4);
+    ck_assert_int_eq(ds.x.dtype, MR_DTYPE_F32);
+    const float *x = ds.x.data;
+    ck_assert(x[0] == 1.0f && x[8] == 9.0f && x[10] == 1.5f);
+    ck_assert_int_eq(ds.y[3], 2);
+    /* a row of another size is refused */
+    const uint8_t c[4] = {0};
+    char *cp = write_idx_u8("app_c", 2, (uint32_t[]){1, 4}, c);
+    load_ok(&more, cp, lbp);
+    ck_assert_int_eq(mr_dataset_append(&ds, &more, &err), MR_ERR_DATA);
+    ck_assert_int_eq(ds.n, 4);
+    mr_dataset_free(&more);
+    mr_dataset_free(&ds);
+    free(ap), free(bp), free(fp), free(lap), free(lbp), free(cp);
+}
+END_TEST
+
 START_TEST(test_standardize_from_other) {
     mr_dataset train, test;
     make_float_dataset(&train, 8, 3);
@@ -775,6 +817,7 @@ static Suite *dataset_suite(void) {
     tcase_add_test(tc, test_load_count_mismatch);
     tcase_add_test(tc, test_load_float_labels);
     tcase_add_test(tc, test_load_one_hot_labels);
+    tcase_add_test(tc, test_append);
     tcase_add_test(tc, test_load_label_shapes_rejected);
     tcase_add_test(tc, test_load_negative_labels_rejected);
     tcase_add_test(tc, test_load_missing_files);

@@ -199,7 +199,7 @@ END_TEST
 START_TEST(write_data_preprocessed) {
     const char *dir = tu_tmpdir();
     tu_write_image_data(dir, "x.npy", "y.npy", 6, 3);
-    char cfg_text[9000], x[4200], y[4200], out[4200];
+    char cfg_text[18000], x[4200], y[4200], out[4200];
     snprintf(x, sizeof x, "%s/x.npy", dir);
     snprintf(y, sizeof y, "%s/y.npy", dir);
     snprintf(out, sizeof out, "%s/d.h5", dir);
@@ -214,7 +214,7 @@ START_TEST(write_data_preprocessed) {
     mr_dataset train = {0}, test = {0};
     ck_assert_int_eq(mr_dataset_load(&train, x, y, &err), MR_OK);
     train.scale = 0.5f;
-    ck_assert_msg(mr_train_write_data(out, &cfg, &train, &test, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_train_write_data(out, &cfg, &train, 6, &test, &err) == MR_OK, "%s", err.msg);
     /* the examples as the model sees them: scaled, float32, with int64 labels */
     mr_dataset back = {0};
     char bx[4300], by[4300];
@@ -229,6 +229,30 @@ START_TEST(write_data_preprocessed) {
     mr_dataset_fill(&back, rows, 6, NULL, b, lb);
     ck_assert(memcmp(a, b, sizeof a) == 0 && memcmp(la, lb, sizeof la) == 0);
     mr_dataset_free(&back);
+    mr_config_free(&cfg);
+    /* with val_images: the rows after n_train are the validation set,
+     * written apart (here the same 6 examples again) */
+    snprintf(cfg_text, sizeof cfg_text,
+             "[net]\nbatch=2\n[data]\ntrain_images=%s\ntrain_labels=%s\nval_images=%s\n"
+             "val_labels=%s\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=3\n"
+             "activation=softmax\n",
+             x, y, x, y);
+    ck_assert_msg(mr_config_parse(cfg_text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    mr_dataset val = {0};
+    ck_assert_int_eq(mr_dataset_load(&val, x, y, &err), MR_OK);
+    ck_assert_int_eq(mr_dataset_append(&train, &val, &err), MR_OK);
+    ck_assert_int_eq(train.n, 12);
+    ck_assert_msg(mr_train_write_data(out, &cfg, &train, 6, &test, &err) == MR_OK, "%s", err.msg);
+    snprintf(bx, sizeof bx, "%s:/val_images", out);
+    snprintf(by, sizeof by, "%s:/val_labels", out);
+    ck_assert_msg(mr_dataset_load(&back, bx, by, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(back.n, 6);
+    int64_t later[6] = {6, 7, 8, 9, 10, 11};
+    mr_dataset_fill(&train, later, 6, NULL, a, la);
+    mr_dataset_fill(&back, rows, 6, NULL, b, lb);
+    ck_assert(memcmp(a, b, sizeof a) == 0 && memcmp(la, lb, sizeof la) == 0);
+    mr_dataset_free(&back);
+    mr_dataset_free(&val);
     mr_dataset_free(&train);
     mr_config_free(&cfg);
 }
