@@ -405,6 +405,7 @@ int main(int argc, char **argv) {
                           .stop_budget = c.n_stop_signals > 0 ? c.stop_budget : 0.0};
     mr_progress pg;
     mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
+    if (c.no_bar) pg.tty = 0;
     pg.log = log;
     pg.device = opts.devices.kind;
     if (resuming) mr_progress_replay(&pg, ck.state.history, ck.state.n_history);

@@ -55,7 +55,9 @@ void mr_train_usage(FILE *out, const char *prog) {
             "                     NAME-stopped.h5)\n"
             "  --stop-budget S    seconds the stop may take (default 25, under GCP's 30 s):\n"
             "                     a warning when the update plus the save do not fit\n"
-            "  --quiet            print only the final test result\n"
+            "  --quiet            print only the final test result (--verbose 0)\n"
+            "  --verbose N        as Keras's verbose: 0 --quiet, 1 a progress bar on a\n"
+            "                     terminal (default), 2 one line per epoch only\n"
             "  --help-config[=markdown]  print every .cfg section and key with defaults and\n"
             "                     ranges (markdown: docs/usage.md's table)\n"
             "  --help             this text\n"
@@ -99,7 +101,8 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         OPT_STOP_PATH,
         OPT_STOP_BUDGET,
         OPT_MAX_STEPS,
-        OPT_DRY_RUN
+        OPT_DRY_RUN,
+        OPT_VERBOSE
     };
     static const struct option longopts[] = {
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -126,6 +129,7 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         {"stop-budget", required_argument, NULL, OPT_STOP_BUDGET},
         {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"verbose", required_argument, NULL, OPT_VERBOSE},
         {NULL, 0, NULL, 0},
     };
     *c = (mr_train_options){.action = MR_TRAIN_RUN,
@@ -216,6 +220,13 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         case OPT_QUIET:
             c->quiet = 1;
             break;
+        case OPT_VERBOSE: {
+            long long v;
+            if (!mr_cli_parse_long("--verbose", optarg, 0, 2, &v, err)) return err->status;
+            c->quiet = v == 0;
+            c->no_bar = v == 2;
+            break;
+        }
         case OPT_DEVICES:
             c->devices_spec = optarg;
             break;

@@ -31,6 +31,7 @@ typedef struct mr_train_options {
     const char *metrics_path, *json_path, *devices_spec, *cfg_path;
     const char *save_path, *resume, *init_weights, *log_path, *data_out;
     int quiet;
+    int no_bar; /* --verbose 2: one line per epoch even on a terminal */
     /* a planned stop (preemption): the signals that ask for it (--stop-signals,
      * default SIGTERM, SIGINT, SIGUSR1; none: n_stop_signals 0), the seconds
      * the stop may take (--stop-budget, default 25: GCP's 30 s notice less a

@@ -422,6 +422,30 @@ START_TEST(float64_and_one_hot_data) {
 }
 END_TEST
 
+/* On a terminal (script(1), of Debian's essential bsdutils, gives one) the
+ * epoch draws a progress bar, redrawn in place (ESC [K); --verbose 2
+ * prints the epoch lines only, as Keras's verbose=2 does. */
+START_TEST(verbose_2_on_a_terminal) {
+    char *out, cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && script -qec '%s --devices cpu:1 --epochs 1 good.cfg' /dev/null", dir, exe);
+    int rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    /* the finished bar: "\r\033[K10/10 [=====...] - " (script turns \n into \r\n) */
+    ck_assert_msg(strstr(out, "Epoch 1/1") && strstr(out, "\033[K") && strstr(out, "] - "),
+                  "no bar on a terminal: %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && script -qec '%s --devices cpu:1 --epochs 1 --verbose 2 good.cfg' /dev/null",
+             dir, exe);
+    rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Epoch 1/1") && !strstr(out, "\033[K") && !strstr(out, "] - "),
+                  "a bar with --verbose 2: %s", out);
+    free(out);
+}
+END_TEST
+
 /* Rows [begin, begin + n) of dir/name into dir/out (NPY). */
 static void write_rows(const char *name, int64_t begin, int64_t n, const char *out) {
     char p[8192];
@@ -579,6 +603,7 @@ int main(void) {
     tcase_add_test(tc, max_steps);
     tcase_add_test(tc, float64_and_one_hot_data);
     tcase_add_test(tc, validation_files);
+    tcase_add_test(tc, verbose_2_on_a_terminal);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -57,6 +57,13 @@ START_TEST(options_parsed) {
     ck_assert_str_eq(o.metrics_path, "m.csv");
     ck_assert_str_eq(o.log_path, "l.jsonl");
     ck_assert_str_eq(o.save_path, "w.h5");
+    /* --verbose as Keras's: 0 quiet, 1 the default, 2 no bar */
+    ck_assert_int_eq(parse(&o, &err, "--verbose", "2", "m.cfg", NULL), MR_OK);
+    ck_assert(o.no_bar == 1 && o.quiet == 0);
+    ck_assert_int_eq(parse(&o, &err, "--verbose", "0", "m.cfg", NULL), MR_OK);
+    ck_assert(o.no_bar == 0 && o.quiet == 1);
+    ck_assert_int_eq(parse(&o, &err, "m.cfg", NULL), MR_OK);
+    ck_assert(o.no_bar == 0 && o.quiet == 0);
     /* actions that stop the parse */
     ck_assert_int_eq(parse(&o, &err, "--help", NULL), MR_OK);
     ck_assert_int_eq(o.action, MR_TRAIN_HELP);
@@ -87,6 +94,7 @@ START_TEST(options_refused) {
             "m.cfg");
     REFUSED("the only format is 'markdown'", "--help-config=html");
     REFUSED("--bogus", "--bogus", "m.cfg");
+    REFUSED("--verbose", "--verbose", "3", "m.cfg");
     REFUSED("--resume and --init-weights", "--resume", "auto", "--init-weights", "w.h5", "m.cfg");
 }
 END_TEST
