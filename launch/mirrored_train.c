@@ -36,6 +36,7 @@
 #include "runtime/dataset.h"
 #include "strategies/check_sync.h"
 #include "strategies/devices.h"
+#include "strategies/early_stop.h"
 #include "strategies/fault.h"
 #include "strategies/strategy.h"
 #include "launch/cli.h"
@@ -439,12 +440,25 @@ int main(int argc, char **argv) {
         goto done;
     }
     const mr_fit_state *stop = mr_strategy_state(strategy);
-    if (lead && !c.quiet && stop->epoch < cfg.net.epochs && stop->step > 0)
+    const mr_fit_end fe = mr_strategy_fit_end(strategy);
+    if (lead && !c.quiet && fe.early_stopped)
+        printf("Epoch %d: early stopping (%s: best %.4f at epoch %d, no improvement by more than "
+               "min_delta in the %d epoch%s after it)\n",
+               fe.early_stopped, mr_monitor_name(cfg.net.early_stopping), fe.best, fe.best_epoch,
+               fe.early_stopped - fe.best_epoch, fe.early_stopped - fe.best_epoch == 1 ? "" : "s");
+    else if (lead && !c.quiet && stop->epoch < cfg.net.epochs && stop->step > 0)
         printf("%sStopped by --max-steps %lld: update %lld of epoch %d/%d\n", pg.tty ? "\n" : "",
                c.max_steps, (long long)stop->step, stop->epoch + 1, cfg.net.epochs);
     else if (lead && !c.quiet && stop->epoch < cfg.net.epochs)
         printf("Stopped by --max-steps %lld: after epoch %d/%d\n", c.max_steps, stop->epoch,
                cfg.net.epochs);
+    if (lead && !c.quiet && fe.restored_epoch)
+        printf("Restoring model weights from the end of the best epoch: %d.\n", fe.restored_epoch);
+    if (lead && fe.best_lost)
+        fprintf(stderr,
+                "%s: note: restore_best_weights: the best epoch (%d) came before the checkpoint "
+                "this run resumed from, which holds later weights: kept the last weights\n",
+                prog, fe.best_epoch);
     double test_loss = 0.0, test_acc = 0.0;
     if (has_test) {
         if (mr_strategy_evaluate(strategy, &test, 0, test.n, &test_loss, &test_acc, &err) != MR_OK)

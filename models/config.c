@@ -66,6 +66,8 @@ static const char *const scaling_names[] = {"linear", "none", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", NULL};
 static const char *const padding_names[] = {"valid", "same", NULL};
 static const char *const on_nan_names[] = {"stop", "skip", NULL};
+static const char *const monitor_names[] = {"none", "val_loss", "val_accuracy",
+                                            "loss", "accuracy", NULL};
 
 #define NET(f)  offsetof(mr_net_cfg, f)
 #define DATA(f) offsetof(mr_data_cfg, f)
@@ -127,6 +129,16 @@ static const key_def keys[] = {
      "TerminateOnNaN), skip drops that step's update and goes on"},
     {"net", "nan_patience", KEY_INT, NET(nan_patience), "10", 1, 1000000, 0, 0, NULL, 0,
      "skip: stop after this many skipped steps in a row"},
+    {"net", "early_stopping", KEY_ENUM, NET(early_stopping), "none", 0, 0, 0, 0, monitor_names, 0,
+     "stop training when this epoch metric stops improving (Keras EarlyStopping's monitor; "
+     "losses fall, accuracies rise)"},
+    {"net", "patience", KEY_INT, NET(patience), "0", 0, 1000000, 0, 0, NULL, 0,
+     "early_stopping: epochs without improvement before stopping (Keras patience)"},
+    {"net", "min_delta", KEY_FLOAT, NET(min_delta), "0", 0, BIG, 0, 0, NULL, 0,
+     "early_stopping: a change smaller than this is no improvement (Keras min_delta)"},
+    {"net", "restore_best_weights", KEY_BOOL, NET(restore_best_weights), "0", 0, 1, 0, 0, NULL, 0,
+     "early_stopping: end training with the weights of the best epoch (Keras "
+     "restore_best_weights)"},
 
     {"data", "train_images", KEY_PATH, DATA(train_images), NULL, 0, 0, 0, 0, NULL, 0,
      "training images: IDX (raw or .gz), .npy, or file.h5:/dataset"},
@@ -820,6 +832,13 @@ static int cross_check(parse_state *ps) {
         return fail(ps, 1, "[data] test_images and test_labels go together: give both or neither");
     if ((cfg->data.val_images[0] != '\0') != (cfg->data.val_labels[0] != '\0'))
         return fail(ps, 1, "[data] val_images and val_labels go together: give both or neither");
+    const mr_monitor mon = cfg->net.early_stopping;
+    if ((mon == MR_MONITOR_VAL_LOSS || mon == MR_MONITOR_VAL_ACCURACY) &&
+        cfg->data.val_images[0] == '\0' && cfg->net.validation_split == 0.0f)
+        return fail(ps, 1,
+                    "[net] early_stopping = %s needs a validation set: set validation_split or "
+                    "[data] val_images",
+                    monitor_names[mon]);
     if (cfg->data.val_images[0] != '\0' && cfg->net.validation_split > 0.0f)
         return fail(ps, 1,
                     "[net] validation_split and [data] val_images both name a validation set: "

@@ -68,6 +68,15 @@ typedef enum mr_lr_schedule { MR_LR_SCHEDULE_CONSTANT, MR_LR_SCHEDULE_COSINE } m
 /* What a step whose loss or gradients are NaN or infinite does: stop the
  * fit (Keras TerminateOnNaN), or drop its update and go on. */
 typedef enum mr_on_nan { MR_ON_NAN_STOP, MR_ON_NAN_SKIP } mr_on_nan;
+/* The epoch metric early stopping watches (Keras EarlyStopping's monitor);
+ * the losses are minimised, the accuracies maximised (Keras's mode auto). */
+typedef enum mr_monitor {
+    MR_MONITOR_NONE,
+    MR_MONITOR_VAL_LOSS,
+    MR_MONITOR_VAL_ACCURACY,
+    MR_MONITOR_LOSS,
+    MR_MONITOR_ACCURACY,
+} mr_monitor;
 
 /* One layer section. Fields a kind does not use keep their defaults. */
 typedef struct mr_layer_cfg {
@@ -129,6 +138,13 @@ typedef struct mr_net_cfg {
     mr_every checkpoint_every;
     mr_on_nan on_nan; /* a step with a non-finite loss or gradient */
     int nan_patience; /* skip: stop after this many skipped steps in a row */
+    /* Keras EarlyStopping: stop after `patience` epochs in which `early_stopping`
+     * did not improve by more than min_delta; restore_best_weights ends with
+     * the best epoch's weights */
+    mr_monitor early_stopping;
+    int patience;
+    float min_delta;
+    int restore_best_weights;
 } mr_net_cfg;
 
 typedef struct mr_data_cfg {

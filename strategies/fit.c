@@ -10,6 +10,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/rng.h"
+#include "strategies/early_stop.h"
 #include "strategies/strategy_impl.h"
 
 mr_status strategy_make_buckets(mr_strategy *s, mr_error *err) {
@@ -137,6 +138,67 @@ static mr_status load_shard(replica *rep, const mr_augment *augp, int64_t gbegin
     return mr_model_input_upload(&rep->model, (int)cnt, &rep->err);
 }
 
+/* restore_best_weights: the weights (and BN state) of the best epoch so
+ * far, kept in host memory of each replica (all replicas hold the same
+ * bits; each restores its own copy). */
+static mr_status keep_best(replica *rep, int epoch) {
+    mr_strategy *s = rep->s;
+    if (!s->cfg->net.restore_best_weights) return MR_OK;
+    const mr_model *m = &rep->model;
+    const size_t np = (size_t)m->n_params, ns = (size_t)m->n_state;
+    if (rep->best == NULL) {
+        rep->best = malloc(sizeof(float) * (np + ns + 1));
+        if (rep->best == NULL)
+            return mr_error_set(&rep->err, MR_ERR_NOMEM,
+                                "restore_best_weights: out of memory for a copy of the weights");
+    }
+    MR_CHECK(mr_backend_to_host(rep->be, rep->best, m->params, sizeof(float) * np, &rep->err));
+    if (ns)
+        MR_CHECK(
+            mr_backend_to_host(rep->be, rep->best + np, m->state, sizeof(float) * ns, &rep->err));
+    rep->best_epoch = epoch;
+    return MR_OK;
+}
+
+/* At the end of a fit that ran its epochs or stopped early (Keras's
+ * on_train_end): back to the best epoch's weights, where this run holds
+ * them (a resumed run whose best epoch came before the checkpoint does
+ * not: s->best_lost says so). */
+static mr_status restore_best(replica *rep) {
+    mr_strategy *s = rep->s;
+    if (!s->cfg->net.restore_best_weights || rep->es.best_epoch < 0) return MR_OK;
+    if (rep->best == NULL || rep->best_epoch != rep->es.best_epoch) {
+        if (rep->r == 0) s->best_lost = 1;
+        return MR_OK;
+    }
+    mr_model *m = &rep->model;
+    const size_t np = (size_t)m->n_params, ns = (size_t)m->n_state;
+    MR_CHECK(mr_backend_to_device(rep->be, m->params, rep->best, sizeof(float) * np, &rep->err));
+    if (ns)
+        MR_CHECK(
+            mr_backend_to_device(rep->be, m->state, rep->best + np, sizeof(float) * ns, &rep->err));
+    if (rep->r == 0) s->restored_epoch = rep->best_epoch + 1;
+    return MR_OK;
+}
+
+/* Early stopping's state at the start of a fit: the epochs the checkpoint
+ * finished, replayed (every replica alike). A best epoch that is the last
+ * of them has its weights in the model now; an older one's are gone. A
+ * replay that ends in a stop leaves nothing to train. */
+static mr_status early_stop_replay(replica *rep, int *done) {
+    mr_strategy *s = rep->s;
+    mr_early_stop_init(&rep->es, &s->cfg->net);
+    rep->best_epoch = -1;
+    *done = 0;
+    const int n = s->state.n_history;
+    for (int e = 0; e < n; e++)
+        if (mr_early_stop_epoch(&rep->es, &s->state.history[e]) == MR_EARLY_STOP_STOP) *done = 1;
+    if (n > 0 && rep->es.best_epoch == n - 1 && s->from.position == 0 && s->from.step == 0)
+        MR_CHECK(keep_best(rep, rep->es.best_epoch));
+    if (*done && rep->r == 0) s->early_stopped = n;
+    return MR_OK;
+}
+
 static mr_status task_fit(replica *rep) {
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
@@ -150,6 +212,9 @@ static mr_status task_fit(replica *rep) {
     mr_fit_state *state = &s->state; /* kept up to date by global replica 0 */
     int64_t global_step = from->global_step;
     int nan_in_row = 0; /* on_nan = skip: skipped updates in a row, across epochs */
+    int done;
+    MR_CHECK(early_stop_replay(rep, &done));
+    if (done) return restore_best(rep);
     for (int epoch = from->epoch; epoch < s->plan.epochs; epoch++) {
         /* every process computes the same permutation */
         if (rep->r == 0) {
@@ -285,14 +350,15 @@ static mr_status task_fit(replica *rep) {
             }
             global_step++;
             const int stop = metrics[METRIC_STOP] > 0.0f;
+            /* the global batch's sums, reduced with the gradients (a skipped
+             * step's are not the model's: left out); every replica keeps
+             * them, for early stopping on the training figures */
+            if (!skip) {
+                epoch_loss += metrics[METRIC_LOSS];
+                epoch_correct += metrics[METRIC_CORRECT];
+                seen += ga;
+            }
             if (rep->g == 0) {
-                /* the global batch's sums, reduced with the gradients (a
-                 * skipped step's are not the model's: left out) */
-                if (!skip) {
-                    epoch_loss += metrics[METRIC_LOSS];
-                    epoch_correct += metrics[METRIC_CORRECT];
-                    seen += ga;
-                }
                 *state = (mr_fit_state){.epoch = epoch,
                                         .step = g + 1,
                                         .position = gbegin + ga,
@@ -353,9 +419,12 @@ static mr_status task_fit(replica *rep) {
                                                &logs.val_accuracy, NULL));
             logs.has_val = 1;
         }
+        logs.loss = seen ? epoch_loss / (double)seen : 0.0;
+        logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
+        /* every replica decides alike: the same logs everywhere */
+        const mr_early_stop_action es = mr_early_stop_epoch(&rep->es, &logs);
+        if (es == MR_EARLY_STOP_IMPROVED) MR_CHECK(keep_best(rep, epoch));
         if (rep->g == 0) {
-            logs.loss = seen ? epoch_loss / (double)seen : 0.0;
-            logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
             logs.train_seconds = seconds_before + t1 - t0;
             logs.samples_per_sec = (double)n / logs.train_seconds;
             logs.lr = lr;
@@ -371,11 +440,17 @@ static mr_status task_fit(replica *rep) {
         if ((every > 0 && (epoch + 1) % every == 0) ||
             (cb && cb->every_steps > 0 && global_step % cb->every_steps == 0))
             MR_CHECK(save_checkpoint(rep, lr));
-        else if (max_steps > 0 && global_step >= max_steps && epoch + 1 < s->plan.epochs)
+        else if (max_steps > 0 && global_step >= max_steps && epoch + 1 < s->plan.epochs &&
+                 es != MR_EARLY_STOP_STOP)
             MR_CHECK(save_checkpoint(rep, lr)); /* --max-steps at an epoch's end */
-        if (max_steps > 0 && global_step >= max_steps) break;
+        if (es == MR_EARLY_STOP_STOP) {
+            if (rep->r == 0) s->early_stopped = epoch + 1;
+            break;
+        }
+        /* --max-steps before the last epoch: not finished, nothing restored */
+        if (max_steps > 0 && global_step >= max_steps && epoch + 1 < s->plan.epochs) return MR_OK;
     }
-    return MR_OK;
+    return restore_best(rep);
 }
 
 mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_train,
@@ -406,7 +481,19 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     s->aug = aug;
     s->cb = cb;
     s->stopped = 0;
+    s->early_stopped = 0;
+    s->restored_epoch = 0;
+    s->best_lost = 0;
     return strategy_run_replicas(s, task_fit, err);
+}
+
+mr_fit_end mr_strategy_fit_end(const mr_strategy *s) {
+    const replica *rep = &s->reps[0];
+    return (mr_fit_end){.early_stopped = s->early_stopped,
+                        .best_epoch = rep->es.best_epoch + 1,
+                        .best = rep->es.best,
+                        .restored_epoch = s->restored_epoch,
+                        .best_lost = s->best_lost};
 }
 
 int mr_strategy_stopped(const mr_strategy *s) {

@@ -146,6 +146,7 @@ void mr_strategy_destroy(mr_strategy *s) {
         mr_model_free(&s->reps[r].model);
         free(s->reps[r].rows);
         mr_backend_free_host(s->reps[r].be, s->reps[r].sync_host);
+        free(s->reps[r].best);
         mr_backend_free(s->reps[r].be, s->reps[r].sync_dev);
         free(s->reps[r].labels);
     }

@@ -164,6 +164,17 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
  * (mr_fit_callbacks.stop), after the update mr_strategy_state names. */
 int mr_strategy_stopped(const mr_strategy *s);
 
+/* How the last fit ended as far as [net] early_stopping goes. */
+typedef struct mr_fit_end {
+    int early_stopped;  /* stopped early after this many epochs (0: it did not) */
+    int best_epoch;     /* the best epoch of the monitored metric, 1-based (0: off) */
+    double best;        /* its value */
+    int restored_epoch; /* restore_best_weights: the weights are this epoch's (0: not restored) */
+    int best_lost;      /* restore_best_weights: the best epoch came before the checkpoint
+                           this fit resumed from, whose weights it does not hold: kept the last */
+} mr_fit_end;
+mr_fit_end mr_strategy_fit_end(const mr_strategy *s);
+
 /* The logs of the epochs trained so far (and restored from a checkpoint). */
 const mr_fit_state *mr_strategy_state(const mr_strategy *s);
 

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdint.h>
 
+#include "strategies/early_stop.h"
 #include "strategies/strategy.h"
 
 /* Floats that ride behind the gradients in the all-reduce: the global
@@ -45,6 +46,12 @@ typedef struct replica {
     int reduce_now; /* 1 during the last micro-batch of an update */
     mr_status bucket_status;
     int cpu; /* the core this replica's thread is pinned to, or -1 */
+    /* [net] early_stopping: the state (the same on every replica), and
+     * with restore_best_weights a host copy of the best epoch's params
+     * and BN state (n_params + n_state floats) and which epoch it is */
+    mr_early_stop es;
+    float *best;
+    int best_epoch;
     /* --check-sync's buffers, made at its first check and kept: host
      * staging (pinned on a GPU) and device memory, sync_floats each.
      * Kept, not freed after each check: freeing pinned memory synchronises
@@ -76,6 +83,9 @@ struct mr_strategy {
     mr_fit_state from;  /* where the fit starts (zero: the beginning) */
     mr_fit_state state; /* where it is, on global replica 0: history of finished epochs */
     int stopped;        /* 1: the last fit ended early at a stop request (cb->stop) */
+    int early_stopped;  /* the last fit's early stop: after this many epochs (0: none) */
+    int restored_epoch; /* restore_best_weights: the 1-based epoch restored (0: none) */
+    int best_lost;      /* restore_best_weights: the best epoch predates the resume */
     int64_t *perm;      /* (n_train) this epoch's order, written by replica 0 */
     int64_t eval_begin, eval_count;
     double eval_loss, eval_acc;

@@ -446,6 +446,69 @@ START_TEST(verbose_2_on_a_terminal) {
 }
 END_TEST
 
+/* [net] early_stopping as Keras's EarlyStopping: with min_delta 100 no
+ * epoch after the first improves val_loss, so patience 1 stops after epoch
+ * 2 of 5; restore_best_weights ends with epoch 1's weights, bitwise those
+ * of a run of 1 epoch. A run resumed from epoch 1's checkpoint replays the
+ * logs and stops at the same epoch with the same weights; one resumed from
+ * epoch 2's has nothing to train, and epoch 1's weights are not in it: it
+ * keeps the last and says so. A val_ metric without a validation set is
+ * refused. */
+START_TEST(early_stopping) {
+    const char *cfg = "[net]\nbatch=8\nepochs=%d\nvalidation_split=0.2\nseed=3\n"
+                      "early_stopping=val_loss\npatience=1\nmin_delta=100\n"
+                      "restore_best_weights=1\ncheckpoint=esck/es.h5\n"
+                      "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\nscale=1/255\n"
+                      "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+                      "[dense]\nunits=4\nactivation=softmax\n";
+    char text[1024];
+    snprintf(text, sizeof text, cfg, 5);
+    free(tu_write_text(dir, "es.cfg", text));
+    snprintf(text, sizeof text, cfg, 1);
+    free(tu_write_text(dir, "es1.cfg", text));
+    char *out;
+    int rc = run("--devices cpu:2 --json es.json es.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Epoch 2/5") && !strstr(out, "Epoch 3/5") &&
+                      strstr(out, "Epoch 2: early stopping (val_loss: best ") &&
+                      strstr(out, " at epoch 1, no improvement by more than min_delta in the 1 "
+                                  "epoch after it)") &&
+                      strstr(out, "Restoring model weights from the end of the best epoch: 1."),
+                  "%s", out);
+    free(out);
+    rc = run("--devices cpu:2 --quiet --json es1.json --checkpoint-on-signal x.h5 es1.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    char h5[17], h1[17], hr[17];
+    read_hash("es.json", h5);
+    read_hash("es1.json", h1);
+    ck_assert_str_eq(h5, h1);
+    /* resumed after epoch 1: the same stop, the same weights */
+    rc = run("--devices cpu:2 --json esr.json --resume esck/es-step000000010.h5 es.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Epoch 2: early stopping") && !strstr(out, "Epoch 3/5"), "%s", out);
+    free(out);
+    read_hash("esr.json", hr);
+    ck_assert_str_eq(hr, h5);
+    /* resumed after epoch 2 (the stop): epoch 1's weights are gone */
+    rc = run("--devices cpu:2 --resume esck/es-step000000020.h5 es.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Epoch 2: early stopping") &&
+                      strstr(out, "note: restore_best_weights: the best epoch (1) came before"),
+                  "%s", out);
+    free(out);
+    free(tu_write_text(dir, "esbad.cfg",
+                       "[net]\nearly_stopping=val_accuracy\n[data]\ntrain_images=x.npy\n"
+                       "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"
+                       "activation=softmax\n"));
+    rc = run("esbad.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) &&
+                      strstr(out, "early_stopping = val_accuracy needs a validation set"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 /* Rows [begin, begin + n) of dir/name into dir/out (NPY). */
 static void write_rows(const char *name, int64_t begin, int64_t n, const char *out) {
     char p[8192];
@@ -604,6 +667,7 @@ int main(void) {
     tcase_add_test(tc, float64_and_one_hot_data);
     tcase_add_test(tc, validation_files);
     tcase_add_test(tc, verbose_2_on_a_terminal);
+    tcase_add_test(tc, early_stopping);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
