@@ -339,12 +339,7 @@ int main(int argc, char **argv) {
     }
     /* the weights: every process reads them, replica 0 of the job hands them on */
     if (st == MR_OK) {
-        mr_h5 h;
-        st = mr_h5_open(&h, c.checkpoint, &err);
-        if (st == MR_OK) {
-            st = mr_keras_read_weights(&h, m, has_ck, &err);
-            mr_h5_close(&h);
-        }
+        st = mr_keras_load(c.checkpoint, m, has_ck, NULL, &err);
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     if (mr_strategy_sync_model(s, &err) != MR_OK) goto alone_failure;

@@ -324,12 +324,7 @@ int main(int argc, char **argv) {
             st = mr_checkpoint_load_model(ck_path, model0, mr_ckpt_compare_cfg(&ck, &cfg, NULL, 0),
                                           &err);
         } else {
-            mr_h5 h;
-            st = mr_h5_open(&h, c.init_weights, &err);
-            if (st == MR_OK) {
-                st = mr_keras_read_weights(&h, model0, 0, &err);
-                mr_h5_close(&h);
-            }
+            st = mr_keras_load(c.init_weights, model0, 0, NULL, &err);
         }
         if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
         if (mr_strategy_sync_model(strategy, &err) != MR_OK) goto alone_failure;

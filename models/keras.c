@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/isolate.h"
 #include "runtime/strbuf.h"
 
 #define MODEL_NAME "sequential"
@@ -509,4 +510,37 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
         H5Gclose(g);
     }
     return st;
+}
+
+typedef struct load_args {
+    const char *path;
+    mr_model *m;
+    int same_layers;
+    int64_t *step;
+    mr_error *err;
+} load_args;
+
+static mr_status load_now(void *arg) {
+    load_args *a = arg;
+    mr_h5 h;
+    MR_CHECK(mr_h5_open(&h, a->path, a->err));
+    mr_status st = mr_keras_read_weights(&h, a->m, a->same_layers, a->err);
+    if (st == MR_OK && a->step != NULL) st = mr_keras_read_optimizer(&h, a->m, a->step, a->err);
+    mr_h5_close(&h);
+    return st;
+}
+
+mr_status mr_keras_load(const char *path, mr_model *m, int same_layers, int64_t *step,
+                        mr_error *err) {
+    int sealed;
+    MR_CHECK(mr_h5_verify(path, &sealed, err));
+    load_args a = {.path = path, .m = m, .same_layers = same_layers, .step = step, .err = err};
+    /* the child's error, if any, is the parent's to say again */
+    if (!sealed) {
+        mr_error scratch = {0};
+        load_args trial = a;
+        trial.err = &scratch;
+        MR_CHECK(mr_isolate(path, "the HDF5 library", load_now, &trial, err));
+    }
+    return load_now(&a);
 }

@@ -58,6 +58,14 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
  * optimizer slots; *step is the iteration. */
 mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error *err);
 
+/* Opens path and reads its weights (mr_keras_read_weights) and, with
+ * `step` (else NULL), its optimizer slots (mr_keras_read_optimizer). A file
+ * without our checksums (Keras-made, or not ours at all) is read first in
+ * a child process (runtime/isolate.h): HDF5 crashing on a damaged one is
+ * then a refusal naming it. */
+mr_status mr_keras_load(const char *path, mr_model *m, int same_layers, int64_t *step,
+                        mr_error *err);
+
 /* Writes the weights file of a .keras archive (model.weights.h5). */
 mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t step, float lr,
                                          mr_error *err);

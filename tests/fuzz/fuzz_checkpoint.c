@@ -77,13 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_check_refusal(mr_checkpoint_load_model(path, &model, 1, &err), &err, path);
     /* --init-weights, mirrored_eval --cfg */
     mr_error_clear(&err);
-    mr_h5 h;
-    st = mr_h5_open(&h, path, &err);
-    if (st == MR_OK) {
-        st = mr_keras_read_weights(&h, &model, 0, &err);
-        mr_h5_close(&h);
-    }
-    fz_check_refusal(st, &err, path);
+    fz_check_refusal(mr_keras_load(path, &model, 0, NULL, &err), &err, path);
     fz_check_h5_closed();
     return 0;
 }

@@ -1,0 +1,25 @@
+/* isolate.h: running a file reader in a child process first, so that a
+ * library that crashes on a damaged file is a refusal, not a crash.
+ *
+ * HDF5 1.10 is not hardened against damaged files: fuzzing found reads out
+ * of bounds in its object-header and global-heap code (docs/fuzzing.md).
+ * Our checkpoints carry checksums checked before HDF5 parses a byte; a
+ * file without them (a Keras-made .h5 for --init-weights or mirrored_eval)
+ * is read once in a fork()ed child: if that child dies, the caller refuses
+ * the file with one line naming it; if it lives, the caller reads the file
+ * for real (HDF5 reads the same bytes the same way twice). */
+#ifndef MR_ISOLATE_H
+#define MR_ISOLATE_H
+
+#include "runtime/error.h"
+
+/* Runs fn(arg) in a child process (whose writes the caller never sees:
+ * copy-on-write memory, its output to /dev/null). MR_OK when the child
+ * returned, whatever fn returned (the caller's own run reports that);
+ * MR_ERR_DATA "PATH: WHAT crashed reading it (SIGNAL): the file is
+ * damaged" when it died. Where fork fails, MR_OK: the caller reads the
+ * file unguarded, as it would have without this. */
+mr_status mr_isolate(const char *path, const char *what, mr_status (*fn)(void *arg), void *arg,
+                     mr_error *err);
+
+#endif
