@@ -384,7 +384,11 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
             mr_h5_free_strs(wn, nw);
             wn = NULL;
         }
-        if (st != MR_OK) break;
+        if (st != MR_OK) {
+            /* a layer group whose weight_names could not be read */
+            if (g >= 0) H5Gclose(g);
+            break;
+        }
         if (nw == 0) {
             st = mr_error_set(err, MR_ERR_DATA,
                               "%s: has fewer layers with weights than the model: nothing for "
