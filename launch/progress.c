@@ -131,6 +131,10 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     /* on_nan = skip: the updates dropped for NaN or Inf (their loss is not in loss) */
     if (l->skipped > 0) fprintf(p->out, " - skipped: %lld", (long long)l->skipped);
     fprintf(p->out, "\n");
+    /* Keras's ReduceLROnPlateau(verbose=1) line */
+    if (l->reduced_lr > 0.0f)
+        fprintf(p->out, "Epoch %d: ReduceLROnPlateau reducing learning rate to %g.\n", l->epoch + 1,
+                (double)l->reduced_lr);
     fflush(p->out);
 }
 

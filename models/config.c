@@ -136,6 +136,20 @@ static const key_def keys[] = {
      "early_stopping: epochs without improvement before stopping (Keras patience)"},
     {"net", "min_delta", KEY_FLOAT, NET(min_delta), "0", 0, BIG, 0, 0, NULL, 0,
      "early_stopping: a change smaller than this is no improvement (Keras min_delta)"},
+    {"net", "reduce_lr_on_plateau", KEY_ENUM, NET(reduce_lr_on_plateau), "none", 0, 0, 0, 0,
+     monitor_names, 0,
+     "cut the learning rate when this epoch metric stops improving (Keras ReduceLROnPlateau's "
+     "monitor); needs lr_schedule = constant and no warmup"},
+    {"net", "reduce_lr_factor", KEY_FLOAT, NET(reduce_lr_factor), "0.1", 0, 1, 1, 1, NULL, 0,
+     "reduce_lr_on_plateau: the rate is multiplied by this (Keras factor)"},
+    {"net", "reduce_lr_patience", KEY_INT, NET(reduce_lr_patience), "10", 0, 1000000, 0, 0, NULL, 0,
+     "reduce_lr_on_plateau: epochs without improvement before a cut (Keras patience)"},
+    {"net", "reduce_lr_min_delta", KEY_FLOAT, NET(reduce_lr_min_delta), "0.0001", 0, BIG, 0, 0,
+     NULL, 0, "reduce_lr_on_plateau: a smaller change is no improvement (Keras min_delta)"},
+    {"net", "reduce_lr_cooldown", KEY_INT, NET(reduce_lr_cooldown), "0", 0, 1000000, 0, 0, NULL, 0,
+     "reduce_lr_on_plateau: epochs after a cut before counting again (Keras cooldown)"},
+    {"net", "min_lr", KEY_FLOAT, NET(min_lr), "0", 0, 10, 0, 0, NULL, 0,
+     "reduce_lr_on_plateau: the rate never goes below this (Keras min_lr)"},
     {"net", "restore_best_weights", KEY_BOOL, NET(restore_best_weights), "0", 0, 1, 0, 0, NULL, 0,
      "early_stopping: end training with the weights of the best epoch (Keras "
      "restore_best_weights)"},
@@ -839,6 +853,18 @@ static int cross_check(parse_state *ps) {
                     "[net] early_stopping = %s needs a validation set: set validation_split or "
                     "[data] val_images",
                     monitor_names[mon]);
+    const mr_monitor rl = cfg->net.reduce_lr_on_plateau;
+    if ((rl == MR_MONITOR_VAL_LOSS || rl == MR_MONITOR_VAL_ACCURACY) &&
+        cfg->data.val_images[0] == '\0' && cfg->net.validation_split == 0.0f)
+        return fail(ps, 1,
+                    "[net] reduce_lr_on_plateau = %s needs a validation set: set validation_split "
+                    "or [data] val_images",
+                    monitor_names[rl]);
+    if (rl != MR_MONITOR_NONE &&
+        (cfg->net.lr_schedule != MR_LR_SCHEDULE_CONSTANT || cfg->net.warmup_epochs > 0.0f))
+        return fail(ps, 1,
+                    "[net] reduce_lr_on_plateau sets the rate itself: it needs lr_schedule = "
+                    "constant and no warmup_epochs (as Keras's needs a float learning rate)");
     if (cfg->data.val_images[0] != '\0' && cfg->net.validation_split > 0.0f)
         return fail(ps, 1,
                     "[net] validation_split and [data] val_images both name a validation set: "

@@ -145,6 +145,16 @@ typedef struct mr_net_cfg {
     int patience;
     float min_delta;
     int restore_best_weights;
+    /* Keras ReduceLROnPlateau: after reduce_lr_patience epochs in which the
+     * metric did not improve by more than reduce_lr_min_delta, the rate
+     * becomes max(rate x reduce_lr_factor, min_lr), then reduce_lr_cooldown
+     * epochs without counting */
+    mr_monitor reduce_lr_on_plateau;
+    float reduce_lr_factor;
+    int reduce_lr_patience;
+    float reduce_lr_min_delta;
+    int reduce_lr_cooldown;
+    float min_lr;
 } mr_net_cfg;
 
 typedef struct mr_data_cfg {

@@ -11,6 +11,7 @@
 #include "runtime/clock.h"
 #include "runtime/rng.h"
 #include "strategies/early_stop.h"
+#include "strategies/reduce_lr.h"
 #include "strategies/strategy_impl.h"
 
 mr_status strategy_make_buckets(mr_strategy *s, mr_error *err) {
@@ -181,18 +182,21 @@ static mr_status restore_best(replica *rep) {
     return MR_OK;
 }
 
-/* Early stopping's state at the start of a fit: the epochs the checkpoint
- * finished, replayed (every replica alike). A best epoch that is the last
+/* Early stopping's and ReduceLROnPlateau's state at the start of a fit:
+ * the epochs the checkpoint finished, replayed (every replica alike). A best epoch that is the last
  * of them has its weights in the model now; an older one's are gone. A
  * replay that ends in a stop leaves nothing to train. */
 static mr_status early_stop_replay(replica *rep, int *done) {
     mr_strategy *s = rep->s;
     mr_early_stop_init(&rep->es, &s->cfg->net);
+    mr_reduce_lr_init(&rep->rlr, &s->cfg->net, mr_plan_learning_rate(&s->plan, 0.0));
     rep->best_epoch = -1;
     *done = 0;
     const int n = s->state.n_history;
-    for (int e = 0; e < n; e++)
+    for (int e = 0; e < n; e++) {
         if (mr_early_stop_epoch(&rep->es, &s->state.history[e]) == MR_EARLY_STOP_STOP) *done = 1;
+        mr_reduce_lr_epoch(&rep->rlr, &s->state.history[e]);
+    }
     if (n > 0 && rep->es.best_epoch == n - 1 && s->from.position == 0 && s->from.step == 0)
         MR_CHECK(keep_best(rep, rep->es.best_epoch));
     if (*done && rep->r == 0) s->early_stopped = n;
@@ -334,7 +338,10 @@ static mr_status task_fit(replica *rep) {
                                       &skip));
             else
                 nan_in_row = 0;
-            lr = mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
+            /* reduce_lr_on_plateau sets the rate epoch by epoch (a constant plan) */
+            lr = rep->rlr.monitor != MR_MONITOR_NONE
+                     ? rep->rlr.lr
+                     : mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
             if (!skip)
                 MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, check_first ? NULL : &late,
                                                &rep->err));
@@ -423,6 +430,8 @@ static mr_status task_fit(replica *rep) {
         logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
         /* every replica decides alike: the same logs everywhere */
         const mr_early_stop_action es = mr_early_stop_epoch(&rep->es, &logs);
+        logs.lr = lr; /* the rate of this epoch's last update, before any cut */
+        if (mr_reduce_lr_epoch(&rep->rlr, &logs)) logs.reduced_lr = rep->rlr.lr;
         if (es == MR_EARLY_STOP_IMPROVED) MR_CHECK(keep_best(rep, epoch));
         if (rep->g == 0) {
             logs.train_seconds = seconds_before + t1 - t0;

@@ -65,6 +65,7 @@ typedef struct mr_epoch_logs {
     double samples_per_sec; /* training examples / train_seconds */
     float lr;               /* learning rate at the end of the epoch */
     int64_t skipped;        /* on_nan = skip: updates dropped for NaN or Inf this epoch */
+    float reduced_lr;       /* reduce_lr_on_plateau cut the rate to this after the epoch (0: no) */
 } mr_epoch_logs;
 
 /* One update, as global replica 0 saw it (for progress and --log). */

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "strategies/early_stop.h"
+#include "strategies/reduce_lr.h"
 #include "strategies/strategy.h"
 
 /* Floats that ride behind the gradients in the all-reduce: the global
@@ -50,6 +51,7 @@ typedef struct replica {
      * with restore_best_weights a host copy of the best epoch's params
      * and BN state (n_params + n_state floats) and which epoch it is */
     mr_early_stop es;
+    mr_reduce_lr rlr; /* [net] reduce_lr_on_plateau: the rate, the same everywhere */
     float *best;
     int best_epoch;
     /* --check-sync's buffers, made at its first check and kept: host

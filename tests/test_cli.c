@@ -2,6 +2,7 @@
  * errors for bad input (naming the file and line or the path), no partial
  * output files, and a small successful run on generated data. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,6 +510,64 @@ START_TEST(early_stopping) {
 }
 END_TEST
 
+/* [net] reduce_lr_on_plateau as Keras's ReduceLROnPlateau: with min_delta
+ * 100 no epoch after the first improves, so patience 1 and factor 0.5
+ * halve the rate after epochs 2 and 3 (the metrics CSV's learning_rate:
+ * 0.002, 0.002, 0.001, 0.0005), with Keras's line; a run resumed from
+ * epoch 2's checkpoint replays the logs and ends with the same weights. A
+ * cosine schedule beside it is refused. */
+START_TEST(reduce_lr_on_plateau) {
+    const char *cfg = "[net]\nbatch=8\nepochs=4\nvalidation_split=0.2\nseed=3\n"
+                      "reduce_lr_on_plateau=val_loss\nreduce_lr_patience=1\n"
+                      "reduce_lr_factor=0.5\nreduce_lr_min_delta=100\n%s"
+                      "checkpoint=rlck/r.h5\n"
+                      "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\nscale=1/255\n"
+                      "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+                      "[dense]\nunits=4\nactivation=softmax\n";
+    char text[1024];
+    snprintf(text, sizeof text, cfg, "");
+    free(tu_write_text(dir, "rl.cfg", text));
+    char *out;
+    int rc = run("--devices cpu:2 --metrics rl.csv --json rl.json rl.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Epoch 2: ReduceLROnPlateau reducing learning rate to 0.001.\n") &&
+                      strstr(out, "Epoch 3: ReduceLROnPlateau reducing learning rate to 0.0005.\n"),
+                  "%s", out);
+    free(out);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/rl.csv", dir);
+    char *csv = tu_read_file(p, NULL);
+    ck_assert_ptr_nonnull(csv);
+    /* epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,... */
+    double want[4] = {0.002, 0.002, 0.001, 0.0005};
+    const char *line = strchr(csv, '\n') + 1;
+    for (int e = 0; e < 4; e++) {
+        double v[6];
+        int ep;
+        ck_assert_msg(
+            sscanf(line, "%d,%lf,%lf,%lf,%lf,%lf", &ep, &v[0], &v[1], &v[2], &v[3], &v[4]) == 6,
+            "%s", csv);
+        ck_assert_msg(ep == e && fabs(v[4] - want[e]) < 1e-9, "epoch %d: %s", e, csv);
+        line = strchr(line, '\n') + 1;
+    }
+    free(csv);
+    rc = run("--devices cpu:2 --quiet --json rlr.json --resume rlck/r-step000000020.h5 rl.cfg",
+             &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    char h1[17], h2[17];
+    read_hash("rl.json", h1);
+    read_hash("rlr.json", h2);
+    ck_assert_str_eq(h1, h2);
+    snprintf(text, sizeof text, cfg, "lr_schedule=cosine\n");
+    free(tu_write_text(dir, "rlbad.cfg", text));
+    rc = run("rlbad.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "needs lr_schedule = constant"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 /* Rows [begin, begin + n) of dir/name into dir/out (NPY). */
 static void write_rows(const char *name, int64_t begin, int64_t n, const char *out) {
     char p[8192];
@@ -668,6 +727,7 @@ int main(void) {
     tcase_add_test(tc, validation_files);
     tcase_add_test(tc, verbose_2_on_a_terminal);
     tcase_add_test(tc, early_stopping);
+    tcase_add_test(tc, reduce_lr_on_plateau);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
