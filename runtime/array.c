@@ -545,12 +545,15 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
         out->dtype = MR_DTYPE_I64;
     else if (strcmp(h.descr, "<f4") == 0)
         out->dtype = MR_DTYPE_F32;
-    else
+    else {
+        /* the dtype string as the file has it, but on one line */
+        for (char *c = h.descr; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         return mr_error_set(err, MR_ERR_DATA,
-                            "%s: unsupported NPY dtype '%s' (supported: |u1, <i4, <i8, <f4, "
-                            "<f8; "
+                            "%s: unsupported NPY dtype '%s' (supported: |u1, <i4, <i8, <f4, <f8; "
                             "convert with astype)",
                             path, h.descr);
+    }
     if (h.fortran_order)
         return mr_error_set(err, MR_ERR_DATA,
                             "%s: NPY array is in Fortran order; only C order is supported "

@@ -650,6 +650,11 @@ START_TEST(test_npy_unsupported_dtype) {
                             "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", v, 4);
     expect_fail(p, p, MR_ERR_DATA, "unsupported NPY dtype '<f2'");
     free(p);
+    /* a dtype string with a newline in it (fuzz_npy): named on one line */
+    p = write_npy_raw("nl.npy", 1, "{'descr': '<f\n2', 'fortran_order': False, 'shape': (2,), }", v,
+                      4);
+    expect_fail(p, p, MR_ERR_DATA, "unsupported NPY dtype '<f?2'");
+    free(p);
     p = write_npy_raw("be.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", v,
                       16);
     expect_fail(p, p, MR_ERR_DATA, "unsupported NPY dtype '>f4'");
