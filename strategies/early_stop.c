@@ -27,19 +27,16 @@ double mr_early_stop_value(const mr_early_stop *es, const mr_epoch_logs *logs) {
     return 0.0;
 }
 
-/* Keras's _is_improvement: (value - min_delta) > best for a maximised
- * metric, (value + min_delta) < best for a minimised one; a NaN never
- * improves. */
-static int improves(const mr_early_stop *es, double v) {
-    if (!es->have_best) return 1;
-    return es->maximize ? v - es->min_delta > es->best : v + es->min_delta < es->best;
+int mr_monitor_improves(int maximize, double min_delta, int have_best, double best, double v) {
+    if (!have_best) return 1;
+    return maximize ? v - min_delta > best : v + min_delta < best;
 }
 
 mr_early_stop_action mr_early_stop_epoch(mr_early_stop *es, const mr_epoch_logs *logs) {
     if (es->monitor == MR_MONITOR_NONE || es->stopped) return MR_EARLY_STOP_NONE;
     const double v = mr_early_stop_value(es, logs);
     es->wait++;
-    if (improves(es, v)) {
+    if (mr_monitor_improves(es->maximize, es->min_delta, es->have_best, es->best, v)) {
         es->best = v;
         es->have_best = 1;
         es->best_epoch = logs->epoch;

@@ -47,6 +47,12 @@ double mr_early_stop_value(const mr_early_stop *es, const mr_epoch_logs *logs);
 /* One finished epoch: updates the state and says what the fit does. */
 mr_early_stop_action mr_early_stop_epoch(mr_early_stop *es, const mr_epoch_logs *logs);
 
+/* Keras's MonitorCallback._is_improvement: with no best yet, yes; else
+ * (v - min_delta) > best for a maximised metric, (v + min_delta) < best
+ * for a minimised one (min_delta >= 0); a NaN never improves. Shared with
+ * reduce_lr.c. */
+int mr_monitor_improves(int maximize, double min_delta, int have_best, double best, double v);
+
 /* "val_loss", "accuracy", ...: the .cfg's and Keras's name. */
 const char *mr_monitor_name(mr_monitor m);
 

@@ -1,7 +1,7 @@
 /* reduce_lr.c: Keras's ReduceLROnPlateau rules (reduce_lr.h). */
 #include "strategies/reduce_lr.h"
 
-#include "strategies/early_stop.h" /* mr_early_stop_value's monitor reading */
+#include "strategies/early_stop.h" /* reading the monitor, and what improves */
 
 void mr_reduce_lr_init(mr_reduce_lr *r, const mr_net_cfg *net, float lr) {
     const mr_monitor m = net->reduce_lr_on_plateau;
@@ -23,10 +23,7 @@ int mr_reduce_lr_epoch(mr_reduce_lr *r, const mr_epoch_logs *logs) {
         r->cooldown_counter--;
         r->wait = 0;
     }
-    /* Keras's _is_improvement (min_delta made negative for a minimised metric) */
-    const int better =
-        !r->have_best || (r->maximize ? v - r->min_delta > r->best : v + r->min_delta < r->best);
-    if (better) {
+    if (mr_monitor_improves(r->maximize, r->min_delta, r->have_best, r->best, v)) {
         r->best = v;
         r->have_best = 1;
         r->wait = 0;

@@ -69,6 +69,16 @@ START_TEST(accuracy_and_min_delta) {
 }
 END_TEST
 
+START_TEST(improves_as_keras) {
+    ck_assert(mr_monitor_improves(0, 0.1, 0, 0.0, 5.0)); /* no best yet */
+    ck_assert(mr_monitor_improves(0, 0.1, 1, 1.0, 0.85));
+    ck_assert(!mr_monitor_improves(0, 0.1, 1, 1.0, 0.95));
+    ck_assert(mr_monitor_improves(1, 0.1, 1, 0.5, 0.65));
+    ck_assert(!mr_monitor_improves(1, 0.1, 1, 0.5, 0.55));
+    ck_assert(!mr_monitor_improves(0, 0.0, 1, 1.0, NAN));
+}
+END_TEST
+
 START_TEST(off_and_names) {
     const double v[3] = {1.0, 2.0, 3.0};
     int best;
@@ -91,6 +101,7 @@ int main(void) {
     tcase_add_test(tc, loss_patience);
     tcase_add_test(tc, accuracy_and_min_delta);
     tcase_add_test(tc, off_and_names);
+    tcase_add_test(tc, improves_as_keras);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
