@@ -1,6 +1,6 @@
 /* test_early_stop.c: Keras 3's EarlyStopping rules (early_stop.h) on
- * sequences of epoch figures, worked by hand from
- * keras/src/callbacks/early_stopping.py (mode auto, min_delta, patience). */
+ * sequences of epoch figures, worked by hand from the source of Keras
+ * 3.15's keras.callbacks.EarlyStopping (mode auto, min_delta, patience). */
 #include <check.h>
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /* test_reduce_lr.c: Keras 3's ReduceLROnPlateau rules (reduce_lr.h) on
- * sequences of epoch figures, worked by hand from
- * keras/src/callbacks/reduce_lr_on_plateau.py (mode auto). */
+ * sequences of epoch figures, worked by hand from the source of Keras
+ * 3.15's keras.callbacks.ReduceLROnPlateau (mode auto). */
 #include <check.h>
 
 #include "strategies/reduce_lr.h"
