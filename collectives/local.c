@@ -2,8 +2,9 @@
  *
  * Meeting point: a sense-reversing barrier on C11 atomics. Each round every
  * rank increments `arrived`; the last one resets it and flips `sense`; the
- * others wait for the flip, spinning (with a pause) for MR_LOCAL_SPIN_S,
- * then blocking on a futex that the last one wakes. Before this (issue 20)
+ * others wait for the flip: spinning (with a pause) for MR_LOCAL_SPIN_S,
+ * then yielding the core between two looks until MR_LOCAL_YIELD_S, then
+ * blocking on a futex that the last one wakes. Before this (issue 20)
  * a waiter spun 20,000 pauses (about a millisecond where a pause takes
  * some 140 cycles), then slept with
  * backoff up to 1 ms: on a core shared with a busy neighbour the spin
@@ -41,15 +42,21 @@
 #include <unistd.h>
 #include "runtime/target_clones.h"
 
-/* How long a waiter spins before it blocks: longer than the replicas of a
- * quiet machine usually arrive apart, so that the quiet path rarely pays a
- * futex wake-up's latency, and short beside a scheduler's time slice
- * (several milliseconds), so that a busy neighbour sharing the core gets it
- * back soon. Measured (bench/contention.py, fashion_cnn.cfg, docs/
- * performance.md#a-busy-neighbour): 100 us cost the quiet cpu:2 run 0.88x
- * of the spinning waits before it, 1 ms 0.96x (within the runs' spread),
- * with the busy figures alike. */
-#define MR_LOCAL_SPIN_S 1e-3
+/* How a waiter waits, in three phases. It spins with a pause for
+ * MR_LOCAL_SPIN_S: the replicas of a quiet machine usually arrive that
+ * close. It then yields its core between two looks until MR_LOCAL_YIELD_S:
+ * on a core of its own a yield returns at once (it notices the flip within
+ * a microsecond or two, and never pays a futex wake-up's latency), while on
+ * a core shared with another thread the yield hands the core over. Only
+ * then does it block. With a busy neighbour the replica on the free core
+ * waits for the one that shares a core most of every step, a few ms at a
+ * time: blocking after 1 ms (the previous scheme) made that replica sleep
+ * and wake late at every step's barriers. Measured on fashion_cnn.cfg (docs/
+ * performance.md#a-busy-neighbour), against spinning 1 ms then blocking:
+ * busy cpu:2 0.79x -> 0.89x of the quiet cpu figure, quiet cpu:2 1.77x ->
+ * 1.84x, two cpu:2 jobs at once 6.6 s -> 5.2 s (medians). */
+#define MR_LOCAL_SPIN_S  100e-6
+#define MR_LOCAL_YIELD_S 20e-3
 
 typedef struct local_comm {
     mr_comm base;
@@ -61,7 +68,8 @@ typedef struct local_comm {
     atomic_int sleepers;                /* waiters blocked (or about to block) in futex_wait */
     _Alignas(64) atomic_int aborted_by; /* -1: none */
     _Alignas(64) atomic_int *present;   /* (size) rank r is at the current barrier */
-    double spin_s;                      /* seconds of spinning before blocking: 0 oversubscribed */
+    double spin_s;                      /* seconds of spinning before yielding: 0 oversubscribed */
+    double yield_s;                     /* seconds after arrival of yielding before blocking */
     float *volatile *bufs;              /* (size) published buffers */
     double *volatile *dbufs;            /* (size) published double buffers (f64 all-reduce) */
     int first;                          /* job-wide number of rank 0, for messages */
@@ -105,7 +113,7 @@ static mr_status timed_out(local_comm *lc, int rank, const char *what, mr_error 
                         what, lc->first + rank, lc->base.timeout_s, missing);
 }
 
-/* The waiter's side once spinning is over: blocks on the futex until the
+/* The waiter's side once spinning and yielding are over: blocks on the futex until the
  * sense flips, a rank aborts, or the timeout. The sleepers count is raised
  * before the sense is read again (all seq_cst), and the releaser flips the
  * sense before it reads the count: either it sees this sleeper and wakes
@@ -158,6 +166,16 @@ static mr_status barrier(local_comm *lc, int rank, const char *what, mr_error *e
             if (atomic_load_explicit(&lc->aborted_by, memory_order_acquire) >= 0)
                 return aborted(lc, what, err);
             if (mr_now_s() - start > lc->spin_s) break;
+        }
+    }
+    /* yield, a look at the clock every 8 (a yield is a system call) */
+    for (long yields = 1; lc->yield_s > 0.0; yields++) {
+        if (atomic_load_explicit(&lc->sense, memory_order_acquire) == my_sense) return MR_OK;
+        sched_yield();
+        if (yields % 8 == 0) {
+            if (atomic_load_explicit(&lc->aborted_by, memory_order_acquire) >= 0)
+                return aborted(lc, what, err);
+            if (mr_now_s() - start > lc->yield_s) break;
         }
     }
     return block(lc, rank, my_sense, start, what, err);
@@ -275,10 +293,13 @@ static const mr_comm_vtable local_vt = {
     .destroy = local_destroy,
 };
 
-/* Spin before blocking only when every rank has a core of its own; with
- * more ranks than cores the rank a waiter waits for may need its core. */
+/* Spin and yield before blocking only when every rank has a core of its
+ * own; with more ranks than cores the rank a waiter waits for may need its
+ * core. */
 static void set_waiting(local_comm *lc, int cores) {
-    lc->spin_s = lc->base.size <= cores ? MR_LOCAL_SPIN_S : 0.0;
+    int own = lc->base.size <= cores;
+    lc->spin_s = own ? MR_LOCAL_SPIN_S : 0.0;
+    lc->yield_s = own ? MR_LOCAL_YIELD_S : 0.0;
 }
 
 mr_status mr_comm_local_create(int size, mr_comm **out, mr_error *err) {
