@@ -46,15 +46,14 @@
  * MR_LOCAL_SPIN_S: the replicas of a quiet machine usually arrive that
  * close. It then yields its core between two looks until MR_LOCAL_YIELD_S:
  * on a core of its own a yield returns at once (it notices the flip within
- * a microsecond or two, and never pays a futex wake-up's latency), while on
- * a core shared with another thread the yield hands the core over. Only
- * then does it block. With a busy neighbour the replica on the free core
- * waits for the one that shares a core most of every step, a few ms at a
- * time: blocking after 1 ms (the previous scheme) made that replica sleep
- * and wake late at every step's barriers. Measured on fashion_cnn.cfg (docs/
- * performance.md#a-busy-neighbour), against spinning 1 ms then blocking:
- * busy cpu:2 0.79x -> 0.89x of the quiet cpu figure, quiet cpu:2 1.77x ->
- * 1.84x, two cpu:2 jobs at once 6.6 s -> 5.2 s (medians). */
+ * a microsecond or two and pays no futex wake-up), while on a core shared
+ * with another thread the yield hands the core over. Only then does it
+ * block. With a busy neighbour on one core, the replica on the free core
+ * waits a few ms at every step for the one that shares a core; blocking
+ * after 1 ms (the scheme before this one) made it sleep and wake late at
+ * each of the step's barriers. bench/contention.py (docs/performance.md,
+ * "A busy neighbour"): busy cpu:2 at 0.84x of the quiet cpu figure against
+ * 0.82x for the 1 ms scheme in the same run, quiet figures unchanged. */
 #define MR_LOCAL_SPIN_S  100e-6
 #define MR_LOCAL_YIELD_S 20e-3
 
