@@ -1,7 +1,7 @@
 /* mirrored_eval: evaluate a trained model on any machine's CPUs (or, later,
  * GPUs), from the checkpoint alone.
  *
- *   mirrored_eval CHECKPOINT.h5 [--data IMAGES,LABELS] [--batch N] [--devices SPEC]
+ *   mirrored_eval CHECKPOINT.h5 [--data IMAGES[,LABELS]] [--batch N] [--devices SPEC]
  *                 [--json FILE] [--predict OUT.npy] [--cfg MODEL.cfg] [--quiet]
  *
  * The model is rebuilt from the .cfg text the checkpoint carries, its weights
@@ -9,7 +9,8 @@
  * stored). The default data is the test set the .cfg names. Batches of N
  * rows per replica go through the replicas (a checkpoint trained on any
  * device count or kind evaluates on any other); memory follows the batch,
- * and --predict writes each batch's class probabilities as it goes. A model
+ * and --predict writes each batch's class probabilities as it goes (with
+ * --data IMAGES alone, no labels, that is all it does). A model
  * that Keras wrote (model.save("x.h5"), no /mirrored group) evaluates with
  * --cfg naming a .cfg of the same architecture. */
 #include <errno.h>
@@ -40,7 +41,8 @@ static void usage(FILE *out) {
             "matrix, on the test set its .cfg names or on --data.\n"
             "\n"
             "Options:\n"
-            "  --data IMAGES,LABELS  evaluate on these files (IDX, .npy, file.h5:/dataset)\n"
+            "  --data IMAGES[,LABELS]  evaluate on these files (IDX, .npy, file.h5:/dataset);\n"
+            "                    IMAGES alone, with --predict: the probabilities only\n"
             "  --batch N          rows per replica per batch (default 256)\n"
             "  --devices SPEC     auto (default), cpu, cpu:N (as mirrored_train)\n"
             "  --json FILE        write test_loss, test_accuracy, per_class and the confusion\n"
@@ -297,8 +299,21 @@ int main(int argc, char **argv) {
     if (st == MR_OK) {
         if (c.data != NULL) {
             const char *comma = strchr(c.data, ',');
-            if (comma == NULL || comma == c.data || comma[1] == '\0')
-                st = mr_error_set(&err, MR_ERR_USAGE, "--data %s: expected IMAGES,LABELS", c.data);
+            if (comma == c.data || (comma != NULL && comma[1] == '\0'))
+                st = mr_error_set(&err, MR_ERR_USAGE, "--data %s: expected IMAGES,LABELS or IMAGES",
+                                  c.data);
+            else if (comma == NULL && c.predict == NULL)
+                st = mr_error_set(&err, MR_ERR_USAGE,
+                                  "--data %s: no labels, so nothing to score: add --predict "
+                                  "OUT.npy to write the class probabilities",
+                                  c.data);
+            else if (comma == NULL && c.json != NULL)
+                st = mr_error_set(&err, MR_ERR_USAGE,
+                                  "--json %s: needs labels (--data IMAGES,LABELS); --data %s has "
+                                  "none",
+                                  c.json, c.data);
+            else if (comma == NULL)
+                snprintf(images, sizeof images, "%s", c.data);
             else
                 snprintf(images, sizeof images, "%.*s", (int)(comma - c.data), c.data),
                     snprintf(labels, sizeof labels, "%s", comma + 1);
@@ -317,7 +332,7 @@ int main(int argc, char **argv) {
         cfg.net.batch = (int)c.batch;
         cfg.net.accumulate = 1;
         opts.seed = (uint64_t)cfg.net.seed;
-        st = mr_dataset_load(&ds, images, labels, &err);
+        st = mr_dataset_load(&ds, images, labels[0] ? labels : NULL, &err);
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     if (lead && !c.quiet && ds.note[0]) fprintf(stderr, "%s: note: %s\n", prog, ds.note);
@@ -326,7 +341,7 @@ int main(int argc, char **argv) {
     mr_model *m = mr_strategy_replica(s, 0);
     const int k = mr_model_classes(m);
     st = mr_dataset_check_row(&ds, m->in_size, images, &err);
-    if (st == MR_OK) st = mr_dataset_check_labels(&ds, k, labels, &err);
+    if (st == MR_OK && labels[0]) st = mr_dataset_check_labels(&ds, k, labels, &err);
     /* preprocessing: what training used */
     if (st == MR_OK && has_ck) st = mr_ckpt_apply_preprocessing(&ck, &ds, &err);
     if (st == MR_OK && !has_ck) {
@@ -363,7 +378,11 @@ int main(int argc, char **argv) {
             goto alone_failure;
         }
     }
-    if (lead) {
+    if (lead && !labels[0]) { /* no labels: the probabilities are the result */
+        printf("%s: %lld examples of %s, %d replica%s: class probabilities (%lld, %d) in %s\n",
+               c.checkpoint, (long long)ds.n, images, mr_strategy_plan(s)->replicas,
+               mr_strategy_plan(s)->replicas > 1 ? "s" : "", (long long)ds.n, k, c.predict);
+    } else if (lead) {
         if (!c.quiet)
             printf("%s: %lld examples of %s, %d replica%s\n", c.checkpoint, (long long)ds.n, images,
                    mr_strategy_plan(s)->replicas, mr_strategy_plan(s)->replicas > 1 ? "s" : "");

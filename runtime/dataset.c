@@ -45,14 +45,24 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
     ds->scale = 1.0f;
     mr_array lab = {0};
     MR_CHECK(mr_array_read(images, &ds->x, err));
-    mr_status st = mr_array_read(labels, &lab, err);
-    if (st != MR_OK) goto fail;
+    mr_status st = MR_OK;
+    if (labels != NULL && (st = mr_array_read(labels, &lab, err)) != MR_OK) goto fail;
     if (ds->x.ndim < 1 || ds->x.dims[0] < 1) {
         st = mr_error_set(err, MR_ERR_DATA, "%s: no examples", images);
         goto fail;
     }
     if (ds->x.dtype == MR_DTYPE_I32 || ds->x.dtype == MR_DTYPE_I64)
         if ((st = to_float(&ds->x, err, images)) != MR_OK) goto fail;
+    if (labels == NULL) { /* images only: class 0 stands in for every label */
+        ds->n = ds->x.dims[0];
+        ds->row = mr_array_row_size(&ds->x);
+        ds->y = calloc((size_t)ds->n, sizeof(int32_t));
+        if (ds->y == NULL) {
+            st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", images);
+            goto fail;
+        }
+        goto notes;
+    }
     /* class ids (n) or (n, 1), integers or integral floats; or one-hot
      * rows (n, k), k > 1, as Keras's categorical_crossentropy takes them */
     const int one_hot = lab.ndim == 2 && lab.dims[1] > 1;
@@ -111,6 +121,7 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
     if (one_hot)
         snprintf(ds->note, sizeof ds->note, "%s: one-hot labels (n, %lld) read as class ids",
                  labels, (long long)k);
+notes:
     if (ds->x.from_float64)
         snprintf(ds->note + strlen(ds->note), sizeof ds->note - strlen(ds->note),
                  "%s%s: float64 images read as float32", ds->note[0] ? "; " : "", images);

@@ -37,7 +37,9 @@ typedef struct mr_augment {
  * they agree: same count; labels class ids, (n) or (n, 1), integers or
  * floats with integer values, or one-hot rows (n, classes) of any dtype
  * (each exactly one 1, the rest 0), read as class ids. ds->note says what
- * was converted (one-hot labels, float64 images), for the caller to print. */
+ * was converted (one-hot labels, float64 images), for the caller to print.
+ * labels NULL: images only (examples to predict); every y is 0, a
+ * placeholder that no score may be computed from. */
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err);
 
 /* Appends the examples of `more` after those of ds (a validation set

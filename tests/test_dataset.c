@@ -208,6 +208,29 @@ START_TEST(test_load_int_images_to_float) {
 }
 END_TEST
 
+/* Images alone (labels NULL): the examples as with labels, every class id
+ * the placeholder 0; a file without examples is still refused. */
+START_TEST(test_load_images_only) {
+    const int32_t img[3 * 2] = {-5, 0, 7, 1000000, -2, 3};
+    char *ip = write_npy("img_only_i32.npy", MR_DTYPE_I32, 2, (int64_t[]){3, 2}, img);
+    mr_dataset ds;
+    memset(&ds, 0xAB, sizeof ds);
+    load_ok(&ds, ip, NULL);
+    ck_assert_int_eq(ds.n, 3);
+    ck_assert_int_eq(ds.row, 2);
+    ck_assert_int_eq(ds.x.dtype, MR_DTYPE_F32);
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(((const float *)ds.x.data)[i], (float)img[i]);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(ds.y[i], 0);
+    ck_assert_str_eq(ds.note, "");
+    mr_dataset_free(&ds);
+    char *empty = write_npy("img_none.npy", MR_DTYPE_U8, 2, (int64_t[]){0, 2}, img);
+    load_fail(empty, NULL, MR_ERR_DATA, empty);
+    free(ip), free(empty);
+}
+END_TEST
+
 START_TEST(test_load_count_mismatch) {
     uint8_t img[7 * 4] = {0}, lab[5] = {0, 1, 2, 3, 4};
     char *ip = write_idx_u8("img_7", 2, (uint32_t[]){7, 4}, img);
@@ -814,6 +837,7 @@ static Suite *dataset_suite(void) {
     tcase_add_test(tc, test_load_npy_i64_labels);
     tcase_add_test(tc, test_load_labels_n_by_1);
     tcase_add_test(tc, test_load_int_images_to_float);
+    tcase_add_test(tc, test_load_images_only);
     tcase_add_test(tc, test_load_count_mismatch);
     tcase_add_test(tc, test_load_float_labels);
     tcase_add_test(tc, test_load_one_hot_labels);

@@ -167,6 +167,30 @@ static void expect_fail(const char *cmd, int code, const char *want1, const char
     ck_assert_msg(f == NULL, "'%s' left a metrics file", cmd);
 }
 
+/* mirrored_eval --data IMAGES without labels: the class probabilities
+ * only, the same bytes as with labels; without --predict, or with --json
+ * (a score needs labels), one line and exit 2. */
+START_TEST(predict_without_labels) {
+    run_ok("$T m.cfg --devices cpu --epochs 1 --quiet --save p.h5");
+    run_ok("$E p.h5 --devices cpu --data x.npy,y.npy --predict with.npy --quiet");
+    char *out;
+    int rc = run("$E p.h5 --devices cpu --data x.npy --predict alone.npy", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "class probabilities (400, 4) in alone.npy") &&
+                      strstr(out, "Test loss") == NULL,
+                  "exit %d: %s", rc, out);
+    free(out);
+    rc = run("cmp with.npy alone.npy && test -s alone.npy", &out);
+    ck_assert_msg(rc == 0, "the predictions differ: %s", out);
+    free(out);
+    expect_fail("$E p.h5 --data x.npy", 2, "x.npy: no labels", "--predict");
+    expect_fail("$E p.h5 --data x.npy --predict none.npy --json j.json", 2, "--json j.json",
+                "needs labels");
+    expect_fail("$E p.h5 --data ,y.npy --predict none.npy", 2, "expected IMAGES,LABELS", "IMAGES");
+    char *f = read_in_dir("none.npy");
+    ck_assert_msg(f == NULL, "a refused run left its --predict file");
+}
+END_TEST
+
 START_TEST(bad_checkpoints) {
     run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet --save good.h5");
     const char *use = "--metrics out.csv --json out.json --quiet";
@@ -390,6 +414,7 @@ int main(void) {
     tcase_add_test(tc, resume_is_bitwise);
     tcase_add_test(tc, resume_under_mpirun_one_writer);
     tcase_add_test(tc, eval_reports_what_training_did);
+    tcase_add_test(tc, predict_without_labels);
     tcase_add_test(tc, bad_checkpoints);
     tcase_add_test(tc, unwritable_places);
     tcase_add_test(tc, resume_with_other_replicas);
