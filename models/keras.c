@@ -4,9 +4,12 @@
  * other tools read the file as Keras would have written it. */
 #include "models/keras.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zip.h>
 
 #include "runtime/isolate.h"
 #include "runtime/strbuf.h"
@@ -516,6 +519,66 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
     return st;
 }
 
+mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
+    hid_t layers;
+    MR_CHECK(mr_h5_open_group(h, h->file, "layers", &layers, err));
+    mr_status st = MR_OK;
+    char path[160];
+    for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
+        mr_layer *l = &m->layers[i];
+        /* Keras names the group by class and a per-class counter, as our
+         * layers are named (model.c), whatever name the layer had */
+        snprintf(path, sizeof path, "%s/vars", l->name);
+        if (!mr_h5_exists(h, layers, path)) {
+            if (l->n_weights > 0)
+                st = mr_error_set(err, MR_ERR_DATA,
+                                  "%s: no /layers/%s/vars for the model's layer %s (%s): the "
+                                  "file is of another model",
+                                  h->path, path, l->name, l->ops->class_name);
+            continue;
+        }
+        hid_t g;
+        if ((st = mr_h5_open_group(h, layers, path, &g, err)) != MR_OK) break;
+        H5G_info_t info;
+        if (H5Gget_info(g, &info) < 0)
+            st = mr_error_set(err, MR_ERR_DATA, "%s: /layers/%s cannot be read", h->path, path);
+        else if (info.nlinks != (hsize_t)l->n_weights)
+            st = mr_error_set(
+                err, MR_ERR_DATA, "%s: /layers/%s has %d weights, the model's layer %s (%s) has %d",
+                h->path, path, (int)info.nlinks, l->name, l->ops->class_name, l->n_weights);
+        for (int w = 0; st == MR_OK && w < l->n_weights; w++) {
+            int64_t dims[4];
+            int rank = weight_dims(&l->w[w], dims);
+            snprintf(path, sizeof path, "%d", w);
+            st = read_floats(h, g, path, rank, dims, m, l->w[w].data, l->w[w].size, err);
+        }
+        H5Gclose(g);
+    }
+    /* a layer group with weights that no layer of the model took */
+    H5G_info_t info = {0};
+    if (st == MR_OK && H5Gget_info(layers, &info) < 0)
+        st = mr_error_set(err, MR_ERR_DATA, "%s: /layers cannot be read", h->path);
+    for (hsize_t k = 0; st == MR_OK && k < info.nlinks; k++) {
+        char name[128];
+        if (H5Lget_name_by_idx(layers, ".", H5_INDEX_NAME, H5_ITER_INC, k, name, sizeof name,
+                               H5P_DEFAULT) < 0) {
+            st = mr_error_set(err, MR_ERR_DATA, "%s: /layers cannot be read", h->path);
+            break;
+        }
+        int ours = 0;
+        for (int i = 0; !ours && i < m->n_layers; i++)
+            ours = strcmp(name, m->layers[i].name) == 0;
+        snprintf(path, sizeof path, "%s/vars/0", name);
+        if (!ours && mr_h5_exists(h, layers, path))
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: has more layers with weights than the model (/layers/%s is "
+                              "left over)",
+                              h->path, name);
+    }
+    H5Gclose(layers);
+    return st;
+}
+
 typedef struct load_args {
     const char *path;
     mr_model *m;
@@ -528,14 +591,102 @@ static mr_status load_now(void *arg) {
     load_args *a = arg;
     mr_h5 h;
     MR_CHECK(mr_h5_open(&h, a->path, a->err));
-    mr_status st = mr_keras_read_weights(&h, a->m, a->same_layers, a->err);
-    if (st == MR_OK && a->step != NULL) st = mr_keras_read_optimizer(&h, a->m, a->step, a->err);
+    mr_status st;
+    if (mr_h5_exists(&h, h.file, "model_weights")) {
+        st = mr_keras_read_weights(&h, a->m, a->same_layers, a->err);
+        if (st == MR_OK && a->step != NULL) st = mr_keras_read_optimizer(&h, a->m, a->step, a->err);
+    } else if (mr_h5_exists(&h, h.file, "layers") && a->step == NULL) {
+        st = mr_keras_read_archive_weights(&h, a->m, a->err);
+    } else if (mr_h5_exists(&h, h.file, "layers")) {
+        st = mr_error_set(a->err, MR_ERR_DATA,
+                          "%s: a Keras 3 weights file holds no training state to resume from",
+                          a->path);
+    } else {
+        st = mr_error_set(a->err, MR_ERR_DATA,
+                          "%s: neither a Keras .h5 model (/model_weights) nor a Keras 3 weights "
+                          "file (/layers): mirrored reads those, its checkpoints, and .keras "
+                          "archives",
+                          a->path);
+    }
     mr_h5_close(&h);
+    return st;
+}
+
+/* "PK\3\4": a zip archive (a .keras file), not HDF5. */
+static int is_zip(const char *path) {
+    unsigned char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return 0;
+    size_t got = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    return got == 4 && memcmp(magic, "PK\3\4", 4) == 0;
+}
+
+/* Copies the archive's model.weights.h5 into the new file tmp. */
+static mr_status unzip_weights(const char *path, const char *tmp, int fd, mr_error *err) {
+    int zerr = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY, &zerr);
+    if (za == NULL) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, zerr);
+        mr_error_set(err, MR_ERR_DATA, "%s: not a readable .keras archive: %s", path,
+                     zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return err->status;
+    }
+    mr_status st = MR_OK;
+    zip_file_t *zf = zip_fopen(za, "model.weights.h5", 0);
+    if (zf == NULL) {
+        st = mr_error_set(err, MR_ERR_DATA,
+                          "%s: a zip archive without model.weights.h5: not a "
+                          "Keras 3 .keras file",
+                          path);
+    } else {
+        char buf[65536];
+        zip_int64_t n;
+        while (st == MR_OK && (n = zip_fread(zf, buf, sizeof buf)) > 0)
+            if (write(fd, buf, (size_t)n) != (ssize_t)n)
+                st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+        if (st == MR_OK && n < 0)
+            st = mr_error_set(err, MR_ERR_DATA, "%s: model.weights.h5 cannot be read: %s", path,
+                              zip_strerror(za));
+        zip_fclose(zf);
+    }
+    zip_discard(za);
+    return st;
+}
+
+/* A .keras archive: its model.weights.h5, unpacked into a temporary file
+ * (HDF5 reads files), read as a Keras 3 weights file; messages name the
+ * archive. */
+static mr_status load_archive(const char *path, mr_model *m, int64_t *step, mr_error *err) {
+    if (step != NULL)
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: a .keras archive holds no training state to resume from", path);
+    const char *dir = getenv("TMPDIR");
+    char tmp[MR_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/mirrored-XXXXXX.weights.h5", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemps(tmp, (int)strlen(".weights.h5"));
+    if (fd < 0) return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    mr_status st = unzip_weights(path, tmp, fd, err);
+    if (close(fd) != 0 && st == MR_OK)
+        st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    if (st == MR_OK) st = mr_keras_load(tmp, m, 0, NULL, err);
+    unlink(tmp);
+    if (st != MR_OK) { /* name the archive, not the temporary file */
+        char named[sizeof err->msg], *at = strstr(err->msg, tmp);
+        if (at != NULL) {
+            snprintf(named, sizeof named, "%.*s%s:model.weights.h5%s", (int)(at - err->msg),
+                     err->msg, path, at + strlen(tmp));
+            snprintf(err->msg, sizeof err->msg, "%s", named);
+        }
+    }
     return st;
 }
 
 mr_status mr_keras_load(const char *path, mr_model *m, int same_layers, int64_t *step,
                         mr_error *err) {
+    if (is_zip(path)) return load_archive(path, m, step, err);
     int sealed;
     MR_CHECK(mr_h5_verify(path, &sealed, err));
     load_args a = {.path = path, .m = m, .same_layers = same_layers, .step = step, .err = err};

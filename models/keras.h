@@ -58,13 +58,22 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
  * optimizer slots; *step is the iteration. */
 mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error *err);
 
-/* Opens path and reads its weights (mr_keras_read_weights) and, with
+/* Opens path and reads its weights (mr_keras_read_weights, or
+ * mr_keras_read_archive_weights for a Keras 3 weights file) and, with
  * `step` (else NULL), its optimizer slots (mr_keras_read_optimizer). A file
  * without our checksums (Keras-made, or not ours at all) is read first in
  * a child process (runtime/isolate.h): HDF5 crashing on a damaged one is
  * then a refusal naming it. */
 mr_status mr_keras_load(const char *path, mr_model *m, int same_layers, int64_t *step,
                         mr_error *err);
+
+/* Reads a Keras 3 weights file (model.weights.h5 of a .keras archive, or
+ * what model.save_weights("x.weights.h5") writes): /layers/<group>/vars/<i>,
+ * one group per layer named by its class and a per-class counter ("dense",
+ * "dense_1"), whatever the layer's own name. Every layer with weights must
+ * find its group with as many weights of its shapes, and no group with
+ * weights may be left over. */
+mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err);
 
 /* Writes the weights file of a .keras archive (model.weights.h5). */
 mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t step, float lr,

@@ -323,6 +323,57 @@ START_TEST(archive_weights_layout) {
 }
 END_TEST
 
+/* A Keras 3 weights file read back: every weight and BN state bitwise;
+ * a model it does not fit (fewer units, or fewer layers with weights) is
+ * refused naming the group. */
+START_TEST(archive_weights_read_back) {
+    mr_config cfg, cfg_b, cfg_c;
+    mr_model a, b, c;
+    build(&cfg, &a, "", 16);
+    build(&cfg_b, &b, "", 16);
+    randomise(&a, 4);
+    const char *p = dir_path("back.weights.h5");
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
+    ck_assert_msg(mr_keras_write_archive_weights(&h, &a, 5, 0.01f, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    ck_assert_msg(mr_keras_read_archive_weights(&h, &b, &err) == MR_OK, "%s", err.msg);
+    ck_assert(memcmp(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params) == 0);
+    ck_assert(memcmp(host(a.state), host(b.state), sizeof(float) * (size_t)a.n_state) == 0);
+    build(&cfg_c, &c, "", 8);
+    ck_assert_int_eq(mr_keras_read_archive_weights(&h, &c, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "/layers/dense/vars/0") && strstr(err.msg, "(3, 16)"), "%s",
+                  err.msg);
+    mr_error_clear(&err);
+    mr_h5_close(&h);
+    /* an MLP: conv2d and the rest are groups left over */
+    mr_config cfg_m;
+    mr_model mlp;
+    ck_assert_int_eq(
+        mr_config_parse("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                        "shape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n",
+                        "mlp.cfg", NULL, &cfg_m, NULL),
+        MR_OK);
+    ck_assert_int_eq(mr_model_init(&mlp, tu_cpu_backend(), &cfg_m, 2, 0, NULL), MR_OK);
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    mr_status st = mr_keras_read_archive_weights(&h, &mlp, &err);
+    mr_h5_close(&h);
+    ck_assert_msg(st == MR_ERR_DATA && strstr(err.msg, p) &&
+                      (strstr(err.msg, "left over") || strstr(err.msg, "has shape")),
+                  "%s", err.msg);
+    mr_model_free(&mlp);
+    mr_model_free(&a);
+    mr_model_free(&b);
+    mr_model_free(&c);
+    mr_config_free(&cfg);
+    mr_config_free(&cfg_b);
+    mr_config_free(&cfg_c);
+    mr_config_free(&cfg_m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras");
     TCase *tc = tcase_create("keras");
@@ -332,6 +383,7 @@ int main(void) {
     tcase_add_loop_test(tc, h5_round_trip_bitwise, 0, 2);
     tcase_add_test(tc, mismatches_named);
     tcase_add_test(tc, archive_weights_layout);
+    tcase_add_test(tc, archive_weights_read_back);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -15,7 +15,7 @@
 #include "runtime/h5file.h"
 #include "tests/testutil.h"
 
-static char train_exe[4096], eval_exe[4096], dir[4096];
+static char train_exe[4096], eval_exe[4096], export_exe[4096], dir[4096];
 
 /* A small CNN with BN and dropout: every kind of state a resume restores. */
 static const char *model_cfg =
@@ -35,18 +35,22 @@ static void setup(void) {
     p = tu_build_path("launch/mirrored_eval");
     snprintf(eval_exe, sizeof eval_exe, "%s", p);
     free(p);
+    p = tu_build_path("launch/mirrored_export");
+    snprintf(export_exe, sizeof export_exe, "%s", p);
+    free(p);
     snprintf(dir, sizeof dir, "%s", tu_tmpdir());
     tu_write_image_data(dir, "x.npy", "y.npy", 400, 4);
     free(tu_write_text(dir, "m.cfg", model_cfg));
 }
 
-/* Runs `cmd` in dir (prefix $T: mirrored_train, $E: mirrored_eval). */
+/* Runs `cmd` in dir (prefix $T: mirrored_train, $E: mirrored_eval, $X:
+ * mirrored_export). */
 static int run(const char *cmd, char **out) {
     char full[40000];
     snprintf(full, sizeof full,
-             "cd %s && T=%s E=%s OMPI_ALLOW_RUN_AS_ROOT=1 "
+             "cd %s && T=%s E=%s X=%s OMPI_ALLOW_RUN_AS_ROOT=1 "
              "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c '%s'",
-             dir, train_exe, eval_exe, cmd);
+             dir, train_exe, eval_exe, export_exe, cmd);
     return tu_run(full, out);
 }
 
@@ -191,6 +195,57 @@ START_TEST(predict_without_labels) {
 }
 END_TEST
 
+/* The first line of `cmd`'s output that starts with `prefix` (malloc'd). */
+static char *line_of(const char *cmd, const char *prefix) {
+    char *out;
+    int rc = run(cmd, &out);
+    ck_assert_msg(rc == 0, "'%s' exited %d: %s", cmd, rc, out);
+    char *at = strstr(out, prefix);
+    ck_assert_msg(at != NULL, "'%s' printed no '%s': %s", cmd, prefix, out);
+    char *line = strndup(at, strcspn(at, "\n"));
+    free(out);
+    return line;
+}
+
+/* Keras 3's own formats as --init-weights and mirrored_eval read them: a
+ * .keras archive (here mirrored_export's, which Keras loads) and the
+ * model.weights.h5 inside it (the layout model.save_weights writes) give
+ * the checkpoint's test loss; a model they do not fit, and archives that
+ * are not Keras's, are one-line refusals naming the file. */
+START_TEST(keras3_weights_and_archives) {
+    run_ok("$T m.cfg --devices cpu --epochs 1 --quiet --save k.h5 && $X k.h5 k.keras && "
+           "rm -f model.weights.h5 && /usr/bin/python3 -c \"import zipfile; "
+           "zipfile.ZipFile(\\\"k.keras\\\").extract(\\\"model.weights.h5\\\")\"");
+    char *want = line_of("$E k.h5 --devices cpu --quiet", "Test loss: ");
+    char *archive = line_of("$E k.keras --cfg m.cfg --devices cpu --quiet", "Test loss: ");
+    char *weights = line_of("$E model.weights.h5 --cfg m.cfg --devices cpu --quiet", "Test loss: ");
+    ck_assert_str_eq(archive, want);
+    ck_assert_str_eq(weights, want);
+    free(archive), free(weights), free(want);
+    /* --init-weights: the same start as from the checkpoint */
+    want = line_of("$T m.cfg --devices cpu --epochs 1 --quiet --init-weights k.h5", "Test loss: ");
+    archive =
+        line_of("$T m.cfg --devices cpu --epochs 1 --quiet --init-weights k.keras", "Test loss: ");
+    weights = line_of("$T m.cfg --devices cpu --epochs 1 --quiet --init-weights model.weights.h5",
+                      "Test loss: ");
+    ck_assert_str_eq(archive, want);
+    ck_assert_str_eq(weights, want);
+    free(archive), free(weights), free(want);
+    /* another model: the archive and the group are named */
+    run_ok("sed s/units=16/units=8/ m.cfg > m8.cfg");
+    expect_fail("$E k.keras --cfg m8.cfg --devices cpu", 2, "k.keras:model.weights.h5:",
+                "/layers/dense/vars/0 has shape (36, 16), the model needs (36, 8)");
+    expect_fail("$E model.weights.h5 --cfg m8.cfg --devices cpu", 2,
+                "model.weights.h5:", "/layers/dense/vars/0");
+    /* zip archives that are not Keras's, and a cut one */
+    run_ok("/usr/bin/python3 -c \"import zipfile; z = zipfile.ZipFile(\\\"nw.keras\\\", "
+           "\\\"w\\\"); z.writestr(\\\"config.json\\\", \\\"{}\\\"); z.close()\" && "
+           "head -c 300 k.keras > cut.keras");
+    expect_fail("$E nw.keras --cfg m.cfg", 2, "nw.keras", "without model.weights.h5");
+    expect_fail("$E cut.keras --cfg m.cfg", 2, "cut.keras", "not a readable .keras archive");
+}
+END_TEST
+
 START_TEST(bad_checkpoints) {
     run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet --save good.h5");
     const char *use = "--metrics out.csv --json out.json --quiet";
@@ -215,7 +270,7 @@ START_TEST(bad_checkpoints) {
     snprintf(cmd, sizeof cmd, "$T m.cfg --resume plain.h5 %s", use);
     expect_fail(cmd, 2, "plain.h5", "no /mirrored group");
     expect_fail("$E plain.h5", 2, "plain.h5", "--cfg");
-    expect_fail("$E plain.h5 --cfg m.cfg", 2, "plain.h5", "no group /model_weights");
+    expect_fail("$E plain.h5 --cfg m.cfg", 2, "plain.h5", "neither a Keras .h5 model");
     /* another model's checkpoint */
     free(tu_write_text(dir, "other.cfg",
                        "[net]\nglobal_batch=16\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
@@ -415,6 +470,7 @@ int main(void) {
     tcase_add_test(tc, resume_under_mpirun_one_writer);
     tcase_add_test(tc, eval_reports_what_training_did);
     tcase_add_test(tc, predict_without_labels);
+    tcase_add_test(tc, keras3_weights_and_archives);
     tcase_add_test(tc, bad_checkpoints);
     tcase_add_test(tc, unwritable_places);
     tcase_add_test(tc, resume_with_other_replicas);
