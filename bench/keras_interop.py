@@ -19,7 +19,9 @@ For each config:
      N epochs in Keras, model.save("NAME.keras_made.h5"), evaluated in
      Keras; then mirrored_eval NAME.keras_made.h5 --cfg CFG evaluates the
      same file, again within 0.001 (skipped with a message when
-     build/launch/mirrored_eval is missing); and mirrored_train CFG
+     build/launch/mirrored_eval is missing), and so are Keras 3's own
+     formats of the same model: model.save("NAME.keras_made.keras") and
+     model.save_weights("NAME.keras_made.weights.h5"); and mirrored_train CFG
      --init-weights NAME.keras_made.h5 trains one more epoch from Keras's
      weights (its test accuracy is printed).
 Prints a Markdown table of all figures; exits 1 if a pair disagrees.
@@ -208,6 +210,16 @@ def keras_to_mirrored(args, cfg, name, train, test, rows):
     print(f"{name}: Keras {k_acc:.4f} / mirrored_eval {acc:.4f} (loss {k_loss:.4f} / {loss:.4f})")
     rows.append((name, "Keras model.save(.h5) -> mirrored_eval", args.epochs,
                  f"Keras ({train_s:.0f} s)", loss, acc, k_loss, k_acc))
+    # Keras 3's own formats: the archive, and the weights file alone
+    base = os.path.join(args.out, f"{name}.keras_made")
+    model.save(base + ".keras")
+    model.save_weights(base + ".weights.h5")
+    for path, how in ((base + ".keras", "Keras model.save(.keras) -> mirrored_eval"),
+                      (base + ".weights.h5", "Keras model.save_weights(.weights.h5) -> mirrored_eval")):
+        out = run([evaluator, path, "--cfg", cfg, "--devices", args.devices, "--quiet"])
+        loss, acc = result_line(out, "mirrored_eval")
+        print(f"{name}: {os.path.basename(path)}: Keras {k_acc:.4f} / mirrored_eval {acc:.4f}")
+        rows.append((name, how, args.epochs, f"Keras ({train_s:.0f} s)", loss, acc, k_loss, k_acc))
     # --init-weights reads the same file through the same reader
     # (mr_keras_read_weights) and goes on training from Keras's weights
     cont = os.path.join(args.out, f"{name}.from_keras.h5")
