@@ -67,6 +67,15 @@ static void write_h5(const char *path, const mr_model *m) {
     ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
 }
 
+/* A Keras 3 weights file (iteration 5, learning rate 0.01). */
+static void write_archive_weights(const char *path, const mr_model *m) {
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_create(&h, path, &err), MR_OK);
+    ck_assert_msg(mr_keras_write_archive_weights(&h, m, 5, 0.01f, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+}
+
 START_TEST(model_config_as_keras_writes_it) {
     mr_config cfg;
     mr_model m;
@@ -291,11 +300,9 @@ START_TEST(archive_weights_layout) {
     build(&cfg, &a, "", 16);
     randomise(&a, 2);
     const char *p = dir_path("w.h5");
+    write_archive_weights(p, &a);
     mr_h5 h;
     mr_error err = {0};
-    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
-    ck_assert_msg(mr_keras_write_archive_weights(&h, &a, 5, 0.01f, &err) == MR_OK, "%s", err.msg);
-    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
     ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
     /* BN's four variables as vars/0..3, moving_mean third */
     const mr_layer *bn = &a.layers[1];
@@ -333,11 +340,9 @@ START_TEST(archive_weights_read_back) {
     build(&cfg_b, &b, "", 16);
     randomise(&a, 4);
     const char *p = dir_path("back.weights.h5");
+    write_archive_weights(p, &a);
     mr_h5 h;
     mr_error err = {0};
-    ck_assert_int_eq(mr_h5_create(&h, p, &err), MR_OK);
-    ck_assert_msg(mr_keras_write_archive_weights(&h, &a, 5, 0.01f, &err) == MR_OK, "%s", err.msg);
-    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
     ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
     ck_assert_msg(mr_keras_read_archive_weights(&h, &b, &err) == MR_OK, "%s", err.msg);
     ck_assert(memcmp(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params) == 0);
