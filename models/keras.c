@@ -612,6 +612,9 @@ static mr_status load_now(void *arg) {
     return st;
 }
 
+static mr_status load_h5(const char *path, mr_model *m, int same_layers, int64_t *step,
+                         mr_error *err);
+
 /* "PK\3\4": a zip archive (a .keras file), not HDF5. */
 static int is_zip(const char *path) {
     unsigned char magic[4] = {0};
@@ -671,7 +674,9 @@ static mr_status load_archive(const char *path, mr_model *m, int64_t *step, mr_e
     mr_status st = unzip_weights(path, tmp, fd, err);
     if (close(fd) != 0 && st == MR_OK)
         st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-    if (st == MR_OK) st = mr_keras_load(tmp, m, 0, NULL, err);
+    /* as HDF5 only: an archive inside the archive (a zip quine) would
+     * unpack forever */
+    if (st == MR_OK) st = load_h5(tmp, m, 0, NULL, err);
     unlink(tmp);
     if (st != MR_OK) { /* name the archive, not the temporary file */
         char named[sizeof err->msg], *at = strstr(err->msg, tmp);
@@ -687,6 +692,12 @@ static mr_status load_archive(const char *path, mr_model *m, int64_t *step, mr_e
 mr_status mr_keras_load(const char *path, mr_model *m, int same_layers, int64_t *step,
                         mr_error *err) {
     if (is_zip(path)) return load_archive(path, m, step, err);
+    return load_h5(path, m, same_layers, step, err);
+}
+
+/* A Keras .h5, a Keras 3 weights file or a checkpoint. */
+static mr_status load_h5(const char *path, mr_model *m, int same_layers, int64_t *step,
+                         mr_error *err) {
     int sealed;
     MR_CHECK(mr_h5_verify(path, &sealed, err));
     load_args a = {.path = path, .m = m, .same_layers = same_layers, .step = step, .err = err};

@@ -243,6 +243,11 @@ START_TEST(keras3_weights_and_archives) {
            "head -c 300 k.keras > cut.keras");
     expect_fail("$E nw.keras --cfg m.cfg", 2, "nw.keras", "without model.weights.h5");
     expect_fail("$E cut.keras --cfg m.cfg", 2, "cut.keras", "not a readable .keras archive");
+    /* an archive whose weights are an archive: read as HDF5, not unpacked
+     * again (a zip quine would unpack forever) */
+    run_ok("/usr/bin/python3 -c \"import zipfile; z = zipfile.ZipFile(\\\"in.keras\\\", "
+           "\\\"w\\\"); z.write(\\\"k.keras\\\", \\\"model.weights.h5\\\"); z.close()\"");
+    expect_fail("$E in.keras --cfg m.cfg", 2, "in.keras:model.weights.h5", "HDF5");
 }
 END_TEST
 
