@@ -53,16 +53,14 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
     }
     if (ds->x.dtype == MR_DTYPE_I32 || ds->x.dtype == MR_DTYPE_I64)
         if ((st = to_float(&ds->x, err, images)) != MR_OK) goto fail;
-    if (labels == NULL) { /* images only: class 0 stands in for every label */
-        ds->n = ds->x.dims[0];
-        ds->row = mr_array_row_size(&ds->x);
-        ds->y = calloc((size_t)ds->n, sizeof(int32_t));
-        if (ds->y == NULL) {
-            st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", images);
-            goto fail;
-        }
-        goto notes;
+    ds->n = ds->x.dims[0];
+    ds->row = mr_array_row_size(&ds->x);
+    ds->y = calloc((size_t)ds->n, sizeof(int32_t)); /* images only: 0 stands in for every label */
+    if (ds->y == NULL) {
+        st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", images);
+        goto fail;
     }
+    if (labels == NULL) goto notes;
     /* class ids (n) or (n, 1), integers or integral floats; or one-hot
      * rows (n, k), k > 1, as Keras's categorical_crossentropy takes them */
     const int one_hot = lab.ndim == 2 && lab.dims[1] > 1;
@@ -76,13 +74,6 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
     if (lab.dims[0] != ds->x.dims[0]) {
         st = mr_error_set(err, MR_ERR_DATA, "%s: %lld labels, but %s has %lld images", labels,
                           (long long)lab.dims[0], images, (long long)ds->x.dims[0]);
-        goto fail;
-    }
-    ds->n = ds->x.dims[0];
-    ds->row = mr_array_row_size(&ds->x);
-    ds->y = malloc(sizeof(int32_t) * (size_t)ds->n);
-    if (ds->y == NULL) {
-        st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", labels);
         goto fail;
     }
     const int64_t k = one_hot ? lab.dims[1] : 1;
