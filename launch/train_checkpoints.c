@@ -192,6 +192,11 @@ static const struct {
     {"beta1", offsetof(mr_net_cfg, beta1), 1},
     {"beta2", offsetof(mr_net_cfg, beta2), 1},
     {"epsilon", offsetof(mr_net_cfg, epsilon), 1},
+    {"rho", offsetof(mr_net_cfg, rho), 1},
+    {"weight_decay", offsetof(mr_net_cfg, weight_decay), 1},
+    {"clipnorm", offsetof(mr_net_cfg, clipnorm), 1},
+    {"global_clipnorm", offsetof(mr_net_cfg, global_clipnorm), 1},
+    {"clipvalue", offsetof(mr_net_cfg, clipvalue), 1},
     {"lr_scaling", offsetof(mr_net_cfg, lr_scaling), 0},
     {"warmup_epochs", offsetof(mr_net_cfg, warmup_epochs), 1},
     {"lr_schedule", offsetof(mr_net_cfg, lr_schedule), 0},
@@ -199,6 +204,13 @@ static const struct {
     {"shuffle", offsetof(mr_net_cfg, shuffle), 0},
     {"validation_split", offsetof(mr_net_cfg, validation_split), 1},
 };
+
+/* What an optimizer's slots are, as the resume message names them after
+ * its name ("adam moments", "sgd momentum"). */
+static const char *slots_said(mr_optimizer_kind k) {
+    if (k == MR_OPTIMIZER_SGD) return "momentum";
+    return k == MR_OPTIMIZER_RMSPROP ? "mean squares" : "moments";
+}
 
 int mr_ckpt_compare_cfg(const mr_checkpoint *c, const mr_config *cfg, char *buf, size_t n) {
     if (n) buf[0] = '\0';
@@ -231,29 +243,29 @@ int mr_ckpt_compare_cfg(const mr_checkpoint *c, const mr_config *cfg, char *buf,
     if (c->seed != b->seed)
         SAY("%sseed %lld -> %lld", o ? ", " : "", (long long)c->seed, (long long)b->seed);
     /* the optimizer's slots carry over only to the same optimizer with the
-     * same slots (sgd has a momentum slot only with momentum > 0) */
-    int keep = a->optimizer == b->optimizer &&
-               (b->optimizer != MR_OPTIMIZER_SGD || (a->momentum > 0.0f) == (b->momentum > 0.0f));
-    int had_slots = a->optimizer != MR_OPTIMIZER_SGD || a->momentum > 0.0f;
-    if (o > 0 && had_slots && keep)
+     * same slots (sgd has a momentum slot only with momentum > 0, rmsprop
+     * a second one with it) */
+    const mr_optimizer oa = mr_optimizer_from_config(a), ob = mr_optimizer_from_config(b);
+    const int na = mr_optimizer_slot_count(&oa), nb = mr_optimizer_slot_count(&ob);
+    int keep = a->optimizer == b->optimizer && na == nb;
+    if (o > 0 && na > 0 && keep)
         SAY("; the weights, the position in training and the optimizer state (%s) kept",
             mr_optimizer_name(a->optimizer));
-    else if (o > 0 && had_slots)
-        SAY("; the weights and the position in training kept, the optimizer state (%s%s) "
+    else if (o > 0 && na > 0)
+        SAY("; the weights and the position in training kept, the optimizer state (%s %s) "
             "dropped",
-            mr_optimizer_name(a->optimizer),
-            a->optimizer == MR_OPTIMIZER_ADAM ? "'s moments" : " momentum");
+            mr_optimizer_name(a->optimizer), slots_said(a->optimizer));
     else if (o > 0)
         SAY("; the weights and the position in training kept (%s without momentum had no "
             "optimizer state)",
             mr_optimizer_name(a->optimizer));
     /* Adam's bias correction counts every update of the run (global_step),
      * so zero moments at update N are not a fresh Adam's first step */
-    if (o > 0 && !keep && b->optimizer == MR_OPTIMIZER_ADAM)
-        SAY(": adam starts from zero moments, its bias correction at update %lld",
-            (long long)c->state.global_step + 1);
-    else if (o > 0 && !keep && b->momentum > 0.0f)
-        SAY(": sgd starts from zero momentum");
+    if (o > 0 && !keep && (b->optimizer == MR_OPTIMIZER_ADAM || b->optimizer == MR_OPTIMIZER_ADAMW))
+        SAY(": %s starts from zero moments, its bias correction at update %lld",
+            mr_optimizer_name(b->optimizer), (long long)c->state.global_step + 1);
+    else if (o > 0 && !keep && nb > 0)
+        SAY(": %s starts from zero %s", mr_optimizer_name(b->optimizer), slots_said(b->optimizer));
 #undef SAY
     mr_config_free(&old);
     return keep;

@@ -106,7 +106,15 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
                plan->warmup_epochs == 1 ? "" : "s", plan->base_lr);
     if (plan->schedule == MR_LR_SCHEDULE_COSINE)
         printf(", cosine decay to %g at epoch %d", lr * plan->lr_alpha, cfg->net.epochs);
-    printf(")\n");
+    printf(")");
+    /* the update's options, where set (they change what a step does) */
+    const mr_net_cfg *net = &cfg->net;
+    if (net->weight_decay > 0.0f)
+        printf(", %s weight decay %g", mr_optimizer_name(net->optimizer), net->weight_decay);
+    if (net->clipnorm > 0.0f) printf(", clipnorm %g per weight", net->clipnorm);
+    if (net->global_clipnorm > 0.0f) printf(", global_clipnorm %g", net->global_clipnorm);
+    if (net->clipvalue > 0.0f) printf(", clipvalue %g", net->clipvalue);
+    printf("\n");
     /* what the kernels chose (a GPU's cuDNN algorithms): replica 0's, which
      * every replica of its kind shares */
     const mr_model *m0 = mr_strategy_replica(strategy, 0);

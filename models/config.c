@@ -59,7 +59,7 @@ typedef struct key_def {
 static const char *const activation_names[] = {"linear",  "relu", "sigmoid",    "tanh",
                                                "softmax", "elu",  "leaky_relu", "gelu",
                                                "swish",   "silu", NULL};
-static const char *const optimizer_names[] = {"sgd", "adam", NULL};
+static const char *const optimizer_names[] = {"sgd", "adam", "rmsprop", "adamw", NULL};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "mse", NULL};
 static const char *const scaling_names[] = {"linear", "none", NULL};
@@ -84,15 +84,30 @@ static const key_def keys[] = {
     {"net", "epochs", KEY_INT, NET(epochs), "1", 1, 100000, 0, 0, NULL, 0,
      "passes over the training split (--epochs overrides)"},
     {"net", "optimizer", KEY_ENUM, NET(optimizer), "adam", 0, 0, 0, 0, optimizer_names, 0,
-     "sgd or adam"},
+     "sgd, adam, rmsprop or adamw (Adam with weight_decay, 0.004 unless given, as Keras AdamW)"},
     {"net", "learning_rate", KEY_FLOAT, NET(learning_rate), "0.001", 0, 10, 1, 0, NULL, 0,
      "learning rate for a batch of `batch` (with global_batch: for that global batch)"},
-    {"net", "momentum", KEY_FLOAT, NET(momentum), "0", 0, 1, 0, 1, NULL, 0, "sgd: momentum"},
+    {"net", "momentum", KEY_FLOAT, NET(momentum), "0", 0, 1, 0, 1, NULL, 0,
+     "sgd, rmsprop: momentum"},
     {"net", "nesterov", KEY_BOOL, NET(nesterov), "0", 0, 1, 0, 0, NULL, 0,
      "sgd: Nesterov momentum"},
     {"net", "beta1", KEY_FLOAT, NET(beta1), "0.9", 0, 1, 0, 1, NULL, 0, "adam: beta_1"},
     {"net", "beta2", KEY_FLOAT, NET(beta2), "0.999", 0, 1, 0, 1, NULL, 0, "adam: beta_2"},
-    {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0, "adam: epsilon"},
+    {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0,
+     "adam, adamw, rmsprop: epsilon"},
+    {"net", "rho", KEY_FLOAT, NET(rho), "0.9", 0, 1, 0, 1, NULL, 0,
+     "rmsprop: decay of the moving mean square of the gradients (Keras rho)"},
+    {"net", "weight_decay", KEY_FLOAT, NET(weight_decay), "0", 0, 1, 0, 1, NULL, 0,
+     "decoupled weight decay, any optimizer: each update first does w -= w x weight_decay x "
+     "learning rate (Keras weight_decay; AdamW, SGDW)"},
+    {"net", "clipnorm", KEY_FLOAT, NET(clipnorm), "0", 0, BIG, 0, 0, NULL, 0,
+     "if > 0: each weight's all-reduced gradient is scaled down to this L2 norm (Keras clipnorm)"},
+    {"net", "global_clipnorm", KEY_FLOAT, NET(global_clipnorm), "0", 0, BIG, 0, 0, NULL, 0,
+     "if > 0: all the all-reduced gradients together are scaled down to this L2 norm (Keras "
+     "global_clipnorm)"},
+    {"net", "clipvalue", KEY_FLOAT, NET(clipvalue), "0", 0, BIG, 0, 0, NULL, 0,
+     "if > 0: each all-reduced gradient element is clipped to [-clipvalue, clipvalue] (Keras "
+     "clipvalue)"},
     {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
      0, "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels) or mse"},
     {"net", "from_logits", KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
@@ -611,6 +626,13 @@ static int close_section(parse_state *ps) {
             return fail(ps, ps->sec_line, "[%s] is missing the required key '%s' (%s)",
                         sections[ps->sec].name, keys[i].key, keys[i].help);
     }
+    /* Keras AdamW's own default weight decay, where the file gives none */
+    mr_net_cfg *net = &ps->cfg->net;
+    if (ps->sec == 0 && net->optimizer == MR_OPTIMIZER_ADAMW) {
+        for (size_t i = 0; i < N_KEYS; i++)
+            if (key_in(&keys[i], 0) && strcmp(keys[i].key, "weight_decay") == 0 && !ps->keys_set[i])
+                net->weight_decay = MR_ADAMW_WEIGHT_DECAY;
+    }
     return 1;
 }
 
@@ -865,6 +887,11 @@ static int cross_check(parse_state *ps) {
         return fail(ps, 1,
                     "[net] reduce_lr_on_plateau sets the rate itself: it needs lr_schedule = "
                     "constant and no warmup_epochs (as Keras's needs a float learning rate)");
+    const mr_net_cfg *net = &cfg->net;
+    if ((net->clipnorm > 0.0f) + (net->global_clipnorm > 0.0f) + (net->clipvalue > 0.0f) > 1)
+        return fail(ps, 1,
+                    "[net] clipnorm, global_clipnorm and clipvalue: give one of them at most (as "
+                    "Keras allows)");
     if (cfg->data.val_images[0] != '\0' && cfg->net.validation_split > 0.0f)
         return fail(ps, 1,
                     "[net] validation_split and [data] val_images both name a validation set: "

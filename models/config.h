@@ -57,7 +57,15 @@ typedef enum mr_layer_kind {
 } mr_layer_kind;
 
 typedef enum mr_padding { MR_PADDING_VALID, MR_PADDING_SAME } mr_padding;
-typedef enum mr_optimizer_kind { MR_OPTIMIZER_SGD, MR_OPTIMIZER_ADAM } mr_optimizer_kind;
+/* AdamW is Adam with decoupled weight decay (Keras AdamW: its own class,
+ * default weight_decay 0.004); any optimizer takes weight_decay. */
+typedef enum mr_optimizer_kind {
+    MR_OPTIMIZER_SGD,
+    MR_OPTIMIZER_ADAM,
+    MR_OPTIMIZER_RMSPROP,
+    MR_OPTIMIZER_ADAMW,
+} mr_optimizer_kind;
+#define MR_ADAMW_WEIGHT_DECAY 0.004f /* Keras AdamW's default */
 typedef enum mr_loss_kind {
     MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
     MR_LOSS_CATEGORICAL_CROSSENTROPY,
@@ -123,6 +131,12 @@ typedef struct mr_net_cfg {
     float momentum;
     int nesterov;
     float beta1, beta2, epsilon;
+    float rho;          /* rmsprop: decay of the mean square */
+    float weight_decay; /* decoupled, every optimizer: w -= w * weight_decay * lr; 0 none */
+    /* gradient clipping, at most one (Keras): each weight's gradient to
+     * norm clipnorm, all of them to global norm global_clipnorm, or each
+     * element to [-clipvalue, clipvalue]; 0 none */
+    float clipnorm, global_clipnorm, clipvalue;
     mr_loss_kind loss;
     int from_logits;       /* cross-entropy: the last layer's outputs are logits */
     float label_smoothing; /* cross-entropy: targets (1 - s) onehot + s / classes */

@@ -59,29 +59,43 @@ static const char *loss_name(mr_loss_kind k) {
     return k == MR_LOSS_MSE ? "mean_squared_error" : mr_loss_name(k);
 }
 
-/* {"class_name": "Adam", "config": {...}} (archive: with module keys) */
+/* `, "key": v`; with or_null, null where v is 0 ("not set", Keras's None). */
+static void key_float(mr_sb *b, const char *key, float v, int or_null) {
+    mr_sb_printf(b, ", \"%s\": ", key);
+    if (or_null && v <= 0.0f)
+        mr_sb_printf(b, "null");
+    else
+        mr_sb_float(b, v);
+}
+
+/* {"class_name": "Adam", "config": {...}} (archive: with module keys), the
+ * keys in the order Keras 3.15's get_config writes them */
 static void optimizer_config(mr_sb *b, const mr_model *m, float lr, int archive) {
     const mr_optimizer *o = &m->opt;
-    int adam = o->kind == MR_OPTIMIZER_ADAM;
-    mr_sb_printf(b, "{%s\"class_name\": \"%s\", \"config\": {\"name\": \"%s\", \"learning_rate\": ",
-                 archive ? "\"module\": \"keras.optimizers\", " : "", adam ? "Adam" : "SGD",
-                 adam ? "adam" : "sgd");
-    mr_sb_float(b, lr);
-    mr_sb_printf(b, ", \"weight_decay\": null, \"clipnorm\": null, \"global_clipnorm\": null, "
-                    "\"clipvalue\": null, \"use_ema\": false, \"ema_momentum\": 0.99, "
+    const int adam = o->kind == MR_OPTIMIZER_ADAM || o->kind == MR_OPTIMIZER_ADAMW;
+    mr_sb_printf(b, "{%s\"class_name\": \"%s\", \"config\": {\"name\": \"%s\"",
+                 archive ? "\"module\": \"keras.optimizers\", " : "", mr_optimizer_keras_class(o),
+                 mr_optimizer_keras_name(o));
+    key_float(b, "learning_rate", lr, 0);
+    key_float(b, "weight_decay", o->weight_decay, 1);
+    key_float(b, "clipnorm", o->clipnorm, 1);
+    key_float(b, "global_clipnorm", o->global_clipnorm, 1);
+    key_float(b, "clipvalue", o->clipvalue, 1);
+    mr_sb_printf(b, ", \"use_ema\": false, \"ema_momentum\": 0.99, "
                     "\"ema_overwrite_frequency\": null, \"loss_scale_factor\": null, "
                     "\"gradient_accumulation_steps\": null");
     if (adam) {
-        mr_sb_printf(b, ", \"beta_1\": ");
-        mr_sb_float(b, o->beta1);
-        mr_sb_printf(b, ", \"beta_2\": ");
-        mr_sb_float(b, o->beta2);
-        mr_sb_printf(b, ", \"epsilon\": ");
-        mr_sb_float(b, o->epsilon);
+        key_float(b, "beta_1", o->beta1, 0);
+        key_float(b, "beta_2", o->beta2, 0);
+        key_float(b, "epsilon", o->epsilon, 0);
         mr_sb_printf(b, ", \"amsgrad\": false}");
+    } else if (o->kind == MR_OPTIMIZER_RMSPROP) {
+        key_float(b, "rho", o->rho, 0);
+        key_float(b, "momentum", o->momentum, 0);
+        key_float(b, "epsilon", o->epsilon, 0);
+        mr_sb_printf(b, ", \"centered\": false}");
     } else {
-        mr_sb_printf(b, ", \"momentum\": ");
-        mr_sb_float(b, o->momentum);
+        key_float(b, "momentum", o->momentum, 0);
         mr_sb_printf(b, ", \"nesterov\": %s}", o->nesterov ? "true" : "false");
     }
     mr_sb_printf(b, "%s}", archive ? ", \"registered_name\": null" : "");
@@ -183,18 +197,42 @@ static int weight_dims(const mr_weight *w, int64_t *dims) {
     return w->rank;
 }
 
-/* Optimizer slot names, in Keras's order per variable. */
-static int slot_names(const mr_model *m, const char **names) {
-    if (m->opt.kind == MR_OPTIMIZER_ADAM) {
-        names[0] = "momentum", names[1] = "velocity";
-        return 2;
-    }
-    names[0] = "momentum";
-    return mr_optimizer_slot_count(&m->opt);
+/* The optimizer's variables in Keras's order: weight by weight with each
+ * weight's slots together (Adam), or slot by slot (RMSprop: all
+ * velocities, then all momentums); mr_optimizer_slots_by_slot. */
+typedef struct slot_var {
+    const mr_layer *layer;
+    const mr_weight *w;
+    int slot;
+} slot_var;
+
+/* The n = trainable weights x slots variables in that order (malloc'd;
+ * *out NULL and n 0 without slots); -1 when out of memory. */
+static int slot_vars(const mr_model *m, slot_var **out) {
+    const int ns = mr_optimizer_slot_count(&m->opt);
+    int nw = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int w = 0; w < m->layers[i].n_weights; w++)
+            nw += m->layers[i].w[w].trainable;
+    *out = NULL;
+    if (ns * nw == 0) return 0;
+    slot_var *v = calloc((size_t)(ns * nw), sizeof *v);
+    if (v == NULL) return -1;
+    const int by_slot = mr_optimizer_slots_by_slot(&m->opt);
+    int k = 0;
+    for (int outer = 0; outer < (by_slot ? ns : 1); outer++)
+        for (int i = 0; i < m->n_layers; i++)
+            for (int w = 0; w < m->layers[i].n_weights; w++) {
+                if (!m->layers[i].w[w].trainable) continue;
+                for (int s = by_slot ? outer : 0; s < (by_slot ? outer + 1 : ns); s++)
+                    v[k++] = (slot_var){&m->layers[i], &m->layers[i].w[w], s};
+            }
+    *out = v;
+    return k;
 }
 
 static const char *optimizer_name(const mr_model *m) {
-    return m->opt.kind == MR_OPTIMIZER_ADAM ? "adam" : "sgd";
+    return mr_optimizer_keras_name(&m->opt);
 }
 
 /* Where weight w's slot s lives: slot buffers have the params' layout. */
@@ -272,19 +310,16 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
     H5Gclose(mw);
     MR_CHECK(st);
 
-    /* /optimizer_weights: iteration, learning_rate, then each trainable
-     * variable's slots in model order (Keras's names) */
-    const char *slot[2];
-    int ns = slot_names(m, slot);
+    /* /optimizer_weights: iteration, learning_rate, then the slots in
+     * Keras's order (slot_vars) and with its names */
+    slot_var *sv;
+    const int nv = slot_vars(m, &sv);
     const char *opt = optimizer_name(m);
-    int n = 2;
-    for (int i = 0; i < m->n_layers; i++)
-        for (int w = 0; w < m->layers[i].n_weights; w++)
-            n += m->layers[i].w[w].trainable ? ns : 0;
+    const int n = 2 + (nv > 0 ? nv : 0);
     char(*paths)[128] = calloc((size_t)n, sizeof *paths);
     const char **wn = calloc((size_t)n, sizeof *wn);
-    if (paths == NULL || wn == NULL) {
-        free(paths), free(wn);
+    if (nv < 0 || paths == NULL || wn == NULL) {
+        free(sv), free(paths), free(wn);
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     }
     hid_t ow;
@@ -294,25 +329,22 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
         snprintf(paths[1], sizeof paths[1], "%s/learning_rate", opt);
         st = mr_h5_write(h, ow, paths[0], MR_H5_I64, 0, NULL, &step, err);
         if (st == MR_OK) st = mr_h5_write(h, ow, paths[1], MR_H5_F32, 0, NULL, &lr, err);
-        int k = 2;
-        for (int i = 0; st == MR_OK && i < m->n_layers; i++)
-            for (int w = 0; st == MR_OK && w < m->layers[i].n_weights; w++) {
-                const mr_weight *wt = &m->layers[i].w[w];
-                if (!wt->trainable) continue;
-                for (int s = 0; st == MR_OK && s < ns; s++, k++) {
-                    snprintf(paths[k], sizeof paths[k], "%s/" MODEL_NAME "_%s_%s_%s", opt,
-                             m->layers[i].name, wt->name, slot[s]);
-                    int64_t dims[4];
-                    int rank = weight_dims(wt, dims);
-                    st = write_floats(h, ow, paths[k], rank, dims, m, slot_of(m, wt, s), wt->size,
-                                      err);
-                }
-            }
+        for (int k = 0; st == MR_OK && k < nv; k++) {
+            const mr_weight *wt = sv[k].w;
+            char *path = paths[2 + k];
+            snprintf(path, sizeof paths[0], "%s/" MODEL_NAME "_%s_%s_%s", opt, sv[k].layer->name,
+                     wt->name, mr_optimizer_slot_name(&m->opt, sv[k].slot));
+            int64_t dims[4];
+            int rank = weight_dims(wt, dims);
+            st =
+                write_floats(h, ow, path, rank, dims, m, slot_of(m, wt, sv[k].slot), wt->size, err);
+        }
         for (int i = 0; i < n; i++)
             wn[i] = paths[i];
         if (st == MR_OK) st = mr_h5_attr_strs(h, ow, "weight_names", wn, n, err);
         H5Gclose(ow);
     }
+    free(sv);
     free(paths);
     free(wn);
     return st;
@@ -445,27 +477,29 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
 }
 
 mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error *err) {
+    slot_var *sv;
+    const int nv = slot_vars(m, &sv);
+    if (nv < 0) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     hid_t ow;
-    MR_CHECK(mr_h5_open_group(h, h->file, "optimizer_weights", &ow, err));
-    const char *slot[2];
-    int ns = slot_names(m, slot);
+    mr_status st = mr_h5_open_group(h, h->file, "optimizer_weights", &ow, err);
+    if (st != MR_OK) {
+        free(sv);
+        return st;
+    }
     const char *opt = optimizer_name(m);
     char path[160];
     snprintf(path, sizeof path, "%s/iteration", opt);
-    mr_status st = mr_h5_read(h, ow, path, MR_H5_I64, 0, NULL, step, err);
-    for (int i = 0; st == MR_OK && i < m->n_layers; i++)
-        for (int w = 0; st == MR_OK && w < m->layers[i].n_weights; w++) {
-            const mr_weight *wt = &m->layers[i].w[w];
-            if (!wt->trainable) continue;
-            for (int s = 0; st == MR_OK && s < ns; s++) {
-                snprintf(path, sizeof path, "%s/" MODEL_NAME "_%s_%s_%s", opt, m->layers[i].name,
-                         wt->name, slot[s]);
-                int64_t dims[4];
-                int rank = weight_dims(wt, dims);
-                st = read_floats(h, ow, path, rank, dims, m, slot_of(m, wt, s), wt->size, err);
-            }
-        }
+    st = mr_h5_read(h, ow, path, MR_H5_I64, 0, NULL, step, err);
+    for (int k = 0; st == MR_OK && k < nv; k++) {
+        const mr_weight *wt = sv[k].w;
+        snprintf(path, sizeof path, "%s/" MODEL_NAME "_%s_%s_%s", opt, sv[k].layer->name, wt->name,
+                 mr_optimizer_slot_name(&m->opt, sv[k].slot));
+        int64_t dims[4];
+        int rank = weight_dims(wt, dims);
+        st = read_floats(h, ow, path, rank, dims, m, slot_of(m, wt, sv[k].slot), wt->size, err);
+    }
     H5Gclose(ow);
+    free(sv);
     return st;
 }
 
@@ -491,26 +525,25 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
         H5Gclose(g);
     }
     hid_t g;
+    slot_var *sv = NULL;
+    const int nv = st == MR_OK ? slot_vars(m, &sv) : 0;
+    if (nv < 0) st = mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     if (st == MR_OK) st = mr_h5_group(h, h->file, "optimizer/vars", &g, err);
     if (st == MR_OK) {
-        const char *slot[2];
-        int ns = slot_names(m, slot), k = 2;
+        /* 0: iterations, 1: learning_rate, then the slots in Keras's order */
         st = mr_h5_attr_str(h, g, "name", optimizer_name(m), 1, err);
         if (st == MR_OK) st = mr_h5_write(h, g, "0", MR_H5_I64, 0, NULL, &step, err);
         if (st == MR_OK) st = mr_h5_write(h, g, "1", MR_H5_F32, 0, NULL, &lr, err);
-        for (int i = 0; st == MR_OK && i < m->n_layers; i++)
-            for (int w = 0; st == MR_OK && w < m->layers[i].n_weights; w++) {
-                const mr_weight *wt = &m->layers[i].w[w];
-                if (!wt->trainable) continue;
-                for (int s = 0; st == MR_OK && s < ns; s++, k++) {
-                    int64_t dims[4];
-                    int rank = weight_dims(wt, dims);
-                    snprintf(path, sizeof path, "%d", k);
-                    st = write_floats(h, g, path, rank, dims, m, slot_of(m, wt, s), wt->size, err);
-                }
-            }
+        for (int k = 0; st == MR_OK && k < nv; k++) {
+            int64_t dims[4];
+            int rank = weight_dims(sv[k].w, dims);
+            snprintf(path, sizeof path, "%d", 2 + k);
+            st = write_floats(h, g, path, rank, dims, m, slot_of(m, sv[k].w, sv[k].slot),
+                              sv[k].w->size, err);
+        }
         H5Gclose(g);
     }
+    free(sv);
     if (st == MR_OK) st = mr_h5_group(h, h->file, "vars", &g, err);
     if (st == MR_OK) {
         st = mr_h5_attr_str(h, g, "name", MODEL_NAME, 1, err);

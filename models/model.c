@@ -518,6 +518,19 @@ mr_status mr_model_zero_grads(mr_model *m, mr_error *err) {
 }
 
 mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, int *bad, mr_error *err) {
+    /* Keras's norm clipping: all gradients together, or weight by weight
+     * (each weight's gradients are contiguous in grads) */
+    if (m->opt.global_clipnorm > 0.0f)
+        MR_CHECK(mr_optimizer_clip_norm(m->be, m->grads, (size_t)m->n_params,
+                                        m->opt.global_clipnorm, err));
+    if (m->opt.clipnorm > 0.0f)
+        for (int i = 0; i < m->n_layers; i++)
+            for (int w = 0; w < m->layers[i].n_weights; w++) {
+                const mr_weight *wt = &m->layers[i].w[w];
+                if (wt->trainable)
+                    MR_CHECK(mr_optimizer_clip_norm(m->be, wt->grad, (size_t)wt->size,
+                                                    m->opt.clipnorm, err));
+            }
     return mr_optimizer_step(&m->opt, m->be, lr, t, m->params, m->grads, m->slots[0], m->slots[1],
                              (size_t)m->n_params, bad, err);
 }

@@ -149,8 +149,10 @@ mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, floa
 mr_status mr_model_zero_grads(mr_model *m, mr_error *err);
 
 /* One optimizer update of all parameters with learning rate lr; t is
- * 1-based. bad (or NULL): whether a gradient was NaN or Inf, read by the
- * update itself, which is applied all the same (mr_optimizer_step). */
+ * 1-based. With clipnorm or global_clipnorm the gradients are first scaled
+ * in place (mr_optimizer_clip_norm). bad (or NULL): whether a gradient was
+ * NaN or Inf, read by the update itself, which is applied all the same
+ * (mr_optimizer_step). */
 mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, int *bad, mr_error *err);
 
 /* *any = 1 if the gradients (n_params floats) hold a NaN or an infinity,

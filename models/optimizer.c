@@ -12,13 +12,62 @@ mr_optimizer mr_optimizer_from_config(const mr_net_cfg *net) {
                       .nesterov = net->nesterov,
                       .beta1 = net->beta1,
                       .beta2 = net->beta2,
-                      .epsilon = net->epsilon};
+                      .epsilon = net->epsilon,
+                      .rho = net->rho,
+                      .weight_decay = net->weight_decay,
+                      .clipnorm = net->clipnorm,
+                      .global_clipnorm = net->global_clipnorm,
+                      .clipvalue = net->clipvalue};
     return o;
 }
 
+static int is_adam(const mr_optimizer *opt) {
+    return opt->kind == MR_OPTIMIZER_ADAM || opt->kind == MR_OPTIMIZER_ADAMW;
+}
+
 int mr_optimizer_slot_count(const mr_optimizer *opt) {
-    if (opt->kind == MR_OPTIMIZER_ADAM) return 2;
+    if (is_adam(opt)) return 2;
+    if (opt->kind == MR_OPTIMIZER_RMSPROP) return opt->momentum > 0.0f ? 2 : 1;
     return opt->momentum != 0.0f ? 1 : 0;
+}
+
+const char *mr_optimizer_slot_name(const mr_optimizer *opt, int s) {
+    if (is_adam(opt)) return s == 0 ? "momentum" : "velocity";
+    if (opt->kind == MR_OPTIMIZER_RMSPROP) return s == 0 ? "velocity" : "momentum";
+    return "momentum";
+}
+
+int mr_optimizer_slots_by_slot(const mr_optimizer *opt) {
+    return opt->kind == MR_OPTIMIZER_RMSPROP;
+}
+
+const char *mr_optimizer_keras_class(const mr_optimizer *opt) {
+    static const char *const names[] = {
+        [MR_OPTIMIZER_SGD] = "SGD",
+        [MR_OPTIMIZER_ADAM] = "Adam",
+        [MR_OPTIMIZER_RMSPROP] = "RMSprop",
+        [MR_OPTIMIZER_ADAMW] = "AdamW",
+    };
+    return names[opt->kind];
+}
+
+const char *mr_optimizer_keras_name(const mr_optimizer *opt) {
+    return mr_optimizer_name(opt->kind); /* Keras's lower-case names are ours */
+}
+
+mr_status mr_optimizer_clip_norm(mr_backend *be, mr_dfloat *g, size_t n, float max_norm,
+                                 mr_error *err) {
+    const mr_kernels *kern = mr_kernels_for(be);
+    if (kern == NULL || kern->optimizer->sumsq == NULL)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s gradient norm kernel in this build",
+                            be->ops->name);
+    double sum;
+    MR_CHECK(kern->optimizer->sumsq(be, g, n, &sum, err));
+    const double norm = sqrt(sum);
+    if (isfinite(norm) && norm <= (double)max_norm) return MR_OK;
+    /* Keras: g * clip / max(norm, clip); NaN or Inf: NaN everywhere */
+    const float scale = isfinite(norm) ? (float)((double)max_norm / norm) : NAN;
+    return mr_backend_scale(be, g, n, scale, err);
 }
 
 mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
@@ -28,15 +77,19 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
     if (kern == NULL)
         return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s optimizer kernels in this build",
                             be->ops->name);
-    if (opt->kind == MR_OPTIMIZER_ADAM) {
+    mr_step_rates r = {.lr = lr, .alpha = lr};
+    const int slots = mr_optimizer_slot_count(opt);
+    if (slots < 1) slot0 = NULL;
+    if (slots < 2) slot1 = NULL;
+    if (is_adam(opt)) {
         /* bias correction folded into the step size once (Keras 3) */
         double b1t = pow((double)opt->beta1, (double)t), b2t = pow((double)opt->beta2, (double)t);
-        float alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
-        return kern->optimizer->adam(be, w, g, slot0, slot1, n, alpha, opt->beta1, opt->beta2,
-                                     opt->epsilon, bad, err);
+        r.alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
+        return kern->optimizer->adam(be, opt, &r, w, g, slot0, slot1, n, bad, err);
     }
-    return kern->optimizer->sgd(be, w, g, opt->momentum != 0.0f ? slot0 : NULL, n, lr,
-                                opt->momentum, opt->nesterov, bad, err);
+    if (opt->kind == MR_OPTIMIZER_RMSPROP)
+        return kern->optimizer->rmsprop(be, opt, &r, w, g, slot0, slot1, n, bad, err);
+    return kern->optimizer->sgd(be, opt, &r, w, g, slot0, slot1, n, bad, err);
 }
 
 mr_status mr_optimizer_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, int *any,

@@ -101,6 +101,35 @@ MR_HD static inline void mr_adam_update(float *w, float g, float *m, float *v, f
     *w -= (*m * alpha) / (sqrtf(*v) + epsilon);
 }
 
+/* RMSprop as Keras 3 writes it (plain momentum, not centered):
+ * ms = rho ms + (1 - rho) g^2;  inc = lr g / sqrt(ms + eps)
+ * (epsilon inside the root); w -= inc, or with momentum:
+ * mom = momentum mom + inc; w -= mom. */
+MR_HD static inline void mr_rmsprop_update(float *w, float g, float *ms, float *mom, float lr,
+                                           float rho, float momentum, float epsilon) {
+    *ms = rho * *ms + (1.0f - rho) * (g * g);
+    const float inc = lr * g / sqrtf(*ms + epsilon);
+    if (momentum > 0.0f) {
+        *mom = momentum * *mom + inc;
+        *w -= *mom;
+    } else {
+        *w -= inc;
+    }
+}
+
+/* A gradient clipped to [-c, c] (Keras clipvalue); c 0: unchanged. NaN
+ * stays NaN (the comparisons are false), as in Keras. */
+MR_HD static inline float mr_clip_value(float g, float c) {
+    if (c <= 0.0f) return g;
+    return g > c ? c : (g < -c ? -c : g);
+}
+
+/* Decoupled weight decay (Keras 3's weight_decay, AdamW), before the
+ * update: w -= w * wd * lr. wd 0: unchanged. */
+MR_HD static inline void mr_decay_weight(float *w, float wd, float lr) {
+    if (wd != 0.0f) *w -= *w * wd * lr;
+}
+
 /* NaN or +-Inf: what the step's check looks for in the gradients and the
  * checkpoint's in the weights (one compare: |x| <= FLT_MAX is false for
  * both, so the CPU loop vectorises). */

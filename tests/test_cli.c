@@ -647,6 +647,19 @@ START_TEST(dry_run) {
     const char *files[] = {"d.csv", "d.json", "d.jsonl", "d.h5", "dryck"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         ck_assert_msg(!exists(files[i]), "--dry-run made %s", files[i]);
+    /* the plan line names the update's options where they are set */
+    free(tu_write_text(dir, "dry3.cfg",
+                       "[net]\nbatch=8\noptimizer=adamw\nglobal_clipnorm=2.5\n[data]\n"
+                       "train_images=x.npy\ntrain_labels=y.npy\n[input]\nshape=8,8,1\n"
+                       "[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
+    rc = run("--dry-run --devices cpu:2 dry3.cfg", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "), adamw weight decay 0.004, global_clipnorm 2.5\n"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--dry-run --devices cpu:2 dry.cfg", &out);
+    ck_assert_msg(rc == 0 && !strstr(out, "weight decay") && !strstr(out, "clip"), "exit %d: %s",
+                  rc, out);
+    free(out);
     /* a dry run still fails on what a run would fail on, before training */
     free(tu_write_text(dir, "dry2.cfg",
                        "[net]\nglobal_batch=9\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"

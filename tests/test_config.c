@@ -265,13 +265,58 @@ START_TEST(wrong_type) {
                   "%s", msg);
     msg = parse_fail(with_line(1, "shuffle = maybe"));
     ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "boolean"), "%s", msg);
-    msg = parse_fail(with_line(1, "optimizer = rmsprop"));
-    ck_assert_msg(strstr(msg, "not one of: sgd, adam"), "%s", msg);
+    msg = parse_fail(with_line(1, "optimizer = adagrad"));
+    ck_assert_msg(strstr(msg, "not one of: sgd, adam, rmsprop, adamw"), "%s", msg);
     msg = parse_fail(with_line(1, "learning_rate = 0.01x"));
     ck_assert_msg(strstr(msg, "not a number"), "%s", msg);
     msg = parse_fail(with_line(1, "lr_schedule = step"));
     ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "not one of: constant, cosine"), "%s",
                   msg);
+}
+END_TEST
+
+/* The optimizer keys of Keras 3: rmsprop's rho, weight decay (AdamW's
+ * default where the file gives none), and one kind of clipping at most. */
+START_TEST(optimizer_keys) {
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(with_line(1, "optimizer = adamw"), "t.cfg", NULL, &cfg, &err),
+                     MR_OK);
+    ck_assert_int_eq(cfg.net.optimizer, MR_OPTIMIZER_ADAMW);
+    ck_assert_float_eq(cfg.net.weight_decay, MR_ADAMW_WEIGHT_DECAY);
+    mr_config_free(&cfg);
+    /* given, even 0, it is the file's; the key may come before the optimizer */
+    ck_assert_int_eq(mr_config_parse(with_line(1, "weight_decay = 0\noptimizer = adamw"), "t.cfg",
+                                     NULL, &cfg, &err),
+                     MR_OK);
+    ck_assert_float_eq(cfg.net.weight_decay, 0.0f);
+    mr_config_free(&cfg);
+    ck_assert_int_eq(mr_config_parse(with_line(1, "optimizer = rmsprop\nrho = 0.8\nmomentum = "
+                                                  "0.5\nweight_decay = 0.01\nclipnorm = 2"),
+                                     "t.cfg", NULL, &cfg, &err),
+                     MR_OK);
+    ck_assert_int_eq(cfg.net.optimizer, MR_OPTIMIZER_RMSPROP);
+    ck_assert_float_eq(cfg.net.rho, 0.8f);
+    ck_assert_float_eq(cfg.net.momentum, 0.5f);
+    ck_assert_float_eq(cfg.net.weight_decay, 0.01f);
+    ck_assert_float_eq(cfg.net.clipnorm, 2.0f);
+    ck_assert_float_eq(cfg.net.global_clipnorm, 0.0f);
+    mr_config_free(&cfg);
+    /* defaults: Keras's rho, no decay (adam), no clipping */
+    ck_assert_int_eq(mr_config_parse(with_line(1, "optimizer = adam"), "t.cfg", NULL, &cfg, &err),
+                     MR_OK);
+    ck_assert_float_eq(cfg.net.rho, 0.9f);
+    ck_assert_float_eq(cfg.net.weight_decay, 0.0f);
+    ck_assert_float_eq(cfg.net.clipvalue, 0.0f);
+    mr_config_free(&cfg);
+    const char *msg = parse_fail(with_line(1, "clipnorm = 1\nclipvalue = 0.5"));
+    ck_assert_msg(strstr(msg, "t.cfg:1:") && strstr(msg, "give one of them at most"), "%s", msg);
+    msg = parse_fail(with_line(1, "global_clipnorm = 1\nclipnorm = 1"));
+    ck_assert_msg(strstr(msg, "give one of them at most"), "%s", msg);
+    msg = parse_fail(with_line(1, "weight_decay = 1"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
+    msg = parse_fail(with_line(1, "clipvalue = -1"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
 }
 END_TEST
 
@@ -491,6 +536,7 @@ int main(void) {
     tcase_add_test(tc, keras_names);
     tcase_add_test(tc, seed_takes_int64);
     tcase_add_test(tc, wrong_type);
+    tcase_add_test(tc, optimizer_keys);
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, missing_input);
     tcase_add_test(tc, missing_required_key);

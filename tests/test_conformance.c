@@ -858,9 +858,11 @@ static void run_losses(cf *h) {
 static void run_optimizer(cf *h, const mr_optimizer *opt, float lr, const char *name) {
     snprintf(h->tag, sizeof h->tag, "optimizer %s", name);
     const mr_kernels *kk = mr_kernels_for(h->dut);
+    const int adam = opt->kind == MR_OPTIMIZER_ADAM || opt->kind == MR_OPTIMIZER_ADAMW;
     if (kk == NULL || kk->optimizer == NULL ||
-        (opt->kind == MR_OPTIMIZER_ADAM ? kk->optimizer->adam == NULL
-                                        : kk->optimizer->sgd == NULL)) {
+        (adam                                ? kk->optimizer->adam == NULL
+         : opt->kind == MR_OPTIMIZER_RMSPROP ? kk->optimizer->rmsprop == NULL
+                                             : kk->optimizer->sgd == NULL)) {
         cf_fail(h, "the %s kernel table has no %s update", h->dut->ops->name, name);
         return;
     }
@@ -957,6 +959,44 @@ out:
         mr_backend_free(be[k], dx[k]);
 }
 
+/* The sum of squares (norm clipping) gives the reference's bits: every
+ * device sums in optimizer.h's order, so that replicas on different
+ * devices clip by the same norm. Lengths below, at and above the number of
+ * partial sums, and values over many decades. */
+static void run_sumsq(cf *h) {
+    snprintf(h->tag, sizeof h->tag, "optimizer sumsq");
+    const mr_kernels *kk = mr_kernels_for(h->dut);
+    if (kk == NULL || kk->optimizer == NULL || kk->optimizer->sumsq == NULL) {
+        cf_fail(h, "the %s kernel table has no sum of squares", h->dut->ops->name);
+        return;
+    }
+    static float x[ON];
+    mr_rng_uniform(300, 307, 0, 0, -1.0f, 1.0f, x, ON);
+    for (int i = 0; i < ON; i++)
+        x[i] *= powf(10.0f, (float)(i % 9) - 4.0f);
+    mr_backend *be[2] = {h->ref, h->dut};
+    mr_dfloat *dx[2] = {0};
+    mr_error err = {0};
+    for (int k = 0; k < 2; k++)
+        if (!(dx[k] = cf_upload(h, k, be[k], x, ON))) goto out;
+    const size_t lens[4] = {1, MR_SUMSQ_PARTS - 1, MR_SUMSQ_PARTS, ON};
+    for (int c = 0; c < 4; c++) {
+        double sum[2] = {-1.0, -1.0};
+        for (int k = 0; k < 2; k++)
+            if (!cf_ok(
+                    h, k,
+                    mr_kernels_for(be[k])->optimizer->sumsq(be[k], dx[k], lens[c], &sum[k], &err),
+                    &err, "sumsq"))
+                goto out;
+        if (memcmp(&sum[0], &sum[1], sizeof sum[0]) != 0)
+            cf_fail(h, "sumsq of %zu floats: reference %.17g, %s %.17g", lens[c], sum[0],
+                    h->dut->ops->name, sum[1]);
+    }
+out:
+    for (int k = 0; k < 2; k++)
+        mr_backend_free(be[k], dx[k]);
+}
+
 static void run_optimizers(cf *h) {
     mr_optimizer sgd = {.kind = MR_OPTIMIZER_SGD};
     run_optimizer(h, &sgd, 0.01f, "sgd");
@@ -967,7 +1007,21 @@ static void run_optimizers(cf *h) {
     mr_optimizer adam = {
         .kind = MR_OPTIMIZER_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f};
     run_optimizer(h, &adam, 1e-3f, "adam");
+    mr_optimizer adamw = adam;
+    adamw.kind = MR_OPTIMIZER_ADAMW;
+    adamw.weight_decay = 0.004f;
+    run_optimizer(h, &adamw, 1e-3f, "adamw 0.004");
+    mr_optimizer rms = {.kind = MR_OPTIMIZER_RMSPROP, .rho = 0.9f, .epsilon = 1e-7f};
+    run_optimizer(h, &rms, 1e-3f, "rmsprop");
+    rms.momentum = 0.9f;
+    rms.weight_decay = 0.01f;
+    run_optimizer(h, &rms, 1e-3f, "rmsprop momentum 0.9, weight decay 0.01");
+    /* clipvalue below the gradients' range [-1, 1): some clipped, some not */
+    sgd.clipvalue = 0.5f;
+    sgd.weight_decay = 0.1f;
+    run_optimizer(h, &sgd, 0.01f, "sgd nesterov, clipvalue 0.5, weight decay 0.1");
     run_nonfinite(h);
+    run_sumsq(h);
 }
 
 /* ----------------------------------------------------------------- tests */

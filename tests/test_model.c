@@ -652,6 +652,66 @@ START_TEST(host_access_in_place) {
 }
 END_TEST
 
+/* Norm clipping in the update (mr_model_apply_update): with clipnorm,
+ * each trainable weight's gradient is scaled to that norm where it was
+ * larger and left bitwise alone where it was not; with global_clipnorm, all
+ * of them together. Plain SGD at rate 1 makes the applied gradient
+ * readable as w_before - w_after. */
+START_TEST(norm_clipping) {
+    const char *fmt = "[net]\nbatch=4\noptimizer=sgd\nlearning_rate=1\n%s\n[data]\n"
+                      "train_images=a\ntrain_labels=b\n[input]\nshape=6\n[dense]\nunits=5\n"
+                      "[dense]\nunits=3\nactivation=softmax\n";
+    for (int global = 0; global < 2; global++) {
+        char text[512];
+        snprintf(text, sizeof text, fmt, global ? "global_clipnorm = 2" : "clipnorm = 0.5");
+        const double c = global ? 2.0 : 0.5;
+        mr_config cfg;
+        mr_model m;
+        build(text, &cfg, &m, 4);
+        ck_assert_int_eq(mr_model_init_weights(&m, 5, NULL), MR_OK);
+        float *w = mr_dfloat_ptr(m.params), *g = mr_dfloat_ptr(m.grads);
+        const int64_t n = m.n_params;
+        float *w0 = malloc(sizeof(float) * (size_t)n), *g0 = malloc(sizeof(float) * (size_t)n);
+        /* gradients of norm far above c in the kernels, below it in the
+         * biases (per weight) */
+        for (int64_t i = 0; i < n; i++)
+            g[i] = (float)((i % 7) - 3) * 0.5f;
+        for (int l = 0; l < m.n_layers; l++)
+            for (int k = 0; k < m.layers[l].n_weights; k++)
+                if (strcmp(m.layers[l].w[k].name, "bias") == 0)
+                    for (int64_t i = 0; i < m.layers[l].w[k].size; i++)
+                        g[m.layers[l].w[k].offset + i] = 0.01f;
+        memcpy(w0, w, sizeof(float) * (size_t)n);
+        memcpy(g0, g, sizeof(float) * (size_t)n);
+        ck_assert_int_eq(mr_model_apply_update(&m, 1.0f, 1, NULL, NULL), MR_OK);
+        double total = 0.0, total0 = 0.0;
+        for (int l = 0; l < m.n_layers; l++)
+            for (int k = 0; k < m.layers[l].n_weights; k++) {
+                const mr_weight *wt = &m.layers[l].w[k];
+                double ss = 0.0, ss0 = 0.0;
+                for (int64_t i = wt->offset; i < wt->offset + wt->size; i++) {
+                    const double applied = (double)w0[i] - (double)w[i];
+                    ss += applied * applied, ss0 += (double)g0[i] * g0[i];
+                    /* the direction is kept: same sign, same ratio */
+                    ck_assert(applied * g0[i] >= 0.0);
+                }
+                total += ss, total0 += ss0;
+                if (!global && sqrt(ss0) > c)
+                    ck_assert_msg(fabs(sqrt(ss) - c) < 1e-5, "%s/%s: norm %g", m.layers[l].name,
+                                  wt->name, sqrt(ss));
+                if (!global && sqrt(ss0) <= c)
+                    for (int64_t i = wt->offset; i < wt->offset + wt->size; i++)
+                        ck_assert_float_eq(g[i], g0[i]);
+            }
+        if (global) ck_assert_msg(fabs(sqrt(total) - c) < 1e-5, "global norm %g", sqrt(total));
+        ck_assert(sqrt(total0) > 2.0 * c); /* there was something to clip */
+        free(w0), free(g0);
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+    }
+}
+END_TEST
+
 /* The checks for NaN and Inf: the gradients (and which layer, backward
  * order: the last layer first), the weights and the BN state; on a CPU
  * context and on one whose memory is not host memory (the reads go
@@ -884,6 +944,7 @@ int main(void) {
     tcase_add_test(tc, staged_input_in_turn);
     tcase_add_test(tc, no_kernels_for_the_device);
     tcase_add_test(tc, nonfinite_checks);
+    tcase_add_test(tc, norm_clipping);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

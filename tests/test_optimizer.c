@@ -1,6 +1,7 @@
-/* test_optimizer.c: unit tests of models/optimizer.c: ten updates of Adam and
- * of SGD (plain, momentum, Nesterov) against straightforward double-precision
- * re-implementations of Keras 3's formulas, slot counts, the settings
+/* test_optimizer.c: unit tests of models/optimizer.c: ten updates of Adam,
+ * SGD (plain, momentum, Nesterov) and RMSprop against straightforward
+ * double-precision re-implementations of Keras 3's formulas; weight decay
+ * and clipping as Keras orders them; slot counts and names, the settings
  * taken from a [net] section, and the check for NaN and Inf. */
 #include <check.h>
 #include <float.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/kernels.h"
 #include "models/optimizer.h"
 #include "runtime/rng.h"
 #include "runtime/dmem_impl.h"
@@ -209,14 +211,21 @@ END_TEST
  * gradients, and 1 with a NaN, +Inf or -Inf anywhere (first, middle, last
  * element). */
 START_TEST(test_step_reports_nonfinite) {
-    const mr_optimizer opts[4] = {
+    const mr_optimizer opts[6] = {
         {.kind = MR_OPTIMIZER_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f},
         {.kind = MR_OPTIMIZER_SGD},
         {.kind = MR_OPTIMIZER_SGD, .momentum = 0.9f},
-        {.kind = MR_OPTIMIZER_SGD, .momentum = 0.9f, .nesterov = 1}};
+        {.kind = MR_OPTIMIZER_SGD, .momentum = 0.9f, .nesterov = 1},
+        {.kind = MR_OPTIMIZER_RMSPROP, .rho = 0.9f, .momentum = 0.5f, .epsilon = 1e-7f},
+        {.kind = MR_OPTIMIZER_ADAMW,
+         .beta1 = 0.9f,
+         .beta2 = 0.999f,
+         .epsilon = 1e-7f,
+         .weight_decay = 0.004f,
+         .clipvalue = 0.5f}};
     const float bads[3] = {NAN, INFINITY, -INFINITY};
     const int at[3] = {0, N / 2, N - 1};
-    for (int o = 0; o < 4; o++) {
+    for (int o = 0; o < 6; o++) {
         float w[2][N], g[N], s[2][2][N];
         memset(s, 0, sizeof s);
         make_weights(w[0]), make_weights(w[1]);
@@ -246,6 +255,179 @@ START_TEST(test_step_reports_nonfinite) {
 }
 END_TEST
 
+/* ---- RMSprop ------------------------------------------------------------------ */
+
+/* Keras 3's RMSprop (update_step, centered = False), in double:
+ *   ms = rho ms + (1 - rho) g^2;  inc = lr g / sqrt(ms + eps)
+ *   w -= inc, or mom = momentum mom + inc; w -= mom
+ * Same error reasoning as Adam. */
+static void check_rmsprop(float lr, float rho, float mom, float eps) {
+    mr_optimizer opt = {.kind = MR_OPTIMIZER_RMSPROP, .rho = rho, .momentum = mom, .epsilon = eps};
+    ck_assert_int_eq(mr_optimizer_slot_count(&opt), mom > 0.0f ? 2 : 1);
+    float w[N], w0[N], g[N], ms[N] = {0}, mo[N] = {0};
+    double rw[N], rms[N] = {0}, rmo[N] = {0};
+    make_weights(w);
+    memcpy(w0, w, sizeof w);
+    for (int i = 0; i < N; i++)
+        rw[i] = w[i];
+    for (int t = 1; t <= STEPS; t++) {
+        make_grad(t, g);
+        step(&opt, lr, t, w, g, ms, mom > 0.0f ? mo : NULL, N);
+        for (int i = 0; i < N; i++) {
+            double gi = g[i];
+            rms[i] = rho * rms[i] + (1.0 - rho) * gi * gi;
+            double inc = lr * gi / sqrt(rms[i] + eps);
+            if (mom > 0.0f) {
+                rmo[i] = mom * rmo[i] + inc;
+                rw[i] -= rmo[i];
+            } else {
+                rw[i] -= inc;
+            }
+        }
+        double e = delta_error(w, rw, w0);
+        ck_assert_msg(e < 1e-4, "rmsprop lr=%g rho=%g momentum=%g step %d: weight error %g", lr,
+                      rho, mom, t, e);
+        ck_assert_msg(slot_error(ms, rms) < 1e-5, "step %d: mean square error %g", t,
+                      slot_error(ms, rms));
+        if (mom > 0.0f)
+            ck_assert_msg(slot_error(mo, rmo) < 1e-5, "step %d: momentum error %g", t,
+                          slot_error(mo, rmo));
+    }
+}
+
+START_TEST(test_rmsprop_keras_defaults) {
+    check_rmsprop(1e-3f, 0.9f, 0.0f, 1e-7f);
+}
+END_TEST
+
+/* epsilon large enough to matter inside the root; momentum on */
+START_TEST(test_rmsprop_momentum) {
+    check_rmsprop(0.01f, 0.8f, 0.9f, 1e-2f);
+}
+END_TEST
+
+/* ---- weight decay and clipping ------------------------------------------------- */
+
+static const mr_optimizer every_kind[5] = {
+    {.kind = MR_OPTIMIZER_SGD},
+    {.kind = MR_OPTIMIZER_SGD, .momentum = 0.9f, .nesterov = 1},
+    {.kind = MR_OPTIMIZER_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f},
+    {.kind = MR_OPTIMIZER_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f},
+    {.kind = MR_OPTIMIZER_RMSPROP, .rho = 0.9f, .momentum = 0.5f, .epsilon = 1e-7f},
+};
+
+/* Keras's order (base_optimizer.apply): clip the gradients, then
+ * w -= w * weight_decay * lr with the step's rate (not Adam's alpha), then
+ * the update. For every optimizer, three steps with weight decay and
+ * clipvalue give the bits of the same optimizer without them run on
+ * weights decayed and gradients clipped by hand; and they differ from the
+ * plain run (the options act). */
+START_TEST(test_decay_and_clipvalue_order) {
+    const float lr = 0.05f, wd = 0.1f, cv = 0.3f;
+    for (int o = 0; o < 5; o++) {
+        mr_optimizer with = every_kind[o], without = every_kind[o];
+        with.weight_decay = wd;
+        with.clipvalue = cv;
+        float w[2][N], g[N], gc[N], s[2][2][N], plain[N], ps[2][N];
+        memset(s, 0, sizeof s);
+        memset(ps, 0, sizeof ps);
+        make_weights(w[0]), make_weights(w[1]), make_weights(plain);
+        for (int t = 1; t <= 3; t++) {
+            make_grad(t, g);
+            for (int i = 0; i < N; i++) {
+                gc[i] = g[i] > cv ? cv : (g[i] < -cv ? -cv : g[i]);
+                w[1][i] -= w[1][i] * wd * lr;
+            }
+            step(&with, lr, t, w[0], g, s[0][0], s[0][1], N);
+            step(&without, lr, t, w[1], gc, s[1][0], s[1][1], N);
+            step(&without, lr, t, plain, g, ps[0], ps[1], N);
+            ck_assert_msg(memcmp(w[0], w[1], sizeof w[0]) == 0, "optimizer %d step %d", o, t);
+            ck_assert(memcmp(s[0], s[1], sizeof s[0]) == 0);
+        }
+        ck_assert_msg(tu_rel_diff(w[0], plain, N) > 1e-4, "optimizer %d: options had no effect", o);
+    }
+}
+END_TEST
+
+/* A NaN gradient is reported with clipvalue on (the clip does not hide
+ * it), and a clipped update stays finite for huge finite gradients. */
+START_TEST(test_clipvalue_keeps_nan) {
+    for (int o = 0; o < 5; o++) {
+        mr_optimizer opt = every_kind[o];
+        opt.clipvalue = 1.0f;
+        float w[N], g[N], s[2][N];
+        memset(s, 0, sizeof s);
+        make_weights(w);
+        make_grad(1, g);
+        g[3] = NAN;
+        int bad = -1;
+        ck_assert_int_eq(mr_optimizer_step(&opt, tu_cpu_backend(), 0.1f, 1, mr_dfloat_of(w),
+                                           mr_dfloat_cof(g), mr_dfloat_of(s[0]), mr_dfloat_of(s[1]),
+                                           N, &bad, NULL),
+                         MR_OK);
+        ck_assert_int_eq(bad, 1);
+        ck_assert(isnan(w[3]));
+        make_weights(w);
+        memset(s, 0, sizeof s);
+        for (int i = 0; i < N; i++)
+            g[i] = i % 2 ? 1e30f : -1e30f;
+        step(&opt, 0.1f, 1, w, g, s[0], s[1], N);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(isfinite(w[i]) && fabsf(w[i]) < 2.0f, "optimizer %d: w[%d] = %g", o, i,
+                          (double)w[i]);
+    }
+}
+END_TEST
+
+/* mr_optimizer_clip_norm: a vector of norm 5 (3, 4) to norm 1 gives
+ * (0.6, 0.8); one within the bound, or zero, keeps its bits; a NaN or Inf
+ * makes every element NaN (Keras's scale is NaN then). */
+START_TEST(test_clip_norm) {
+    mr_backend *be = tu_cpu_backend();
+    float g[4] = {3.0f, 0.0f, -4.0f, 0.0f};
+    ck_assert_int_eq(mr_optimizer_clip_norm(be, mr_dfloat_of(g), 4, 1.0f, NULL), MR_OK);
+    ck_assert(fabsf(g[0] - 0.6f) < 1e-7f && fabsf(g[2] + 0.8f) < 1e-7f && g[1] == 0.0f);
+    float keep[4] = {3.0f, 0.0f, -4.0f, 0.0f}, k0[4];
+    memcpy(k0, keep, sizeof k0);
+    ck_assert_int_eq(mr_optimizer_clip_norm(be, mr_dfloat_of(keep), 4, 5.0f, NULL), MR_OK);
+    ck_assert_mem_eq(keep, k0, sizeof k0);
+    float zero[4] = {0};
+    ck_assert_int_eq(mr_optimizer_clip_norm(be, mr_dfloat_of(zero), 4, 1.0f, NULL), MR_OK);
+    ck_assert(zero[0] == 0.0f && zero[3] == 0.0f);
+    const float bad[2] = {NAN, INFINITY};
+    for (int b = 0; b < 2; b++) {
+        float x[4] = {1.0f, bad[b], 2.0f, 3.0f};
+        ck_assert_int_eq(mr_optimizer_clip_norm(be, mr_dfloat_of(x), 4, 1.0f, NULL), MR_OK);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(isnan(x[i]), "%g: x[%d] = %g", (double)bad[b], i, (double)x[i]);
+    }
+}
+END_TEST
+
+/* The CPU's sum of squares is optimizer.h's order exactly (partial sums
+ * by index modulo MR_SUMSQ_PARTS, then those in order), which is what
+ * makes it repeat on every device; and close to a plain double sum. */
+START_TEST(test_sumsq_order) {
+    enum { M = 3 * MR_SUMSQ_PARTS + 17 };
+    static float x[M];
+    mr_rng_uniform(31, MR_RNG_STREAM_INIT, 77, 0, -1.0f, 1.0f, x, M);
+    for (int i = 0; i < M; i++)
+        x[i] *= powf(10.0f, (float)(i % 7) - 3.0f);
+    double part[MR_SUMSQ_PARTS] = {0}, want = 0.0, plain = 0.0;
+    for (int i = 0; i < M; i++) {
+        part[i % MR_SUMSQ_PARTS] += (double)x[i] * (double)x[i];
+        plain += (double)x[i] * (double)x[i];
+    }
+    for (int t = 0; t < MR_SUMSQ_PARTS; t++)
+        want += part[t];
+    double got = -1.0;
+    const mr_kernels *k = mr_kernels_for(tu_cpu_backend());
+    ck_assert_int_eq(k->optimizer->sumsq(tu_cpu_backend(), mr_dfloat_cof(x), M, &got, NULL), MR_OK);
+    ck_assert_mem_eq(&got, &want, sizeof got);
+    ck_assert(fabs(got - plain) <= 1e-12 * plain);
+}
+END_TEST
+
 /* ---- slots and configuration ------------------------------------------------------ */
 
 START_TEST(test_slot_counts) {
@@ -261,6 +443,36 @@ START_TEST(test_slot_counts) {
     ck_assert_int_eq(mr_optimizer_slot_count(&o), 1);
     o.nesterov = 0;
     ck_assert_int_eq(mr_optimizer_slot_count(&o), 1);
+    o = (mr_optimizer){.kind = MR_OPTIMIZER_ADAMW};
+    ck_assert_int_eq(mr_optimizer_slot_count(&o), 2);
+    o = (mr_optimizer){.kind = MR_OPTIMIZER_RMSPROP};
+    ck_assert_int_eq(mr_optimizer_slot_count(&o), 1);
+    o.momentum = 0.5f;
+    ck_assert_int_eq(mr_optimizer_slot_count(&o), 2);
+}
+END_TEST
+
+/* Keras's names: classes, instance names, slot names, and the order it
+ * creates slots in (RMSprop slot by slot, the others weight by weight). */
+START_TEST(test_keras_names) {
+    const struct {
+        mr_optimizer_kind kind;
+        const char *cls, *name, *slot0, *slot1;
+        int by_slot;
+    } want[] = {
+        {MR_OPTIMIZER_SGD, "SGD", "sgd", "momentum", NULL, 0},
+        {MR_OPTIMIZER_ADAM, "Adam", "adam", "momentum", "velocity", 0},
+        {MR_OPTIMIZER_ADAMW, "AdamW", "adamw", "momentum", "velocity", 0},
+        {MR_OPTIMIZER_RMSPROP, "RMSprop", "rmsprop", "velocity", "momentum", 1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        mr_optimizer o = {.kind = want[i].kind, .momentum = 0.9f};
+        ck_assert_str_eq(mr_optimizer_keras_class(&o), want[i].cls);
+        ck_assert_str_eq(mr_optimizer_keras_name(&o), want[i].name);
+        ck_assert_str_eq(mr_optimizer_slot_name(&o, 0), want[i].slot0);
+        if (want[i].slot1) ck_assert_str_eq(mr_optimizer_slot_name(&o, 1), want[i].slot1);
+        ck_assert_int_eq(mr_optimizer_slots_by_slot(&o), want[i].by_slot);
+    }
 }
 END_TEST
 
@@ -294,6 +506,19 @@ START_TEST(test_from_config) {
     ck_assert_float_eq(o.beta1, 0.9f);
     ck_assert_float_eq(o.beta2, 0.999f);
     ck_assert_float_eq(o.epsilon, 1e-7f);
+    net.optimizer = MR_OPTIMIZER_RMSPROP;
+    net.rho = 0.75f;
+    net.weight_decay = 0.25f;
+    net.clipnorm = 1.5f;
+    net.global_clipnorm = 2.5f;
+    net.clipvalue = 3.5f;
+    o = mr_optimizer_from_config(&net);
+    ck_assert_int_eq(o.kind, MR_OPTIMIZER_RMSPROP);
+    ck_assert_float_eq(o.rho, 0.75f);
+    ck_assert_float_eq(o.weight_decay, 0.25f);
+    ck_assert_float_eq(o.clipnorm, 1.5f);
+    ck_assert_float_eq(o.global_clipnorm, 2.5f);
+    ck_assert_float_eq(o.clipvalue, 3.5f);
 }
 END_TEST
 
@@ -334,6 +559,16 @@ static Suite *optimizer_suite(void) {
     tcase_add_test(tc, test_adam_large_epsilon);
     tcase_add_test(tc, test_adam_first_step);
     suite_add_tcase(s, tc);
+    tc = tcase_create("rmsprop");
+    tcase_add_test(tc, test_rmsprop_keras_defaults);
+    tcase_add_test(tc, test_rmsprop_momentum);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("decay_and_clipping");
+    tcase_add_test(tc, test_decay_and_clipvalue_order);
+    tcase_add_test(tc, test_clipvalue_keeps_nan);
+    tcase_add_test(tc, test_clip_norm);
+    tcase_add_test(tc, test_sumsq_order);
+    suite_add_tcase(s, tc);
     tc = tcase_create("sgd");
     tcase_add_test(tc, test_sgd_plain);
     tcase_add_test(tc, test_sgd_momentum);
@@ -343,6 +578,7 @@ static Suite *optimizer_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("config");
     tcase_add_test(tc, test_slot_counts);
+    tcase_add_test(tc, test_keras_names);
     tcase_add_test(tc, test_from_config);
     tcase_add_test(tc, test_empty_step);
     tcase_add_test(tc, test_nonfinite);

@@ -88,6 +88,38 @@ START_TEST(resume_is_bitwise) {
 }
 END_TEST
 
+/* Every optimizer's state survives a resume bitwise, with the options
+ * that act in the update (weight decay, each kind of clipping): RMSprop's
+ * two slots, AdamW's moments, SGD's velocity. */
+START_TEST(resume_is_bitwise_every_optimizer) {
+    const char *nets[] = {
+        "optimizer=rmsprop\nmomentum=0.5\nweight_decay=0.01\nclipnorm=0.05\n",
+        "optimizer=adamw\nglobal_clipnorm=0.1\n",
+        "optimizer=sgd\nlearning_rate=0.05\nmomentum=0.9\nnesterov=1\nclipvalue=0.01\n",
+    };
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        char text[4096];
+        snprintf(text, sizeof text, "[net]\n%s%s", nets[i], model_cfg + strlen("[net]\n"));
+        free(tu_write_text(dir, "o.cfg", text));
+        run_ok("rm -rf ck && $T o.cfg --devices cpu:2 --quiet --json full.json --metrics full.csv");
+        run_ok("$T o.cfg --devices cpu:2 --quiet --resume " FIRST
+               " --json res.json --metrics res.csv");
+        tu_same_run(dir, "full.json", "full.csv", "res.json", "res.csv");
+    }
+    /* the clipping acts: without clipvalue, the last one ends elsewhere */
+    char plain[32], other[32], text[4096];
+    snprintf(text, sizeof text,
+             "[net]\noptimizer=sgd\nlearning_rate=0.05\nmomentum=0.9\n"
+             "nesterov=1\n%s",
+             model_cfg + strlen("[net]\n"));
+    free(tu_write_text(dir, "o.cfg", text));
+    run_ok("rm -rf ck && $T o.cfg --devices cpu:2 --quiet --json p.json");
+    tu_params_hash(dir, "p.json", plain);
+    tu_params_hash(dir, "full.json", other);
+    ck_assert_str_ne(plain, other);
+}
+END_TEST
+
 /* Under mpirun one process writes: watch the folder for every file made. */
 START_TEST(resume_under_mpirun_one_writer) {
     run_ok("rm -rf ck && mkdir ck");
@@ -380,6 +412,16 @@ START_TEST(resume_with_edited_cfg) {
                       strstr(out, "Epoch 2/2"),
                   "exit %d: %s", rc, out);
     free(out);
+    /* adam -> rmsprop: its mean squares start from zero */
+    snprintf(text, sizeof text, "[net]\noptimizer=rmsprop\n%s", model_cfg + strlen("[net]\n"));
+    free(tu_write_text(dir, "rms.cfg", text));
+    rc = run("$T rms.cfg --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "optimizer adam -> rmsprop") &&
+                      strstr(out, "optimizer state (adam moments) dropped") &&
+                      strstr(out, "rmsprop starts from zero mean squares") &&
+                      strstr(out, "Epoch 2/2"),
+                  "exit %d: %s", rc, out);
+    free(out);
     /* the same .cfg: nothing said */
     rc = run("$T m.cfg --resume " FIRST, &out);
     ck_assert_msg(rc == 0 && !strstr(out, "differs"), "exit %d: %s", rc, out);
@@ -472,6 +514,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, resume_is_bitwise);
+    tcase_add_test(tc, resume_is_bitwise_every_optimizer);
     tcase_add_test(tc, resume_under_mpirun_one_writer);
     tcase_add_test(tc, eval_reports_what_training_did);
     tcase_add_test(tc, predict_without_labels);

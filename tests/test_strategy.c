@@ -81,6 +81,19 @@ START_TEST(accumulate_equivalence) {
 }
 END_TEST
 
+/* The update's options act on the all-reduced gradients, so they keep the
+ * equivalence: clipping by norm (per weight and global, norms small enough
+ * to clip at every step), clipvalue, weight decay, RMSprop and AdamW. */
+START_TEST(clipping_and_decay_equivalence) {
+    check_equivalent(su_mlp_text,
+                     "optimizer=rmsprop\nlearning_rate=0.01\nmomentum=0.5\nclipnorm=0.01", 2, 1);
+    check_equivalent(su_cnn_text,
+                     "optimizer=adamw\nlearning_rate=0.01\nweight_decay=0.1\nglobal_clipnorm=0.01",
+                     4, 1);
+    check_equivalent(su_mlp_text, "optimizer=sgd\nlearning_rate=0.1\nclipvalue=0.001", 2, 2);
+}
+END_TEST
+
 /* SyncBatchNormalization and dropout keyed by global sample position keep
  * the equivalence exact for BN models too. */
 START_TEST(syncbn_dropout_equivalence) {
@@ -561,6 +574,7 @@ int main(void) {
     tcase_add_test(tc, cnn_sgd_equivalence);
     tcase_add_test(tc, cnn_adam_equivalence);
     tcase_add_test(tc, accumulate_equivalence);
+    tcase_add_test(tc, clipping_and_decay_equivalence);
     tcase_add_test(tc, syncbn_dropout_equivalence);
     tcase_add_test(tc, residual_equivalence);
     tcase_add_test(tc, bn_moving_statistics_averaged);

@@ -5,28 +5,56 @@
 #include "backends/cuda/kernels_cuda.h"
 #include "runtime/elementwise.h"
 
-/* flag (or NULL): set to 1 where a gradient read is NaN or Inf; every
- * writer writes the same value, so the race between threads is benign */
+/* The scalars every update kernel takes: clipvalue, weight decay, rate. */
+struct upd {
+    float cv, wd, lr;
+};
+
+/* One element: the flag (or NULL) set to 1 where a gradient read is NaN or
+ * Inf (every writer writes the same value, so the race between threads is
+ * benign), the gradient clipped, the weight decayed. */
+__device__ static inline float prepare(float *w, float g, struct upd u, double *flag) {
+    if (flag != NULL && mr_nonfinite(g)) flag[0] = 1.0;
+    mr_decay_weight(w, u.wd, u.lr);
+    return mr_clip_value(g, u.cv);
+}
+
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                        \
+         i += (size_t)gridDim.x * blockDim.x)
+
 __global__ static void adam_kernel(float *__restrict__ w, const float *__restrict__ g,
                                    float *__restrict__ m, float *__restrict__ v, size_t n,
-                                   float alpha, float b1, float b2, float eps, double *flag) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        if (flag != NULL && mr_nonfinite(g[i])) flag[0] = 1.0;
-        mr_adam_update(&w[i], g[i], &m[i], &v[i], alpha, b1, b2, eps);
+                                   struct upd u, float alpha, float b1, float b2, float eps,
+                                   double *flag) {
+    GRID_STRIDE(i, n) {
+        const float gi = prepare(&w[i], g[i], u, flag);
+        mr_adam_update(&w[i], gi, &m[i], &v[i], alpha, b1, b2, eps);
     }
 }
 
 __global__ static void sgd_kernel(float *__restrict__ w, const float *__restrict__ g,
-                                  float *__restrict__ vel, size_t n, float lr, float momentum,
+                                  float *__restrict__ vel, size_t n, struct upd u, float momentum,
                                   int nesterov, double *flag) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        if (flag != NULL && mr_nonfinite(g[i])) flag[0] = 1.0;
+    GRID_STRIDE(i, n) {
+        const float gi = prepare(&w[i], g[i], u, flag);
         if (vel != NULL)
-            mr_sgd_update(&w[i], g[i], &vel[i], lr, momentum, nesterov);
+            mr_sgd_update(&w[i], gi, &vel[i], u.lr, momentum, nesterov);
         else
-            w[i] -= lr * g[i];
+            w[i] -= u.lr * gi;
+    }
+}
+
+/* mom NULL: no momentum */
+__global__ static void rmsprop_kernel(float *__restrict__ w, const float *__restrict__ g,
+                                      float *__restrict__ ms, float *__restrict__ mom, size_t n,
+                                      struct upd u, float rho, float momentum, float eps,
+                                      double *flag) {
+    GRID_STRIDE(i, n) {
+        const float gi = prepare(&w[i], g[i], u, flag);
+        float none = 0.0f;
+        mr_rmsprop_update(&w[i], gi, &ms[i], mom != NULL ? &mom[i] : &none, u.lr, rho,
+                          mom != NULL ? momentum : 0.0f, eps);
     }
 }
 
@@ -51,8 +79,13 @@ static mr_status flag_end(mr_backend *be, int *bad, double *flag, double *host, 
     return MR_OK;
 }
 
-static mr_status cuda_adam(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *m,
-                           mr_dfloat *v, size_t n, float alpha, float b1, float b2, float eps,
+static struct upd upd_of(const mr_optimizer *opt, const mr_step_rates *r) {
+    struct upd u = {opt->clipvalue, opt->weight_decay, r->lr};
+    return u;
+}
+
+static mr_status cuda_adam(mr_backend *be, const mr_optimizer *opt, const mr_step_rates *r,
+                           mr_dfloat *w, const mr_dfloat *g, mr_dfloat *m, mr_dfloat *v, size_t n,
                            int *bad, mr_error *err) {
     if (bad != NULL) *bad = 0;
     if (n == 0) return MR_OK;
@@ -60,14 +93,15 @@ static mr_status cuda_adam(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_
     MR_CHECK(flag_begin(be, bad, &flag, &host, err));
     MR_CUDA_LAUNCH(adam_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_ptr(w), mr_dfloat_cptr(g), mr_dfloat_ptr(m), mr_dfloat_ptr(v), n,
-                   alpha, b1, b2, eps, flag);
+                   upd_of(opt, r), r->alpha, opt->beta1, opt->beta2, opt->epsilon, flag);
     mr_cuda_launched(be, err, "adam_kernel");
     return flag_end(be, bad, flag, host, err);
 }
 
-static mr_status cuda_sgd(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_dfloat *vel,
-                          size_t n, float lr, float momentum, int nesterov, int *bad,
-                          mr_error *err) {
+static mr_status cuda_sgd(mr_backend *be, const mr_optimizer *opt, const mr_step_rates *r,
+                          mr_dfloat *w, const mr_dfloat *g, mr_dfloat *vel, mr_dfloat *unused,
+                          size_t n, int *bad, mr_error *err) {
+    (void)unused;
     if (bad != NULL) *bad = 0;
     if (n == 0) return MR_OK;
     double *flag, *host;
@@ -75,8 +109,24 @@ static mr_status cuda_sgd(mr_backend *be, mr_dfloat *w, const mr_dfloat *g, mr_d
     /* momentum 0: plain SGD, no velocity (optimizer.h) */
     MR_CUDA_LAUNCH(sgd_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_ptr(w), mr_dfloat_cptr(g),
-                   momentum != 0.0f ? mr_dfloat_ptr(vel) : NULL, n, lr, momentum, nesterov, flag);
+                   opt->momentum != 0.0f ? mr_dfloat_ptr(vel) : NULL, n, upd_of(opt, r),
+                   opt->momentum, opt->nesterov, flag);
     mr_cuda_launched(be, err, "sgd_kernel");
+    return flag_end(be, bad, flag, host, err);
+}
+
+static mr_status cuda_rmsprop(mr_backend *be, const mr_optimizer *opt, const mr_step_rates *r,
+                              mr_dfloat *w, const mr_dfloat *g, mr_dfloat *ms, mr_dfloat *mom,
+                              size_t n, int *bad, mr_error *err) {
+    if (bad != NULL) *bad = 0;
+    if (n == 0) return MR_OK;
+    double *flag, *host;
+    MR_CHECK(flag_begin(be, bad, &flag, &host, err));
+    MR_CUDA_LAUNCH(rmsprop_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   mr_dfloat_ptr(w), mr_dfloat_cptr(g), mr_dfloat_ptr(ms),
+                   opt->momentum > 0.0f ? mr_dfloat_ptr(mom) : NULL, n, upd_of(opt, r), opt->rho,
+                   opt->momentum, opt->epsilon, flag);
+    mr_cuda_launched(be, err, "rmsprop_kernel");
     return flag_end(be, bad, flag, host, err);
 }
 
@@ -105,5 +155,41 @@ static mr_status cuda_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, in
     return MR_OK;
 }
 
-const mr_optimizer_kernels mr_optimizer_cuda = {
-    .adam = cuda_adam, .sgd = cuda_sgd, .nonfinite = cuda_nonfinite};
+/* The sum of squares: MR_SUMSQ_PARTS threads each sum a fixed stride of x
+ * in double, and the host adds their partial sums in order (as the loss's
+ * rows, mr_cuda_rows): optimizer.h's order, the CPU's too. No shared memory, so the emulated GPUs
+ * run it as it is. One block is little of a GPU, but this runs once per step, and only with
+ * clipnorm or global_clipnorm. */
+__global__ static void sumsq_kernel(const float *__restrict__ x, size_t n, double *part) {
+    const unsigned t = threadIdx.x;
+    double s = 0.0;
+    for (size_t i = t; i < n; i += MR_SUMSQ_PARTS)
+        s += (double)x[i] * (double)x[i];
+    part[t] = s;
+}
+
+static mr_status cuda_sumsq(mr_backend *be, const mr_dfloat *x, size_t n, double *sum,
+                            mr_error *err) {
+    *sum = 0.0;
+    if (n == 0) return MR_OK;
+    cudaStream_t s = mr_cuda(be)->stream;
+    double *part, *host;
+    MR_CHECK(mr_cuda_rows(be, MR_SUMSQ_PARTS, &part, &host, err));
+    MR_CUDA_LAUNCH(sumsq_kernel, 1, MR_SUMSQ_PARTS, s, mr_dfloat_cptr(x), n, part);
+    mr_cuda_launched(be, err, "sumsq_kernel");
+    MR_CUDA_TRY(
+        be, err,
+        cudaMemcpyAsync(host, part, MR_SUMSQ_PARTS * sizeof(double), cudaMemcpyDeviceToHost, s));
+    MR_CHECK(mr_cuda_wait(be, "the gradient norm", err));
+    double total = 0.0;
+    for (int i = 0; i < MR_SUMSQ_PARTS; i++)
+        total += host[i];
+    *sum = total;
+    return MR_OK;
+}
+
+const mr_optimizer_kernels mr_optimizer_cuda = {.adam = cuda_adam,
+                                                .sgd = cuda_sgd,
+                                                .rmsprop = cuda_rmsprop,
+                                                .nonfinite = cuda_nonfinite,
+                                                .sumsq = cuda_sumsq};

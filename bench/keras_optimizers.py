@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Our optimizers, weight decay and clipping against Keras 3's, update by update.
+
+Keras builds a small model and saves its initial weights (model.save, .h5);
+mirrored_train starts from them (--init-weights) and Keras's model.fit
+starts from them too, on the same examples in the same order (no shuffle,
+no validation, one replica, a batch that divides the data), with the same
+optimizer settings. After a few epochs both models' weights are compared:
+any difference in the formulas (epsilon inside or outside the root, the
+weight decay's rate, the clipping's order or norm) shows as a relative
+difference of 1e-2 or more; float32 rounding in two libraries leaves about
+1e-5. Then our trained model, exported with mirrored_export, is loaded by
+keras.models.load_model: its optimizer must be of the same class with the
+same settings, and each of its variables (slots and update count) must
+equal what our .h5 holds under the same name. An interop check, not a test
+of the suite: it needs TensorFlow/Keras in a venv.
+
+    /work/venv-tf/bin/python bench/keras_optimizers.py [--build build] [--epochs 3]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (name, [net] lines, the Keras optimizer's class and arguments)
+CASES = [
+    ("sgd", "optimizer = sgd\nlearning_rate = 0.05\n", "SGD", dict(learning_rate=0.05)),
+    ("sgd_nesterov_clipvalue",
+     "optimizer = sgd\nlearning_rate = 0.05\nmomentum = 0.9\nnesterov = 1\nclipvalue = 0.02\n",
+     "SGD", dict(learning_rate=0.05, momentum=0.9, nesterov=True, clipvalue=0.02)),
+    ("sgdw", "optimizer = sgd\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.1\n",
+     "SGD", dict(learning_rate=0.05, momentum=0.9, weight_decay=0.1)),
+    ("adam_global_clipnorm", "optimizer = adam\nlearning_rate = 0.003\nglobal_clipnorm = 0.5\n",
+     "Adam", dict(learning_rate=0.003, global_clipnorm=0.5)),
+    ("adamw", "optimizer = adamw\nlearning_rate = 0.003\n", "AdamW", dict(learning_rate=0.003)),
+    ("adamw_clipnorm", "optimizer = adamw\nlearning_rate = 0.003\nweight_decay = 0.05\n"
+                       "clipnorm = 0.2\n",
+     "AdamW", dict(learning_rate=0.003, weight_decay=0.05, clipnorm=0.2)),
+    ("rmsprop", "optimizer = rmsprop\nlearning_rate = 0.001\n", "RMSprop",
+     dict(learning_rate=0.001)),
+    ("rmsprop_momentum_wd",
+     "optimizer = rmsprop\nlearning_rate = 0.001\nrho = 0.8\nmomentum = 0.5\nepsilon = 1e-5\n"
+     "weight_decay = 0.02\n",
+     "RMSprop", dict(learning_rate=0.001, rho=0.8, momentum=0.5, epsilon=1e-5, weight_decay=0.02)),
+]
+
+N, BATCH, CLASSES = 512, 32, 4
+
+
+def keras_model():
+    import keras
+    keras.utils.set_random_seed(11)
+    return keras.Sequential([
+        keras.Input((8, 8, 1)),
+        keras.layers.Conv2D(4, 3, activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(16, activation="tanh"),
+        keras.layers.Dense(CLASSES, activation="softmax"),
+    ])
+
+
+def cfg_text(net, epochs):
+    return (f"[net]\nbatch = {BATCH}\nepochs = {epochs}\nshuffle = 0\nlr_scaling = none\n{net}"
+            "[data]\ntrain_images = x.npy\ntrain_labels = y.npy\nscale = 1/255\n"
+            "[input]\nshape = 8,8,1\n[conv2d]\nfilters = 4\nsize = 3\nactivation = relu\n"
+            "[flatten]\n[dense]\nunits = 16\nactivation = tanh\n"
+            f"[dense]\nunits = {CLASSES}\nactivation = softmax\n")
+
+
+def ours_weights(path):
+    """The model's weights from our .h5 (Keras's layout), in layer order."""
+    import h5py
+    out = []
+    with h5py.File(path, "r") as f:
+        mw = f["model_weights"]
+        for layer in [n.decode() if isinstance(n, bytes) else n for n in mw.attrs["layer_names"]]:
+            g = mw[layer]
+            for w in [n.decode() if isinstance(n, bytes) else n for n in g.attrs["weight_names"]]:
+                out.append(np.array(g[w]))
+    return out
+
+
+def same_optimizer(ours_h5, archive, cls, kwargs):
+    """'' if Keras's optimizer loaded from our archive is ours, else why not."""
+    import h5py
+    import keras
+    try:
+        opt = keras.models.load_model(archive).optimizer
+    except Exception as e:  # a file Keras cannot load is the finding
+        return f"Keras cannot load it: {str(e).splitlines()[0][:120]}"
+    if type(opt).__name__ != cls:
+        return f"class {type(opt).__name__}"
+    cfg = opt.get_config()
+    for k, v in kwargs.items():
+        if not np.isclose(cfg[k], v, rtol=1e-6):
+            return f"{k} {cfg[k]} != {v}"
+    with h5py.File(ours_h5, "r") as f:
+        ow = f["optimizer_weights"]
+        names = [n.decode() if isinstance(n, bytes) else n for n in ow.attrs["weight_names"]]
+        # ours: <opt>/sequential_<layer>_<weight>_<slot>; Keras's path drops "sequential_"
+        by_keras = {n.replace("/sequential_", "/"): n for n in names}
+        if [v.path for v in opt.variables] != list(by_keras):
+            return "variables in another order or under other names"
+        for v in opt.variables:
+            if not np.array_equal(np.asarray(v.numpy()), np.array(ow[by_keras[v.path]])):
+                return f"{v.path} differs"
+    return ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--epochs", type=int, default=3)
+    a = ap.parse_args()
+    exe = os.path.join(os.path.abspath(a.build), "launch", "mirrored_train")
+    export = os.path.join(os.path.abspath(a.build), "launch", "mirrored_export")
+    import keras
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        rng = np.random.default_rng(5)
+        y = (np.arange(N) % CLASSES).astype(np.uint8)
+        x = (rng.random((N, 8, 8)) * 140 + (np.arange(64).reshape(8, 8) % CLASSES
+                                             == y[:, None, None]) * 80).astype(np.uint8)
+        np.save(os.path.join(tmp, "x.npy"), x)
+        np.save(os.path.join(tmp, "y.npy"), y)
+        xf = (x.astype(np.float32) * np.float32(1 / 255)).reshape(N, 8, 8, 1)
+        init = os.path.join(tmp, "init.h5")
+        keras_model().save(init)
+        print(f"{'case':24} {'max |ours - keras| / max |keras - init|':>40}  {'training':9}"
+              " exported optimizer")
+        for name, net, cls, kwargs in CASES:
+            cfg = os.path.join(tmp, name + ".cfg")
+            with open(cfg, "w") as f:
+                f.write(cfg_text(net, a.epochs))
+            out = os.path.join(tmp, name + ".h5")
+            subprocess.run([exe, cfg, "--devices", "cpu:1", "--quiet", "--init-weights", init,
+                            "--save", out], check=True, cwd=tmp)
+            model = keras.models.load_model(init, compile=False)
+            w0 = [w.copy() for w in model.get_weights()]
+            model.compile(optimizer=getattr(keras.optimizers, cls)(**kwargs),
+                          loss="sparse_categorical_crossentropy")
+            model.fit(xf, y.astype(np.int64), batch_size=BATCH, epochs=a.epochs, shuffle=False,
+                      verbose=0)
+            kw, ow = model.get_weights(), ours_weights(out)
+            moved = max(float(np.max(np.abs(k - i))) for k, i in zip(kw, w0))
+            diff = max(float(np.max(np.abs(k - o))) for k, o in zip(kw, ow))
+            rel = diff / moved
+            archive = os.path.join(tmp, name + ".keras")
+            subprocess.run([export, out, archive], check=True, stdout=subprocess.DEVNULL)
+            why = same_optimizer(out, archive, cls, kwargs)
+            ok = rel < 1e-3
+            failures += (not ok) + (why != "")
+            print(f"{name:24} {rel:40.2e}  {'same' if ok else 'DIFFERENT':9}"
+                  f" {'same' if not why else 'DIFFERENT: ' + why}")
+    print("all the same" if failures == 0 else f"{failures} case(s) differ")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
