@@ -11,8 +11,9 @@ weight decay's rate, the clipping's order or norm) shows as a relative
 difference of 1e-2 or more; float32 rounding in two libraries leaves about
 1e-5. Then our trained model, exported with mirrored_export, is loaded by
 keras.models.load_model: its optimizer must be of the same class with the
-same settings, and each of its variables (slots and update count) must
-equal what our .h5 holds under the same name. An interop check, not a test
+same settings, each of its variables (slots and update count) must equal
+what our .h5 holds under the same name, and the kernels' initializers
+(he_normal, he_uniform in the .cfg) must be Keras's HeNormal, HeUniform. An interop check, not a test
 of the suite: it needs TensorFlow/Keras in a venv.
 
     /work/venv-tf/bin/python bench/keras_optimizers.py [--build build] [--epochs 3]
@@ -68,7 +69,8 @@ def cfg_text(net, epochs):
     return (f"[net]\nbatch = {BATCH}\nepochs = {epochs}\nshuffle = 0\nlr_scaling = none\n{net}"
             "[data]\ntrain_images = x.npy\ntrain_labels = y.npy\nscale = 1/255\n"
             "[input]\nshape = 8,8,1\n[conv2d]\nfilters = 4\nsize = 3\nactivation = relu\n"
-            "[flatten]\n[dense]\nunits = 16\nactivation = tanh\n"
+            "kernel_initializer = he_normal\n"
+            "[flatten]\n[dense]\nunits = 16\nactivation = tanh\nkernel_initializer = he_uniform\n"
             f"[dense]\nunits = {CLASSES}\nactivation = softmax\n")
 
 
@@ -90,9 +92,13 @@ def same_optimizer(ours_h5, archive, cls, kwargs):
     import h5py
     import keras
     try:
-        opt = keras.models.load_model(archive).optimizer
+        model = keras.models.load_model(archive)
     except Exception as e:  # a file Keras cannot load is the finding
         return f"Keras cannot load it: {str(e).splitlines()[0][:120]}"
+    inits = [type(l.kernel_initializer).__name__ for l in model.layers if hasattr(l, "kernel")]
+    if inits[:2] != ["HeNormal", "HeUniform"]:
+        return f"kernel initializers {inits}"
+    opt = model.optimizer
     if type(opt).__name__ != cls:
         return f"class {type(opt).__name__}"
     cfg = opt.get_config()

@@ -106,6 +106,9 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
                plan->warmup_epochs == 1 ? "" : "s", plan->base_lr);
     if (plan->schedule == MR_LR_SCHEDULE_COSINE)
         printf(", cosine decay to %g at epoch %d", lr * plan->lr_alpha, cfg->net.epochs);
+    for (int i = 0; plan->schedule == MR_LR_SCHEDULE_STEPS && i < plan->boundaries.n; i++)
+        printf("%s%g after epoch %g", i ? ", " : ", then ", lr * plan->factors.v[i],
+               (double)plan->boundaries.v[i]);
     printf(")");
     /* the update's options, where set (they change what a step does) */
     const mr_net_cfg *net = &cfg->net;

@@ -31,9 +31,10 @@ typedef enum key_type {
     KEY_ENUM,
     KEY_PATH,
     KEY_INTS,
-    KEY_EVERY, /* "N", "N epochs" or "N steps" into an mr_every */
-    KEY_NAME,  /* a layer's name: letters, digits, '_', at most MR_NAME_MAX - 1 */
-    KEY_REF    /* an earlier layer: its name, or -N (N sections back) */
+    KEY_FLOATS, /* comma-separated numbers into an mr_floats, n_ints of them at most */
+    KEY_EVERY,  /* "N", "N epochs" or "N steps" into an mr_every */
+    KEY_NAME,   /* a layer's name: letters, digits, '_', at most MR_NAME_MAX - 1 */
+    KEY_REF     /* an earlier layer: its name, or -N (N sections back) */
 } key_type;
 
 /* The section of the keys that every layer section takes (name, input). */
@@ -52,7 +53,7 @@ typedef struct key_def {
     int open_min;             /* 1: min itself is not allowed */
     int open_max;             /* 1: max itself is not allowed */
     const char *const *names; /* KEY_ENUM: allowed values, NULL-terminated */
-    int n_ints;               /* KEY_INTS: how many numbers at most (1..3) */
+    int n_ints;               /* KEY_INTS, KEY_FLOATS: how many numbers at most */
     const char *help;
 } key_def;
 
@@ -63,8 +64,10 @@ static const char *const optimizer_names[] = {"sgd", "adam", "rmsprop", "adamw",
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
                                          "categorical_crossentropy", "mse", NULL};
 static const char *const scaling_names[] = {"linear", "none", NULL};
-static const char *const schedule_names[] = {"constant", "cosine", NULL};
+static const char *const schedule_names[] = {"constant", "cosine", "steps", NULL};
 static const char *const padding_names[] = {"valid", "same", NULL};
+static const char *const initializer_names[] = {"glorot_uniform", "glorot_normal", "he_uniform",
+                                                "he_normal", NULL};
 static const char *const on_nan_names[] = {"stop", "skip", NULL};
 static const char *const monitor_names[] = {"none", "val_loss", "val_accuracy",
                                             "loss", "accuracy", NULL};
@@ -129,9 +132,16 @@ static const key_def keys[] = {
      "epochs to ramp linearly from learning_rate to the scaled rate (batch per replica with "
      "lr_scaling = linear only: refused with global_batch or lr_scaling = none)"},
     {"net", "lr_schedule", KEY_ENUM, NET(lr_schedule), "constant", 0, 0, 0, 0, schedule_names, 0,
-     "after the warmup: constant, or cosine decay over the remaining epochs (Keras CosineDecay)"},
+     "after the warmup: constant, cosine decay over the remaining epochs (Keras CosineDecay), "
+     "or steps: piecewise constant (lr_boundaries, lr_factors)"},
     {"net", "lr_alpha", KEY_FLOAT, NET(lr_alpha), "0", 0, 1, 0, 0, NULL, 0,
      "cosine: the final learning rate as a fraction of the scaled one (Keras alpha)"},
+    {"net", "lr_boundaries", KEY_FLOATS, NET(lr_boundaries), "", 0, 100000, 1, 0, NULL,
+     MR_MAX_FLOATS,
+     "steps: epochs, increasing, at which the rate changes (30, 60: from the first update of "
+     "epoch 31 and of epoch 61)"},
+    {"net", "lr_factors", KEY_FLOATS, NET(lr_factors), "", 0, 1000, 1, 0, NULL, MR_MAX_FLOATS,
+     "steps: one per boundary, the scaled rate's factor from that boundary on (0.1, 0.01)"},
     {"net", "accumulate", KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
      "micro-batches per update (gradient accumulation)"},
     {"net", "checkpoint", KEY_PATH, NET(checkpoint), "", 0, 0, 0, 0, NULL, 0,
@@ -207,6 +217,9 @@ static const key_def keys[] = {
      "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
      "or swish/silu, as Keras"},
     {"dense", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
+    {"dense", "kernel_initializer", KEY_ENUM, LAY(kernel_initializer), "glorot_uniform", 0, 0, 0, 0,
+     initializer_names, 0,
+     "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
 
     {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
      "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
@@ -223,6 +236,9 @@ static const key_def keys[] = {
      "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
      "or swish/silu, as Keras"},
     {"conv2d", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
+    {"conv2d", "kernel_initializer", KEY_ENUM, LAY(kernel_initializer), "glorot_uniform", 0, 0, 0,
+     0, initializer_names, 0,
+     "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
 
     {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
     {"maxpool", "stride", KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
@@ -345,6 +361,9 @@ const char *mr_activation_name(mr_activation a) {
 const char *mr_optimizer_name(mr_optimizer_kind o) {
     return optimizer_names[o];
 }
+const char *mr_initializer_name(mr_initializer init) {
+    return initializer_names[init];
+}
 const char *mr_loss_name(mr_loss_kind l) {
     return loss_names[l];
 }
@@ -449,6 +468,41 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
             *(int *)dst = (int)v;
         else
             *(int64_t *)dst = (int64_t)v;
+        return 1;
+    }
+    case KEY_FLOATS: {
+        mr_floats *out = dst;
+        out->n = 0;
+        const char *p = val;
+        while (*p != '\0' && isspace((unsigned char)*p))
+            p++;
+        while (*p != '\0') {
+            errno = 0;
+            double v = strtod(p, &end);
+            if (end == p || errno || !isfinite(v)) {
+                snprintf(why, why_n, "'%s' is not a comma-separated list of numbers", val);
+                return 0;
+            }
+            if (out->n == k->n_ints) {
+                snprintf(why, why_n, "'%s' has more than %d numbers", val, k->n_ints);
+                return 0;
+            }
+            int lo_bad = k->open_min ? v <= k->min : v < k->min;
+            if (lo_bad || v > k->max) {
+                snprintf(why, why_n, "%g is out of range %c%g, %g]", v, k->open_min ? '(' : '[',
+                         k->min, k->max);
+                return 0;
+            }
+            out->v[out->n++] = (float)v;
+            while (isspace((unsigned char)*end))
+                end++;
+            if (*end == '\0') break;
+            if (*end != ',') {
+                snprintf(why, why_n, "'%s' is not a comma-separated list of numbers", val);
+                return 0;
+            }
+            p = end + 1;
+        }
         return 1;
     }
     case KEY_FLOAT: {
@@ -888,6 +942,20 @@ static int cross_check(parse_state *ps) {
                     "[net] reduce_lr_on_plateau sets the rate itself: it needs lr_schedule = "
                     "constant and no warmup_epochs (as Keras's needs a float learning rate)");
     const mr_net_cfg *net = &cfg->net;
+    if (net->lr_schedule == MR_LR_SCHEDULE_STEPS) {
+        const mr_floats *b = &net->lr_boundaries, *f = &net->lr_factors;
+        if (b->n == 0 || f->n != b->n)
+            return fail(ps, 1,
+                        "[net] lr_schedule = steps needs lr_boundaries (epochs) and as many "
+                        "lr_factors (%d and %d given)",
+                        b->n, f->n);
+        for (int i = 1; i < b->n; i++)
+            if (!(b->v[i] > b->v[i - 1]))
+                return fail(ps, 1, "[net] lr_boundaries must increase: %g after %g",
+                            (double)b->v[i], (double)b->v[i - 1]);
+    } else if (net->lr_boundaries.n || net->lr_factors.n) {
+        return fail(ps, 1, "[net] lr_boundaries and lr_factors go with lr_schedule = steps");
+    }
     if ((net->clipnorm > 0.0f) + (net->global_clipnorm > 0.0f) + (net->clipvalue > 0.0f) > 1)
         return fail(ps, 1,
                     "[net] clipnorm, global_clipnorm and clipvalue: give one of them at most (as "
@@ -1016,6 +1084,10 @@ static void format_range(const key_def *k, char *out, size_t n) {
     case KEY_INTS:
         snprintf(out, n, "%d number%s, each %.0f .. %.0f", k->n_ints,
                  k->n_ints > 1 ? "s at most" : "", k->min, k->max);
+        break;
+    case KEY_FLOATS:
+        snprintf(out, n, "up to %d numbers, each %c%g, %g]", k->n_ints, k->open_min ? '(' : '[',
+                 k->min, k->max);
         break;
     case KEY_EVERY:
         snprintf(out, n, "N epochs or N steps, N %.0f .. %.0f", k->min, k->max);

@@ -57,6 +57,14 @@ typedef enum mr_layer_kind {
 } mr_layer_kind;
 
 typedef enum mr_padding { MR_PADDING_VALID, MR_PADDING_SAME } mr_padding;
+/* How a [dense] or [conv2d] kernel starts (Keras's variance-scaling
+ * initializers; biases start at 0). */
+typedef enum mr_initializer {
+    MR_INIT_GLOROT_UNIFORM, /* Keras's default */
+    MR_INIT_GLOROT_NORMAL,
+    MR_INIT_HE_UNIFORM,
+    MR_INIT_HE_NORMAL, /* He et al. 2015, for ReLU networks (ResNets) */
+} mr_initializer;
 /* AdamW is Adam with decoupled weight decay (Keras AdamW: its own class,
  * default weight_decay 0.004); any optimizer takes weight_decay. */
 typedef enum mr_optimizer_kind {
@@ -72,7 +80,17 @@ typedef enum mr_loss_kind {
     MR_LOSS_MSE,
 } mr_loss_kind;
 typedef enum mr_lr_scaling { MR_LR_SCALING_LINEAR, MR_LR_SCALING_NONE } mr_lr_scaling;
-typedef enum mr_lr_schedule { MR_LR_SCHEDULE_CONSTANT, MR_LR_SCHEDULE_COSINE } mr_lr_schedule;
+typedef enum mr_lr_schedule {
+    MR_LR_SCHEDULE_CONSTANT,
+    MR_LR_SCHEDULE_COSINE,
+    MR_LR_SCHEDULE_STEPS, /* piecewise constant: lr_boundaries, lr_factors */
+} mr_lr_schedule;
+/* A list of numbers of a .cfg key (lr_boundaries, lr_factors). */
+#define MR_MAX_FLOATS 8
+typedef struct mr_floats {
+    int n;
+    float v[MR_MAX_FLOATS];
+} mr_floats;
 /* What a step whose loss or gradients are NaN or infinite does: stop the
  * fit (Keras TerminateOnNaN), or drop its update and go on. */
 typedef enum mr_on_nan { MR_ON_NAN_STOP, MR_ON_NAN_SKIP } mr_on_nan;
@@ -99,11 +117,12 @@ typedef struct mr_layer_cfg {
     int stride[2]; /* stride (h, w); 0 = same as size for pools, 1 for conv */
     mr_padding padding;
     int use_bias;
-    float rate;     /* [dropout] */
-    float momentum; /* [batchnorm] */
-    float epsilon;  /* [batchnorm] */
-    int sync;       /* [batchnorm] global batch statistics across replicas */
-    int pad[2];     /* [zeropad] rows added above and below, columns left and right */
+    mr_initializer kernel_initializer; /* [dense], [conv2d] */
+    float rate;                        /* [dropout] */
+    float momentum;                    /* [batchnorm] */
+    float epsilon;                     /* [batchnorm] */
+    int sync;                          /* [batchnorm] global batch statistics across replicas */
+    int pad[2]; /* [zeropad] rows added above and below, columns left and right */
     /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
      * `input = NAME or -N` (its input; -1, the section just before, by
      * default) and, for [add], `from = NAME or -N` (the output added to
@@ -147,6 +166,8 @@ typedef struct mr_net_cfg {
     float warmup_epochs;
     mr_lr_schedule lr_schedule; /* after the warmup */
     float lr_alpha;             /* cosine: final rate as a fraction of the peak */
+    mr_floats lr_boundaries;    /* steps: epochs (increasing) where the rate changes */
+    mr_floats lr_factors;       /* steps: the rate's factor from each boundary on */
     int accumulate;
     char checkpoint[MR_PATH_MAX]; /* "" = none; resolved against the .cfg file's folder */
     mr_every checkpoint_every;
@@ -218,6 +239,7 @@ const char *mr_layer_kind_name(mr_layer_kind kind);
 const char *mr_activation_name(mr_activation act);
 const char *mr_optimizer_name(mr_optimizer_kind opt);
 const char *mr_loss_name(mr_loss_kind loss);
+const char *mr_initializer_name(mr_initializer init);
 
 /* Writes the reference of every section and key: a Markdown table when
  * markdown is nonzero (docs/usage.md's table), plain text otherwise (--help-config). */

@@ -41,7 +41,7 @@ static void conv_init(const mr_layer *l, int weight, uint64_t seed, float *out) 
     /* Keras: fan_in = kh*kw*in, fan_out = kh*kw*out */
     int area = c->size[0] * c->size[1];
     if (weight == 0)
-        mr_layer_glorot_uniform(l, 0, seed, area * l->in.d[2], area * c->filters, out);
+        mr_layer_init_kernel(l, 0, seed, area * l->in.d[2], area * c->filters, out);
     else
         memset(out, 0, sizeof(float) * (size_t)c->filters);
 }
@@ -59,7 +59,8 @@ static void conv_keras_config(const mr_layer *l, mr_sb *b) {
                  "\"bias_constraint\": null",
                  c->filters, c->size[0], c->size[1], c->stride[0], c->stride[1],
                  mr_keras_padding(c->padding), mr_keras_activation(c->activation),
-                 c->use_bias ? "true" : "false", mr_keras_initializer("GlorotUniform"),
+                 c->use_bias ? "true" : "false",
+                 mr_keras_initializer(mr_keras_initializer_class(c->kernel_initializer)),
                  mr_keras_initializer("Zeros"));
 }
 

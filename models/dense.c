@@ -26,7 +26,7 @@ static mr_status dense_setup(mr_layer *l, int max_batch, const char *file, mr_er
 
 static void dense_init(const mr_layer *l, int weight, uint64_t seed, float *out) {
     if (weight == 0)
-        mr_layer_glorot_uniform(l, 0, seed, l->in.d[0], l->out.d[0], out);
+        mr_layer_init_kernel(l, 0, seed, l->in.d[0], l->out.d[0], out);
     else
         memset(out, 0, sizeof(float) * (size_t)l->w[weight].size);
 }
@@ -41,7 +41,8 @@ static void dense_keras_config(const mr_layer *l, mr_sb *b) {
                  "\"kernel_constraint\": null, \"bias_constraint\": null, "
                  "\"quantization_config\": null",
                  c->units, mr_keras_activation(c->activation), c->use_bias ? "true" : "false",
-                 mr_keras_initializer("GlorotUniform"), mr_keras_initializer("Zeros"));
+                 mr_keras_initializer(mr_keras_initializer_class(c->kernel_initializer)),
+                 mr_keras_initializer("Zeros"));
 }
 
 const mr_layer_ops mr_dense_ops = {

@@ -20,11 +20,28 @@ static const char *dtype_policy =
     "{\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": {\"name\": "
     "\"float32\"}, \"registered_name\": null}";
 
+const char *mr_keras_initializer_class(mr_initializer init) {
+    static const char *const cls[] = {
+        [MR_INIT_GLOROT_UNIFORM] = "GlorotUniform",
+        [MR_INIT_GLOROT_NORMAL] = "GlorotNormal",
+        [MR_INIT_HE_UNIFORM] = "HeUniform",
+        [MR_INIT_HE_NORMAL] = "HeNormal",
+    };
+    return cls[init];
+}
+
 const char *mr_keras_initializer(const char *cls) {
-    if (strcmp(cls, "GlorotUniform") == 0)
-        return "{\"module\": \"keras.initializers\", \"class_name\": \"GlorotUniform\", "
-               "\"config\": {\"seed\": null, \"input_axes\": null, \"output_axes\": null}, "
+    /* the variance-scaling ones share their config (Keras 3.15) */
+#define VARIANCE_SCALING(name)                                                                     \
+    if (strcmp(cls, name) == 0)                                                                    \
+        return "{\"module\": \"keras.initializers\", \"class_name\": \"" name "\", "               \
+               "\"config\": {\"seed\": null, \"input_axes\": null, \"output_axes\": null}, "       \
                "\"registered_name\": null}";
+    VARIANCE_SCALING("GlorotUniform")
+    VARIANCE_SCALING("GlorotNormal")
+    VARIANCE_SCALING("HeUniform")
+    VARIANCE_SCALING("HeNormal")
+#undef VARIANCE_SCALING
     if (strcmp(cls, "Ones") == 0)
         return "{\"module\": \"keras.initializers\", \"class_name\": \"Ones\", \"config\": {}, "
                "\"registered_name\": null}";

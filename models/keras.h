@@ -34,6 +34,8 @@ typedef enum mr_keras_form {
  * JSON of a Keras initializer class ("GlorotUniform", "Zeros", "Ones"),
  * an activation's Keras name ("linear" for none), "same"/"valid". */
 const char *mr_keras_initializer(const char *cls);
+/* The Keras class of a kernel initializer ("GlorotUniform", "HeNormal"). */
+const char *mr_keras_initializer_class(mr_initializer init);
 const char *mr_keras_activation(mr_activation a);
 const char *mr_keras_padding(mr_padding p);
 

@@ -93,12 +93,22 @@ void mr_layer_declare_weight(mr_layer *l, const char *name, int trainable, int r
     }
 }
 
-void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out,
-                             float *out) {
+void mr_layer_init_kernel(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out,
+                          float *out) {
     const mr_weight *w = &l->w[weight];
-    float limit = sqrtf(6.0f / (float)(fan_in + fan_out));
-    mr_rng_uniform(seed, MR_RNG_STREAM_INIT, (uint32_t)l->index, (uint32_t)weight, -limit, limit,
-                   out, w->size);
+    const mr_initializer init = l->cfg->kernel_initializer;
+    const int he = init == MR_INIT_HE_UNIFORM || init == MR_INIT_HE_NORMAL;
+    /* Keras VarianceScaling: scale 1 over fan_avg (glorot), 2 over fan_in (he) */
+    const float var = he ? 2.0f / (float)fan_in : 2.0f / (float)(fan_in + fan_out);
+    const uint32_t a = (uint32_t)l->index, b = (uint32_t)weight;
+    if (init == MR_INIT_GLOROT_NORMAL || init == MR_INIT_HE_NORMAL) {
+        mr_rng_truncated_normal(seed, MR_RNG_STREAM_INIT, a, b, sqrtf(var) / 0.87962566103423978f,
+                                out, w->size);
+    } else {
+        /* 6 / fan: the very expression the default always used (bits kept) */
+        const float limit = sqrtf(6.0f / (float)(he ? fan_in : fan_in + fan_out));
+        mr_rng_uniform(seed, MR_RNG_STREAM_INIT, a, b, -limit, limit, out, w->size);
+    }
 }
 
 int mr_layer_describe(const mr_layer *l, char *buf, size_t n) {

@@ -194,10 +194,15 @@ mr_status mr_layer_init(mr_layer *l, uint64_t seed, float *staging, mr_error *er
 void mr_layer_declare_weight(mr_layer *l, const char *name, int trainable, int rank, int d0, int d1,
                              int d2, int d3);
 
-/* Glorot-uniform values of weight `weight` of l into host memory out:
- * limit sqrt(6 / (fan_in + fan_out)), keyed by (seed, layer, weight). */
-void mr_layer_glorot_uniform(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out,
-                             float *out);
+/* The initial values of kernel `weight` of l into host memory out, by its
+ * [dense]/[conv2d] kernel_initializer, keyed by (seed, layer, weight), as
+ * Keras's variance-scaling initializers: glorot_uniform limit
+ * sqrt(6 / (fan_in + fan_out)), he_uniform sqrt(6 / fan_in); the normal
+ * ones truncated at 2 stddev, stddev sqrt(2 / (fan_in + fan_out)) (glorot)
+ * or sqrt(2 / fan_in) (he), divided by 0.87962566103423978 (the stddev of
+ * a unit normal truncated there) as Keras does. */
+void mr_layer_init_kernel(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out,
+                          float *out);
 
 /* Layer kinds, one file each in models/. */
 extern const mr_layer_ops mr_flatten_ops;       /* flatten.c */

@@ -1,6 +1,8 @@
-/* rng.c: the draws built on Philox (see rng.h): keys, uniform floats,
- * permutations. */
+/* rng.c: the draws built on Philox (see rng.h): keys, uniform and
+ * truncated normal floats, permutations. */
 #include "runtime/rng.h"
+
+#include <math.h>
 
 void mr_rng_key(uint64_t seed, uint32_t stream, uint32_t key[2]) {
     /* splitmix64 finaliser so nearby seeds and streams give unrelated keys */
@@ -21,6 +23,30 @@ void mr_rng_uniform(uint64_t seed, uint32_t stream, uint32_t a, uint32_t b, floa
         mr_philox4x32(key[0], key[1], a, b, (uint32_t)(i / 4), (uint32_t)((uint64_t)i >> 34), w);
         for (int j = 0; j < 4 && i + j < n; j++)
             out[i + j] = lo + span * mr_rng_u01(w[j]);
+    }
+}
+
+void mr_rng_truncated_normal(uint64_t seed, uint32_t stream, uint32_t a, uint32_t b, float stddev,
+                             float *out, int64_t n) {
+    uint32_t key[2], w[4];
+    mr_rng_key(seed, stream, key);
+    for (int64_t i = 0; i < n; i++) {
+        double z = 0.0;
+        for (uint32_t attempt = 0;; attempt++) {
+            /* the high bit of word 3 keeps these counters apart from
+             * mr_rng_uniform's (whose word 3 is i >> 34) */
+            mr_philox4x32(key[0], key[1], a, b, (uint32_t)i, 0x80000000u | attempt, w);
+            int found = 0;
+            for (int p = 0; p < 4 && !found; p += 2) {
+                /* u1 in (0, 1]: the log is finite */
+                const double u1 = ((double)(w[p] >> 8) + 1.0) / 16777216.0;
+                const double u2 = (double)(w[p + 1] >> 8) / 16777216.0;
+                z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+                found = fabs(z) <= 2.0;
+            }
+            if (found) break;
+        }
+        out[i] = (float)(z * (double)stddev);
     }
 }
 

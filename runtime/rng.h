@@ -53,6 +53,15 @@ void mr_rng_key(uint64_t seed, uint32_t stream, uint32_t key[2]);
 void mr_rng_uniform(uint64_t seed, uint32_t stream, uint32_t a, uint32_t b, float lo, float hi,
                     float *out, int64_t n);
 
+/* Fills n floats from a normal distribution of mean 0 and standard
+ * deviation stddev truncated at +-2 stddev (TensorFlow's truncated_normal,
+ * which Keras's *Normal initializers draw from), for counter prefix (a, b):
+ * element i draws Box-Muller pairs from counter (a, b, i, 0x80000000 |
+ * attempt), words 0-1 then 2-3, until one falls within the bounds; a pure
+ * function of where the element is, like mr_rng_uniform. */
+void mr_rng_truncated_normal(uint64_t seed, uint32_t stream, uint32_t a, uint32_t b, float stddev,
+                             float *out, int64_t n);
+
 /* perm (n entries) becomes a uniformly random permutation of 0..n-1 that depends
  * only on (seed, epoch): Fisher-Yates driven by Philox (unbiased via 64-bit
  * multiply-shift on two words). */

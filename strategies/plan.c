@@ -68,6 +68,8 @@ mr_status mr_plan_make(const mr_config *cfg, int replicas, int local_replicas, i
     p->warmup_epochs = net->warmup_epochs;
     p->schedule = net->lr_schedule;
     p->lr_alpha = net->lr_alpha;
+    p->boundaries = net->lr_boundaries;
+    p->factors = net->lr_factors;
     p->epochs = net->epochs;
     p->steps_per_epoch = n_train > 0 ? (n_train + p->global_batch - 1) / p->global_batch : 0;
     *out = plan;
@@ -78,6 +80,12 @@ float mr_plan_learning_rate(const mr_fit_plan *p, double progress) {
     float target = p->base_lr * p->lr_factor;
     if (p->warmup_epochs > 0.0f && progress < p->warmup_epochs)
         return p->base_lr + (target - p->base_lr) * (float)(progress / p->warmup_epochs);
+    if (p->schedule == MR_LR_SCHEDULE_STEPS) {
+        float f = 1.0f;
+        for (int i = 0; i < p->boundaries.n && progress >= (double)p->boundaries.v[i]; i++)
+            f = p->factors.v[i];
+        return target * f;
+    }
     if (p->schedule != MR_LR_SCHEDULE_COSINE) return target;
     double span = (double)p->epochs - p->warmup_epochs;
     double t = span > 0.0 ? (progress - p->warmup_epochs) / span : 1.0;

@@ -38,6 +38,8 @@ typedef struct mr_fit_plan {
     float warmup_epochs;
     mr_lr_schedule schedule; /* after the warmup */
     float lr_alpha;          /* cosine: final rate / scaled rate */
+    mr_floats boundaries;    /* steps: epochs where the factor changes, increasing */
+    mr_floats factors;       /* steps: the factor from each boundary on */
     int epochs;              /* of the whole fit: where a cosine decay ends */
     int64_t steps_per_epoch;
 } mr_fit_plan;
@@ -58,7 +60,10 @@ mr_status mr_plan_make(const mr_config *cfg, int replicas, int local_replicas, i
 /* The learning rate at a point of training (epochs as a real number):
  * a linear ramp from base_lr to base_lr x lr_factor over warmup_epochs,
  * then constant, or a cosine decay from there to lr_alpha times it at
- * plan->epochs (Keras CosineDecay with warmup_target and alpha). */
+ * plan->epochs (Keras CosineDecay with warmup_target and alpha), or
+ * piecewise constant: times factors[i] from boundaries[i] on (an update
+ * at progress >= boundaries[i]; a boundary inside the warmup takes effect
+ * after it). */
 float mr_plan_learning_rate(const mr_fit_plan *plan, double epoch_progress);
 
 #endif

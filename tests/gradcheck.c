@@ -57,8 +57,8 @@ mr_dfloat *gc_dev(float *p) {
 }
 
 /* The CPU kernels on host arrays: CPU device memory is host memory. */
-static double loss_of(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y, const float *r,
-                      int64_t ny) {
+static double loss_of(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y,
+                      const float *r, int64_t ny) {
     ck_assert_int_eq(mr_layer_forward(l, run, batch, mr_dfloat_cof(x), mr_dfloat_of(y)), MR_OK);
     double s = 0.0;
     for (int64_t i = 0; i < ny; i++)
@@ -70,8 +70,9 @@ static double loss_of(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, 
  * disagree the element sits on a kink (ReLU at 0, a max tie) and the central
  * difference means nothing: it then returns the analytic value (not
  * compared) and counts the element as skipped. */
-static double numeric(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y, const float *r,
-                      int64_t ny, float *v, double l0, float analytic, gc_layer_result *res) {
+static double numeric(mr_layer *l, mr_exec_ctx *run, int batch, const float *x, float *y,
+                      const float *r, int64_t ny, float *v, double l0, float analytic,
+                      gc_layer_result *res) {
     const double h = GC_STEP;
     float keep = *v;
     *v = keep + (float)h;
@@ -142,11 +143,11 @@ mr_status gc_check_layer(const mr_layer_cfg *cfg, mr_shape in, int batch, uint64
                 data[i][j] = 1.0f + 0.5f * data[i][j];
     }
     mr_exec_ctx run = {.be = tu_cpu_backend(),
-                  .training = 1,
-                  .seed = seed,
-                  .step = 3,
-                  .sample_base = 5,
-                  .scratch = mr_dfloat_of(scratch)};
+                       .training = 1,
+                       .seed = seed,
+                       .step = 3,
+                       .sample_base = 5,
+                       .scratch = mr_dfloat_of(scratch)};
     /* analytic */
     ck_assert_int_eq(mr_layer_forward(&l, &run, batch, mr_dfloat_cof(x), mr_dfloat_of(y)), MR_OK);
     memcpy(dy, r, sizeof(float) * ny);

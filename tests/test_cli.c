@@ -626,6 +626,50 @@ START_TEST(validation_files) {
 }
 END_TEST
 
+/* lr_schedule = steps, as a user runs it: the plan line says the steps,
+ * the metrics CSV's learning_rate follows them epoch by epoch (0.002, then
+ * x0.5 from epoch 2, x0.25 from epoch 3), and a run resumed after epoch 1
+ * ends with the same weights. */
+START_TEST(steps_schedule_run) {
+    free(tu_write_text(dir, "st.cfg",
+                       "[net]\nglobal_batch=8\nepochs=3\nlearning_rate=0.002\nseed=3\n"
+                       "lr_schedule=steps\nlr_boundaries=1,2\nlr_factors=0.5,0.25\n"
+                       "checkpoint=stck/s.h5\n"
+                       "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\nscale=1/255\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
+    char *out;
+    int rc = run("--devices cpu:2 --metrics st.csv --json st.json st.cfg", &out);
+    ck_assert_msg(rc == 0 && strstr(out, ", then 0.001 after epoch 1, 0.0005 after epoch 2)"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/st.csv", dir);
+    char *csv = tu_read_file(p, NULL);
+    ck_assert_ptr_nonnull(csv);
+    /* epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,... (no
+     * validation: the two val columns empty) */
+    const double want[3] = {0.002, 0.001, 0.0005};
+    const char *line = strchr(csv, '\n') + 1;
+    for (int e = 0; e < 3; e++) {
+        double acc, loss, lr;
+        int ep;
+        ck_assert_msg(sscanf(line, "%d,%lf,%lf,,,%lf", &ep, &acc, &loss, &lr) == 4, "%s", csv);
+        ck_assert_msg(ep == e && fabs(lr - want[e]) < 1e-9, "epoch %d: %s", e, csv);
+        line = strchr(line, '\n') + 1;
+    }
+    free(csv);
+    /* 200 examples / 8 = 25 updates an epoch */
+    rc = run("--devices cpu:2 --quiet --json str.json --resume stck/s-step000000025.h5 st.cfg",
+             &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    char h1[17], h2[17];
+    read_hash("st.json", h1);
+    read_hash("str.json", h2);
+    ck_assert_str_eq(h1, h2);
+}
+END_TEST
+
 /* --dry-run: the summary and the plan, exit 0, and no file or folder made
  * (not the outputs, not the checkpoint folder) */
 START_TEST(dry_run) {
@@ -735,6 +779,7 @@ int main(void) {
     tcase_add_test(tc, trains_and_writes_logs);
     tcase_add_test(tc, global_batch_errors);
     tcase_add_test(tc, dry_run);
+    tcase_add_test(tc, steps_schedule_run);
     tcase_add_test(tc, max_steps);
     tcase_add_test(tc, float64_and_one_hot_data);
     tcase_add_test(tc, validation_files);

@@ -270,8 +270,8 @@ START_TEST(wrong_type) {
     msg = parse_fail(with_line(1, "learning_rate = 0.01x"));
     ck_assert_msg(strstr(msg, "not a number"), "%s", msg);
     msg = parse_fail(with_line(1, "lr_schedule = step"));
-    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "not one of: constant, cosine"), "%s",
-                  msg);
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "not one of: constant, cosine, steps"),
+                  "%s", msg);
 }
 END_TEST
 
@@ -317,6 +317,37 @@ START_TEST(optimizer_keys) {
     ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
     msg = parse_fail(with_line(1, "clipvalue = -1"));
     ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
+}
+END_TEST
+
+/* lr_schedule = steps and its two lists: parsed, and the combinations
+ * that cannot mean anything refused with one line. */
+START_TEST(steps_schedule_keys) {
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(with_line(1, "lr_schedule = steps\nlr_boundaries = 30, "
+                                                  "60.5\nlr_factors = 0.1,0.01"),
+                                     "t.cfg", NULL, &cfg, &err),
+                     MR_OK);
+    ck_assert_int_eq(cfg.net.lr_schedule, MR_LR_SCHEDULE_STEPS);
+    ck_assert_int_eq(cfg.net.lr_boundaries.n, 2);
+    ck_assert_float_eq(cfg.net.lr_boundaries.v[1], 60.5f);
+    ck_assert_float_eq(cfg.net.lr_factors.v[0], 0.1f);
+    mr_config_free(&cfg);
+    const char *msg = parse_fail(with_line(1, "lr_schedule = steps"));
+    ck_assert_msg(strstr(msg, "needs lr_boundaries") && strstr(msg, "0 and 0 given"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_schedule = steps\nlr_boundaries = 3\nlr_factors = 1,2"));
+    ck_assert_msg(strstr(msg, "1 and 2 given"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_schedule = steps\nlr_boundaries = 3,3\nlr_factors = 1,2"));
+    ck_assert_msg(strstr(msg, "must increase: 3 after 3"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_boundaries = 3\nlr_factors = 0.1"));
+    ck_assert_msg(strstr(msg, "go with lr_schedule = steps"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_schedule = steps\nlr_boundaries = 3;4"));
+    ck_assert_msg(strstr(msg, "t.cfg:3:") && strstr(msg, "not a comma-separated list"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_factors = 0.1, 0"));
+    ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "0 is out of range (0"), "%s", msg);
+    msg = parse_fail(with_line(1, "lr_boundaries = 1,2,3,4,5,6,7,8,9"));
+    ck_assert_msg(strstr(msg, "more than 8 numbers"), "%s", msg);
 }
 END_TEST
 
@@ -537,6 +568,7 @@ int main(void) {
     tcase_add_test(tc, seed_takes_int64);
     tcase_add_test(tc, wrong_type);
     tcase_add_test(tc, optimizer_keys);
+    tcase_add_test(tc, steps_schedule_keys);
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, missing_input);
     tcase_add_test(tc, missing_required_key);

@@ -193,6 +193,65 @@ START_TEST(activations_keras_names) {
 }
 END_TEST
 
+/* The optimizer and initializers as Keras 3.15's get_config writes them
+ * (bench/keras_optimizers.py has Keras load them): RMSprop with its
+ * settings, weight decay and clipnorm set, the other two clips null; He
+ * initializers by class; and the optimizer's variables in an .h5 in
+ * Keras's order, RMSprop's slot by slot (every velocity, then every
+ * momentum). */
+START_TEST(optimizer_and_initializers_as_keras_writes_them) {
+    const char *text = "[net]\noptimizer=rmsprop\nrho=0.8\nmomentum=0.5\nweight_decay=0.01\n"
+                       "clipnorm=1\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                       "shape=4,4,1\n[conv2d]\nfilters=2\nsize=3\nkernel_initializer=he_normal\n"
+                       "[flatten]\n[dense]\nunits=2\nactivation=softmax\n"
+                       "kernel_initializer=he_uniform\n";
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err) == MR_OK, "%s", err.msg);
+    char *j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+    const char *want[] = {
+        "\"class_name\": \"RMSprop\", \"config\": {\"name\": \"rmsprop\", \"learning_rate\": "
+        "0.001, \"weight_decay\": 0.01, \"clipnorm\": 1.0, \"global_clipnorm\": null, "
+        "\"clipvalue\": null, ",
+        "\"rho\": 0.8, \"momentum\": 0.5, \"epsilon\": 1e-07, \"centered\": false}",
+        "\"kernel_initializer\": {\"module\": \"keras.initializers\", \"class_name\": "
+        "\"HeNormal\", \"config\": {\"seed\": null",
+        "\"class_name\": \"HeUniform\""};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(j, want[i]), "missing %s in %s", want[i], j);
+    free(j);
+    const char *path = dir_path("rms.h5");
+    write_h5(path, &m);
+    mr_h5 h;
+    ck_assert_int_eq(mr_h5_open(&h, path, &err), MR_OK);
+    hid_t ow;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "optimizer_weights", &ow, &err), MR_OK);
+    char **names;
+    int n;
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, ow, "weight_names", &names, &n, &err), MR_OK);
+    const char *order[] = {"rmsprop/iteration",
+                           "rmsprop/learning_rate",
+                           "rmsprop/sequential_conv2d_kernel_velocity",
+                           "rmsprop/sequential_conv2d_bias_velocity",
+                           "rmsprop/sequential_dense_kernel_velocity",
+                           "rmsprop/sequential_dense_bias_velocity",
+                           "rmsprop/sequential_conv2d_kernel_momentum",
+                           "rmsprop/sequential_conv2d_bias_momentum",
+                           "rmsprop/sequential_dense_kernel_momentum",
+                           "rmsprop/sequential_dense_bias_momentum"};
+    ck_assert_int_eq(n, 10);
+    for (int i = 0; i < n; i++)
+        ck_assert_str_eq(names[i], order[i]);
+    mr_h5_free_strs(names, n);
+    H5Gclose(ow);
+    mr_h5_close(&h);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* _i = 1: through models whose context stages every host access */
 START_TEST(h5_round_trip_bitwise) {
     if (_i == 1) {
@@ -385,6 +444,7 @@ int main(void) {
     tcase_add_test(tc, model_config_as_keras_writes_it);
     tcase_add_test(tc, loss_object_with_from_logits);
     tcase_add_test(tc, activations_keras_names);
+    tcase_add_test(tc, optimizer_and_initializers_as_keras_writes_them);
     tcase_add_loop_test(tc, h5_round_trip_bitwise, 0, 2);
     tcase_add_test(tc, mismatches_named);
     tcase_add_test(tc, archive_weights_layout);

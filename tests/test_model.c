@@ -652,6 +652,72 @@ START_TEST(host_access_in_place) {
 }
 END_TEST
 
+/* kernel_initializer on [dense] and [conv2d]: glorot_uniform (the
+ * default) is bitwise the uniform draw it always was; the others have
+ * Keras's bounds and spread: he_uniform within sqrt(6 / fan_in) and
+ * reaching near it, the normal ones within 2 of their stddev (before
+ * Keras's division by 0.8796) and with the standard deviation
+ * sqrt(2 / fan_in) (he) or sqrt(2 / (fan_in + fan_out)) (glorot) within
+ * 5 standard deviations of the estimate (409600 and 800 draws). Biases
+ * stay 0. */
+START_TEST(kernel_initializers) {
+    const char *names[4] = {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal"};
+    for (int k = 0; k < 4; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "[net]\nbatch=2\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                 "shape=14,14,1\n[conv2d]\nfilters=32\nsize=5\nkernel_initializer=%s\n"
+                 "[flatten]\n[dense]\nunits=128\nkernel_initializer=%s\n[dense]\nunits=10\n"
+                 "activation=softmax\n",
+                 names[k], names[k]);
+        mr_config cfg;
+        mr_model m;
+        build(text, &cfg, &m, 2);
+        ck_assert_int_eq(mr_model_init_weights(&m, 7, NULL), MR_OK);
+        const int layers[2] = {0, 2};
+        for (int j = 0; j < 2; j++) {
+            const mr_layer *l = &m.layers[layers[j]];
+            const mr_weight *wt = &l->w[0];
+            const float *w = mr_dfloat_ptr(m.params) + wt->offset;
+            /* conv 5x5x1 -> 32; dense (10 x 10 x 32) -> 128 */
+            const double fan_in = j == 0 ? 25.0 : 3200.0, fan_out = j == 0 ? 800.0 : 128.0;
+            const int he = k >= 2, normal = k % 2;
+            const double sd = sqrt(2.0 / (he ? fan_in : fan_in + fan_out));
+            double sq = 0.0, mx = 0.0;
+            for (int64_t i = 0; i < wt->size; i++) {
+                sq += (double)w[i] * w[i];
+                mx = fabs(w[i]) > mx ? fabs(w[i]) : mx;
+            }
+            const double got = sqrt(sq / (double)wt->size);
+            if (k == 0) {
+                float *want = malloc(sizeof(float) * (size_t)wt->size);
+                const float lim = sqrtf(6.0f / (float)(fan_in + fan_out));
+                mr_rng_uniform(7, MR_RNG_STREAM_INIT, (uint32_t)l->index, 0, -lim, lim, want,
+                               wt->size);
+                ck_assert_mem_eq(w, want, sizeof(float) * (size_t)wt->size);
+                free(want);
+            } else if (!normal) {
+                ck_assert_msg(mx <= sqrt(6.0 / fan_in) && mx > 0.95 * sqrt(6.0 / fan_in),
+                              "%s: max %g", names[k], mx);
+            } else {
+                ck_assert_msg(mx <= 2.0 * sd / 0.87962566103423978 * (1 + 1e-6), "%s: max %g",
+                              names[k], mx);
+            }
+            /* the estimate's relative spread is sqrt((kurtosis - 1) / 4n):
+             * kurtosis 1.8 uniform, 2.365 for the normal truncated at 2 */
+            const double tol = 5.0 * sqrt(((normal ? 2.365 : 1.8) - 1.0) / (4.0 * wt->size));
+            ck_assert_msg(fabs(got / sd - 1.0) < tol, "%s layer %d: stddev %g, expected %g",
+                          names[k], layers[j], got, sd);
+            const float *bias = mr_dfloat_ptr(m.params) + l->w[1].offset;
+            for (int64_t i = 0; i < l->w[1].size; i++)
+                ck_assert_float_eq(bias[i], 0.0f);
+        }
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+    }
+}
+END_TEST
+
 /* Norm clipping in the update (mr_model_apply_update): with clipnorm,
  * each trainable weight's gradient is scaled to that norm where it was
  * larger and left bitwise alone where it was not; with global_clipnorm, all
@@ -945,6 +1011,7 @@ int main(void) {
     tcase_add_test(tc, no_kernels_for_the_device);
     tcase_add_test(tc, nonfinite_checks);
     tcase_add_test(tc, norm_clipping);
+    tcase_add_test(tc, kernel_initializers);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

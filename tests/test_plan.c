@@ -98,6 +98,35 @@ static void refused(const char *net, int R, int P, int64_t n, const char *part1,
     mr_config_free(&cfg);
 }
 
+/* lr_schedule = steps: the scaled rate times 1 before the first boundary,
+ * then each factor from its boundary on (an update at progress >=
+ * boundary: the first update of epoch 31 for boundary 30); fractional
+ * boundaries; after a warmup, the ramp goes to the scaled rate first. */
+START_TEST(steps_schedule) {
+    mr_config cfg;
+    config(&cfg, "global_batch=8\nlearning_rate=0.1\nepochs=90\nlr_schedule=steps\n"
+                 "lr_boundaries=30, 60\nlr_factors=0.1,0.01");
+    mr_fit_plan p;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_plan_make(&cfg, 2, 2, 1, 100, &p, &err), MR_OK);
+    ck_assert_int_eq(p.boundaries.n, 2);
+    const double at[] = {0.0, 29.99, 30.0, 45.5, 59.999, 60.0, 89.9};
+    const float want[] = {0.1f,        0.1f,         0.1f * 0.1f, 0.1f * 0.1f,
+                          0.1f * 0.1f, 0.1f * 0.01f, 0.1f * 0.01f};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+        ck_assert_msg(mr_plan_learning_rate(&p, at[i]) == want[i], "at %g: %g, not %g", at[i],
+                      (double)mr_plan_learning_rate(&p, at[i]), (double)want[i]);
+    mr_config_free(&cfg);
+    /* a fractional boundary inside a warmup: the ramp, then the factor */
+    config(&cfg, "batch=4\nlearning_rate=0.01\nwarmup_epochs=2\nlr_schedule=steps\n"
+                 "lr_boundaries=0.5\nlr_factors=0.5");
+    ck_assert_int_eq(mr_plan_make(&cfg, 4, 4, 1, 100, &p, &err), MR_OK);
+    ck_assert_float_eq(mr_plan_learning_rate(&p, 0.0), 0.01f);
+    ck_assert_float_eq(mr_plan_learning_rate(&p, 2.0), 0.04f * 0.5f);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 START_TEST(refusals) {
     refused("global_batch=10", 4, 1, 100, "global_batch=10 does not divide evenly over 4 replicas",
             "");
@@ -131,6 +160,7 @@ int main(void) {
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, batch_per_replica_scales_the_rate);
     tcase_add_test(tc, global_batch_fixed_by_the_cfg);
+    tcase_add_test(tc, steps_schedule);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

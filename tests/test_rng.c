@@ -257,6 +257,66 @@ static int is_permutation(const int64_t *p, int64_t n) {
     return ok;
 }
 
+/* ---- truncated normal ---------------------------------------------------------------- */
+
+/* A unit normal truncated at +-2 (what Keras's *Normal initializers draw,
+ * before their division by its standard deviation): nothing beyond 2, and
+ * the moments of that distribution. With Z = Phi(2) - Phi(-2) = 0.9544997
+ * and phi(2) = 0.0539910: variance 1 - 4 phi(2) / Z = 0.7737413, fourth
+ * moment 3 - 28 phi(2) / Z = 1.4161492, P(|z| > 1) = (Z - 0.6826895) / Z
+ * = 0.2847667. Bounds are 5 standard deviations of each estimate over N
+ * draws, as for the uniform draws. */
+START_TEST(test_truncated_normal_moments) {
+    float *z = malloc(sizeof(float) * UNIFORM_N);
+    mr_rng_truncated_normal(1234, MR_RNG_STREAM_INIT, 3, 0, 1.0f, z, UNIFORM_N);
+    double sum = 0.0, sq = 0.0;
+    int outside = 0, tail = 0;
+    for (int i = 0; i < UNIFORM_N; i++) {
+        outside += !(fabsf(z[i]) <= 2.0f);
+        tail += fabsf(z[i]) > 1.0f;
+        sum += z[i];
+        sq += (double)z[i] * z[i];
+    }
+    ck_assert_int_eq(outside, 0);
+    const double var0 = 0.7737413, m4 = 1.4161492, p1 = 0.2847667;
+    double mean = sum / UNIFORM_N, var = sq / UNIFORM_N - mean * mean;
+    ck_assert_msg(fabs(mean) < 5.0 * sqrt(var0 / UNIFORM_N), "mean %g", mean);
+    ck_assert_msg(fabs(var - var0) < 5.0 * sqrt((m4 - var0 * var0) / UNIFORM_N), "variance %g",
+                  var);
+    ck_assert_msg(fabs(tail - p1 * UNIFORM_N) < 5.0 * sqrt(p1 * (1 - p1) * UNIFORM_N),
+                  "%d beyond 1", tail);
+    /* stddev scales the draws: the same counters, the same z times it */
+    float *y = malloc(sizeof(float) * 100);
+    mr_rng_truncated_normal(1234, MR_RNG_STREAM_INIT, 3, 0, 0.25f, y, 100);
+    for (int i = 0; i < 100; i++)
+        ck_assert_msg(fabsf(y[i] - 0.25f * z[i]) <= 1e-7f, "%d: %g vs %g", i, (double)y[i],
+                      (double)z[i]);
+    free(y);
+    free(z);
+}
+END_TEST
+
+/* A pure function of (seed, stream, a, b, i): the same for any n-prefix,
+ * different for another seed, layer (a) or weight (b). */
+START_TEST(test_truncated_normal_deterministic) {
+    float x[64], y[64], p[10];
+    mr_rng_truncated_normal(9, MR_RNG_STREAM_INIT, 1, 2, 1.0f, x, 64);
+    mr_rng_truncated_normal(9, MR_RNG_STREAM_INIT, 1, 2, 1.0f, y, 64);
+    ck_assert_mem_eq(x, y, sizeof x);
+    mr_rng_truncated_normal(9, MR_RNG_STREAM_INIT, 1, 2, 1.0f, p, 10);
+    ck_assert_mem_eq(x, p, sizeof p);
+    const uint32_t other[3][3] = {{10, 1, 2}, {9, 2, 2}, {9, 1, 3}};
+    for (int k = 0; k < 3; k++) {
+        mr_rng_truncated_normal(other[k][0], MR_RNG_STREAM_INIT, other[k][1], other[k][2], 1.0f, y,
+                                64);
+        int same = 0;
+        for (int i = 0; i < 64; i++)
+            same += x[i] == y[i];
+        ck_assert_msg(same < 4, "case %d: %d of 64 equal", k, same);
+    }
+}
+END_TEST
+
 START_TEST(test_permutation_is_permutation) {
     const int64_t sizes[] = {1, 2, 3, 10, 100, 60000};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -364,6 +424,10 @@ static Suite *rng_suite(void) {
     tcase_add_test(tc, test_uniform_counter_layout);
     tcase_add_test(tc, test_uniform_deterministic_and_prefix);
     tcase_add_test(tc, test_uniform_inputs_matter);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("truncated_normal");
+    tcase_add_test(tc, test_truncated_normal_moments);
+    tcase_add_test(tc, test_truncated_normal_deterministic);
     suite_add_tcase(s, tc);
     tc = tcase_create("permutation");
     tcase_set_timeout(tc, 60);
