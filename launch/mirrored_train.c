@@ -208,6 +208,19 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
     return MR_OK;
 }
 
+/* --synthetic: n random examples of the model's input shape and classes,
+ * the same on every process (keyed by the seed); the [data] files are not
+ * read, and there is no validation or test set. */
+static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, mr_dataset *train,
+                                int64_t *n_train, mr_error *err) {
+    const mr_layer_cfg *in = &cfg->layers[0];
+    MR_CHECK(mr_dataset_synthetic(train, n, in->shape_rank, in->shape, classes,
+                                  (uint64_t)cfg->net.seed, err));
+    train->scale = cfg->data.scale;
+    *n_train = n;
+    return MR_OK;
+}
+
 int main(int argc, char **argv) {
     mr_error err = {0};
     mr_job job;
@@ -237,6 +250,8 @@ int main(int argc, char **argv) {
     mr_config cfg = {0};
     mr_dataset train = {0}, test = {0};
     mr_strategy *strategy = NULL;
+    mr_throughput tp = {0}; /* images/sec; freed at done: */
+    int want_tp = 0;
     FILE *csv = NULL, *log = NULL;
     mr_checkpoint ck = {0};
     int resuming = 0;
@@ -298,7 +313,8 @@ int main(int argc, char **argv) {
             st = mr_cli_check_writable("--checkpoint-on-signal", stop_path, &err);
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    st = load_data(&cfg, in_size, classes, &train, &test, &n_train, &err);
+    st = c.synthetic > 0 ? synthetic_data(&cfg, c.synthetic, classes, &train, &n_train, &err)
+                         : load_data(&cfg, in_size, classes, &train, &test, &n_train, &err);
     /* a resumed run preprocesses with the statistics it trained with */
     if (st == MR_OK && resuming) st = mr_ckpt_apply_preprocessing(&ck, &train, &err);
     if (st == MR_OK && resuming && test.n) st = mr_ckpt_apply_preprocessing(&ck, &test, &err);
@@ -405,6 +421,20 @@ int main(int argc, char **argv) {
     pg.log = log;
     pg.device = opts.devices.kind;
     if (resuming) mr_progress_replay(&pg, ck.state.history, ck.state.n_history);
+    /* images/sec (--synthetic, --display-every): lines instead of a bar */
+    want_tp = c.synthetic > 0 || c.display_every > 0;
+    mr_throughput_init(&tp, c.warmup_steps >= 0 ? c.warmup_steps : 10,
+                       c.display_every > 0 ? c.display_every : 10, plan->global_batch,
+                       plan->replicas, lead && !c.quiet ? stdout : NULL);
+    if (want_tp) {
+        pg.throughput = &tp;
+        pg.tty = 0;
+        if (lead && !c.quiet && c.synthetic > 0)
+            printf("Synthetic data: %lld random examples of the input shape, labels uniform over "
+                   "%d classes (the [data] files are not read); images/sec after %lld warm-up "
+                   "updates\n",
+                   c.synthetic, classes, (long long)tp.warmup);
+    }
     mr_fit_callbacks cb = {
         .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
     cb.save_user = &ck_run;
@@ -447,6 +477,17 @@ int main(int argc, char **argv) {
     else if (lead && !c.quiet && stop->epoch < cfg.net.epochs)
         printf("Stopped by --max-steps %lld: after epoch %d/%d\n", c.max_steps, stop->epoch,
                cfg.net.epochs);
+    if (want_tp && lead && !c.quiet) {
+        const mr_throughput_figures f = mr_throughput_get(&tp);
+        if (f.n > 0)
+            printf("total images/sec: %.2f (%d replicas: %.2f per replica; %lld updates after %lld "
+                   "warm-up)\n",
+                   f.total, plan->replicas, f.total / plan->replicas, (long long)f.n,
+                   (long long)tp.warmup);
+        else
+            printf("total images/sec: not measured (no update after the %lld warm-up updates)\n",
+                   (long long)tp.warmup);
+    }
     if (lead && !c.quiet && fe.restored_epoch)
         printf("Restoring model weights from the end of the best epoch: %d.\n", fe.restored_epoch);
     if (lead && fe.best_lost)
@@ -495,6 +536,7 @@ agreed_failure:
 alone_failure:
     rc = mr_cli_fail_alone(prog, &job, &err);
 done:
+    mr_throughput_free(&tp);
     if (csv) fclose(csv);
     if (log) fclose(log);
     mr_checkpoint_free(&ck);

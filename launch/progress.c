@@ -56,6 +56,7 @@ void mr_progress_on_step(void *user, const mr_step_info *info) {
                 info->seconds, info->compute_seconds, info->comm_seconds, info->data_seconds,
                 p->device ? p->device : "cpu");
     }
+    if (p->throughput != NULL) mr_throughput_step(p->throughput, info->global_step, info->seconds);
     if (p->quiet || !p->tty) return;
     double t = mr_now_s();
     if (step != steps && t - p->last_draw < 0.1) return;

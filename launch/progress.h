@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 
+#include "launch/throughput.h"
 #include "strategies/strategy.h"
 
 typedef struct mr_progress {
@@ -19,9 +20,10 @@ typedef struct mr_progress {
     int tty;   /* draw a bar */
     int quiet; /* print nothing */
     int epochs;
-    FILE *csv;          /* Keras CSVLogger columns and ours, or NULL */
-    FILE *log;          /* one JSON object per update, or NULL */
-    const char *device; /* "cpu" or "gpu", for the log */
+    FILE *csv;                 /* Keras CSVLogger columns and ours, or NULL */
+    FILE *log;                 /* one JSON object per update, or NULL */
+    const char *device;        /* "cpu" or "gpu", for the log */
+    mr_throughput *throughput; /* images/sec per update, or NULL */
     double epoch_start, last_draw;
     int current_epoch;
     int64_t steps; /* of the current epoch */

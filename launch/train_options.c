@@ -25,6 +25,12 @@ void mr_train_usage(FILE *out, const char *prog) {
             "  --max-steps N      stop after N updates in all (counted from the start of\n"
             "                     training, through a resume), or at the last epoch if sooner;\n"
             "                     --save and [net] checkpoint write the state where it stopped\n"
+            "  --synthetic N      train on N random examples of the model's input shape and\n"
+            "                     classes instead of the [data] files (a benchmark of\n"
+            "                     training alone, as tf_cnn_benchmarks without data)\n"
+            "  --display-every N  print images/sec every N updates (default 10 with\n"
+            "                     --synthetic, else off) and the total at the end\n"
+            "  --warmup-steps N   updates left out of images/sec (default 10)\n"
             "  --dry-run          read the .cfg and the data, build the replicas, print the\n"
             "                     summary and the replica plan, and exit: nothing is trained\n"
             "                     or written\n"
@@ -102,7 +108,10 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         OPT_STOP_BUDGET,
         OPT_MAX_STEPS,
         OPT_DRY_RUN,
-        OPT_VERBOSE
+        OPT_VERBOSE,
+        OPT_SYNTHETIC,
+        OPT_DISPLAY_EVERY,
+        OPT_WARMUP_STEPS
     };
     static const struct option longopts[] = {
         {"epochs", required_argument, NULL, OPT_EPOCHS},
@@ -129,6 +138,9 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         {"stop-budget", required_argument, NULL, OPT_STOP_BUDGET},
         {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"synthetic", required_argument, NULL, OPT_SYNTHETIC},
+        {"display-every", required_argument, NULL, OPT_DISPLAY_EVERY},
+        {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
         {"verbose", required_argument, NULL, OPT_VERBOSE},
         {NULL, 0, NULL, 0},
     };
@@ -136,6 +148,8 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
                             .epochs = -1,
                             .seed = -1,
                             .devices_spec = "auto",
+                            .display_every = -1,
+                            .warmup_steps = -1,
                             .stop_signals = {SIGTERM, SIGINT, SIGUSR1},
                             .n_stop_signals = 3,
                             .stop_budget = 25.0};
@@ -177,6 +191,19 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
             break;
         case OPT_DRY_RUN:
             c->dry_run = 1;
+            break;
+        case OPT_SYNTHETIC:
+            if (!mr_cli_parse_long("--synthetic", optarg, 1, 1LL << 31, &c->synthetic, err))
+                return err->status;
+            break;
+        case OPT_DISPLAY_EVERY:
+            if (!mr_cli_parse_long("--display-every", optarg, 1, 1000000000, &c->display_every,
+                                   err))
+                return err->status;
+            break;
+        case OPT_WARMUP_STEPS:
+            if (!mr_cli_parse_long("--warmup-steps", optarg, 0, 1000000000, &c->warmup_steps, err))
+                return err->status;
             break;
         case OPT_METRICS:
             c->metrics_path = optarg;

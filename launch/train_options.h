@@ -27,6 +27,11 @@ typedef struct mr_train_options {
     long long epochs, seed, check_sync, keep;
     long long max_steps; /* --max-steps: stop after this many updates in all (0: no limit) */
     int dry_run;         /* --dry-run: build and print the plan, train and write nothing */
+    /* --synthetic N: N random examples of the model's input shape instead of
+     * the [data] files (0: off); --display-every N: an images/sec line every
+     * N updates after --warmup-steps W (-1: not given; with --synthetic the
+     * defaults are 10 and 10, as tf_cnn_benchmarks) */
+    long long synthetic, display_every, warmup_steps;
     double bucket_mb, timeout;
     const char *metrics_path, *json_path, *devices_spec, *cfg_path;
     const char *save_path, *resume, *init_weights, *log_path, *data_out;

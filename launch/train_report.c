@@ -173,6 +173,18 @@ mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_
     mr_json_key(&j, "epochs"), mr_json_int(&j, epochs);
     mr_json_key(&j, "train_samples_per_sec");
     mr_json_double(&j, pg->train_seconds > 0 ? pg->train_samples / pg->train_seconds : 0.0, "%.1f");
+    if (pg->throughput != NULL) {
+        /* --synthetic, --display-every: after the warm-up (throughput.h) */
+        const mr_throughput_figures f = mr_throughput_get(pg->throughput);
+        mr_json_key(&j, "images_per_sec");
+        f.n > 0 ? mr_json_double(&j, f.total, "%.2f") : mr_json_null(&j);
+        mr_json_key(&j, "images_per_sec_per_replica");
+        f.n > 0 ? mr_json_double(&j, f.total / plan->replicas, "%.2f") : mr_json_null(&j);
+        mr_json_key(&j, "images_per_sec_mean"), mr_json_double(&j, f.mean, "%.2f");
+        mr_json_key(&j, "images_per_sec_stderr"), mr_json_double(&j, f.stderr_, "%.2f");
+        mr_json_key(&j, "images_per_sec_updates"), mr_json_int(&j, f.n);
+        mr_json_key(&j, "warmup_updates"), mr_json_int(&j, pg->throughput->warmup);
+    }
     mr_json_key(&j, "test_loss");
     has_test ? mr_json_double(&j, test_loss, "%.6f") : mr_json_null(&j);
     mr_json_key(&j, "test_accuracy");

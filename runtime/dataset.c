@@ -40,6 +40,49 @@ static double label_value(const mr_array *lab, int64_t i) {
     return -1.0;
 }
 
+mr_status mr_dataset_synthetic(mr_dataset *ds, int64_t n, int rank, const int *dims, int classes,
+                               uint64_t seed, mr_error *err) {
+    memset(ds, 0, sizeof *ds);
+    ds->scale = 1.0f;
+    if (n < 1 || rank < 1 || rank > MR_ARRAY_MAX_DIMS - 1 || classes < 1)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "synthetic data: %lld examples of rank %d, %d classes", (long long)n,
+                            rank, classes);
+    ds->x.dtype = MR_DTYPE_U8;
+    ds->x.ndim = rank + 1;
+    ds->x.dims[0] = n;
+    ds->row = 1;
+    for (int d = 0; d < rank; d++) {
+        ds->x.dims[d + 1] = dims[d];
+        ds->row *= dims[d];
+    }
+    ds->n = n;
+    ds->x.data = malloc((size_t)(n * ds->row));
+    ds->y = malloc(sizeof(int32_t) * (size_t)n);
+    if (ds->x.data == NULL || ds->y == NULL) {
+        mr_dataset_free(ds);
+        return mr_error_set(err, MR_ERR_NOMEM,
+                            "synthetic data: out of memory for %lld examples of %lld values",
+                            (long long)n, (long long)ds->row);
+    }
+    uint32_t key[2], w[4];
+    mr_rng_key(seed, MR_RNG_STREAM_SYNTHETIC, key);
+    uint8_t *x = ds->x.data;
+    const int64_t total = n * ds->row;
+    for (int64_t i = 0; i < total; i += 16) { /* 16 bytes a Philox call */
+        mr_philox4x32(key[0], key[1], 0, 0, (uint32_t)(i / 16), (uint32_t)((uint64_t)i >> 36), w);
+        for (int j = 0; j < 16 && i + j < total; j++)
+            x[i + j] = (uint8_t)(w[j / 4] >> (8 * (j % 4)));
+    }
+    for (int64_t i = 0; i < n; i++) {
+        mr_philox4x32(key[0], key[1], 1, 0, (uint32_t)i, (uint32_t)((uint64_t)i >> 32), w);
+        /* 64 random bits times classes, the high part: uniform over 0..classes-1 */
+        const uint64_t r = ((uint64_t)w[0] << 32) | w[1];
+        ds->y[i] = (int32_t)(((unsigned __int128)r * (uint64_t)classes) >> 64);
+    }
+    return MR_OK;
+}
+
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err) {
     memset(ds, 0, sizeof *ds);
     ds->scale = 1.0f;

@@ -42,6 +42,15 @@ typedef struct mr_augment {
  * placeholder that no score may be computed from. */
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err);
 
+/* n synthetic examples (--synthetic, as tf_cnn_benchmarks without a data
+ * directory): images of `rank` dims `dims` (one example's shape), uint8
+ * values uniform over 0..255 and labels uniform over 0..classes-1, both
+ * from Philox keyed by `seed` (MR_RNG_STREAM_SYNTHETIC): the same on every
+ * process of a job, and a few bytes of memory per value. The scale and
+ * standardisation are the caller's to set, as for files. */
+mr_status mr_dataset_synthetic(mr_dataset *ds, int64_t n, int rank, const int *dims, int classes,
+                               uint64_t seed, mr_error *err);
+
 /* Appends the examples of `more` after those of ds (a validation set
  * after the training set: the fit validates on a row range); both must
  * have ds->row values per example (mr_dataset_check_row). uint8 stays

@@ -24,10 +24,11 @@ MR_C_BEGIN
 
 /* Streams separate the uses of one seed so they never share counters. */
 enum {
-    MR_RNG_STREAM_INIT = 1,    /* weight initialisation: ctr = (layer, weight, index) */
-    MR_RNG_STREAM_SHUFFLE = 2, /* epoch permutation: ctr = (epoch, i) */
-    MR_RNG_STREAM_DROPOUT = 3, /* dropout masks: ctr = (step, sample, layer) */
-    MR_RNG_STREAM_AUGMENT = 4, /* data augmentation: ctr = (epoch, sample) */
+    MR_RNG_STREAM_INIT = 1,      /* weight initialisation: ctr = (layer, weight, index) */
+    MR_RNG_STREAM_SHUFFLE = 2,   /* epoch permutation: ctr = (epoch, i) */
+    MR_RNG_STREAM_DROPOUT = 3,   /* dropout masks: ctr = (step, sample, layer) */
+    MR_RNG_STREAM_AUGMENT = 4,   /* data augmentation: ctr = (epoch, sample) */
+    MR_RNG_STREAM_SYNTHETIC = 5, /* synthetic data: ctr = (0 images / 1 labels, 0, index) */
 };
 
 /* Four 32-bit random words for counter (c0, c1, c2, c3) under key (k0, k1):

@@ -670,6 +670,57 @@ START_TEST(steps_schedule_run) {
 }
 END_TEST
 
+/* --synthetic, as a benchmark runs: the [data] files need not exist; an
+ * images/sec line every --display-every updates after the warm-up (64
+ * examples / 8 = 8 updates an epoch, 3 epochs = 24; 4 warm-up, then lines
+ * at updates 8, 12, ..., 24) and the total, also in --json; the same
+ * command twice trains the same bits (the data are keyed by the seed). */
+START_TEST(synthetic_benchmark) {
+    free(tu_write_text(dir, "syn.cfg",
+                       "[net]\nglobal_batch=8\nepochs=3\nseed=5\n"
+                       "[data]\ntrain_images=nowhere/x.npy\ntrain_labels=nowhere/y.npy\n"
+                       "scale=1/255\n[input]\nshape=8,8,1\n[conv2d]\nfilters=2\nsize=3\n"
+                       "activation=relu\n[flatten]\n[dense]\nunits=4\nactivation=softmax\n"));
+    char *out;
+    int rc = run("--devices cpu:2 --synthetic 64 --display-every 4 --warmup-steps 4 --json "
+                 "syn1.json syn.cfg",
+                 &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "Synthetic data: 64 random examples") &&
+                      strstr(out, "Train on 64 samples, 8 steps per epoch") &&
+                      strstr(out, "\nStep 8: images/sec: ") &&
+                      strstr(out, "\nStep 24: images/sec: ") && !strstr(out, "Step 4: ") &&
+                      strstr(out, "(2 replicas: ") && strstr(out, "20 updates after 4 warm-up)") &&
+                      !strstr(out, "Test loss"),
+                  "%s", out);
+    int lines = 0;
+    for (const char *p = out; (p = strstr(p, "images/sec: ")) != NULL; p++)
+        lines++;
+    ck_assert_msg(lines == 5 + 1, "%d images/sec lines: %s", lines, out);
+    free(out);
+    snprintf(out = malloc(8192), 8192, "%s/syn1.json", dir);
+    char *json = tu_read_file(out, NULL);
+    free(out);
+    ck_assert_msg(json && strstr(json, "\"images_per_sec\": ") &&
+                      strstr(json, "\"images_per_sec_updates\": 20") &&
+                      strstr(json, "\"warmup_updates\": 4") &&
+                      !strstr(json, "\"images_per_sec\": null"),
+                  "%s", json);
+    free(json);
+    rc = run("--devices cpu:2 --synthetic 64 --quiet --json syn2.json syn.cfg", &out);
+    ck_assert_msg(rc == 0 && out[0] == '\0', "exit %d: %s", rc, out);
+    free(out);
+    char h1[17], h2[17];
+    read_hash("syn1.json", h1);
+    read_hash("syn2.json", h2);
+    ck_assert_str_eq(h1, h2);
+    /* without --synthetic the missing files are what they are */
+    rc = run("--devices cpu:2 syn.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "nowhere/x.npy"), "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 /* --dry-run: the summary and the plan, exit 0, and no file or folder made
  * (not the outputs, not the checkpoint folder) */
 START_TEST(dry_run) {
@@ -780,6 +831,7 @@ int main(void) {
     tcase_add_test(tc, global_batch_errors);
     tcase_add_test(tc, dry_run);
     tcase_add_test(tc, steps_schedule_run);
+    tcase_add_test(tc, synthetic_benchmark);
     tcase_add_test(tc, max_steps);
     tcase_add_test(tc, float64_and_one_hot_data);
     tcase_add_test(tc, validation_files);

@@ -210,6 +210,44 @@ END_TEST
 
 /* Images alone (labels NULL): the examples as with labels, every class id
  * the placeholder 0; a file without examples is still refused. */
+/* --synthetic's examples: the shape asked for, uint8 values over the
+ * whole range, labels over every class and no other, the same for the same
+ * seed and different for another. */
+START_TEST(test_synthetic) {
+    mr_dataset a, b;
+    const int dims[3] = {5, 6, 3};
+    ck_assert_int_eq(mr_dataset_synthetic(&a, 1000, 3, dims, 7, 42, NULL), MR_OK);
+    ck_assert(a.n == 1000 && a.row == 90 && a.x.dtype == MR_DTYPE_U8 && a.x.ndim == 4);
+    ck_assert(a.x.dims[0] == 1000 && a.x.dims[1] == 5 && a.x.dims[2] == 6 && a.x.dims[3] == 3);
+    ck_assert_float_eq(a.scale, 1.0f);
+    int seen[7] = {0}, lo = 255, hi = 0;
+    for (int64_t i = 0; i < a.n; i++) {
+        ck_assert(a.y[i] >= 0 && a.y[i] < 7);
+        seen[a.y[i]]++;
+    }
+    for (int c = 0; c < 7; c++)
+        ck_assert_msg(seen[c] > 100, "class %d: %d of 1000", c, seen[c]);
+    const uint8_t *x = a.x.data;
+    double sum = 0.0;
+    for (int64_t i = 0; i < a.n * a.row; i++) {
+        lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+        sum += x[i];
+    }
+    ck_assert(lo == 0 && hi == 255);
+    ck_assert(fabs(sum / (double)(a.n * a.row) - 127.5) < 1.0);
+    ck_assert_int_eq(mr_dataset_synthetic(&b, 1000, 3, dims, 7, 42, NULL), MR_OK);
+    ck_assert_mem_eq(a.x.data, b.x.data, 90000);
+    ck_assert_mem_eq(a.y, b.y, sizeof(int32_t) * 1000);
+    mr_dataset_free(&b);
+    ck_assert_int_eq(mr_dataset_synthetic(&b, 1000, 3, dims, 7, 43, NULL), MR_OK);
+    ck_assert(memcmp(a.x.data, b.x.data, 90000) != 0);
+    mr_dataset_free(&b);
+    mr_dataset_free(&a);
+    mr_error err = {0};
+    ck_assert_int_eq(mr_dataset_synthetic(&a, 0, 3, dims, 7, 42, &err), MR_ERR_USAGE);
+}
+END_TEST
+
 START_TEST(test_load_images_only) {
     const int32_t img[3 * 2] = {-5, 0, 7, 1000000, -2, 3};
     char *ip = write_npy("img_only_i32.npy", MR_DTYPE_I32, 2, (int64_t[]){3, 2}, img);
@@ -838,6 +876,7 @@ static Suite *dataset_suite(void) {
     tcase_add_test(tc, test_load_labels_n_by_1);
     tcase_add_test(tc, test_load_int_images_to_float);
     tcase_add_test(tc, test_load_images_only);
+    tcase_add_test(tc, test_synthetic);
     tcase_add_test(tc, test_load_count_mismatch);
     tcase_add_test(tc, test_load_float_labels);
     tcase_add_test(tc, test_load_one_hot_labels);

@@ -7,6 +7,7 @@
  * and the --metrics file it leaves (progress.h). */
 #include <check.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "launch/progress.h"
+#include "launch/throughput.h"
 #include "launch/train_checkpoints.h"
 #include "launch/train_data.h"
 #include "launch/train_job.h"
@@ -96,6 +98,52 @@ START_TEST(options_refused) {
     REFUSED("--bogus", "--bogus", "m.cfg");
     REFUSED("--verbose", "--verbose", "3", "m.cfg");
     REFUSED("--resume and --init-weights", "--resume", "auto", "--init-weights", "w.h5", "m.cfg");
+    REFUSED("--synthetic", "--synthetic", "0", "m.cfg");
+    REFUSED("--display-every", "--display-every", "0", "m.cfg");
+    REFUSED("--warmup-steps", "--warmup-steps", "-1", "m.cfg");
+}
+END_TEST
+
+/* The benchmark options: off unless given; values as given. */
+START_TEST(benchmark_options) {
+    mr_train_options o;
+    mr_error err = {0};
+    ck_assert_int_eq(parse(&o, &err, "m.cfg", NULL), MR_OK);
+    ck_assert(o.synthetic == 0 && o.display_every == -1 && o.warmup_steps == -1);
+    ck_assert_int_eq(parse(&o, &err, "--synthetic", "512", "--display-every", "5", "--warmup-steps",
+                           "0", "m.cfg", NULL),
+                     MR_OK);
+    ck_assert(o.synthetic == 512 && o.display_every == 5 && o.warmup_steps == 0);
+}
+END_TEST
+
+/* images/sec (throughput.h) on made-up update times, global batch 10:
+ * two warm-up updates left out (their times would move every figure),
+ * then 0.5 s, 0.25 s, 1 s: speeds 20, 40, 10; mean 23.33, sample sd
+ * 15.275 so standard error 8.819; median 20, absolute deviations 0, 20,
+ * 10 so jitter 1.4826 x 10; total 30 images / 1.75 s = 17.14. A line
+ * every 3 counted updates, naming the update. */
+START_TEST(throughput_figures) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    mr_throughput t;
+    mr_throughput_init(&t, 2, 3, 10, 2, out);
+    mr_throughput_figures f = mr_throughput_get(&t);
+    ck_assert(f.n == 0 && f.total == 0.0 && f.mean == 0.0);
+    const double secs[5] = {100.0, 100.0, 0.5, 0.25, 1.0};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(mr_throughput_step(&t, 41 + i, secs[i]), 0);
+    f = mr_throughput_get(&t);
+    ck_assert_int_eq(f.n, 3);
+    ck_assert(fabs(f.mean - 70.0 / 3.0) < 1e-9);
+    ck_assert(fabs(f.stderr_ - sqrt(700.0 / 3.0) / sqrt(3.0)) < 1e-9);
+    ck_assert(fabs(f.jitter - 14.826) < 1e-9);
+    ck_assert(fabs(f.total - 30.0 / 1.75) < 1e-9);
+    fclose(out);
+    ck_assert_str_eq(buf, "Step 45: images/sec: 23.3 +/- 8.8 (jitter = 14.8)\n");
+    free(buf);
+    mr_throughput_free(&t);
 }
 END_TEST
 
@@ -378,6 +426,8 @@ int main(void) {
     TCase *tc = tcase_create("train");
     tcase_add_test(tc, options_parsed);
     tcase_add_test(tc, options_refused);
+    tcase_add_test(tc, benchmark_options);
+    tcase_add_test(tc, throughput_figures);
     tcase_add_test(tc, usage_names_the_program);
     tcase_add_test(tc, job_rules);
     tcase_add_test(tc, model_name_and_json_summary);
