@@ -480,10 +480,10 @@ int main(int argc, char **argv) {
     if (want_tp && lead && !c.quiet) {
         const mr_throughput_figures f = mr_throughput_get(&tp);
         if (f.n > 0)
-            printf("total images/sec: %.2f (%d replicas: %.2f per replica; %lld updates after %lld "
-                   "warm-up)\n",
-                   f.total, plan->replicas, f.total / plan->replicas, (long long)f.n,
-                   (long long)tp.warmup);
+            printf("total images/sec: %.2f (%d replica%s: %.2f per replica; %lld updates after "
+                   "%lld warm-up)\n",
+                   f.total, plan->replicas, plan->replicas == 1 ? "" : "s",
+                   f.total / plan->replicas, (long long)f.n, (long long)tp.warmup);
         else
             printf("total images/sec: not measured (no update after the %lld warm-up updates)\n",
                    (long long)tp.warmup);
