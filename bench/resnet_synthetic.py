@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""ResNet-20 on synthetic data: images/sec of mirrored against Keras, same run.
+
+fashion_resnet20.cfg (CIFAR-style ResNet-20 on 28x28x1, BN, projection
+shortcuts, global average pooling) trained on random data of its shape at
+its global batch (128, or --batch), as tf_cnn_benchmarks measures: the
+first --warmup updates left out, then images/sec over the next ones.
+Sides, alternating in every round (--runs rounds, medians):
+  - mirrored, 1 replica on core 0 (taskset -c 0, --devices cpu);
+  - mirrored, 2 replicas on both cores (--devices cpu:2);
+  - Keras 3 (TensorFlow backend), the same network built layer by layer,
+    one thread on core 0, then both cores with two threads (TensorFlow's
+    own threading, as a Keras user runs it on one machine).
+Our side prints `total images/sec` itself (--synthetic, --display-every);
+Keras's is timed here around train_on_batch calls after the same warm-up.
+An interop benchmark, not a test: it needs TensorFlow in a venv.
+
+    /work/venv-tf/bin/python bench/resnet_synthetic.py [--runs 3] [--build build]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CFG = os.path.join(ROOT, "models", "configs", "fashion_resnet20.cfg")
+
+KERAS_SIDE = r'''
+import os, sys, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+threads, batch, warmup, steps = map(int, sys.argv[1:5])
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(threads)
+tf.config.threading.set_inter_op_parallelism_threads(threads)
+import keras
+import numpy as np
+L = keras.layers
+
+def conv(x, f, s=1, k=3):
+    return L.Conv2D(f, k, strides=s, padding="same" if k == 3 else "valid", use_bias=False)(x)
+
+def block(x, f, s):
+    y = L.Activation("relu")(L.BatchNormalization()(conv(x, f, s)))
+    y = L.BatchNormalization()(conv(y, f))
+    if s != 1:
+        x = L.BatchNormalization()(conv(x, f, s, k=1))
+    return L.Activation("relu")(L.Add()([y, x]))
+
+inp = keras.Input((28, 28, 1))
+x = L.Activation("relu")(L.BatchNormalization()(conv(inp, 16)))
+for f, s in ((16, 1), (32, 2), (64, 2)):
+    for b in range(3):
+        x = block(x, f, s if b == 0 else 1)
+out = L.Dense(10, activation="softmax")(L.GlobalAveragePooling2D()(x))
+model = keras.Model(inp, out)
+model.compile(optimizer=keras.optimizers.Adam(0.001), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
+rng = np.random.default_rng(1)
+xb = rng.random((batch, 28, 28, 1), dtype=np.float32)
+yb = rng.integers(0, 10, batch)
+for _ in range(warmup):
+    model.train_on_batch(xb, yb)
+t = time.perf_counter()
+for _ in range(steps):
+    model.train_on_batch(xb, yb)
+print("total images/sec: %.2f" % (batch * steps / (time.perf_counter() - t)))
+'''
+
+
+def per_batch(batch):
+    text = open(CFG).read()
+    return re.sub(r"(?m)^global_batch = \d+", f"global_batch = {batch}", text)
+
+
+def ours(build, tmp, batch, devices, cores, warmup, steps):
+    cfg = os.path.join(tmp, "r20.cfg")
+    with open(cfg, "w") as f:
+        f.write(per_batch(batch))
+    out = os.path.join(tmp, "r20.json")
+    n = batch * (warmup + steps)
+    subprocess.run(["taskset", "-c", cores, os.path.join(build, "launch", "mirrored_train"), cfg,
+                    "--devices", devices, "--synthetic", str(n), "--epochs", "1",
+                    "--warmup-steps", str(warmup), "--quiet", "--json", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    return json.load(open(out))["images_per_sec"]
+
+
+def keras_side(threads, cores, batch, warmup, steps):
+    r = subprocess.run(["taskset", "-c", cores, sys.executable, "-c", KERAS_SIDE, str(threads),
+                        str(batch), str(warmup), str(steps)],
+                       check=True, capture_output=True, text=True)
+    return float(re.search(r"total images/sec: ([0-9.]+)", r.stdout).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=30)
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    sides = [("mirrored cpu, core 0", lambda t: ours(build, t, a.batch, "cpu", "0", a.warmup,
+                                                     a.steps)),
+             ("keras 1 thread, core 0", lambda t: keras_side(1, "0", a.batch, a.warmup, a.steps)),
+             ("mirrored cpu:2, 2 cores", lambda t: ours(build, t, a.batch, "cpu:2", "0,1",
+                                                        a.warmup, a.steps)),
+             ("keras 2 threads, 2 cores", lambda t: keras_side(2, "0,1", a.batch, a.warmup,
+                                                              a.steps))]
+    got = {name: [] for name, _ in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.runs):
+            for name, fn in sides:
+                got[name].append(fn(tmp))
+                print(f"run {r + 1}: {name:26} {got[name][-1]:9.1f} images/sec", flush=True)
+    med = {k: statistics.median(v) for k, v in got.items()}
+    print(f"\nmedians over {a.runs} runs, global batch {a.batch}, {a.steps} updates after "
+          f"{a.warmup} warm-up:")
+    for k, v in med.items():
+        print(f"  {k:26} {v:9.1f} images/sec  (runs: {', '.join('%.1f' % x for x in got[k])})")
+    print(f"  mirrored 2 replicas / 1 replica: {med['mirrored cpu:2, 2 cores'] / med['mirrored cpu, core 0']:.2f}x")
+    print(f"  mirrored / keras, 1 core:  {med['mirrored cpu, core 0'] / med['keras 1 thread, core 0']:.2f}x")
+    print(f"  mirrored / keras, 2 cores: {med['mirrored cpu:2, 2 cores'] / med['keras 2 threads, 2 cores']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
