@@ -510,6 +510,24 @@ START_TEST(early_stopping) {
 }
 END_TEST
 
+/* The learning_rate column of a --metrics CSV in dir (the sixth:
+ * epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,...; the val
+ * columns may be empty) is want[0..n), one row per epoch. */
+static void expect_rates(const char *name, const double *want, int n) {
+    char *csv = tu_read_in(dir, name);
+    ck_assert_ptr_nonnull(csv);
+    const char *line = strchr(csv, '\n') + 1;
+    for (int e = 0; e < n; e++) {
+        const char *f = line;
+        for (int comma = 0; comma < 5; comma++)
+            f = strchr(f, ',') + 1;
+        ck_assert_msg(atoi(line) == e && fabs(strtod(f, NULL) - want[e]) < 1e-9, "epoch %d: %s", e,
+                      csv);
+        line = strchr(line, '\n') + 1;
+    }
+    free(csv);
+}
+
 /* [net] reduce_lr_on_plateau as Keras's ReduceLROnPlateau: with min_delta
  * 100 no epoch after the first improves, so patience 1 and factor 0.5
  * halve the rate after epochs 2 and 3 (the metrics CSV's learning_rate:
@@ -534,23 +552,8 @@ START_TEST(reduce_lr_on_plateau) {
                       strstr(out, "Epoch 3: ReduceLROnPlateau reducing learning rate to 0.0005.\n"),
                   "%s", out);
     free(out);
-    char p[8192];
-    snprintf(p, sizeof p, "%s/rl.csv", dir);
-    char *csv = tu_read_file(p, NULL);
-    ck_assert_ptr_nonnull(csv);
-    /* epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,... */
-    double want[4] = {0.002, 0.002, 0.001, 0.0005};
-    const char *line = strchr(csv, '\n') + 1;
-    for (int e = 0; e < 4; e++) {
-        double v[6];
-        int ep;
-        ck_assert_msg(
-            sscanf(line, "%d,%lf,%lf,%lf,%lf,%lf", &ep, &v[0], &v[1], &v[2], &v[3], &v[4]) == 6,
-            "%s", csv);
-        ck_assert_msg(ep == e && fabs(v[4] - want[e]) < 1e-9, "epoch %d: %s", e, csv);
-        line = strchr(line, '\n') + 1;
-    }
-    free(csv);
+    const double want[4] = {0.002, 0.002, 0.001, 0.0005};
+    expect_rates("rl.csv", want, 4);
     rc = run("--devices cpu:2 --quiet --json rlr.json --resume rlck/r-step000000020.h5 rl.cfg",
              &out);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
@@ -642,22 +645,8 @@ START_TEST(steps_schedule_run) {
     ck_assert_msg(rc == 0 && strstr(out, ", then 0.001 after epoch 1, 0.0005 after epoch 2)"),
                   "exit %d: %s", rc, out);
     free(out);
-    char p[8192];
-    snprintf(p, sizeof p, "%s/st.csv", dir);
-    char *csv = tu_read_file(p, NULL);
-    ck_assert_ptr_nonnull(csv);
-    /* epoch,accuracy,loss,val_accuracy,val_loss,learning_rate,... (no
-     * validation: the two val columns empty) */
     const double want[3] = {0.002, 0.001, 0.0005};
-    const char *line = strchr(csv, '\n') + 1;
-    for (int e = 0; e < 3; e++) {
-        double acc, loss, lr;
-        int ep;
-        ck_assert_msg(sscanf(line, "%d,%lf,%lf,,,%lf", &ep, &acc, &loss, &lr) == 4, "%s", csv);
-        ck_assert_msg(ep == e && fabs(lr - want[e]) < 1e-9, "epoch %d: %s", e, csv);
-        line = strchr(line, '\n') + 1;
-    }
-    free(csv);
+    expect_rates("st.csv", want, 3);
     /* 200 examples / 8 = 25 updates an epoch */
     rc = run("--devices cpu:2 --quiet --json str.json --resume stck/s-step000000025.h5 st.cfg",
              &out);
