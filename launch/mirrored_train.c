@@ -210,7 +210,8 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
 
 /* --synthetic: n random examples of the model's input shape and classes,
  * the same on every process (keyed by the seed); the [data] files are not
- * read, and there is no validation or test set. */
+ * read, and there is no validation or test set. scale and standardize
+ * apply as to files. */
 static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, mr_dataset *train,
                                 int64_t *n_train, mr_error *err) {
     const mr_layer_cfg *in = &cfg->layers[0];
@@ -218,6 +219,8 @@ static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, mr
                                   (uint64_t)cfg->net.seed, err));
     train->scale = cfg->data.scale;
     *n_train = n;
+    /* standardize: the statistics of these examples, as of a training set */
+    if (cfg->data.standardize) MR_CHECK(mr_dataset_standardize(train, train, 0, n, err));
     return MR_OK;
 }
 

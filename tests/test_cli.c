@@ -703,6 +703,19 @@ START_TEST(synthetic_benchmark) {
     read_hash("syn1.json", h1);
     read_hash("syn2.json", h2);
     ck_assert_str_eq(h1, h2);
+    /* [data] standardize applies to synthetic examples too (statistics
+     * of the examples): the weights differ from the run without it */
+    free(tu_write_text(dir, "synstd.cfg",
+                       "[net]\nglobal_batch=8\nepochs=3\nseed=5\n"
+                       "[data]\ntrain_images=nowhere/x.npy\ntrain_labels=nowhere/y.npy\n"
+                       "scale=1/255\nstandardize=1\n[input]\nshape=8,8,1\n[conv2d]\nfilters=2\n"
+                       "size=3\nactivation=relu\n[flatten]\n[dense]\nunits=4\n"
+                       "activation=softmax\n"));
+    rc = run("--devices cpu:2 --synthetic 64 --quiet --json syn3.json synstd.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    read_hash("syn3.json", h2);
+    ck_assert_str_ne(h1, h2);
     /* without --synthetic the missing files are what they are */
     rc = run("--devices cpu:2 syn.cfg", &out);
     ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "nowhere/x.npy"), "exit %d: %s", rc, out);
