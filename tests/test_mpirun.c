@@ -136,6 +136,24 @@ START_TEST(residual_job_like_replica_threads) {
 }
 END_TEST
 
+/* --synthetic under mpirun: every process makes the same examples (keyed
+ * by the seed), so 2 processes train bitwise as 2 replica threads, and one
+ * process prints the images/sec lines (2 epochs of 160 / 16 = 10 updates,
+ * 2 warm-up, a line every 7 counted: 2 lines and the total). */
+START_TEST(synthetic_job_like_replica_threads) {
+    char *out = mpirun_ok("-q -np 2", "exec $T residual.cfg --synthetic 160 --display-every 7 "
+                                      "--warmup-steps 2 --json s2.json");
+    ck_assert_msg(count(out, "Synthetic data: 160 random examples") == 1 &&
+                      count(out, "images/sec: ") == 3 && count(out, "total images/sec: ") == 1 &&
+                      strstr(out, "(2 replicas: "),
+                  "%s", out);
+    free(out);
+    free(mpirun_ok("-q -np 1",
+                   "exec $T residual.cfg --synthetic 160 --devices cpu:2 --quiet --json s1.json"));
+    same_weights("s2.json", "s1.json");
+}
+END_TEST
+
 START_TEST(four_processes_oversubscribed) {
     char *out = mpirun_ok("-q --oversubscribe -np 4", "exec $T good.cfg --json c.json");
     ck_assert_msg(count(out, "Test loss") == 1, "%s", out);
@@ -259,6 +277,7 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, one_job_like_replica_threads);
     tcase_add_test(tc, residual_job_like_replica_threads);
+    tcase_add_test(tc, synthetic_job_like_replica_threads);
     tcase_add_test(tc, four_processes_oversubscribed);
     tcase_add_test(tc, simulated_nodes);
     tcase_add_test(tc, bad_input_fails_once);
