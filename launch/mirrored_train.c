@@ -210,7 +210,7 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
 
 /* --synthetic: n random examples of the model's input shape and classes,
  * the same on every process (keyed by the seed); the [data] files are not
- * read, and there is no validation or test set. scale and standardize
+ * read, and there is no test set. validation_split, scale and standardize
  * apply as to files. */
 static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, mr_dataset *train,
                                 int64_t *n_train, mr_error *err) {
@@ -218,9 +218,15 @@ static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, mr
     MR_CHECK(mr_dataset_synthetic(train, n, in->shape_rank, in->shape, classes,
                                   (uint64_t)cfg->net.seed, err));
     train->scale = cfg->data.scale;
-    *n_train = n;
+    /* validation_split as for files: the last fraction (load_data) */
+    *n_train = (int64_t)((double)n * (1.0 - (double)cfg->net.validation_split) + 1e-4);
+    if (*n_train < 1)
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s: validation_split leaves no training examples of the %lld "
+                            "synthetic ones",
+                            cfg->path, (long long)n);
     /* standardize: the statistics of these examples, as of a training set */
-    if (cfg->data.standardize) MR_CHECK(mr_dataset_standardize(train, train, 0, n, err));
+    if (cfg->data.standardize) MR_CHECK(mr_dataset_standardize(train, train, 0, *n_train, err));
     return MR_OK;
 }
 
@@ -307,6 +313,13 @@ int main(int argc, char **argv) {
             printf("--resume auto: no checkpoint yet (%s), starting from the beginning\n",
                    pattern ? pattern : stop_path);
     }
+    /* save_best_only writes --save's file: without one it would do nothing */
+    if (cfg.net.save_best_only != MR_MONITOR_NONE && c.save_path == NULL)
+        st = mr_error_set(&err, MR_ERR_USAGE,
+                          "%s: [net] save_best_only = %s writes the best epoch's model to --save "
+                          "FILE.h5, and no --save was given",
+                          c.cfg_path, mr_monitor_name(cfg.net.save_best_only));
+    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     if (job.rank == 0) {
         /* a dry run makes no checkpoint folder (it still checks --save) */
         mr_ckpt_run probe = {
@@ -417,7 +430,9 @@ int main(int argc, char **argv) {
                           .processes = job.size,
                           .train = &train,
                           .stop_path = stop_path[0] ? stop_path : NULL,
-                          .stop_budget = c.n_stop_signals > 0 ? c.stop_budget : 0.0};
+                          .stop_budget = c.n_stop_signals > 0 ? c.stop_budget : 0.0,
+                          .best_path =
+                              cfg.net.save_best_only != MR_MONITOR_NONE ? c.save_path : NULL};
     mr_progress pg;
     mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
     if (c.no_bar) pg.tty = 0;
@@ -441,6 +456,7 @@ int main(int argc, char **argv) {
     mr_fit_callbacks cb = {
         .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
     cb.save_user = &ck_run;
+    if (ck_run.best_path != NULL) cb.save_best = mr_ckpt_on_save_best;
     if (c.n_stop_signals > 0) {
         cb.stop = &stop_signal;
         cb.on_stop = mr_ckpt_on_stop;
@@ -512,7 +528,13 @@ int main(int argc, char **argv) {
             goto alone_failure;
         }
     }
-    if (lead && c.save_path != NULL) {
+    if (lead && ck_run.best_path != NULL && ck_run.best_saves == 0)
+        fprintf(stderr,
+                "%s: note: save_best_only: no epoch of this run improved %s (or none ended), so "
+                "this run did not write %s\n",
+                prog, mr_monitor_name(cfg.net.save_best_only), c.save_path);
+    if (lead && c.save_path != NULL && ck_run.best_path == NULL) {
+        /* (with save_best_only the file holds the best epoch's model already) */
         const mr_fit_state *end = mr_strategy_state(strategy);
         float lr = end->n_history ? end->history[end->n_history - 1].lr : plan->base_lr;
         if (mr_ckpt_write(&ck_run, c.save_path, end, model0, lr, &err) != MR_OK) goto alone_failure;

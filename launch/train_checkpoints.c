@@ -2,6 +2,7 @@
 #include "launch/train_checkpoints.h"
 
 #include "launch/cli.h"
+#include "strategies/early_stop.h"
 #include "runtime/clock.h"
 
 #include <dirent.h>
@@ -79,6 +80,22 @@ mr_status mr_ckpt_on_save(void *user, const mr_fit_state *state, const mr_model 
     mr_checkpoint_name(r->pattern, state->global_step, path, sizeof path);
     MR_CHECK(mr_ckpt_write(r, path, state, m, lr, err));
     if (r->keep > 0) MR_CHECK(mr_checkpoint_prune(r->pattern, r->keep, err));
+    return MR_OK;
+}
+
+mr_status mr_ckpt_on_save_best(void *user, const mr_fit_state *state, const mr_model *m, float lr,
+                               double value, int had_best, double best_before, mr_error *err) {
+    mr_ckpt_run *r = user;
+    if (!r->lead || r->best_path == NULL) return MR_OK;
+    const char *name = mr_monitor_name(r->cfg->net.save_best_only);
+    if (r->out && had_best)
+        fprintf(r->out, "Epoch %d: %s improved from %.5f to %.5f, saving model to %s\n",
+                state->epoch, name, best_before, value, r->best_path);
+    else if (r->out) /* Keras starts from inf, or -inf for an accuracy */
+        fprintf(r->out, "Epoch %d: %s improved from %sinf to %.5f, saving model to %s\n",
+                state->epoch, name, strstr(name, "accuracy") ? "-" : "", value, r->best_path);
+    MR_CHECK(mr_ckpt_write(r, r->best_path, state, m, lr, err));
+    r->best_saves++;
     return MR_OK;
 }
 

@@ -25,7 +25,9 @@ typedef struct mr_ckpt_run {
     /* a planned stop (a signal): where its checkpoint goes without a
      * pattern (--checkpoint-on-signal or its default; NULL: nowhere) */
     const char *stop_path;
-    double stop_budget; /* --stop-budget: a save longer than this is warned of (0: never) */
+    double stop_budget;    /* --stop-budget: a save longer than this is warned of (0: never) */
+    const char *best_path; /* [net] save_best_only: --save's path, or NULL */
+    int best_saves;        /* filled: how many times best_path was written */
     /* filled by the writes: the seconds the last one took (0: none yet),
      * and the file a stop wrote ("" if none) */
     double last_save_s;
@@ -40,6 +42,12 @@ mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr
  * and prunes to --keep. */
 mr_status mr_ckpt_on_save(void *user, const mr_fit_state *state, const mr_model *m, float lr,
                           mr_error *err);
+
+/* mr_fit_callbacks.save_best, with user = mr_ckpt_run: writes
+ * r->best_path (the lead only), after Keras ModelCheckpoint's line
+ * "Epoch N: val_loss improved from B to V, saving model to PATH". */
+mr_status mr_ckpt_on_save_best(void *user, const mr_fit_state *state, const mr_model *m, float lr,
+                               double value, int had_best, double best_before, mr_error *err);
 
 /* mr_fit_callbacks.on_stop, with user = mr_ckpt_run: a stop's checkpoint,
  * PATTERN-step<N>.h5 (pruned to --keep) or else r->stop_path; records it

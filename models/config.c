@@ -175,6 +175,10 @@ static const key_def keys[] = {
      "reduce_lr_on_plateau: epochs after a cut before counting again (Keras cooldown)"},
     {"net", "min_lr", KEY_FLOAT, NET(min_lr), "0", 0, 10, 0, 0, NULL, 0,
      "reduce_lr_on_plateau: the rate never goes below this (Keras min_lr)"},
+    {"net", "save_best_only", KEY_ENUM, NET(save_best_only), "none", 0, 0, 0, 0, monitor_names, 0,
+     "--save writes the model at each epoch end where this metric improved on every epoch "
+     "before (Keras ModelCheckpoint(save_best_only=True, monitor)), not at the end: the file "
+     "holds the best epoch's model"},
     {"net", "restore_best_weights", KEY_BOOL, NET(restore_best_weights), "0", 0, 1, 0, 0, NULL, 0,
      "early_stopping: end training with the weights of the best epoch (Keras "
      "restore_best_weights)"},
@@ -929,6 +933,13 @@ static int cross_check(parse_state *ps) {
                     "[net] early_stopping = %s needs a validation set: set validation_split or "
                     "[data] val_images",
                     monitor_names[mon]);
+    const mr_monitor sb = cfg->net.save_best_only;
+    if ((sb == MR_MONITOR_VAL_LOSS || sb == MR_MONITOR_VAL_ACCURACY) &&
+        cfg->data.val_images[0] == '\0' && cfg->net.validation_split == 0.0f)
+        return fail(ps, 1,
+                    "[net] save_best_only = %s needs a validation set: set validation_split or "
+                    "[data] val_images",
+                    monitor_names[sb]);
     const mr_monitor rl = cfg->net.reduce_lr_on_plateau;
     if ((rl == MR_MONITOR_VAL_LOSS || rl == MR_MONITOR_VAL_ACCURACY) &&
         cfg->data.val_images[0] == '\0' && cfg->net.validation_split == 0.0f)

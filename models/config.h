@@ -179,6 +179,7 @@ typedef struct mr_net_cfg {
     mr_monitor early_stopping;
     int patience;
     float min_delta;
+    mr_monitor save_best_only; /* --save holds the epoch best by this (Keras ModelCheckpoint) */
     int restore_best_weights;
     /* Keras ReduceLROnPlateau: after reduce_lr_patience epochs in which the
      * metric did not improve by more than reduce_lr_min_delta, the rate

@@ -1,6 +1,8 @@
 /* early_stop.c: Keras's EarlyStopping rules (early_stop.h). */
 #include "strategies/early_stop.h"
 
+#include <limits.h>
+
 void mr_early_stop_init(mr_early_stop *es, const mr_net_cfg *net) {
     *es = (mr_early_stop){.monitor = net->early_stopping,
                           .maximize = net->early_stopping == MR_MONITOR_VAL_ACCURACY ||
@@ -9,6 +11,11 @@ void mr_early_stop_init(mr_early_stop *es, const mr_net_cfg *net) {
                               net->min_delta < 0 ? -(double)net->min_delta : (double)net->min_delta,
                           .patience = net->patience,
                           .best_epoch = -1};
+}
+
+void mr_early_stop_init_monitor(mr_early_stop *es, mr_monitor monitor) {
+    const mr_net_cfg net = {.early_stopping = monitor, .patience = INT_MAX};
+    mr_early_stop_init(es, &net);
 }
 
 double mr_early_stop_value(const mr_early_stop *es, const mr_epoch_logs *logs) {

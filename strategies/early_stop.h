@@ -41,6 +41,10 @@ typedef struct mr_early_stop {
  * and min_delta. */
 void mr_early_stop_init(mr_early_stop *es, const mr_net_cfg *net);
 
+/* A monitor alone (save_best_only): `monitor`, min_delta 0, never stops
+ * (Keras's ModelCheckpoint is a MonitorCallback without patience). */
+void mr_early_stop_init_monitor(mr_early_stop *es, mr_monitor monitor);
+
 /* The monitored value of an epoch's logs. */
 double mr_early_stop_value(const mr_early_stop *es, const mr_epoch_logs *logs);
 

@@ -189,12 +189,14 @@ static mr_status restore_best(replica *rep) {
 static mr_status early_stop_replay(replica *rep, int *done) {
     mr_strategy *s = rep->s;
     mr_early_stop_init(&rep->es, &s->cfg->net);
+    mr_early_stop_init_monitor(&rep->sb, s->cfg->net.save_best_only);
     mr_reduce_lr_init(&rep->rlr, &s->cfg->net, mr_plan_learning_rate(&s->plan, 0.0));
     rep->best_epoch = -1;
     *done = 0;
     const int n = s->state.n_history;
     for (int e = 0; e < n; e++) {
         if (mr_early_stop_epoch(&rep->es, &s->state.history[e]) == MR_EARLY_STOP_STOP) *done = 1;
+        mr_early_stop_epoch(&rep->sb, &s->state.history[e]);
         mr_reduce_lr_epoch(&rep->rlr, &s->state.history[e]);
     }
     if (n > 0 && rep->es.best_epoch == n - 1 && s->from.position == 0 && s->from.step == 0)
@@ -430,6 +432,9 @@ static mr_status task_fit(replica *rep) {
         logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
         /* every replica decides alike: the same logs everywhere */
         const mr_early_stop_action es = mr_early_stop_epoch(&rep->es, &logs);
+        const int sb_had = rep->sb.have_best;
+        const double sb_before = rep->sb.best;
+        const int sb_better = mr_early_stop_epoch(&rep->sb, &logs) == MR_EARLY_STOP_IMPROVED;
         logs.lr = lr; /* the rate of this epoch's last update, before any cut */
         if (mr_reduce_lr_epoch(&rep->rlr, &logs)) logs.reduced_lr = rep->rlr.lr;
         if (es == MR_EARLY_STOP_IMPROVED) MR_CHECK(keep_best(rep, epoch));
@@ -444,6 +449,12 @@ static mr_status task_fit(replica *rep) {
                                     .n_history = state->n_history,
                                     .history = state->history};
             if (cb && cb->on_epoch_end) cb->on_epoch_end(cb->user, &logs);
+            if (sb_better && cb && cb->save_best) {
+                MR_CHECK(check_weights_finite(rep));
+                MR_CHECK(cb->save_best(cb->save_user, state, m, lr,
+                                       mr_early_stop_value(&rep->sb, &logs), sb_had, sb_before,
+                                       &rep->err));
+            }
         }
         int every = cb ? cb->every_epochs : 0;
         if ((every > 0 && (epoch + 1) % every == 0) ||

@@ -111,6 +111,12 @@ typedef struct mr_fit_callbacks {
     void *save_user;
     mr_status (*save)(void *save_user, const mr_fit_state *state, const mr_model *model, float lr,
                       mr_error *err);
+    /* [net] save_best_only: at the end of an epoch whose monitored value
+     * improved on every epoch before (resumed epochs included), with the
+     * value and the best before it (had_best 0 for the first). NULL:
+     * nothing. */
+    mr_status (*save_best)(void *save_user, const mr_fit_state *state, const mr_model *model,
+                           float lr, double value, int had_best, double best_before, mr_error *err);
     /* A planned stop (preemption): when *stop is non-zero (a signal
      * handler's flag, read on the host before each update's all-reduce;
      * NULL: never), every replica of the job finishes the same update, the

@@ -51,6 +51,7 @@ typedef struct replica {
      * with restore_best_weights a host copy of the best epoch's params
      * and BN state (n_params + n_state floats) and which epoch it is */
     mr_early_stop es;
+    mr_early_stop sb; /* [net] save_best_only's monitor (never stops) */
     mr_reduce_lr rlr; /* [net] reduce_lr_on_plateau: the rate, the same everywhere */
     float *best;
     int best_epoch;

@@ -22,6 +22,14 @@ static int run(const char *args, char **out) {
     return tu_run(cmd, out);
 }
 
+/* Occurrences of `what` in s. */
+static int count_in(const char *s, const char *what) {
+    int n = 0;
+    for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
 static int one_line(const char *s) {
     const char *nl = strchr(s, '\n');
     return nl != NULL && nl[1] == '\0';
@@ -723,6 +731,71 @@ START_TEST(synthetic_benchmark) {
 }
 END_TEST
 
+/* save_best_only = val_loss (Keras ModelCheckpoint(save_best_only=True)):
+ * a Keras line and a write of --save at each epoch whose val_loss fell
+ * below every earlier one, read back from the metrics CSV, and none at the
+ * end: the file holds the best epoch (a resume from it starts after that
+ * epoch). Without --save it is refused before training. */
+START_TEST(save_best_only) {
+    free(tu_write_text(dir, "sb.cfg",
+                       "[net]\nbatch=8\nepochs=6\nvalidation_split=0.3\nseed=3\n"
+                       "learning_rate=0.05\nsave_best_only=val_loss\n"
+                       "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\nscale=1/255\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+                       "[dense]\nunits=4\nactivation=softmax\n"));
+    char *out;
+    /* random labels (--synthetic): val_loss falls, then wanders */
+    int rc =
+        run("--devices cpu:2 --synthetic 200 --verbose 2 --display-every 1000 --metrics sb.csv "
+            "--save sbbest.h5 sb.cfg",
+            &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    char *csv = tu_read_in(dir, "sb.csv");
+    ck_assert_ptr_nonnull(csv);
+    double best = INFINITY;
+    int improved = 0, best_epoch = -1;
+    const char *line = strchr(csv, '\n') + 1;
+    for (int e = 0; e < 6; e++) {
+        const char *f = line;
+        for (int comma = 0; comma < 4; comma++)
+            f = strchr(f, ',') + 1;
+        const double v = strtod(f, NULL);
+        if (v < best) {
+            best = v, best_epoch = e, improved++;
+            char want[128];
+            snprintf(want, sizeof want, "Epoch %d: val_loss improved from ", e + 1);
+            ck_assert_msg(strstr(out, want), "no '%s' in %s", want, out);
+        }
+        line = strchr(line, '\n') + 1;
+    }
+    free(csv);
+    ck_assert_int_eq(count_in(out, "improved from"), improved);
+    ck_assert_int_eq(count_in(out, "Saved sbbest.h5"), improved);
+    ck_assert_msg(improved >= 1 && improved < 6, "improved %d times: %s", improved, out);
+    free(out);
+    char want[128], cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "--devices cpu:2 --synthetic 200 --dry-run --resume sbbest.h5 --save sbx.h5 sb.cfg");
+    rc = run(cmd, &out);
+    snprintf(want, sizeof want, "Resuming from sbbest.h5: epoch %d/6", best_epoch + 2);
+    ck_assert_msg(rc == 0 && strstr(out, want), "exit %d, no '%s': %s", rc, want, out);
+    free(out);
+    /* resumed from it, the run replays the same later epochs (bitwise),
+     * and none beats the best the checkpoint's history holds: no write */
+    rc = run("--devices cpu:2 --synthetic 200 --verbose 2 --display-every 1000 --resume sbbest.h5 "
+             "--save sbbest.h5 sb.cfg",
+             &out);
+    ck_assert_msg(rc == 0 && !strstr(out, "improved from") && !strstr(out, "Saved sbbest.h5") &&
+                      strstr(out, "this run did not write sbbest.h5"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--devices cpu:2 --synthetic 200 sb.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "no --save was given"), "exit %d: %s", rc,
+                  out);
+    free(out);
+}
+END_TEST
+
 /* --dry-run: the summary and the plan, exit 0, and no file or folder made
  * (not the outputs, not the checkpoint folder) */
 START_TEST(dry_run) {
@@ -834,6 +907,7 @@ int main(void) {
     tcase_add_test(tc, dry_run);
     tcase_add_test(tc, steps_schedule_run);
     tcase_add_test(tc, synthetic_benchmark);
+    tcase_add_test(tc, save_best_only);
     tcase_add_test(tc, max_steps);
     tcase_add_test(tc, float64_and_one_hot_data);
     tcase_add_test(tc, validation_files);

@@ -351,6 +351,26 @@ START_TEST(steps_schedule_keys) {
 }
 END_TEST
 
+/* save_best_only names a monitor; a val_ one needs a validation set */
+START_TEST(save_best_only_key) {
+    const char *msg = parse_fail(with_line(1, "save_best_only = val_accuracy"));
+    ck_assert_msg(strstr(msg, "save_best_only = val_accuracy needs a validation set"), "%s", msg);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_config_parse(with_line(1, "save_best_only = val_loss\nvalidation_split = "
+                                                  "0.1"),
+                                     "t.cfg", NULL, &cfg, &err),
+                     MR_OK);
+    ck_assert_int_eq(cfg.net.save_best_only, MR_MONITOR_VAL_LOSS);
+    mr_config_free(&cfg);
+    ck_assert_int_eq(
+        mr_config_parse(with_line(1, "save_best_only = accuracy"), "t.cfg", NULL, &cfg, &err),
+        MR_OK);
+    ck_assert_int_eq(cfg.net.save_best_only, MR_MONITOR_ACCURACY);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 START_TEST(out_of_range) {
     const char *msg = parse_fail(with_line(1, "validation_split = 1.0"));
     ck_assert_msg(strstr(msg, "t.cfg:2:") && strstr(msg, "out of range"), "%s", msg);
@@ -569,6 +589,7 @@ int main(void) {
     tcase_add_test(tc, wrong_type);
     tcase_add_test(tc, optimizer_keys);
     tcase_add_test(tc, steps_schedule_keys);
+    tcase_add_test(tc, save_best_only_key);
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, missing_input);
     tcase_add_test(tc, missing_required_key);
