@@ -44,6 +44,10 @@ CASES = [
      "AdamW", dict(learning_rate=0.003, weight_decay=0.05, clipnorm=0.2)),
     ("rmsprop", "optimizer = rmsprop\nlearning_rate = 0.001\n", "RMSprop",
      dict(learning_rate=0.001)),
+    ("sgd_l2", "optimizer = sgd\nlearning_rate = 0.05\nmomentum = 0.9\n", "SGD",
+     dict(learning_rate=0.05, momentum=0.9)),
+    ("adam_l2_clipnorm", "optimizer = adam\nlearning_rate = 0.003\nclipnorm = 0.2\n", "Adam",
+     dict(learning_rate=0.003, clipnorm=0.2)),
     ("rmsprop_momentum_wd",
      "optimizer = rmsprop\nlearning_rate = 0.001\nrho = 0.8\nmomentum = 0.5\nepsilon = 1e-5\n"
      "weight_decay = 0.02\n",
@@ -51,27 +55,32 @@ CASES = [
 ]
 
 N, BATCH, CLASSES = 512, 32, 4
+# the cases whose kernels carry an L2 penalty (Keras kernel_regularizer=L2,
+# our kernel_l2) on the convolution and both Dense layers
+L2 = {"sgd_l2": 0.01, "adam_l2_clipnorm": 0.003}
 
 
-def keras_model():
+def keras_model(l2=0.0):
     import keras
     keras.utils.set_random_seed(11)
+    reg = (lambda: keras.regularizers.L2(l2)) if l2 > 0 else (lambda: None)
     return keras.Sequential([
         keras.Input((8, 8, 1)),
-        keras.layers.Conv2D(4, 3, activation="relu"),
+        keras.layers.Conv2D(4, 3, activation="relu", kernel_regularizer=reg()),
         keras.layers.Flatten(),
-        keras.layers.Dense(16, activation="tanh"),
-        keras.layers.Dense(CLASSES, activation="softmax"),
+        keras.layers.Dense(16, activation="tanh", kernel_regularizer=reg()),
+        keras.layers.Dense(CLASSES, activation="softmax", kernel_regularizer=reg()),
     ])
 
 
-def cfg_text(net, epochs):
+def cfg_text(net, epochs, l2=0.0):
+    reg = f"kernel_l2 = {l2}\n" if l2 > 0 else ""
     return (f"[net]\nbatch = {BATCH}\nepochs = {epochs}\nshuffle = 0\nlr_scaling = none\n{net}"
             "[data]\ntrain_images = x.npy\ntrain_labels = y.npy\nscale = 1/255\n"
             "[input]\nshape = 8,8,1\n[conv2d]\nfilters = 4\nsize = 3\nactivation = relu\n"
-            "kernel_initializer = he_normal\n"
+            f"kernel_initializer = he_normal\n{reg}"
             "[flatten]\n[dense]\nunits = 16\nactivation = tanh\nkernel_initializer = he_uniform\n"
-            f"[dense]\nunits = {CLASSES}\nactivation = softmax\n")
+            f"{reg}[dense]\nunits = {CLASSES}\nactivation = softmax\n{reg}")
 
 
 def ours_weights(path):
@@ -138,30 +147,38 @@ def main():
         init = os.path.join(tmp, "init.h5")
         keras_model().save(init)
         print(f"{'case':24} {'max |ours - keras| / max |keras - init|':>40}  {'training':9}"
-              " exported optimizer")
+              f" {'our loss':7} {'keras':7} {'last epoch loss':9} exported optimizer")
         for name, net, cls, kwargs in CASES:
             cfg = os.path.join(tmp, name + ".cfg")
+            l2 = L2.get(name, 0.0)
             with open(cfg, "w") as f:
-                f.write(cfg_text(net, a.epochs))
+                f.write(cfg_text(net, a.epochs, l2))
             out = os.path.join(tmp, name + ".h5")
+            csv = os.path.join(tmp, name + ".csv")
             subprocess.run([exe, cfg, "--devices", "cpu:1", "--quiet", "--init-weights", init,
-                            "--save", out], check=True, cwd=tmp)
-            model = keras.models.load_model(init, compile=False)
+                            "--save", out, "--metrics", csv], check=True, cwd=tmp)
+            our_loss = float(open(csv).read().strip().splitlines()[-1].split(",")[2])
+            model = keras_model(l2)
+            model.set_weights(keras.models.load_model(init, compile=False).get_weights())
             w0 = [w.copy() for w in model.get_weights()]
             model.compile(optimizer=getattr(keras.optimizers, cls)(**kwargs),
                           loss="sparse_categorical_crossentropy")
-            model.fit(xf, y.astype(np.int64), batch_size=BATCH, epochs=a.epochs, shuffle=False,
-                      verbose=0)
+            hist = model.fit(xf, y.astype(np.int64), batch_size=BATCH, epochs=a.epochs,
+                             shuffle=False, verbose=0)
+            keras_loss = hist.history["loss"][-1]
             kw, ow = model.get_weights(), ours_weights(out)
             moved = max(float(np.max(np.abs(k - i))) for k, i in zip(kw, w0))
             diff = max(float(np.max(np.abs(k - o))) for k, o in zip(kw, ow))
             rel = diff / moved
+            loss_rel = abs(our_loss - keras_loss) / keras_loss
             archive = os.path.join(tmp, name + ".keras")
             subprocess.run([export, out, archive], check=True, stdout=subprocess.DEVNULL)
             why = same_optimizer(out, archive, cls, kwargs)
             ok = rel < 1e-3
-            failures += (not ok) + (why != "")
+            loss_ok = loss_rel < 1e-3
+            failures += (not ok) + (why != "") + (not loss_ok)
             print(f"{name:24} {rel:40.2e}  {'same' if ok else 'DIFFERENT':9}"
+                  f" {our_loss:.5f} {keras_loss:.5f} {'same' if loss_ok else 'DIFFERENT':9}"
                   f" {'same' if not why else 'DIFFERENT: ' + why}")
     print("all the same" if failures == 0 else f"{failures} case(s) differ")
     sys.exit(1 if failures else 0)

@@ -224,6 +224,9 @@ static const key_def keys[] = {
     {"dense", "kernel_initializer", KEY_ENUM, LAY(kernel_initializer), "glorot_uniform", 0, 0, 0, 0,
      initializer_names, 0,
      "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
+    {"dense", "kernel_l2", KEY_FLOAT, LAY(kernel_l2), "0", 0, 1, 0, 1, NULL, 0,
+     "L2 penalty x * sum(kernel^2) in the loss (Keras kernel_regularizer=L2(x)): gradient 2x * "
+     "kernel; in the reported losses too, as Keras reports them"},
 
     {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
      "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
@@ -243,6 +246,9 @@ static const key_def keys[] = {
     {"conv2d", "kernel_initializer", KEY_ENUM, LAY(kernel_initializer), "glorot_uniform", 0, 0, 0,
      0, initializer_names, 0,
      "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
+    {"conv2d", "kernel_l2", KEY_FLOAT, LAY(kernel_l2), "0", 0, 1, 0, 1, NULL, 0,
+     "L2 penalty x * sum(kernel^2) in the loss (Keras kernel_regularizer=L2(x)): gradient 2x * "
+     "kernel; in the reported losses too, as Keras reports them"},
 
     {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
     {"maxpool", "stride", KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,

@@ -118,11 +118,12 @@ typedef struct mr_layer_cfg {
     mr_padding padding;
     int use_bias;
     mr_initializer kernel_initializer; /* [dense], [conv2d] */
-    float rate;                        /* [dropout] */
-    float momentum;                    /* [batchnorm] */
-    float epsilon;                     /* [batchnorm] */
-    int sync;                          /* [batchnorm] global batch statistics across replicas */
-    int pad[2]; /* [zeropad] rows added above and below, columns left and right */
+    float kernel_l2; /* [dense], [conv2d]: Keras kernel_regularizer=L2(kernel_l2); 0 none */
+    float rate;      /* [dropout] */
+    float momentum;  /* [batchnorm] */
+    float epsilon;   /* [batchnorm] */
+    int sync;        /* [batchnorm] global batch statistics across replicas */
+    int pad[2];      /* [zeropad] rows added above and below, columns left and right */
     /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
      * `input = NAME or -N` (its input; -1, the section just before, by
      * default) and, for [add], `from = NAME or -N` (the output added to

@@ -53,15 +53,15 @@ static void conv_keras_config(const mr_layer *l, mr_sb *b) {
                  ", \"filters\": %d, \"kernel_size\": [%d, %d], \"strides\": [%d, %d], "
                  "\"padding\": \"%s\", \"data_format\": \"channels_last\", "
                  "\"dilation_rate\": [1, 1], \"groups\": 1, \"activation\": \"%s\", "
-                 "\"use_bias\": %s, \"kernel_initializer\": %s, \"bias_initializer\": %s, "
-                 "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
-                 "\"activity_regularizer\": null, \"kernel_constraint\": null, "
-                 "\"bias_constraint\": null",
+                 "\"use_bias\": %s, \"kernel_initializer\": %s, \"bias_initializer\": %s, ",
                  c->filters, c->size[0], c->size[1], c->stride[0], c->stride[1],
                  mr_keras_padding(c->padding), mr_keras_activation(c->activation),
                  c->use_bias ? "true" : "false",
                  mr_keras_initializer(mr_keras_initializer_class(c->kernel_initializer)),
                  mr_keras_initializer("Zeros"));
+    mr_keras_kernel_regularizer(b, c->kernel_l2);
+    mr_sb_printf(b, ", \"bias_regularizer\": null, \"activity_regularizer\": null, "
+                    "\"kernel_constraint\": null, \"bias_constraint\": null");
 }
 
 const mr_layer_ops mr_conv2d_ops = {

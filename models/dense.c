@@ -36,13 +36,13 @@ static void dense_keras_config(const mr_layer *l, mr_sb *b) {
     const mr_layer_cfg *c = l->cfg;
     mr_sb_printf(b,
                  ", \"units\": %d, \"activation\": \"%s\", \"use_bias\": %s, "
-                 "\"kernel_initializer\": %s, \"bias_initializer\": %s, "
-                 "\"kernel_regularizer\": null, \"bias_regularizer\": null, "
-                 "\"kernel_constraint\": null, \"bias_constraint\": null, "
-                 "\"quantization_config\": null",
+                 "\"kernel_initializer\": %s, \"bias_initializer\": %s, ",
                  c->units, mr_keras_activation(c->activation), c->use_bias ? "true" : "false",
                  mr_keras_initializer(mr_keras_initializer_class(c->kernel_initializer)),
                  mr_keras_initializer("Zeros"));
+    mr_keras_kernel_regularizer(b, c->kernel_l2);
+    mr_sb_printf(b, ", \"bias_regularizer\": null, \"kernel_constraint\": null, "
+                    "\"bias_constraint\": null, \"quantization_config\": null");
 }
 
 const mr_layer_ops mr_dense_ops = {

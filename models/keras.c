@@ -20,6 +20,18 @@ static const char *dtype_policy =
     "{\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": {\"name\": "
     "\"float32\"}, \"registered_name\": null}";
 
+void mr_keras_kernel_regularizer(mr_sb *b, float l2) {
+    mr_sb_printf(b, "\"kernel_regularizer\": ");
+    if (l2 <= 0.0f) {
+        mr_sb_printf(b, "null");
+        return;
+    }
+    mr_sb_printf(b, "{\"module\": \"keras.regularizers\", \"class_name\": \"L2\", \"config\": "
+                    "{\"l2\": ");
+    mr_sb_float(b, l2);
+    mr_sb_printf(b, "}, \"registered_name\": null}");
+}
+
 const char *mr_keras_initializer_class(mr_initializer init) {
     static const char *const cls[] = {
         [MR_INIT_GLOROT_UNIFORM] = "GlorotUniform",

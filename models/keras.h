@@ -34,6 +34,10 @@ typedef enum mr_keras_form {
  * JSON of a Keras initializer class ("GlorotUniform", "Zeros", "Ones"),
  * an activation's Keras name ("linear" for none), "same"/"valid". */
 const char *mr_keras_initializer(const char *cls);
+/* `"kernel_regularizer": null`, or Keras's L2 object for l2 > 0 (a
+ * kernel_l2), into b. */
+void mr_keras_kernel_regularizer(struct mr_sb *b, float l2);
+
 /* The Keras class of a kernel initializer ("GlorotUniform", "HeNormal"). */
 const char *mr_keras_initializer_class(mr_initializer init);
 const char *mr_keras_activation(mr_activation a);

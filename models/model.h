@@ -148,9 +148,16 @@ mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, floa
 /* Zeroes gradients (and the extra floats). */
 mr_status mr_model_zero_grads(mr_model *m, mr_error *err);
 
+/* *penalty = the L2 penalties of the kernels with [dense]/[conv2d]
+ * kernel_l2 > 0 (Keras kernel_regularizer=L2: l2 * sum(kernel^2)), at the
+ * weights as they are; 0 without any. What Keras adds to the reported
+ * training and evaluation losses. */
+mr_status mr_model_l2_penalty(const mr_model *m, double *penalty, mr_error *err);
+
 /* One optimizer update of all parameters with learning rate lr; t is
- * 1-based. With clipnorm or global_clipnorm the gradients are first scaled
- * in place (mr_optimizer_clip_norm). bad (or NULL): whether a gradient was
+ * 1-based. The kernels' L2 gradients (kernel_l2) are added to the
+ * gradients first, then with clipnorm or global_clipnorm the gradients are
+ * scaled in place (mr_optimizer_clip_norm), as Keras orders them. bad (or NULL): whether a gradient was
  * NaN or Inf, read by the update itself, which is applied all the same
  * (mr_optimizer_step). */
 mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, int *bad, mr_error *err);

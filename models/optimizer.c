@@ -70,6 +70,21 @@ mr_status mr_optimizer_clip_norm(mr_backend *be, mr_dfloat *g, size_t n, float m
     return mr_backend_scale(be, g, n, scale, err);
 }
 
+mr_status mr_optimizer_l2(mr_backend *be, const mr_dfloat *w, mr_dfloat *g, size_t n, float l2,
+                          double *penalty, mr_error *err) {
+    const mr_kernels *kern = mr_kernels_for(be);
+    if (kern == NULL || kern->optimizer->sumsq == NULL || kern->optimizer->axpy == NULL)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s L2 kernels in this build",
+                            be->ops->name);
+    if (penalty != NULL) {
+        double sum;
+        MR_CHECK(kern->optimizer->sumsq(be, w, n, &sum, err));
+        *penalty = (double)l2 * sum;
+    }
+    /* d(l2 w^2)/dw = 2 l2 w (2 l2 is exact in float) */
+    return g != NULL ? kern->optimizer->axpy(be, g, w, n, 2.0f * l2, err) : MR_OK;
+}
+
 mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
                             mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
                             size_t n, int *bad, mr_error *err) {

@@ -67,6 +67,12 @@ const char *mr_optimizer_keras_name(const mr_optimizer *opt);
 mr_status mr_optimizer_clip_norm(mr_backend *be, mr_dfloat *g, size_t n, float max_norm,
                                  mr_error *err);
 
+/* Keras's L2 regularizer on n weights w (be's memory), with gradients g:
+ * *penalty (host, may be NULL) = l2 * sum(w^2), the term it adds to the
+ * loss, and g += 2 l2 w, its gradient (g NULL: the penalty alone). */
+mr_status mr_optimizer_l2(mr_backend *be, const mr_dfloat *w, mr_dfloat *g, size_t n, float l2,
+                          double *penalty, mr_error *err);
+
 /* One update of n parameters w with gradients g at learning rate lr, on
  * be's device (w, g and the slots are its memory). t is the 1-based update
  * count (Adam's bias correction). slot0/slot1 as mr_optimizer_slot_count
@@ -111,6 +117,10 @@ typedef struct mr_optimizer_kernels {
      * then those in order; every device sums in that order, so every
      * replica, CPU or GPU, gets the same bits. */
     mr_status (*sumsq)(mr_backend *be, const mr_dfloat *x, size_t n, double *sum, mr_error *err);
+    /* y += a * x over n floats (an L2 penalty's gradient 2 l2 w into the
+     * gradients). */
+    mr_status (*axpy)(mr_backend *be, mr_dfloat *y, const mr_dfloat *x, size_t n, float a,
+                      mr_error *err);
 } mr_optimizer_kernels;
 
 MR_C_END

@@ -50,8 +50,11 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     }
     sums[0] = loss_sum, sums[1] = (double)correct;
     mr_status st = mr_comm_allreduce_sum_f64(s->comm, rep->r, sums, nsum, &rep->err);
+    /* kernel_l2: Keras's evaluation loss adds the penalty (0 without) */
+    double penalty = 0.0;
+    if (st == MR_OK) st = mr_model_l2_penalty(m, &penalty, &rep->err);
     if (st == MR_OK) {
-        *loss = count ? sums[0] / (double)count : 0.0;
+        *loss = count ? sums[0] / (double)count + penalty : 0.0;
         *acc = count ? sums[1] / (double)count : 0.0;
         if (detail && rep->r == 0) memcpy(detail->confusion, sums + 2, sizeof(double) * (nsum - 2));
     }

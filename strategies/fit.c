@@ -326,6 +326,10 @@ static mr_status task_fit(replica *rep) {
              * non-finite value on any replica is one in the sum) */
             float metrics[METRIC_FLOATS];
             MR_CHECK(mr_model_read_extra(m, metrics, METRIC_FLOATS, &rep->err));
+            /* kernel_l2: Keras's reported loss is the batch's mean loss plus
+             * the penalty at the weights this forward ran with (0 without) */
+            double penalty;
+            MR_CHECK(mr_model_l2_penalty(m, &penalty, &rep->err));
             /* The gradients: on_nan = skip must know before the update
              * (one read of them, mr_model_grads_nonfinite); stop learns it
              * from the update's own read of them, at no extra pass: the
@@ -363,7 +367,7 @@ static mr_status task_fit(replica *rep) {
              * step's are not the model's: left out); every replica keeps
              * them, for early stopping on the training figures */
             if (!skip) {
-                epoch_loss += metrics[METRIC_LOSS];
+                epoch_loss += metrics[METRIC_LOSS] + penalty * (double)ga;
                 epoch_correct += metrics[METRIC_CORRECT];
                 seen += ga;
             }
@@ -385,7 +389,8 @@ static mr_status task_fit(replica *rep) {
                                          .global_step = global_step,
                                          .loss = seen ? epoch_loss / (double)seen : 0.0,
                                          .accuracy = seen ? epoch_correct / (double)seen : 0.0,
-                                         .step_loss = (double)metrics[METRIC_LOSS] / (double)ga,
+                                         .step_loss =
+                                             (double)metrics[METRIC_LOSS] / (double)ga + penalty,
                                          .lr = lr,
                                          .seconds = mr_now_s() - ts,
                                          .data_seconds = t_data,

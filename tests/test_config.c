@@ -351,6 +351,27 @@ START_TEST(steps_schedule_keys) {
 }
 END_TEST
 
+/* kernel_l2 on [dense] and [conv2d]: parsed; [0, 1); not on other layers */
+START_TEST(kernel_l2_key) {
+    mr_config cfg;
+    mr_error err = {0};
+    const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,1\n"
+                       "[conv2d]\nfilters=2\nsize=3\nkernel_l2=1e-4\n[flatten]\n[dense]\n"
+                       "units=2\nkernel_l2=0.5\n";
+    ck_assert_int_eq(mr_config_parse(text, "t.cfg", NULL, &cfg, &err), MR_OK);
+    ck_assert_float_eq(cfg.layers[1].kernel_l2, 1e-4f);
+    ck_assert_float_eq(cfg.layers[2].kernel_l2, 0.0f);
+    ck_assert_float_eq(cfg.layers[3].kernel_l2, 0.5f);
+    mr_config_free(&cfg);
+    const char *msg = parse_fail("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                                 "shape=4\n[dense]\nunits=2\nkernel_l2=1\n");
+    ck_assert_msg(strstr(msg, "t.cfg:9:") && strstr(msg, "out of range"), "%s", msg);
+    msg = parse_fail("[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
+                     "shape=4\n[dropout]\nrate=0.1\nkernel_l2=0.1\n");
+    ck_assert_msg(strstr(msg, "t.cfg:9:") && strstr(msg, "kernel_l2"), "%s", msg);
+}
+END_TEST
+
 /* save_best_only names a monitor; a val_ one needs a validation set */
 START_TEST(save_best_only_key) {
     const char *msg = parse_fail(with_line(1, "save_best_only = val_accuracy"));
@@ -590,6 +611,7 @@ int main(void) {
     tcase_add_test(tc, optimizer_keys);
     tcase_add_test(tc, steps_schedule_keys);
     tcase_add_test(tc, save_best_only_key);
+    tcase_add_test(tc, kernel_l2_key);
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, missing_input);
     tcase_add_test(tc, missing_required_key);

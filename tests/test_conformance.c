@@ -997,6 +997,37 @@ out:
         mr_backend_free(be[k], dx[k]);
 }
 
+/* y += a x (an L2 penalty's gradient): the device's against the
+ * reference's, to one rounding of each element. */
+static void run_axpy(cf *h) {
+    snprintf(h->tag, sizeof h->tag, "optimizer axpy");
+    const mr_kernels *kk = mr_kernels_for(h->dut);
+    if (kk == NULL || kk->optimizer == NULL || kk->optimizer->axpy == NULL) {
+        cf_fail(h, "the %s kernel table has no axpy", h->dut->ops->name);
+        return;
+    }
+    static float x[ON], y[ON], a[ON], b[ON];
+    mr_rng_uniform(300, 308, 0, 0, -1.0f, 1.0f, x, ON);
+    mr_rng_uniform(300, 309, 0, 0, -1.0f, 1.0f, y, ON);
+    mr_backend *be[2] = {h->ref, h->dut};
+    mr_dfloat *dx[2] = {0}, *dy[2] = {0};
+    mr_error err = {0};
+    for (int k = 0; k < 2; k++) {
+        if (!(dx[k] = cf_upload(h, k, be[k], x, ON)) || !(dy[k] = cf_upload(h, k, be[k], y, ON)))
+            goto out;
+        if (!cf_ok(h, k,
+                   mr_kernels_for(be[k])->optimizer->axpy(be[k], dy[k], dx[k], ON, 0.02f, &err),
+                   &err, "axpy"))
+            goto out;
+    }
+    cf_compare(h, "y += 0.02 x", dy[0], dy[1], ON, tol_for(1), a, b);
+out:
+    for (int k = 0; k < 2; k++) {
+        mr_backend_free(be[k], dx[k]);
+        mr_backend_free(be[k], dy[k]);
+    }
+}
+
 static void run_optimizers(cf *h) {
     mr_optimizer sgd = {.kind = MR_OPTIMIZER_SGD};
     run_optimizer(h, &sgd, 0.01f, "sgd");
@@ -1022,6 +1053,7 @@ static void run_optimizers(cf *h) {
     run_optimizer(h, &sgd, 0.01f, "sgd nesterov, clipvalue 0.5, weight decay 0.1");
     run_nonfinite(h);
     run_sumsq(h);
+    run_axpy(h);
 }
 
 /* ----------------------------------------------------------------- tests */

@@ -204,7 +204,7 @@ START_TEST(optimizer_and_initializers_as_keras_writes_them) {
                        "clipnorm=1\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\n"
                        "shape=4,4,1\n[conv2d]\nfilters=2\nsize=3\nkernel_initializer=he_normal\n"
                        "[flatten]\n[dense]\nunits=2\nactivation=softmax\n"
-                       "kernel_initializer=he_uniform\n";
+                       "kernel_initializer=he_uniform\nkernel_l2=0.0001\n";
     mr_config cfg;
     mr_model m;
     mr_error err = {0};
@@ -218,7 +218,10 @@ START_TEST(optimizer_and_initializers_as_keras_writes_them) {
         "\"rho\": 0.8, \"momentum\": 0.5, \"epsilon\": 1e-07, \"centered\": false}",
         "\"kernel_initializer\": {\"module\": \"keras.initializers\", \"class_name\": "
         "\"HeNormal\", \"config\": {\"seed\": null",
-        "\"class_name\": \"HeUniform\""};
+        "\"class_name\": \"HeUniform\"",
+        "\"kernel_regularizer\": {\"module\": \"keras.regularizers\", \"class_name\": \"L2\", "
+        "\"config\": {\"l2\": 0.0001}, \"registered_name\": null}, \"bias_regularizer\": null",
+        "\"kernel_regularizer\": null, \"bias_regularizer\": null, \"activity_regularizer\": null"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(j, want[i]), "missing %s in %s", want[i], j);
     free(j);

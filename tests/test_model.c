@@ -718,6 +718,60 @@ START_TEST(kernel_initializers) {
 }
 END_TEST
 
+/* kernel_l2 (Keras kernel_regularizer=L2): mr_model_l2_penalty is the sum
+ * of l2 sum(kernel^2) over the layers that have one (not the biases, not
+ * the layers without), and the update adds 2 l2 kernel to those kernels'
+ * gradients only: plain SGD at rate 1 from zero gradients moves each
+ * regularized kernel by exactly that and nothing else. */
+START_TEST(l2_penalty_and_gradient) {
+    const char *text = "[net]\nbatch=4\noptimizer=sgd\nlearning_rate=1\n[data]\n"
+                       "train_images=a\ntrain_labels=b\n[input]\nshape=4,4,1\n[conv2d]\n"
+                       "filters=2\nsize=3\nkernel_l2=0.01\n[flatten]\n[dense]\nunits=5\n"
+                       "[dense]\nunits=3\nactivation=softmax\nkernel_l2=0.5\n";
+    mr_config cfg;
+    mr_model m;
+    build(text, &cfg, &m, 4);
+    ck_assert_int_eq(mr_model_init_weights(&m, 3, NULL), MR_OK);
+    float *w = mr_dfloat_ptr(m.params);
+    const int64_t n = m.n_params;
+    float *w0 = malloc(sizeof(float) * (size_t)n);
+    memcpy(w0, w, sizeof(float) * (size_t)n);
+    const float l2s[4] = {0.01f, 0.0f, 0.0f, 0.5f}; /* by layer: conv, flatten, dense, dense */
+    double want = 0.0;
+    for (int l = 0; l < 4; l++) {
+        if (l2s[l] == 0.0f) continue;
+        const mr_weight *k = &m.layers[l].w[0];
+        double s = 0.0;
+        for (int64_t i = k->offset; i < k->offset + k->size; i++)
+            s += (double)w[i] * (double)w[i];
+        want += (double)l2s[l] * s;
+    }
+    double p = -1.0;
+    ck_assert_int_eq(mr_model_l2_penalty(&m, &p, NULL), MR_OK);
+    ck_assert_msg(fabs(p - want) <= 1e-12 * want && want > 0.0, "%g vs %g", p, want);
+    ck_assert_int_eq(mr_model_zero_grads(&m, NULL), MR_OK);
+    ck_assert_int_eq(mr_model_apply_update(&m, 1.0f, 1, NULL, NULL), MR_OK);
+    for (int l = 0; l < 4; l++)
+        for (int k = 0; k < m.layers[l].n_weights; k++) {
+            const mr_weight *wt = &m.layers[l].w[k];
+            const float a = k == 0 ? 2.0f * l2s[l] : 0.0f;
+            for (int64_t i = wt->offset; i < wt->offset + wt->size; i++)
+                ck_assert_msg(w[i] == w0[i] - a * w0[i], "layer %d weight %d [%lld]", l, k,
+                              (long long)(i - wt->offset));
+        }
+    free(w0);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    /* without kernel_l2 anywhere: 0 */
+    build(mlp_cfg, &cfg, &m, 8);
+    ck_assert_int_eq(mr_model_init_weights(&m, 3, NULL), MR_OK);
+    ck_assert_int_eq(mr_model_l2_penalty(&m, &p, NULL), MR_OK);
+    ck_assert(p == 0.0);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* Norm clipping in the update (mr_model_apply_update): with clipnorm,
  * each trainable weight's gradient is scaled to that norm where it was
  * larger and left bitwise alone where it was not; with global_clipnorm, all
@@ -1012,6 +1066,7 @@ int main(void) {
     tcase_add_test(tc, nonfinite_checks);
     tcase_add_test(tc, norm_clipping);
     tcase_add_test(tc, kernel_initializers);
+    tcase_add_test(tc, l2_penalty_and_gradient);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -428,6 +428,33 @@ START_TEST(test_sumsq_order) {
 }
 END_TEST
 
+/* mr_optimizer_l2 (Keras's L2 regularizer): the penalty l2 sum(w^2) in
+ * double, and g += 2 l2 w with the bits of that expression; g NULL: the
+ * penalty alone, nothing written. */
+START_TEST(test_l2) {
+    float w[N], g[N], want[N];
+    make_weights(w);
+    make_grad(1, g);
+    const float l2 = 0.003f;
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) {
+        sum += (double)w[i] * (double)w[i];
+        want[i] = g[i] + (2.0f * l2) * w[i];
+    }
+    double p = -1.0;
+    ck_assert_int_eq(
+        mr_optimizer_l2(tu_cpu_backend(), mr_dfloat_cof(w), mr_dfloat_of(g), N, l2, &p, NULL),
+        MR_OK);
+    ck_assert(fabs(p - (double)l2 * sum) <= 1e-12 * p);
+    ck_assert_mem_eq(g, want, sizeof g);
+    float g0[N];
+    memcpy(g0, g, sizeof g);
+    ck_assert_int_eq(mr_optimizer_l2(tu_cpu_backend(), mr_dfloat_cof(w), NULL, N, l2, &p, NULL),
+                     MR_OK);
+    ck_assert_mem_eq(g, g0, sizeof g);
+}
+END_TEST
+
 /* ---- slots and configuration ------------------------------------------------------ */
 
 START_TEST(test_slot_counts) {
@@ -568,6 +595,7 @@ static Suite *optimizer_suite(void) {
     tcase_add_test(tc, test_clipvalue_keeps_nan);
     tcase_add_test(tc, test_clip_norm);
     tcase_add_test(tc, test_sumsq_order);
+    tcase_add_test(tc, test_l2);
     suite_add_tcase(s, tc);
     tc = tcase_create("sgd");
     tcase_add_test(tc, test_sgd_plain);

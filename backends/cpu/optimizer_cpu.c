@@ -115,8 +115,19 @@ MR_AVX2_CLONES static mr_status cpu_sumsq(mr_backend *be, const mr_dfloat *xd, s
     return MR_OK;
 }
 
+MR_AVX2_CLONES static mr_status cpu_axpy(mr_backend *be, mr_dfloat *yd, const mr_dfloat *xd,
+                                         size_t n, float a, mr_error *err) {
+    (void)be, (void)err;
+    float *restrict y = mr_dfloat_ptr(yd);
+    const float *restrict x = mr_dfloat_cptr(xd);
+    for (size_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+    return MR_OK;
+}
+
 const mr_optimizer_kernels mr_optimizer_cpu = {.adam = cpu_adam,
                                                .sgd = cpu_sgd,
                                                .rmsprop = cpu_rmsprop,
                                                .nonfinite = cpu_nonfinite,
-                                               .sumsq = cpu_sumsq};
+                                               .sumsq = cpu_sumsq,
+                                               .axpy = cpu_axpy};

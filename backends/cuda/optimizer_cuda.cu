@@ -188,8 +188,24 @@ static mr_status cuda_sumsq(mr_backend *be, const mr_dfloat *x, size_t n, double
     return MR_OK;
 }
 
+__global__ static void axpy_kernel(float *__restrict__ y, const float *__restrict__ x, size_t n,
+                                   float a) {
+    GRID_STRIDE(i, n)
+    y[i] += a * x[i];
+}
+
+static mr_status cuda_axpy(mr_backend *be, mr_dfloat *y, const mr_dfloat *x, size_t n, float a,
+                           mr_error *err) {
+    if (n == 0) return MR_OK;
+    MR_CUDA_LAUNCH(axpy_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
+                   mr_dfloat_ptr(y), mr_dfloat_cptr(x), n, a);
+    mr_cuda_launched(be, err, "axpy_kernel");
+    return MR_OK;
+}
+
 const mr_optimizer_kernels mr_optimizer_cuda = {.adam = cuda_adam,
                                                 .sgd = cuda_sgd,
                                                 .rmsprop = cuda_rmsprop,
                                                 .nonfinite = cuda_nonfinite,
-                                                .sumsq = cuda_sumsq};
+                                                .sumsq = cuda_sumsq,
+                                                .axpy = cuda_axpy};
