@@ -1,7 +1,8 @@
 /* optimizer_cpu.c: the fused update loops on the CPU (optimizer.h), one
- * pass over the flat buffers with elementwise.h's per-element math, and
- * the checks of a buffer (NaN and Inf for on_nan and checkpoints, the sum
- * of squares for norm clipping). */
+ * pass over the flat buffers with elementwise.h's per-element math, the
+ * checks of a buffer (NaN and Inf for on_nan and checkpoints, the sum of
+ * squares for norm clipping and L2 penalties) and y += a x (L2
+ * gradients). */
 #include "runtime/elementwise.h"
 #include "runtime/target_clones.h"
 #include "backends/cpu/cpu_impl.h"

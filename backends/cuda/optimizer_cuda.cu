@@ -1,7 +1,8 @@
 /* optimizer_cuda.cu: the fused updates on a GPU (optimizer.h): one
  * grid-stride pass over the flat buffers with elementwise.h's per-element
- * math, the very functions the CPU loops of optimizer_cpu.c run; and the
- * check of a buffer for NaN and Inf (on_nan, checkpoints). */
+ * math, the very functions the CPU loops of optimizer_cpu.c run; the check
+ * of a buffer for NaN and Inf (on_nan, checkpoints); the sum of squares
+ * of norm clipping and L2 penalties, and y += a x (L2 gradients). */
 #include "backends/cuda/kernels_cuda.h"
 #include "runtime/elementwise.h"
 
