@@ -517,17 +517,18 @@ mr_status mr_model_zero_grads(mr_model *m, mr_error *err) {
                            sizeof(float) * (size_t)(m->n_params + (int64_t)m->grads_extra), err);
 }
 
-/* Weight w of layer l carries an L2 penalty: a kernel with kernel_l2 > 0. */
-static int l2_of(const mr_layer *l, int w, float *l2) {
-    *l2 = l->cfg->kernel_l2;
-    return *l2 > 0.0f && w == 0 && l->w[0].trainable && strcmp(l->w[0].name, "kernel") == 0;
+/* The L2 factor of layer l's kernel (its weight 0): kernel_l2, or 0 where
+ * the layer has no trainable kernel or no penalty. */
+static float kernel_l2(const mr_layer *l) {
+    const int kernel = l->n_weights > 0 && l->w[0].trainable && strcmp(l->w[0].name, "kernel") == 0;
+    return kernel ? l->cfg->kernel_l2 : 0.0f;
 }
 
 mr_status mr_model_l2_penalty(const mr_model *m, double *penalty, mr_error *err) {
     *penalty = 0.0;
     for (int i = 0; i < m->n_layers; i++) {
-        float l2;
-        if (!l2_of(&m->layers[i], 0, &l2)) continue;
+        const float l2 = kernel_l2(&m->layers[i]);
+        if (l2 <= 0.0f) continue;
         const mr_weight *wt = &m->layers[i].w[0];
         double p;
         MR_CHECK(mr_optimizer_l2(m->be, wt->data, NULL, (size_t)wt->size, l2, &p, err));
@@ -539,8 +540,8 @@ mr_status mr_model_l2_penalty(const mr_model *m, double *penalty, mr_error *err)
 mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, int *bad, mr_error *err) {
     /* the regularizers' gradients belong to the loss's: before clipping */
     for (int i = 0; i < m->n_layers; i++) {
-        float l2;
-        if (!l2_of(&m->layers[i], 0, &l2)) continue;
+        const float l2 = kernel_l2(&m->layers[i]);
+        if (l2 <= 0.0f) continue;
         const mr_weight *wt = &m->layers[i].w[0];
         MR_CHECK(mr_optimizer_l2(m->be, wt->data, wt->grad, (size_t)wt->size, l2, NULL, err));
     }
