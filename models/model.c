@@ -736,24 +736,36 @@ static void connected_to(const mr_model *m, int i, char *buf, size_t n) {
 }
 
 void mr_model_summary(const mr_model *m, const char *name, FILE *out) {
-    const char *rule = "_________________________________________________________________";
-    const char *dbl = "=================================================================";
+    /* Columns as Keras 2 printed them (28 wide for "name (Class)"), wider
+     * where a name does not fit ("layer_normalization (LayerNormalization)"),
+     * so every row's shape starts under "Output Shape"; the rules grow alike. */
+    char shape[64], label[80], num[32], conn[2 * MR_NAME_MAX + 16];
+    int w = 28;
+    for (int i = 0; i < m->n_layers; i++) {
+        int len = snprintf(label, sizeof label, "%s (%s)", m->layers[i].name,
+                           m->layers[i].ops->class_name);
+        if (len > w) w = len < (int)sizeof label ? len : (int)sizeof label - 1;
+    }
+    char rule[160], dbl[160];
+    int rule_len = 65 + (w - 28);
+    memset(rule, '_', (size_t)rule_len);
+    memset(dbl, '=', (size_t)rule_len);
+    rule[rule_len] = dbl[rule_len] = '\0';
     /* a graph adds Keras's Functional column: each layer's inputs */
     const int g = m->graph;
     fprintf(out, "Model: \"%s\"\n%s\n", name, rule);
     if (g)
-        fprintf(out, " %-28s %-25s %-10s %s\n%s\n", "Layer (type)", "Output Shape", "Param #",
+        fprintf(out, " %-*s %-25s %-10s %s\n%s\n", w, "Layer (type)", "Output Shape", "Param #",
                 "Connected to", dbl);
     else
-        fprintf(out, " %-28s %-25s %s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl);
-    char shape[64], label[80], num[32], conn[2 * MR_NAME_MAX + 16];
+        fprintf(out, " %-*s %-25s %s\n%s\n", w, "Layer (type)", "Output Shape", "Param #", dbl);
     mr_shape_format(m->in_shape, shape, sizeof shape);
     if (g) {
         const char *in_name = m->cfg->layers[0].name[0] ? m->cfg->layers[0].name : "input";
         snprintf(label, sizeof label, "%s (InputLayer)", in_name);
-        fprintf(out, " %-28s %-25s %-10s %s\n", label, shape, "0", "-");
+        fprintf(out, " %-*s %-25s %-10s %s\n", w, label, shape, "0", "-");
     } else {
-        fprintf(out, " %-28s %-25s %s\n", "input (InputLayer)", shape, "0");
+        fprintf(out, " %-*s %-25s %s\n", w, "input (InputLayer)", shape, "0");
     }
     int64_t trainable = 0, frozen = 0;
     for (int i = 0; i < m->n_layers; i++) {
@@ -771,9 +783,9 @@ void mr_model_summary(const mr_model *m, const char *name, FILE *out) {
         snprintf(num, sizeof num, "%lld", (long long)p);
         if (g) {
             connected_to(m, i, conn, sizeof conn);
-            fprintf(out, " %-28s %-25s %-10s %s\n", label, shape, num, conn);
+            fprintf(out, " %-*s %-25s %-10s %s\n", w, label, shape, num, conn);
         } else {
-            fprintf(out, " %-28s %-25s %s\n", label, shape, num);
+            fprintf(out, " %-*s %-25s %s\n", w, label, shape, num);
         }
     }
     fprintf(out, "%s\n", dbl);

@@ -561,7 +561,7 @@ START_TEST(preprocessing_config_as_keras_writes_it) {
     FILE *f = open_memstream(&buf, &len);
     mr_model_summary(&m, "prep", f);
     fclose(f);
-    ck_assert_msg(strstr(buf, " rescaling (Rescaling)        (None, 3)                 0\n") &&
+    ck_assert_msg(strstr(buf, " rescaling (Rescaling)         (None, 3)                 0\n") &&
                       strstr(buf, " normalization (Normalization) (None, 3)                 7\n") &&
                       strstr(buf, "Non-trainable params: 7\n"),
                   "%s", buf);

@@ -244,9 +244,27 @@ START_TEST(layernorm_model_gradient_and_summary) {
     FILE *f = open_memstream(&buf, &len);
     mr_model_summary(&m, "ln", f);
     fclose(f);
-    ck_assert_msg(strstr(buf, "layer_normalization (LayerNormalization) (None, 6, 6, 3)") &&
+    ck_assert_msg(strstr(buf, "layer_normalization (LayerNormalization)   (None, 6, 6, 3)") &&
                       strstr(buf, "layer_normalization_1 (LayerNormalization) (None, 5)"),
                   "%s", buf);
+    /* names longer than the 28 columns widen the column: every row's shape
+     * starts under "Output Shape", and the rules are as wide */
+    const char *head = strstr(buf, " Layer (type)");
+    ck_assert_ptr_nonnull(head);
+    const long col = strstr(head, "Output Shape") - head;
+    int rows_seen = 0;
+    for (const char *p = strstr(buf, "(None"); p; p = strstr(p + 1, "(None")) {
+        const char *bol = p;
+        while (bol > buf && bol[-1] != '\n')
+            bol--;
+        ck_assert_msg(p - bol == col, "shape at column %ld, not %ld:\n%s", (long)(p - bol), col,
+                      buf);
+        rows_seen++;
+    }
+    ck_assert_int_eq(rows_seen, m.n_layers + 1); /* the input and each layer */
+    const char *rule = strchr(buf, '\n') + 1, *rule_end = strchr(rule, '\n');
+    ck_assert_int_eq(rule_end - rule,
+                     65 + (int)strlen("layer_normalization_1 (LayerNormalization)") - 28);
     /* each row ends with its parameter count */
     static const char *const rows[][2] = {{"layer_normalization (", " 6\n"},
                                           {"layer_normalization_1 (", " 5\n"}};
