@@ -292,6 +292,10 @@ static const key_def keys[] = {
      "the earlier layer (NAME or -N) whose output is added to the input (a residual "
      "connection); the shapes must be equal"},
 
+    {"concatenate", "from", KEY_REF, LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
+     "the earlier layer (NAME or -N) whose output is joined after the input along the last axis "
+     "(channels, or features); the other axes must be equal"},
+
     {"zeropad", "padding", KEY_INTS, LAY(pad), "1", 0, 1024, 0, 0, NULL, 2,
      "zero rows above and below, zero columns left and right: p or ph,pw (Keras padding=(ph, "
      "pw))"},
@@ -335,6 +339,8 @@ static const struct {
     {"dropout", SEC_LAYER, "inverted dropout, training only"},
     {"batchnorm", SEC_LAYER, "batch normalisation over the channels (last axis)"},
     {"add", SEC_LAYER, "element-wise sum of the input and an earlier layer's output (Keras Add)"},
+    {"concatenate", SEC_LAYER,
+     "the input and an earlier layer's output joined along the last axis (Keras Concatenate)"},
     {"globalavgpool", SEC_LAYER,
      "mean over height and width, (H, W, C) -> (C) (GlobalAveragePooling2D; no keys)"},
     {"zeropad", SEC_LAYER, "zero padding of height and width (ZeroPadding2D)"},
@@ -400,6 +406,7 @@ static const char *const layer_sections[MR_LAYER_KIND_COUNT] = {
     [MR_LAYER_LAYERNORM] = "layernorm",
     [MR_LAYER_RESCALING] = "rescaling",
     [MR_LAYER_NORMALIZATION] = "normalization",
+    [MR_LAYER_CONCATENATE] = "concatenate",
 };
 
 /* mr_layer_kind value of a layer section name, -1 otherwise */
@@ -407,6 +414,10 @@ static int layer_kind_of(const char *name) {
     for (int k = 0; k < MR_LAYER_KIND_COUNT; k++)
         if (strcmp(layer_sections[k], name) == 0) return k;
     return -1;
+}
+
+int mr_layer_kind_merges(mr_layer_kind kind) {
+    return kind == MR_LAYER_ADD || kind == MR_LAYER_CONCATENATE;
 }
 
 const char *mr_layer_kind_name(mr_layer_kind kind) {
@@ -953,7 +964,7 @@ static int resolve_refs(parse_state *ps) {
         if (i == 0) continue;
         l->src[0] = resolve_ref(ps, i, "input", l->input_ref);
         if (l->src[0] < 0) return 0;
-        if (l->kind == MR_LAYER_ADD) {
+        if (mr_layer_kind_merges(l->kind)) {
             l->src[1] = resolve_ref(ps, i, "from", l->from_ref);
             if (l->src[1] < 0) return 0;
         }

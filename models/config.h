@@ -56,6 +56,7 @@ typedef enum mr_layer_kind {
     MR_LAYER_LAYERNORM,
     MR_LAYER_RESCALING,
     MR_LAYER_NORMALIZATION,
+    MR_LAYER_CONCATENATE,
     MR_LAYER_KIND_COUNT,
 } mr_layer_kind;
 
@@ -146,14 +147,15 @@ typedef struct mr_layer_cfg {
     mr_floats mean, variance;
     /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
      * `input = NAME or -N` (its input; -1, the section just before, by
-     * default) and, for [add], `from = NAME or -N` (the output added to
-     * the input). The text is kept for messages; cross-checking resolves
-     * it into src[]: the index in mr_config.layers of the section whose
-     * output is taken (0 = [input], the model's input), -1 where none. */
+     * default) and, for [add] and [concatenate], `from = NAME or -N` (the
+     * output added to the input, or joined after it). The text is kept for
+     * messages; cross-checking resolves it into src[]: the index in
+     * mr_config.layers of the section whose output is taken (0 = [input],
+     * the model's input), -1 where none. */
     char name[MR_NAME_MAX];
     char input_ref[MR_NAME_MAX];
     char from_ref[MR_NAME_MAX];
-    int src[2]; /* src[0]: the input; src[1]: [add]'s from */
+    int src[2]; /* src[0]: the input; src[1]: [add]'s or [concatenate]'s from */
 } mr_layer_cfg;
 
 /* "every N epochs" or "every N steps" */
@@ -262,6 +264,9 @@ void mr_config_free(mr_config *cfg);
 
 /* Section name of a layer kind ("dense"). */
 const char *mr_layer_kind_name(mr_layer_kind kind);
+/* 1 for the kinds that merge a second input, `from =` ([add],
+ * [concatenate]), 0 for the others. */
+int mr_layer_kind_merges(mr_layer_kind kind);
 const char *mr_activation_name(mr_activation act);
 const char *mr_optimizer_name(mr_optimizer_kind opt);
 const char *mr_loss_name(mr_loss_kind loss);

@@ -24,6 +24,7 @@ static const mr_layer_ops *const ops_by_kind[MR_LAYER_KIND_COUNT] = {
     [MR_LAYER_DROPOUT] = &mr_dropout_ops,
     [MR_LAYER_BATCHNORM] = &mr_batchnorm_ops,
     [MR_LAYER_ADD] = &mr_add_ops,
+    [MR_LAYER_CONCATENATE] = &mr_concatenate_ops,
     [MR_LAYER_GLOBALAVGPOOL] = &mr_globalavgpool_ops,
     [MR_LAYER_ZEROPAD] = &mr_zeropad_ops,
     [MR_LAYER_LAYERNORM] = &mr_layernorm_ops,

@@ -150,7 +150,7 @@ struct mr_layer {
     int index;                    /* position in the model: 1 = first layer after [input] */
     char name[32];                /* Keras-style: "dense", "dense_1", ... */
     mr_shape in, out;
-    /* A merge layer's ([add]) second input: its shape, set by the model
+    /* A merge layer's ([add], [concatenate]) second input: its shape, set by the model
      * before setup; its tensor x2 (batch, in2) before each forward and
      * backward, and dx2, where backward writes its gradient as dx (NULL:
      * not wanted, the model's input). Unused by the other layers. */
@@ -215,6 +215,7 @@ extern const mr_layer_ops mr_avgpool_ops;       /* pool.c */
 extern const mr_layer_ops mr_dropout_ops;       /* dropout.c */
 extern const mr_layer_ops mr_batchnorm_ops;     /* batchnorm.c */
 extern const mr_layer_ops mr_add_ops;           /* add.c */
+extern const mr_layer_ops mr_concatenate_ops;   /* concatenate.c */
 extern const mr_layer_ops mr_globalavgpool_ops; /* globalavgpool.c */
 extern const mr_layer_ops mr_zeropad_ops;       /* zeropad.c */
 extern const mr_layer_ops mr_layernorm_ops;     /* layernorm.c */

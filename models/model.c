@@ -57,7 +57,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
             src[0] = l->cfg->src[0] - 1;
             src[1] = l->cfg->src[1] >= 0 ? l->cfg->src[1] - 1 : -1;
             l->in = src[0] < 0 ? m->in_shape : m->layers[src[0]].out;
-            if (l->cfg->kind == MR_LAYER_ADD)
+            if (mr_layer_kind_merges(l->cfg->kind))
                 l->in2 = src[1] < 0 ? m->in_shape : m->layers[src[1]].out;
         }
         /* as Keras, a name given does not use up an automatic one */
@@ -396,7 +396,7 @@ static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const
     if (m->graph) {
         for (int i = 0; i < m->n_layers; i++) {
             mr_layer *l = &m->layers[i];
-            if (l->cfg->kind == MR_LAYER_ADD) l->x2 = graph_act(m, in, m->src[i][1]);
+            if (mr_layer_kind_merges(l->cfg->kind)) l->x2 = graph_act(m, in, m->src[i][1]);
             MR_CHECK(
                 mr_layer_forward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i]));
         }
@@ -454,7 +454,7 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
         MR_ASSERT(done[i]); /* config.c: every output but the last feeds a later layer */
-        const int n_in = l->cfg->kind == MR_LAYER_ADD ? 2 : 1;
+        const int n_in = mr_layer_kind_merges(l->cfg->kind) ? 2 : 1;
         mr_dfloat *dx[2] = {NULL, NULL};
         int add_later[2] = {0, 0};
         for (int k = 0; k < n_in; k++) {
@@ -729,7 +729,7 @@ static void connected_to(const mr_model *m, int i, char *buf, size_t n) {
     size_t o = 0;
     for (int k = 0; k < 2 && o < n; k++) {
         int s = m->src[i][k];
-        if (k == 1 && m->layers[i].cfg->kind != MR_LAYER_ADD) break;
+        if (k == 1 && !mr_layer_kind_merges(m->layers[i].cfg->kind)) break;
         o += (size_t)snprintf(buf + o, n - o, "%s%s[0][0]", k ? ", " : "",
                               s < 0 ? in_name : m->layers[s].name);
     }

@@ -144,6 +144,20 @@ START_TEST(layer_references) {
     ck_assert_int_eq(cfg.layers[5].src[0], 4);
     ck_assert_int_eq(cfg.layers[5].src[1], 3);
     mr_config_free(&cfg);
+    /* [concatenate] merges as [add] does; the other kinds take one input */
+    snprintf(text, sizeof text,
+             "%s[conv2d]\nname=stem\nfilters=2\nsize=1\n[conv2d]\nfilters=2\nsize=1\n"
+             "[Concatenate]\nfrom=-2\n[flatten]\n[dense]\nunits=2\n",
+             head);
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(cfg.graph, 1);
+    ck_assert_int_eq(cfg.layers[3].kind, MR_LAYER_CONCATENATE);
+    ck_assert_int_eq(cfg.layers[3].src[0], 2);
+    ck_assert_int_eq(cfg.layers[3].src[1], 1);
+    mr_config_free(&cfg);
+    for (int k = 0; k < MR_LAYER_KIND_COUNT; k++)
+        ck_assert_int_eq(mr_layer_kind_merges((mr_layer_kind)k),
+                         k == MR_LAYER_ADD || k == MR_LAYER_CONCATENATE);
     /* a chain is no graph, names or not */
     snprintf(text, sizeof text, "%s[flatten]\nname=f\ninput=-1\n[dense]\nunits=2\ninput=f\n", head);
     ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
@@ -171,6 +185,11 @@ START_TEST(layer_references) {
         {"[flatten]\n[add]\n[dense]\nunits=2\n",
          "t.cfg:8: [add] is missing the required key 'from' (the earlier layer (NAME or -N) whose "
          "output is added to the input (a residual connection); the shapes must be equal)"},
+        {"[flatten]\n[concatenate]\n[dense]\nunits=2\n",
+         "t.cfg:8: [concatenate] is missing the required key 'from' (the earlier layer (NAME or "
+         "-N) "
+         "whose output is joined after the input along the last axis (channels, or features); the "
+         "other axes must be equal)"},
         {"[flatten]\n[dense]\nunits=3\n[dense]\nunits=2\ninput=-2\n",
          "t.cfg:8: [dense]: no later layer takes its output (input = or from =), and only the last "
          "layer is the model's output"},

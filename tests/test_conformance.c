@@ -258,6 +258,7 @@ typedef struct lcase {
     char name[96];
     mr_layer_cfg cfg;
     mr_shape in;
+    mr_shape in2; /* a merge's second input; rank 0: the shape of in */
     int batch;
     int training;   /* mr_exec_ctx.training */
     int backward;   /* run backward (training only: the model never does in inference) */
@@ -371,7 +372,7 @@ static void run_layer(cf *h, const lcase *c) {
     memset(s, 0, sizeof s);
     mr_backend *be[2] = {h->ref, h->dut};
     float *x = NULL, *x2 = NULL, *dy = NULL, *a = NULL, *b = NULL, *stage = NULL;
-    const int merge = c->cfg.kind == MR_LAYER_ADD;
+    const int merge = mr_layer_kind_merges(c->cfg.kind);
     float *hw[MR_MAX_WEIGHTS] = {0}, *hg[MR_MAX_WEIGHTS] = {0};
     mr_error err = {0};
     snprintf(h->tag, sizeof h->tag, "%s", c->name);
@@ -382,7 +383,7 @@ static void run_layer(cf *h, const lcase *c) {
         l->cfg = &c->cfg;
         l->index = 2;
         l->in = c->in;
-        l->in2 = c->in; /* [add]: a second input of the same shape */
+        l->in2 = c->in2.rank ? c->in2 : c->in; /* a merge's second input */
         l->logits_out = c->logits_out;
         snprintf(l->name, sizeof l->name, "%s", mr_layer_kind_name(c->cfg.kind));
         if (!cf_ok(h, k, mr_layer_setup(l, be[k], max_batch, "conformance.cfg", &err), &err,
@@ -397,6 +398,7 @@ static void run_layer(cf *h, const lcase *c) {
     }
     const mr_layer *l0 = &s[0].l;
     const size_t nin = (size_t)(batch * mr_shape_size(l0->in));
+    const size_t nin2 = merge ? (size_t)(batch * mr_shape_size(l0->in2)) : 0;
     const size_t nout = (size_t)(batch * mr_shape_size(l0->out));
     size_t nmax = nin > nout ? nin : nout, wmax = 1;
     for (int i = 0; i < l0->n_weights; i++)
@@ -404,14 +406,14 @@ static void run_layer(cf *h, const lcase *c) {
     if (wmax > nmax) nmax = wmax;
     const double tol = c->exact ? 0.0 : tol_for(layer_k(l0, batch));
     x = malloc(sizeof(float) * nin);
-    x2 = malloc(sizeof(float) * nin);
+    x2 = malloc(sizeof(float) * (nin2 ? nin2 : 1));
     dy = malloc(sizeof(float) * nout);
     a = malloc(sizeof(float) * nmax);
     b = malloc(sizeof(float) * nmax);
     stage = malloc(sizeof(float) * wmax);
     ck_assert(x && x2 && dy && a && b && stage);
     mr_rng_uniform(c->seed, 300, 0, 0, c->x_lo, c->x_hi, x, (int64_t)nin);
-    mr_rng_uniform(c->seed, 300, 2, 0, c->x_lo, c->x_hi, x2, (int64_t)nin);
+    mr_rng_uniform(c->seed, 300, 2, 0, c->x_lo, c->x_hi, x2, (int64_t)nin2);
     mr_rng_uniform(c->seed, 300, 1, 0, -1.0f, 1.0f, dy, (int64_t)nout);
     for (int i = 0; i < l0->n_weights; i++) {
         const mr_weight *w = &l0->w[i];
@@ -437,8 +439,8 @@ static void run_layer(cf *h, const lcase *c) {
             !(s[k].dx = cf_upload(h, k, be[k], NULL, nin)))
             goto out;
         if (merge) {
-            if (!(s[k].x2 = cf_upload(h, k, be[k], x2, nin)) ||
-                !(s[k].dx2 = cf_upload(h, k, be[k], NULL, nin)))
+            if (!(s[k].x2 = cf_upload(h, k, be[k], x2, nin2)) ||
+                !(s[k].dx2 = cf_upload(h, k, be[k], NULL, nin2)))
                 goto out;
             l->x2 = s[k].x2;
             l->dx2 = s[k].dx2;
@@ -486,7 +488,7 @@ static void run_layer(cf *h, const lcase *c) {
                 goto out;
         }
         cf_compare(h, "backward dx", s[0].dx, s[1].dx, nin, tol, a, b);
-        if (merge) cf_compare(h, "backward dx2", s[0].dx2, s[1].dx2, nin, tol, a, b);
+        if (merge) cf_compare(h, "backward dx2", s[0].dx2, s[1].dx2, nin2, tol, a, b);
         compare_grads(h, s, tol, a, b, "(start + 1 backward)");
         /* a second micro-batch, smaller, elsewhere in the global batch; dx
          * NULL (a first layer): the gradients accumulate again */
@@ -698,6 +700,17 @@ static void run_residual(cf *h) {
     c = make_case(MR_LAYER_ADD, flat(37), 2, 121);
     c.exact = 1;
     snprintf(c.name, sizeof c.name, "add 37");
+    run_layer(h, &c);
+    /* Concatenate: channels of two images, features of two vectors */
+    c = make_case(MR_LAYER_CONCATENATE, img(5, 4, 3), 3, 130);
+    c.in2 = img(5, 4, 2);
+    c.exact = 1; /* copies */
+    snprintf(c.name, sizeof c.name, "concatenate 5x4x3 + 5x4x2");
+    run_layer(h, &c);
+    c = make_case(MR_LAYER_CONCATENATE, flat(7), 2, 131);
+    c.in2 = flat(30);
+    c.exact = 1;
+    snprintf(c.name, sizeof c.name, "concatenate 7 + 30");
     run_layer(h, &c);
     static const int gap[][3] = {{4, 5, 3}, {7, 7, 16}, {1, 1, 5}};
     for (int i = 0; i < 3; i++) {

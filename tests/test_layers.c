@@ -298,6 +298,64 @@ START_TEST(add_values_and_gradients) {
 }
 END_TEST
 
+/* Concatenate: each row of y is x's row then x2's (channels of an image
+ * here: rows = batch x H x W); backward splits dy the same way, and NULL
+ * gradients are skipped; unequal leading axes are refused at setup. */
+START_TEST(concatenate_values_and_gradients) {
+    const int B = 2, rows = B * 3 * 2, c1 = 2, c2 = 3;
+    float x[12 * 2], x2[12 * 3], y[12 * 5], dy[12 * 5], dx[12 * 2], dx2[12 * 3];
+    mr_rng_uniform(5, 1, 0, 0, -1.0f, 1.0f, x, rows * c1);
+    mr_rng_uniform(5, 2, 0, 0, -1.0f, 1.0f, x2, rows * c2);
+    mr_rng_uniform(5, 3, 0, 0, -1.0f, 1.0f, dy, rows * (c1 + c2));
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_CONCATENATE);
+    mr_layer l = {0};
+    l.ops = &mr_concatenate_ops;
+    l.cfg = &c;
+    l.in = (mr_shape){3, {3, 2, c1}};
+    l.in2 = (mr_shape){3, {3, 2, c2}};
+    mr_error err = {0};
+    ck_assert_int_eq(gc_setup(&l, B, "t.cfg", &err), MR_OK);
+    ck_assert_int_eq(l.out.rank, 3);
+    ck_assert_int_eq(l.out.d[0], 3);
+    ck_assert_int_eq(l.out.d[1], 2);
+    ck_assert_int_eq(l.out.d[2], c1 + c2);
+    mr_exec_ctx run = {.be = tu_cpu_backend()};
+    l.x2 = gc_dev(x2);
+    l.dx2 = gc_dev(dx2);
+    ck_assert_int_eq(gc_forward(&l, &run, B, x, y), MR_OK);
+    ck_assert_int_eq(gc_backward(&l, &run, B, x, y, dy, dx), MR_OK);
+    for (int r = 0; r < rows; r++) {
+        for (int k = 0; k < c1; k++) {
+            ck_assert_float_eq(y[r * 5 + k], x[r * c1 + k]);
+            ck_assert_float_eq(dx[r * c1 + k], dy[r * 5 + k]);
+        }
+        for (int k = 0; k < c2; k++) {
+            ck_assert_float_eq(y[r * 5 + c1 + k], x2[r * c2 + k]);
+            ck_assert_float_eq(dx2[r * c2 + k], dy[r * 5 + c1 + k]);
+        }
+    }
+    /* the model's input as the second input: no dx2, dx still written */
+    memset(dx, 0, sizeof dx);
+    l.dx2 = NULL;
+    ck_assert_int_eq(gc_backward(&l, &run, B, x, y, dy, dx), MR_OK);
+    ck_assert_float_eq(dx[c1 + 1], dy[5 + 1]);
+    mr_layer_destroy(&l);
+    l.in2 = (mr_shape){3, {3, 3, c2}};
+    c.line = 9;
+    snprintf(c.from_ref, sizeof c.from_ref, "stem");
+    ck_assert_int_eq(gc_setup(&l, B, "m.cfg", &err), MR_ERR_CONFIG);
+    ck_assert_msg(strstr(err.msg, "m.cfg:9: [concatenate] cannot join from = stem, of shape "
+                                  "(None, 3, 3, 3), to its input, of shape (None, 3, 2, 2): all "
+                                  "axes but the last must be equal"),
+                  "%s", err.msg);
+    mr_layer_destroy(&l);
+    l.in = (mr_shape){1, {4, 0, 0}};
+    l.in2 = (mr_shape){3, {1, 1, 4}};
+    ck_assert_int_eq(gc_setup(&l, B, "m.cfg", &err), MR_ERR_CONFIG);
+    mr_layer_destroy(&l);
+}
+END_TEST
+
 /* Dense forward against a direct double-precision computation. */
 START_TEST(dense_values) {
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_DENSE);
@@ -417,6 +475,7 @@ int main(void) {
     tcase_add_test(tc, rescaling_values_and_gradients);
     tcase_add_test(tc, normalization_values_and_gradients);
     tcase_add_test(tc, add_values_and_gradients);
+    tcase_add_test(tc, concatenate_values_and_gradients);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

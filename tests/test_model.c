@@ -305,6 +305,15 @@ START_TEST(model_gradient_residual) {
         "[conv2d]\ninput=-3\nfilters=2\nsize=1\nactivation=tanh\n[add]\nfrom=-2\n"
         "[flatten]\n[dense]\nunits=3\nactivation=softmax\n",
         7);
+    /* Concatenate (DenseNet's merge): the input's channels joined after a
+     * convolution's, then a branch of the joined output added back */
+    check_model_gradient(
+        "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4,4,2\nname=img\n"
+        "[conv2d]\nname=a\nfilters=3\nsize=3\npadding=same\nactivation=tanh\n"
+        "[concatenate]\nfrom=img\nname=cat\n"
+        "[conv2d]\nfilters=5\nsize=1\nactivation=tanh\n[add]\nfrom=cat\n"
+        "[globalavgpool]\n[concatenate]\ninput=-1\nfrom=-1\n[dense]\nunits=3\nactivation=softmax\n",
+        5);
 }
 END_TEST
 

@@ -15,6 +15,7 @@ const mr_kernels mr_cpu_kernels = {
             [MR_LAYER_DROPOUT] = &mr_dropout_cpu,
             [MR_LAYER_BATCHNORM] = &mr_batchnorm_cpu,
             [MR_LAYER_ADD] = &mr_add_cpu,
+            [MR_LAYER_CONCATENATE] = &mr_concatenate_cpu,
             [MR_LAYER_GLOBALAVGPOOL] = &mr_globalavgpool_cpu,
             [MR_LAYER_ZEROPAD] = &mr_zeropad_cpu,
             [MR_LAYER_LAYERNORM] = &mr_layernorm_cpu,

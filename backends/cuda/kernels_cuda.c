@@ -17,6 +17,7 @@ const mr_kernels mr_cuda_kernels = {
             [MR_LAYER_DROPOUT] = &mr_dropout_cuda,
             [MR_LAYER_BATCHNORM] = &mr_batchnorm_cuda,
             [MR_LAYER_ADD] = &mr_add_cuda,
+            [MR_LAYER_CONCATENATE] = &mr_concatenate_cuda,
             [MR_LAYER_GLOBALAVGPOOL] = &mr_globalavgpool_cuda,
             [MR_LAYER_ZEROPAD] = &mr_zeropad_cuda,
             [MR_LAYER_LAYERNORM] = &mr_layernorm_cuda,
