@@ -35,6 +35,7 @@
 #include "runtime/clock.h"
 #include "runtime/dataset.h"
 #include "runtime/image_folder.h"
+#include "runtime/trace.h"
 #include "strategies/check_sync.h"
 #include "strategies/devices.h"
 #include "strategies/early_stop.h"
@@ -164,6 +165,7 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
         MR_CHECK(mr_cli_check_writable("--metrics", c->metrics_path, err));
         MR_CHECK(mr_cli_check_writable("--json", c->json_path, err));
         MR_CHECK(mr_cli_check_writable("--log", c->log_path, err));
+        MR_CHECK(mr_cli_check_writable("--trace", c->trace_path, err));
         MR_CHECK(mr_cli_check_writable("--write-data", c->data_out, err));
     }
     return MR_OK;
@@ -267,6 +269,29 @@ static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, mr
     return MR_OK;
 }
 
+/* --trace: this process's file (rank 0: the path; rank N: PATH.rankN.json,
+ * PATH's ".json" dropped first), pid = the rank. A collective: the time
+ * origin is when the processes leave an allgather, the same moment on
+ * every rank to within the collective's latency, whatever their nodes'
+ * clocks say (each measures from its own clock's reading then). */
+static mr_status open_trace(const char *path, mr_job *job, mr_trace **out, mr_error *err) {
+    int mine = job->rank, *all = calloc((size_t)job->size, sizeof(int));
+    if (all == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    mr_status st = mr_job_allgather(job, &mine, sizeof mine, all, err);
+    const double origin = mr_now_s();
+    free(all);
+    MR_CHECK(st);
+    char own[MR_PATH_MAX + 64];
+    size_t n = strlen(path);
+    if (job->rank == 0)
+        snprintf(own, sizeof own, "%s", path);
+    else if (n >= 5 && strcmp(path + n - 5, ".json") == 0)
+        snprintf(own, sizeof own, "%.*s.rank%d.json", (int)(n - 5), path, job->rank);
+    else
+        snprintf(own, sizeof own, "%s.rank%d.json", path, job->rank);
+    return mr_trace_create(own, job->rank, origin, out, err);
+}
+
 int main(int argc, char **argv) {
     mr_error err = {0};
     mr_job job;
@@ -304,6 +329,7 @@ int main(int argc, char **argv) {
     char ck_path[MR_PATH_MAX + 64] = "";
     mr_strategy_opts opts = {.job = &job};
     mr_fault fault = {0};       /* opts.fault: outlives the strategy */
+    mr_trace *trace = NULL;     /* --trace (opts.trace): outlives the strategy */
     mr_device_set *sets = NULL; /* every process's devices (check_same_job) */
     double *test_conf = NULL;   /* [net] per_class: the test set's confusion matrix */
     int64_t in_size = 0, n_train = 0;
@@ -382,6 +408,11 @@ int main(int argc, char **argv) {
         st = lead ? mr_train_write_data(c.data_out, &cfg, &train, n_train, &test, &err) : MR_OK;
         if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
         goto done;
+    }
+    if (c.trace_path != NULL && !c.dry_run) {
+        st = open_trace(c.trace_path, &job, &trace, &err);
+        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
+        opts.trace = trace;
     }
     if (mr_strategy_create(&cfg, &opts, n_train, &strategy, &err) != MR_OK) goto agreed_failure;
     const mr_fit_plan *plan = mr_strategy_plan(strategy);
@@ -627,6 +658,15 @@ agreed_failure:
 alone_failure:
     rc = mr_cli_fail_alone(prog, &job, &err);
 done:
+    if (trace != NULL) {
+        /* the whole run (a stop's update and checkpoint too); a failure
+         * that aborted the job leaves the last epoch's file */
+        mr_error terr = {0};
+        if (mr_trace_write(trace, &terr) != MR_OK) {
+            fprintf(stderr, "%s: %s\n", prog, terr.msg);
+            if (rc == MR_EXIT_OK) rc = MR_EXIT_FAILURE;
+        }
+    }
     mr_throughput_free(&tp);
     if (csv) fclose(csv);
     if (log) fclose(log);
@@ -634,6 +674,7 @@ done:
     free(sets);
     free(test_conf);
     mr_strategy_destroy(strategy);
+    mr_trace_destroy(trace); /* after the models that record into it */
     mr_dataset_free(&train);
     mr_dataset_free(&test);
     mr_config_free(&cfg);

@@ -124,6 +124,17 @@ void mr_progress_print_per_class(FILE *out, const char *set, const double *confu
     fprintf(out, "\n");
 }
 
+int mr_progress_time_fractions(const mr_epoch_logs *l, mr_time_fractions *f) {
+    *f = (mr_time_fractions){0};
+    if (!(l->step_seconds > 0.0)) return 0;
+    f->compute = l->compute_seconds / l->step_seconds;
+    f->comm = l->comm_seconds / l->step_seconds;
+    f->data = l->data_seconds / l->step_seconds;
+    f->other = 1.0 - f->compute - f->comm - f->data;
+    if (f->other < 0.0) f->other = 0.0; /* clock readings a few ns apart */
+    return 1;
+}
+
 void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     mr_progress *p = user;
     begin_epoch(p, l->epoch);
@@ -159,6 +170,15 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
         fprintf(p->out, "Epoch %d/%d - ", l->epoch + 1, p->epochs);
     fprintf(p->out, "%s - loss: %.4f - accuracy: %.4f%s - %.0f samples/s", ts, l->loss, l->accuracy,
             val, l->samples_per_sec);
+    /* where the update time went, after the figures that were there before
+     * it (they parse as they always have), before the rare skipped count
+     * that ends the line */
+    mr_time_fractions f;
+    if (mr_progress_time_fractions(l, &f)) {
+        fprintf(p->out, " - time: compute %.2f comm %.2f data %.2f other %.2f", f.compute, f.comm,
+                f.data, f.other);
+        if (l->slowest_replica >= 0) fprintf(p->out, ", slowest replica %d", l->slowest_replica);
+    }
     /* on_nan = skip: the updates dropped for NaN or Inf (their loss is not in loss) */
     if (l->skipped > 0) fprintf(p->out, " - skipped: %lld", (long long)l->skipped);
     fprintf(p->out, "\n");

@@ -4,7 +4,7 @@
  * accuracy), redrawn at most ten times a second. Otherwise, and always
  * under mpirun (whose ranks see a terminal wherever mpirun's own output
  * goes): one line per epoch. Every epoch line ends with loss, accuracy, val_loss, val_accuracy
- * and samples/s ([net] top_k: val_sparse_top_k_categorical_accuracy after
+ * and samples/s, then where the update time went (mr_time_fractions) ([net] top_k: val_sparse_top_k_categorical_accuracy after
  * val_accuracy; [net] per_class: a line of the validation set's per-class
  * accuracy after it). The CSV (--metrics) has Keras CSVLogger's columns, then
  * the learning rate, samples/s and seconds of the epoch; the JSON lines
@@ -48,6 +48,20 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *logs);
  * count in parentheses) from a confusion matrix (classes, classes),
  * [label][predicted]; a class without examples shows 0. */
 void mr_progress_print_per_class(FILE *out, const char *set, const double *confusion, int classes);
+
+/* Where an epoch's update time went on global replica 0, as fractions of
+ * the wall time of its updates (mr_epoch_logs.step_seconds): forward and
+ * backward (compute), the all-reduces after backward, waiting for the
+ * slowest replica included (comm), converting and uploading the batch
+ * (data), and the rest (the optimizer update, the NaN checks, progress).
+ * They sum to 1. */
+typedef struct mr_time_fractions {
+    double compute, comm, data, other;
+} mr_time_fractions;
+
+/* Fills f from the epoch's logs; returns 0 (f zero) for an epoch without
+ * timed updates (restored from a checkpoint). */
+int mr_progress_time_fractions(const mr_epoch_logs *l, mr_time_fractions *f);
 
 /* A planned stop in the middle of an epoch: the CSV keeps its header and
  * the rows of finished epochs (flushed), a bar on a terminal its line. */

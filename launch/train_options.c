@@ -48,6 +48,9 @@ void mr_train_usage(FILE *out, const char *prog) {
             "  --keep N           keep only the newest N checkpoints of [net] checkpoint\n"
             "  --init-weights F.h5  start from these weights (ours, or Keras's model.save)\n"
             "  --log FILE.jsonl   one JSON line per update: loss, learning rate, timings\n"
+            "  --trace FILE.json  a Chrome trace (Perfetto, chrome://tracing): each replica's\n"
+            "                     steps, layers, all-reduces, data and checkpoints; under\n"
+            "                     mpirun rank N>0 writes FILE.rankN.json\n"
             "  --write-data F.h5  write the preprocessed data to F.h5 and exit (a later\n"
             "                     job reads it instead of the raw files)\n"
             "  --collective-timeout S  fail a collective that waits more than S seconds for\n"
@@ -102,6 +105,7 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         OPT_KEEP,
         OPT_INIT,
         OPT_LOG,
+        OPT_TRACE,
         OPT_WRITE_DATA,
         OPT_STOP_SIGNALS,
         OPT_STOP_PATH,
@@ -132,6 +136,7 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
         {"keep", required_argument, NULL, OPT_KEEP},
         {"init-weights", required_argument, NULL, OPT_INIT},
         {"log", required_argument, NULL, OPT_LOG},
+        {"trace", required_argument, NULL, OPT_TRACE},
         {"write-data", required_argument, NULL, OPT_WRITE_DATA},
         {"stop-signals", required_argument, NULL, OPT_STOP_SIGNALS},
         {"checkpoint-on-signal", required_argument, NULL, OPT_STOP_PATH},
@@ -222,6 +227,9 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
             break;
         case OPT_LOG:
             c->log_path = optarg;
+            break;
+        case OPT_TRACE:
+            c->trace_path = optarg;
             break;
         case OPT_WRITE_DATA:
             c->data_out = optarg;

@@ -35,6 +35,7 @@ typedef struct mr_train_options {
     double bucket_mb, timeout;
     const char *metrics_path, *json_path, *devices_spec, *cfg_path;
     const char *save_path, *resume, *init_weights, *log_path, *data_out;
+    const char *trace_path; /* --trace: rank 0's file (others: PATH.rankN.json) */
     int quiet;
     int no_bar; /* --verbose 2: one line per epoch even on a terminal */
     /* a planned stop (preemption): the signals that ask for it (--stop-signals,

@@ -231,6 +231,18 @@ mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_
         if (pg->last.val_confusion)
             per_class_json(&j, "val", pg->last.val_confusion, pg->last.classes);
     }
+    /* the last epoch's time fractions (progress.h), null without one */
+    mr_time_fractions tf;
+    const int have_tf = mr_progress_time_fractions(&pg->last, &tf);
+    const char *tf_keys[] = {"time_compute", "time_comm", "time_data", "time_other"};
+    const double tf_v[] = {tf.compute, tf.comm, tf.data, tf.other};
+    for (int i = 0; i < 4; i++) {
+        mr_json_key(&j, tf_keys[i]);
+        have_tf ? mr_json_double(&j, tf_v[i], "%.4f") : mr_json_null(&j);
+    }
+    mr_json_key(&j, "slowest_replica");
+    have_tf && pg->last.slowest_replica >= 0 ? mr_json_int(&j, pg->last.slowest_replica)
+                                             : mr_json_null(&j);
     mr_json_key(&j, "replicas"), mr_json_int(&j, plan->replicas);
     mr_json_key(&j, "processes"), mr_json_int(&j, job->size);
     mr_json_key(&j, "nodes"), mr_json_int(&j, job->n_nodes);

@@ -10,6 +10,7 @@
 #include "models/kernels.h"
 #include "models/loss.h"
 #include "runtime/elementwise.h"
+#include "runtime/trace.h"
 
 /* Floats that one training pass may touch (weights and their gradients,
  * activations, input, the two gradient buffers): 5 MiB. fashion_cnn.cfg (71,098 floats a row) then
@@ -251,6 +252,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
      * has its own: input_host) */
     if (!be->host_memory) {
         int64_t h = (int64_t)max_batch * m->out_size;
+        if (h < (int64_t)grads_extra) h = (int64_t)grads_extra; /* mr_model_read_extra */
         m->host_floats = (size_t)(h > biggest ? h : biggest);
         m->host = mr_backend_alloc_host(be, sizeof(float) * (m->host_floats ? m->host_floats : 1));
     }
@@ -397,20 +399,25 @@ static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const
         for (int i = 0; i < m->n_layers; i++) {
             mr_layer *l = &m->layers[i];
             if (mr_layer_kind_merges(l->cfg->kind)) l->x2 = graph_act(m, in, m->src[i][1]);
+            const double t0 = mr_trace_now(m->trace);
             MR_CHECK(
                 mr_layer_forward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i]));
+            mr_trace_end(m->trace, "forward", l->name, t0);
         }
         *out = m->acts[m->n_layers - 1];
         return MR_OK;
     }
     const mr_dfloat *x = in;
     for (int i = 0; i < m->n_layers; i++) {
+        const double t0 = mr_trace_now(m->trace);
         if (m->layers[i].ops->view) {
             m->acts[i] = (mr_dfloat *)x; /* a view passes its input's buffer on */
-            continue;
+        } else {
+            MR_CHECK(mr_layer_forward(&m->layers[i], &m->run, batch, x, m->acts[i]));
+            x = m->acts[i];
         }
-        MR_CHECK(mr_layer_forward(&m->layers[i], &m->run, batch, x, m->acts[i]));
-        x = m->acts[i];
+        /* a view too, so a trace has each layer once per pass */
+        mr_trace_end(m->trace, "forward", m->layers[i].name, t0);
     }
     *out = x;
     return MR_OK;
@@ -472,6 +479,7 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
             l->x2 = graph_act(m, in, m->src[i][1]);
             l->dx2 = dx[1];
         }
+        const double t0 = mr_trace_now(m->trace);
         MR_CHECK(mr_layer_backward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i],
                                    m->dacts[i], dx[0]));
         for (int k = 0; k < n_in; k++)
@@ -479,6 +487,7 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
                 int s = m->src[i][k];
                 MR_CHECK(add_into(m, m->dacts[s], dx[k], m->layers[s].out, batch));
             }
+        mr_trace_end(m->trace, "backward", l->name, t0);
         if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
     }
     return MR_OK;
@@ -494,12 +503,15 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
     int k = (int)m->out_size;
     int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
     mr_dfloat *dy = m->graph ? m->dacts[m->n_layers - 1] : m->dbuf[cur];
+    const double t0 = mr_trace_now(m->trace);
     MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
                              out, labels, m->class_weight, batch, k, norm, dy, loss_sum, correct, 0,
                              NULL, m->run.err));
+    mr_trace_end(m->trace, "loss", "loss", t0);
     if (m->graph) return graph_backward(m, in, batch, after_layer, ctx);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
+        const double t1 = mr_trace_now(m->trace);
         if (!l->ops->view) { /* a view's dx is dy under the input's shape */
             const mr_dfloat *x = i > 0 ? m->acts[i - 1] : in;
             mr_dfloat *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
@@ -507,6 +519,7 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
             dy = dx;
             cur ^= 1;
         }
+        mr_trace_end(m->trace, "backward", l->name, t1);
         if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
     }
     return MR_OK;

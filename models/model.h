@@ -24,6 +24,8 @@
 #include "models/layer.h"
 #include "models/optimizer.h"
 
+struct mr_trace_lane; /* runtime/trace.h */
+
 typedef struct mr_model {
     const mr_config *cfg;
     int n_layers;                   /* layers after [input] */
@@ -73,6 +75,10 @@ typedef struct mr_model {
     float *host;
     size_t host_floats;
     mr_exec_ctx run; /* this replica's execution context */
+    /* --trace: this replica's lane, where training records each layer's
+     * forward and backward (host time: on a GPU, the time to queue the
+     * layer's kernels); NULL (the default): not tracing */
+    struct mr_trace_lane *trace;
     /* where each layer's trainable weights start in params, in floats; a layer's
      * gradients are complete (for bucketing) once its backward has run */
     int64_t param_offset[MR_MAX_LAYERS];

@@ -49,9 +49,13 @@ static void bucket_ready(void *ctx, int64_t ready) {
     if (!rep->reduce_now || rep->bucket_status != MR_OK) return;
     while (rep->next_bucket < s->n_buckets && s->buckets[rep->next_bucket] <= ready) {
         int64_t end = s->buckets[rep->next_bucket++];
+        const double t0 = mr_trace_now(rep->model.trace);
         rep->bucket_status =
             mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(rep->model.grads, rep->reduced),
                                     (size_t)(end - rep->reduced), &rep->err);
+        if (rep->model.trace) /* the start: the sum goes on behind backward */
+            mr_trace_record(rep->model.trace, "allreduce", "bucket", t0, mr_now_s(),
+                            (int64_t)sizeof(float) * (end - rep->reduced));
         rep->reduced = end;
         if (rep->bucket_status != MR_OK) return;
     }
@@ -79,7 +83,10 @@ static mr_status save_checkpoint(replica *rep, float lr) {
     mr_strategy *s = rep->s;
     if (rep->g != 0 || s->cb == NULL || s->cb->save == NULL) return MR_OK;
     MR_CHECK(check_weights_finite(rep));
-    return s->cb->save(s->cb->save_user, &s->state, &rep->model, lr, &rep->err);
+    const double t0 = mr_trace_now(rep->model.trace);
+    mr_status st = s->cb->save(s->cb->save_user, &s->state, &rep->model, lr, &rep->err);
+    mr_trace_end(rep->model.trace, "checkpoint", "checkpoint", t0);
+    return st;
 }
 
 /* on_nan: the step's loss or gradients are NaN or infinite (the same
@@ -134,9 +141,12 @@ static mr_status load_shard(replica *rep, const mr_augment *augp, int64_t gbegin
     mr_strategy *s = rep->s;
     int64_t start, cnt;
     shard_range(ga, s->plan.accumulate * s->R, k * s->R + rep->g, &start, &cnt);
+    const double t0 = mr_trace_now(rep->model.trace);
     mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp,
                     mr_model_input_host(&rep->model), rep->labels);
-    return mr_model_input_upload(&rep->model, (int)cnt, &rep->err);
+    mr_status st = mr_model_input_upload(&rep->model, (int)cnt, &rep->err);
+    mr_trace_end(rep->model.trace, "data", "batch", t0);
+    return st;
 }
 
 /* restore_best_weights: the weights (and BN state) of the best epoch so
@@ -213,6 +223,7 @@ static mr_status task_fit(replica *rep) {
     const int R = s->R, K = p->accumulate, G = p->global_batch;
     const int64_t n = s->n_train, steps = p->steps_per_epoch;
     const int64_t np = m->n_params;
+    const size_t n_extra = METRIC_EXTRA(R);
     const int shuffle = s->cfg->net.shuffle;
     const mr_fit_state *from = &s->from;
     mr_fit_state *state = &s->state; /* kept up to date by global replica 0 */
@@ -247,8 +258,11 @@ static mr_status task_fit(replica *rep) {
         int64_t seen = resumed ? from->seen : 0;
         float lr = 0.0f;
         int64_t g = resumed ? from->step : 0, gbegin = resumed ? from->position : 0;
-        int loaded = 0;      /* 1: the next shard is in the model's input already */
-        int64_t skipped = 0; /* on_nan = skip: updates dropped this epoch */
+        int loaded = 0; /* 1: the next shard is in the model's input already */
+        /* where this epoch's update time goes (mr_epoch_logs), this run's updates */
+        double e_compute = 0.0, e_comm = 0.0, e_data = 0.0, e_step = 0.0;
+        int slowest_epoch = -1; /* the job-wide replica with the most compute (none yet) */
+        int64_t skipped = 0;    /* on_nan = skip: updates dropped this epoch */
         const int64_t max_steps = s->opts.max_steps;
         for (; gbegin < n && !(max_steps > 0 && global_step >= max_steps); g++, gbegin += G) {
             double ts = mr_now_s(), t_data = 0.0, t_compute = 0.0;
@@ -299,6 +313,7 @@ static mr_status task_fit(replica *rep) {
             }
             /* buckets this replica did not reach (its last shard was empty) */
             double tc = mr_now_s();
+            e_compute += t_compute;
             rep->reduce_now = 1;
             bucket_ready(rep, np);
             if (rep->bucket_status != MR_OK) return rep->bucket_status;
@@ -307,16 +322,24 @@ static mr_status task_fit(replica *rep) {
              * METRIC_STOP: the stop flag, read once per update on the host:
              * every replica's view of it is summed, so all agree */
             const float asked = cb && cb->stop && atomic_load(cb->stop) ? 1.0f : 0.0f;
-            const float sums[METRIC_FLOATS] = {[METRIC_LOSS] = (float)loss_sum,
-                                               [METRIC_CORRECT] = (float)correct,
-                                               [METRIC_NONFINITE] = !isfinite(loss_sum),
-                                               [METRIC_STOP] = asked};
-            MR_CHECK(mr_model_write_extra(m, sums, METRIC_FLOATS, &rep->err));
+            float *sums = rep->extra;
+            for (size_t i = 0; i < n_extra; i++)
+                sums[i] = 0.0f;
+            sums[METRIC_LOSS] = (float)loss_sum;
+            sums[METRIC_CORRECT] = (float)correct;
+            sums[METRIC_NONFINITE] = !isfinite(loss_sum);
+            sums[METRIC_STOP] = asked;
+            sums[METRIC_FLOATS + rep->g] = (float)e_compute;
+            MR_CHECK(mr_model_write_extra(m, sums, n_extra, &rep->err));
+            const int64_t reduced_before = rep->reduced;
             MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
-                                             (size_t)(np + METRIC_FLOATS - rep->reduced),
+                                             (size_t)(np + (int64_t)n_extra - rep->reduced),
                                              &rep->err));
             MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
-            double t_comm = mr_now_s() - tc;
+            const double t_comm = mr_now_s() - tc;
+            if (m->trace)
+                mr_trace_record(m->trace, "allreduce", "allreduce", tc, tc + t_comm,
+                                (int64_t)sizeof(float) * (np + (int64_t)n_extra - reduced_before));
             /* fault injection (tests): fail or stall after the all-reduce */
             MR_CHECK(mr_fault_step(s->opts.fault, rep->r, rep->g, global_step + 1,
                                    s->comm->timeout_s, &rep->err));
@@ -324,8 +347,8 @@ static mr_status task_fit(replica *rep) {
              * a NaN or Inf in the loss is there for free, one in the
              * gradients takes a read of them (the reduced ones: a
              * non-finite value on any replica is one in the sum) */
-            float metrics[METRIC_FLOATS];
-            MR_CHECK(mr_model_read_extra(m, metrics, METRIC_FLOATS, &rep->err));
+            MR_CHECK(mr_model_read_extra(m, rep->extra, n_extra, &rep->err));
+            const float *metrics = rep->extra;
             /* kernel_l2: Keras's reported loss is the batch's mean loss plus
              * the penalty at the weights this forward ran with (0 without) */
             double penalty;
@@ -348,21 +371,34 @@ static mr_status task_fit(replica *rep) {
             lr = rep->rlr.monitor != MR_MONITOR_NONE
                      ? rep->rlr.lr
                      : mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
+            const double tu = mr_trace_now(m->trace);
             if (!skip)
                 MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, check_first ? NULL : &late,
                                                &rep->err));
+            mr_trace_end(m->trace, "optimizer", "update", tu);
             if (late) /* on_nan = stop: ends the fit here */
                 MR_CHECK(on_nonfinite(rep, epoch, g, global_step, metrics, &nan_in_row, &skipped,
                                       &skip));
             if (m->n_state && R > 1) {
                 /* BN moving statistics: the mean over all replicas, same bits everywhere */
+                const double tb = mr_trace_now(m->trace);
                 MR_CHECK(mr_comm_allreduce_sum(s->comm, rep->r, m->state, (size_t)m->n_state,
                                                &rep->err));
+                if (m->trace)
+                    mr_trace_record(m->trace, "allreduce", "bn_state", tb, mr_now_s(),
+                                    (int64_t)sizeof(float) * m->n_state);
                 MR_CHECK(mr_backend_scale(rep->be, m->state, (size_t)m->n_state, 1.0f / (float)R,
                                           &rep->err));
             }
             global_step++;
             const int stop = metrics[METRIC_STOP] > 0.0f;
+            /* the slowest replica so far this epoch: every one's compute
+             * seconds rode behind the gradients */
+            slowest_epoch = 0;
+            for (int i = 1; i < R; i++)
+                if (metrics[METRIC_FLOATS + i] > metrics[METRIC_FLOATS + slowest_epoch])
+                    slowest_epoch = i;
+            e_comm += t_comm, e_data += t_data, e_step += mr_now_s() - ts;
             /* the global batch's sums, reduced with the gradients (a skipped
              * step's are not the model's: left out); every replica keeps
              * them, for early stopping on the training figures */
@@ -404,6 +440,11 @@ static mr_status task_fit(replica *rep) {
                 MR_CHECK(mr_fault_perturb(s->opts.fault, m, rep->g, R, global_step, &rep->err));
                 MR_CHECK(strategy_check_sync(rep, global_step));
             }
+            if (m->trace) { /* the update, its children inside it; checkpoints after it */
+                char name[32];
+                snprintf(name, sizeof name, "step %lld", (long long)global_step);
+                mr_trace_record(m->trace, "step", name, ts, mr_now_s(), -1);
+            }
             if (stop) {
                 /* a planned stop: this update is the last; global replica 0
                  * hands it to on_stop (the state says where to go on: at the
@@ -411,7 +452,9 @@ static mr_status task_fit(replica *rep) {
                 if (rep->r == 0) s->stopped = 1; /* on every process */
                 if (rep->g == 0 && cb->on_stop) {
                     MR_CHECK(check_weights_finite(rep));
+                    const double tk = mr_trace_now(m->trace);
                     MR_CHECK(cb->on_stop(cb->save_user, &s->state, &rep->model, lr, &rep->err));
+                    mr_trace_end(m->trace, "checkpoint", "checkpoint", tk);
                 }
                 return MR_OK;
             }
@@ -433,9 +476,11 @@ static mr_status task_fit(replica *rep) {
             const mr_net_cfg *net = &s->cfg->net;
             mr_eval_detail detail = {.classes = mr_model_classes(m),
                                      .confusion = net->per_class ? s->val_confusion : NULL};
+            const double tv = mr_trace_now(m->trace);
             MR_CHECK(strategy_evaluate_replica(rep, s->ds, s->val_begin, s->n_val, &logs.val_loss,
                                                &logs.val_accuracy,
                                                net->top_k || net->per_class ? &detail : NULL));
+            mr_trace_end(m->trace, "validate", "validation", tv); /* its layers' forward inside */
             logs.has_val = 1;
             logs.val_top_k = detail.top_k_accuracy;
             logs.val_confusion = detail.confusion;
@@ -456,6 +501,11 @@ static mr_status task_fit(replica *rep) {
             logs.samples_per_sec = (double)n / logs.train_seconds;
             logs.lr = lr;
             logs.skipped = skipped;
+            logs.compute_seconds = e_compute;
+            logs.comm_seconds = e_comm;
+            logs.data_seconds = e_data;
+            logs.step_seconds = e_step;
+            logs.slowest_replica = R > 1 ? slowest_epoch : -1; /* one replica: no straggler */
             state->history[state->n_history] = logs;
             state->history[state->n_history++].val_confusion = NULL; /* the buffer moves on */
             *state = (mr_fit_state){.epoch = epoch + 1,
@@ -465,9 +515,11 @@ static mr_status task_fit(replica *rep) {
             if (cb && cb->on_epoch_end) cb->on_epoch_end(cb->user, &logs);
             if (sb_better && cb && cb->save_best) {
                 MR_CHECK(check_weights_finite(rep));
+                const double tk = mr_trace_now(m->trace);
                 MR_CHECK(cb->save_best(cb->save_user, state, m, lr,
                                        mr_early_stop_value(&rep->sb, &logs), sb_had, sb_before,
                                        &rep->err));
+                mr_trace_end(m->trace, "checkpoint", "checkpoint", tk);
             }
         }
         int every = cb ? cb->every_epochs : 0;
@@ -477,6 +529,8 @@ static mr_status task_fit(replica *rep) {
         else if (max_steps > 0 && global_step >= max_steps && epoch + 1 < s->plan.epochs &&
                  es != MR_EARLY_STOP_STOP)
             MR_CHECK(save_checkpoint(rep, lr)); /* --max-steps at an epoch's end */
+        /* --trace: each process's file holds the epochs done so far, whatever happens next */
+        if (rep->r == 0 && s->opts.trace) MR_CHECK(mr_trace_write(s->opts.trace, &rep->err));
         if (es == MR_EARLY_STOP_STOP) {
             if (rep->r == 0) s->early_stopped = epoch + 1;
             break;

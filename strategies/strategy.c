@@ -8,6 +8,7 @@
  * replica's device memory itself. */
 #include "strategies/strategy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "collectives/local.h"
@@ -59,14 +60,19 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
         if (r == 0) mr_backend_set_threads(rep->be, s->L == 1 ? cores : 1);
         /* this thread builds every replica's model: on each one's device */
         MR_CHECK(mr_backend_enter(rep->be, err));
-        MR_CHECK(mr_model_init(&rep->model, rep->be, cfg, s->plan.batch, METRIC_FLOATS, err));
+        MR_CHECK(mr_model_init(&rep->model, rep->be, cfg, s->plan.batch, METRIC_EXTRA(s->R), err));
+        char label[64];
+        snprintf(label, sizeof label, "replica %d (%s)", rep->g, s->kind->name);
+        rep->model.trace = mr_trace_add_lane(opts->trace, rep->g, label);
         if (s->R > 1) {
             rep->model.run.sync_sum = replica_sync_sum;
             rep->model.run.sync_ctx = rep;
         }
         rep->rows = malloc(sizeof(int64_t) * (size_t)s->plan.batch);
         rep->labels = malloc(sizeof(int32_t) * (size_t)s->plan.batch);
-        if (!rep->rows || !rep->labels) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+        rep->extra = calloc(METRIC_EXTRA(s->R), sizeof(float));
+        if (!rep->rows || !rep->labels || !rep->extra)
+            return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     }
     return MR_OK;
 }
@@ -149,6 +155,7 @@ void mr_strategy_destroy(mr_strategy *s) {
         free(s->reps[r].best);
         mr_backend_free(s->reps[r].be, s->reps[r].sync_dev);
         free(s->reps[r].labels);
+        free(s->reps[r].extra);
     }
     if (s->comm) mr_comm_destroy(s->comm);
     for (int r = 0; s->reps && r < s->L; r++)

@@ -37,6 +37,7 @@
 #include "collectives/job.h"
 #include "models/model.h"
 #include "runtime/dataset.h"
+#include "runtime/trace.h"
 #include "strategies/devices.h"
 #include "strategies/fault.h"
 #include "strategies/plan.h" /* mr_fit_plan, mr_plan_learning_rate */
@@ -54,6 +55,9 @@ typedef struct mr_strategy_opts {
                               after a checkpoint through the callbacks' save, if any */
     const mr_fault *fault; /* tests only: faults to inject (fault.h), NULL: none; must
                               outlive the strategy */
+    mr_trace *trace;       /* --trace: each replica records its steps in a lane of it, and fit
+                              rewrites the file after each epoch; NULL: off. Must outlive
+                              the strategy */
 } mr_strategy_opts;
 
 typedef struct mr_epoch_logs {
@@ -73,6 +77,13 @@ typedef struct mr_epoch_logs {
      * strategy is destroyed; NULL in epochs restored from a checkpoint */
     const double *val_confusion;
     int classes;
+    /* Where the epoch's update time went, on global replica 0, summed over
+     * the updates this run trained (0 in epochs restored from a
+     * checkpoint): as mr_step_info's, and step_seconds their wall times */
+    double compute_seconds, comm_seconds, data_seconds, step_seconds;
+    /* the job-wide replica with the most compute seconds this epoch (the
+     * straggler the others wait for in the all-reduce); -1: unknown */
+    int slowest_replica;
 } mr_epoch_logs;
 
 /* One update, as global replica 0 saw it (for progress and --log). */

@@ -32,6 +32,12 @@
  * on replica 0. */
 enum { METRIC_LOSS, METRIC_CORRECT, METRIC_NONFINITE, METRIC_STOP, METRIC_FLOATS };
 
+/* After the METRIC_FLOATS ride R more: slot METRIC_FLOATS + g holds global
+ * replica g's compute seconds of the epoch so far (0 from the others), so
+ * the sum tells every replica everyone's, and the epoch's slowest, at no
+ * extra round trip. */
+#define METRIC_EXTRA(R) ((size_t)METRIC_FLOATS + (size_t)(R))
+
 typedef struct replica {
     mr_strategy *s;
     int r;          /* index in this process (the communicator's rank) */
@@ -46,7 +52,8 @@ typedef struct replica {
     int64_t reduced;
     int reduce_now; /* 1 during the last micro-batch of an update */
     mr_status bucket_status;
-    int cpu; /* the core this replica's thread is pinned to, or -1 */
+    int cpu;      /* the core this replica's thread is pinned to, or -1 */
+    float *extra; /* (METRIC_EXTRA(R)) the floats after the gradients, host side */
     /* [net] early_stopping: the state (the same on every replica), and
      * with restore_best_weights a host copy of the best epoch's params
      * and BN state (n_params + n_state floats) and which epoch it is */

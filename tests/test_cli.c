@@ -321,6 +321,83 @@ START_TEST(trains_and_writes_logs) {
 }
 END_TEST
 
+/* The " - time: compute C comm M data D other O[, slowest replica N]" at the
+ * end of the epoch line `epoch` (1-based) of out (before a " - skipped: N"
+ * only): the fractions must sum to 1 within their rounding; returns the
+ * slowest replica (one digit), or -1 if the line names none. */
+static int epoch_time(const char *out, int epoch, int epochs) {
+    char want[64];
+    snprintf(want, sizeof want, "Epoch %d/%d - ", epoch, epochs);
+    const char *line = strstr(out, want);
+    ck_assert_msg(line != NULL, "no %s in %s", want, out);
+    const char *t = strstr(line, " - time: ");
+    const char *nl = strchr(line, '\n');
+    ck_assert_msg(t != NULL && nl != NULL && t < nl, "no time: on the line: %s", line);
+    double f[4];
+    int slowest = -1, used = 0;
+    ck_assert_msg(sscanf(t, " - time: compute %lf comm %lf data %lf other %lf%n", &f[0], &f[1],
+                         &f[2], &f[3], &used) == 4,
+                  "%s", line);
+    double sum = 0.0;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(f[i] >= 0.0 && f[i] <= 1.0, "%s", line);
+        sum += f[i];
+    }
+    ck_assert_msg(fabs(sum - 1.0) <= 0.021, "fractions sum to %g: %s", sum, line);
+    if (strncmp(t + used, ", slowest replica ", 18) == 0) slowest = atoi(t + used + 18);
+    /* then the end of the line, or on_nan = skip's " - skipped: N" */
+    const char *after = t + used + (slowest >= 0 ? 19 : 0);
+    ck_assert_msg(after == nl || strncmp(after, " - skipped: ", 12) == 0, "not last: %s", line);
+    return slowest;
+}
+
+/* --trace on 2 replicas: the file tests/trace_check.py accepts (valid,
+ * nested per thread, one forward and one backward per layer per step,
+ * all-reduces with bytes), a step per update per replica; the epoch line
+ * and --json say where the time went and which replica was slowest; one
+ * replica names none; a path that cannot be written fails at once. */
+START_TEST(trace_and_where_the_time_went) {
+    char *out;
+    int rc = run("--devices cpu:2 --verbose 2 --trace t.json --json t.json.s good.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    for (int e = 1; e <= 2; e++) {
+        const int slowest = epoch_time(out, e, 2);
+        ck_assert_msg(slowest == 0 || slowest == 1, "%s", out);
+    }
+    free(out);
+    char cmd[16384], *script = tu_source_path("tests/trace_check.py");
+    /* 160 training rows, 16 a global batch: 10 updates per epoch, 2 epochs, 2 replicas */
+    snprintf(cmd, sizeof cmd, "python3 %s %s/t.json --layers=flatten,dense,dense_1", script, dir);
+    rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "ok: pids 1 threads 2 steps 40 "), "%s", out);
+    free(out);
+    /* the JSON's fractions, as Python reads them */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
+             "f = [d[\"time_\" + k] for k in (\"compute\", \"comm\", \"data\", \"other\")]; "
+             "print(min(f) >= 0, abs(sum(f) - 1) < 1e-3, d[\"slowest_replica\"] in (0, 1), "
+             "f[0] > 0)' %s/t.json.s",
+             dir);
+    rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0 && strcmp(out, "True True True True\n") == 0, "%s", out);
+    free(out);
+    /* one replica: the fractions, no straggler; no --trace, no file */
+    rc = run("--devices cpu --verbose 2 --epochs 1 --json one.json good.cfg", &out);
+    ck_assert_msg(rc == 0 && epoch_time(out, 1, 1) == -1, "%s", out);
+    free(out);
+    char *json = tu_read_in(dir, "one.json");
+    ck_assert_msg(json && strstr(json, "\"slowest_replica\": null"), "%s", json);
+    free(json);
+    /* a folder that is not there: refused before training, naming the path */
+    rc = run("--devices cpu --trace nowhere/t.json good.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "--trace nowhere/t.json") &&
+                      strstr(out, "cannot write") && !strstr(out, "Epoch"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    free(script);
+}
+END_TEST
+
 /* The sum of the integers of the JSON array after `key` ("key": [1, 2]). */
 static double json_array_sum(const char *json, const char *key) {
     const char *p = strstr(json, key);
@@ -1224,6 +1301,7 @@ int main(void) {
     tcase_add_test(tc, verbose_2_on_a_terminal);
     tcase_add_test(tc, early_stopping);
     tcase_add_test(tc, reduce_lr_on_plateau);
+    tcase_add_test(tc, trace_and_where_the_time_went);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -2,7 +2,8 @@
  * several processes that trains bitwise like the same number of replica
  * threads, prints once and writes one set of files; bad input on one rank
  * or on all fails with one message and exit 2; a failing, killed or hung
- * rank ends the whole job within 10 seconds, named.
+ * rank ends the whole job within 10 seconds, named; --trace writes one
+ * file per rank with a common time origin.
  *
  * mpirun runs with -q (no help banners) except where its own message is
  * what names the rank (a killed process), and as root with the OMPI
@@ -120,6 +121,31 @@ START_TEST(one_job_like_replica_threads) {
     snprintf(cmd, sizeof cmd, "ls -a %s", dir);
     ck_assert_int_eq(tu_run(cmd, &out), 0);
     ck_assert_msg(strstr(out, ".tmp.") == NULL, "%s", out);
+    free(out);
+}
+END_TEST
+
+/* --trace under mpirun -np 2: one file per rank (rank 1's FILE.rank1.json),
+ * each its rank as pid, both valid and nested as tests/trace_check.py
+ * wants, with a common time origin: each update's step overlaps on both
+ * ranks (they meet in its all-reduce); the epoch line names the slowest
+ * replica of the job. */
+START_TEST(trace_one_file_per_rank) {
+    char *out = mpirun_ok("-q -np 2", "exec $T good.cfg --verbose 2 --trace tr.json");
+    ck_assert_msg(count(out, "slowest replica ") == 2, "%s", out);
+    free(out);
+    char cmd[16384], *script = tu_source_path("tests/trace_check.py");
+    snprintf(cmd, sizeof cmd,
+             "cd %s && python3 %s tr.json tr.rank1.json --layers=flatten,dense,dense_1 "
+             "--common-origin && python3 -c 'import json; print(sorted({e[\"pid\"] for f in "
+             "(\"tr.json\", \"tr.rank1.json\") for e in json.load(open(f))[\"traceEvents\"] "
+             "if e[\"ph\"] == \"X\" and f.endswith(\"rank1.json\") == (e[\"pid\"] == 1)}))'",
+             dir, script);
+    free(script);
+    ck_assert_int_eq(tu_run(cmd, &out), 0);
+    /* 20 updates per epoch (320 training rows), 2 epochs, one replica per rank */
+    ck_assert_msg(strstr(out, "ok: pids 2 threads 2 steps 80 ") && strstr(out, "\n[0, 1]\n"), "%s",
+                  out);
     free(out);
 }
 END_TEST
@@ -307,6 +333,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, one_job_like_replica_threads);
+    tcase_add_test(tc, trace_one_file_per_rank);
     tcase_add_test(tc, metrics_job_like_replica_threads);
     tcase_add_test(tc, residual_job_like_replica_threads);
     tcase_add_test(tc, synthetic_job_like_replica_threads);

@@ -7,7 +7,8 @@
  * a line saying how to go on; a storm of signals during the save corrupts
  * nothing; --resume auto with no checkpoint starts fresh; and a chaos run,
  * killed 10 times at seeded random moments (SIGKILL and SIGTERM) and
- * restarted with the same command, ends bitwise as the uninterrupted one.
+ * restarted with the same command, ends bitwise as the uninterrupted one;
+ * --trace's file stays valid JSON through a stop and a SIGKILL.
  * With the argument "gpu" (test signals_gpu, suite gpu): the same on every
  * visible GPU, a SKIP (77) without one. The stops at a given update use the
  * MIRRORED_DEBUG_FAIL=RANK:STEP:TERM hook (strategies/fault.h); the others a real kill from
@@ -107,6 +108,50 @@ static void stop_and_resume(const char *launcher, const char *devices, const cha
 START_TEST(sigterm_one_and_two_replicas) {
     stop_and_resume("", "--devices cpu", "0:25:TERM", 143);
     stop_and_resume("", "--devices cpu:2", "0:25:TERM", 143);
+}
+END_TEST
+
+/* Runs `cmd` in dir as it is (run() quotes it in '...': no quotes inside). */
+static int run_here(const char *cmd, char **out) {
+    char full[40000];
+    snprintf(full, sizeof full, "cd %s && %s", dir, cmd);
+    return tu_run(full, out);
+}
+
+/* --trace through a planned stop and a SIGKILL: the stop's file holds
+ * every update to the stop (26 on each of 2 replicas) and both checkpoints
+ * (the epoch's and the stop's), nested as tests/trace_check.py wants; a
+ * run killed mid-epoch leaves the file of its last finished epoch, valid
+ * JSON. */
+START_TEST(trace_survives_stops) {
+    char *out, cmd[8192], *script = tu_source_path("tests/trace_check.py");
+    run_expect("rm -rf ck; MIRRORED_DEBUG_FAIL=0:25:TERM $T m.cfg --devices cpu:2 --quiet "
+               "--trace st.json",
+               143);
+    snprintf(cmd, sizeof cmd,
+             "python3 %s st.json --layers=conv2d,batch_normalization,activation,max_pooling2d,"
+             "flatten,dense,dropout,dense_1 && grep -c '\"cat\": \"checkpoint\"' st.json",
+             script);
+    int rc = run_here(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "ok: pids 1 threads 2 steps 52 ") && strstr(out, "\n2\n"),
+                  "%s", out);
+    free(out);
+    /* SIGKILL a long run after a few of its epochs: no handler, no last write */
+    run_expect("rm -rf ck; ($T m.cfg --devices cpu:2 --quiet --epochs 1000 --trace k.json & "
+               "p=$!; sleep 2; kill -KILL $p; wait $p; exit $?)",
+               137);
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
+             "print(sum(e.get(\"cat\") == \"step\" for e in d[\"traceEvents\"]) %% 40)' k.json");
+    rc = run_here(cmd, &out);
+    /* whole epochs of 20 updates on 2 replicas, at least one */
+    ck_assert_msg(rc == 0 && strcmp(out, "0\n") == 0, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "python3 %s k.json", script);
+    rc = run(cmd, &out);
+    ck_assert_msg(rc == 0 && !strstr(out, "steps 0 "), "%s", out);
+    free(out);
+    free(script);
 }
 END_TEST
 
@@ -292,6 +337,7 @@ int main(int argc, char **argv) {
     }
     tcase_add_test(tc, sigterm_one_and_two_replicas);
     tcase_add_test(tc, sigint_is_130_and_keeps_the_metrics);
+    tcase_add_test(tc, trace_survives_stops);
     tcase_add_test(tc, sigterm_under_mpirun);
     tcase_add_test(tc, signals_during_the_save);
     tcase_add_test(tc, resume_auto_without_checkpoint_starts_fresh);

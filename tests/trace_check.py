@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""trace_check.py: checks --trace files (Chrome trace-event JSON) for the tests.
+
+    trace_check.py FILE [FILE ...] [--layers a,b,c] [--common-origin]
+
+Each FILE must be a JSON object {"traceEvents": [...], "displayTimeUnit":
+"ms"}. Every event has ph, ts, pid and tid; every complete event ("X") a
+name, a cat and a dur >= 0; a thread's complete events are nested (a child
+inside its parent's [ts, ts + dur]) or disjoint; every thread of a process
+and the process itself are named by metadata events ("M").
+
+--layers: in each "step" event of each thread, exactly one "forward" and
+one "backward" event per layer named (no other names), and at least one
+"allreduce" event with args.bytes > 0.
+
+--common-origin: the files' processes share a time origin: a step of the
+same name overlaps in every process that has it (they meet in its
+all-reduce).
+
+Prints one line, "ok: pids P threads T steps S events E", and exits 0; or
+prints what is wrong and exits 1. Python's json module only.
+"""
+import bisect
+import json
+import sys
+
+EPS = 0.002  # us: ts and dur are each rounded to 0.001 us
+
+
+def fail(msg):
+    print(f"trace_check: {msg}")
+    sys.exit(1)
+
+
+def main(argv):
+    files = [a for a in argv if not a.startswith("--")]
+    layers = None
+    for a in argv:
+        if a.startswith("--layers="):
+            layers = a.split("=", 1)[1].split(",")
+    common = "--common-origin" in argv
+    if not files:
+        fail("no file")
+    threads = {}  # (pid, tid) -> [events]
+    named_pids, named_threads = set(), set()
+    n_events = 0
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            fail(f"{path}: not valid JSON: {e}")
+        if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+            fail(f"{path}: no traceEvents array")
+        if doc.get("displayTimeUnit") != "ms":
+            fail(f"{path}: displayTimeUnit is {doc.get('displayTimeUnit')!r}")
+        for e in doc["traceEvents"]:
+            n_events += 1
+            for k in ("ph", "ts", "pid", "tid"):
+                if k not in e:
+                    fail(f"{path}: event without {k}: {e}")
+            if e["ph"] == "M":
+                if e.get("name") == "process_name":
+                    named_pids.add(e["pid"])
+                elif e.get("name") == "thread_name":
+                    named_threads.add((e["pid"], e["tid"]))
+                continue
+            if e["ph"] != "X":
+                fail(f"{path}: unexpected ph: {e}")
+            for k in ("name", "cat", "dur"):
+                if k not in e:
+                    fail(f"{path}: complete event without {k}: {e}")
+            if e["dur"] < 0 or e["ts"] < 0:
+                fail(f"{path}: negative ts or dur: {e}")
+            threads.setdefault((e["pid"], e["tid"]), []).append(e)
+    if not threads:
+        fail("no complete events")
+    for key, evs in threads.items():
+        if key[0] not in named_pids:
+            fail(f"pid {key[0]} has no process_name")
+        if key not in named_threads:
+            fail(f"thread {key} has no thread_name")
+        # nested or disjoint: walk in start order (longer first) with a stack
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for e in evs:
+            while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"] - EPS:
+                stack.pop()
+            if stack and e["ts"] + e["dur"] > stack[-1]["ts"] + stack[-1]["dur"] + EPS:
+                fail(f"thread {key}: {e} overlaps {stack[-1]} without nesting")
+            stack.append(e)
+    steps = {k: [e for e in evs if e["cat"] == "step"] for k, evs in threads.items()}
+    n_steps = sum(len(v) for v in steps.values())
+    if layers is not None:
+        for key, evs in threads.items():
+            if not steps[key]:
+                fail(f"thread {key}: no step events")
+            starts = [e["ts"] for e in evs]  # evs is in start order (above)
+            for s in steps[key]:
+                lo = bisect.bisect_left(starts, s["ts"] - EPS)
+                hi = bisect.bisect_right(starts, s["ts"] + s["dur"] + EPS)
+                inside = [e for e in evs[lo:hi] if e is not s and
+                          e["ts"] + e["dur"] <= s["ts"] + s["dur"] + EPS]
+                for cat in ("forward", "backward"):
+                    names = sorted(e["name"] for e in inside if e["cat"] == cat)
+                    if names != sorted(layers):
+                        fail(f"thread {key} {s['name']}: {cat} events {names}, "
+                             f"want one per layer {sorted(layers)}")
+                ar = [e for e in inside if e["cat"] == "allreduce"]
+                if not ar or not all(e.get("args", {}).get("bytes", 0) > 0 for e in ar):
+                    fail(f"thread {key} {s['name']}: allreduce events {ar}, want some with bytes")
+    if common:
+        pids = {k[0] for k in threads}
+        if len(pids) < 2:
+            fail(f"--common-origin: one process only ({pids})")
+        by_name = {}
+        for key, v in steps.items():
+            for s in v:
+                by_name.setdefault(s["name"], []).append(s)
+        shared = 0
+        for name, v in by_name.items():
+            if len({s["pid"] for s in v}) < len(pids):
+                continue
+            shared += 1
+            if max(s["ts"] for s in v) > min(s["ts"] + s["dur"] for s in v) + EPS:
+                fail(f"{name}: the processes' intervals do not overlap: {v}")
+        if shared == 0:
+            fail("--common-origin: no step in every process")
+    print(f"ok: pids {len({k[0] for k in threads})} threads {len(threads)} steps {n_steps} "
+          f"events {n_events}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
