@@ -4,8 +4,8 @@
     python3 tests/keras_functional.py BUILD_DIR SOURCE_DIR
 
 Trains a small residual network (conv2d, conv2d_1, c3 and an [add] of c3
-and conv2d, batch normalisation, global average pooling, dense) for one
-epoch on generated 8x8 images, then:
+and conv2d, batch normalisation, global average pooling, dense) for three
+epochs on generated 8x8 images, then:
 
 1. Its checkpoint has Keras's Functional .h5 layout (tests/h5_layout.py):
    model_config's class Functional, the InputLayer first, each layer's
@@ -40,10 +40,10 @@ except ImportError:
 
 CFG = """[net]
 batch = 16
-epochs = 1
+epochs = 3
 seed = 4
 optimizer = adam
-learning_rate = 0.01
+learning_rate = 0.03
 [data]
 train_images = x.npy
 train_labels = y.npy
@@ -162,7 +162,7 @@ def keras_made(ck_path, h5_path, weights_path, bad=False):
 
 
 def main():
-    build, source = sys.argv[1], sys.argv[2]
+    build, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     train = os.path.join(build, "launch", "mirrored_train")
     evaluate = os.path.join(build, "launch", "mirrored_eval")
     export = os.path.join(build, "launch", "mirrored_export")
@@ -187,7 +187,7 @@ def main():
              "dense:Dense:4x4;4:global_average_pooling2d"]
     layout = os.path.join(source, "tests", "h5_layout.py")
     print(run(f"{sys.executable} {layout} res.h5 " + " ".join(f"'{s}'" for s in specs), d), end="")
-    run(f"{train} res.cfg --devices cpu --quiet --resume res.h5 --epochs 2", d)
+    run(f"{train} res.cfg --devices cpu --quiet --resume res.h5 --epochs 4", d)
 
     # 2. Keras-made files: the same predictions as the checkpoint
     keras_made(os.path.join(d, "res.h5"), os.path.join(d, "km.h5"),
