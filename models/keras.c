@@ -77,6 +77,53 @@ static void batch_shape(mr_sb *b, mr_shape s) {
     mr_sb_printf(b, "]");
 }
 
+/* Depth-first from layer i towards the input, its inputs in order ([add]:
+ * input, then from), numbering each layer where it is first reached. */
+static void walk_from(const mr_model *m, int i, int *index, int *next) {
+    if (i < 0 || index[i] >= 0) return;
+    index[i] = (*next)++;
+    walk_from(m, m->src[i][0], index, next);
+    if (m->layers[i].cfg->kind == MR_LAYER_ADD) walk_from(m, m->src[i][1], index, next);
+}
+
+/* The order of Keras's layers (model.layers) into order[]: model layer
+ * indices. Keras 3 orders a Functional's layers by depth, the longest path
+ * to the output, deepest first, and layers of one depth in the order a
+ * depth-first walk from the output reaches them (map_graph and _build_map
+ * of the keras.src.ops.function module); the InputLayer, deepest of all, comes
+ * before them all. It is not the file's order where a shortcut's layers
+ * sit beside a block's (a projection convolution and the block's second
+ * one have one depth), and Keras pairs a legacy .h5's weights, and names
+ * the groups of a weights file, in its order. A chain's is the file's. */
+static void keras_order(const mr_model *m, int *order) {
+    const int n = m->n_layers;
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    if (!m->graph) return;
+    int depth[MR_MAX_LAYERS] = {0}, index[MR_MAX_LAYERS], next = 0;
+    /* layers only take earlier outputs: from the last, each depth is final
+     * before its inputs are reached */
+    for (int i = n - 1; i >= 0; i--)
+        for (int k = 0; k < (m->layers[i].cfg->kind == MR_LAYER_ADD ? 2 : 1); k++) {
+            const int s = m->src[i][k];
+            if (s >= 0 && depth[s] < depth[i] + 1) depth[s] = depth[i] + 1;
+        }
+    for (int i = 0; i < n; i++)
+        index[i] = -1;
+    walk_from(m, n - 1, index, &next);
+    /* insertion sort: deeper first, then walk order (n is small) */
+    for (int a = 1; a < n; a++) {
+        const int v = order[a];
+        int b = a;
+        for (; b > 0; b--) {
+            const int u = order[b - 1];
+            if (depth[u] > depth[v] || (depth[u] == depth[v] && index[u] < index[v])) break;
+            order[b] = u;
+        }
+        order[b] = v;
+    }
+}
+
 /* The config object of one layer (the keys Keras writes, in its order). */
 static void layer_config(mr_sb *b, const mr_layer *l) {
     mr_sb_printf(b, "{\"name\": \"%s\", \"trainable\": true, \"dtype\": %s", l->name, dtype_policy);
@@ -211,7 +258,10 @@ static char *functional_config(const mr_model *m, int archive, float lr) {
                  "\"trainable\": true, \"layers\": [",
                  archive ? "\"module\": \"keras.src.models.functional\", " : "");
     input_layer(&b, m, archive);
-    for (int i = 0; i < m->n_layers; i++) {
+    int order[MR_MAX_LAYERS];
+    keras_order(m, order);
+    for (int k = 0; k < m->n_layers; k++) {
+        const int i = order[k];
         const mr_layer *l = &m->layers[i];
         const int add = l->cfg->kind == MR_LAYER_ADD;
         mr_sb_printf(&b, ", {%s\"class_name\": \"%s\", \"config\": ",
@@ -335,10 +385,11 @@ static int slot_vars(const mr_model *m, slot_var **out) {
     slot_var *v = calloc((size_t)(ns * nw), sizeof *v);
     if (v == NULL) return -1;
     const int by_slot = mr_optimizer_slots_by_slot(&m->opt);
-    int k = 0;
+    int k = 0, order[MR_MAX_LAYERS];
+    keras_order(m, order); /* Keras's trainable_variables: its layers' order */
     for (int outer = 0; outer < (by_slot ? ns : 1); outer++)
-        for (int i = 0; i < m->n_layers; i++)
-            for (int w = 0; w < m->layers[i].n_weights; w++) {
+        for (int j = 0; j < m->n_layers; j++)
+            for (int w = 0, i = order[j]; w < m->layers[i].n_weights; w++) {
                 if (!m->layers[i].w[w].trainable) continue;
                 for (int s = by_slot ? outer : 0; s < (by_slot ? outer + 1 : ns); s++)
                     v[k++] = (slot_var){&m->layers[i], &m->layers[i].w[w], s};
@@ -416,9 +467,11 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
     /* a Functional lists its InputLayer too, a group without weights */
     const char *names[MR_MAX_LAYERS + 1];
     const int g0 = m->graph;
+    int order[MR_MAX_LAYERS];
+    keras_order(m, order);
     names[0] = input_name(m);
-    for (int i = 0; i < m->n_layers; i++)
-        names[g0 + i] = m->layers[i].name;
+    for (int k = 0; k < m->n_layers; k++)
+        names[g0 + k] = m->layers[order[k]].name;
     st = mr_h5_attr_str(h, mw, "backend", "tensorflow", 0, err);
     if (st == MR_OK) st = mr_h5_attr_str(h, mw, "keras_version", MR_KERAS_VERSION, 0, err);
     if (st == MR_OK) st = mr_h5_attr_strs(h, mw, "layer_names", names, g0 + m->n_layers, err);
@@ -519,7 +572,8 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
     hid_t mw;
     MR_CHECK(mr_h5_open_group(h, h->file, "model_weights", &mw, err));
     char **names = NULL;
-    int n = 0;
+    int n = 0, order[MR_MAX_LAYERS];
+    keras_order(m, order); /* a Keras file's order, and ours */
     mr_status st = mr_h5_read_attr_strs(h, mw, "layer_names", &names, &n, err);
     if (st == MR_OK && same_layers) {
         /* a graph's list starts with its InputLayer (not in checkpoints
@@ -527,7 +581,10 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
         const int skip = m->graph && n == m->n_layers + 1 && strcmp(names[0], input_name(m)) == 0;
         int same = n - skip == m->n_layers;
         for (int i = 0; same && i < m->n_layers; i++)
-            same = strcmp(names[skip + i], m->layers[i].name) == 0;
+            same = strcmp(names[skip + i], m->layers[skip ? order[i] : i].name) == 0;
+        if (!skip) /* in the file's order */
+            for (int i = 0; i < m->n_layers; i++)
+                order[i] = i;
         if (!same) {
             char file_list[512] = "", model_list[512] = "";
             for (int i = 0; i < n; i++)
@@ -544,8 +601,8 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
     }
     /* pair the file's layers that have weights with the model's, in order */
     int next = 0; /* next file layer to look at */
-    for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
-        mr_layer *l = &m->layers[i];
+    for (int k = 0; st == MR_OK && k < m->n_layers; k++) {
+        mr_layer *l = &m->layers[order[k]];
         if (l->n_weights == 0) continue;
         char **wn = NULL;
         int nw = 0;
@@ -664,9 +721,10 @@ mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error
  * the automatic names (model.c) where no layer has name =. */
 static void archive_group(const mr_model *m, int i, char *buf, size_t n) {
     const char *cls = m->layers[i].ops->keras_name;
-    int c = 0;
-    for (int j = 0; j < i; j++)
-        c += strcmp(m->layers[j].ops->keras_name, cls) == 0;
+    int c = 0, order[MR_MAX_LAYERS];
+    keras_order(m, order); /* counted in Keras's order of the layers */
+    for (int k = 0; order[k] != i; k++)
+        c += strcmp(m->layers[order[k]].ops->keras_name, cls) == 0;
     if (c == 0)
         snprintf(buf, n, "%s", cls);
     else

@@ -12,7 +12,9 @@
  * of a .keras archive: config.json (module keys, build_config,
  * compile_config) and model.weights.h5 (/layers/<group>/vars/<i>).
  * A graph (model.h: input =, [add]) is written as Keras writes a
- * Functional: each layer with its inbound node, the InputLayer in
+ * Functional, its layers in Keras's order (by depth, keras.c's
+ * keras_order), which files are also read in: each layer with its
+ * inbound node, the InputLayer in
  * layer_names, weights at <layer>/<layer>/<weight>, optimizer slots
  * without the model's name.
  * Weights are read back by layer order and checked against the model: the

@@ -763,6 +763,97 @@ START_TEST(functional_files_round_trip) {
 }
 END_TEST
 
+/* Keras orders a Functional's layers by depth (keras.c, keras_order): the
+ * shortcut's convolution proj (proj -> batch_normalization -> add) has the
+ * depth of the block's second one (conv2d -> main -> add) and the walk from
+ * the output reaches it first ([add]'s input is the shortcut), so Keras
+ * has a, proj, conv2d, batch_normalization, main where the file has a,
+ * conv2d, main, proj, batch_normalization. The config's layers, the .h5's
+ * layer_names and the optimizer's variables follow Keras's order (as
+ * Keras 3.15.1 builds this model, and loads fashion_resnet20.cfg's files),
+ * and the files read back bitwise. */
+START_TEST(functional_layers_in_keras_order) {
+    const char *text =
+        "[net]\nbatch=4\noptimizer=adam\n[data]\ntrain_images=a\ntrain_labels=b\n"
+        "[input]\nshape=8,8,1\n[conv2d]\nname=a\nfilters=2\nsize=3\npadding=same\n"
+        "[conv2d]\nfilters=2\nsize=3\npadding=same\nuse_bias=0\n[batchnorm]\nname=main\n"
+        "[conv2d]\ninput=a\nname=proj\nfilters=2\nsize=1\nuse_bias=0\n[batchnorm]\n"
+        "[add]\nfrom=main\n[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n";
+    mr_config cfg, cfg_b;
+    mr_model a, b;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "p.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_config_parse(text, "p.cfg", NULL, &cfg_b, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_init(&a, tu_cpu_backend(), &cfg, 4, 0, &err), MR_OK);
+    ck_assert_int_eq(mr_model_init(&b, tu_cpu_backend(), &cfg_b, 4, 0, &err), MR_OK);
+    randomise(&a, 8);
+    char *j = mr_keras_model_config(&a, MR_KERAS_LEGACY_H5, 0.001f);
+    const char *in_order[] = {"\"name\": \"input_layer\", \"inbound_nodes\"",
+                              "\"name\": \"a\", \"inbound_nodes\"",
+                              "\"name\": \"proj\", \"inbound_nodes\"",
+                              "\"name\": \"conv2d\", \"inbound_nodes\"",
+                              "\"name\": \"batch_normalization\", \"inbound_nodes\"",
+                              "\"name\": \"main\", \"inbound_nodes\"",
+                              "\"name\": \"add\", \"inbound_nodes\"",
+                              "\"name\": \"dense\", \"inbound_nodes\""};
+    const char *p = j;
+    for (size_t i = 0; i < sizeof in_order / sizeof in_order[0]; i++) {
+        p = strstr(p, in_order[i]);
+        ck_assert_msg(p != NULL, "%s missing or out of Keras's order", in_order[i]);
+    }
+    free(j);
+    const char *path = dir_path("order.h5");
+    write_h5(path, &a);
+    mr_h5 h;
+    ck_assert_int_eq(mr_h5_open(&h, path, &err), MR_OK);
+    char **names;
+    int n;
+    hid_t g;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "model_weights", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, g, "layer_names", &names, &n, &err), MR_OK);
+    ck_assert_int_eq(n, 9);
+    const char *want[] = {"input_layer",
+                          "a",
+                          "proj",
+                          "conv2d",
+                          "batch_normalization",
+                          "main",
+                          "add",
+                          "global_average_pooling2d",
+                          "dense"};
+    for (int i = 0; i < 9; i++)
+        ck_assert_str_eq(names[i], want[i]);
+    mr_h5_free_strs(names, n);
+    H5Gclose(g);
+    ck_assert_msg(mr_keras_read_weights(&h, &b, 1, &err) == MR_OK, "%s", err.msg);
+    mr_h5_close(&h);
+    ck_assert_mem_eq(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params);
+    ck_assert_mem_eq(host(a.state), host(b.state), sizeof(float) * (size_t)a.n_state);
+    /* the weights file: the optimizer's variables in Keras's order (0, 1:
+     * iteration and rate; then momentum and velocity of a's kernel and
+     * bias, proj's kernel (1, 1, 2, 2) at 6, conv2d's (3, 3, 2, 2) at 8) */
+    path = dir_path("order.weights.h5");
+    write_archive_weights(path, &a);
+    ck_assert_int_eq(mr_h5_open(&h, path, &err), MR_OK);
+    int rank;
+    int64_t dims[MR_H5_MAX_DIMS];
+    ck_assert_int_eq(mr_h5_shape(&h, h.file, "optimizer/vars/6", &rank, dims, &err), MR_OK);
+    ck_assert_msg(rank == 4 && dims[0] == 1 && dims[1] == 1, "optimizer/vars/6: rank %d (%d, ...)",
+                  rank, (int)dims[0]);
+    ck_assert_int_eq(mr_h5_shape(&h, h.file, "optimizer/vars/8", &rank, dims, &err), MR_OK);
+    ck_assert_msg(rank == 4 && dims[0] == 3, "optimizer/vars/8: rank %d (%d, ...)", rank,
+                  (int)dims[0]);
+    memset(host(b.params), 0, sizeof(float) * (size_t)b.n_params);
+    ck_assert_msg(mr_keras_read_archive_weights(&h, &b, &err) == MR_OK, "%s", err.msg);
+    mr_h5_close(&h);
+    ck_assert_mem_eq(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params);
+    mr_model_free(&a);
+    mr_model_free(&b);
+    mr_config_free(&cfg);
+    mr_config_free(&cfg_b);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras");
     TCase *tc = tcase_create("keras");
@@ -778,6 +869,7 @@ int main(void) {
     tcase_add_test(tc, layernorm_as_keras_writes_it);
     tcase_add_test(tc, functional_config_as_keras_writes_it);
     tcase_add_test(tc, functional_files_round_trip);
+    tcase_add_test(tc, functional_layers_in_keras_order);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
