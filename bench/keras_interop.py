@@ -6,6 +6,9 @@ Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
     /work/venv-tf/bin/python bench/keras_interop.py [--configs fashion_cnn fashion_cnn_bn]
         [--epochs 1] [--build build] [--out bench/out/interop] [--devices auto]
 
+A config is a name in models/configs/ or a path to a .cfg
+(bench/fashion_residual.cfg: a small residual network, a Keras Functional).
+
 For each config:
   1. mirrored -> Keras: mirrored_train CFG --epochs N --save NAME.h5, then
      mirrored_export NAME.h5 NAME.keras; keras.models.load_model reads both
@@ -14,8 +17,9 @@ For each config:
      mirrored_train printed within 0.001, and the .keras model's
      optimizer.iterations must be mirrored's update count (the optimizer
      state came along).
-  2. Keras -> mirrored: the same architecture built in Keras (a Sequential
-     with Keras's default layer names, from the .cfg's sections), trained
+  2. Keras -> mirrored: the same architecture built in Keras (a Sequential,
+     or for a graph, input = and [add], a Functional, with Keras's default
+     layer names where the .cfg gives no name =), trained
      N epochs in Keras, model.save("NAME.keras_made.h5"), evaluated in
      Keras; then mirrored_eval NAME.keras_made.h5 --cfg CFG evaluates the
      same file, again within 0.001 (skipped with a message when
@@ -30,7 +34,9 @@ pixels (0 .. 255) on both sides: the preprocessing is in the model, and
 Keras adapts its Normalization to the rescaled training images before its
 fit; in step 1 the probabilities of Keras's predict on the raw test images
 are also compared with mirrored_eval --predict's (largest difference
-printed, at most 1e-4).
+printed, at most 1e-4); so are a graph's (a Functional's), and in step 2
+Keras's predict of its own model against mirrored_eval --cfg --predict of
+the Keras-made .h5.
 Prints a Markdown table of all figures; exits 1 if a pair disagrees.
 """
 import argparse
@@ -110,50 +116,80 @@ def check_cfg(sections, path):
         sys.exit(f"{path}: [data] standardize is not in a Keras model; not supported here")
 
 
-def keras_model(sections):
-    """The .cfg's layers as a Keras Sequential with Keras's default names
-    (call keras.utils.clear_session() first), compiled as [net] says."""
-    import keras
+def is_graph(sections):
+    """1: some layer takes another output than the one just before it
+    (input =, [add]): a Keras Functional, not a Sequential."""
+    return any(s == "add" or "input" in kv for s, kv in sections if s != "input")
+
+
+def keras_layer(name, kv):
+    """The Keras layer of one .cfg layer section (name = given: its name)."""
     from keras import layers
 
+    named = {"name": kv["name"]} if "name" in kv else {}
+    if name == "conv2d":
+        return layers.Conv2D(int(kv["filters"]), ints(kv["size"]),
+                             strides=ints(kv.get("stride", "1")),
+                             padding=kv.get("padding", "valid"),
+                             activation=kv.get("activation", "linear"),
+                             use_bias=kv.get("use_bias", "1") not in ("0", "false"), **named)
+    if name in ("maxpool", "avgpool"):
+        stride = ints(kv.get("stride", "0"))
+        pool = layers.MaxPooling2D if name == "maxpool" else layers.AveragePooling2D
+        return pool(ints(kv.get("size", "2")), strides=None if stride[0] == 0 else stride,
+                    padding=kv.get("padding", "valid"), **named)
+    if name == "flatten":
+        return layers.Flatten(**named)
+    if name == "globalavgpool":
+        return layers.GlobalAveragePooling2D(**named)
+    if name == "add":
+        return layers.Add(**named)
+    if name == "dense":
+        return layers.Dense(int(kv["units"]), activation=kv.get("activation", "linear"),
+                            use_bias=kv.get("use_bias", "1") not in ("0", "false"), **named)
+    if name == "dropout":
+        return layers.Dropout(float(kv["rate"]), **named)
+    if name == "batchnorm":
+        return layers.BatchNormalization(momentum=float(kv.get("momentum", "0.99")),
+                                         epsilon=float(kv.get("epsilon", "0.001")), **named)
+    if name == "activation":
+        return layers.Activation(kv["activation"], **named)
+    if name == "rescaling":
+        return layers.Rescaling(float(kv.get("scale", "1")), offset=float(kv.get("offset", "0")),
+                                **named)
+    if name == "normalization":
+        if "mean" in kv:
+            sys.exit("[normalization] with .cfg statistics: not built here")
+        return layers.Normalization(**named)  # adapted by the caller
+    sys.exit(f"[{name}]: no Keras layer for this section here")
+
+
+def keras_model(sections):
+    """The .cfg's layers as a Keras Sequential, or a Functional for a graph
+    (input =, from =), with Keras's default names where the .cfg gives none
+    (call keras.utils.clear_session() first), compiled as [net] says."""
+    import keras
+
     net = dict(next((kv for s, kv in sections if s == "net"), {}))
-    ls = []
-    for name, kv in sections:
-        if name == "input":
-            ls.append(keras.Input(shape=tuple(int(s) for s in kv["shape"].split(","))))
-        elif name == "conv2d":
-            ls.append(layers.Conv2D(int(kv["filters"]), ints(kv["size"]),
-                                    strides=ints(kv.get("stride", "1")),
-                                    padding=kv.get("padding", "valid"),
-                                    activation=kv.get("activation", "linear"),
-                                    use_bias=kv.get("use_bias", "1") not in ("0", "false")))
-        elif name in ("maxpool", "avgpool"):
-            stride = ints(kv.get("stride", "0"))
-            pool = layers.MaxPooling2D if name == "maxpool" else layers.AveragePooling2D
-            ls.append(pool(ints(kv.get("size", "2")), strides=None if stride[0] == 0 else stride,
-                           padding=kv.get("padding", "valid")))
-        elif name == "flatten":
-            ls.append(layers.Flatten())
-        elif name == "dense":
-            ls.append(layers.Dense(int(kv["units"]), activation=kv.get("activation", "linear"),
-                                   use_bias=kv.get("use_bias", "1") not in ("0", "false")))
-        elif name == "dropout":
-            ls.append(layers.Dropout(float(kv["rate"])))
-        elif name == "batchnorm":
-            ls.append(layers.BatchNormalization(momentum=float(kv.get("momentum", "0.99")),
-                                                epsilon=float(kv.get("epsilon", "0.001"))))
-        elif name == "activation":
-            ls.append(layers.Activation(kv["activation"]))
-        elif name == "rescaling":
-            ls.append(layers.Rescaling(float(kv.get("scale", "1")),
-                                       offset=float(kv.get("offset", "0"))))
-        elif name == "normalization":
-            if "mean" in kv:
-                sys.exit("[normalization] with .cfg statistics: not built here")
-            ls.append(layers.Normalization())  # adapted by the caller
-        elif name not in ("net", "data", "augment"):
-            sys.exit(f"[{name}]: no Keras layer for this section here")
-    return keras.Sequential(ls), net
+    layer_sections = [(s, kv) for s, kv in sections if s not in ("net", "data", "augment")]
+    shape = tuple(int(v) for v in layer_sections[0][1]["shape"].split(","))
+    if not is_graph(sections):
+        ls = [keras.Input(shape=shape)] + [keras_layer(s, kv) for s, kv in layer_sections[1:]]
+        return keras.Sequential(ls), net
+    # a graph: each section's output by position; references by name or -N
+    outs = [keras.Input(shape=shape)]
+    names = {}
+
+    def ref(i, r):
+        return outs[i + int(r)] if r.startswith("-") else outs[names[r]]
+
+    for i, (s, kv) in enumerate(layer_sections[1:], start=1):
+        x = ref(i, kv.get("input", "-1"))
+        layer = keras_layer(s, kv)
+        outs.append(layer([x, ref(i, kv["from"])]) if s == "add" else layer(x))
+        if "name" in kv:
+            names[kv["name"]] = i
+    return keras.Model(outs[0], outs[-1]), net
 
 
 def run(cmd):
@@ -171,15 +207,15 @@ def result_line(text, what):
     return float(m[-1][0]), float(m[-1][1])
 
 
-def compare_predictions(args, model, path, cfg_name, test):
+def compare_predictions(args, model, path, cfg_name, test, cfg=None):
     """Keras's predict of `model` against mirrored_eval --predict of the
-    mirrored file `path` on the same test images; returns the largest
-    difference of a probability."""
+    file `path` (a Keras-made one with --cfg cfg) on the same test images;
+    returns the largest difference of a probability."""
     import numpy as np
 
     npy = os.path.join(args.out, f"{cfg_name}.predict.npy")
     run([os.path.join(args.build, "launch", "mirrored_eval"), path, "--predict", npy,
-         "--devices", args.devices, "--quiet"])
+         "--devices", args.devices, "--quiet"] + (["--cfg", cfg] if cfg else []))
     ours = np.load(os.path.join(ROOT, npy))
     theirs = model.predict(test[0], batch_size=256, verbose=0)
     diff = float(np.abs(ours - theirs).max())
@@ -214,7 +250,7 @@ def mirrored_to_keras(args, cfg, name, test, rows):
             if its != updates:
                 sys.exit(f"{archive}: the optimizer state did not come along")
         k_loss, k_acc = model.evaluate(test[0], test[1], batch_size=256, verbose=0)
-        if args.raw and compare_predictions(args, model, h5, name, test) > 1e-4:
+        if (args.raw or args.graph) and compare_predictions(args, model, h5, name, test) > 1e-4:
             sys.exit(f"{path}: Keras's predictions differ from mirrored_eval's")
         print(f"{name}: mirrored_train {acc:.4f} / Keras load_model({os.path.basename(path)}) "
               f"{k_acc:.4f} (loss {loss:.4f} / {k_loss:.4f})")
@@ -263,6 +299,8 @@ def keras_to_mirrored(args, cfg, name, train, test, rows):
     out = run([evaluator, made, "--cfg", cfg, "--devices", args.devices, "--quiet"])
     loss, acc = result_line(out, "mirrored_eval")
     print(f"{name}: Keras {k_acc:.4f} / mirrored_eval {acc:.4f} (loss {k_loss:.4f} / {loss:.4f})")
+    if (args.raw or args.graph) and compare_predictions(args, model, made, name, test, cfg) > 1e-4:
+        sys.exit(f"{made}: mirrored_eval's predictions differ from Keras's")
     rows.append((name, "Keras model.save(.h5) -> mirrored_eval", args.epochs,
                  f"Keras ({train_s:.0f} s)", loss, acc, k_loss, k_acc))
     # Keras 3's own formats: the archive, and the weights file alone
@@ -301,10 +339,12 @@ def main():
     print(f"keras {keras.__version__}, tensorflow {tf.__version__}")
     rows = []
     for name in args.configs:
-        cfg = os.path.join("models", "configs", f"{name}.cfg")
+        cfg = name if name.endswith(".cfg") else os.path.join("models", "configs", f"{name}.cfg")
+        name = os.path.basename(cfg)[:-len(".cfg")]
         sections = parse_cfg(os.path.join(ROOT, cfg))
         check_cfg(sections, cfg)
         args.raw = takes_raw(sections)
+        args.graph = is_graph(sections)
         train, test = fashion("train", args.raw), fashion("test", args.raw)
         mirrored_to_keras(args, cfg, name, test, rows)
         if not args.skip_reverse:

@@ -5,8 +5,9 @@
  * The model is rebuilt from the .cfg text the checkpoint carries, its
  * weights and optimizer slots read, and the archive written as Keras 3.15
  * writes it (models/keras.h): a zip of three STORED entries in this order,
- * metadata.json, config.json (the Sequential with module keys, build and
- * compile configs) and model.weights.h5 (/layers/<name>/vars/<i>, the
+ * metadata.json, config.json (the Sequential, or the Functional of a
+ * model with residual connections, with module keys, build and compile
+ * configs) and model.weights.h5 (/layers/<group>/vars/<i>, the
  * optimizer's variables under /optimizer/vars). keras.models.load_model
  * reads it back with the optimizer state, so model.fit goes on from it.
  *
@@ -230,12 +231,6 @@ int main(int argc, char **argv) {
     st = check_writable(&p, &err);
     if (st == MR_OK) st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, &err);
     if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, be, &err);
-    if (st == MR_OK && m.graph) /* a Keras Functional config is not written yet (issue 19) */
-        st = mr_error_set(&err, MR_ERR_UNSUPPORTED,
-                          "%s: the model is a graph (input =, [add]): its Keras Functional "
-                          "config is not written yet, so it cannot be exported as .keras; the "
-                          "checkpoint itself resumes and evaluates",
-                          p.checkpoint);
     if (st == MR_OK) {
         config = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, ck.lr);
         if (config == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");

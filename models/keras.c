@@ -77,6 +77,53 @@ static void batch_shape(mr_sb *b, mr_shape s) {
     mr_sb_printf(b, "]");
 }
 
+/* Depth-first from layer i towards the input, its inputs in order ([add]:
+ * input, then from), numbering each layer where it is first reached. */
+static void walk_from(const mr_model *m, int i, int *index, int *next) {
+    if (i < 0 || index[i] >= 0) return;
+    index[i] = (*next)++;
+    walk_from(m, m->src[i][0], index, next);
+    if (mr_layer_kind_merges(m->layers[i].cfg->kind)) walk_from(m, m->src[i][1], index, next);
+}
+
+/* The order of Keras's layers (model.layers) into order[]: model layer
+ * indices. Keras 3 orders a Functional's layers by depth, the longest path
+ * to the output, deepest first, and layers of one depth in the order a
+ * depth-first walk from the output reaches them (map_graph and _build_map
+ * of the keras.src.ops.function module); the InputLayer, deepest of all, comes
+ * before them all. It is not the file's order where a shortcut's layers
+ * sit beside a block's (a projection convolution and the block's second
+ * one have one depth), and Keras pairs a legacy .h5's weights, and names
+ * the groups of a weights file, in its order. A chain's is the file's. */
+static void keras_order(const mr_model *m, int *order) {
+    const int n = m->n_layers;
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    if (!m->graph) return;
+    int depth[MR_MAX_LAYERS] = {0}, index[MR_MAX_LAYERS], next = 0;
+    /* layers only take earlier outputs: from the last, each depth is final
+     * before its inputs are reached */
+    for (int i = n - 1; i >= 0; i--)
+        for (int k = 0; k < (mr_layer_kind_merges(m->layers[i].cfg->kind) ? 2 : 1); k++) {
+            const int s = m->src[i][k];
+            if (s >= 0 && depth[s] < depth[i] + 1) depth[s] = depth[i] + 1;
+        }
+    for (int i = 0; i < n; i++)
+        index[i] = -1;
+    walk_from(m, n - 1, index, &next);
+    /* insertion sort: deeper first, then walk order (n is small) */
+    for (int a = 1; a < n; a++) {
+        const int v = order[a];
+        int b = a;
+        for (; b > 0; b--) {
+            const int u = order[b - 1];
+            if (depth[u] > depth[v] || (depth[u] == depth[v] && index[u] < index[v])) break;
+            order[b] = u;
+        }
+        order[b] = v;
+    }
+}
+
 /* The config object of one layer (the keys Keras writes, in its order). */
 static void layer_config(mr_sb *b, const mr_layer *l) {
     mr_sb_printf(b, "{\"name\": \"%s\", \"trainable\": true, \"dtype\": %s", l->name, dtype_policy);
@@ -162,21 +209,109 @@ static void compile_keys(mr_sb *b, const mr_model *m, int archive) {
                     "1, \"jit_compile\": false");
 }
 
+/* The name of a graph's InputLayer: the [input] section's name =, else
+ * Keras's automatic "input_layer". */
+static const char *input_name(const mr_model *m) {
+    return m->cfg->layers[0].name[0] ? m->cfg->layers[0].name : "input_layer";
+}
+
+/* The name of the layer whose output is model layer src's (-1: the input). */
+static const char *source_name(const mr_model *m, int src) {
+    return src < 0 ? input_name(m) : m->layers[src].name;
+}
+
+/* One input of a node as Keras 3.15 writes it: the tensor's batch shape
+ * and the layer that made it, [name, node 0, tensor 0]. */
+static void keras_tensor(mr_sb *b, const mr_model *m, int src) {
+    mr_sb_printf(b, "{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": ");
+    batch_shape(b, src < 0 ? m->in_shape : m->layers[src].out);
+    mr_sb_printf(b, ", \"dtype\": \"float32\", \"keras_history\": [\"%s\", 0, 0]}}",
+                 source_name(m, src));
+}
+
+/* The InputLayer entry of both configs; a graph's (Functional) also has
+ * its name and no inbound nodes. */
+static void input_layer(mr_sb *b, const mr_model *m, int archive) {
+    const char *name = m->graph ? input_name(m) : "input_layer";
+    mr_sb_printf(b, "{%s\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": ",
+                 archive ? "\"module\": \"keras.layers\", " : "");
+    batch_shape(b, m->in_shape);
+    mr_sb_printf(b,
+                 ", \"dtype\": \"float32\", \"sparse\": false, \"ragged\": false, \"name\": "
+                 "\"%s\", \"optional\": false}%s",
+                 name, archive ? ", \"registered_name\": null" : "");
+    if (m->graph) mr_sb_printf(b, ", \"name\": \"%s\", \"inbound_nodes\": []", name);
+    mr_sb_printf(b, "}");
+}
+
+/* A graph's model as Keras 3.15 writes a Functional (observed from its own
+ * model.save of a small residual network, in both forms): no dtype key,
+ * every layer with its name and inbound_nodes (one node: the tensor it
+ * takes, or [add]'s list of two), input_layers and output_layers as
+ * [name, 0, 0]; the archive's module is the Functional class's module and
+ * an [add]'s build_config holds its two input shapes. */
+static char *functional_config(const mr_model *m, int archive, float lr) {
+    mr_sb b;
+    mr_sb_init(&b);
+    mr_sb_printf(&b,
+                 "{%s\"class_name\": \"Functional\", \"config\": {\"name\": \"functional\", "
+                 "\"trainable\": true, \"layers\": [",
+                 archive ? "\"module\": \"keras.src.models.functional\", " : "");
+    input_layer(&b, m, archive);
+    int order[MR_MAX_LAYERS];
+    keras_order(m, order);
+    for (int k = 0; k < m->n_layers; k++) {
+        const int i = order[k];
+        const mr_layer *l = &m->layers[i];
+        const int add = mr_layer_kind_merges(l->cfg->kind); /* two inputs */
+        mr_sb_printf(&b, ", {%s\"class_name\": \"%s\", \"config\": ",
+                     archive ? "\"module\": \"keras.layers\", " : "", l->ops->class_name);
+        layer_config(&b, l);
+        if (archive) {
+            mr_sb_printf(&b, ", \"registered_name\": null");
+            if (l->ops->keras_build_config || add) {
+                mr_sb_printf(&b, ", \"build_config\": {\"input_shape\": %s", add ? "[" : "");
+                batch_shape(&b, l->in);
+                if (add) {
+                    mr_sb_printf(&b, ", ");
+                    batch_shape(&b, l->in2);
+                }
+                mr_sb_printf(&b, "%s}", add ? "]" : "");
+            }
+        }
+        mr_sb_printf(&b, ", \"name\": \"%s\", \"inbound_nodes\": [{\"args\": [%s", l->name,
+                     add ? "[" : "");
+        keras_tensor(&b, m, m->src[i][0]);
+        if (add) {
+            mr_sb_printf(&b, ", ");
+            keras_tensor(&b, m, m->src[i][1]);
+        }
+        mr_sb_printf(&b, "%s], \"kwargs\": {}}]}", add ? "]" : "");
+    }
+    mr_sb_printf(&b, "], \"input_layers\": [\"%s\", 0, 0], \"output_layers\": [\"%s\", 0, 0]}",
+                 input_name(m), m->layers[m->n_layers - 1].name);
+    if (archive) {
+        mr_sb_printf(&b, ", \"registered_name\": \"Functional\", \"build_config\": "
+                         "{\"input_shape\": null}, \"compile_config\": {\"optimizer\": ");
+        optimizer_config(&b, m, lr, 1);
+        mr_sb_printf(&b, ", ");
+        compile_keys(&b, m, 1);
+        mr_sb_printf(&b, "}");
+    }
+    mr_sb_printf(&b, "}");
+    return mr_sb_take(&b);
+}
+
 char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr) {
     const int archive = form == MR_KERAS_ARCHIVE;
+    if (m->graph) return functional_config(m, archive, lr);
     mr_sb b;
     mr_sb_init(&b);
     mr_sb_printf(&b,
                  "{%s\"class_name\": \"Sequential\", \"config\": {\"name\": \"" MODEL_NAME
                  "\", \"trainable\": true, \"dtype\": %s, \"layers\": [",
                  archive ? "\"module\": \"keras\", " : "", dtype_policy);
-    mr_sb_printf(&b, "{%s\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": ",
-                 archive ? "\"module\": \"keras.layers\", " : "");
-    batch_shape(&b, m->in_shape);
-    mr_sb_printf(&b,
-                 ", \"dtype\": \"float32\", \"sparse\": false, \"ragged\": false, \"name\": "
-                 "\"input_layer\", \"optional\": false}%s}",
-                 archive ? ", \"registered_name\": null" : "");
+    input_layer(&b, m, archive);
     for (int i = 0; i < m->n_layers; i++) {
         const mr_layer *l = &m->layers[i];
         mr_sb_printf(&b, ", {%s\"class_name\": \"%s\", \"config\": ",
@@ -250,10 +385,11 @@ static int slot_vars(const mr_model *m, slot_var **out) {
     slot_var *v = calloc((size_t)(ns * nw), sizeof *v);
     if (v == NULL) return -1;
     const int by_slot = mr_optimizer_slots_by_slot(&m->opt);
-    int k = 0;
+    int k = 0, order[MR_MAX_LAYERS];
+    keras_order(m, order); /* Keras's trainable_variables: its layers' order */
     for (int outer = 0; outer < (by_slot ? ns : 1); outer++)
-        for (int i = 0; i < m->n_layers; i++)
-            for (int w = 0; w < m->layers[i].n_weights; w++) {
+        for (int j = 0; j < m->n_layers; j++)
+            for (int w = 0, i = order[j]; w < m->layers[i].n_weights; w++) {
                 if (!m->layers[i].w[w].trainable) continue;
                 for (int s = by_slot ? outer : 0; s < (by_slot ? outer + 1 : ns); s++)
                     v[k++] = (slot_var){&m->layers[i], &m->layers[i].w[w], s};
@@ -264,6 +400,15 @@ static int slot_vars(const mr_model *m, slot_var **out) {
 
 static const char *optimizer_name(const mr_model *m) {
     return mr_optimizer_keras_name(&m->opt);
+}
+
+/* The path of weight w's slot s in /optimizer_weights: Keras prefixes the
+ * variable with the model's name in a Sequential ("adam/sequential_dense_
+ * kernel_momentum"), not in a Functional ("adam/dense_kernel_momentum"). */
+static void slot_path(const mr_model *m, const mr_layer *l, const mr_weight *w, int slot,
+                      int functional, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%s%s_%s_%s", optimizer_name(m), functional ? "" : MODEL_NAME "_", l->name,
+             w->name, mr_optimizer_slot_name(&m->opt, slot));
 }
 
 /* Where weight w's slot s lives: slot buffers have the params' layout. */
@@ -319,12 +464,25 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
 
     hid_t mw;
     MR_CHECK(mr_h5_group(h, root, "model_weights", &mw, err));
-    const char *names[MR_MAX_LAYERS];
-    for (int i = 0; i < m->n_layers; i++)
-        names[i] = m->layers[i].name;
+    /* a Functional lists its InputLayer too, a group without weights */
+    const char *names[MR_MAX_LAYERS + 1];
+    const int g0 = m->graph;
+    int order[MR_MAX_LAYERS];
+    keras_order(m, order);
+    names[0] = input_name(m);
+    for (int k = 0; k < m->n_layers; k++)
+        names[g0 + k] = m->layers[order[k]].name;
     st = mr_h5_attr_str(h, mw, "backend", "tensorflow", 0, err);
     if (st == MR_OK) st = mr_h5_attr_str(h, mw, "keras_version", MR_KERAS_VERSION, 0, err);
-    if (st == MR_OK) st = mr_h5_attr_strs(h, mw, "layer_names", names, m->n_layers, err);
+    if (st == MR_OK) st = mr_h5_attr_strs(h, mw, "layer_names", names, g0 + m->n_layers, err);
+    if (st == MR_OK && g0) {
+        hid_t g;
+        st = mr_h5_group(h, mw, names[0], &g, err);
+        if (st == MR_OK) {
+            st = mr_h5_attr_strs(h, g, "weight_names", NULL, 0, err);
+            H5Gclose(g);
+        }
+    }
     for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
         const mr_layer *l = &m->layers[i];
         hid_t g;
@@ -333,7 +491,9 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
         char paths[MR_MAX_WEIGHTS][96];
         const char *wn[MR_MAX_WEIGHTS];
         for (int w = 0; w < l->n_weights; w++) {
-            snprintf(paths[w], sizeof paths[w], MODEL_NAME "/%s/%s", l->name, l->w[w].name);
+            /* a Functional's weights are <layer>/<weight>, without the model's name */
+            snprintf(paths[w], sizeof paths[w], "%s%s/%s", m->graph ? "" : MODEL_NAME "/", l->name,
+                     l->w[w].name);
             wn[w] = paths[w];
         }
         st = mr_h5_attr_strs(h, g, "weight_names", wn, l->n_weights, err);
@@ -374,8 +534,7 @@ mr_status mr_keras_write_h5(mr_h5 *h, const mr_model *m, int64_t step, float lr,
         for (int k = 0; st == MR_OK && k < nv; k++) {
             const mr_weight *wt = sv[k].w;
             char *path = paths[2 + k];
-            snprintf(path, sizeof paths[0], "%s/" MODEL_NAME "_%s_%s_%s", opt, sv[k].layer->name,
-                     wt->name, mr_optimizer_slot_name(&m->opt, sv[k].slot));
+            slot_path(m, sv[k].layer, wt, sv[k].slot, m->graph, path, sizeof paths[0]);
             int64_t dims[4];
             int rank = weight_dims(wt, dims);
             st =
@@ -413,12 +572,19 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
     hid_t mw;
     MR_CHECK(mr_h5_open_group(h, h->file, "model_weights", &mw, err));
     char **names = NULL;
-    int n = 0;
+    int n = 0, order[MR_MAX_LAYERS];
+    keras_order(m, order); /* a Keras file's order, and ours */
     mr_status st = mr_h5_read_attr_strs(h, mw, "layer_names", &names, &n, err);
     if (st == MR_OK && same_layers) {
-        int same = n == m->n_layers;
-        for (int i = 0; same && i < n; i++)
-            same = strcmp(names[i], m->layers[i].name) == 0;
+        /* a graph's list starts with its InputLayer (not in checkpoints
+         * written before the Functional layout) */
+        const int skip = m->graph && n == m->n_layers + 1 && strcmp(names[0], input_name(m)) == 0;
+        int same = n - skip == m->n_layers;
+        for (int i = 0; same && i < m->n_layers; i++)
+            same = strcmp(names[skip + i], m->layers[skip ? order[i] : i].name) == 0;
+        if (!skip) /* in the file's order */
+            for (int i = 0; i < m->n_layers; i++)
+                order[i] = i;
         if (!same) {
             char file_list[512] = "", model_list[512] = "";
             for (int i = 0; i < n; i++)
@@ -435,8 +601,8 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
     }
     /* pair the file's layers that have weights with the model's, in order */
     int next = 0; /* next file layer to look at */
-    for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
-        mr_layer *l = &m->layers[i];
+    for (int k = 0; st == MR_OK && k < m->n_layers; k++) {
+        mr_layer *l = &m->layers[order[k]];
         if (l->n_weights == 0) continue;
         char **wn = NULL;
         int nw = 0;
@@ -474,10 +640,11 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
             break;
         }
         const char *fname = names[next - 1];
-        char base[64], mine[64];
+        /* the class, not the name: a layer named with name = pairs with
+         * Keras's automatic name of its class */
+        char base[64];
         name_base(fname, base, sizeof base);
-        name_base(l->name, mine, sizeof mine);
-        if (is_default_base(base) && strcmp(base, mine) != 0)
+        if (is_default_base(base) && strcmp(base, l->ops->keras_name) != 0)
             st = mr_error_set(err, MR_ERR_DATA,
                               "%s: layer %s of the file is where the model has %s (%s): the "
                               "layers differ",
@@ -534,8 +701,11 @@ mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error
     st = mr_h5_read(h, ow, path, MR_H5_I64, 0, NULL, step, err);
     for (int k = 0; st == MR_OK && k < nv; k++) {
         const mr_weight *wt = sv[k].w;
-        snprintf(path, sizeof path, "%s/" MODEL_NAME "_%s_%s_%s", opt, sv[k].layer->name, wt->name,
-                 mr_optimizer_slot_name(&m->opt, sv[k].slot));
+        /* a graph's checkpoint written before its Functional layout has the
+         * Sequential's names */
+        slot_path(m, sv[k].layer, wt, sv[k].slot, m->graph, path, sizeof path);
+        if (m->graph && !mr_h5_exists(h, ow, path))
+            slot_path(m, sv[k].layer, wt, sv[k].slot, 0, path, sizeof path);
         int64_t dims[4];
         int rank = weight_dims(wt, dims);
         st = read_floats(h, ow, path, rank, dims, m, slot_of(m, wt, sv[k].slot), wt->size, err);
@@ -545,16 +715,39 @@ mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error
     return st;
 }
 
+/* Layer i's group in a Keras 3 weights file: its class's snake_case name
+ * and a counter over the model's layers of that class, whatever the
+ * layers' names ("conv2d_2" for the third Conv2D, even one named c3);
+ * the automatic names (model.c) where no layer has name =. */
+static void archive_group(const mr_model *m, int i, char *buf, size_t n) {
+    const char *cls = m->layers[i].ops->keras_name;
+    int c = 0, order[MR_MAX_LAYERS];
+    keras_order(m, order); /* counted in Keras's order of the layers */
+    for (int k = 0; order[k] != i; k++)
+        c += strcmp(m->layers[order[k]].ops->keras_name, cls) == 0;
+    if (c == 0)
+        snprintf(buf, n, "%s", cls);
+    else
+        snprintf(buf, n, "%s_%d", cls, c);
+}
+
 mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t step, float lr,
                                          mr_error *err) {
     mr_status st = MR_OK;
-    char path[160];
+    char path[160], group[64];
+    if (m->graph) { /* a Functional's InputLayer has its (empty) group */
+        hid_t g;
+        st = mr_h5_group(h, h->file, "layers/input_layer/vars", &g, err);
+        if (st == MR_OK) {
+            st = mr_h5_attr_str(h, g, "name", input_name(m), 1, err);
+            H5Gclose(g);
+        }
+    }
     for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
         const mr_layer *l = &m->layers[i];
         hid_t g;
-        /* group names are the class's snake_case name and a counter, which
-         * our (Keras's default) layer names already are */
-        snprintf(path, sizeof path, "layers/%s/vars", l->name);
+        archive_group(m, i, group, sizeof group);
+        snprintf(path, sizeof path, "layers/%s/vars", group);
         st = mr_h5_group(h, h->file, path, &g, err);
         if (st != MR_OK) break;
         st = mr_h5_attr_str(h, g, "name", l->name, 1, err);
@@ -586,7 +779,7 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
     free(sv);
     if (st == MR_OK) st = mr_h5_group(h, h->file, "vars", &g, err);
     if (st == MR_OK) {
-        st = mr_h5_attr_str(h, g, "name", MODEL_NAME, 1, err);
+        st = mr_h5_attr_str(h, g, "name", m->graph ? "functional" : MODEL_NAME, 1, err);
         H5Gclose(g);
     }
     return st;
@@ -596,12 +789,13 @@ mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
     hid_t layers;
     MR_CHECK(mr_h5_open_group(h, h->file, "layers", &layers, err));
     mr_status st = MR_OK;
-    char path[160];
+    char path[160], group[64];
     for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
         mr_layer *l = &m->layers[i];
-        /* Keras names the group by class and a per-class counter, as our
-         * layers are named (model.c), whatever name the layer had */
-        snprintf(path, sizeof path, "%s/vars", l->name);
+        /* Keras names the group by class and a per-class counter, whatever
+         * name the layer had (archive_group) */
+        archive_group(m, i, group, sizeof group);
+        snprintf(path, sizeof path, "%s/vars", group);
         if (!mr_h5_exists(h, layers, path)) {
             if (l->n_weights > 0)
                 st = mr_error_set(err, MR_ERR_DATA,
@@ -639,8 +833,10 @@ mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
             break;
         }
         int ours = 0;
-        for (int i = 0; !ours && i < m->n_layers; i++)
-            ours = strcmp(name, m->layers[i].name) == 0;
+        for (int i = 0; !ours && i < m->n_layers; i++) {
+            archive_group(m, i, group, sizeof group);
+            ours = strcmp(name, group) == 0;
+        }
         snprintf(path, sizeof path, "%s/vars/0", name);
         if (!ours && mr_h5_exists(h, layers, path))
             st = mr_error_set(err, MR_ERR_DATA,

@@ -10,7 +10,13 @@
  * optimizer's iteration, learning rate and slots (Adam's momentum and
  * velocity, SGD's momentum: the same quantities Keras keeps). And the parts
  * of a .keras archive: config.json (module keys, build_config,
- * compile_config) and model.weights.h5 (/layers/<name>/vars/<i>).
+ * compile_config) and model.weights.h5 (/layers/<group>/vars/<i>).
+ * A graph (model.h: input =, [add]) is written as Keras writes a
+ * Functional, its layers in Keras's order (by depth, keras.c's
+ * keras_order), which files are also read in: each layer with its
+ * inbound node, the InputLayer in
+ * layer_names, weights at <layer>/<layer>/<weight>, optimizer slots
+ * without the model's name.
  * Weights are read back by layer order and checked against the model: the
  * number of layers with weights, each one's weights and shapes, and the
  * layer kinds where the file's names say them; every mismatch is named. */
@@ -43,8 +49,9 @@ const char *mr_keras_initializer_class(mr_initializer init);
 const char *mr_keras_activation(mr_activation a);
 const char *mr_keras_padding(mr_padding p);
 
-/* The model's Sequential config as JSON (malloc'd; NULL if out of memory).
- * lr is the learning rate recorded with the optimizer (archive form). */
+/* The model's Sequential config as JSON, a graph's Functional config
+ * (malloc'd; NULL if out of memory). lr is the learning rate recorded with
+ * the optimizer (archive form). */
 char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr);
 
 /* The legacy training_config JSON: loss, metrics, optimizer (malloc'd). */
@@ -76,7 +83,8 @@ mr_status mr_keras_load(const char *path, mr_model *m, int same_layers, int64_t 
 /* Reads a Keras 3 weights file (model.weights.h5 of a .keras archive, or
  * what model.save_weights("x.weights.h5") writes): /layers/<group>/vars/<i>,
  * one group per layer named by its class and a per-class counter ("dense",
- * "dense_1"), whatever the layer's own name. Every layer with weights must
+ * "dense_1", counting every layer of the class), whatever the layer's own
+ * name. Every layer with weights must
  * find its group with as many weights of its shapes, and no group with
  * weights may be left over. */
 mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err);

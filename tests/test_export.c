@@ -294,9 +294,11 @@ START_TEST(bad_input) {
 }
 END_TEST
 
-/* A residual model (issue 19) trains and checkpoints; its export is
- * refused with one line until the Keras Functional config is written. */
-START_TEST(graph_model_refused) {
+/* A residual model (issue 19) exports as Keras's Functional: config.json
+ * with its InputLayer, each layer's inbound node ([add]: two tensors) and
+ * the output layer; the weights file's groups named by class and counter
+ * (the conv2d named a is group conv2d), every weight the checkpoint's. */
+START_TEST(graph_model_exported) {
     need_checkpoint();
     free(tu_write_text(dir, "res.cfg",
                        "[net]\nbatch=8\nepochs=1\n[data]\ntrain_images=x.npy\n"
@@ -308,7 +310,57 @@ START_TEST(graph_model_refused) {
     int rc = run(train_exe, "--devices cpu:1 --quiet --save res.h5 res.cfg", &out);
     ck_assert_msg(rc == 0, "%s", out);
     free(out);
-    expect_bad("res.h5 bad.keras", "res.h5: the model is a graph (input =, [add])");
+    rc = run(export_exe, "res.h5 res.keras", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "res.keras: "), "exit %d: %s", rc, out);
+    free(out);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/res.keras", dir);
+    int zerr = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+    ck_assert_msg(za != NULL, "not a zip (libzip error %d)", zerr);
+    zip_uint64_t len;
+    char *config = read_entry(za, 1, &len);
+    const char *keys[] = {
+        "{\"module\": \"keras.src.models.functional\", \"class_name\": \"Functional\"",
+        "\"name\": \"input_layer\", \"inbound_nodes\": []}",
+        "\"name\": \"a\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", "
+        "\"config\": {\"shape\": [null, 8, 8, 1], \"dtype\": \"float32\", \"keras_history\": "
+        "[\"input_layer\", 0, 0]}}], \"kwargs\": {}}]}",
+        "\"name\": \"conv2d\", \"inbound_nodes\": [{\"args\": [{\"class_name\": "
+        "\"__keras_tensor__\", \"config\": {\"shape\": [null, 8, 8, 2], \"dtype\": \"float32\", "
+        "\"keras_history\": [\"a\", 0, 0]}}]",
+        "\"name\": \"add\", \"inbound_nodes\": [{\"args\": [[{\"class_name\": "
+        "\"__keras_tensor__\", \"config\": {\"shape\": [null, 8, 8, 2], \"dtype\": \"float32\", "
+        "\"keras_history\": [\"conv2d\", 0, 0]}}, {\"class_name\": \"__keras_tensor__\", "
+        "\"config\": {\"shape\": [null, 8, 8, 2], \"dtype\": \"float32\", \"keras_history\": "
+        "[\"a\", 0, 0]}}]], \"kwargs\": {}}]}",
+        "\"input_layers\": [\"input_layer\", 0, 0], \"output_layers\": [\"dense\", 0, 0]}, "
+        "\"registered_name\": \"Functional\""};
+    const char *p = config;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *at = strstr(p, keys[i]);
+        ck_assert_msg(at != NULL, "missing %s in %s", keys[i], config);
+        p = at + 1;
+    }
+    char *weights = read_entry(za, 2, &len);
+    free(tu_write_file(dir, "res.weights.h5", weights, len));
+    zip_close(za);
+    free(config), free(weights);
+    mr_h5 ck, ar;
+    mr_error err = {0};
+    snprintf(path, sizeof path, "%s/res.h5", dir);
+    ck_assert_msg(mr_h5_open(&ck, path, &err) == MR_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/res.weights.h5", dir);
+    ck_assert_msg(mr_h5_open(&ar, path, &err) == MR_OK, "%s", err.msg);
+    /* Keras's groups: class and counter, whatever the layer's name */
+    expect_same(&ck, ck.file, "model_weights/a/a/kernel", &ar, ar.file, "layers/conv2d/vars/0");
+    expect_same(&ck, ck.file, "model_weights/conv2d/conv2d/kernel", &ar, ar.file,
+                "layers/conv2d_1/vars/0");
+    expect_same(&ck, ck.file, "model_weights/dense/dense/bias", &ar, ar.file,
+                "layers/dense/vars/1");
+    ck_assert(mr_h5_exists(&ar, ar.file, "layers/input_layer/vars"));
+    mr_h5_close(&ck);
+    mr_h5_close(&ar);
 }
 END_TEST
 
@@ -320,7 +372,7 @@ int main(void) {
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, exports_keras_archive);
     tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, graph_model_refused);
+    tcase_add_test(tc, graph_model_exported);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

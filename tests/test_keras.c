@@ -1,7 +1,8 @@
 /* test_keras.c: the model in Keras's formats: the Sequential config (the
  * classes and keys Keras writes), the legacy .h5 layout written and read
  * back bit for bit (weights, BN state, optimizer slots), the archive's
- * weights file, and every mismatch between a file and a model named. */
+ * weights file, and every mismatch between a file and a model named; a
+ * residual graph as Keras's Functional, in both forms. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -605,6 +606,254 @@ START_TEST(preprocessing_config_as_keras_writes_it) {
 }
 END_TEST
 
+/* A residual graph as Keras 3.15 writes its Functional (the model a
+ * keras.Model(inp, out) of the same layers saves, checked against its
+ * config.json and model_config): conv2d -> conv2d_1 -> c3, add(c3, conv2d),
+ * global average pooling, dense. */
+static const char *residual_cfg =
+    "[net]\nbatch=4\noptimizer=adam\n[data]\ntrain_images=a\ntrain_labels=b\n"
+    "[input]\nshape=8,8,1\n"
+    "[conv2d]\nfilters=4\nsize=3\npadding=same\nactivation=relu\n"
+    "[conv2d]\nfilters=4\nsize=3\npadding=same\nactivation=relu\n"
+    "[conv2d]\nname=c3\nfilters=4\nsize=3\npadding=same\n"
+    "[add]\nfrom=-3\n[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n";
+
+static void build_residual(mr_config *cfg, mr_model *m) {
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(residual_cfg, "r.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(m, tu_cpu_backend(), cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(m->graph, 1);
+}
+
+START_TEST(functional_config_as_keras_writes_it) {
+    mr_config cfg;
+    mr_model m;
+    build_residual(&cfg, &m);
+    char *j = mr_keras_model_config(&m, MR_KERAS_LEGACY_H5, 0.001f);
+    ck_assert_ptr_nonnull(j);
+    /* in order: the model, its InputLayer, each layer with its one node */
+    const char *keys[] = {
+        "{\"class_name\": \"Functional\", \"config\": {\"name\": \"functional\", \"trainable\": "
+        "true, \"layers\": [{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": "
+        "[null, 8, 8, 1], \"dtype\": \"float32\", \"sparse\": false, \"ragged\": false, "
+        "\"name\": \"input_layer\", \"optional\": false}, \"name\": \"input_layer\", "
+        "\"inbound_nodes\": []}, {\"class_name\": \"Conv2D\", \"config\": {\"name\": \"conv2d\"",
+        "\"bias_constraint\": null}, \"name\": \"conv2d\", \"inbound_nodes\": [{\"args\": "
+        "[{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 8, 8, 1], "
+        "\"dtype\": \"float32\", \"keras_history\": [\"input_layer\", 0, 0]}}], \"kwargs\": {}}]}",
+        "\"name\": \"conv2d_1\", \"inbound_nodes\": [{\"args\": [{\"class_name\": "
+        "\"__keras_tensor__\", \"config\": {\"shape\": [null, 8, 8, 4], \"dtype\": \"float32\", "
+        "\"keras_history\": [\"conv2d\", 0, 0]}}]",
+        "{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c3\"",
+        "\"keras_history\": [\"conv2d_1\", 0, 0]",
+        /* [add]: one node whose args are a list of its two tensors */
+        "{\"class_name\": \"Add\", \"config\": {\"name\": \"add\", \"trainable\": true, \"dtype\": "
+        "{\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": {\"name\": "
+        "\"float32\"}, \"registered_name\": null}}, \"name\": \"add\", \"inbound_nodes\": "
+        "[{\"args\": [[{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 8, "
+        "8, 4], \"dtype\": \"float32\", \"keras_history\": [\"c3\", 0, 0]}}, {\"class_name\": "
+        "\"__keras_tensor__\", \"config\": {\"shape\": [null, 8, 8, 4], \"dtype\": \"float32\", "
+        "\"keras_history\": [\"conv2d\", 0, 0]}}]], \"kwargs\": {}}]}",
+        "\"keras_history\": [\"add\", 0, 0]",
+        "\"shape\": [null, 4], \"dtype\": \"float32\", \"keras_history\": "
+        "[\"global_average_pooling2d\", 0, 0]",
+        "], \"input_layers\": [\"input_layer\", 0, 0], \"output_layers\": [\"dense\", 0, 0]}}"};
+    const char *p = j;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *at = strstr(p, keys[i]);
+        ck_assert_msg(at != NULL, "no %s after %.60s in %s", keys[i], p, j);
+        p = at + 1;
+    }
+    ck_assert_ptr_null(strstr(j, "Sequential"));
+    ck_assert_ptr_null(strstr(j, "build_input_shape"));
+    free(j);
+    /* the archive: module keys, build configs ([add]'s two shapes), the
+     * model's registered name and compile config */
+    j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+    const char *akeys[] = {
+        "{\"module\": \"keras.src.models.functional\", \"class_name\": \"Functional\"",
+        "\"module\": \"keras.layers\", \"class_name\": \"InputLayer\"",
+        "\"name\": \"input_layer\", \"optional\": false}, \"registered_name\": null, \"name\": "
+        "\"input_layer\", \"inbound_nodes\": []}",
+        "\"registered_name\": null, \"build_config\": {\"input_shape\": [null, 8, 8, 4]}, "
+        "\"name\": \"c3\", \"inbound_nodes\": ",
+        "\"registered_name\": null, \"build_config\": {\"input_shape\": [[null, 8, 8, 4], [null, "
+        "8, 8, 4]]}, \"name\": \"add\", \"inbound_nodes\": [{\"args\": [[",
+        "\"registered_name\": null, \"name\": \"global_average_pooling2d\", \"inbound_nodes\"",
+        "\"output_layers\": [\"dense\", 0, 0]}, \"registered_name\": \"Functional\", "
+        "\"build_config\": {\"input_shape\": null}, \"compile_config\": {\"optimizer\": "
+        "{\"module\": \"keras.optimizers\", \"class_name\": \"Adam\""};
+    p = j;
+    for (size_t i = 0; i < sizeof akeys / sizeof akeys[0]; i++) {
+        const char *at = strstr(p, akeys[i]);
+        ck_assert_msg(at != NULL, "no %s in %s", akeys[i], j);
+        p = at + 1;
+    }
+    free(j);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* The graph's files as Keras writes a Functional's: the .h5 lists its
+ * InputLayer, weights at <layer>/<layer>/<weight>, optimizer slots without
+ * the model's name; the weights file's groups are named by class and
+ * counter (c3, the third Conv2D, is conv2d_2) and hold the InputLayer's.
+ * Both read back bitwise. */
+START_TEST(functional_files_round_trip) {
+    mr_config cfg, cfg_b;
+    mr_model a, b;
+    build_residual(&cfg, &a);
+    build_residual(&cfg_b, &b);
+    randomise(&a, 6);
+    const char *p = dir_path("f.h5");
+    write_h5(p, &a);
+    mr_h5 h;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    char **names;
+    int n;
+    hid_t g;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "model_weights", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, g, "layer_names", &names, &n, &err), MR_OK);
+    ck_assert_int_eq(n, a.n_layers + 1);
+    ck_assert_str_eq(names[0], "input_layer");
+    ck_assert_str_eq(names[3], "c3");
+    mr_h5_free_strs(names, n);
+    H5Gclose(g);
+    ck_assert(mr_h5_exists(&h, h.file, "model_weights/input_layer"));
+    ck_assert(mr_h5_exists(&h, h.file, "model_weights/c3/c3/kernel"));
+    ck_assert(mr_h5_exists(&h, h.file, "optimizer_weights/adam/c3_kernel_momentum"));
+    ck_assert(mr_h5_exists(&h, h.file, "optimizer_weights/adam/dense_bias_velocity"));
+    ck_assert_msg(mr_keras_read_weights(&h, &b, 1, &err) == MR_OK, "%s", err.msg);
+    int64_t step = 0;
+    ck_assert_msg(mr_keras_read_optimizer(&h, &b, &step, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(step, 77);
+    mr_h5_close(&h);
+    ck_assert_mem_eq(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params);
+    for (int s = 0; s < 2; s++)
+        ck_assert_mem_eq(host(a.slots[s]), host(b.slots[s]), sizeof(float) * (size_t)a.n_params);
+
+    mr_model_free(&b);
+    mr_config_free(&cfg_b);
+    build_residual(&cfg_b, &b);
+    p = dir_path("f.weights.h5");
+    write_archive_weights(p, &a);
+    ck_assert_int_eq(mr_h5_open(&h, p, &err), MR_OK);
+    char *name;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "layers/conv2d_2/vars", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_attr_str(&h, g, "name", &name, &err), MR_OK);
+    ck_assert_str_eq(name, "c3");
+    free(name);
+    H5Gclose(g);
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "vars", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_attr_str(&h, g, "name", &name, &err), MR_OK);
+    ck_assert_str_eq(name, "functional");
+    free(name);
+    H5Gclose(g);
+    ck_assert(mr_h5_exists(&h, h.file, "layers/input_layer/vars"));
+    ck_assert(!mr_h5_exists(&h, h.file, "layers/c3"));
+    ck_assert_msg(mr_keras_read_archive_weights(&h, &b, &err) == MR_OK, "%s", err.msg);
+    mr_h5_close(&h);
+    ck_assert_mem_eq(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params);
+    mr_model_free(&a);
+    mr_model_free(&b);
+    mr_config_free(&cfg);
+    mr_config_free(&cfg_b);
+}
+END_TEST
+
+/* Keras orders a Functional's layers by depth (keras.c, keras_order): the
+ * shortcut's convolution proj (proj -> batch_normalization -> add) has the
+ * depth of the block's second one (conv2d -> main -> add) and the walk from
+ * the output reaches it first ([add]'s input is the shortcut), so Keras
+ * has a, proj, conv2d, batch_normalization, main where the file has a,
+ * conv2d, main, proj, batch_normalization. The config's layers, the .h5's
+ * layer_names and the optimizer's variables follow Keras's order (as
+ * Keras 3.15.1 builds this model, and loads fashion_resnet20.cfg's files),
+ * and the files read back bitwise. */
+START_TEST(functional_layers_in_keras_order) {
+    const char *text =
+        "[net]\nbatch=4\noptimizer=adam\n[data]\ntrain_images=a\ntrain_labels=b\n"
+        "[input]\nshape=8,8,1\n[conv2d]\nname=a\nfilters=2\nsize=3\npadding=same\n"
+        "[conv2d]\nfilters=2\nsize=3\npadding=same\nuse_bias=0\n[batchnorm]\nname=main\n"
+        "[conv2d]\ninput=a\nname=proj\nfilters=2\nsize=1\nuse_bias=0\n[batchnorm]\n"
+        "[add]\nfrom=main\n[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n";
+    mr_config cfg, cfg_b;
+    mr_model a, b;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "p.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_config_parse(text, "p.cfg", NULL, &cfg_b, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_init(&a, tu_cpu_backend(), &cfg, 4, 0, &err), MR_OK);
+    ck_assert_int_eq(mr_model_init(&b, tu_cpu_backend(), &cfg_b, 4, 0, &err), MR_OK);
+    randomise(&a, 8);
+    char *j = mr_keras_model_config(&a, MR_KERAS_LEGACY_H5, 0.001f);
+    const char *in_order[] = {"\"name\": \"input_layer\", \"inbound_nodes\"",
+                              "\"name\": \"a\", \"inbound_nodes\"",
+                              "\"name\": \"proj\", \"inbound_nodes\"",
+                              "\"name\": \"conv2d\", \"inbound_nodes\"",
+                              "\"name\": \"batch_normalization\", \"inbound_nodes\"",
+                              "\"name\": \"main\", \"inbound_nodes\"",
+                              "\"name\": \"add\", \"inbound_nodes\"",
+                              "\"name\": \"dense\", \"inbound_nodes\""};
+    const char *p = j;
+    for (size_t i = 0; i < sizeof in_order / sizeof in_order[0]; i++) {
+        p = strstr(p, in_order[i]);
+        ck_assert_msg(p != NULL, "%s missing or out of Keras's order", in_order[i]);
+    }
+    free(j);
+    const char *path = dir_path("order.h5");
+    write_h5(path, &a);
+    mr_h5 h;
+    ck_assert_int_eq(mr_h5_open(&h, path, &err), MR_OK);
+    char **names;
+    int n;
+    hid_t g;
+    ck_assert_int_eq(mr_h5_open_group(&h, h.file, "model_weights", &g, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_read_attr_strs(&h, g, "layer_names", &names, &n, &err), MR_OK);
+    ck_assert_int_eq(n, 9);
+    const char *want[] = {"input_layer",
+                          "a",
+                          "proj",
+                          "conv2d",
+                          "batch_normalization",
+                          "main",
+                          "add",
+                          "global_average_pooling2d",
+                          "dense"};
+    for (int i = 0; i < 9; i++)
+        ck_assert_str_eq(names[i], want[i]);
+    mr_h5_free_strs(names, n);
+    H5Gclose(g);
+    ck_assert_msg(mr_keras_read_weights(&h, &b, 1, &err) == MR_OK, "%s", err.msg);
+    mr_h5_close(&h);
+    ck_assert_mem_eq(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params);
+    ck_assert_mem_eq(host(a.state), host(b.state), sizeof(float) * (size_t)a.n_state);
+    /* the weights file: the optimizer's variables in Keras's order (0, 1:
+     * iteration and rate; then momentum and velocity of a's kernel and
+     * bias, proj's kernel (1, 1, 2, 2) at 6, conv2d's (3, 3, 2, 2) at 8) */
+    path = dir_path("order.weights.h5");
+    write_archive_weights(path, &a);
+    ck_assert_int_eq(mr_h5_open(&h, path, &err), MR_OK);
+    int rank;
+    int64_t dims[MR_H5_MAX_DIMS];
+    ck_assert_int_eq(mr_h5_shape(&h, h.file, "optimizer/vars/6", &rank, dims, &err), MR_OK);
+    ck_assert_msg(rank == 4 && dims[0] == 1 && dims[1] == 1, "optimizer/vars/6: rank %d (%d, ...)",
+                  rank, (int)dims[0]);
+    ck_assert_int_eq(mr_h5_shape(&h, h.file, "optimizer/vars/8", &rank, dims, &err), MR_OK);
+    ck_assert_msg(rank == 4 && dims[0] == 3, "optimizer/vars/8: rank %d (%d, ...)", rank,
+                  (int)dims[0]);
+    memset(host(b.params), 0, sizeof(float) * (size_t)b.n_params);
+    ck_assert_msg(mr_keras_read_archive_weights(&h, &b, &err) == MR_OK, "%s", err.msg);
+    mr_h5_close(&h);
+    ck_assert_mem_eq(host(a.params), host(b.params), sizeof(float) * (size_t)a.n_params);
+    mr_model_free(&a);
+    mr_model_free(&b);
+    mr_config_free(&cfg);
+    mr_config_free(&cfg_b);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras");
     TCase *tc = tcase_create("keras");
@@ -618,6 +867,9 @@ int main(void) {
     tcase_add_test(tc, archive_weights_layout);
     tcase_add_test(tc, archive_weights_read_back);
     tcase_add_test(tc, layernorm_as_keras_writes_it);
+    tcase_add_test(tc, functional_config_as_keras_writes_it);
+    tcase_add_test(tc, functional_files_round_trip);
+    tcase_add_test(tc, functional_layers_in_keras_order);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
