@@ -695,6 +695,39 @@ START_TEST(functional_config_as_keras_writes_it) {
 }
 END_TEST
 
+/* [concatenate] as Keras 3.15 writes Concatenate() in a Functional (its
+ * config.json of keras.Model(i, Dense(2)(Flatten()(Concatenate()([
+ * Conv2D(3, 3, padding="same")(i), i])))): axis -1, both input shapes in
+ * the build config, one node whose args list its input, then its from. */
+START_TEST(concatenate_as_keras_writes_it) {
+    const char *text = "[net]\nbatch=4\n[data]\ntrain_images=a\ntrain_labels=b\n"
+                       "[input]\nshape=4,4,2\nname=img\n[conv2d]\nfilters=3\nsize=3\n"
+                       "padding=same\n[concatenate]\nfrom=img\n[flatten]\n[dense]\nunits=2\n"
+                       "activation=softmax\n";
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "c.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
+    char *j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+    ck_assert_ptr_nonnull(j);
+    const char *want =
+        "\"class_name\": \"Concatenate\", \"config\": {\"name\": \"concatenate\", \"trainable\": "
+        "true, \"dtype\": {\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": "
+        "{\"name\": \"float32\"}, \"registered_name\": null}, \"axis\": -1}, \"registered_name\": "
+        "null, \"build_config\": {\"input_shape\": [[null, 4, 4, 3], [null, 4, 4, 2]]}, \"name\": "
+        "\"concatenate\", \"inbound_nodes\": [{\"args\": [[{\"class_name\": \"__keras_tensor__\", "
+        "\"config\": {\"shape\": [null, 4, 4, 3], \"dtype\": \"float32\", \"keras_history\": "
+        "[\"conv2d\", 0, 0]}}, {\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": "
+        "[null, 4, 4, 2], \"dtype\": \"float32\", \"keras_history\": [\"img\", 0, 0]}}]], "
+        "\"kwargs\": {}}]}";
+    ck_assert_msg(strstr(j, want) != NULL, "no %s in %s", want, j);
+    free(j);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* The graph's files as Keras writes a Functional's: the .h5 lists its
  * InputLayer, weights at <layer>/<layer>/<weight>, optimizer slots without
  * the model's name; the weights file's groups are named by class and
@@ -870,6 +903,7 @@ int main(void) {
     tcase_add_test(tc, functional_config_as_keras_writes_it);
     tcase_add_test(tc, functional_files_round_trip);
     tcase_add_test(tc, functional_layers_in_keras_order);
+    tcase_add_test(tc, concatenate_as_keras_writes_it);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
