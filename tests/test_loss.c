@@ -604,6 +604,37 @@ START_TEST(test_bce_multi_by_hand) {
 }
 END_TEST
 
+/* The loss kernel (mr_loss_compute on the CPU) with labels (batch, k) multi-hot, k = 3: the
+ * rows of test_bce_multi_by_hand, so the sum is Keras's 0.37777898 + 0.8831975, dy
+ * (sigmoid(z) - t) / k / norm per output, correct the 5 matched outputs of 6 (an accuracy of
+ * 5 / (2 x 3)); and by finite differences through the kernel (fd_error) for logits and
+ * probabilities. */
+START_TEST(test_bce_multi_kernel) {
+    const float z[6] = {2.0f, -1.0f, 0.0f, 0.5f, 3.0f, -2.0f};
+    const int32_t t[6] = {1, 0, 0, 1, 1, 1};
+    float dy[6];
+    double sum = 0.0;
+    int64_t correct = 0;
+    loss_smoothed(MR_LOSS_BINARY_CROSSENTROPY, 1, 0.0f, z, t, 2, 3, 4.0f, dy, &sum, &correct);
+    ck_assert_msg(fabs(sum - (0.37777898 + 0.8831975)) < 1e-6, "loss sum %.9g", sum);
+    ck_assert_int_eq(correct, 5);
+    for (int i = 0; i < 6; i++) {
+        const double g = (1.0 / (1.0 + exp(-(double)z[i])) - t[i]) / 3.0 / 4.0;
+        ck_assert_msg(fabs(dy[i] - g) < 1e-7, "dy[%d] = %.9g, want %.9g", i, dy[i], g);
+    }
+    float out[B * 3], probs[B * 3];
+    int32_t lab[B * 3];
+    mr_rng_uniform(7, MR_RNG_STREAM_INIT, 0, 3, -3.0f, 3.0f, out, B * 3);
+    mr_rng_uniform(7, MR_RNG_STREAM_INIT, 1, 3, 0.1f, 0.9f, probs, B * 3);
+    for (int i = 0; i < B * 3; i++)
+        lab[i] = (i * 5) % 3 != 1;
+    double e = fd_error(MR_LOSS_BINARY_CROSSENTROPY, 1, out, lab, B, 3, (float)B, 1e-2f);
+    ck_assert_msg(e < 1e-3, "logits: gradient error %g", e);
+    e = fd_error(MR_LOSS_BINARY_CROSSENTROPY, 0, probs, lab, B, 3, (float)B, 5e-4f);
+    ck_assert_msg(e < 1e-3, "probabilities: gradient error %g", e);
+}
+END_TEST
+
 /* Gradients by finite differences, k = 3, B rows of multi-hot targets: the scalar is
  * sum over rows of mr_bce_multi_row / B, differenced in double; logits in [-3, 3) with
  * h = 1e-2 and probabilities in [0.1, 0.9) with h = 5e-4 as test_fd_bce, plain and smoothed.
@@ -710,6 +741,7 @@ static Suite *loss_suite(void) {
     tcase_add_test(tc, test_bce_probabilities_by_hand);
     tcase_add_test(tc, test_bce_class_weight_by_hand);
     tcase_add_test(tc, test_bce_multi_by_hand);
+    tcase_add_test(tc, test_bce_multi_kernel);
     suite_add_tcase(s, tc);
     return s;
 }
