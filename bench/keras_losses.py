@@ -14,7 +14,9 @@ shows as a relative difference of 1e-2 or more; float32 rounding in two
 libraries leaves about 1e-5. The binary_crossentropy cases (one sigmoid
 output, or a linear one with from_logits, labels 0 and 1) catch a wrong
 target smoothing, a clipped probability where Keras takes the logit, or
-another accuracy threshold the same way. The same run with 2 replicas at half the batch
+another accuracy threshold the same way; the multi-label ones (ml_: 3 sigmoid
+outputs on multi-hot labels (n, 3)) a sum over the outputs where Keras takes
+the mean, or an accuracy over examples where Keras counts every output. The same run with 2 replicas at half the batch
 must give the same figures (our contract: R x B == 1 x RB). An interop
 check, not a test of the suite: it needs TensorFlow/Keras in a venv.
 
@@ -51,11 +53,24 @@ CASES = [
     ("bce_smoothing_logits", "optimizer = sgd\nlearning_rate = 0.05\nmomentum = 0.9\n"
      "loss = binary_crossentropy\nfrom_logits = 1\nlabel_smoothing = 0.1\n",
      "binary_crossentropy_logits_0.1", None, "linear", 2),
+    # multi-label ("ml_"): 3 sigmoid outputs on multi-hot labels (n, 3) made from the 4 classes
+    ("ml_bce_adam", "optimizer = adam\nlearning_rate = 0.003\nloss = binary_crossentropy\n",
+     "binary_crossentropy", None, "sigmoid", 4),
+    ("ml_bce_smoothing_logits", "optimizer = sgd\nlearning_rate = 0.05\nmomentum = 0.9\n"
+     "loss = binary_crossentropy\nfrom_logits = 1\nlabel_smoothing = 0.1\n",
+     "binary_crossentropy_logits_0.1", None, "linear", 4),
 ]
 
 
-def units(loss, classes):
-    """binary_crossentropy: one output for two classes."""
+def multi_hot(y):
+    """Multi-label targets (n, 3) of class c: (c & 1, c >> 1, c == 3), any number of 1s."""
+    return np.stack([y & 1, y >> 1, y == 3], axis=1).astype(np.float32)
+
+
+def units(loss, classes, name=""):
+    """binary_crossentropy: one output for two classes; multi-label: 3 sigmoid outputs."""
+    if name.startswith("ml_"):
+        return 3
     return 1 if loss.startswith("binary") else classes
 
 
@@ -90,6 +105,8 @@ def metrics(last):
     import keras
     if last == "linear":
         return [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)]
+    if last == "sigmoid":  # one output or several (multi-label: over all n x k outputs)
+        return [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.5)]
     return ["accuracy"]
 
 
@@ -132,9 +149,9 @@ def main():
             x = (rng.random((N, 8, 8)) * 140 + (np.arange(64).reshape(8, 8) % classes
                                              == y[:, None, None]) * 80).astype(np.uint8)
             np.save(os.path.join(tmp, "x.npy"), x)
-            np.save(os.path.join(tmp, "y.npy"), y)
+            np.save(os.path.join(tmp, "y.npy"), multi_hot(y) if name.startswith("ml_") else y)
             xf = (x.astype(np.float32) * np.float32(1 / 255)).reshape(N, 8, 8, 1)
-            n_out = units(loss, classes)
+            n_out = units(loss, classes, name)
             init = os.path.join(tmp, name + "_init.h5")
             keras_model(last, n_out).save(init)
             runs = []
@@ -154,9 +171,11 @@ def main():
                                      keras.optimizers.Adam(0.003) if "adam" in name else
                                      keras.optimizers.SGD(0.05, momentum=0.9 if "momentum" in net
                                                           else 0.0)),
-                          loss=keras_loss(loss), metrics=metrics(last) if n_out == 1 else
-                          ["accuracy"])
-            if loss == "sparse_categorical_crossentropy":
+                          loss=keras_loss(loss), metrics=metrics(last) if
+                          n_out == 1 or name.startswith("ml_") else ["accuracy"])
+            if name.startswith("ml_"):
+                labels = multi_hot(y)  # (n, 3)
+            elif loss == "sparse_categorical_crossentropy":
                 labels = y.astype(np.int64)
             elif n_out == 1:
                 labels = y.astype(np.float32).reshape(N, 1)  # (n, 1): the sigmoid's shape

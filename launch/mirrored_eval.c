@@ -23,7 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/backends.h"
 #include "models/keras.h"
+#include "models/model.h"
 #include "runtime/array.h"
 #include "runtime/image_folder.h"
 #include "strategies/checkpoint.h"
@@ -269,12 +271,35 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
     return MR_OK;
 }
 
+/* Labels per example of the .cfg's model (mr_model_label_width: k for multi-label
+ * binary_crossentropy), from its shapes on a CPU context: multi-hot labels are read as they are,
+ * so their width is needed before the data. */
+static mr_status label_width_of(const mr_config *cfg, int *width, mr_error *err) {
+    mr_model probe;
+    mr_backend *be;
+    MR_CHECK(mr_backend_create(mr_backend_kind_cpu(), 0, &be, err));
+    mr_status st = mr_model_init(&probe, be, cfg, 1, 0, err);
+    if (st == MR_OK) {
+        *width = mr_model_label_width(&probe);
+        mr_model_free(&probe);
+    }
+    mr_backend_destroy(be);
+    return st;
+}
+
+/* conf NULL: multi-label, k sigmoid outputs, whose labels are no classes to tabulate */
 static void print_report(double loss, double acc, int top_k, double top_k_acc, const double *conf,
                          int k, int quiet, int per_class_only) {
     printf("Test loss: %.4f - test accuracy: %.4f", loss, acc);
     if (top_k > 0) printf(" - test_sparse_top_k_categorical_accuracy: %.4f", top_k_acc);
     printf("\n");
     if (quiet) return;
+    if (conf == NULL) {
+        printf("multi-label: the accuracy is binary accuracy over the %d outputs of every "
+               "example; no per-class table or confusion matrix\n",
+               k);
+        return;
+    }
     printf("\nclass  examples  accuracy\n");
     for (int c = 0; c < k; c++) {
         double count = 0.0;
@@ -373,8 +398,14 @@ int main(int argc, char **argv) {
         cfg.net.accumulate = 1;
         opts.seed = (uint64_t)cfg.net.seed;
         const mr_layer_cfg *in = &cfg.layers[0];
-        st = mr_dataset_load_input(&ds, images, labels[0] ? labels : NULL, in->shape_rank,
-                                   in->shape, &err);
+        /* multi-label binary_crossentropy reads multi-hot rows (n, k) as they are */
+        int width = 1;
+        st = label_width_of(&cfg, &width, &err);
+        if (st == MR_OK && width > 1)
+            st = mr_dataset_load_multi_hot(&ds, images, labels[0] ? labels : NULL, width, &err);
+        else if (st == MR_OK)
+            st = mr_dataset_load_input(&ds, images, labels[0] ? labels : NULL, in->shape_rank,
+                                       in->shape, &err);
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     if (lead && !c.quiet && ds.note[0]) fprintf(stderr, "%s: note: %s\n", prog, ds.note);
@@ -411,14 +442,17 @@ int main(int argc, char **argv) {
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     if (mr_strategy_sync_model(s, &err) != MR_OK) goto alone_failure;
+    const int multi = mr_model_label_width(m) > 1; /* multi-hot labels: no confusion matrix */
     conf = calloc((size_t)k * (size_t)k, sizeof(double));
     if (conf == NULL) {
         mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
         goto alone_failure;
     }
     if (c.predict && open_predictions(&pred, c.predict, ds.n, k, &err) != MR_OK) goto alone_failure;
-    mr_eval_detail detail = {
-        .classes = k, .confusion = conf, .on_probs = c.predict ? write_probs : NULL, .user = &pred};
+    mr_eval_detail detail = {.classes = k,
+                             .confusion = multi ? NULL : conf,
+                             .on_probs = c.predict ? write_probs : NULL,
+                             .user = &pred};
     double loss, acc;
     if (mr_strategy_evaluate_detail(s, &ds, 0, ds.n, &loss, &acc, &detail, &err) != MR_OK)
         goto alone_failure;
@@ -439,10 +473,11 @@ int main(int argc, char **argv) {
         if (!c.quiet)
             printf("%s: %lld examples of %s, %d replica%s\n", c.checkpoint, (long long)ds.n, images,
                    mr_strategy_plan(s)->replicas, mr_strategy_plan(s)->replicas > 1 ? "s" : "");
-        print_report(loss, acc, cfg.net.top_k, detail.top_k_accuracy, conf, k, c.quiet,
-                     c.per_class);
+        print_report(loss, acc, cfg.net.top_k, detail.top_k_accuracy, multi ? NULL : conf, k,
+                     c.quiet, c.per_class);
+        /* multi-label: per_class and confusion are empty lists */
         if (c.json && write_json(c.json, loss, acc, cfg.net.top_k, detail.top_k_accuracy, ds.n,
-                                 conf, k, &err) != MR_OK)
+                                 conf, multi ? 0 : k, &err) != MR_OK)
             goto alone_failure;
     }
     goto done;

@@ -116,7 +116,7 @@ static int report_stop(int lead, const mr_train_options *c, const mr_ckpt_run *r
  * one process. */
 static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_device_env *env,
                          mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
-                         int *classes, mr_error *err) {
+                         int *classes, int *label_width, mr_error *err) {
     MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
     if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
     if (c->seed >= 0) cfg->net.seed = c->seed;
@@ -157,6 +157,7 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
     if (st == MR_OK) {
         *in_size = probe.in_size;
         *classes = mr_model_classes(&probe);
+        *label_width = mr_model_label_width(&probe);
         mr_model_free(&probe);
     }
     mr_backend_destroy(be);
@@ -189,9 +190,17 @@ static mr_status need_labels(const mr_config *cfg, const char *set, const char *
                         cfg->path, set, set, images);
 }
 
+/* One set's images and labels: class ids, or multi-hot rows (n, label_width) for multi-label
+ * binary_crossentropy. */
+static mr_status load_set(mr_dataset *ds, const char *images, const char *labels, int rank,
+                          const int *shape, int label_width, mr_error *err) {
+    return label_width > 1 ? mr_dataset_load_multi_hot(ds, images, labels, label_width, err)
+                           : mr_dataset_load_input(ds, images, labels, rank, shape, err);
+}
+
 /* Stage 2, on every process: the data, checked against the model. */
-static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, mr_dataset *train,
-                           mr_dataset *test, int64_t *n_train, mr_error *err) {
+static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, int label_width,
+                           mr_dataset *train, mr_dataset *test, int64_t *n_train, mr_error *err) {
     const mr_data_cfg *d = &cfg->data;
     /* an images path may be a folder of class folders, read at the [input]
      * shape; its labels are its subfolders, and the class check names it */
@@ -199,12 +208,12 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
     MR_CHECK(need_labels(cfg, "train", d->train_images, d->train_labels, err));
     MR_CHECK(need_labels(cfg, "val", d->val_images, d->val_labels, err));
     MR_CHECK(need_labels(cfg, "test", d->test_images, d->test_labels, err));
-    MR_CHECK(mr_dataset_load_input(train, d->train_images, d->train_labels, rank, shape, err));
+    MR_CHECK(load_set(train, d->train_images, d->train_labels, rank, shape, label_width, err));
     MR_CHECK(mr_dataset_check_row(train, in_size, d->train_images, err));
     MR_CHECK(mr_dataset_check_labels(train, classes, labels_name(d->train_labels, d->train_images),
                                      err));
     if (d->test_images[0] != '\0') {
-        MR_CHECK(mr_dataset_load_input(test, d->test_images, d->test_labels, rank, shape, err));
+        MR_CHECK(load_set(test, d->test_images, d->test_labels, rank, shape, label_width, err));
         MR_CHECK(mr_dataset_check_row(test, in_size, d->test_images, err));
         MR_CHECK(mr_dataset_check_labels(test, classes, labels_name(d->test_labels, d->test_images),
                                          err));
@@ -213,7 +222,7 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
         /* Keras's validation_data: the validation rows follow the training
          * rows, and the fit validates on that range */
         mr_dataset val;
-        MR_CHECK(mr_dataset_load_input(&val, d->val_images, d->val_labels, rank, shape, err));
+        MR_CHECK(load_set(&val, d->val_images, d->val_labels, rank, shape, label_width, err));
         mr_status st = mr_dataset_check_row(&val, in_size, d->val_images, err);
         if (st == MR_OK)
             st = mr_dataset_check_labels(&val, classes, labels_name(d->val_labels, d->val_images),
@@ -251,9 +260,14 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, m
  * the same on every process (keyed by the seed); the [data] files are not
  * read, and there is no test set. validation_split, scale and standardize
  * apply as to files. */
-static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, mr_dataset *train,
-                                int64_t *n_train, mr_error *err) {
+static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, int label_width,
+                                mr_dataset *train, int64_t *n_train, mr_error *err) {
     const mr_layer_cfg *in = &cfg->layers[0];
+    if (label_width > 1)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "%s: --synthetic makes class ids, not the multi-hot labels of "
+                            "multi-label binary_crossentropy: give [data] files",
+                            cfg->path);
     MR_CHECK(mr_dataset_synthetic(train, n, in->shape_rank, in->shape, classes,
                                   (uint64_t)cfg->net.seed, err));
     train->scale = cfg->data.scale;
@@ -333,7 +347,7 @@ int main(int argc, char **argv) {
     mr_device_set *sets = NULL; /* every process's devices (check_same_job) */
     double *test_conf = NULL;   /* [net] per_class: the test set's confusion matrix */
     int64_t in_size = 0, n_train = 0;
-    int classes = 0;
+    int classes = 0, label_width = 1;
     /* what this process may use: its cores, and how its node's processes
      * share the GPUs they see (a collective, so on every process, before
      * prepare; a conflict there fails prepare only if GPUs are asked for) */
@@ -343,7 +357,8 @@ int main(int argc, char **argv) {
     mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &err);
     if (st == MR_OK) st = env_st;
     /* stages that may fail on one process alone end with an agreement */
-    if (st == MR_OK) st = prepare(&c, &job, &env, &cfg, &opts, &fault, &in_size, &classes, &err);
+    if (st == MR_OK)
+        st = prepare(&c, &job, &env, &cfg, &opts, &fault, &in_size, &classes, &label_width, &err);
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
     sets = calloc((size_t)job.size, sizeof *sets);
     if (sets == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
@@ -393,8 +408,9 @@ int main(int argc, char **argv) {
             st = mr_cli_check_writable("--checkpoint-on-signal", stop_path, &err);
     }
     if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    st = c.synthetic > 0 ? synthetic_data(&cfg, c.synthetic, classes, &train, &n_train, &err)
-                         : load_data(&cfg, in_size, classes, &train, &test, &n_train, &err);
+    st = c.synthetic > 0
+             ? synthetic_data(&cfg, c.synthetic, classes, label_width, &train, &n_train, &err)
+             : load_data(&cfg, in_size, classes, label_width, &train, &test, &n_train, &err);
     /* a resumed run preprocesses with the statistics it trained with */
     if (st == MR_OK && resuming) st = mr_ckpt_apply_preprocessing(&ck, &train, &err);
     if (st == MR_OK && resuming && test.n) st = mr_ckpt_apply_preprocessing(&ck, &test, &err);

@@ -30,10 +30,12 @@ mr_status mr_train_write_data(const char *path, const mr_config *cfg, const mr_d
         const mr_dataset *ds = sets[k].ds;
         const int64_t n = sets[k].count, begin = sets[k].begin;
         if (n == 0) continue;
+        /* labels (n) class ids, or (n, k) multi-hot rows */
+        const int64_t lw = ds->label_width > 1 ? ds->label_width : 1;
         float *x = malloc(sizeof(float) * (size_t)(n * ds->row));
-        int32_t *y = malloc(sizeof(int32_t) * (size_t)n);
+        int32_t *y = malloc(sizeof(int32_t) * (size_t)(n * lw));
         int64_t *rows = malloc(sizeof(int64_t) * (size_t)n), *labels = NULL;
-        if (x && y && rows) labels = malloc(sizeof(int64_t) * (size_t)n);
+        if (x && y && rows) labels = malloc(sizeof(int64_t) * (size_t)(n * lw));
         if (labels == NULL) {
             st = mr_error_set(err, MR_ERR_NOMEM, "--write-data: out of memory");
         } else {
@@ -41,15 +43,17 @@ mr_status mr_train_write_data(const char *path, const mr_config *cfg, const mr_d
                 rows[i] = begin + i;
             for (int64_t i = 0; i < n; i += 1 << 20) /* fill takes an int count */
                 mr_dataset_fill(ds, rows + i, (int)(n - i < (1 << 20) ? n - i : 1 << 20), NULL,
-                                x + i * ds->row, y + i);
-            for (int64_t i = 0; i < n; i++)
+                                x + i * ds->row, y + i * lw);
+            for (int64_t i = 0; i < n * lw; i++)
                 labels[i] = y[i];
             int64_t dims[4] = {n, in->shape[0], in->shape[1], in->shape[2]};
             char name[32];
             snprintf(name, sizeof name, "%s_images", sets[k].name);
             st = mr_h5_write(&h, h.file, name, MR_H5_F32, 1 + in->shape_rank, dims, x, err);
             snprintf(name, sizeof name, "%s_labels", sets[k].name);
-            if (st == MR_OK) st = mr_h5_write(&h, h.file, name, MR_H5_I64, 1, &n, labels, err);
+            const int64_t ldims[2] = {n, lw};
+            if (st == MR_OK)
+                st = mr_h5_write(&h, h.file, name, MR_H5_I64, lw > 1 ? 2 : 1, ldims, labels, err);
         }
         free(x), free(y), free(rows), free(labels);
     }

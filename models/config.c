@@ -116,7 +116,8 @@ static const key_def keys[] = {
     {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
      0,
      "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels), mse or "
-     "binary_crossentropy (one sigmoid output, labels 0 and 1)"},
+     "binary_crossentropy (one sigmoid output, labels 0 and 1; or k sigmoid outputs, "
+     "multi-hot labels (n, k))"},
     {"net", "from_logits", KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
      "cross-entropy: the last layer outputs logits, not probabilities (Keras from_logits); "
      "needed with a linear last layer, refused with a softmax one"},

@@ -204,9 +204,13 @@ static void compile_keys(mr_sb *b, const mr_model *m, int archive) {
     } else {
         mr_sb_printf(b, "\"loss\": \"%s\", ", loss_name(n->loss));
     }
-    mr_sb_printf(b, "\"loss_weights\": null, \"metrics\": [\"accuracy\"], "
-                    "\"weighted_metrics\": null, \"run_eagerly\": false, \"steps_per_execution\": "
-                    "1, \"jit_compile\": false");
+    /* multi-label: Keras's "accuracy" on k > 1 outputs is the argmax's (categorical_accuracy);
+     * ours is binary_accuracy over every output, which Keras must be told by name */
+    mr_sb_printf(b,
+                 "\"loss_weights\": null, \"metrics\": [\"%s\"], "
+                 "\"weighted_metrics\": null, \"run_eagerly\": false, \"steps_per_execution\": "
+                 "1, \"jit_compile\": false",
+                 mr_model_label_width(m) > 1 ? "binary_accuracy" : "accuracy");
 }
 
 /* The name of a graph's InputLayer: the [input] section's name =, else

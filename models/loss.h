@@ -31,7 +31,10 @@ MR_C_BEGIN
  * NULL, writes dy (batch, k) = d (sum of losses / norm) / d out (device).
  * smoothing: the cross-entropies' label smoothing (loss_row.h; 0: none).
  * binary_crossentropy: k = 1, labels 0 or 1, `fused_softmax` a fused
- * sigmoid (out: logits), correct counts p > 0.5 against the label.
+ * sigmoid (out: logits), correct counts p > 0.5 against the label; with k > 1 it is
+ * multi-label: labels (batch, k) multi-hot 0/1, each example's loss the mean over its k outputs
+ * (loss_row.h, mr_bce_multi_row), correct the matched outputs (0..k per example), no class
+ * weights, no top k.
  * Runs on be's device (its kernels, models/kernels.h). */
 mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax, float smoothing,
                           const mr_dfloat *out, const int32_t *labels,

@@ -12,6 +12,7 @@
 #define MR_LOSS_ROW_H
 
 #include <math.h>
+#include <stdint.h>
 
 #include "runtime/hd.h"
 #include "models/config.h"
@@ -147,6 +148,29 @@ MR_HD static inline double mr_loss_row(mr_loss_kind kind, int fused_softmax, flo
         if (p == pc) d[y] = -1.0f / p * inv;
     }
     return -log((double)pc);
+}
+
+/* Multi-label binary_crossentropy: k sigmoid outputs, t (k) the example's 0/1 targets (a
+ * multi-hot row). The example's loss is the MEAN over the k outputs of the one-output loss above
+ * (Keras BinaryCrossentropy averages the last axis before the batch), so each output's gradient
+ * carries 1 / k: d (k) = d (loss / global batch) / d z, inv = 1 / the global batch size. */
+MR_HD static inline double mr_bce_multi_row(int fused, float ls, const float *z, const int32_t *t,
+                                            int k, float inv, float *d) {
+    double s = 0.0;
+    for (int j = 0; j < k; j++)
+        s += mr_loss_row(MR_LOSS_BINARY_CROSSENTROPY, fused, ls, z + j, t[j], 1, inv / (float)k,
+                         d ? d + j : NULL);
+    return s / k;
+}
+
+/* Multi-label binary_accuracy's numerator: how many of the k outputs match their 0/1 target
+ * (p > 0.5, or z > 0 when fused), an integer, so sums of it are exact under all-reduce; the
+ * accuracy divides by examples x k. */
+MR_HD static inline int mr_bce_multi_hits(int fused, const float *z, const int32_t *t, int k) {
+    int hits = 0;
+    for (int j = 0; j < k; j++)
+        hits += mr_hit_row(MR_LOSS_BINARY_CROSSENTROPY, fused, z + j, t[j], 1);
+    return hits;
 }
 
 #endif

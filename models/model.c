@@ -126,13 +126,17 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         last->cfg->activation == MR_ACTIVATION_SIGMOID;
     /* binary_crossentropy: one output, the probability of class 1 (a sigmoid) or its logit; a
      * softmax over one output is always 1, and a sigmoid's output is no logit */
-    if (bce && (m->out_size != 1 || last_is_softmax || (cfg->net.from_logits && last_is_sigmoid))) {
+    /* k > 1 outputs: multi-label, k independent sigmoids and multi-hot labels (batch, k); Keras
+     * has no class_weight for those (a class per output, not per example) */
+    if (bce && (last_is_softmax || (cfg->net.from_logits && last_is_sigmoid) ||
+                (m->out_size > 1 && cfg->net.class_weight.n > 0))) {
         int line = last->cfg->line;
-        const char *why = m->out_size != 1  ? "needs a last layer of one unit (units = 1)"
-                          : last_is_softmax ? "needs activation = sigmoid on the last layer, not "
-                                              "softmax"
-                                            : "with from_logits = 1 needs a linear last layer, "
-                                              "not a sigmoid (drop from_logits)";
+        const char *why = last_is_softmax ? "needs activation = sigmoid on the last layer, not "
+                                            "softmax"
+                          : m->out_size > 1 && cfg->net.class_weight.n > 0
+                              ? "with more than one output (multi-label) takes no class_weight"
+                              : "with from_logits = 1 needs a linear last layer, not a sigmoid "
+                                "(drop from_logits)";
         mr_model_free(m);
         return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [net] loss = binary_crossentropy %s",
                             cfg->path, line, why);
@@ -366,6 +370,11 @@ mr_status mr_model_init_weights(mr_model *m, uint64_t seed, mr_error *err) {
     return MR_OK;
 }
 
+int mr_model_label_width(const mr_model *m) {
+    return m->cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY && m->out_size > 1 ? (int)m->out_size
+                                                                              : 1;
+}
+
 int mr_model_classes(const mr_model *m) {
     /* binary_crossentropy: one output, two classes (labels 0 and 1) */
     if (m->cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY && m->out_size == 1) return 2;
@@ -543,8 +552,9 @@ mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, fl
     do {
         int n = batch - c0 < rows ? batch - c0 : rows;
         m->run.sample_base = base + c0; /* dropout masks follow the sample */
-        st = train_rows(m, mr_dfloat_at_c(m->input, (int64_t)c0 * m->in_size), labels + c0, n, norm,
-                        loss_sum, correct, c0 + n >= batch ? after_layer : NULL, ctx);
+        st = train_rows(m, mr_dfloat_at_c(m->input, (int64_t)c0 * m->in_size),
+                        labels + (int64_t)c0 * mr_model_label_width(m), n, norm, loss_sum, correct,
+                        c0 + n >= batch ? after_layer : NULL, ctx);
         c0 += n;
     } while (st == MR_OK && c0 < batch);
     m->run.sample_base = base;
@@ -564,6 +574,21 @@ mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, floa
     const int k = (int)m->out_size;
     const float *out;
     MR_CHECK(mr_model_read(m, mr_model_output(m), (size_t)batch * (size_t)k, &out, err));
+    if (m->cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY && k > 1) {
+        /* multi-label: k independent sigmoids, probs (batch, k) = sigmoid(z) when fused, else z;
+         * pred, a class per example, has no meaning here: the first output above 0.5 (or 0) */
+        for (int64_t b = 0; b < batch; b++) {
+            pred[b] = 0;
+            for (int j = k - 1; j >= 0; j--) {
+                const float z = out[b * k + j];
+                if (m->fused_softmax ? z > 0.0f : z > 0.5f) pred[b] = j;
+                if (probs)
+                    probs[b * k + j] =
+                        m->fused_softmax ? (float)(1.0 / (1.0 + exp(-(double)z))) : z;
+            }
+        }
+        return MR_OK;
+    }
     if (m->cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY) {
         /* one output z (batch, 1): class 1 when p > 0.5 (binary_accuracy's threshold); probs
          * (batch, 2) = (1 - p, p), p = sigmoid(z) when fused, else z */

@@ -113,6 +113,11 @@ mr_status mr_model_init_weights(mr_model *m, uint64_t seed, mr_error *err);
 /* Number of classes the output layer predicts (its width). */
 int mr_model_classes(const mr_model *m);
 
+/* Labels per example: k for multi-label binary_crossentropy (k > 1 sigmoid outputs, multi-hot
+ * labels (batch, k)), else 1 (a class id). Also what an example's `correct` counts up to, so an
+ * accuracy divides the correct sum by examples x this. */
+int mr_model_label_width(const mr_model *m);
+
 /* Host memory for the next batch (max_batch, in_size floats), for the
  * loader to fill: m->input itself where the context's memory is host
  * memory (no copy), else the next of the two pinned buffers; then
@@ -152,7 +157,8 @@ mr_status mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, dou
  * predicted class (the largest output) into pred (batch), and, when probs
  * is not NULL, its class probabilities into probs (batch, classes): the
  * softmax of the logits where the softmax is fused with the loss, else the
- * outputs themselves. pred and probs are host memory. */
+ * outputs themselves; multi-label binary_crossentropy: probs (batch, k), each output's sigmoid
+ * probability. pred and probs are host memory. */
 mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs,
                                mr_error *err);
 

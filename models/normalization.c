@@ -93,7 +93,9 @@ mr_status mr_model_adapt(mr_model *m, const mr_dataset *ds, int64_t count, int *
         const int C = channels(l->in);
         float *x = malloc(sizeof(float) * (size_t)(ADAPT_ROWS * d));
         int64_t *rows = malloc(sizeof(int64_t) * ADAPT_ROWS);
-        int32_t *y = malloc(sizeof(int32_t) * ADAPT_ROWS);
+        /* (ADAPT_ROWS, label width): multi-hot rows are k wide */
+        int32_t *y = malloc(sizeof(int32_t) * ADAPT_ROWS *
+                            (size_t)(ds->label_width > 1 ? ds->label_width : 1));
         double *sum = calloc((size_t)C, sizeof(double)), *sq = calloc((size_t)C, sizeof(double));
         if (!x || !rows || !y || !sum || !sq) {
             free(x), free(rows), free(y), free(sum), free(sq);

@@ -41,6 +41,11 @@ static double label_value(const mr_array *lab, int64_t i) {
     return -1.0;
 }
 
+/* Labels per example: 1 for class ids (a dataset built by hand may leave it 0). */
+static int64_t label_width(const mr_dataset *ds) {
+    return ds->label_width > 1 ? ds->label_width : 1;
+}
+
 mr_status mr_dataset_synthetic(mr_dataset *ds, int64_t n, int rank, const int *dims, int classes,
                                uint64_t seed, mr_error *err) {
     memset(ds, 0, sizeof *ds);
@@ -116,7 +121,9 @@ mr_status mr_dataset_load_input(mr_dataset *ds, const char *images, const char *
     return st;
 }
 
-mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err) {
+/* mr_dataset_load (width 0: class ids) and mr_dataset_load_multi_hot (width k). */
+static mr_status load(mr_dataset *ds, const char *images, const char *labels, int width,
+                      mr_error *err) {
     memset(ds, 0, sizeof *ds);
     ds->scale = 1.0f;
     mr_array lab = {0};
@@ -131,12 +138,41 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
         if ((st = to_float(&ds->x, err, images)) != MR_OK) goto fail;
     ds->n = ds->x.dims[0];
     ds->row = mr_array_row_size(&ds->x);
-    ds->y = calloc((size_t)ds->n, sizeof(int32_t)); /* images only: 0 stands in for every label */
+    ds->label_width = width > 1 ? width : 1;
+    /* images only: 0 stands in for every label */
+    ds->y = calloc((size_t)(ds->n * ds->label_width), sizeof(int32_t));
     if (ds->y == NULL) {
         st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", images);
         goto fail;
     }
     if (labels == NULL) goto notes;
+    if (width > 0) {
+        /* multi-hot rows (n, width), or (n) / (n, 1) when width is 1: each value 0 or 1 */
+        const int64_t w = lab.ndim == 2 ? lab.dims[1] : (lab.ndim == 1 ? 1 : -1);
+        if (w != width || lab.dims[0] != ds->x.dims[0]) {
+            char shape[64] = "";
+            for (int i = 0; i < lab.ndim && strlen(shape) < 40; i++)
+                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ", %lld" : "%lld",
+                         (long long)lab.dims[i]);
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: multi-hot labels must be (%lld, %d), one 0/1 per sigmoid "
+                              "output of the model; got (%s)",
+                              labels, (long long)ds->x.dims[0], width, shape);
+            goto fail;
+        }
+        for (int64_t i = 0; i < ds->n * w; i++) {
+            const double e = label_value(&lab, i);
+            if (e != 0.0 && e != 1.0) {
+                st = mr_error_set(err, MR_ERR_DATA,
+                                  "%s: value %g at row %lld, column %lld of the multi-hot labels "
+                                  "is neither 0 nor 1",
+                                  labels, e, (long long)(i / w), (long long)(i % w));
+                goto fail;
+            }
+            ds->y[i] = e == 1.0;
+        }
+        goto notes;
+    }
     /* class ids (n) or (n, 1), integers or integral floats; or one-hot
      * rows (n, k), k > 1, as Keras's categorical_crossentropy takes them */
     const int one_hot = lab.ndim == 2 && lab.dims[1] > 1;
@@ -200,6 +236,23 @@ fail:
     return st;
 }
 
+mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err) {
+    return load(ds, images, labels, 0, err);
+}
+
+mr_status mr_dataset_load_multi_hot(mr_dataset *ds, const char *images, const char *labels,
+                                    int width, mr_error *err) {
+    if (width < 1)
+        return mr_error_set(err, MR_ERR_USAGE, "%s: multi-hot labels of width %d",
+                            labels ? labels : images, width);
+    if (mr_image_folder_is(images))
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "%s: a folder of class folders gives one class per image; "
+                            "multi-label binary_crossentropy needs a multi-hot labels file",
+                            images);
+    return load(ds, images, labels, width, err);
+}
+
 /* Example values of x (U8 or F32) as float32, into f. */
 static void values_as_float(const mr_array *x, float *f, int64_t count) {
     if (x->dtype == MR_DTYPE_U8)
@@ -213,11 +266,16 @@ mr_status mr_dataset_append(mr_dataset *ds, const mr_dataset *more, mr_error *er
     if (more->row != ds->row)
         return mr_error_set(err, MR_ERR_DATA, "examples of %lld and %lld values cannot be joined",
                             (long long)ds->row, (long long)more->row);
+    const int64_t lw = label_width(ds);
+    if (label_width(more) != lw)
+        return mr_error_set(err, MR_ERR_DATA,
+                            "examples of %lld and %lld labels each cannot be joined", (long long)lw,
+                            (long long)label_width(more));
     const int64_t n = ds->n + more->n, a = ds->n * ds->row, b = more->n * more->row;
     const int u8 = ds->x.dtype == MR_DTYPE_U8 && more->x.dtype == MR_DTYPE_U8;
     const size_t size = u8 ? 1 : sizeof(float);
     void *x = malloc(size * (size_t)(a + b ? a + b : 1));
-    int32_t *y = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)(n ? n * lw : 1));
     if (x == NULL || y == NULL) {
         free(x), free(y);
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory joining %lld and %lld examples",
@@ -230,8 +288,8 @@ mr_status mr_dataset_append(mr_dataset *ds, const mr_dataset *more, mr_error *er
         values_as_float(&ds->x, x, a);
         values_as_float(&more->x, (float *)x + a, b);
     }
-    memcpy(y, ds->y, sizeof(int32_t) * (size_t)ds->n);
-    memcpy(y + ds->n, more->y, sizeof(int32_t) * (size_t)more->n);
+    memcpy(y, ds->y, sizeof(int32_t) * (size_t)(ds->n * lw));
+    memcpy(y + ds->n * lw, more->y, sizeof(int32_t) * (size_t)(more->n * lw));
     free(ds->x.data), free(ds->y);
     ds->x.data = x, ds->y = y;
     ds->x.dtype = u8 ? MR_DTYPE_U8 : MR_DTYPE_F32;
@@ -249,6 +307,7 @@ mr_status mr_dataset_check_labels(const mr_dataset *ds, int classes, const char 
         return mr_error_set(err, MR_ERR_DATA,
                             "%s: %d class folders, but the model has %d outputs (one per class)",
                             labels_path, ds->classes, classes);
+    if (label_width(ds) > 1) return MR_OK; /* multi-hot: 0/1, checked as they were read */
     for (int64_t i = 0; i < ds->n; i++)
         if (ds->y[i] >= classes)
             return mr_error_set(err, MR_ERR_DATA,
@@ -319,6 +378,7 @@ mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t
 MR_AVX2_CLONES void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count,
                                     const mr_augment *aug, float *x, int32_t *y) {
     int64_t d = ds->row;
+    const int64_t lw = label_width(ds);
     const float s = ds->scale;
     /* copy of one image for augmentation (the shift reads the unshifted image) */
     float *img = NULL;
@@ -346,7 +406,8 @@ MR_AVX2_CLONES void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, i
         if (ds->mean)
             for (int64_t j = 0; j < d; j++)
                 dst[j] = (dst[j] - ds->mean[j]) * ds->inv_std[j];
-        y[i] = ds->y[r];
+        for (int64_t j = 0; j < lw; j++) /* (count, label_width) */
+            y[i * lw + j] = ds->y[r * lw + j];
         if (img != NULL) {
             /* one Philox draw per (epoch, sample): flip bit, dy, dx */
             uint32_t key[2], w[4];

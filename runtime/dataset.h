@@ -15,7 +15,7 @@
 
 typedef struct mr_dataset {
     mr_array x;      /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */
-    int32_t *y;      /* (n) class ids */
+    int32_t *y;      /* (n, label_width): class ids, or multi-hot rows of 0/1 */
     int64_t n;       /* examples */
     int64_t row;     /* values per example */
     float scale;     /* multiply every value by this (1 = none) */
@@ -23,6 +23,8 @@ typedef struct mr_dataset {
     float *inv_std;  /* (row) multiplied after subtracting, or NULL */
     char note[1200]; /* what the load converted (one-hot labels, float64), or "" */
     int classes;     /* class folders of an image folder (labels inferred), or 0 */
+    int label_width; /* labels per example: 1 (class ids; 0 reads as 1), or k (multi-hot rows,
+                        multi-label binary_crossentropy: mr_dataset_load_multi_hot) */
 } mr_dataset;
 
 /* Random augmentation of (H, W, C) images; all zero = none. */
@@ -42,6 +44,14 @@ typedef struct mr_augment {
  * labels NULL: images only (examples to predict); every y is 0, a
  * placeholder that no score may be computed from. */
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err);
+
+/* mr_dataset_load for multi-label binary_crossentropy: labels are multi-hot rows (n, k), k =
+ * `width` (the model's sigmoid outputs; (n) or (n, 1) when k is 1), of 0 and 1 (any number of
+ * 1s per row; integers or floats 0.0/1.0), kept as they are: ds->y (n, k), ds->label_width k.
+ * A value other than 0 or 1, or another width, is an error naming the labels file. `images`
+ * may not be a folder of class folders (its labels are classes); labels NULL: images only. */
+mr_status mr_dataset_load_multi_hot(mr_dataset *ds, const char *images, const char *labels,
+                                    int width, mr_error *err);
 
 /* mr_dataset_load, where `images` may also be a folder of class folders
  * (runtime/image_folder.h: Keras's image_dataset_from_directory), decoded
@@ -64,7 +74,8 @@ mr_status mr_dataset_synthetic(mr_dataset *ds, int64_t n, int rank, const int *d
 
 /* Appends the examples of `more` after those of ds (a validation set
  * after the training set: the fit validates on a row range); both must
- * have ds->row values per example (mr_dataset_check_row). uint8 stays
+ * have ds->row values per example (mr_dataset_check_row) and the same
+ * label_width. uint8 stays
  * uint8 when both are; otherwise both become float32 (the value the batch
  * conversion would make, so training is the same bits). Adds more's note
  * to ds's. */
@@ -88,7 +99,7 @@ mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t
 /* Converts the examples rows[0..count) into x (count, row) as float with
  * preprocessing (and augmentation if aug is not NULL; aug keys by the row
  * index, so a sample's augmentation is the same whatever replica takes it),
- * and their labels into y (count). */
+ * and their labels into y (count, label_width). */
 void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count, const mr_augment *aug,
                      float *x, int32_t *y);
 

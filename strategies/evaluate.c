@@ -17,9 +17,9 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     mr_strategy *s = rep->s;
     mr_model *m = &rep->model;
     int B = m->max_batch;
-    /* the confusion matrix (k, k) only where asked for: it takes the
-     * predictions, a read of the outputs */
-    const int k = detail && detail->confusion ? detail->classes : 0;
+    /* the confusion matrix (k, k) only where asked for (and not for multi-hot labels, which
+     * are no classes): it takes the predictions, a read of the outputs */
+    const int k = detail && detail->confusion && mr_model_label_width(m) == 1 ? detail->classes : 0;
     double loss_sum = 0.0;
     int64_t correct = 0, in_top_k = 0;
     int64_t batches = (count + B - 1) / B;
@@ -27,8 +27,9 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     size_t nsum = 3 + (size_t)k * (size_t)k;
     double *sums = calloc(nsum, sizeof(double));
     int32_t *pred = detail ? malloc(sizeof(int32_t) * (size_t)B) : NULL;
-    float *probs =
-        detail && detail->on_probs ? malloc(sizeof(float) * (size_t)B * (size_t)k) : NULL;
+    float *probs = detail && detail->on_probs
+                       ? malloc(sizeof(float) * (size_t)B * (size_t)detail->classes)
+                       : NULL;
     if (sums == NULL || (detail && pred == NULL) || (detail && detail->on_probs && !probs)) {
         free(sums), free(pred), free(probs);
         return mr_error_set(&rep->err, MR_ERR_NOMEM, "out of memory for the evaluation");
@@ -59,7 +60,8 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     if (st == MR_OK) st = mr_model_l2_penalty(m, &penalty, &rep->err);
     if (st == MR_OK) {
         *loss = count ? sums[0] / (double)count + penalty : 0.0;
-        *acc = count ? sums[1] / (double)count : 0.0;
+        /* multi-label: correct counts matched outputs, k per example */
+        *acc = count ? sums[1] / ((double)count * mr_model_label_width(m)) : 0.0;
         if (detail && rep->r == 0) {
             detail->top_k_accuracy = count ? sums[2] / (double)count : 0.0;
             if (k) memcpy(detail->confusion, sums + 3, sizeof(double) * (nsum - 3));

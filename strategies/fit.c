@@ -256,6 +256,8 @@ static mr_status task_fit(replica *rep) {
         double epoch_correct = resumed ? from->epoch_correct : 0.0;
         double seconds_before = resumed ? from->epoch_seconds : 0.0;
         int64_t seen = resumed ? from->seen : 0;
+        /* an accuracy's outputs per example: what `correct` counts (multi-label: k) */
+        const double w = (double)mr_model_label_width(m);
         float lr = 0.0f;
         int64_t g = resumed ? from->step : 0, gbegin = resumed ? from->position : 0;
         int loaded = 0; /* 1: the next shard is in the model's input already */
@@ -424,7 +426,7 @@ static mr_status task_fit(replica *rep) {
                                          .steps = steps,
                                          .global_step = global_step,
                                          .loss = seen ? epoch_loss / (double)seen : 0.0,
-                                         .accuracy = seen ? epoch_correct / (double)seen : 0.0,
+                                         .accuracy = seen ? epoch_correct / (seen * w) : 0.0,
                                          .step_loss =
                                              (double)metrics[METRIC_LOSS] / (double)ga + penalty,
                                          .lr = lr,
@@ -487,7 +489,7 @@ static mr_status task_fit(replica *rep) {
             logs.classes = detail.classes;
         }
         logs.loss = seen ? epoch_loss / (double)seen : 0.0;
-        logs.accuracy = seen ? epoch_correct / (double)seen : 0.0;
+        logs.accuracy = seen ? epoch_correct / ((double)seen * w) : 0.0;
         /* every replica decides alike: the same logs everywhere */
         const mr_early_stop_action es = mr_early_stop_epoch(&rep->es, &logs);
         const int sb_had = rep->sb.have_best;

@@ -69,7 +69,9 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
             rep->model.run.sync_ctx = rep;
         }
         rep->rows = malloc(sizeof(int64_t) * (size_t)s->plan.batch);
-        rep->labels = malloc(sizeof(int32_t) * (size_t)s->plan.batch);
+        /* (batch, label width): multi-label binary_crossentropy's rows are k wide */
+        rep->labels = malloc(sizeof(int32_t) * (size_t)s->plan.batch *
+                             (size_t)mr_model_label_width(&rep->model));
         rep->extra = calloc(METRIC_EXTRA(s->R), sizeof(float));
         if (!rep->rows || !rep->labels || !rep->extra)
             return mr_error_set(err, MR_ERR_NOMEM, "out of memory");

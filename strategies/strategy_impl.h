@@ -45,7 +45,7 @@ typedef struct replica {
     mr_backend *be; /* this replica's backend context (its device) */
     mr_model model;
     int64_t *rows;   /* (max_batch) row indices of the current shard */
-    int32_t *labels; /* (max_batch) */
+    int32_t *labels; /* (max_batch, mr_model_label_width) */
     mr_error err;
     /* bucketed all-reduce state for the current update */
     int next_bucket;

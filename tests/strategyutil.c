@@ -100,6 +100,17 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     if (o->binary)
         for (int64_t i = 0; i < ds.n; i++)
             ds.y[i] &= 1;
+    if (o->multi_hot == 3) {
+        int32_t *y = malloc(sizeof(int32_t) * (size_t)(ds.n * 3));
+        ck_assert_ptr_nonnull(y);
+        for (int64_t i = 0; i < ds.n; i++) {
+            y[i * 3] = ds.y[i] & 1, y[i * 3 + 1] = ds.y[i] >> 1;
+            y[i * 3 + 2] = ((const float *)ds.x.data)[i * 36 + 14] > 0.5f;
+        }
+        free(ds.y);
+        ds.y = y;
+        ds.label_width = 3;
+    }
     mr_strategy_opts so = {0};
     snprintf(so.devices.kind, sizeof so.devices.kind, "%s", o->kind ? o->kind : "cpu");
     so.devices.count = o->replicas;

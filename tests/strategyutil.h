@@ -41,6 +41,8 @@ typedef struct su_run {
     int64_t n_val;    /* > 0: the last n_val of the n examples validate after each epoch */
     mr_job *job;      /* NULL: this process alone */
     int binary;       /* labels 0 and 1 (the low bit of su_make_data's) for binary_crossentropy */
+    int multi_hot;    /* 3: multi-hot rows (n, 3) for multi-label binary_crossentropy: the two
+                         bits of su_make_data's class, then whether pixel 14 is above 0.5 */
 } su_run;
 
 /* Trains o->epochs epochs (seed 5); returns replica 0's parameters followed by its

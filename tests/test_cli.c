@@ -521,6 +521,96 @@ START_TEST(binary_crossentropy_trains) {
 }
 END_TEST
 
+/* Multi-label binary_crossentropy: 3 sigmoid units (or linear ones with from_logits) on
+ * multi-hot labels (n, 3) learn on 2 replicas, the loss falling every epoch and the binary
+ * accuracy (matched outputs over examples x 3) well above chance and at most 1. Refused with
+ * one line, exit 2: labels of another width (naming the file), a value other than 0 and 1,
+ * --synthetic, and class_weight (file:line). */
+START_TEST(multi_label_bce_trains) {
+    write_data("xm.npy", "ym_ids.npy", 200, 4);
+    tu_write_multi_hot_labels(dir, "ym.npy", 200);
+    const char *cfg = "[net]\nbatch=8\nepochs=4\nvalidation_split=0.2\nseed=3\nlearning_rate=0.01\n"
+                      "loss=binary_crossentropy\n%s\n[data]\ntrain_images=xm.npy\ntrain_labels=%s\n"
+                      "test_images=xm.npy\ntest_labels=ym.npy\nscale=1/255\n[input]\nshape=8,8,1\n"
+                      "[flatten]\n[dense]\nunits=8\nactivation=relu\n[dense]\nunits=3\n%s\n";
+    const char *net[2] = {"", "from_logits=1"}, *last[2] = {"activation=sigmoid", ""};
+    for (int c = 0; c < 2; c++) {
+        char text[2048];
+        snprintf(text, sizeof text, cfg, net[c], "ym.npy", last[c]);
+        free(tu_write_text(dir, "ml.cfg", text));
+        char *out;
+        int rc = run("--devices cpu:2 --metrics ml.csv ml.cfg", &out);
+        ck_assert_msg(rc == 0 && strstr(out, "Epoch 4/4") && strstr(out, "Test loss"),
+                      "case %d: exit %d: %s", c, rc, out);
+        const double test_acc = strtod(strstr(out, "test accuracy: ") + 15, NULL);
+        ck_assert_msg(test_acc > 0.9 && test_acc <= 1.0, "case %d: %s", c, out);
+        free(out);
+        char p[8192];
+        snprintf(p, sizeof p, "%s/ml.csv", dir);
+        char *csv = tu_read_file(p, NULL);
+        ck_assert_ptr_nonnull(csv);
+        /* epoch,accuracy,loss,val_accuracy,...: the loss falls, the last accuracies far above
+         * 0.5 and at most 1 */
+        double prev = INFINITY, acc = 0.0, val = 0.0;
+        int rows = 0;
+        for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+            const char *f = strchr(line + 1, ',');
+            acc = strtod(f + 1, NULL);
+            const char *g = strchr(f + 1, ',');
+            const double loss = strtod(g + 1, NULL);
+            val = strtod(strchr(g + 1, ',') + 1, NULL);
+            ck_assert_msg(loss < prev && isfinite(loss), "case %d: %s", c, csv);
+            prev = loss, rows++;
+        }
+        ck_assert_msg(rows == 4 && acc > 0.9 && acc <= 1.0 && val > 0.9 && val <= 1.0,
+                      "case %d: %s", c, csv);
+        free(csv);
+    }
+    /* class ids (n) for 3 outputs: not multi-hot rows of 3 */
+    char text[2048];
+    snprintf(text, sizeof text, cfg, "", "ym_ids.npy", "activation=sigmoid");
+    free(tu_write_text(dir, "ml_ids.cfg", text));
+    char *out;
+    int rc = run("--devices cpu:1 ml_ids.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "ym_ids.npy") &&
+                      strstr(out, "multi-hot labels must be (200, 3)"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    /* a 2 among the multi-hot values */
+    snprintf(text, sizeof text, cfg, "", "ym3bad.npy", "activation=sigmoid");
+    {
+        mr_array y = {.dtype = MR_DTYPE_I64, .ndim = 2, .dims = {200, 3}};
+        int64_t *py = calloc(600, sizeof(int64_t));
+        py[301] = 2;
+        y.data = py;
+        char p[8192];
+        mr_error err = {0};
+        snprintf(p, sizeof p, "%s/ym3bad.npy", dir);
+        ck_assert(mr_array_write_npy(p, &y, &err) == MR_OK);
+        free(py);
+    }
+    free(tu_write_text(dir, "ml_bad.cfg", text));
+    rc = run("--devices cpu:1 ml_bad.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "ym3bad.npy") &&
+                      strstr(out, "value 2 at row 100, column 1"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    snprintf(text, sizeof text, cfg, "", "ym.npy", "activation=sigmoid");
+    free(tu_write_text(dir, "ml.cfg", text));
+    rc = run("--devices cpu:1 --synthetic 64 ml.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "--synthetic makes class ids"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    snprintf(text, sizeof text, cfg, "class_weight=1,2,3", "ym.npy", "activation=sigmoid");
+    free(tu_write_text(dir, "ml_cw.cfg", text));
+    rc = run("--devices cpu:1 ml_cw.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "ml_cw.cfg:21:") &&
+                      strstr(out, "takes no class_weight"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 START_TEST(global_batch_errors) {
     free(tu_write_text(
         dir, "gb.cfg",
@@ -1288,6 +1378,7 @@ int main(void) {
     tcase_add_test(tc, trains_and_writes_logs);
     tcase_add_test(tc, top_k_and_per_class_reported);
     tcase_add_test(tc, binary_crossentropy_trains);
+    tcase_add_test(tc, multi_label_bce_trains);
     tcase_add_test(tc, global_batch_errors);
     tcase_add_test(tc, dry_run);
     tcase_add_test(tc, steps_schedule_run);

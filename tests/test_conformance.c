@@ -971,6 +971,47 @@ out:
     }
 }
 
+/* Multi-label binary_crossentropy: LB rows of KM = 3 outputs, labels (LB, 3) multi-hot (the
+ * device copies LB x 3 ints), logits (fused) or probabilities (one clipped, one exactly 0.5),
+ * plain and smoothed: dy, the loss sum and the matched-output count on both contexts. */
+static void run_loss_bce_multi(cf *h, int fused, float ls) {
+    enum { KM = 3 };
+    snprintf(h->tag, sizeof h->tag, "loss multi-label binary_crossentropy%s%s",
+             fused ? " fused sigmoid" : " on probabilities", ls > 0.0f ? " label smoothing" : "");
+    float out[LB * KM], a[LB * KM], b[LB * KM];
+    int32_t labels[LB * KM];
+    for (int i = 0; i < LB * KM; i++)
+        labels[i] = (i * 7 / 3) % 2;
+    mr_rng_uniform(201, 304, (uint32_t)fused, 0, fused ? -3.0f : 0.0f, fused ? 3.0f : 1.0f, out,
+                   LB * KM);
+    if (!fused) out[1] = 1e-9f, out[4] = 0.5f;
+    const float norm = 10.0f;
+    const double tol_dy = tol_for(1), tol_sum = tol_for(LB * KM);
+    mr_backend *be[2] = {h->ref, h->dut};
+    mr_dfloat *dout[2] = {0}, *ddy[2] = {0};
+    double sum[2] = {1.25, 1.25};
+    int64_t correct[2] = {3, 3};
+    mr_error err = {0};
+    for (int k = 0; k < 2; k++) {
+        if (!(dout[k] = cf_upload(h, k, be[k], out, LB * KM)) ||
+            !(ddy[k] = cf_upload(h, k, be[k], NULL, LB * KM)))
+            goto out;
+        if (!cf_ok(h, k,
+                   mr_loss_compute(be[k], MR_LOSS_BINARY_CROSSENTROPY, fused, ls, dout[k], labels,
+                                   NULL, LB, KM, norm, ddy[k], &sum[k], &correct[k], 0, NULL, &err),
+                   &err, "loss"))
+            goto out;
+    }
+    cf_compare(h, "dy", ddy[0], ddy[1], LB * KM, tol_dy, a, b);
+    cf_check_double(h, "loss sum", sum[1], sum[0], tol_sum);
+    cf_check_int(h, "correct", correct[1], correct[0]);
+out:
+    for (int k = 0; k < 2; k++) {
+        mr_backend_free(be[k], dout[k]);
+        mr_backend_free(be[k], ddy[k]);
+    }
+}
+
 static void run_losses(cf *h) {
     run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 1);
     run_loss(h, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0);
@@ -987,6 +1028,8 @@ static void run_losses(cf *h) {
     run_loss_bce(h, 0, 0.0f, 0);
     run_loss_bce(h, 1, 0.1f, 1);
     run_loss_bce(h, 0, 0.2f, 1);
+    run_loss_bce_multi(h, 1, 0.0f);
+    run_loss_bce_multi(h, 0, 0.1f);
 }
 
 /* ------------------------------------------------------------- optimizer */

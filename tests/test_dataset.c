@@ -309,6 +309,75 @@ START_TEST(test_load_float_labels) {
 }
 END_TEST
 
+/* Multi-hot rows (n, k) for multi-label binary_crossentropy (mr_dataset_load_multi_hot): kept
+ * as they are, any number of 1s per row, ints or floats 0.0/1.0; label_width k; fill copies
+ * (count, k) rows in the batch's order; append joins two of the same width. Refused, naming the
+ * labels file: a value other than 0 and 1, a width other than k, a count other than the
+ * images', and a folder of class folders (naming it). */
+START_TEST(test_load_multi_hot_labels) {
+    uint8_t img[3 * 2] = {10, 11, 20, 21, 30, 31};
+    char *ip = write_idx_u8("img_3x2m", 2, (uint32_t[]){3, 2}, img);
+    const float hot[9] = {1, 0, 1, 0, 0, 0, 1, 1, 1};
+    char *lp = write_npy("lab_multi.npy", MR_DTYPE_F32, 2, (int64_t[]){3, 3}, hot);
+    mr_error err = {0};
+    mr_dataset ds, more;
+    ck_assert_msg(mr_dataset_load_multi_hot(&ds, ip, lp, 3, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(ds.label_width, 3);
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(ds.y[i], (int)hot[i]);
+    ck_assert_str_eq(ds.note, "");
+    int32_t y[3 * 3];
+    float x[3 * 2];
+    mr_dataset_fill(&ds, (int64_t[]){2, 0}, 2, NULL, x, y);
+    const int32_t want[6] = {1, 1, 1, 1, 0, 1};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(y[i], want[i]);
+    ck_assert(x[0] == 30.0f && x[2] == 10.0f);
+    ck_assert_int_eq(mr_dataset_check_labels(&ds, 3, lp, &err), MR_OK);
+    /* int64 rows of the same width append; class ids (width 1) do not */
+    const int64_t hot64[9] = {0, 1, 0, 1, 1, 1, 0, 0, 1};
+    char *lp64 = write_npy("lab_multi64.npy", MR_DTYPE_I64, 2, (int64_t[]){3, 3}, hot64);
+    ck_assert_msg(mr_dataset_load_multi_hot(&more, ip, lp64, 3, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_dataset_append(&ds, &more, &err), MR_OK);
+    ck_assert_int_eq(ds.n, 6);
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(ds.y[9 + i], (int)hot64[i]);
+    mr_dataset_free(&more);
+    const int64_t ids[3] = {0, 1, 0};
+    char *idp = write_npy("lab_ids3.npy", MR_DTYPE_I64, 1, (int64_t[]){3}, ids);
+    load_ok(&more, ip, idp);
+    ck_assert_int_eq(mr_dataset_append(&ds, &more, &err), MR_ERR_DATA);
+    ck_assert_ptr_null(strchr(err.msg, '\n'));
+    mr_dataset_free(&more);
+    mr_dataset_free(&ds);
+    /* refusals: each one line naming the file */
+    const float bad[9] = {1, 0, 1, 0, 0.5f, 0, 1, 1, 1};
+    char *bp = write_npy("lab_multi_bad.npy", MR_DTYPE_F32, 2, (int64_t[]){3, 3}, bad);
+    const char *paths[4] = {bp, lp, idp, lp};
+    const int widths[4] = {3, 4, 3, 3};
+    for (int c = 0; c < 4; c++) {
+        memset(&err, 0, sizeof err);
+        memset(&ds, 0xAB, sizeof ds);
+        const char *images = ip;
+        uint8_t img2[2 * 2] = {0};
+        char *ip2 = write_idx_u8("img_2x2m", 2, (uint32_t[]){2, 2}, img2);
+        if (c == 3) images = ip2; /* 2 images, 3 label rows */
+        ck_assert_int_eq(mr_dataset_load_multi_hot(&ds, images, paths[c], widths[c], &err),
+                         MR_ERR_DATA);
+        ck_assert_msg(strstr(err.msg, paths[c]) != NULL, "case %d: %s", c, err.msg);
+        ck_assert_ptr_null(strchr(err.msg, '\n'));
+        ck_assert_ptr_null(ds.y);
+        free(ip2);
+    }
+    ck_assert_msg(strstr(err.msg, "(2, 3)") != NULL, "%s", err.msg);
+    memset(&err, 0, sizeof err);
+    ck_assert_int_eq(mr_dataset_load_multi_hot(&ds, ip, bp, 3, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "value 0.5 at row 1, column 1"), "%s", err.msg);
+    ck_assert_int_eq(mr_dataset_load_multi_hot(&ds, tmp_dir, NULL, 3, &err), MR_ERR_USAGE);
+    free(ip), free(lp), free(lp64), free(idp), free(bp);
+}
+END_TEST
+
 /* One-hot rows (n, k) of any dtype are read as class ids, with a note;
  * a row without exactly one 1 (soft or multi-hot labels) is refused. */
 START_TEST(test_load_one_hot_labels) {
@@ -880,6 +949,7 @@ static Suite *dataset_suite(void) {
     tcase_add_test(tc, test_load_count_mismatch);
     tcase_add_test(tc, test_load_float_labels);
     tcase_add_test(tc, test_load_one_hot_labels);
+    tcase_add_test(tc, test_load_multi_hot_labels);
     tcase_add_test(tc, test_append);
     tcase_add_test(tc, test_load_label_shapes_rejected);
     tcase_add_test(tc, test_load_negative_labels_rejected);

@@ -173,6 +173,37 @@ START_TEST(loss_object_with_from_logits) {
 }
 END_TEST
 
+/* Multi-label binary_crossentropy (3 sigmoid outputs): the compile config's metric is
+ * "binary_accuracy" (Keras's "accuracy" on 3 outputs would be the argmax's); one output keeps
+ * "accuracy" (Keras's binary accuracy there). Checked by hand: Keras 3.15's evaluate of such an
+ * export gives mirrored_eval's test loss and accuracy (0.5706, 0.7583), where "accuracy" gave
+ * the argmax's 0.66. */
+START_TEST(multi_label_metric) {
+    const char *text = "[net]\nloss=binary_crossentropy\n[data]\ntrain_images=a\ntrain_labels=b\n"
+                       "[input]\nshape=3\n[dense]\nunits=%d\nactivation=sigmoid\n";
+    for (int units = 1; units <= 3; units += 2) {
+        char t[512];
+        snprintf(t, sizeof t, text, units);
+        mr_config cfg;
+        mr_model m;
+        mr_error err = {0};
+        ck_assert_int_eq(mr_config_parse(t, "t.cfg", NULL, &cfg, &err), MR_OK);
+        ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err) == MR_OK, "%s",
+                      err.msg);
+        const char *want =
+            units > 1 ? "\"metrics\": [\"binary_accuracy\"]" : "\"metrics\": [\"accuracy\"]";
+        char *j = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, 0.001f);
+        ck_assert_msg(strstr(j, "\"loss\": \"binary_crossentropy\"") && strstr(j, want), "%s", j);
+        free(j);
+        j = mr_keras_training_config(&m, 0.001f);
+        ck_assert_msg(strstr(j, want), "%s", j);
+        free(j);
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+    }
+}
+END_TEST
+
 /* elu and leaky_relu under Keras's names (Keras loads them:
  * bench/keras_activations.py) */
 START_TEST(activations_keras_names) {
@@ -893,6 +924,7 @@ int main(void) {
     tcase_add_test(tc, model_config_as_keras_writes_it);
     tcase_add_test(tc, preprocessing_config_as_keras_writes_it);
     tcase_add_test(tc, loss_object_with_from_logits);
+    tcase_add_test(tc, multi_label_metric);
     tcase_add_test(tc, activations_keras_names);
     tcase_add_test(tc, optimizer_and_initializers_as_keras_writes_them);
     tcase_add_loop_test(tc, h5_round_trip_bitwise, 0, 2);

@@ -6,13 +6,15 @@
  * softmax cross-entropy at extreme logits, the top-k counts (ties
  * included) against cases worked by hand; class weights by hand and by
  * finite differences; binary_crossentropy (fused and on probabilities,
- * smoothed, weighted) by hand and by finite differences. */
+ * smoothed, weighted) by hand and by finite differences; its multi-label rows
+ * (k = 3, multi-hot targets) by hand, against Keras, and by finite differences. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/loss.h"
+#include "models/loss_row.h"
 #include "runtime/rng.h"
 #include "runtime/dmem_impl.h"
 #include "tests/testutil.h"
@@ -558,6 +560,120 @@ START_TEST(test_bce_class_weight_by_hand) {
 }
 END_TEST
 
+/* ---- multi-label binary_crossentropy (k sigmoid outputs, 0/1 targets) ------- */
+
+/* k = 3, two rows, logits (fused): Keras 3.15's BinaryCrossentropy(from_logits=True,
+ * reduction=None) gives these rows 0.37777898 and 0.8831975 (the mean over the 3 outputs),
+ * and BinaryAccuracy on their sigmoids 0.8333 = 5 of the 6 outputs (z = 0 is p = 0.5, class
+ * 0: right). dy = (sigmoid(z) - t) / k / norm; smoothed t = (1 - s) t + s / 2 too. */
+START_TEST(test_bce_multi_by_hand) {
+    const float z[6] = {2.0f, -1.0f, 0.0f, 0.5f, 3.0f, -2.0f};
+    const int32_t t[6] = {1, 0, 0, 1, 1, 1};
+    const double keras[2] = {0.37777898, 0.8831975};
+    const float ls[2] = {0.0f, 0.2f};
+    for (int c = 0; c < 2; c++) {
+        int hits = 0;
+        for (int i = 0; i < 2; i++) {
+            float d[3];
+            const double l = mr_bce_multi_row(1, ls[c], z + 3 * i, t + 3 * i, 3, 0.5f, d);
+            double want = 0.0;
+            for (int j = 0; j < 3; j++) {
+                const double tj = t[3 * i + j] * (1.0 - ls[c]) + 0.5 * ls[c];
+                want += bce_by_hand(z[3 * i + j], tj) / 3.0;
+                const double g = (1.0 / (1.0 + exp(-(double)z[3 * i + j])) - tj) / 3.0 * 0.5;
+                ck_assert_msg(fabs(d[j] - g) < 1e-7, "s %g row %d dy[%d] = %.9g, want %.9g", ls[c],
+                              i, j, d[j], g);
+            }
+            ck_assert_msg(fabs(l - want) < 1e-6, "s %g row %d: loss %.9g, want %.9g", ls[c], i, l,
+                          want);
+            if (c == 0)
+                ck_assert_msg(fabs(l - keras[i]) < 1e-6, "row %d: loss %.9g, Keras %.9g", i, l,
+                              keras[i]);
+            hits += mr_bce_multi_hits(1, z + 3 * i, t + 3 * i, 3);
+        }
+        ck_assert_int_eq(hits, 5);
+    }
+    /* probabilities: p > 0.5 against the targets; 0.5 is class 0 */
+    const float p[3] = {0.9f, 0.5f, 0.2f};
+    const int32_t tp[3] = {1, 1, 0};
+    ck_assert_int_eq(mr_bce_multi_hits(0, p, tp, 3), 2);
+    const double want = (-log((double)0.9f) - log(0.5) - log(1.0 - (double)0.2f)) / 3.0;
+    ck_assert_msg(fabs(mr_bce_multi_row(0, 0.0f, p, tp, 3, 1.0f, NULL) - want) < 1e-9,
+                  "probabilities: loss %.12g, want %.12g",
+                  mr_bce_multi_row(0, 0.0f, p, tp, 3, 1.0f, NULL), want);
+}
+END_TEST
+
+/* The loss kernel (mr_loss_compute on the CPU) with labels (batch, k) multi-hot, k = 3: the
+ * rows of test_bce_multi_by_hand, so the sum is Keras's 0.37777898 + 0.8831975, dy
+ * (sigmoid(z) - t) / k / norm per output, correct the 5 matched outputs of 6 (an accuracy of
+ * 5 / (2 x 3)); and by finite differences through the kernel (fd_error) for logits and
+ * probabilities. */
+START_TEST(test_bce_multi_kernel) {
+    const float z[6] = {2.0f, -1.0f, 0.0f, 0.5f, 3.0f, -2.0f};
+    const int32_t t[6] = {1, 0, 0, 1, 1, 1};
+    float dy[6];
+    double sum = 0.0;
+    int64_t correct = 0;
+    loss_smoothed(MR_LOSS_BINARY_CROSSENTROPY, 1, 0.0f, z, t, 2, 3, 4.0f, dy, &sum, &correct);
+    ck_assert_msg(fabs(sum - (0.37777898 + 0.8831975)) < 1e-6, "loss sum %.9g", sum);
+    ck_assert_int_eq(correct, 5);
+    for (int i = 0; i < 6; i++) {
+        const double g = (1.0 / (1.0 + exp(-(double)z[i])) - t[i]) / 3.0 / 4.0;
+        ck_assert_msg(fabs(dy[i] - g) < 1e-7, "dy[%d] = %.9g, want %.9g", i, dy[i], g);
+    }
+    float out[B * 3], probs[B * 3];
+    int32_t lab[B * 3];
+    mr_rng_uniform(7, MR_RNG_STREAM_INIT, 0, 3, -3.0f, 3.0f, out, B * 3);
+    mr_rng_uniform(7, MR_RNG_STREAM_INIT, 1, 3, 0.1f, 0.9f, probs, B * 3);
+    for (int i = 0; i < B * 3; i++)
+        lab[i] = (i * 5) % 3 != 1;
+    double e = fd_error(MR_LOSS_BINARY_CROSSENTROPY, 1, out, lab, B, 3, (float)B, 1e-2f);
+    ck_assert_msg(e < 1e-3, "logits: gradient error %g", e);
+    e = fd_error(MR_LOSS_BINARY_CROSSENTROPY, 0, probs, lab, B, 3, (float)B, 5e-4f);
+    ck_assert_msg(e < 1e-3, "probabilities: gradient error %g", e);
+}
+END_TEST
+
+/* Gradients by finite differences, k = 3, B rows of multi-hot targets: the scalar is
+ * sum over rows of mr_bce_multi_row / B, differenced in double; logits in [-3, 3) with
+ * h = 1e-2 and probabilities in [0.1, 0.9) with h = 5e-4 as test_fd_bce, plain and smoothed.
+ * Error times B x k (one output's gradient scale), bound 1e-3. */
+START_TEST(test_fd_bce_multi) {
+    enum { KM = 3 };
+    for (int fused = 0; fused <= 1; fused++)
+        for (int c = 0; c < 2; c++)
+            for (uint32_t seed = 0; seed < 3; seed++) {
+                const float ls = c ? 0.1f : 0.0f, h = fused ? 1e-2f : 5e-4f, inv = 1.0f / B;
+                float z[B * KM], d[B * KM];
+                int32_t t[B * KM];
+                mr_rng_uniform(2024, MR_RNG_STREAM_INIT, seed, 3, fused ? -3.0f : 0.1f,
+                               fused ? 3.0f : 0.9f, z, B * KM);
+                for (int i = 0; i < B * KM; i++)
+                    t[i] = (int32_t)((i * 7 + (int)seed) % 3 == 0);
+                for (int i = 0; i < B; i++)
+                    mr_bce_multi_row(fused, ls, z + KM * i, t + KM * i, KM, inv, d + KM * i);
+                double worst = 0.0;
+                for (int i = 0; i < B * KM; i++) {
+                    const int r = i / KM;
+                    const float z0 = z[i], zp = z0 + h, zm = z0 - h;
+                    z[i] = zp;
+                    const double lp =
+                        mr_bce_multi_row(fused, ls, z + KM * r, t + KM * r, KM, inv, NULL);
+                    z[i] = zm;
+                    const double lm =
+                        mr_bce_multi_row(fused, ls, z + KM * r, t + KM * r, KM, inv, NULL);
+                    z[i] = z0;
+                    const double num = (lp - lm) / ((double)zp - (double)zm) / B;
+                    const double e = fabs(num - d[i]) * B * KM;
+                    if (e > worst) worst = e;
+                }
+                ck_assert_msg(worst < 1e-3, "fused %d case %d seed %u: gradient error %g", fused, c,
+                              seed, worst);
+            }
+}
+END_TEST
+
 /* [net] top_k: a row counts when fewer than top_k outputs are strictly
  * above its label's (TensorFlow's in_top_k, Keras 3's
  * SparseTopKCategoricalAccuracy: these rows were checked there, k = 2,
@@ -608,6 +724,7 @@ static Suite *loss_suite(void) {
     tcase_add_test(tc, test_norm_scaling);
     tcase_add_test(tc, test_fd_label_smoothing);
     tcase_add_test(tc, test_fd_bce);
+    tcase_add_test(tc, test_fd_bce_multi);
     suite_add_tcase(s, tc);
     tc = tcase_create("values");
     tcase_add_test(tc, test_fused_values_by_hand);
@@ -623,6 +740,8 @@ static Suite *loss_suite(void) {
     tcase_add_test(tc, test_bce_fused_by_hand);
     tcase_add_test(tc, test_bce_probabilities_by_hand);
     tcase_add_test(tc, test_bce_class_weight_by_hand);
+    tcase_add_test(tc, test_bce_multi_by_hand);
+    tcase_add_test(tc, test_bce_multi_kernel);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -716,8 +716,9 @@ END_TEST
 
 /* loss = binary_crossentropy: one output unit, fused with a final sigmoid (logits_out) or
  * from_logits on a linear one; refused with a softmax, with from_logits on a sigmoid, with
- * more than one unit, with a linear one without from_logits, with class_weight other than
- * two weights; top_k and per_class are refused by the parser. The model has two classes. */
+ * class_weight on more than one unit (multi-label), with a linear one without from_logits, with
+ * class_weight other than two weights; top_k and per_class are refused by the parser. The model
+ * has two classes and one label per example. */
 START_TEST(binary_crossentropy_rules) {
     const char *head = "[net]\nloss=binary_crossentropy\n%s\n[data]\ntrain_images=a\n"
                        "train_labels=b\ntest_images=c\ntest_labels=d\n[input]\nshape=6\n"
@@ -733,7 +734,7 @@ START_TEST(binary_crossentropy_rules) {
         {"class_weight=0.5,2", 1, "activation=sigmoid", NULL, 1},
         {"", 1, "activation=softmax", "needs activation = sigmoid", 0},
         {"from_logits=1", 1, "activation=sigmoid", "needs a linear last layer", 0},
-        {"", 3, "activation=sigmoid", "needs a last layer of one unit", 0},
+        {"class_weight=1,2,3", 3, "activation=sigmoid", "(multi-label) takes no class_weight", 0},
         {"", 1, "", "or activation = sigmoid", 0},
         {"class_weight=1,2,3", 1, "activation=sigmoid", "outputs 2 classes", 0},
         {"top_k=1", 1, "activation=sigmoid", "top_k does not apply to loss = binary", 0},
@@ -753,6 +754,57 @@ START_TEST(binary_crossentropy_rules) {
             ck_assert_int_eq(m.fused_softmax, 1);
             ck_assert_int_eq(m.layers[m.n_layers - 1].logits_out, cases[i].logits_out);
             ck_assert_int_eq(mr_model_classes(&m), 2);
+            ck_assert_int_eq(mr_model_label_width(&m), 1);
+            mr_model_free(&m);
+        } else {
+            ck_assert_msg(st == MR_ERR_CONFIG && strstr(err.msg, "t.cfg") &&
+                              strstr(err.msg, cases[i].want) && !strchr(err.msg, '\n'),
+                          "case %zu: %d %s", i, st, err.msg);
+        }
+        if (parsed) mr_config_free(&cfg);
+    }
+}
+END_TEST
+
+/* Multi-label binary_crossentropy: k = 3 units, fused with a final sigmoid or from_logits on a
+ * linear one, label width 3 (multi-hot rows), 3 outputs for --predict; softmax, from_logits on
+ * a sigmoid, a linear one without from_logits and class_weight refused (file:line, one line);
+ * top_k and per_class by the parser. Other losses keep one label per example. */
+START_TEST(multi_label_bce_rules) {
+    const char *head = "[net]\nloss=%s\n%s\n[data]\ntrain_images=a\ntrain_labels=b\n"
+                       "test_images=c\ntest_labels=d\n[input]\nshape=6\n[dense]\nunits=3\n%s\n";
+    struct {
+        const char *loss, *net, *last, *want; /* want NULL: builds */
+        int width;
+    } cases[] = {
+        {"binary_crossentropy", "", "activation=sigmoid", NULL, 3},
+        {"binary_crossentropy", "from_logits=1\nlabel_smoothing=0.1", "", NULL, 3},
+        {"binary_crossentropy", "", "activation=softmax", "t.cfg:11: [net] loss = binary", 0},
+        {"binary_crossentropy", "from_logits=1", "activation=sigmoid", "needs a linear last", 0},
+        {"binary_crossentropy", "", "", "t.cfg:11: the last layer is linear", 0},
+        {"binary_crossentropy", "class_weight=1,2,3", "activation=sigmoid",
+         "t.cfg:11: [net] loss = binary_crossentropy with more than one output (multi-label) "
+         "takes no class_weight",
+         0},
+        {"binary_crossentropy", "top_k=1", "activation=sigmoid", "top_k does not apply", 0},
+        {"binary_crossentropy\nvalidation_split=0.1", "per_class=1", "activation=sigmoid",
+         "per_class does not apply", 0},
+        {"sparse_categorical_crossentropy", "", "activation=softmax", NULL, 1},
+        {"mse", "", "", NULL, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, head, cases[i].loss, cases[i].net, cases[i].last);
+        mr_config cfg;
+        mr_model m;
+        mr_error err = {0};
+        mr_status st = mr_config_parse(text, "t.cfg", NULL, &cfg, &err);
+        const int parsed = st == MR_OK;
+        if (parsed) st = mr_model_init(&m, tu_cpu_backend(), &cfg, 4, 0, &err);
+        if (cases[i].want == NULL) {
+            ck_assert_msg(st == MR_OK, "case %zu: %s", i, err.msg);
+            ck_assert_int_eq(mr_model_label_width(&m), cases[i].width);
+            ck_assert_int_eq(mr_model_classes(&m), 3);
             mr_model_free(&m);
         } else {
             ck_assert_msg(st == MR_ERR_CONFIG && strstr(err.msg, "t.cfg") &&
@@ -1255,6 +1307,7 @@ int main(void) {
     tcase_add_test(tc, shape_errors_name_the_line);
     tcase_add_test(tc, from_logits_rules);
     tcase_add_test(tc, binary_crossentropy_rules);
+    tcase_add_test(tc, multi_label_bce_rules);
     tcase_add_test(tc, class_weight_count);
     tcase_add_test(tc, host_access_in_place);
     tcase_add_test(tc, staged_host_access_same_bits);

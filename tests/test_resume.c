@@ -12,6 +12,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "runtime/array.h"
 #include "runtime/h5file.h"
 #include "tests/testutil.h"
 
@@ -240,6 +241,82 @@ START_TEST(binary_crossentropy_eval_and_resume) {
     ck_assert_msg(rc == 0 && strstr(out, "class probabilities (400, 2) in bp2.npy"), "%s", out);
     free(out);
     rc = run("$E b.h5 --top-k 1", &out);
+    ck_assert_msg(rc == 2 && strstr(out, "--top-k 1: does not apply to loss = binary") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* Multi-label binary_crossentropy (3 sigmoid outputs, multi-hot labels (n, 3)): a run resumed
+ * from its checkpoint ends bitwise as the uninterrupted one (the epoch logs hold binary
+ * accuracies over examples x 3); mirrored_eval reports the training's test line, says there is
+ * no confusion matrix, writes empty per_class and confusion lists in --json, (n, 3) sigmoid
+ * probabilities with --predict (each in (0, 1)), and refuses --top-k */
+START_TEST(multi_label_bce_eval_and_resume) {
+    tu_write_image_data(dir, "xm.npy", "ym_ids.npy", 400, 4);
+    tu_write_multi_hot_labels(dir, "ym.npy", 400);
+    free(tu_write_text(dir, "mlab.cfg",
+                       "[net]\nglobal_batch=16\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                       "checkpoint=ckm/run.h5\nloss=binary_crossentropy\nlabel_smoothing=0.1\n"
+                       "[data]\ntrain_images=xm.npy\ntrain_labels=ym.npy\ntest_images=xm.npy\n"
+                       "test_labels=ym.npy\nscale=1/255\n[input]\nshape=8,8,1\n[flatten]\n"
+                       "[dense]\nunits=8\nactivation=relu\n[dense]\nunits=3\n"
+                       "activation=sigmoid\n"));
+    run_ok("rm -rf ckm");
+    char *out;
+    int rc =
+        run("$T mlab.cfg --devices cpu:2 --json full.json --metrics full.csv --save mlab.h5", &out);
+    ck_assert_msg(rc == 0, "%s", out);
+    char *line = strstr(out, "Test loss: ");
+    ck_assert_ptr_nonnull(line);
+    char want[64];
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(line, "\n"), line);
+    free(out);
+    run_ok("$T mlab.cfg --devices cpu:2 --quiet --resume ckm/run-step000000020.h5 --json res.json "
+           "--metrics res.csv");
+    tu_same_run(dir, "full.json", "full.csv", "res.json", "res.csv");
+    rc = run("$E mlab.h5 --devices cpu --batch 7 --predict mp.npy --json me.json", &out);
+    ck_assert_msg(rc == 0 && strstr(out, want) && strstr(out, "no per-class table or confusion") &&
+                      !strstr(out, "confusion matrix ("),
+                  "want %s: %s", want, out);
+    free(out);
+    char *json = tu_read_in(dir, "me.json");
+    ck_assert_msg(json && strstr(json, "\"per_class\": []") && strstr(json, "\"confusion\": []"),
+                  "%s", json);
+    free(json);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/mp.npy", dir);
+    mr_array a = {0};
+    mr_error err = {0};
+    ck_assert_msg(mr_array_read(p, &a, &err) == MR_OK, "%s", err.msg);
+    ck_assert(a.dtype == MR_DTYPE_F32 && a.ndim == 2 && a.dims[0] == 400 && a.dims[1] == 3);
+    for (int64_t i = 0; i < 1200; i++) {
+        const float v = ((const float *)a.data)[i];
+        ck_assert_msg(v > 0.0f && v < 1.0f, "probability %lld: %g", (long long)i, v);
+    }
+    mr_array_free(&a);
+    rc = run("$E mlab.h5 --devices cpu --data xm.npy --predict mp2.npy", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "class probabilities (400, 3) in mp2.npy"), "%s", out);
+    free(out);
+    rc = run("$E mlab.h5 --devices cpu --data xm.npy,ym_ids.npy", &out);
+    ck_assert_msg(rc == 2 && strstr(out, "ym_ids.npy") && strstr(out, "multi-hot labels must be"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    /* --write-data: the labels as they are, (n, 3) */
+    rc = run("$T mlab.cfg --write-data mlab_pre.h5", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "train_labels = mlab_pre.h5:/train_labels"), "%s", out);
+    free(out);
+    snprintf(p, sizeof p, "%s/mlab_pre.h5:/train_labels", dir);
+    ck_assert_msg(mr_array_read(p, &a, &err) == MR_OK, "%s", err.msg);
+    ck_assert(a.ndim == 2 && a.dims[0] == 400 && a.dims[1] == 3 && a.dtype == MR_DTYPE_I64);
+    for (int64_t i = 0; i < 400; i++) {
+        const int64_t *r = (const int64_t *)a.data + i * 3, c = i % 4;
+        ck_assert_msg(r[0] == (c & 1) && r[1] == (c >> 1) && r[2] == (c == 3), "row %lld",
+                      (long long)i);
+    }
+    mr_array_free(&a);
+    rc = run("$E mlab.h5 --top-k 1", &out);
     ck_assert_msg(rc == 2 && strstr(out, "--top-k 1: does not apply to loss = binary") &&
                       strchr(out, '\n') == out + strlen(out) - 1,
                   "exit %d: %s", rc, out);
@@ -584,6 +661,7 @@ int main(void) {
     tcase_add_test(tc, resume_under_mpirun_one_writer);
     tcase_add_test(tc, eval_reports_what_training_did);
     tcase_add_test(tc, binary_crossentropy_eval_and_resume);
+    tcase_add_test(tc, multi_label_bce_eval_and_resume);
     tcase_add_test(tc, predict_without_labels);
     tcase_add_test(tc, keras3_weights_and_archives);
     tcase_add_test(tc, bad_checkpoints);

@@ -174,6 +174,54 @@ START_TEST(binary_crossentropy_equivalence) {
 }
 END_TEST
 
+/* Multi-label binary_crossentropy (3 sigmoid outputs, multi-hot labels (n, 3); from_logits on a
+ * linear one, smoothed): R x B == 1 x R*B, weights, reported loss and binary accuracy (matched
+ * outputs over examples x 3: a multiple of 1 / (n x 3), not of 1 / n). */
+START_TEST(multi_label_bce_equivalence) {
+    const char *text = "[net]\nbatch=4\nlr_scaling=none\nseed=5\nloss=binary_crossentropy\n%s\n"
+                       "[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=6,6,1\n[flatten]\n"
+                       "[dense]\nunits=16\nactivation=relu\n[dense]\nunits=3\nactivation=sigmoid\n";
+    const char *logits = "[net]\nbatch=4\nlr_scaling=none\nseed=5\nloss=binary_crossentropy\n"
+                         "from_logits=1\nlabel_smoothing=0.1\n%s\n[data]\ntrain_images=a\n"
+                         "train_labels=b\n[input]\nshape=6,6,1\n[flatten]\n[dense]\nunits=16\n"
+                         "activation=relu\n[dense]\nunits=3\n";
+    const struct {
+        const char *text, *net;
+        int R;
+    } cases[] = {{text, su_sgd, 2}, {text, su_adam, 4}, {logits, su_sgd, 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int R = cases[c].R, B = 4;
+        su_run many = {.text = cases[c].text,
+                       .net_extra = cases[c].net,
+                       .replicas = R,
+                       .batch = B,
+                       .n = 20 * B * R,
+                       .n_val = 2 * B * R,
+                       .multi_hot = 3};
+        su_run one = many;
+        one.replicas = 1, one.batch = B * R;
+        int64_t na, nb;
+        mr_epoch_logs la, lb;
+        float *a = su_train_ok(&many, &na, &la), *b = su_train_ok(&one, &nb, &lb);
+        ck_assert_int_eq(na, nb);
+        const double d = tu_rel_diff(a, b, (size_t)na);
+        ck_assert_msg(d < SU_BOUND, "case %zu: relative difference %g", c, d);
+        ck_assert_msg(fabs(la.loss - lb.loss) < 1e-5 * lb.loss && la.accuracy == lb.accuracy &&
+                          la.val_accuracy == lb.val_accuracy,
+                      "case %zu: loss %g vs %g, accuracy %g vs %g", c, la.loss, lb.loss,
+                      la.accuracy, lb.accuracy);
+        /* an accuracy of matched outputs: in (0, 1], and not a whole count over the examples */
+        const double n_train = (double)(many.n - many.n_val), seen = lb.accuracy * n_train * 3;
+        ck_assert_msg(lb.accuracy > 0.0 && lb.accuracy <= 1.0 && fabs(seen - round(seen)) < 1e-6,
+                      "case %zu: accuracy %g is no count over %g x 3 outputs", c, lb.accuracy,
+                      n_train);
+        ck_assert_msg(lb.val_accuracy > 0.0 && lb.val_accuracy <= 1.0, "val accuracy %g",
+                      lb.val_accuracy);
+        free(a), free(b);
+    }
+}
+END_TEST
+
 /* BatchNormalization with per-replica statistics (sync=0): after a step
  * every replica holds the same moving statistics, the mean over replicas
  * of what each replica's batch made of them (docs/architecture.md, "Batch normalisation"). The
@@ -724,6 +772,7 @@ int main(void) {
     tcase_add_test(tc, residual_equivalence);
     tcase_add_test(tc, class_weight_equivalence);
     tcase_add_test(tc, binary_crossentropy_equivalence);
+    tcase_add_test(tc, multi_label_bce_equivalence);
     tcase_add_test(tc, bn_moving_statistics_averaged);
     tcase_add_test(tc, epoch_metrics_are_global);
     tcase_add_test(tc, partial_last_batch);

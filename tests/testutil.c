@@ -176,6 +176,21 @@ void tu_write_image_data(const char *dir, const char *name_x, const char *name_y
     free(px), free(py), free(u);
 }
 
+void tu_write_multi_hot_labels(const char *dir, const char *name_y, int64_t n) {
+    mr_array y = {.dtype = MR_DTYPE_F32, .ndim = 2, .dims = {n, 3}};
+    float *py = malloc(sizeof(float) * (size_t)(n * 3));
+    for (int64_t i = 0; i < n; i++) {
+        const int c = (int)(i % 4);
+        py[i * 3] = (float)(c & 1), py[i * 3 + 1] = (float)(c >> 1), py[i * 3 + 2] = c == 3;
+    }
+    y.data = py;
+    char path[8192];
+    mr_error err = {0};
+    snprintf(path, sizeof path, "%s/%s", dir, name_y);
+    ck_assert(mr_array_write_npy(path, &y, &err) == MR_OK);
+    free(py);
+}
+
 const mr_gpu_list *tu_gpus(void) {
     return mr_backend_kind_devices(mr_backend_kind_find("gpu"));
 }

@@ -53,6 +53,11 @@ int tu_exists(const char *path);
 void tu_write_image_data(const char *dir, const char *name_x, const char *name_y, int64_t n,
                          int classes);
 
+/* Writes dir/name_y: multi-hot labels (n, 3) float32 0.0/1.0 for tu_write_image_data's images
+ * of 4 classes: example i of class c = i % 4 has (c & 1, c >> 1, c == 3), learnable from the
+ * pixels its class brightens; any number of 1s per row. */
+void tu_write_multi_hot_labels(const char *dir, const char *name_y, int64_t n);
+
 /* Writes dir/name (folders made as needed), an 8-bit PNG (h, w, c) of
  * `pixels` through libpng: c 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA. Returns
  * the full path (malloc'd). */

@@ -20,6 +20,19 @@ MR_AVX2_CLONES static mr_status cpu_loss(mr_backend *be, mr_loss_kind kind, int 
     float inv = 1.0f / norm;
     double total = 0.0;
     int64_t right = 0, top = 0;
+    if (kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1) {
+        /* multi-label: labels (batch, k) multi-hot; right counts matched outputs */
+        for (int i = 0; i < batch; i++) {
+            const float *z = out + (int64_t)i * k;
+            const int32_t *t = labels + (int64_t)i * k;
+            right += mr_bce_multi_hits(fused_softmax, z, t, k);
+            total +=
+                mr_bce_multi_row(fused_softmax, ls, z, t, k, inv, dy ? dy + (int64_t)i * k : NULL);
+        }
+        *loss_sum += total;
+        *correct += right;
+        return MR_OK;
+    }
     for (int i = 0; i < batch; i++) {
         const float *z = out + (int64_t)i * k;
         right += mr_hit_row(kind, fused_softmax, z, labels[i], k);

@@ -11,7 +11,8 @@
 #include "backends/cuda/kernels_cuda.h"
 #include "models/loss_row.h"
 
-/* out (batch, k), labels (batch), cw (k) or NULL -> loss[i] (weighted by
+/* out (batch, k), labels (batch) or, multi-label binary_crossentropy, (batch, k), cw (k) or
+ * NULL -> loss[i] (weighted by
  * its class's cw), hit[i], top[i] (doubles; top only when top_k > 0) and,
  * when dy is not NULL, dy (batch, k): loss_row.h, the CPU's code */
 __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float ls,
@@ -22,6 +23,14 @@ __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float l
                                    double *__restrict__ top) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < batch; i += gridDim.x * blockDim.x) {
         const float *z = out + (int64_t)i * k;
+        if (kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1) {
+            /* multi-label: labels (batch, k) multi-hot; hit[i] its matched outputs */
+            const int32_t *t = labels + (int64_t)i * k;
+            hit[i] = (double)mr_bce_multi_hits(fused_softmax, z, t, k);
+            loss[i] = mr_bce_multi_row(fused_softmax, ls, z, t, k, inv,
+                                       dy ? dy + (int64_t)i * k : NULL);
+            continue;
+        }
         hit[i] = mr_hit_row(kind, fused_softmax, z, labels[i], k) ? 1.0 : 0.0;
         if (top_k > 0) top[i] = mr_in_top_k_row(z, labels[i], k, top_k) ? 1.0 : 0.0;
         const float w = mr_class_weight(cw, labels[i]);
@@ -40,7 +49,9 @@ static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
     cudaStream_t s = mr_cuda(be)->stream;
     const int32_t *dlabels;
     double *rows, *host;
-    MR_CHECK(mr_cuda_labels(be, labels, batch, &dlabels, err));
+    /* multi-label binary_crossentropy: (batch, k) multi-hot labels, else (batch) */
+    const int width = kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1 ? k : 1;
+    MR_CHECK(mr_cuda_labels(be, labels, batch * width, &dlabels, err));
     /* rows: batch losses, batch hits, then (top_k > 0) batch top-k hits */
     const size_t nrows = (top_k > 0 ? 3 : 2) * (size_t)batch;
     MR_CHECK(mr_cuda_rows(be, nrows, &rows, &host, err));
@@ -58,7 +69,7 @@ static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
     int64_t right = 0, top = 0;
     for (int i = 0; i < batch; i++) {
         total += host[i];
-        right += host[batch + i] != 0.0;
+        right += (int64_t)host[batch + i]; /* 0 or 1; multi-label: 0..k */
         if (top_k > 0) top += host[2 * (size_t)batch + i] != 0.0;
     }
     *loss_sum += total;
