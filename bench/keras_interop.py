@@ -116,10 +116,13 @@ def check_cfg(sections, path):
         sys.exit(f"{path}: [data] standardize is not in a Keras model; not supported here")
 
 
+MERGES = ("add", "concatenate")  # the sections that take a second input (from =)
+
+
 def is_graph(sections):
     """1: some layer takes another output than the one just before it
-    (input =, [add]): a Keras Functional, not a Sequential."""
-    return any(s == "add" or "input" in kv for s, kv in sections if s != "input")
+    (input =, [add], [concatenate]): a Keras Functional, not a Sequential."""
+    return any(s in MERGES or "input" in kv for s, kv in sections if s != "input")
 
 
 def keras_layer(name, kv):
@@ -144,6 +147,8 @@ def keras_layer(name, kv):
         return layers.GlobalAveragePooling2D(**named)
     if name == "add":
         return layers.Add(**named)
+    if name == "concatenate":
+        return layers.Concatenate(**named)
     if name == "dense":
         return layers.Dense(int(kv["units"]), activation=kv.get("activation", "linear"),
                             use_bias=kv.get("use_bias", "1") not in ("0", "false"), **named)
@@ -186,7 +191,7 @@ def keras_model(sections):
     for i, (s, kv) in enumerate(layer_sections[1:], start=1):
         x = ref(i, kv.get("input", "-1"))
         layer = keras_layer(s, kv)
-        outs.append(layer([x, ref(i, kv["from"])]) if s == "add" else layer(x))
+        outs.append(layer([x, ref(i, kv["from"])]) if s in MERGES else layer(x))
         if "name" in kv:
             names[kv["name"]] = i
     return keras.Model(outs[0], outs[-1]), net
