@@ -3,12 +3,13 @@
  * On a terminal: a bar per epoch (step/steps, ETA, running loss and
  * accuracy), redrawn at most ten times a second. Otherwise, and always
  * under mpirun (whose ranks see a terminal wherever mpirun's own output
- * goes): one line per epoch. Every epoch line ends with loss, accuracy, val_loss, val_accuracy
- * and samples/s, then where the update time went (mr_time_fractions) ([net] top_k: val_sparse_top_k_categorical_accuracy after
- * val_accuracy; [net] per_class: a line of the validation set's per-class
- * accuracy after it). The CSV (--metrics) has Keras CSVLogger's columns, then
- * the learning rate, samples/s and seconds of the epoch; the JSON lines
- * (--log) one object per update. */
+ * goes): one line per epoch. Every epoch line ends with loss, accuracy,
+ * val_loss, val_accuracy and samples/s ([net] top_k:
+ * val_sparse_top_k_categorical_accuracy after val_accuracy), then where
+ * the update time went (mr_time_fractions); [net] per_class adds a line of
+ * the validation set's per-class accuracy after it. The CSV (--metrics)
+ * has Keras CSVLogger's columns, then the learning rate, samples/s and
+ * seconds of the epoch; the JSON lines (--log) one object per update. */
 #ifndef MR_PROGRESS_H
 #define MR_PROGRESS_H
 

@@ -27,8 +27,8 @@ __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float l
             /* multi-label: labels (batch, k) multi-hot; hit[i] its matched outputs */
             const int32_t *t = labels + (int64_t)i * k;
             hit[i] = (double)mr_bce_multi_hits(fused_softmax, z, t, k);
-            loss[i] = mr_bce_multi_row(fused_softmax, ls, z, t, k, inv,
-                                       dy ? dy + (int64_t)i * k : NULL);
+            loss[i] =
+                mr_bce_multi_row(fused_softmax, ls, z, t, k, inv, dy ? dy + (int64_t)i * k : NULL);
             continue;
         }
         hit[i] = mr_hit_row(kind, fused_softmax, z, labels[i], k) ? 1.0 : 0.0;
