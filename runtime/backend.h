@@ -81,7 +81,8 @@ typedef struct mr_backend_ops {
      * process-wide: 1, or OPENBLAS_NUM_THREADS up to `threads`). May be NULL. */
     void (*set_threads)(mr_backend *be, int threads);
     /* Binds the calling thread to the context's device (CUDA: makes it
-     * the current device). May be NULL (the CPU: nothing to bind). */
+     * the current device; the CPU: flush-to-zero and denormals-are-zero
+     * on the thread, backend_cpu.c). May be NULL (nothing to do). */
     mr_status (*enter)(mr_backend *be, mr_error *err);
     /* The device's memory: bytes in use (by every context and process on
      * it) and in all. May be NULL (the CPU: not reported). */

@@ -304,6 +304,27 @@ START_TEST(test_zero_scale) {
 }
 END_TEST
 
+/* A thread that entered a CPU context flushes denormals: before, a product
+ * below 2^-126 is a denormal and a denormal input counts; after, both are
+ * 0, as in TensorFlow's CPU threads (Adam's decaying slots, backend_cpu.c).
+ * Each test runs in a process of its own (Check's fork), so the mode does
+ * not leak into the others. */
+START_TEST(test_enter_flushes_denormals) {
+    volatile float tiny = 1e-30f, small = 1e-10f, denormal = 1e-40f;
+    float before = tiny * small, in_before = denormal * 1.0f;
+    ck_assert(before > 0.0f && before < 1.17549435e-38f);
+    ck_assert(in_before > 0.0f);
+    mr_backend *be = tu_cpu_backend();
+    ck_assert_int_eq(mr_backend_enter(be, NULL), MR_OK);
+    volatile float after = tiny * small, in_after = denormal * 1.0f;
+    ck_assert_float_eq(after, 0.0f);
+    ck_assert_float_eq(in_after, 0.0f);
+    /* normal numbers are untouched */
+    volatile float a = 1.5f, b = 1e-20f;
+    ck_assert_float_eq(a * b, 1.5e-20f);
+}
+END_TEST
+
 /* Host views: the CPU's device memory is host memory, so reads and writes
  * go in place; with host_memory cleared (a GPU's situation) they go through
  * the caller's staging buffer and copies, with the same result. */
@@ -470,6 +491,7 @@ static Suite *backend_suite(void) {
     tcase_add_test(tc, test_set_threads);
     tcase_add_test(tc, test_threads_same_bits);
     tcase_add_test(tc, test_threads_policy);
+    tcase_add_test(tc, test_enter_flushes_denormals);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,6 +11,9 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 static void *cpu_alloc(mr_backend *be, size_t n) {
     (void)be;
@@ -98,6 +101,23 @@ static void cpu_set_threads(mr_backend *be, int threads) {
     openblas_set_num_threads(blas_threads(threads));
 }
 
+/* A replica's thread computes with flush-to-zero and denormals-are-zero,
+ * as TensorFlow's CPU threads do: a float below 2^-126 reads and writes as
+ * 0. Without it, arithmetic on denormals runs 20x slower or worse, and
+ * they do come: Adam's m of a weight whose gradient stays 0 (a pixel that
+ * is 0 in every image) decays by beta1 each update and reaches them after
+ * ~700 updates (the optimizer's update then took 1.6-2.0 ms instead of
+ * 95 us on fashion_mlp.cfg). No weight moves by so little that its bits
+ * would change. MXCSR bits 15 (FTZ) and 6 (DAZ); other CPUs keep their
+ * default. */
+static mr_status cpu_enter(mr_backend *be, mr_error *err) {
+    (void)be, (void)err;
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(_mm_getcsr() | 0x8040u);
+#endif
+    return MR_OK;
+}
+
 static void cpu_destroy(mr_backend *be) {
     free(be);
 }
@@ -116,6 +136,7 @@ static const mr_backend_ops cpu_ops = {
     .scale = cpu_scale,
     .gemm = cpu_gemm,
     .set_threads = cpu_set_threads,
+    .enter = cpu_enter,
     .destroy = cpu_destroy,
 };
 
