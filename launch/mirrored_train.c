@@ -456,8 +456,11 @@ int main(int argc, char **argv) {
         if (adapted && mr_strategy_sync_model(strategy, &err) != MR_OK) goto alone_failure;
     }
 
+    /* --synthetic: random examples, no augmentation (tf_cnn_benchmarks's
+     * synthetic data has no preprocessing either): what is timed is the
+     * training, and a GPU makes the batch itself (fit.c, load_shard) */
     mr_augment aug = {0}, *augp = NULL;
-    if (cfg.augment.flip || cfg.augment.shift) {
+    if (c.synthetic == 0 && (cfg.augment.flip || cfg.augment.shift)) {
         const mr_layer_cfg *in = &cfg.layers[0];
         if (in->shape_rank != 3) {
             mr_error_set(&err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",

@@ -1,8 +1,8 @@
 /* kernels.h: the compute of models/ for each device kind.
  *
- * One table per device kind lists every layer kind's kernels, the loss and
- * the optimizer update (the per-element math they share is
- * runtime/elementwise.h). Each backend fills one in its own folder
+ * One table per device kind lists every layer kind's kernels, the loss,
+ * the optimizer update and the making of a synthetic batch (the
+ * per-element math they share is runtime/elementwise.h). Each backend fills one in its own folder
  * (backends/cpu/kernels_cpu.c, backends/cuda/kernels_cuda.c) and hangs it
  * on its context's ops (runtime/backend.h, ops->kernels); the layers, the
  * loss and the optimizer take the table of their context (mr_kernels_for),
@@ -17,12 +17,25 @@
 
 MR_C_BEGIN
 
+/* A batch made on the device itself (--synthetic on a GPU: no copy of the
+ * examples from the host, as tf_cnn_benchmarks makes its synthetic images
+ * on the GPU). */
+typedef struct mr_input_kernels {
+    /* x (count, row) = scale x the bytes of synthetic examples rows[0..count)
+     * (device memory; example i's value j is mr_synthetic_byte(k0, k1,
+     * i x row + j), runtime/rng.h): the floats mr_dataset_fill makes of
+     * mr_dataset_synthetic's examples, bit for bit. On be's compute queue. */
+    mr_status (*synthetic)(mr_backend *be, mr_dfloat *x, const int64_t *rows, int count,
+                           int64_t row, uint32_t k0, uint32_t k1, float scale, mr_error *err);
+} mr_input_kernels;
+
 typedef struct mr_kernels {
     const char *device; /* "cpu", "gpu": the kind whose table this is */
     /* by layer kind; NULL for MR_LAYER_INPUT */
     const mr_layer_kernels *layer[MR_LAYER_KIND_COUNT];
     const mr_loss_kernels *loss;
     const mr_optimizer_kernels *optimizer;
+    const mr_input_kernels *input;
 } mr_kernels;
 
 /* The kernels of be's device kind. */

@@ -230,9 +230,14 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     const int n_inputs = be->host_memory ? 1 : 2;
     for (int i = 0; i < n_inputs; i++) {
         m->inputs[i] = alloc_floats(m, (int64_t)max_batch * m->in_size);
-        if (!be->host_memory)
+        if (!be->host_memory) {
             m->input_host[i] =
                 mr_backend_alloc_host(be, sizeof(float) * (size_t)(max_batch * m->in_size + 1));
+            /* here, not at the first synthetic batch: the allocation's zeroing
+             * is queued on the compute stream, and an upload's copy waits
+             * only for what was queued before the previous upload */
+            m->input_rows[i] = mr_backend_alloc(be, sizeof(int64_t) * (size_t)max_batch);
+        }
     }
     m->input = m->inputs[0];
     m->next_input = 0;
@@ -263,7 +268,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     int ok = m->params && m->grads && m->input && m->dbuf[0] && m->dbuf[1] && sst == MR_OK &&
              (ns == 0 || m->state) && (be->host_memory || m->host);
     for (int i = 0; i < n_inputs; i++)
-        ok = ok && m->inputs[i] && (be->host_memory || m->input_host[i]);
+        ok = ok && m->inputs[i] && (be->host_memory || (m->input_host[i] && m->input_rows[i]));
     for (int s = 0; s < nslots; s++)
         ok = ok && m->slots[s];
     for (int i = 0; i < m->n_layers; i++)
@@ -352,6 +357,8 @@ void mr_model_free(mr_model *m) {
         free_floats(m, &m->inputs[i]);
         mr_backend_free_host(m->be, m->input_host[i]);
         m->input_host[i] = NULL;
+        mr_backend_free(m->be, m->input_rows[i]);
+        m->input_rows[i] = NULL;
     }
     m->input = NULL;
     free_floats(m, &m->dbuf[0]);
@@ -392,6 +399,22 @@ mr_status mr_model_input_upload(mr_model *m, int batch, mr_error *err) {
     const int i = m->next_input;
     MR_CHECK(mr_backend_upload(m->be, m->inputs[i], m->input_host[i],
                                sizeof(float) * (size_t)batch * (size_t)m->in_size, err));
+    m->input = m->inputs[i];
+    m->next_input = i ^ 1;
+    return MR_OK;
+}
+
+mr_status mr_model_input_synthetic(mr_model *m, const int64_t *rows, int batch, uint32_t k0,
+                                   uint32_t k1, float scale, mr_error *err) {
+    MR_ASSERT(batch >= 0 && batch <= m->max_batch && !m->be->host_memory);
+    const int i = m->next_input;
+    /* the ids through the pinned buffer the batch would take (free now:
+     * the upload before the last one, which read it, is done) */
+    memcpy(m->input_host[i], rows, sizeof(int64_t) * (size_t)batch);
+    MR_CHECK(mr_backend_upload(m->be, m->input_rows[i], m->input_host[i],
+                               sizeof(int64_t) * (size_t)batch, err));
+    MR_CHECK(mr_kernels_for(m->be)->input->synthetic(m->be, m->inputs[i], m->input_rows[i], batch,
+                                                     m->in_size, k0, k1, scale, err));
     m->input = m->inputs[i];
     m->next_input = i ^ 1;
     return MR_OK;

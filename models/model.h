@@ -66,6 +66,10 @@ typedef struct mr_model {
     mr_dfloat *inputs[2];
     float *input_host[2];
     int next_input;
+    /* (max_batch) int64 example ids on the device, one per inputs[i], for a
+     * synthetic batch made there (mr_model_input_synthetic); NULL where the
+     * memory is host memory */
+    void *input_rows[2];
     mr_dfloat *acts[MR_MAX_LAYERS]; /* layer i's output, (max_batch, out of layer i) */
     mr_dfloat *dbuf[2];             /* ping-pong gradients w.r.t. activations */
     /* Host staging for what host code reads or writes of those buffers (a
@@ -128,6 +132,15 @@ int mr_model_label_width(const mr_model *m);
  * computes (backend.h, mr_backend_upload). */
 float *mr_model_input_host(mr_model *m);
 mr_status mr_model_input_upload(mr_model *m, int batch, mr_error *err);
+
+/* Instead of filling and uploading: the next batch made on the device (its
+ * context's input kernel, models/kernels.h), the synthetic examples
+ * rows[0..batch) under (k0, k1) times scale, the floats mr_dataset_fill
+ * would make of mr_dataset_synthetic's bytes. Only the ids (8 bytes a row)
+ * travel, through the same pinned buffer and queued upload as a batch. For
+ * a context whose memory is not host memory. */
+mr_status mr_model_input_synthetic(mr_model *m, const int64_t *rows, int batch, uint32_t k0,
+                                   uint32_t k1, float scale, mr_error *err);
 
 /* Runs the layers on m->input (batch rows); the output (batch, out_size) is
  * then at mr_model_output (device memory). training selects dropout and

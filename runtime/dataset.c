@@ -73,9 +73,12 @@ mr_status mr_dataset_synthetic(mr_dataset *ds, int64_t n, int rank, const int *d
     }
     uint32_t key[2], w[4];
     mr_rng_key(seed, MR_RNG_STREAM_SYNTHETIC, key);
+    ds->synthetic = 1;
+    ds->synthetic_key[0] = key[0], ds->synthetic_key[1] = key[1];
     uint8_t *x = ds->x.data;
     const int64_t total = n * ds->row;
-    for (int64_t i = 0; i < total; i += 16) { /* 16 bytes a Philox call */
+    /* mr_synthetic_byte's bytes, 16 a Philox call (test_dataset compares) */
+    for (int64_t i = 0; i < total; i += 16) {
         mr_philox4x32(key[0], key[1], 0, 0, (uint32_t)(i / 16), (uint32_t)((uint64_t)i >> 36), w);
         for (int j = 0; j < 16 && i + j < total; j++)
             x[i + j] = (uint8_t)(w[j / 4] >> (8 * (j % 4)));
@@ -373,6 +376,13 @@ mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t
     ds->mean = mean;
     ds->inv_std = inv;
     return MR_OK;
+}
+
+void mr_dataset_fill_labels(const mr_dataset *ds, const int64_t *rows, int count, int32_t *y) {
+    const int64_t lw = label_width(ds);
+    for (int i = 0; i < count; i++)
+        for (int64_t j = 0; j < lw; j++) /* (count, label_width) */
+            y[i * lw + j] = ds->y[rows[i] * lw + j];
 }
 
 MR_AVX2_CLONES void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count,

@@ -25,6 +25,10 @@ typedef struct mr_dataset {
     int classes;     /* class folders of an image folder (labels inferred), or 0 */
     int label_width; /* labels per example: 1 (class ids; 0 reads as 1), or k (multi-hot rows,
                         multi-label binary_crossentropy: mr_dataset_load_multi_hot) */
+    /* 1: x is mr_dataset_synthetic's, byte o mr_synthetic_byte(synthetic_key,
+     * o) (runtime/rng.h), so a device can make any example itself */
+    int synthetic;
+    uint32_t synthetic_key[2];
 } mr_dataset;
 
 /* Random augmentation of (H, W, C) images; all zero = none. */
@@ -68,7 +72,8 @@ mr_status mr_dataset_load_input(mr_dataset *ds, const char *images, const char *
  * values uniform over 0..255 and labels uniform over 0..classes-1, both
  * from Philox keyed by `seed` (MR_RNG_STREAM_SYNTHETIC): the same on every
  * process of a job, and a few bytes of memory per value. The scale and
- * standardisation are the caller's to set, as for files. */
+ * standardisation are the caller's to set, as for files. ds->synthetic
+ * and synthetic_key say how a device makes the same bytes itself. */
 mr_status mr_dataset_synthetic(mr_dataset *ds, int64_t n, int rank, const int *dims, int classes,
                                uint64_t seed, mr_error *err);
 
@@ -102,6 +107,10 @@ mr_status mr_dataset_standardize(mr_dataset *ds, const mr_dataset *from, int64_t
  * and their labels into y (count, label_width). */
 void mr_dataset_fill(const mr_dataset *ds, const int64_t *rows, int count, const mr_augment *aug,
                      float *x, int32_t *y);
+
+/* The labels alone of mr_dataset_fill: y (count, label_width), where the
+ * device makes the examples themselves (a synthetic set on a GPU). */
+void mr_dataset_fill_labels(const mr_dataset *ds, const int64_t *rows, int count, int32_t *y);
 
 void mr_dataset_free(mr_dataset *ds);
 

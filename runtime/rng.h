@@ -46,6 +46,17 @@ MR_HD static inline float mr_rng_u01(uint32_t w) {
     return (float)(w >> 8) * (1.0f / 16777216.0f);
 }
 
+/* Byte o of the synthetic data stream under key (mr_rng_key(seed,
+ * MR_RNG_STREAM_SYNTHETIC)): example i's value j is byte i x row + j.
+ * Sixteen bytes a Philox call, counter (0, 0, o / 16, o / 2^36), little end
+ * first. Host and device: a GPU makes the examples the host would
+ * (mr_dataset_synthetic, the input kernels of models/kernels.h). */
+MR_HD static inline uint8_t mr_synthetic_byte(uint32_t k0, uint32_t k1, int64_t o) {
+    uint32_t w[4];
+    mr_philox4x32(k0, k1, 0, 0, (uint32_t)(o / 16), (uint32_t)((uint64_t)o >> 36), w);
+    return (uint8_t)(w[(o % 16) / 4] >> (8 * (o % 4)));
+}
+
 /* Key for (seed, stream): the two halves of a 64-bit seed mixed with the stream. */
 void mr_rng_key(uint64_t seed, uint32_t stream, uint32_t key[2]);
 

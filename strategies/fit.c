@@ -135,16 +135,28 @@ static mr_status on_nonfinite(replica *rep, int epoch, int64_t g, int64_t global
 /* Loads shard k of the global batch of `ga` rows at perm[gbegin..] into
  * the model's input (and rep->labels): the loader writes into the input
  * in place where the device's memory is host memory (the CPU: no copy),
- * else into pinned staging that the upload queues for the device. */
+ * else into pinned staging that the upload queues for the device. A
+ * synthetic set (--synthetic) without standardisation or augmentation is
+ * made on such a device from the example ids (mr_model_input_synthetic),
+ * the same floats: only the ids travel. */
 static mr_status load_shard(replica *rep, const mr_augment *augp, int64_t gbegin, int64_t ga,
                             int k) {
     mr_strategy *s = rep->s;
+    const mr_dataset *ds = s->ds;
     int64_t start, cnt;
     shard_range(ga, s->plan.accumulate * s->R, k * s->R + rep->g, &start, &cnt);
+    const int64_t *rows = s->perm + gbegin + start;
     const double t0 = mr_trace_now(rep->model.trace);
-    mr_dataset_fill(s->ds, s->perm + gbegin + start, (int)cnt, augp,
-                    mr_model_input_host(&rep->model), rep->labels);
-    mr_status st = mr_model_input_upload(&rep->model, (int)cnt, &rep->err);
+    mr_status st;
+    if (ds->synthetic && ds->mean == NULL && augp == NULL && !rep->be->host_memory) {
+        mr_dataset_fill_labels(ds, rows, (int)cnt, rep->labels);
+        st = mr_model_input_synthetic(&rep->model, rows, (int)cnt, ds->synthetic_key[0],
+                                      ds->synthetic_key[1], ds->scale, &rep->err);
+        mr_trace_end(rep->model.trace, "data", "synthetic batch", t0);
+        return st;
+    }
+    mr_dataset_fill(ds, rows, (int)cnt, augp, mr_model_input_host(&rep->model), rep->labels);
+    st = mr_model_input_upload(&rep->model, (int)cnt, &rep->err);
     mr_trace_end(rep->model.trace, "data", "batch", t0);
     return st;
 }

@@ -97,6 +97,14 @@ float *su_train(const su_run *o, int64_t *np, mr_epoch_logs *logs, mr_status *st
     cfg.net.batch = o->batch;
     mr_dataset ds;
     su_make_data(&ds, o->n);
+    if (o->synthetic) {
+        mr_dataset_free(&ds);
+        const int dims[3] = {6, 6, 1};
+        ck_assert_msg(mr_dataset_synthetic(&ds, o->n, 3, dims, 4, 9, &perr) == MR_OK, "%s",
+                      perr.msg);
+        ds.scale = 1.0f / 255.0f;
+        if (o->synthetic == 2) ds.synthetic = 0;
+    }
     if (o->binary)
         for (int64_t i = 0; i < ds.n; i++)
             ds.y[i] &= 1;

@@ -43,6 +43,11 @@ typedef struct su_run {
     int binary;       /* labels 0 and 1 (the low bit of su_make_data's) for binary_crossentropy */
     int multi_hot;    /* 3: multi-hot rows (n, 3) for multi-label binary_crossentropy: the two
                          bits of su_make_data's class, then whether pixel 14 is above 0.5 */
+    /* 1: mr_dataset_synthetic's examples (6x6x1 bytes, 4 classes, scale 1/255)
+     * instead of su_make_data's, so a replica whose memory is not host memory
+     * makes its batches itself; 2: the same examples with ds.synthetic
+     * cleared, every batch converted on the host and uploaded */
+    int synthetic;
 } su_run;
 
 /* Trains o->epochs epochs (seed 5); returns replica 0's parameters followed by its

@@ -1068,7 +1068,8 @@ END_TEST
  * images/sec line every --display-every updates after the warm-up (64
  * examples / 8 = 8 updates an epoch, 3 epochs = 24; 4 warm-up, then lines
  * at updates 8, 12, ..., 24) and the total, also in --json; the same
- * command twice trains the same bits (the data are keyed by the seed). */
+ * command twice trains the same bits (the data are keyed by the seed), and
+ * so does a .cfg with [augment] (none on random examples). */
 START_TEST(synthetic_benchmark) {
     free(tu_write_text(dir, "syn.cfg",
                        "[net]\nglobal_batch=8\nepochs=3\nseed=5\n"
@@ -1121,6 +1122,18 @@ START_TEST(synthetic_benchmark) {
     free(out);
     read_hash("syn3.json", h2);
     ck_assert_str_ne(h1, h2);
+    /* [augment] is not applied to synthetic examples: the bits without it */
+    free(tu_write_text(dir, "synaug.cfg",
+                       "[net]\nglobal_batch=8\nepochs=3\nseed=5\n"
+                       "[data]\ntrain_images=nowhere/x.npy\ntrain_labels=nowhere/y.npy\n"
+                       "scale=1/255\n[augment]\nflip=1\nshift=2\n[input]\nshape=8,8,1\n"
+                       "[conv2d]\nfilters=2\nsize=3\nactivation=relu\n[flatten]\n[dense]\n"
+                       "units=4\nactivation=softmax\n"));
+    rc = run("--devices cpu:2 --synthetic 64 --quiet --json syn4.json synaug.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    read_hash("syn4.json", h2);
+    ck_assert_str_eq(h1, h2);
     /* without --synthetic the missing files are what they are */
     rc = run("--devices cpu:2 syn.cfg", &out);
     ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "nowhere/x.npy"), "exit %d: %s", rc, out);

@@ -15,7 +15,9 @@
  * the optimizer updates (SGD plain, momentum, Nesterov; Adam: weights and
  * slots over three steps) are compared the same way, and the check for NaN
  * and Inf (on_nan) gives the expected verdicts. Weight initialisation
- * (mr_layer_init: made on the host, copied) must give the same bits.
+ * (mr_layer_init: made on the host, copied) and a synthetic batch (the
+ * input kernel; the reference's against mr_dataset_fill) must give the
+ * same bits.
  *
  * Contexts under test:
  *   no argument: a CPU context whose host_memory flag is cleared
@@ -71,6 +73,7 @@
 
 #include "models/kernels.h"
 #include "backends/gpu_list.h"
+#include "runtime/dataset.h"
 #include "runtime/rng.h"
 #include "tests/gradcheck.h"
 #include "backends/backends.h"
@@ -1240,6 +1243,61 @@ static void run_optimizers(cf *h) {
     run_axpy(h);
 }
 
+/* ----------------------------------------------------------------- input */
+
+/* A synthetic batch made by the input kernel (models/kernels.h) from
+ * example ids in device memory: the reference's floats are those
+ * mr_dataset_fill makes of mr_dataset_synthetic's bytes (the host's
+ * truth), and the context under test's are the reference's, bit for bit.
+ * Ids out of order and repeated; 70 values an example, so examples start
+ * inside a Philox call's 16 bytes. */
+static void run_synthetic(cf *h) {
+    snprintf(h->tag, sizeof h->tag, "input synthetic");
+    const mr_kernels *kk = mr_kernels_for(h->dut);
+    if (kk == NULL || kk->input == NULL || kk->input->synthetic == NULL) {
+        cf_fail(h, "the %s kernel table has no synthetic input", h->dut->ops->name);
+        return;
+    }
+    enum { B = 7, ROW = 70 };
+    const int dims[1] = {ROW};
+    mr_dataset ds;
+    mr_error err = {0};
+    if (!cf_ok(h, 0, mr_dataset_synthetic(&ds, 40, 1, dims, 3, 11, &err), &err, "synthetic"))
+        return;
+    ds.scale = 1.0f / 255.0f;
+    const int64_t rows[B] = {39, 0, 17, 17, 5, 38, 1};
+    static float want[B * ROW], a[B * ROW], b[B * ROW];
+    int32_t y[B];
+    mr_dataset_fill(&ds, rows, B, NULL, want, y);
+    mr_backend *be[2] = {h->ref, h->dut};
+    mr_dfloat *dx[2] = {0};
+    void *drows[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        if (!(dx[k] = cf_upload(h, k, be[k], NULL, B * ROW))) goto out;
+        if (!(drows[k] = mr_backend_alloc(be[k], sizeof rows))) {
+            cf_fail(h, "out of memory for the ids");
+            goto out;
+        }
+        if (!cf_ok(h, k, mr_backend_to_device(be[k], drows[k], rows, sizeof rows, &err), &err,
+                   "to_device") ||
+            !cf_ok(h, k,
+                   mr_kernels_for(be[k])->input->synthetic(be[k], dx[k], drows[k], B, ROW,
+                                                           ds.synthetic_key[0], ds.synthetic_key[1],
+                                                           ds.scale, &err),
+                   &err, "synthetic"))
+            goto out;
+    }
+    if (!cf_get(h, 0, h->ref, b, dx[0], B * ROW)) goto out;
+    cf_check(h, "reference against mr_dataset_fill", b, want, B * ROW, 0.0);
+    cf_compare(h, "synthetic batch", dx[0], dx[1], B * ROW, 0.0, a, b);
+out:
+    for (int k = 0; k < 2; k++) {
+        mr_backend_free(be[k], dx[k]);
+        mr_backend_free(be[k], drows[k]);
+    }
+    mr_dataset_free(&ds);
+}
+
 /* ----------------------------------------------------------------- tests */
 
 /* One test per group, looped over the contexts under test (_i). */
@@ -1263,6 +1321,7 @@ GROUP_TEST(batchnorm, run_batchnorm)
 GROUP_TEST(layernorm, run_layernorm)
 GROUP_TEST(loss, run_losses)
 GROUP_TEST(optimizer, run_optimizers)
+GROUP_TEST(input, run_synthetic)
 
 /* A few cases of each comparison kind, on the copy-mode CPU context. */
 static void self_test_cases(cf *h) {
@@ -1348,6 +1407,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, layernorm, 0, targets);
     tcase_add_loop_test(tc, loss, 0, targets);
     tcase_add_loop_test(tc, optimizer, 0, targets);
+    tcase_add_loop_test(tc, input, 0, targets);
     if (dut_kind == NULL) tcase_add_test(tc, harness_reports_differences);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

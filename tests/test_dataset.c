@@ -13,6 +13,7 @@
 
 #include "runtime/array.h"
 #include "runtime/dataset.h"
+#include "runtime/rng.h"
 #include "tests/testutil.h"
 
 static char tmp_dir[4096];
@@ -208,11 +209,11 @@ START_TEST(test_load_int_images_to_float) {
 }
 END_TEST
 
-/* Images alone (labels NULL): the examples as with labels, every class id
- * the placeholder 0; a file without examples is still refused. */
 /* --synthetic's examples: the shape asked for, uint8 values over the
  * whole range, labels over every class and no other, the same for the same
- * seed and different for another. */
+ * seed and different for another; every byte is mr_synthetic_byte's (what
+ * a GPU makes), also past Philox's first counter word; the labels alone
+ * (mr_dataset_fill_labels) are mr_dataset_fill's. */
 START_TEST(test_synthetic) {
     mr_dataset a, b;
     const int dims[3] = {5, 6, 3};
@@ -235,6 +236,23 @@ START_TEST(test_synthetic) {
     }
     ck_assert(lo == 0 && hi == 255);
     ck_assert(fabs(sum / (double)(a.n * a.row) - 127.5) < 1.0);
+    uint32_t key[2], w[4];
+    mr_rng_key(42, MR_RNG_STREAM_SYNTHETIC, key);
+    ck_assert(a.synthetic == 1 && a.synthetic_key[0] == key[0] && a.synthetic_key[1] == key[1]);
+    for (int64_t o = 0; o < a.n * a.row; o++)
+        ck_assert_int_eq(mr_synthetic_byte(key[0], key[1], o), x[o]);
+    /* byte 2^36 + 21: counter (0, 0, 1, 1) (2^32 + 1 calls of 16 bytes), word 1, byte 1 */
+    mr_philox4x32(key[0], key[1], 0, 0, 1, 1, w);
+    ck_assert_int_eq(mr_synthetic_byte(key[0], key[1], (INT64_C(1) << 36) + 21),
+                     (uint8_t)(w[1] >> 8));
+    const int64_t rows[4] = {999, 3, 3, 500};
+    int32_t y[4], y2[4] = {-1, -1, -1, -1};
+    float *xf = malloc(sizeof(float) * 4 * 90);
+    mr_dataset_fill(&a, rows, 4, NULL, xf, y);
+    mr_dataset_fill_labels(&a, rows, 4, y2);
+    ck_assert_mem_eq(y, y2, sizeof y);
+    ck_assert(y[0] == a.y[999] && y[1] == a.y[3] && y[3] == a.y[500]);
+    free(xf);
     ck_assert_int_eq(mr_dataset_synthetic(&b, 1000, 3, dims, 7, 42, NULL), MR_OK);
     ck_assert_mem_eq(a.x.data, b.x.data, 90000);
     ck_assert_mem_eq(a.y, b.y, sizeof(int32_t) * 1000);
@@ -248,6 +266,8 @@ START_TEST(test_synthetic) {
 }
 END_TEST
 
+/* Images alone (labels NULL): the examples as with labels, every class id
+ * the placeholder 0; a file without examples is still refused. */
 START_TEST(test_load_images_only) {
     const int32_t img[3 * 2] = {-5, 0, 7, 1000000, -2, 3};
     char *ip = write_npy("img_only_i32.npy", MR_DTYPE_I32, 2, (int64_t[]){3, 2}, img);

@@ -374,8 +374,9 @@ END_TEST
  * must for a GPU, and loads each shard while the device would still be
  * computing the one before: two input buffers in turn) train to the same
  * bits, SyncBN, BN state averaging and dropout included, with gradient
- * accumulation and validation between epochs; and --check-sync still
- * catches a diverged replica. */
+ * accumulation and validation between epochs, synthetic batches made by
+ * the context's input kernel included; and --check-sync still catches a
+ * diverged replica. */
 /* Trains o in place and staged (o->staged ignored): the same bits, and the
  * same last epoch's logs. */
 static void staged_same_bits(su_run o, const char *what) {
@@ -419,6 +420,18 @@ START_TEST(staged_host_access_same_bits) {
                               .n = 83,
                               .check_sync = 3},
                      "syncbn");
+    /* synthetic examples: the staged replicas make their batches with the
+     * input kernel (mr_model_input_synthetic), the others convert the
+     * host's bytes; validation converts on both */
+    staged_same_bits((su_run){.text = su_res_text,
+                              .net_extra = extra,
+                              .replicas = 2,
+                              .batch = 4,
+                              .n = 103,
+                              .epochs = 2,
+                              .n_val = 21,
+                              .synthetic = 1},
+                     "synthetic, residual, accumulate, validation");
     su_run o = {.text = su_mlp_text,
                 .net_extra = su_adam,
                 .replicas = 3,

@@ -10,7 +10,9 @@
  *     (an MLP, a CNN, and SyncBN with dropout, in both);
  *   - replicas on 2 GPUs hold the same bits: --check-sync after every step
  *     passes, the replicas' weights copied to the host are equal, and a
- *     perturbed replica is caught and named.
+ *     perturbed replica is caught and named;
+ *   - synthetic batches the GPUs make themselves train to the bits of the
+ *     same examples converted on the host and uploaded.
  *
  * GPU_CPU_BOUND: the two runs do the same arithmetic in other orders and
  * with other roundings: cuBLAS and OpenBLAS split their dot products
@@ -137,6 +139,31 @@ START_TEST(one_gpu_equals_the_cpu) {
 }
 END_TEST
 
+/* --synthetic on GPUs: the batches the GPUs make from the example ids
+ * (synthetic_cuda.cu) train to the bits of the same examples converted on
+ * the host and uploaded, over 2 epochs with validation. */
+START_TEST(synthetic_batches_made_on_the_gpus) {
+    for (int i = 0; i < N_MODELS; i++) {
+        su_run o = {.text = *models[i].text,
+                    .net_extra = su_adam,
+                    .replicas = 2,
+                    .batch = 4,
+                    .n = 70,
+                    .epochs = 2,
+                    .n_val = 13,
+                    .synthetic = 1};
+        int64_t na, nb;
+        float *a = train_ok("gpu", o, &na);
+        o.synthetic = 2;
+        float *b = train_ok("gpu", o, &nb);
+        ck_assert_int_eq(na, nb);
+        ck_assert_msg(memcmp(a, b, sizeof(float) * (size_t)na) == 0,
+                      "%s: made on the GPUs != uploaded", models[i].name);
+        free(a), free(b);
+    }
+}
+END_TEST
+
 /* Replicas on 2 GPUs stay bitwise identical: --check-sync after every step
  * passes (train also compares the replicas' weights on the host), and it
  * names the replica a perturbation made diverge. */
@@ -172,9 +199,10 @@ int main(void) {
     if (gl->count >= 2) {
         tcase_add_test(tc, two_gpus_equal_one_gpu_at_twice_the_batch);
         tcase_add_test(tc, two_gpus_stay_in_sync);
+        tcase_add_test(tc, synthetic_batches_made_on_the_gpus);
     } else {
         printf("SKIP: needs 2 GPUs, %d visible (two_gpus_equal_one_gpu_at_twice_the_batch, "
-               "two_gpus_stay_in_sync)\n",
+               "two_gpus_stay_in_sync, synthetic_batches_made_on_the_gpus)\n",
                gl->count);
     }
     suite_add_tcase(s, tc);

@@ -18,6 +18,11 @@ NCCL) on 2 emulated GPUs (tests/gpu_emu), against the CPU.
    streams held as late as their dependencies allow): the same bits
    (params_hash) as in FIFO order. A missing event or wait between streams
    changes what a kernel reads under these schedules.
+4. --synthetic on the GPUs (fashion_cnn.cfg, 1024 random examples): the
+   GPUs make every batch themselves (the --trace file has only "synthetic
+   batch" data events, one per replica and update), and a delayed schedule
+   gives FIFO's bits: the ids' upload and the kernel that reads them are
+   ordered.
 
 Prints one line per check and 'N passed, N failed' at the end; exits 1 on a
 failure. Usage: train_gpu_emu.py BUILD_DIR SOURCE_DIR"""
@@ -80,6 +85,27 @@ def main():
         check(fifo is not None and adv is not None and adv['params_hash'] == fifo['params_hash'],
               'fashion_mlp.cfg on gpu under MIRRORED_EMU_SCHEDULE=%s: params_hash %s, fifo %s' %
               (sched, adv and adv['params_hash'], fifo and fifo['params_hash']))
+    runs = {}
+    for sched in ('fifo', 'delay:1', 'late:1'):
+        out = os.path.join(tmp, 'syn_' + sched.replace(':', ''))
+        runs[sched] = train('fashion_cnn.cfg', 'gpu', out, schedule=sched,
+                            extra=('--synthetic', '1024', '--trace', out + '.trace.json'))
+    fifo = runs['fifo']
+    check(fifo is not None, 'fashion_cnn.cfg --synthetic 1024 trains on gpu')
+    if fifo is not None:
+        events = json.load(open(os.path.join(tmp, 'syn_fifo.trace.json')))
+        events = events['traceEvents'] if isinstance(events, dict) else events
+        data = [e['name'] for e in events if e.get('cat') == 'data' and e.get('ph') == 'X']
+        made = data.count('synthetic batch')
+        # 1024 examples at global batch 64 (32 a replica): 16 updates x 2 replicas
+        check(made == 2 * 16 and len(data) == made,
+              '--synthetic on gpu: %d "synthetic batch" data events (want 32) of %d' %
+              (made, len(data)))
+        for sched in ('delay:1', 'late:1'):
+            adv = runs[sched]
+            check(adv is not None and adv['params_hash'] == fifo['params_hash'],
+                  '--synthetic on gpu under MIRRORED_EMU_SCHEDULE=%s: params_hash %s, fifo %s' %
+                  (sched, adv and adv['params_hash'], fifo['params_hash']))
     passed = sum(results)
     print('%d passed, %d failed' % (passed, len(results) - passed))
     return 0 if passed == len(results) else 1

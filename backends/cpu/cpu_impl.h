@@ -37,6 +37,7 @@ extern const mr_layer_kernels mr_rescaling_cpu;     /* rescaling_cpu.c */
 extern const mr_layer_kernels mr_normalization_cpu; /* normalization_cpu.c */
 extern const mr_loss_kernels mr_loss_cpu;           /* loss_cpu.c */
 extern const mr_optimizer_kernels mr_optimizer_cpu; /* optimizer_cpu.c */
+extern const mr_input_kernels mr_input_cpu;         /* synthetic_cpu.c */
 
 /* Applies an activation in place over `rows` rows of width `width`
  * (softmax is per row; the others ignore the rows). */

@@ -24,4 +24,5 @@ const mr_kernels mr_cpu_kernels = {
         },
     .loss = &mr_loss_cpu,
     .optimizer = &mr_optimizer_cpu,
+    .input = &mr_input_cpu,
 };

@@ -26,4 +26,5 @@ const mr_kernels mr_cuda_kernels = {
         },
     .loss = &mr_loss_cuda,
     .optimizer = &mr_optimizer_cuda,
+    .input = &mr_input_cuda,
 };

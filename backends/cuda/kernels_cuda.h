@@ -1,5 +1,6 @@
 /* kernels_cuda.h: the CUDA kernels of models/ (kernels.h): one table per
- * layer kind, the loss and the optimizer, each in models/<name>_cuda.cu,
+ * layer kind, the loss, the optimizer and the synthetic input, each in
+ * backends/cuda/<name>_cuda.cu,
  * gathered by kernels_cuda.c. Their tensors are device memory of a CUDA
  * context (backends/cuda/cuda_impl.h): a .cu file turns its mr_dfloat *
  * arguments into float * (runtime/dmem_impl.h) for its kernels, queues
@@ -33,6 +34,7 @@ extern const mr_layer_kernels mr_rescaling_cuda;     /* rescaling_cuda.cu */
 extern const mr_layer_kernels mr_normalization_cuda; /* normalization_cuda.cu */
 extern const mr_loss_kernels mr_loss_cuda;           /* loss_cuda.cu */
 extern const mr_optimizer_kernels mr_optimizer_cuda; /* optimizer_cuda.cu */
+extern const mr_input_kernels mr_input_cuda;         /* synthetic_cuda.cu */
 
 /* Launches __global__ `kernel` over `grid` blocks of `block` threads on
  * `stream`, with the kernel's arguments after. Under nvcc it is the
