@@ -231,8 +231,11 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     for (int i = 0; i < n_inputs; i++) {
         m->inputs[i] = alloc_floats(m, (int64_t)max_batch * m->in_size);
         if (!be->host_memory) {
+            /* a batch, or its example ids (mr_model_input_synthetic: 2 floats'
+             * bytes a row, more than a batch of one-feature rows) */
+            const int64_t row = m->in_size > 2 ? m->in_size : 2;
             m->input_host[i] =
-                mr_backend_alloc_host(be, sizeof(float) * (size_t)(max_batch * m->in_size + 1));
+                mr_backend_alloc_host(be, sizeof(float) * (size_t)(max_batch * row + 1));
             /* here, not at the first synthetic batch: the allocation's zeroing
              * is queued on the compute stream, and an upload's copy waits
              * only for what was queued before the previous upload */
