@@ -270,10 +270,12 @@ END_TEST
 /* Killed 10 times at seeded random moments, SIGKILL or SIGTERM, restarted
  * with the same command each time: the end is the uninterrupted run's. */
 START_TEST(chaos_restarts_end_bitwise) {
-    /* 150 epochs of 20 updates: seconds, longer than the 10 rounds' time,
-     * so that most rounds are cut (a round that ends first exits 0) */
-    const char *cmd = "$T m.cfg --quiet --epochs 150 --resume auto --json c.json";
-    run_expect("rm -rf ck; $T m.cfg --quiet --epochs 150 --json full.json", 0);
+    /* 1500 epochs of 20 updates: about 6 s on a 2-core VM, longer than the
+     * 10 rounds' 2.75 s in all, so that most rounds are cut (a round that
+     * ends first exits 0). 150 epochs took 0.6 s there: every round after
+     * the second found the run finished, and none was stopped. */
+    const char *cmd = "$T m.cfg --quiet --epochs 1500 --resume auto --json c.json";
+    run_expect("rm -rf ck; $T m.cfg --quiet --epochs 1500 --json full.json", 0);
     run_expect("rm -rf ck", 0);
     float u[20];
     mr_rng_uniform(2026, 20, 0, 0, 0.0f, 1.0f, u, 20);
