@@ -2,11 +2,12 @@
  *
  * One table per device kind lists every layer kind's kernels, the loss,
  * the optimizer update and the making of a synthetic batch (the
- * per-element math they share is runtime/elementwise.h). Each backend fills one in its own folder
- * (backends/cpu/kernels_cpu.c, backends/cuda/kernels_cuda.c) and hangs it
- * on its context's ops (runtime/backend.h, ops->kernels); the layers, the
- * loss and the optimizer take the table of their context (mr_kernels_for),
- * so model.c and the strategy hold no device code and no #ifdef. */
+ * per-element math they share is runtime/elementwise.h). Each backend
+ * fills one in its own folder (backends/cpu/kernels_cpu.c,
+ * backends/cuda/kernels_cuda.c) and hangs it on its context's ops
+ * (runtime/backend.h, ops->kernels); the layers, the loss and the
+ * optimizer take the table of their context (mr_kernels_for), so model.c
+ * and the strategy hold no device code and no #ifdef. */
 #ifndef MR_KERNELS_H
 #define MR_KERNELS_H
 

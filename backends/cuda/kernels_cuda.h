@@ -1,13 +1,12 @@
 /* kernels_cuda.h: the CUDA kernels of models/ (kernels.h): one table per
  * layer kind, the loss, the optimizer and the synthetic input, each in
- * backends/cuda/<name>_cuda.cu,
- * gathered by kernels_cuda.c. Their tensors are device memory of a CUDA
- * context (backends/cuda/cuda_impl.h): a .cu file turns its mr_dfloat *
- * arguments into float * (runtime/dmem_impl.h) for its kernels, queues
- * everything on the context's compute stream and checks every call
- * (MR_CUDA_TRY; a kernel launch by mr_cuda_launched). Per-element math
- * comes from runtime/elementwise.h, shared with the CPU loops. Only
- * kernels_cuda.c and the *_cuda.cu files include this header. */
+ * backends/cuda/<name>_cuda.cu, gathered by kernels_cuda.c. Their tensors
+ * are device memory of a CUDA context (backends/cuda/cuda_impl.h): a .cu
+ * file turns its mr_dfloat * arguments into float * (runtime/dmem_impl.h)
+ * for its kernels, queues everything on the context's compute stream and
+ * checks every call (MR_CUDA_TRY; a kernel launch by mr_cuda_launched).
+ * Per-element math comes from runtime/elementwise.h, shared with the CPU
+ * loops. Only kernels_cuda.c and the *_cuda.cu files include this header. */
 #ifndef MR_KERNELS_CUDA_H
 #define MR_KERNELS_CUDA_H
 
