@@ -10,6 +10,7 @@
 #include "models/kernels.h"
 #include "models/loss.h"
 #include "runtime/elementwise.h"
+#include "runtime/device_trace.h"
 #include "runtime/trace.h"
 
 /* Floats that one training pass may touch (weights and their gradients,
@@ -342,6 +343,8 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
 
 void mr_model_free(mr_model *m) {
     if (m->be == NULL) return;
+    mr_device_trace_destroy(m->dtrace);
+    m->dtrace = NULL;
     for (int i = 0; i < m->n_layers; i++) {
         mr_layer_destroy(&m->layers[i]);
         if (m->layers[i].ops && m->layers[i].ops->view && !m->graph)
@@ -423,6 +426,22 @@ mr_status mr_model_input_synthetic(mr_model *m, const int64_t *rows, int batch, 
     return MR_OK;
 }
 
+/* --trace's span of work: host time (the lane), and on a GPU device time
+ * between marks (runtime/device_trace.h); both off: NULL checks. */
+typedef struct span {
+    double t0;
+    int mark;
+} span;
+
+static span span_begin(mr_model *m) {
+    return (span){mr_trace_now(m->trace), mr_device_trace_begin(m->dtrace)};
+}
+
+static void span_end(mr_model *m, const char *cat, const char *name, span s) {
+    mr_trace_end(m->trace, cat, name, s.t0);
+    mr_device_trace_end(m->dtrace, cat, name, s.mark);
+}
+
 /* The output of layer i of a graph, or the model's input `in` (i = -1). */
 static mr_dfloat *graph_act(mr_model *m, const mr_dfloat *in, int i) {
     return i < 0 ? (mr_dfloat *)in : m->acts[i];
@@ -434,17 +453,17 @@ static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const
         for (int i = 0; i < m->n_layers; i++) {
             mr_layer *l = &m->layers[i];
             if (mr_layer_kind_merges(l->cfg->kind)) l->x2 = graph_act(m, in, m->src[i][1]);
-            const double t0 = mr_trace_now(m->trace);
+            const span sp = span_begin(m);
             MR_CHECK(
                 mr_layer_forward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i]));
-            mr_trace_end(m->trace, "forward", l->name, t0);
+            span_end(m, "forward", l->name, sp);
         }
         *out = m->acts[m->n_layers - 1];
         return MR_OK;
     }
     const mr_dfloat *x = in;
     for (int i = 0; i < m->n_layers; i++) {
-        const double t0 = mr_trace_now(m->trace);
+        const span sp = span_begin(m);
         if (m->layers[i].ops->view) {
             m->acts[i] = (mr_dfloat *)x; /* a view passes its input's buffer on */
         } else {
@@ -452,7 +471,7 @@ static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const
             x = m->acts[i];
         }
         /* a view too, so a trace has each layer once per pass */
-        mr_trace_end(m->trace, "forward", m->layers[i].name, t0);
+        span_end(m, "forward", m->layers[i].name, sp);
     }
     *out = x;
     return MR_OK;
@@ -514,7 +533,7 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
             l->x2 = graph_act(m, in, m->src[i][1]);
             l->dx2 = dx[1];
         }
-        const double t0 = mr_trace_now(m->trace);
+        const span sp = span_begin(m);
         MR_CHECK(mr_layer_backward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i],
                                    m->dacts[i], dx[0]));
         for (int k = 0; k < n_in; k++)
@@ -522,7 +541,7 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
                 int s = m->src[i][k];
                 MR_CHECK(add_into(m, m->dacts[s], dx[k], m->layers[s].out, batch));
             }
-        mr_trace_end(m->trace, "backward", l->name, t0);
+        span_end(m, "backward", l->name, sp);
         if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
     }
     return MR_OK;
@@ -538,15 +557,15 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
     int k = (int)m->out_size;
     int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
     mr_dfloat *dy = m->graph ? m->dacts[m->n_layers - 1] : m->dbuf[cur];
-    const double t0 = mr_trace_now(m->trace);
+    const span sl = span_begin(m);
     MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
                              out, labels, m->class_weight, batch, k, norm, dy, loss_sum, correct, 0,
                              NULL, m->run.err));
-    mr_trace_end(m->trace, "loss", "loss", t0);
+    span_end(m, "loss", "loss", sl);
     if (m->graph) return graph_backward(m, in, batch, after_layer, ctx);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
-        const double t1 = mr_trace_now(m->trace);
+        const span sp = span_begin(m);
         if (!l->ops->view) { /* a view's dx is dy under the input's shape */
             const mr_dfloat *x = i > 0 ? m->acts[i - 1] : in;
             mr_dfloat *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
@@ -554,7 +573,7 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
             dy = dx;
             cur ^= 1;
         }
-        mr_trace_end(m->trace, "backward", l->name, t1);
+        span_end(m, "backward", l->name, sp);
         if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
     }
     return MR_OK;

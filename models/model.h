@@ -24,7 +24,8 @@
 #include "models/layer.h"
 #include "models/optimizer.h"
 
-struct mr_trace_lane; /* runtime/trace.h */
+struct mr_trace_lane;   /* runtime/trace.h */
+struct mr_device_trace; /* runtime/device_trace.h */
 
 typedef struct mr_model {
     const mr_config *cfg;
@@ -83,6 +84,10 @@ typedef struct mr_model {
      * forward and backward (host time: on a GPU, the time to queue the
      * layer's kernels); NULL (the default): not tracing */
     struct mr_trace_lane *trace;
+    /* --trace on a GPU: the same spans in device time on a lane of their
+     * own (runtime/device_trace.h), owned by the model (mr_model_free
+     * destroys it); NULL: none (the CPU, or not tracing) */
+    struct mr_device_trace *dtrace;
     /* where each layer's trainable weights start in params, in floats; a layer's
      * gradients are complete (for bucketing) once its backward has run */
     int64_t param_offset[MR_MAX_LAYERS];

@@ -128,6 +128,24 @@ mr_status mr_backend_memory(mr_backend *be, size_t *used, size_t *total, mr_erro
     return be->ops->memory != NULL ? be->ops->memory(be, used, total, err) : MR_OK;
 }
 
+int mr_backend_has_marks(const mr_backend *be) {
+    return be->ops->marks_reserve != NULL && be->ops->mark != NULL && be->ops->mark_seconds != NULL;
+}
+
+mr_status mr_backend_marks_reserve(mr_backend *be, int n, mr_error *err) {
+    if (!mr_backend_has_marks(be))
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "%s: no device-time marks", be->ops->name);
+    return be->ops->marks_reserve(be, n, err);
+}
+
+mr_status mr_backend_mark(mr_backend *be, int i, mr_error *err) {
+    return be->ops->mark(be, i, err);
+}
+
+mr_status mr_backend_mark_seconds(mr_backend *be, int i, int j, double *s, mr_error *err) {
+    return be->ops->mark_seconds(be, i, j, s, err);
+}
+
 int mr_cpu_cores(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {

@@ -87,6 +87,16 @@ typedef struct mr_backend_ops {
     /* The device's memory: bytes in use (by every context and process on
      * it) and in all. May be NULL (the CPU: not reported). */
     mr_status (*memory)(mr_backend *be, size_t *used, size_t *total, mr_error *err);
+    /* Device time, where the kernels run behind the host (a GPU): marks
+     * (CUDA: timing events) numbered 0..n-1, made by marks_reserve; `mark`
+     * queues mark i on the compute stream, behind everything queued
+     * before; mark_seconds waits for mark j, then gives the device's
+     * seconds from mark i to mark j (both recorded). All three NULL on the
+     * CPU, whose kernels run on the calling thread: its host time is its
+     * device time. */
+    mr_status (*marks_reserve)(mr_backend *be, int n, mr_error *err);
+    mr_status (*mark)(mr_backend *be, int i, mr_error *err);
+    mr_status (*mark_seconds)(mr_backend *be, int i, int j, double *s, mr_error *err);
     /* Frees the implementation's state and the context itself. */
     void (*destroy)(mr_backend *be);
 } mr_backend_ops;
@@ -181,6 +191,19 @@ mr_status mr_backend_enter(mr_backend *be, mr_error *err);
 /* Bytes of the device's memory in use and in all; *total 0 where the
  * device kind does not report it (the CPU). */
 mr_status mr_backend_memory(mr_backend *be, size_t *used, size_t *total, mr_error *err);
+
+/* Device time (the ops' marks): 1 where the device kind has marks (a
+ * GPU), 0 where its host time is its device time (the CPU). */
+int mr_backend_has_marks(const mr_backend *be);
+/* At least n marks (made once; a second call with n no larger does
+ * nothing); MR_ERR_UNSUPPORTED without marks. */
+mr_status mr_backend_marks_reserve(mr_backend *be, int n, mr_error *err);
+/* Queues mark i (0 <= i < reserved) behind the work queued so far; a mark
+ * recorded again moves to the new place. */
+mr_status mr_backend_mark(mr_backend *be, int i, mr_error *err);
+/* Waits for mark j, then *s = the device's seconds from mark i to mark j
+ * (negative if i ran after j). */
+mr_status mr_backend_mark_seconds(mr_backend *be, int i, int j, double *s, mr_error *err);
 
 /* Number of cores this process may run on (sched_getaffinity), at least 1. */
 int mr_cpu_cores(void);

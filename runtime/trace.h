@@ -37,6 +37,10 @@ MR_C_BEGIN
  * (4M events, hours of steps of a 20-layer model); events past that are
  * counted as dropped, and the file says how many. */
 enum { MR_TRACE_CHUNK = 4096, MR_TRACE_CHUNKS = 1024, MR_TRACE_NAME = 48 };
+/* A replica's device-time lane (runtime/device_trace.h) is thread
+ * MR_TRACE_DEVICE_TID + its index, so viewers list it after the replicas'
+ * host lanes. */
+enum { MR_TRACE_DEVICE_TID = 1000 };
 
 typedef struct mr_trace_event {
     double t0, t1;            /* clock.h seconds */

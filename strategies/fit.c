@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "runtime/clock.h"
+#include "runtime/device_trace.h"
 #include "runtime/rng.h"
 #include "strategies/early_stop.h"
 #include "strategies/reduce_lr.h"
@@ -281,6 +282,7 @@ static mr_status task_fit(replica *rep) {
         for (; gbegin < n && !(max_steps > 0 && global_step >= max_steps); g++, gbegin += G) {
             double ts = mr_now_s(), t_data = 0.0, t_compute = 0.0;
             int64_t ga = n - gbegin < G ? n - gbegin : G; /* real size of this global batch */
+            mr_device_trace_arm(m->dtrace); /* --trace on a GPU: this step's device time */
             MR_CHECK(mr_model_zero_grads(m, &rep->err));
             rep->next_bucket = 0;
             rep->reduced = 0;
@@ -386,10 +388,12 @@ static mr_status task_fit(replica *rep) {
                      ? rep->rlr.lr
                      : mr_plan_learning_rate(p, epoch + (double)g / (double)steps);
             const double tu = mr_trace_now(m->trace);
+            const int du = mr_device_trace_begin(m->dtrace);
             if (!skip)
                 MR_CHECK(mr_model_apply_update(m, lr, global_step + 1, check_first ? NULL : &late,
                                                &rep->err));
             mr_trace_end(m->trace, "optimizer", "update", tu);
+            mr_device_trace_end(m->dtrace, "optimizer", "update", du);
             if (late) /* on_nan = stop: ends the fit here */
                 MR_CHECK(on_nonfinite(rep, epoch, g, global_step, metrics, &nan_in_row, &skipped,
                                       &skip));
@@ -457,6 +461,9 @@ static mr_status task_fit(replica *rep) {
             if (m->trace) { /* the update, its children inside it; checkpoints after it */
                 char name[32];
                 snprintf(name, sizeof name, "step %lld", (long long)global_step);
+                /* a GPU: waits for the step's device work and records its
+                 * spans, inside the host's step */
+                MR_CHECK(mr_device_trace_flush(m->dtrace, name, &rep->err));
                 mr_trace_record(m->trace, "step", name, ts, mr_now_s(), -1);
             }
             if (stop) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "collectives/local.h"
+#include "runtime/device_trace.h"
 #include "strategies/strategy_impl.h"
 
 /* mr_exec_ctx.sync_sum for SyncBatchNormalization: a sum over all the replicas. */
@@ -64,6 +65,16 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
         char label[64];
         snprintf(label, sizeof label, "replica %d (%s)", rep->g, s->kind->name);
         rep->model.trace = mr_trace_add_lane(opts->trace, rep->g, label);
+        if (opts->trace && mr_backend_has_marks(rep->be)) {
+            /* a GPU: its device time on a lane beside the host's; room for
+             * a step's spans: each layer's forward and backward and the
+             * loss per micro-batch, and the update */
+            snprintf(label, sizeof label, "replica %d (%s) device", rep->g, s->kind->name);
+            mr_trace_lane *lane =
+                mr_trace_add_lane(opts->trace, MR_TRACE_DEVICE_TID + rep->g, label);
+            const int spans = s->plan.accumulate * (2 * rep->model.n_layers + 1) + 1;
+            MR_CHECK(mr_device_trace_create(rep->be, lane, spans, &rep->model.dtrace, err));
+        }
         if (s->R > 1) {
             rep->model.run.sync_sum = replica_sync_sum;
             rep->model.run.sync_ctx = rep;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """trace_check.py: checks --trace files (Chrome trace-event JSON) for the tests.
 
-    trace_check.py FILE [FILE ...] [--layers a,b,c] [--common-origin]
+    trace_check.py FILE [FILE ...] [--layers a,b,c] [--common-origin] [--device]
 
 Each FILE must be a JSON object {"traceEvents": [...], "displayTimeUnit":
 "ms"}. Every event has ph, ts, pid and tid; every complete event ("X") a
@@ -11,7 +11,14 @@ and the process itself are named by metadata events ("M").
 
 --layers: in each "step" event of each thread, exactly one "forward" and
 one "backward" event per layer named (no other names), and at least one
-"allreduce" event with args.bytes > 0.
+"allreduce" event with args.bytes > 0; in a device thread (named
+"... device": a GPU's device time), one "optimizer" event instead of the
+all-reduces, which run on another stream.
+
+--device: every replica's host thread "replica N (KIND)" has a device
+thread "replica N (KIND) device" with the same steps, each inside the host
+thread's step of that name (the host waits for the device before its step
+ends).
 
 --common-origin: the files' processes share a time origin: a step of the
 same name overlaps in every process that has it (they meet in its
@@ -39,10 +46,11 @@ def main(argv):
         if a.startswith("--layers="):
             layers = a.split("=", 1)[1].split(",")
     common = "--common-origin" in argv
+    device = "--device" in argv
     if not files:
         fail("no file")
     threads = {}  # (pid, tid) -> [events]
-    named_pids, named_threads = set(), set()
+    named_pids, named_threads = set(), {}
     n_events = 0
     for path in files:
         try:
@@ -63,7 +71,7 @@ def main(argv):
                 if e.get("name") == "process_name":
                     named_pids.add(e["pid"])
                 elif e.get("name") == "thread_name":
-                    named_threads.add((e["pid"], e["tid"]))
+                    named_threads[(e["pid"], e["tid"])] = e.get("args", {}).get("name", "")
                 continue
             if e["ph"] != "X":
                 fail(f"{path}: unexpected ph: {e}")
@@ -106,9 +114,31 @@ def main(argv):
                     if names != sorted(layers):
                         fail(f"thread {key} {s['name']}: {cat} events {names}, "
                              f"want one per layer {sorted(layers)}")
+                if named_threads[key].endswith(" device"):
+                    opt = [e for e in inside if e["cat"] == "optimizer"]
+                    if len(opt) != 1:
+                        fail(f"thread {key} {s['name']}: optimizer events {opt}, want one")
+                    continue
                 ar = [e for e in inside if e["cat"] == "allreduce"]
                 if not ar or not all(e.get("args", {}).get("bytes", 0) > 0 for e in ar):
                     fail(f"thread {key} {s['name']}: allreduce events {ar}, want some with bytes")
+    if device:
+        by_label = {(k[0], name): k for k, name in named_threads.items()}
+        hosts = [k for k, name in named_threads.items()
+                 if name.startswith("replica ") and not name.endswith(" device")]
+        if not hosts:
+            fail("--device: no replica threads")
+        for hk in hosts:
+            dk = by_label.get((hk[0], named_threads[hk] + " device"))
+            if dk is None or dk not in steps:
+                fail(f"--device: thread {hk} ({named_threads[hk]}) has no device thread")
+            host_steps = {s["name"]: s for s in steps.get(hk, [])}
+            if sorted(host_steps) != sorted(s["name"] for s in steps[dk]):
+                fail(f"--device: thread {dk}'s steps are not those of {hk}")
+            for s in steps[dk]:
+                h = host_steps[s["name"]]
+                if s["ts"] < h["ts"] - EPS or s["ts"] + s["dur"] > h["ts"] + h["dur"] + EPS:
+                    fail(f"--device: {dk} {s} is not inside {hk}'s {h}")
     if common:
         pids = {k[0] for k in threads}
         if len(pids) < 2:

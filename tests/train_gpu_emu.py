@@ -23,6 +23,10 @@ NCCL) on 2 emulated GPUs (tests/gpu_emu), against the CPU.
    batch" data events, one per replica and update), and a delayed schedule
    gives FIFO's bits: the ids' upload and the kernel that reads them are
    ordered.
+5. The same runs' --trace files have device-time lanes (CUDA timing
+   events): per replica, the host lane's steps, each inside the host's,
+   with a forward and a backward span per layer and the update
+   (tests/trace_check.py --device).
 
 Prints one line per check and 'N passed, N failed' at the end; exits 1 on a
 failure. Usage: train_gpu_emu.py BUILD_DIR SOURCE_DIR"""
@@ -106,6 +110,22 @@ def main():
             check(adv is not None and adv['params_hash'] == fifo['params_hash'],
                   '--synthetic on gpu under MIRRORED_EMU_SCHEDULE=%s: params_hash %s, fifo %s' %
                   (sched, adv and adv['params_hash'], fifo['params_hash']))
+        # 5. device time: each replica's device lane has the steps of its
+        # host lane, each inside the host's, with a forward and a backward
+        # span per layer and the update (CUDA timing events), also when the
+        # emulator delays every stream operation at random
+        layers = ','.join(['conv2d', 'max_pooling2d', 'flatten', 'dense'])
+        for sched in ('fifo', 'delay:1'):
+            path = os.path.join(tmp, 'syn_' + sched.replace(':', '') + '.trace.json')
+            r = subprocess.run([sys.executable, os.path.join(SRC, 'tests', 'trace_check.py'), path,
+                                '--device', '--layers=' + layers], capture_output=True, text=True)
+            events = json.load(open(path))['traceEvents'] if runs[sched] else []
+            dev = [e for e in events if e.get('ph') == 'X' and e['tid'] >= 1000]
+            busy = sum(e['dur'] for e in dev if e['cat'] in ('forward', 'backward'))
+            check(r.returncode == 0 and busy > 0,
+                  '--trace on gpu under %s: device lanes checked (%s), %d device events, '
+                  '%.0f us of layer device time' % (sched, (r.stdout + r.stderr).strip(),
+                                                    len(dev), busy))
     passed = sum(results)
     print('%d passed, %d failed' % (passed, len(results) - passed))
     return 0 if passed == len(results) else 1

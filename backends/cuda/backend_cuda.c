@@ -239,6 +239,40 @@ static mr_status cuda_memory(mr_backend *be, size_t *used, size_t *total, mr_err
     return MR_OK;
 }
 
+/* Marks are timing events (the context's other events are created with
+ * cudaEventDisableTiming, which costs less to record); made on the
+ * context's device, recorded on its compute stream. */
+static mr_status cuda_marks_reserve(mr_backend *be, int n, mr_error *err) {
+    mr_cuda_ctx *c = mr_cuda(be);
+    if (n <= c->n_marks) return MR_OK;
+    cudaEvent_t *m = realloc(c->marks, sizeof *m * (size_t)n);
+    if (m == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory for %d marks", n);
+    c->marks = m;
+    MR_CUDA_TRY(be, err, cudaSetDevice(c->device));
+    for (; c->n_marks < n; c->n_marks++)
+        MR_CUDA_TRY(be, err, cudaEventCreateWithFlags(&c->marks[c->n_marks], cudaEventDefault));
+    return MR_OK;
+}
+
+static mr_status cuda_mark(mr_backend *be, int i, mr_error *err) {
+    mr_cuda_ctx *c = mr_cuda(be);
+    MR_ASSERT(i >= 0 && i < c->n_marks);
+    MR_CUDA_TRY(be, err, cudaEventRecord(c->marks[i], c->stream));
+    return MR_OK;
+}
+
+static mr_status cuda_mark_seconds(mr_backend *be, int i, int j, double *s, mr_error *err) {
+    mr_cuda_ctx *c = mr_cuda(be);
+    MR_ASSERT(i >= 0 && i < c->n_marks && j >= 0 && j < c->n_marks);
+    /* j queued after i on one stream: once j is done, so is i */
+    MR_CHECK(wait_event(be, c->marks[j], "a device-time mark", err));
+    MR_CHECK(wait_event(be, c->marks[i], "a device-time mark", err));
+    float ms = 0.0f;
+    MR_CUDA_TRY(be, err, cudaEventElapsedTime(&ms, c->marks[i], c->marks[j]));
+    *s = (double)ms * 1e-3;
+    return MR_OK;
+}
+
 static void cuda_destroy(mr_backend *be) {
     mr_cuda_ctx *c = mr_cuda(be);
     if (c != NULL) {
@@ -249,6 +283,9 @@ static void cuda_destroy(mr_backend *be) {
         if (c->idle) cudaEventDestroy(c->idle);
         if (c->upload_fence) cudaEventDestroy(c->upload_fence);
         if (c->upload_copied) cudaEventDestroy(c->upload_copied);
+        for (int i = 0; i < c->n_marks; i++)
+            cudaEventDestroy(c->marks[i]);
+        free(c->marks);
         mr_backend_free(be, c->workspace);
         mr_backend_free(be, c->labels);
         mr_backend_free_host(be, c->labels_host);
@@ -281,6 +318,9 @@ const mr_backend_ops mr_cuda_ops = {
     .set_threads = NULL,
     .enter = mr_cuda_enter,
     .memory = cuda_memory,
+    .marks_reserve = cuda_marks_reserve,
+    .mark = cuda_mark,
+    .mark_seconds = cuda_mark_seconds,
     .destroy = cuda_destroy,
 };
 

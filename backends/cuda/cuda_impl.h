@@ -59,6 +59,10 @@ typedef struct mr_cuda_ctx {
      * and the next upload's host wait wait for it) */
     cudaEvent_t upload_fence, upload_copied;
     int uploads; /* so far: the first has no previous upload to wait for */
+    /* mr_backend_mark: timing events on the compute stream (--trace's
+     * device time), n_marks of them; NULL until marks_reserve */
+    cudaEvent_t *marks;
+    int n_marks;
 } mr_cuda_ctx;
 
 /* The cuBLAS calls the backend makes, loaded by mr_cublas_load (once, on

@@ -10,7 +10,9 @@
 //   memory      mmap'ed apart from the heap, poisoned (0xFF: NaN floats)
 //   streams     one worker thread and FIFO queue each; stream 0 is a
 //               per-device legacy stream
-//   events      (stream, ticket) pairs: what a record captured
+//   events      (stream, ticket) pairs: what a record captured; a timing
+//               event's record is an operation that reads the host's
+//               steady clock when the stream reaches it
 //   schedule    MIRRORED_EMU_SCHEDULE=fifo | delay:SEED | late:SEED
 //   host access MIRRORED_EMU_CHECK_HOST_ACCESS=1 (best effort, see below)
 // Relies on: the real NVIDIA headers for every type and prototype, C++20
@@ -252,6 +254,14 @@ struct StreamState {
     void run();
 };
 
+// The host's steady clock in milliseconds: what a timing event's record
+// reads when its stream runs it (cudaEventElapsedTime subtracts two).
+double steady_ms() {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 // The dependency an event record or a legacy-stream barrier captures.
 struct Dep {
     std::shared_ptr<StreamState> s;
@@ -403,6 +413,11 @@ struct CUevent_st {
     std::mutex m;
     Dep rec;  // the most recent record's capture; none before the first
     unsigned flags = 0;
+    // A timing event's most recent record: the steady clock (ms) when its
+    // stream ran it, written by the stream's worker before the ticket
+    // completes (so read after dep_done). A new one per record: a pending
+    // earlier record never writes the current one's time.
+    std::shared_ptr<double> stamp;
 };
 
 namespace {
@@ -1070,10 +1085,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     auto s = stream_of(stream);
     if (!s) return bad_stream(stream);
     // Stream 0 records after the blocking streams too (legacy semantics):
-    // queue a no-op that carries those barriers.
-    Dep d = s->legacy ? Dep{s, enqueue(s, [] {}, true)} : tail(s);
+    // queue a no-op that carries those barriers. A timing event queues an
+    // operation that reads the clock (it carries the same barriers).
+    std::shared_ptr<double> stamp;
+    Dep d;
+    if (!(event->flags & cudaEventDisableTiming)) {
+        stamp = std::make_shared<double>(0.0);
+        d = Dep{s, enqueue(s, [stamp] { *stamp = steady_ms(); }, true)};
+    } else {
+        d = s->legacy ? Dep{s, enqueue(s, [] {}, true)} : tail(s);
+    }
     std::lock_guard lk(event->m);
     event->rec = d;
+    event->stamp = std::move(stamp);
     return cudaSuccess;
 }
 
@@ -1103,6 +1127,36 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     }
     wait_dep(d);
     return d.s ? fail(sticky(d.s->device)) : cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    // "Computes the elapsed time between two events (in milliseconds with a
+    // resolution of around 0.5 microseconds)." "If cudaEventRecord() has not
+    // been called on either event, then cudaErrorInvalidResourceHandle is
+    // returned. If cudaEventRecord() has been called on both events but one
+    // or both of them has not yet been completed (that is, cudaEventQuery()
+    // would return cudaErrorNotReady on at least one of the events),
+    // cudaErrorNotReady is returned. If either event was created with the
+    // cudaEventDisableTiming flag, then this function will return
+    // cudaErrorInvalidResourceHandle."
+    if (ms == nullptr) return fail(cudaErrorInvalidValue);
+    if (start == nullptr || end == nullptr || !live(start) || !live(end))
+        return fail(cudaErrorInvalidResourceHandle);
+    Dep d[2];
+    std::shared_ptr<double> t[2];
+    cudaEvent_t ev[2] = {start, end};
+    for (int i = 0; i < 2; i++) {
+        std::lock_guard lk(ev[i]->m);
+        if (ev[i]->flags & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
+        d[i] = ev[i]->rec;
+        t[i] = ev[i]->stamp;
+    }
+    if (!t[0] || !t[1]) return fail(cudaErrorInvalidResourceHandle);  // never recorded
+    // Like cudaEventQuery, asking is waiting: a late stream releases the work.
+    bool done0 = dep_done(d[0], true), done1 = dep_done(d[1], true);
+    if (!done0 || !done1) return cudaErrorNotReady;  // not an error: not recorded
+    *ms = (float)(*t[1] - *t[0]);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {

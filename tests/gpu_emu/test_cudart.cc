@@ -365,6 +365,56 @@ START_TEST(event_generations) {
 }
 END_TEST
 
+// cudaEventElapsedTime: the time between two records as the stream ran
+// them (a 30 ms task between them), and the documented errors.
+START_TEST(event_elapsed_time) {
+    cudaStream_t a;
+    CU(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    cudaEvent_t t0, t1, untimed;
+    CU(cudaEventCreate(&t0));
+    CU(cudaEventCreate(&t1));
+    CU(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming));
+    float ms = -1.0f;
+    // never recorded
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, t0, t1), cudaErrorInvalidResourceHandle);
+    ck_assert_int_eq(cudaEventElapsedTime(nullptr, t0, t1), cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    // the stream runs t0, then the host time the gate is shut, then 30 ms, then t1
+    auto g = hold(a);
+    CU(cudaEventRecord(t0, a));
+    emu_enqueue(a, [] { sleep_ms(30); });
+    CU(cudaEventRecord(t1, a));
+    CU(cudaEventRecord(untimed, a));
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, t0, t1), cudaErrorNotReady);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);  // not ready is no error
+    sleep_ms(20);                                       // host time: not in the interval
+    g->release();
+    CU(cudaEventSynchronize(t1));
+    CU(cudaEventElapsedTime(&ms, t0, t1));
+    ck_assert_float_ge(ms, 29.5f);
+    ck_assert_float_lt(ms, 1000.0f);
+    float back = 0.0f;
+    CU(cudaEventElapsedTime(&back, t1, t0));  // the other way round: negative
+    ck_assert_float_eq(back, -ms);
+    CU(cudaEventElapsedTime(&back, t0, t0));
+    ck_assert_float_eq(back, 0.0f);
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, t0, untimed), cudaErrorInvalidResourceHandle);
+    (void)cudaGetLastError();
+    // a record again: the new time, not the previous one's
+    CU(cudaEventRecord(t0, a));
+    CU(cudaEventSynchronize(t0));
+    CU(cudaEventElapsedTime(&back, t1, t0));
+    ck_assert_float_ge(back, 0.0f);
+    ck_assert_float_lt(back, 30.0f);
+    CU(cudaEventDestroy(t0));
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, t0, t1), cudaErrorInvalidResourceHandle);
+    (void)cudaGetLastError();
+    CU(cudaEventDestroy(t1));
+    CU(cudaEventDestroy(untimed));
+    CU(cudaStreamDestroy(a));
+}
+END_TEST
+
 START_TEST(last_error) {
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     void *p;
@@ -463,6 +513,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, poison_and_known_answer);
     tcase_add_test(tc, copy_synchronisation);
     tcase_add_test(tc, event_generations);
+    tcase_add_test(tc, event_elapsed_time);
     tcase_add_test(tc, last_error);
     tcase_add_test(tc, legacy_stream);
     tcase_add_test(tc, schedule_delay);
