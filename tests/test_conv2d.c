@@ -3,8 +3,9 @@
  * with and without bias, odd kernels, fused activations), and setup errors.
  *
  * The paths under test: im2col rows (C > 1), the transposed strips (C == 1),
- * the direct 1x1 path, several chunks per batch, and the col matrix kept
- * from forward (small) or rebuilt in backward (large max_batch).
+ * the direct 1x1 path, several chunks per batch, the col matrix kept
+ * from forward (small) or rebuilt in backward (large max_batch), and at
+ * stride 1 dx (and dW) through dy's col matrix, split per kernel row.
  *
  * Gradient bound 2e-3 on max|numeric - analytic| / max(1, max|analytic|):
  * gradcheck.h puts the finite-difference noise of these sizes near 1e-4
@@ -263,6 +264,32 @@ START_TEST(chunks_match_direct) {
 }
 END_TEST
 
+/* The stride-1 paths of conv2d_cpu.c when the col matrix is not kept (a
+ * large max_batch): dx as the convolution of dy with the turned kernel, dW
+ * from dy's col matrix (same size in and out), the GEMMs split per kernel
+ * row (196 output pixels an example or more), and a kernel over 512 KiB
+ * run with at least 512 rows a GEMM; 1x1 under same padding is direct. */
+START_TEST(stride1_paths_match_direct) {
+    mr_shape in = {3, {16, 16, 8}}; /* 256 pixels x 72: past the cache cap at max_batch 200 */
+    check_against_direct(conv_cfg(6, 3, 3, 1, 1, MR_PADDING_SAME, 1), in, 5,
+                         200); /* split, dW from dy */
+    check_against_direct(conv_cfg(6, 3, 3, 1, 1, MR_PADDING_VALID, 1), in, 5,
+                         200); /* split, 14x14 out */
+    check_against_direct(conv_cfg(5, 5, 3, 1, 1, MR_PADDING_SAME, 0), (mr_shape){3, {16, 15, 4}}, 3,
+                         300); /* odd kernel */
+    check_against_direct(conv_cfg(4, 3, 3, 1, 1, MR_PADDING_SAME, 1), (mr_shape){3, {9, 8, 3}}, 3,
+                         2000); /* under 196 pixels: dW from dy, unsplit */
+    mr_layer_cfg r = conv_cfg(6, 3, 3, 1, 1, MR_PADDING_SAME, 1);
+    r.activation = MR_ACTIVATION_RELU;
+    check_against_direct(r, in, 4, 200);
+    /* 3x3x64 -> 256: 147 Ki floats of kernel, 49 pixels an example: chunks of 11 */
+    check_against_direct(conv_cfg(256, 3, 3, 1, 1, MR_PADDING_SAME, 1), (mr_shape){3, {7, 7, 64}},
+                         12, 12);
+    check_against_direct(conv_cfg(3, 1, 1, 1, 1, MR_PADDING_SAME, 1), (mr_shape){3, {9, 9, 20}}, 4,
+                         4); /* 1x1, same: direct */
+}
+END_TEST
+
 /* L = sum r * y over a conv layer; central differences of L in x (as
  * gradcheck.c does: double sums, h = 1e-3) against the layer's dx, and the
  * same comparison after planting a bug in dx. */
@@ -387,6 +414,7 @@ int main(void) {
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, forward_matches_direct);
     tcase_add_test(tc, chunks_match_direct);
+    tcase_add_test(tc, stride1_paths_match_direct);
     tcase_add_test(tc, bound_detects_wrong_gradients);
     tcase_add_test(tc, shape_errors);
     tcase_add_test(tc, init_as_keras);

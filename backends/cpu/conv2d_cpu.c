@@ -4,8 +4,18 @@
  * An im2col row of one output pixel lists its window as (ky, kx, c), which
  * is exactly the kernel's (kh, kw, C, F) layout read as a (kh*kw*C, F)
  * matrix: forward is one GEMM col (rows, K) x W (K, F) with no transposes,
- * dW += col^T dy and dcol = dy W^T; dx is col2im(dcol). Examples go through
- * in chunks so the GEMMs are large while the col buffer stays bounded.
+ * dW += col^T dy and dcol = dy W^T; dx is col2im(dcol). At stride 1, dx is
+ * instead the forward convolution of dy with the kernel turned by 180 degrees
+ * (C and F swapped): im2col of dy and one GEMM writing dx, as fast as the
+ * forward, where dcol = dy W^T (inner dimension F) and col2im's scatter-add
+ * cost more; when x and y have the same size (same padding), dy's col
+ * matrix also gives dW (dycol^T x), so x's col matrix is not built again
+ * either. Where the col matrix is too large to keep for backward and an
+ * example has 196 output pixels or more (conv_priv.split), the GEMMs go
+ * per example and kernel row over a matrix of the window's rows only, kh
+ * times fewer floats to copy than the col matrix, at inner dimension kw*C.
+ * Examples go through in chunks so the GEMMs are large while the col
+ * buffer stays bounded.
  * One input channel (the first layer of an image model) builds the col
  * matrix transposed instead, colT (K, rows): each of its K rows is a strip
  * of shifted input pixels, copied contiguously rather than one float at a
@@ -29,6 +39,18 @@
 #define CHUNK_BUDGET (128 << 10)
 /* Largest col matrix kept from forward to backward, in floats (8 MiB). */
 #define COLS_CACHE_MAX (2 << 20)
+/* Rows of a GEMM at least, when the kernel (K x F) alone is larger than
+ * CHUNK_BUDGET: OpenBLAS packs the whole kernel on every call (and dW's GEMM
+ * reads and writes all of dW), from memory when it does not fit the cache,
+ * so a chunk of one 7x7 image (49 rows against a 4608 x 512 kernel: 98
+ * flops per packed float) is mostly packing; ResNet-50's 7x7 stage at batch
+ * 16 ran 17% faster with 9 to 11 images a GEMM (bench_layers, one core).
+ * The col matrix of such a chunk stays within COLS_CACHE_MAX (or one
+ * example). */
+#define MIN_ROWS 512
+/* Output pixels of an example at least for the split GEMMs (conv_priv.split):
+ * ResNet-20's 7x7 images (49 rows a call) gained nothing from the split. */
+#define SPLIT_ROWS 196
 
 /* gcc would turn the short copy loops below into memcpy calls, whose call
  * overhead exceeds a copy of 3..32 floats; keep them as (vectorised) loops. */
@@ -38,8 +60,27 @@ typedef struct conv_priv {
     mr_window g;
     int C, F, K; /* input channels, filters, K = kh*kw*C */
     int chunk;   /* examples per GEMM */
-    int direct;  /* 1x1, stride 1, valid: x is its own col matrix */
+    int direct;  /* 1x1, stride 1, no padding: x is its own col matrix */
     int strips;  /* one input channel: the col matrix is built transposed, (K, rows) */
+    /* stride 1 (not direct, not strips): dx is the convolution of dy
+     * (n, OH, OW, F) over the window gt (in OHxOW, out HxW, padding
+     * kh-1-pad_t, kw-1-pad_l) with the turned kernel (kh*kw*F, C) */
+    int tconv;
+    mr_window gt;
+    /* tconv, same size in and out, no col matrices kept: dW from dy's col
+     * matrix, dWt (kh*kw*F, C) = dycol^T x, turned into dW after the batch */
+    int tdw;
+    /* tconv, no col matrices kept, k_h > 1, at least SPLIT_ROWS output
+     * pixels an example: the GEMMs go per example and kernel row ky over
+     * the row matrix of g1 (the window's rows only: (OH + kh - 1) * OW rows
+     * of kw*C, kh times fewer floats to copy than the col matrix), whose
+     * rows from ky * OW on are the col matrix's ky-th kw*C columns. The
+     * short inner dimension (48 for 16 channels) also suits OpenBLAS better
+     * (its small-matrix kernels on SkylakeX/Cooperlake, no packing):
+     * ResNet-20's 3x3 convolutions of 16 channels at 28x28 went from 60%
+     * to 85-90% of SGEMM (forward) and 97-100% (backward) */
+    int split;
+    mr_window g1, gt1; /* g and gt with a window of one row */
     /* The forward's col matrices kept for backward (chunk at example b0: its
      * n * OH * OW * K floats at b0 * OH * OW * K), or NULL: rebuilt;
      * allocated from the context */
@@ -65,17 +106,43 @@ static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
     p->C = l->in.d[2];
     p->F = c->filters;
     p->K = g.k_h * g.k_w * p->C;
-    p->direct =
-        g.k_h == 1 && g.k_w == 1 && g.s_h == 1 && g.s_w == 1 && c->padding == MR_PADDING_VALID;
+    /* a 1x1 window at stride 1 pads nothing, valid or same */
+    p->direct = g.k_h == 1 && g.k_w == 1 && g.s_h == 1 && g.s_w == 1;
     p->strips = !p->direct && p->C == 1;
+    p->tconv = !p->direct && !p->strips && g.s_h == 1 && g.s_w == 1 && g.out_h > 0 && g.out_w > 0;
+    if (p->tconv) {
+        /* dy (OH, OW) in, dx (H, W) out, the padding on the other sides */
+        p->gt = g;
+        p->gt.in_h = g.out_h, p->gt.in_w = g.out_w;
+        p->gt.out_h = g.in_h, p->gt.out_w = g.in_w;
+        p->gt.pad_t = g.k_h - 1 - g.pad_t, p->gt.pad_l = g.k_w - 1 - g.pad_l;
+    }
     int64_t per_example = (int64_t)g.out_h * g.out_w * p->K;
+    /* the backward's second buffer: dcol (OH*OW, K) per example, or with
+     * tconv dy's col matrix (H*W, kh*kw*F) */
+    int64_t per_example_b =
+        p->tconv ? (int64_t)g.in_h * g.in_w * g.k_h * g.k_w * p->F : per_example;
     int64_t per_chunk = per_example + (int64_t)g.out_h * g.out_w * p->F;
     int64_t chunk = CHUNK_BUDGET / per_chunk;
     if (max_batch < 1) max_batch = 1;
-    p->chunk = (int)(chunk < 1 ? 1 : (chunk > max_batch ? max_batch : chunk));
-    /* scratch: col (chunk rows x K) and dcol of the same size; the direct
-     * path needs neither (x is col, dx is dcol) */
-    l->scratch_floats = p->direct ? 0 : (size_t)(2 * (int64_t)p->chunk * per_example);
+    if (chunk < 1) chunk = 1;
+    const int64_t P = (int64_t)g.out_h * g.out_w;
+    if ((int64_t)p->K * p->F > CHUNK_BUDGET && P > 0 && chunk * P < MIN_ROWS) {
+        int64_t want = (MIN_ROWS + P - 1) / P;
+        /* direct: no col matrix; otherwise col and the backward's second
+         * buffer, as large as it */
+        int64_t cap = p->direct ? want
+                                : COLS_CACHE_MAX /
+                                      (per_example > per_example_b ? per_example : per_example_b);
+        chunk = want < cap ? want : (cap > chunk ? cap : chunk);
+    }
+    p->chunk = (int)(chunk > max_batch ? max_batch : chunk);
+    /* scratch: col (chunk rows x K), dcol or dy's col, and with tconv the
+     * turned kernel and dWt (K * F floats each); the direct path needs none
+     * (x is col, dx is dcol) */
+    l->scratch_floats = p->direct ? 0
+                                  : (size_t)((int64_t)p->chunk * (per_example + per_example_b) +
+                                             (p->tconv ? 2 * (int64_t)p->K * p->F : 0));
     /* Keep the forward's col matrix for backward when it is small (the first
      * layers: a 3x3x1 window makes 9 floats per pixel), instead of building it
      * again; large ones (5x5x32 = 800 per pixel) are rebuilt chunk by chunk. */
@@ -84,6 +151,12 @@ static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
         if (cols == NULL)
             return mr_error_set(err, MR_ERR_NOMEM, "out of memory for [conv2d]'s col matrices");
         p->cols = mr_dfloat_ptr(cols);
+    }
+    p->tdw = p->tconv && p->cols == NULL && g.out_h == g.in_h && g.out_w == g.in_w;
+    p->split = p->tconv && p->cols == NULL && g.k_h > 1 && P >= SPLIT_ROWS;
+    if (p->split) {
+        p->g1 = g, p->g1.k_h = 1, p->g1.out_h = g.out_h + g.k_h - 1;
+        p->gt1 = p->gt, p->gt1.k_h = 1, p->gt1.out_h = p->gt.out_h + g.k_h - 1;
     }
     if (mr_activation_needs_input(c->activation)) {
         mr_dfloat *pre = mr_backend_alloc_floats(be, (size_t)max_batch * (size_t)g.out_h *
@@ -139,14 +212,14 @@ MR_AVX2_CLONES MR_NO_MEMCPY static void im2col_strips(const conv_priv *p, const 
     }
 }
 
-/* col (n * OH * OW, K) from x (n, H, W, C), C > 1: per output pixel and
- * kernel row, the window's row is kw * C contiguous floats of x (NHWC), one
- * copy when the window is inside the input; short copies (few channels)
- * stay inline loops. */
-MR_AVX2_CLONES MR_NO_MEMCPY static void im2col(const conv_priv *p, const float *x, int n,
+/* col (n * OH * OW, K) from x (n, H, W, C), K = kh * kw * C, C > 1, over
+ * the window g (the layer's, or the backward's gt with dy as x and F as C):
+ * per output pixel and kernel row, the window's row is kw * C contiguous
+ * floats of x (NHWC), one copy when the window is inside the input; short
+ * copies (few channels) stay inline loops. */
+MR_AVX2_CLONES MR_NO_MEMCPY static void im2col(const mr_window *g, int C, const float *x, int n,
                                                float *col) {
-    const mr_window *g = &p->g;
-    const int C = p->C, K = p->K;
+    const int K = g->k_h * g->k_w * C;
     const size_t rowc = (size_t)g->k_w * C;
     for (int b = 0; b < n; b++) {
         const float *xb = x + (int64_t)b * g->in_h * g->in_w * C;
@@ -209,6 +282,36 @@ MR_AVX2_CLONES static void col2im(const conv_priv *p, const float *dcol, int n, 
                 }
             }
     }
+}
+
+/* wt (kh*kw*F, C) from w (kh, kw, C, F): the kernel turned by 180 degrees
+ * with its input and output channels swapped, wt[(ky, kx, f), c] =
+ * w[kh-1-ky, kw-1-kx, c, f], the kernel of dx as a convolution of dy. */
+static void turn_kernel(const conv_priv *p, const float *restrict w, float *restrict wt) {
+    const int C = p->C, F = p->F, kh = p->g.k_h, kw = p->g.k_w;
+    for (int ky = 0; ky < kh; ky++)
+        for (int kx = 0; kx < kw; kx++) {
+            const float *restrict src = w + ((int64_t)(kh - 1 - ky) * kw + (kw - 1 - kx)) * C * F;
+            float *restrict dst = wt + ((int64_t)ky * kw + kx) * F * C;
+            for (int c = 0; c < C; c++)
+                for (int f = 0; f < F; f++)
+                    dst[(int64_t)f * C + c] = src[(int64_t)c * F + f];
+        }
+}
+
+/* dw (kh, kw, C, F) += dWt turned back: dWt (kh*kw*F, C) is dW's sums as
+ * the convolution of dy sees them, dWt[(ky, kx, f), c] = dW[kh-1-ky,
+ * kw-1-kx, c, f] (turn_kernel's mapping). */
+static void add_turned_back(const conv_priv *p, const float *restrict dwt, float *restrict dw) {
+    const int C = p->C, F = p->F, kh = p->g.k_h, kw = p->g.k_w;
+    for (int ky = 0; ky < kh; ky++)
+        for (int kx = 0; kx < kw; kx++) {
+            const float *restrict src = dwt + ((int64_t)(kh - 1 - ky) * kw + (kw - 1 - kx)) * F * C;
+            float *restrict dst = dw + ((int64_t)ky * kw + kx) * C * F;
+            for (int c = 0; c < C; c++)
+                for (int f = 0; f < F; f++)
+                    dst[(int64_t)c * F + f] += src[(int64_t)f * C + c];
+        }
 }
 
 /* y (rows, F) = bias in every row: the GEMM then accumulates onto it
@@ -277,22 +380,34 @@ MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int 
         int rows = n * P;
         float *yc = y + (int64_t)b0 * P * F; /* (rows, F) */
         const float *col = x + b0 * in_per;  /* direct: x (rows, C) is col */
-        if (!p->direct) {
-            float *dst = p->cols ? p->cols + (int64_t)b0 * P * K : scratch;
-            if (p->strips)
-                im2col_strips(p, x + b0 * in_per, n, dst);
-            else
-                im2col(p, x + b0 * in_per, n, dst);
-            col = dst;
-        }
         float beta = 0.0f;
         if (l->n_weights > 1) { /* y = bias, then y += col W */
             fill_rows(yc, mr_dfloat_cptr(l->w[1].data), rows, F);
             beta = 1.0f;
         }
+        if (p->split) {
+            /* R (n, OH + kh - 1, OW, kw*C); y_b (P, F) = sum over ky of
+             * R_b from row ky * OW (P, kw*C) times W's rows ky*kw*C.. (kw*C, F) */
+            const int kwC = p->g.k_w * p->C, Rper = p->g1.out_h * p->g.out_w;
+            im2col(&p->g1, p->C, x + b0 * in_per, n, scratch);
+            for (int b = 0; b < n; b++)
+                for (int ky = 0; ky < p->g.k_h; ky++)
+                    mr_cpu_gemm(0, 0, P, F, kwC, 1.0f,
+                                scratch + ((int64_t)b * Rper + (int64_t)ky * p->g.out_w) * kwC, kwC,
+                                w + (int64_t)ky * kwC * F, F, ky == 0 ? beta : 1.0f,
+                                yc + (int64_t)b * P * F, F);
+        }
+        if (!p->direct && !p->split) {
+            float *dst = p->cols ? p->cols + (int64_t)b0 * P * K : scratch;
+            if (p->strips)
+                im2col_strips(p, x + b0 * in_per, n, dst);
+            else
+                im2col(&p->g, p->C, x + b0 * in_per, n, dst);
+            col = dst;
+        }
         if (p->strips) /* y (rows, F) += colT^T (rows, K) W (K, F) */
             mr_cpu_gemm(1, 0, rows, F, K, 1.0f, col, rows, w, F, beta, yc, F);
-        else /* y (rows, F) += col (rows, K) W (K, F) */
+        else if (!p->split) /* y (rows, F) += col (rows, K) W (K, F) */
             mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, w, F, beta, yc, F);
         if (p->pre != NULL && mr_activation_needs_input(conv_act(l)))
             memcpy(p->pre + (int64_t)b0 * P * F, yc, sizeof(float) * (size_t)rows * (size_t)F);
@@ -311,6 +426,13 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
     const int64_t in_per = (int64_t)p->g.in_h * p->g.in_w * p->C;
     float *col_buf = mr_dfloat_ptr(run->scratch), *dcol = col_buf + (size_t)p->chunk * P * K;
     float *db = l->n_weights > 1 ? mr_dfloat_ptr(l->w[1].grad) : NULL;
+    /* tconv: dcol holds dy's col matrix (chunk * H * W, kh*kw*F), then the
+     * turned kernel wt (kh*kw*F, C), then dWt (kh*kw*F, C) */
+    const int Kt = p->g.k_h * p->g.k_w * F;
+    const int64_t in_rows = (int64_t)p->g.in_h * p->g.in_w; /* per example */
+    float *wt = p->tconv ? dcol + (size_t)p->chunk * in_rows * Kt : NULL;
+    float *dwt = p->tconv ? wt + (size_t)K * F : NULL;
+    if (p->tconv && dx != NULL) turn_kernel(p, w, wt);
     for (int b0 = 0; b0 < batch; b0 += p->chunk) {
         int n = batch - b0 < p->chunk ? batch - b0 : p->chunk;
         int rows = n * P;
@@ -324,6 +446,40 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
         } else {
             act_backward_sum(conv_act(l), y + (int64_t)b0 * P * F, dyc, db, rows, F);
         }
+        if (p->tdw && p->split) {
+            /* dyR (n, H + kh - 1, W, kw*F), the row matrix of gt1; per
+             * example b and kernel row ky, dyR_b from row ky * W (H*W, kw*F)
+             * is dycol's ky-th kw*F columns: dWt's rows ky*kw*F.. (kw*F, C)
+             * (+)= its transpose times x_b (H*W, C), dx_b (H*W, C) (+)= it
+             * times wt's rows ky*kw*F.. (kw*F, C) */
+            const int kwF = p->g.k_w * F, W = p->g.in_w;
+            const int64_t Rper = (int64_t)p->gt1.out_h * W;
+            im2col(&p->gt1, F, dyc, n, dcol);
+            for (int b = 0; b < n; b++)
+                for (int ky = 0; ky < p->g.k_h; ky++) {
+                    const float *r = dcol + (b * Rper + (int64_t)ky * W) * kwF;
+                    mr_cpu_gemm(1, 0, kwF, p->C, (int)in_rows, 1.0f, r, kwF, x + (b0 + b) * in_per,
+                                p->C, b0 + b == 0 ? 0.0f : 1.0f, dwt + (int64_t)ky * kwF * p->C,
+                                p->C);
+                    if (dx != NULL)
+                        mr_cpu_gemm(0, 0, (int)in_rows, p->C, kwF, 1.0f, r, kwF,
+                                    wt + (int64_t)ky * kwF * p->C, p->C, ky == 0 ? 0.0f : 1.0f,
+                                    dx + (b0 + b) * in_per, p->C);
+                }
+            continue;
+        }
+        if (p->tdw) {
+            /* dycol (n * H * W, Kt); dWt (Kt, C) (+)= dycol^T x (n * H * W, C),
+             * the first chunk writing it */
+            im2col(&p->gt, F, dyc, n, dcol);
+            mr_cpu_gemm(1, 0, Kt, p->C, (int)(n * in_rows), 1.0f, dcol, Kt, x + b0 * in_per, p->C,
+                        b0 == 0 ? 0.0f : 1.0f, dwt, p->C);
+            if (dx == NULL) continue;
+            /* dx (n * H * W, C) = dycol (n * H * W, Kt) wt (Kt, C) */
+            mr_cpu_gemm(0, 0, (int)(n * in_rows), p->C, Kt, 1.0f, dcol, Kt, wt, p->C, 0.0f,
+                        dx + b0 * in_per, p->C);
+            continue;
+        }
         const float *col = x + b0 * in_per;
         if (p->cols != NULL) { /* built by the forward pass on this x */
             col = p->cols + (int64_t)b0 * P * K;
@@ -331,7 +487,7 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
             if (p->strips)
                 im2col_strips(p, x + b0 * in_per, n, col_buf);
             else
-                im2col(p, x + b0 * in_per, n, col_buf);
+                im2col(&p->g, p->C, x + b0 * in_per, n, col_buf);
             col = col_buf;
         }
         if (p->strips) /* dW (K, F) += colT (K, rows) dy (rows, F) */
@@ -344,10 +500,17 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
             mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, w, F, 0.0f, dxc, K);
             continue;
         }
+        if (p->tconv) { /* dx (n * H * W, C) = dycol (n * H * W, Kt) wt (Kt, C) */
+            im2col(&p->gt, F, dyc, n, dcol);
+            mr_cpu_gemm(0, 0, n * p->g.in_h * p->g.in_w, p->C, Kt, 1.0f, dcol, Kt, wt, p->C, 0.0f,
+                        dxc, p->C);
+            continue;
+        }
         /* dcol (rows, K) = dy (rows, F) W^T (F, K), then scatter back */
         mr_cpu_gemm(0, 1, rows, K, F, 1.0f, dyc, F, w, F, 0.0f, dcol, K);
         col2im(p, dcol, n, dxc);
     }
+    if (p->tdw && batch > 0) add_turned_back(p, dwt, dw);
     return MR_OK;
 }
 
