@@ -42,7 +42,13 @@ static double sgemm_gflops(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 3) {
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: bench_layers MODEL.cfg [BATCH]\n"
+               "per-layer forward and backward times and each convolution's GFLOP/s against\n"
+               "SGEMM's; run as OPENBLAS_NUM_THREADS=1 taskset -c 0 bench_layers MODEL.cfg\n");
+        return 0;
+    }
+    if (argc < 2 || argc > 3 || argv[1][0] == '-') {
         fprintf(stderr, "usage: bench_layers MODEL.cfg [BATCH]\n");
         return 2;
     }

@@ -239,20 +239,23 @@ START_TEST(forward_matches_direct) {
 END_TEST
 
 /* Batches that take several GEMM chunks (the chunk holds about 128 Ki
- * floats of col + output), with the col matrix kept from forward and, with
- * a large max_batch, rebuilt in backward; and a fused ReLU. */
+ * floats of col + output), the col matrix rebuilt in backward (it is kept
+ * from forward only up to 64 Ki floats, one chunk's worth: the small
+ * cases here and in forward_matches_direct); and a fused ReLU. */
 START_TEST(chunks_match_direct) {
     /* im2col rows: 144 pixels x (72 + 4) floats per example -> 11 per chunk */
     mr_shape in = {3, {12, 12, 8}};
     mr_layer_cfg c = conv_cfg(4, 3, 3, 1, 1, MR_PADDING_SAME, 1);
-    check_against_direct(c, in, 25, 25);  /* 3 chunks, col kept */
-    check_against_direct(c, in, 25, 256); /* col rebuilt: 256 x 144 x 72 is over the cache cap */
+    check_against_direct(c, in, 25, 25);  /* 3 chunks, dW from dy's col matrix */
+    check_against_direct(c, in, 25, 256); /* the same, a larger max_batch */
+    check_against_direct(c, in, 6, 6);    /* 6 x 144 x 72: kept, one chunk */
     c.activation = MR_ACTIVATION_RELU;
     check_against_direct(c, in, 25, 25);
     /* strips: 170 pixels x (15 + 6) per example -> 36 per chunk */
     mr_layer_cfg g = conv_cfg(6, 3, 5, 2, 1, MR_PADDING_SAME, 1);
     g.activation = MR_ACTIVATION_RELU;
-    check_against_direct(g, (mr_shape){3, {20, 17, 1}}, 40, 40);
+    check_against_direct(g, (mr_shape){3, {20, 17, 1}}, 40, 40);   /* rebuilt, 2 chunks */
+    check_against_direct(g, (mr_shape){3, {20, 17, 1}}, 20, 20);   /* kept: 20 x 170 x 15 */
     check_against_direct(g, (mr_shape){3, {20, 17, 1}}, 40, 1000); /* rebuilt */
     check_against_direct(conv_cfg(3, 5, 5, 2, 2, MR_PADDING_VALID, 0), (mr_shape){3, {30, 30, 1}},
                          50, 50);

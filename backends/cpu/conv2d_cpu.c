@@ -37,15 +37,23 @@
  * cache instead of streaming the whole batch's output through memory
  * several times. At least one example per chunk. */
 #define CHUNK_BUDGET (128 << 10)
-/* Largest col matrix kept from forward to backward, in floats (8 MiB). */
-#define COLS_CACHE_MAX (2 << 20)
+/* Largest col matrix kept from forward to backward, in floats (256 KiB:
+ * while it stays in cache). Reading a larger one back from memory costs
+ * more than the backward's rebuild paths (dy's col matrix, the split
+ * GEMMs): with 8 MiB, ResNet-20 at 32 examples a replica kept its 14x14
+ * stage's and trained at 714 images/sec on 2 replicas, 850 with 256 KiB
+ * (on one replica, 64 examples, 413 and 432; 064b82a, 3 alternating
+ * rounds). */
+#define COLS_CACHE_MAX (1 << 16)
+/* Largest col matrix of a chunk that MIN_ROWS may ask for, in floats (8 MiB). */
+#define CHUNK_COLS_MAX (2 << 20)
 /* Rows of a GEMM at least, when the kernel (K x F) alone is larger than
  * CHUNK_BUDGET: OpenBLAS packs the whole kernel on every call (and dW's GEMM
  * reads and writes all of dW), from memory when it does not fit the cache,
  * so a chunk of one 7x7 image (49 rows against a 4608 x 512 kernel: 98
  * flops per packed float) is mostly packing; ResNet-50's 7x7 stage at batch
  * 16 ran 17% faster with 9 to 11 images a GEMM (bench_layers, one core).
- * The col matrix of such a chunk stays within COLS_CACHE_MAX (or one
+ * The col matrix of such a chunk stays within CHUNK_COLS_MAX (or one
  * example). */
 #define MIN_ROWS 512
 /* Output pixels of an example at least for the split GEMMs (conv_priv.split):
@@ -132,7 +140,7 @@ static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
         /* direct: no col matrix; otherwise col and the backward's second
          * buffer, as large as it */
         int64_t cap = p->direct ? want
-                                : COLS_CACHE_MAX /
+                                : CHUNK_COLS_MAX /
                                       (per_example > per_example_b ? per_example : per_example_b);
         chunk = want < cap ? want : (cap > chunk ? cap : chunk);
     }
@@ -143,9 +151,9 @@ static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
     l->scratch_floats = p->direct ? 0
                                   : (size_t)((int64_t)p->chunk * (per_example + per_example_b) +
                                              (p->tconv ? 2 * (int64_t)p->K * p->F : 0));
-    /* Keep the forward's col matrix for backward when it is small (the first
-     * layers: a 3x3x1 window makes 9 floats per pixel), instead of building it
-     * again; large ones (5x5x32 = 800 per pixel) are rebuilt chunk by chunk. */
+    /* Keep the forward's col matrix for backward when it is small enough to
+     * stay in cache (COLS_CACHE_MAX), instead of building it again; larger
+     * ones are rebuilt chunk by chunk (or not built: dy's col matrix). */
     if (!p->direct && (int64_t)max_batch * per_example <= COLS_CACHE_MAX) {
         mr_dfloat *cols = mr_backend_alloc_floats(be, (size_t)max_batch * (size_t)per_example);
         if (cols == NULL)
