@@ -13,10 +13,13 @@
  *    replica count, same bits), so these repeat the README's figures; the
  *    two longer runs take about 13 minutes on 2 cores.
  *  - fashion_resnet20.cfg shortened to 2 epochs (its cosine then decays over
- *    those 2): we measure 0.9050 (the 30-epoch recipe's figure is the
- *    README's). Floor 0.90: the residual graph, BN and the recipe's SGD with
- *    Nesterov momentum, weight decay and augmentation on real data; a
- *    broken merge or BN gradient trains far worse. About 3.5 minutes.
+ *    those 2): we measured 0.9050 on 4619538 and 0.8943 on 36eb596, whose
+ *    convolutions only sum in another order: two epochs of this network
+ *    move by about 0.01 with float rounding (the 30-epoch recipe's figure,
+ *    0.9441, is the README's). Floor 0.88: the residual graph, BN and the
+ *    recipe's SGD with Nesterov momentum, weight decay and augmentation on
+ *    real data; a broken merge or BN gradient trains far worse. About 3.5
+ *    minutes.
  *  - fashion_cnn.cfg, fashion_cnn_bn.cfg and fashion_resnet20.cfg also save
  *    their model, and mirrored_eval, from the checkpoint alone (the same
  *    batches, so the same bits; test_resume.c evaluates on other device
@@ -101,7 +104,7 @@ static const struct {
     {"", "fashion_cnn.cfg", "--devices cpu:2", 0.90, "", 1},
     {"", "fashion_cnn2.cfg", "--devices cpu:2", 0.915, "", 0},
     {"", "fashion_cnn_bn.cfg", "--devices cpu:2", 0.925, "", 1},
-    {"", "fashion_resnet20.cfg", "--epochs 2 --devices cpu:2", 0.90, "", 1},
+    {"", "fashion_resnet20.cfg", "--epochs 2 --devices cpu:2", 0.88, "", 1},
     {"-q -np 2 --bind-to core", "fashion_cnn.cfg", "", 0.90,
      "\"replicas\": 2\0\"processes\": 2\0\"communicator\": \"mpi\"\0", 0},
 };
