@@ -290,6 +290,13 @@ START_TEST(stride1_paths_match_direct) {
                          12, 12);
     check_against_direct(conv_cfg(3, 1, 1, 1, 1, MR_PADDING_SAME, 1), (mr_shape){3, {9, 9, 20}}, 4,
                          4); /* 1x1, same: direct */
+    /* even kernels under same padding: Keras pads one more below and to the
+     * right, so the turned kernel's padding differs on the two sides */
+    check_against_direct(conv_cfg(3, 4, 2, 1, 1, MR_PADDING_SAME, 1), (mr_shape){3, {9, 8, 3}}, 3,
+                         3);                                                       /* col kept */
+    check_against_direct(conv_cfg(3, 4, 2, 1, 1, MR_PADDING_SAME, 1), in, 3, 200); /* split */
+    check_against_direct(conv_cfg(3, 2, 2, 1, 1, MR_PADDING_SAME, 0), (mr_shape){3, {9, 8, 3}}, 3,
+                         3000); /* dW from dy */
 }
 END_TEST
 
