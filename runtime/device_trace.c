@@ -110,7 +110,7 @@ mr_status mr_device_trace_flush(mr_device_trace *d, const char *step_name, mr_er
     MR_CHECK(mr_backend_mark_seconds(d->be, 0, last, &s, err));
     mr_trace_record(d->lane, "step", step_name, t_last - s, t_last, -1);
     /* spans past the step's room: counted with the lane's dropped events */
-    d->lane->dropped += d->overflow;
+    if (d->overflow) mr_trace_drop(d->lane, d->overflow);
     d->overflow = 0;
     return MR_OK;
 }

@@ -68,14 +68,14 @@ void mr_trace_record(mr_trace_lane *l, const char *cat, const char *name, double
     const int64_t i = atomic_load_explicit(&l->n, memory_order_relaxed);
     const int64_t c = i / MR_TRACE_CHUNK;
     if (c >= MR_TRACE_CHUNKS) {
-        l->dropped++;
+        mr_trace_drop(l, 1);
         return;
     }
     mr_trace_event *chunk = atomic_load_explicit(&l->chunk[c], memory_order_relaxed);
     if (chunk == NULL) {
         chunk = malloc(sizeof *chunk * MR_TRACE_CHUNK);
         if (chunk == NULL) {
-            l->dropped++;
+            mr_trace_drop(l, 1);
             return;
         }
         atomic_store_explicit(&l->chunk[c], chunk, memory_order_relaxed);
@@ -88,6 +88,10 @@ void mr_trace_record(mr_trace_lane *l, const char *cat, const char *name, double
     snprintf(e->name, sizeof e->name, "%s", name);
     /* publishes the event and its chunk to mr_trace_write (acquire) */
     atomic_store_explicit(&l->n, i + 1, memory_order_release);
+}
+
+void mr_trace_drop(mr_trace_lane *l, int64_t n) {
+    atomic_fetch_add_explicit(&l->dropped, n, memory_order_relaxed);
 }
 
 /* A metadata event: process_name or thread_name. */
@@ -146,17 +150,16 @@ mr_status mr_trace_write(mr_trace *t, mr_error *err) {
                 &((mr_trace_lane *)l)->chunk[k / MR_TRACE_CHUNK], memory_order_relaxed);
             write_event(&j, t, l->tid, &chunk[k % MR_TRACE_CHUNK]);
         }
-        /* read without the lane's thread: a figure for the reader only */
-        dropped += n >= (int64_t)MR_TRACE_CHUNK * MR_TRACE_CHUNKS ? 1 : 0;
+        dropped += atomic_load_explicit(&((mr_trace_lane *)l)->dropped, memory_order_relaxed);
     }
     mr_json_end_array(&j);
     mr_json_key(&j, "displayTimeUnit"), mr_json_string(&j, "ms");
     if (dropped) {
-        /* a lane filled up: later events of it are missing */
+        /* events missing from the threads (Perfetto shows otherData as metadata) */
         mr_json_key(&j, "otherData");
         mr_json_begin_object(&j, MR_JSON_INLINE);
-        mr_json_key(&j, "note"), mr_json_string(&j, "a thread's events filled the trace's room; "
-                                                    "its later events are missing");
+        mr_json_key(&j, "dropped"), mr_json_int(&j, dropped);
+        mr_json_key(&j, "note"), mr_json_string(&j, "events past a thread's room were not kept");
         mr_json_end_object(&j);
     }
     mr_json_end_object(&j);

@@ -51,9 +51,9 @@ typedef struct mr_trace_event {
 
 typedef struct mr_trace_lane {
     int tid;
-    char label[MR_TRACE_NAME];                      /* thread_name: "replica 1 (cpu:1)" */
-    _Atomic int64_t n;                              /* events published */
-    int64_t dropped;                                /* events past the chunks' room */
+    char label[MR_TRACE_NAME]; /* thread_name: "replica 1 (cpu:1)" */
+    _Atomic int64_t n;         /* events published */
+    _Atomic int64_t dropped;   /* events not kept (mr_trace_drop): otherData.dropped */
     mr_trace_event *_Atomic chunk[MR_TRACE_CHUNKS]; /* allocated as the lane fills */
 } mr_trace_lane;
 
@@ -77,6 +77,11 @@ mr_trace_lane *mr_trace_add_lane(mr_trace *t, int tid, const char *label);
  * Only the lane's own thread calls it. */
 void mr_trace_record(mr_trace_lane *l, const char *cat, const char *name, double t0, double t1,
                      int64_t bytes);
+
+/* Counts n events of the lane that were not kept (its room full, out of
+ * memory, or a device-time span past its step's room): the file's
+ * otherData says how many. Any thread. */
+void mr_trace_drop(mr_trace_lane *l, int64_t n);
 
 /* Rewrites the file with every event published so far, atomically. Safe
  * while lanes record; calls must not overlap each other. */

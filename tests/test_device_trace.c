@@ -159,7 +159,12 @@ START_TEST(spans_past_the_room_dropped) {
     }
     ck_assert_int_eq(mr_device_trace_flush(d, "step 1", &err), MR_OK);
     ck_assert_int_eq(atomic_load(&lane->n), 3);
-    ck_assert_int_eq(lane->dropped, 1);
+    ck_assert_int_eq(atomic_load(&lane->dropped), 1);
+    /* and the file says so */
+    ck_assert_int_eq(mr_trace_write(trace, &err), MR_OK);
+    char *json = tu_read_file(path, NULL);
+    ck_assert_msg(json && strstr(json, "\"dropped\": 1"), "%s", json);
+    free(json);
     NEAR(event(2)->t1 - event(2)->t0, 4.0); /* the step: mark 0 to the last kept */
     mr_device_trace_destroy(d);
 }
