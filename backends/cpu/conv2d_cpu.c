@@ -340,11 +340,11 @@ MR_AVX2_CLONES static void act_backward_sum(mr_activation act, const float *rest
                                             int F) {
     int relu = act == MR_ACTIVATION_RELU;
     if (!relu && act != MR_ACTIVATION_LINEAR) {
-        mr_cpu_activation_backward(act, y, dy, (int)rows, F);
+        mr_cpu_activation_backward(act, y, dy, dy, (int)rows, F);
         act = MR_ACTIVATION_LINEAR;
     }
     if (relu && db == NULL) {
-        mr_cpu_activation_backward(act, y, dy, (int)rows, F);
+        mr_cpu_activation_backward(act, y, dy, dy, (int)rows, F);
         return;
     }
     if (db == NULL) return; /* linear, no bias: nothing to do */
@@ -419,7 +419,7 @@ MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int 
             mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, w, F, beta, yc, F);
         if (p->pre != NULL && mr_activation_needs_input(conv_act(l)))
             memcpy(p->pre + (int64_t)b0 * P * F, yc, sizeof(float) * (size_t)rows * (size_t)F);
-        mr_cpu_activation_forward(conv_act(l), yc, rows, F);
+        mr_cpu_activation_forward(conv_act(l), yc, yc, rows, F);
     }
     return MR_OK;
 }
@@ -448,7 +448,7 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
         /* dy becomes dL/dz through the activation; db += its column sums
          * (gelu, swish: through the forward's z) */
         if (p->pre != NULL && mr_activation_needs_input(conv_act(l))) {
-            mr_cpu_activation_backward_x(conv_act(l), p->pre + (int64_t)b0 * P * F, dyc,
+            mr_cpu_activation_backward_x(conv_act(l), p->pre + (int64_t)b0 * P * F, dyc, dyc,
                                          (int64_t)rows * F);
             act_backward_sum(MR_ACTIVATION_LINEAR, y + (int64_t)b0 * P * F, dyc, db, rows, F);
         } else {

@@ -39,13 +39,17 @@ extern const mr_loss_kernels mr_loss_cpu;           /* loss_cpu.c */
 extern const mr_optimizer_kernels mr_optimizer_cpu; /* optimizer_cpu.c */
 extern const mr_input_kernels mr_input_cpu;         /* synthetic_cpu.c */
 
-/* Applies an activation in place over `rows` rows of width `width`
- * (softmax is per row; the others ignore the rows). */
-void mr_cpu_activation_forward(mr_activation act, float *y, int rows, int width);
-/* dy (rows, width) *= d act / d x, expressed through the output y. */
-void mr_cpu_activation_backward(mr_activation act, const float *y, float *dy, int rows, int width);
-/* dy (n) *= d act / d x through the input x, for the activations that need
- * it (mr_activation_needs_input: gelu, swish, silu). */
-void mr_cpu_activation_backward_x(mr_activation act, const float *x, float *dy, int64_t n);
+/* y = act(x) over `rows` rows of width `width` (softmax is per row; the
+ * others ignore the rows), in one pass; y may be x (in place). */
+void mr_cpu_activation_forward(mr_activation act, const float *x, float *y, int rows, int width);
+/* dx (rows, width) = dy * d act / d x, expressed through the output y;
+ * dx may be dy (in place). For gelu, swish and silu a copy: their factor
+ * comes through the input (mr_cpu_activation_backward_x). */
+void mr_cpu_activation_backward(mr_activation act, const float *y, const float *dy, float *dx,
+                                int rows, int width);
+/* dx (n) = dy * d act / d x through the input x, for the activations that
+ * need it (mr_activation_needs_input: gelu, swish, silu); dx may be dy. */
+void mr_cpu_activation_backward_x(mr_activation act, const float *x, const float *dy, float *dx,
+                                  int64_t n);
 
 #endif

@@ -31,7 +31,7 @@ MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int
     (void)run;
     float *y = mr_dfloat_ptr(yd);
     dense_linear(l, batch, mr_dfloat_cptr(xd), y);
-    mr_cpu_activation_forward(dense_act(l), y, batch, l->out.d[0]);
+    mr_cpu_activation_forward(dense_act(l), y, y, batch, l->out.d[0]);
     return MR_OK;
 }
 
@@ -46,9 +46,9 @@ MR_AVX2_CLONES static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, in
     if (mr_activation_needs_input(dense_act(l))) {
         float *z = mr_dfloat_ptr(run->scratch);
         dense_linear(l, batch, x, z);
-        mr_cpu_activation_backward_x(dense_act(l), z, dy, (int64_t)batch * out);
+        mr_cpu_activation_backward_x(dense_act(l), z, dy, dy, (int64_t)batch * out);
     } else {
-        mr_cpu_activation_backward(dense_act(l), y, dy, batch, out);
+        mr_cpu_activation_backward(dense_act(l), y, dy, dy, batch, out);
     }
     /* dW (in, units) += x^T (in, B) dz (B, units) */
     mr_cpu_gemm(1, 0, in, out, batch, 1.0f, x, in, dy, out, 1.0f, mr_dfloat_ptr(l->w[0].grad), out);
