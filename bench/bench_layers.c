@@ -92,6 +92,13 @@ int main(int argc, char **argv) {
                    l->ops->class_name, shape);
             continue;
         }
+        if (l->fused) { /* a ReLU the layer before applies in its own passes */
+            char shape[64];
+            mr_shape_format(l->out, shape, sizeof shape);
+            printf("| %s (%s) | %s | fused into the layer before | fused | | | |\n", l->name,
+                   l->ops->class_name, shape);
+            continue;
+        }
         const mr_dfloat *x = i > 0 ? m.acts[i - 1] : m.input;
         int64_t ny = B * mr_shape_size(l->out), nx = B * mr_shape_size(l->in);
         mr_dfloat *dy = mr_backend_alloc_floats(be, (size_t)ny);

@@ -140,6 +140,10 @@ typedef struct mr_layer_kernels {
      * the choice is deterministic (the same bits run after run), 0 where it
      * is not. May be NULL: nothing to say (deterministic). */
     int (*describe)(const mr_layer *l, char *buf, size_t n);
+    /* 1: forward and backward honour mr_layer.relu_fused (the model may
+     * then fuse a following ReLU [activation] into this layer); 0: they
+     * ignore it and the model never sets it. */
+    int fuses_relu;
 } mr_layer_kernels;
 
 struct mr_layer {
@@ -163,6 +167,14 @@ struct mr_layer {
     /* Set by the model on the last layer when its softmax is fused with a
      * cross-entropy loss: the layer then outputs logits (skips the softmax). */
     int logits_out;
+    /* Set by the model where a ReLU [activation] is fused into the layer
+     * before it (model.c, fuse_relus; only where that layer's kernels say
+     * fuses_relu): relu_fused on that layer, whose forward then writes
+     * relu(y) and whose backward first masks dy by y > 0, as the
+     * activation would; fused on the activation, which then runs nothing:
+     * its output and gradient buffers are that layer's. */
+    int relu_fused;
+    int fused;
     void *priv; /* the kernels' state */
 };
 

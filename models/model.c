@@ -29,6 +29,42 @@ static void free_floats(mr_model *m, mr_dfloat **p) {
     *p = NULL;
 }
 
+/* The layer whose output layer j takes (its first input): -1 for the
+ * model's input. */
+static int producer(const mr_model *m, int j) {
+    return m->graph ? m->src[j][0] : j - 1;
+}
+
+/* Fuses each ReLU [activation] into the layer before it where that layer's
+ * kernels apply it in their own pass (mr_layer_kernels.fuses_relu:
+ * BatchNormalization and Add on the CPU), saving the activation's passes
+ * over memory: forward reads and writes the output once, backward masks dy
+ * as it reads it. Only where the activation is the one consumer of that
+ * output (another would need it before the ReLU). The per-element math is
+ * the activation kernel's, so the bits are those of the unfused model
+ * (tests/test_model.c). A chain's layer before the activation is its
+ * producer; a view (Flatten) never fuses. */
+static void fuse_relus(mr_model *m) {
+    for (int j = 0; j < m->n_layers; j++) {
+        mr_layer *a = &m->layers[j];
+        const int i = producer(m, j);
+        if (a->cfg->kind != MR_LAYER_ACTIVATION || a->cfg->activation != MR_ACTIVATION_RELU ||
+            a->logits_out || i < 0)
+            continue;
+        mr_layer *p = &m->layers[i];
+        if (p->kern == NULL || !p->kern->fuses_relu || p->relu_fused || p->ops->view) continue;
+        int consumers = 1; /* a chain's layer feeds the next one only */
+        if (m->graph) {
+            consumers = 0;
+            for (int k = i + 1; k < m->n_layers; k++)
+                consumers += (m->src[k][0] == i) + (m->src[k][1] == i);
+        }
+        if (consumers != 1) continue;
+        p->relu_fused = 1;
+        a->fused = 1;
+    }
+}
+
 mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
                         size_t grads_extra, mr_error *err) {
     memset(m, 0, sizeof *m);
@@ -205,6 +241,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         m->fused_softmax = 1;
     }
 
+    fuse_relus(m);
     /* weights: trainable in reverse layer order into params, the rest into state */
     int64_t np = 0, ns = 0, biggest = 0;
     for (int i = m->n_layers - 1; i >= 0; i--) {
@@ -252,6 +289,11 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         /* a view's y is x's buffer in a chain: nothing to allocate or copy */
         if (m->layers[i].ops->view && !m->graph) {
             m->acts[i] = i > 0 ? m->acts[i - 1] : m->input;
+            continue;
+        }
+        if (m->layers[i].fused) { /* a ReLU in its producer's pass: that layer's buffers */
+            m->acts[i] = m->acts[producer(m, i)];
+            m->dacts[i] = m->dacts[producer(m, i)];
             continue;
         }
         m->acts[i] = alloc_floats(m, (int64_t)max_batch * o);
@@ -347,11 +389,13 @@ void mr_model_free(mr_model *m) {
     m->dtrace = NULL;
     for (int i = 0; i < m->n_layers; i++) {
         mr_layer_destroy(&m->layers[i]);
-        if (m->layers[i].ops && m->layers[i].ops->view && !m->graph)
+        if ((m->layers[i].ops && m->layers[i].ops->view && !m->graph) || m->layers[i].fused) {
             m->acts[i] = NULL; /* borrowed from the layer before */
-        else
+            m->dacts[i] = NULL;
+        } else {
             free_floats(m, &m->acts[i]);
-        free_floats(m, &m->dacts[i]);
+            free_floats(m, &m->dacts[i]);
+        }
     }
     free_floats(m, &m->params);
     free_floats(m, &m->grads);
@@ -454,8 +498,9 @@ static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const
             mr_layer *l = &m->layers[i];
             if (mr_layer_kind_merges(l->cfg->kind)) l->x2 = graph_act(m, in, m->src[i][1]);
             const span sp = span_begin(m);
-            MR_CHECK(
-                mr_layer_forward(l, &m->run, batch, graph_act(m, in, m->src[i][0]), m->acts[i]));
+            if (!l->fused) /* (a fused ReLU ran in its producer's pass) */
+                MR_CHECK(mr_layer_forward(l, &m->run, batch, graph_act(m, in, m->src[i][0]),
+                                          m->acts[i]));
             span_end(m, "forward", l->name, sp);
         }
         *out = m->acts[m->n_layers - 1];
@@ -464,8 +509,10 @@ static mr_status forward_rows(mr_model *m, const mr_dfloat *in, int batch, const
     const mr_dfloat *x = in;
     for (int i = 0; i < m->n_layers; i++) {
         const span sp = span_begin(m);
-        if (m->layers[i].ops->view) {
-            m->acts[i] = (mr_dfloat *)x; /* a view passes its input's buffer on */
+        if (m->layers[i].ops->view || m->layers[i].fused) {
+            /* a view passes its input's buffer on; a fused ReLU ran in
+             * the pass that wrote it */
+            m->acts[i] = (mr_dfloat *)x;
         } else {
             MR_CHECK(mr_layer_forward(&m->layers[i], &m->run, batch, x, m->acts[i]));
             x = m->acts[i];
@@ -515,6 +562,15 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
         MR_ASSERT(done[i]); /* config.c: every output but the last feeds a later layer */
+        if (l->fused) {
+            /* its gradient is its producer's buffer already (the one
+             * consumer of it), which masks it in its own backward */
+            const span sp = span_begin(m);
+            done[m->src[i][0]] = 1;
+            span_end(m, "backward", l->name, sp);
+            if (after_layer) after_layer(ctx, i > 0 ? m->param_offset[i - 1] : m->n_params);
+            continue;
+        }
         const int n_in = mr_layer_kind_merges(l->cfg->kind) ? 2 : 1;
         mr_dfloat *dx[2] = {NULL, NULL};
         int add_later[2] = {0, 0};
@@ -566,7 +622,9 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
         const span sp = span_begin(m);
-        if (!l->ops->view) { /* a view's dx is dy under the input's shape */
+        /* a view's dx is dy under the input's shape; a fused ReLU's dy is
+         * masked by its producer's backward */
+        if (!l->ops->view && !l->fused) {
             const mr_dfloat *x = i > 0 ? m->acts[i - 1] : in;
             mr_dfloat *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
             MR_CHECK(mr_layer_backward(l, &m->run, batch, x, m->acts[i], dy, dx));

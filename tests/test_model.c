@@ -505,6 +505,114 @@ START_TEST(resnet20_fits_a_batch) {
 }
 END_TEST
 
+/* Trains `text` 4 updates on fixed batches of 6 from the initial weights
+ * and state of `like` (the same layout: only weightless layers differ; NULL:
+ * its own, seed 4), then runs an inference forward. Returns the
+ * parameters, moving statistics, 4 losses and 6 x 3 inference outputs
+ * (*n floats); the layers fused into fused[] ('R': relu_fused, 'F': a fused
+ * activation, '.' neither, one a layer). */
+static float *train_fused(const char *text, const char *like, char *fused, int64_t *n) {
+    mr_config cfg, cfg0;
+    mr_model m, m0;
+    mr_error err = {0};
+    build(text, &cfg, &m, 6);
+    ck_assert_int_eq(mr_model_init_weights(&m, 4, &err), MR_OK);
+    if (like != NULL) {
+        build(like, &cfg0, &m0, 6);
+        ck_assert_int_eq(mr_model_init_weights(&m0, 4, &err), MR_OK);
+        ck_assert_int_eq(m.n_params, m0.n_params);
+        ck_assert_int_eq(m.n_state, m0.n_state);
+        memcpy(mr_dfloat_ptr(m.params), mr_dfloat_cptr(m0.params),
+               sizeof(float) * (size_t)m.n_params);
+        memcpy(mr_dfloat_ptr(m.state), mr_dfloat_cptr(m0.state), sizeof(float) * (size_t)m.n_state);
+        mr_model_free(&m0);
+        mr_config_free(&cfg0);
+    }
+    for (int i = 0; i < m.n_layers; i++)
+        fused[i] = m.layers[i].fused ? 'F' : m.layers[i].relu_fused ? 'R' : '.';
+    fused[m.n_layers] = '\0';
+    const int64_t np = m.n_params, ns = m.n_state;
+    *n = np + ns + 4 + 18;
+    float *out = malloc(sizeof(float) * (size_t)*n);
+    int32_t labels[6] = {0, 1, 2, 1, 0, 2};
+    for (int t = 1; t <= 4; t++) {
+        /* inputs centred on 0, so that the ReLUs cut */
+        mr_rng_uniform(9, 1, (uint32_t)t, 0, -1.0f, 1.0f, mr_model_input_host(&m), 6 * m.in_size);
+        double loss = 0.0;
+        int64_t c = 0;
+        ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
+        ck_assert_int_eq(mr_model_train_batch(&m, labels, 6, 6.0f, &loss, &c, NULL, NULL, &err),
+                         MR_OK);
+        ck_assert_int_eq(mr_model_apply_update(&m, 0.1f, t, NULL, &err), MR_OK);
+        out[np + ns + t - 1] = (float)loss;
+    }
+    /* inference: a fused BN applies the moving statistics, then the ReLU */
+    ck_assert_int_eq(mr_model_forward(&m, 6, 0, &err), MR_OK);
+    memcpy(out, mr_dfloat_cptr(m.params), sizeof(float) * (size_t)np);
+    memcpy(out + np, mr_dfloat_cptr(m.state), sizeof(float) * (size_t)ns);
+    memcpy(out + np + ns + 4, mr_dfloat_cptr(mr_model_output(&m)), sizeof(float) * 18);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    return out;
+}
+
+/* A ReLU [activation] fused into the BatchNormalization or Add before it
+ * (model.c, fuse_relus) trains to the same bits as the unfused layers: the
+ * same model with a linear [activation] between them, which fuses nothing.
+ * A BN whose output also feeds an [add] is not fused. A graph (ResNet's
+ * blocks) and a chain. */
+START_TEST(fused_relu_same_bits) {
+    const char *head = "[net]\noptimizer=sgd\nmomentum=0.9\n[data]\ntrain_images=a\n"
+                       "train_labels=b\n[input]\nshape=6,6,2\n";
+    const char *lin = "[activation]\nactivation=linear\n";
+    /* k = 0: fused; 1: a linear activation in between; 2: no ReLU at all */
+    char graph[3][2048], chain[3][1024];
+    for (int k = 0; k < 3; k++) {
+        const char *x = k == 1 ? lin : "", *relu = k == 2 ? "linear" : "relu";
+        snprintf(graph[k], sizeof graph[k],
+                 "%s[conv2d]\nfilters=4\nsize=3\npadding=same\n[batchnorm]\n%s"
+                 "[activation]\nname=r0\nactivation=%s\n"
+                 "[conv2d]\nfilters=4\nsize=3\npadding=same\n[batchnorm]\n[add]\nfrom=r0\n%s"
+                 "[activation]\nname=r1\nactivation=%s\n"
+                 "[conv2d]\nfilters=4\nsize=3\npadding=same\n"
+                 "[batchnorm]\nname=two\n[activation]\nactivation=relu\n[add]\nfrom=two\n"
+                 "[globalavgpool]\n[dense]\nunits=3\nactivation=softmax\n",
+                 head, x, relu, x, relu);
+        snprintf(chain[k], sizeof chain[k],
+                 "%s[conv2d]\nfilters=3\nsize=3\n[batchnorm]\n%s[activation]\nactivation=%s\n"
+                 "[flatten]\n[dense]\nunits=3\nactivation=softmax\n",
+                 head, x, relu);
+    }
+    char f[3][MR_MAX_LAYERS + 1];
+    int64_t n[3];
+    float *g[3];
+    for (int k = 0; k < 3; k++)
+        g[k] = train_fused(graph[k], k ? graph[0] : NULL, f[k], &n[k]);
+    /* conv, BN (R), relu (F), conv, BN, add (R), relu (F), conv, BN "two"
+     * (two consumers), relu, add, pool, dense */
+    ck_assert_str_eq(f[0], ".RF..RF......");
+    ck_assert_str_eq(f[1], "...............");
+    ck_assert_str_eq(f[2], ".............");
+    ck_assert_int_eq(n[0], n[1]);
+    ck_assert_msg(memcmp(g[0], g[1], sizeof(float) * (size_t)n[0]) == 0,
+                  "graph: fused and unfused differ");
+    /* the ReLUs cut: without them the bits differ */
+    ck_assert_msg(memcmp(g[0], g[2], sizeof(float) * (size_t)n[0]) != 0, "the ReLUs cut nothing");
+    for (int k = 0; k < 3; k++)
+        free(g[k]);
+
+    for (int k = 0; k < 3; k++)
+        g[k] = train_fused(chain[k], k ? chain[0] : NULL, f[k], &n[k]);
+    ck_assert_str_eq(f[0], ".RF..");
+    ck_assert_str_eq(f[1], "......");
+    ck_assert_msg(memcmp(g[0], g[1], sizeof(float) * (size_t)n[0]) == 0,
+                  "chain: fused and unfused differ");
+    ck_assert_msg(memcmp(g[0], g[2], sizeof(float) * (size_t)n[0]) != 0, "the ReLUs cut nothing");
+    for (int k = 0; k < 3; k++)
+        free(g[k]);
+}
+END_TEST
+
 /* mr_model_input_synthetic on a context whose memory is not host memory
  * (a CPU one with host_memory cleared, as the conformance test's): the
  * batch the input kernel makes is mr_dataset_fill's of the synthetic
@@ -1367,6 +1475,7 @@ int main(void) {
     tcase_add_test(tc, norm_clipping);
     tcase_add_test(tc, kernel_initializers);
     tcase_add_test(tc, l2_penalty_and_gradient);
+    tcase_add_test(tc, fused_relu_same_bits);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

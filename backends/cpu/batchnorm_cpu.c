@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/elementwise.h"
 #include "runtime/target_clones.h"
 #include "backends/cpu/cpu_impl.h"
 
@@ -40,12 +41,27 @@ static inline void sum_row(float *restrict f1, float *restrict f2, const float *
     }
 }
 
+/* sum_row with u masked as a fused ReLU's backward masks its dy:
+ * u * relu'(m), m the ReLU's output (the activation kernel's math). */
+static inline void sum_row_masked(float *restrict f1, float *restrict f2, const float *restrict u,
+                                  const float *restrict m, const float *restrict v,
+                                  const float *restrict vb, const float *restrict vs, int C) {
+    for (int c = 0; c < C; c++) {
+        float a = u[c] * mr_relu_grad(m[c]), b = (v[c] - vb[c]) * vs[c];
+        f1[c] += a;
+        f2[c] += a * b;
+    }
+}
+
 /* s1 = sum of a, s2 = sum of a * b over `rows` rows of C, where
  * a = u - ua and b = (v - vb) * vs per element (ua, vb, vs per channel):
  * forward: u = v = x, ua = vb = shift, vs = 1 (sums of x - s and (x - s)^2);
- * backward: u = dy, ua = 0, v = x, vb = mean, vs = inv_std (dy, dy * xhat). */
-MR_AVX2_CLONES static void channel_sums(bn_priv *p, const float *u, const float *ua, const float *v,
-                                        const float *vb, const float *vs, int64_t rows) {
+ * backward: u = dy, ua = 0, v = x, vb = mean, vs = inv_std (dy, dy * xhat).
+ * mask: NULL, or a fused ReLU's output (backward), by whose mask u goes
+ * (ua then unused). */
+MR_AVX2_CLONES static void channel_sums(bn_priv *p, const float *u, const float *ua,
+                                        const float *mask, const float *v, const float *vb,
+                                        const float *vs, int64_t rows) {
     const int C = p->C;
     for (int c = 0; c < C; c++)
         p->s1[c] = p->s2[c] = 0.0;
@@ -53,8 +69,12 @@ MR_AVX2_CLONES static void channel_sums(bn_priv *p, const float *u, const float 
         int64_t r1 = r0 + ROW_BLOCK < rows ? r0 + ROW_BLOCK : rows;
         for (int c = 0; c < C; c++)
             p->f1[c] = p->f2[c] = 0.0f;
-        for (int64_t r = r0; r < r1; r++)
-            sum_row(p->f1, p->f2, u + r * C, ua, v + r * C, vb, vs, C);
+        if (mask != NULL)
+            for (int64_t r = r0; r < r1; r++)
+                sum_row_masked(p->f1, p->f2, u + r * C, mask + r * C, v + r * C, vb, vs, C);
+        else
+            for (int64_t r = r0; r < r1; r++)
+                sum_row(p->f1, p->f2, u + r * C, ua, v + r * C, vb, vs, C);
         for (int c = 0; c < C; c++) {
             p->s1[c] += p->f1[c];
             p->s2[c] += p->f2[c];
@@ -127,6 +147,9 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int ba
             float *restrict yr = y + r * C;
             for (int c = 0; c < C; c++)
                 yr[c] = (xr[c] - mm[c]) * scale[c] + beta[c];
+            if (l->relu_fused)
+                for (int c = 0; c < C; c++)
+                    yr[c] = mr_relu(yr[c]);
         }
         return MR_OK;
     }
@@ -136,7 +159,7 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int ba
         p->shift[c] = sync || M == 0 ? mm[c] : x[c];
     for (int c = 0; c < C; c++)
         p->inv_std[c] = 1.0f; /* the sums' vs; the real inv_std follows */
-    channel_sums(p, x, p->shift, x, p->shift, p->inv_std, M);
+    channel_sums(p, x, p->shift, NULL, x, p->shift, p->inv_std, M);
     double count = (double)M;
     if (sync) MR_CHECK(sync_sums(p, run, &count));
     if (count <= 0.0) {
@@ -156,12 +179,20 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int ba
         mv[c] = mv[c] * mom + (float)var * (1.0f - mom);
     }
     const float *restrict mean = p->mean;
-    for (int64_t r = 0; r < M; r++) {
-        const float *restrict xr = x + r * C;
-        float *restrict yr = y + r * C;
-        for (int c = 0; c < C; c++)
-            yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
-    }
+    if (l->relu_fused) /* the ReLU [activation] after it, in this pass */
+        for (int64_t r = 0; r < M; r++) {
+            const float *restrict xr = x + r * C;
+            float *restrict yr = y + r * C;
+            for (int c = 0; c < C; c++)
+                yr[c] = mr_relu((xr[c] - mean[c]) * scale[c] + beta[c]);
+        }
+    else
+        for (int64_t r = 0; r < M; r++) {
+            const float *restrict xr = x + r * C;
+            float *restrict yr = y + r * C;
+            for (int c = 0; c < C; c++)
+                yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
+        }
     return MR_OK;
 }
 
@@ -172,8 +203,9 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int ba
 MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch,
                                             const mr_dfloat *xd, const mr_dfloat *yd,
                                             mr_dfloat *dyd, mr_dfloat *dxd) {
-    (void)yd;
     const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd);
+    /* a fused ReLU: dy is its output's gradient, masked here by y > 0 */
+    const float *mask = l->relu_fused ? mr_dfloat_cptr(yd) : NULL;
     float *dx = mr_dfloat_ptr(dxd);
     bn_priv *p = l->priv;
     const int C = p->C;
@@ -182,7 +214,7 @@ MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int b
     float *dgamma = mr_dfloat_ptr(l->w[0].grad), *dbeta = mr_dfloat_ptr(l->w[1].grad);
     /* s1 = sum dy, s2 = sum dy * xhat per channel; shift holds zeros here */
     memset(p->shift, 0, sizeof(float) * (size_t)C);
-    channel_sums(p, dy, p->shift, x, p->mean, p->inv_std, M);
+    channel_sums(p, dy, p->shift, mask, x, p->mean, p->inv_std, M);
     /* the weight gradients are this replica's: the strategy sums them */
     for (int c = 0; c < C; c++) {
         dgamma[c] += (float)p->s2[c];
@@ -202,12 +234,21 @@ MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int b
         fb[c] = (float)(a * p->inv_std[c] * (p->s2[c] / count));
     }
     const float *restrict mean = p->mean;
-    for (int64_t r = 0; r < M; r++) {
-        const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
-        float *restrict out = dx + r * C;
-        for (int c = 0; c < C; c++)
-            out[c] = fa[c] * (dr[c] - fm[c]) - fb[c] * (xr[c] - mean[c]);
-    }
+    if (mask != NULL)
+        for (int64_t r = 0; r < M; r++) {
+            const float *restrict xr = x + r * C, *restrict dr = dy + r * C,
+                                  *restrict yr = mask + r * C;
+            float *restrict out = dx + r * C;
+            for (int c = 0; c < C; c++)
+                out[c] = fa[c] * (dr[c] * mr_relu_grad(yr[c]) - fm[c]) - fb[c] * (xr[c] - mean[c]);
+        }
+    else
+        for (int64_t r = 0; r < M; r++) {
+            const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
+            float *restrict out = dx + r * C;
+            for (int c = 0; c < C; c++)
+                out[c] = fa[c] * (dr[c] - fm[c]) - fb[c] * (xr[c] - mean[c]);
+        }
     return MR_OK;
 }
 
@@ -223,4 +264,5 @@ const mr_layer_kernels mr_batchnorm_cpu = {
     .forward = bn_forward,
     .backward = bn_backward,
     .destroy = bn_cpu_destroy,
+    .fuses_relu = 1,
 };

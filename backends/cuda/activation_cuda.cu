@@ -163,4 +163,5 @@ const mr_layer_kernels mr_activation_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,   .forward = act_forward, .backward = act_backward,
     .destroy = NULL, .describe = NULL,
+    .fuses_relu = 0,
 };

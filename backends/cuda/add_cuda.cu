@@ -45,4 +45,5 @@ const mr_layer_kernels mr_add_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,   .forward = add_forward, .backward = add_backward,
     .destroy = NULL, .describe = NULL,
+    .fuses_relu = 0,
 };

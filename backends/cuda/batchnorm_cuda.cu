@@ -338,4 +338,5 @@ const mr_layer_kernels mr_batchnorm_cuda = {
     .backward = bn_backward,
     .destroy = bn_cuda_destroy,
     .describe = NULL,
+    .fuses_relu = 0,
 };

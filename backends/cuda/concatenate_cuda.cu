@@ -64,4 +64,5 @@ const mr_layer_kernels mr_concatenate_cuda = {
     .backward = concatenate_backward,
     .destroy = NULL,
     .describe = NULL,
+    .fuses_relu = 0,
 };

@@ -488,4 +488,5 @@ const mr_layer_kernels mr_conv2d_cuda = {
     .backward = conv_backward,
     .destroy = conv_cuda_destroy,
     .describe = conv_describe,
+    .fuses_relu = 0,
 };

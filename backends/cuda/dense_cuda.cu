@@ -82,4 +82,5 @@ const mr_layer_kernels mr_dense_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,   .forward = dense_forward, .backward = dense_backward,
     .destroy = NULL, .describe = NULL,
+    .fuses_relu = 0,
 };

@@ -74,4 +74,5 @@ const mr_layer_kernels mr_dropout_cuda = {
     .backward = dropout_backward,
     .destroy = NULL,
     .describe = NULL,
+    .fuses_relu = 0,
 };

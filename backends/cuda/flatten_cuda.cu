@@ -35,4 +35,5 @@ const mr_layer_kernels mr_flatten_cuda = {
     .backward = flatten_backward,
     .destroy = NULL,
     .describe = NULL,
+    .fuses_relu = 0,
 };

@@ -62,4 +62,5 @@ const mr_layer_kernels mr_globalavgpool_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,   .forward = gap_forward, .backward = gap_backward,
     .destroy = NULL, .describe = NULL,
+    .fuses_relu = 0,
 };

@@ -51,4 +51,5 @@ const mr_layer_kernels mr_normalization_cuda = {
     .backward = normalization_backward,
     .destroy = NULL,
     .describe = NULL,
+    .fuses_relu = 0,
 };

@@ -148,4 +148,5 @@ const mr_layer_kernels mr_pool_cuda = {
     .backward = pool_backward,
     .destroy = NULL,
     .describe = NULL,
+    .fuses_relu = 0,
 };

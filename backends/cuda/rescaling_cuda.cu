@@ -45,4 +45,5 @@ const mr_layer_kernels mr_rescaling_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,    .forward = rescaling_forward, .backward = rescaling_backward, .destroy = NULL,
     .describe = NULL,
+    .fuses_relu = 0,
 };

@@ -67,4 +67,5 @@ const mr_layer_kernels mr_zeropad_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,   .forward = zeropad_forward, .backward = zeropad_backward,
     .destroy = NULL, .describe = NULL,
+    .fuses_relu = 0,
 };
