@@ -325,7 +325,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
         int64_t want = np * (2 + nslots) + (int64_t)grads_extra + ns + 2 * max_batch * widest +
                        (int64_t)scratch + n_inputs * (int64_t)max_batch * m->in_size;
         for (int i = 0; i < m->n_layers; i++)
-            if (!m->layers[i].ops->view || m->graph)
+            if ((!m->layers[i].ops->view || m->graph) && !m->layers[i].fused)
                 want += (m->graph ? 2 : 1) * max_batch * mr_shape_size(m->layers[i].out);
         mr_model_free(m);
         char dev[32], mem[96] = "";
@@ -371,7 +371,7 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
     int64_t per_row = m->in_size + 2 * widest;
     int whole = 0;
     for (int i = 0; i < m->n_layers; i++) {
-        if (!m->layers[i].ops->view || m->graph)
+        if ((!m->layers[i].ops->view || m->graph) && !m->layers[i].fused)    /* (their own) */
             per_row += (m->graph ? 2 : 1) * mr_shape_size(m->layers[i].out); /* graph: dacts */
         whole |= m->layers[i].ops->whole_batch;
     }

@@ -786,7 +786,8 @@ END_TEST
 /* The pass size follows the floats a row touches and the weights' size:
  * fashion_cnn.cfg's layout at batch 32 runs two passes of 16; a layer that
  * needs the whole batch (BN) or weights near the budget keep one pass; a
- * Flatten is a view of its input's buffer, nothing copied. */
+ * Flatten is a view of its input's buffer, nothing copied, and so is a
+ * ReLU fused into the BN before it. */
 START_TEST(pass_size_from_the_layout) {
     const char *cnn = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n"
                       "[conv2d]\nfilters=32\nsize=3\nactivation=relu\n[maxpool]\nsize=2\n"
@@ -801,10 +802,13 @@ START_TEST(pass_size_from_the_layout) {
     mr_config_free(&cfg);
 
     const char *bn = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=28,28,1\n"
-                     "[conv2d]\nfilters=32\nsize=3\n[batchnorm]\n[maxpool]\nsize=2\n"
-                     "[flatten]\n[dense]\nunits=10\nactivation=softmax\n";
+                     "[conv2d]\nfilters=32\nsize=3\n[batchnorm]\n[activation]\nactivation=relu\n"
+                     "[maxpool]\nsize=2\n[flatten]\n[dense]\nunits=10\nactivation=softmax\n";
     build(bn, &cfg, &m, 32);
     ck_assert_int_eq(m.pass_rows, 32);
+    /* the ReLU fused into the BN (model.c, fuse_relus) writes no buffer of its own */
+    ck_assert_int_eq(m.layers[2].fused, 1);
+    ck_assert_ptr_eq(m.acts[2], m.acts[1]);
     mr_model_free(&m);
     mr_config_free(&cfg);
 

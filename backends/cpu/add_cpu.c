@@ -29,10 +29,11 @@ MR_AVX2_CLONES static mr_status add_backward(mr_layer *l, mr_exec_ctx *run, int 
     (void)run, (void)x;
     const int64_t n = (int64_t)batch * mr_shape_size(l->out);
     const size_t bytes = sizeof(float) * (size_t)n;
-    float *dy = mr_dfloat_ptr(dyd), *dx = mr_dfloat_ptr(dxd), *dx2 = mr_dfloat_ptr(l->dx2);
+    const float *dy = mr_dfloat_cptr(dyd);
+    float *dx = mr_dfloat_ptr(dxd), *dx2 = mr_dfloat_ptr(l->dx2);
     if (l->relu_fused) {
-        /* a fused ReLU: dy masked by y > 0 (in place: dy is the model's
-         * scratch), then copied as the unfused layer would */
+        /* a fused ReLU: dy masked by y > 0 into dx (or dx2), then copied
+         * to the other, as the unfused layers would */
         const float *y = mr_dfloat_cptr(yd);
         float *g = dx != NULL ? dx : dx2 != NULL ? dx2 : NULL;
         if (g == NULL) return MR_OK;
