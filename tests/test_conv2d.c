@@ -4,8 +4,10 @@
  *
  * The paths under test: im2col rows (C > 1), the transposed strips (C == 1),
  * the direct 1x1 path, several chunks per batch, the col matrix kept
- * from forward (small) or rebuilt in backward (large max_batch), and at
- * stride 1 dx (and dW) through dy's col matrix, split per kernel row.
+ * from forward (small) or rebuilt in backward (large max_batch), at
+ * stride 1 dx (and dW) through dy's col matrix, split per kernel row, and
+ * 3x3 stride-1 layers of 8 channels or more by Winograd's F(2x2, 3x3)
+ * (forward, dx and dW; backends/cpu/winograd_cpu.c).
  *
  * Gradient bound 2e-3 on max|numeric - analytic| / max(1, max|analytic|):
  * gradcheck.h puts the finite-difference noise of these sizes near 1e-4
@@ -327,6 +329,28 @@ static double dx_err(mr_layer *l, mr_exec_ctx *run, int batch, float *x, const f
     return e;
 }
 
+/* 3x3, stride 1, 8 or more channels in and out: the Winograd path, same
+ * and valid padding (dx then a full convolution of dy), odd sizes, channel
+ * counts not a multiple of 8, a fused ReLU, a batch below max_batch, and
+ * gradient checks through it (one with gelu, whose backward reads z). */
+START_TEST(winograd_matches_direct) {
+    mr_layer_cfg c = conv_cfg(16, 3, 3, 1, 1, MR_PADDING_SAME, 1);
+    check_against_direct(c, (mr_shape){3, {8, 8, 16}}, 3, 3);
+    check_against_direct(c, (mr_shape){3, {7, 7, 8}}, 2, 5);
+    check_against_direct(conv_cfg(8, 3, 3, 1, 1, MR_PADDING_VALID, 1), (mr_shape){3, {9, 8, 8}}, 2,
+                         2);
+    check_against_direct(conv_cfg(9, 3, 3, 1, 1, MR_PADDING_SAME, 0), (mr_shape){3, {6, 5, 12}}, 2,
+                         2);
+    c.activation = MR_ACTIVATION_RELU;
+    check_against_direct(c, (mr_shape){3, {8, 8, 16}}, 3, 3);
+    check_grad(conv_cfg(8, 3, 3, 1, 1, MR_PADDING_SAME, 1), (mr_shape){3, {5, 5, 8}});
+    check_grad(conv_cfg(8, 3, 3, 1, 1, MR_PADDING_VALID, 0), (mr_shape){3, {6, 5, 8}});
+    mr_layer_cfg gelu = conv_cfg(8, 3, 3, 1, 1, MR_PADDING_SAME, 1);
+    gelu.activation = MR_ACTIVATION_GELU; /* dy through the kept z */
+    check_grad(gelu, (mr_shape){3, {5, 5, 8}});
+}
+END_TEST
+
 START_TEST(bound_detects_wrong_gradients) {
     conv_case t;
     mr_shape in = {3, {7, 6, 3}};
@@ -425,6 +449,7 @@ int main(void) {
     tcase_add_test(tc, forward_matches_direct);
     tcase_add_test(tc, chunks_match_direct);
     tcase_add_test(tc, stride1_paths_match_direct);
+    tcase_add_test(tc, winograd_matches_direct);
     tcase_add_test(tc, bound_detects_wrong_gradients);
     tcase_add_test(tc, shape_errors);
     tcase_add_test(tc, init_as_keras);
