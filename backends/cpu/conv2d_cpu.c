@@ -171,17 +171,19 @@ static mr_status conv_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
     p->wino = p->tconv && g.k_h == 3 && g.k_w == 3 && p->C >= WINO_MIN_CHANNELS &&
               p->F >= WINO_MIN_CHANNELS;
     if (p->wino) {
+        /* scratch: the turned kernel (K x F), then from wino_at the kernel
+         * transforms of dx (or the forward) and of dW, then the work area */
         p->wf = mr_wino_plan(g.in_h, g.in_w, p->C, g.out_h, g.out_w, p->F, g.pad_t, g.pad_l);
         p->wt =
             mr_wino_plan(g.out_h, g.out_w, p->F, g.in_h, g.in_w, p->C, p->gt.pad_t, p->gt.pad_l);
         size_t wf = mr_wino_work_floats(&p->wf), wt = mr_wino_work_floats(&p->wt);
-        p->wino_at = l->scratch_floats;
-        l->scratch_floats += 2 * mr_wino_filter_floats(&p->wf) + (wf > wt ? wf : wt);
+        p->wino_at = (size_t)p->K * (size_t)p->F;
+        l->scratch_floats = p->wino_at + 2 * mr_wino_filter_floats(&p->wf) + (wf > wt ? wf : wt);
     }
     /* Keep the forward's col matrix for backward when it is small enough to
      * stay in cache (COLS_CACHE_MAX), instead of building it again; larger
      * ones are rebuilt chunk by chunk (or not built: dy's col matrix). */
-    if (!p->direct && (int64_t)max_batch * per_example <= COLS_CACHE_MAX) {
+    if (!p->direct && !p->wino && (int64_t)max_batch * per_example <= COLS_CACHE_MAX) {
         mr_dfloat *cols = mr_backend_alloc_floats(be, (size_t)max_batch * (size_t)per_example);
         if (cols == NULL)
             return mr_error_set(err, MR_ERR_NOMEM, "out of memory for [conv2d]'s col matrices");
@@ -490,8 +492,8 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
      * turned kernel wt (kh*kw*F, C), then dWt (kh*kw*F, C) */
     const int Kt = p->g.k_h * p->g.k_w * F;
     const int64_t in_rows = (int64_t)p->g.in_h * p->g.in_w; /* per example */
-    float *wt = p->tconv ? dcol + (size_t)p->chunk * in_rows * Kt : NULL;
-    float *dwt = p->tconv ? wt + (size_t)K * F : NULL;
+    float *wt = p->wino ? col_buf : p->tconv ? dcol + (size_t)p->chunk * in_rows * Kt : NULL;
+    float *dwt = p->tconv && !p->wino ? wt + (size_t)K * F : NULL;
     if (p->tconv && dx != NULL) turn_kernel(p, w, wt);
     if (p->wino) {
         /* dy through the activation, then dx as the convolution of it with
