@@ -11,9 +11,11 @@
  * tile's 2x2 outputs come back as Y = A^T M A. That is 16 multiplies per
  * 2x2 outputs and (c, f) where the im2col GEMM does 36: 2.25 times fewer
  * flops, at the price of the two transforms (additions only, per tile
- * and channel), which the GEMMs of 16 or more channels outweigh. The
- * sums run in another order than the direct convolution's, so the
- * results differ from it by rounding (relative 1e-7 or so), not more.
+ * and channel). The sums run in another order than the direct
+ * convolution's, so the results differ from it by float rounding
+ * (tests/test_winograd.c bounds the difference at 1e-5 of the largest
+ * value). Any channel counts work; multiples of 8 run fastest (the
+ * transforms go 8 channels at a time, a shorter tail through a copy).
  *
  * Tiles are numbered across the batch (example, tile row, tile column)
  * and go through in chunks whose V and M (tiles x 16 x (C + F) floats)
