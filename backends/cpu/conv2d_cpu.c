@@ -502,10 +502,7 @@ MR_AVX2_CLONES static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int
         /* dy through the activation, then dx as the convolution of it with
          * the turned kernel and dW, both by Winograd (scratch from wino_at:
          * the kernel's transform, dW's, the work area) */
-        for (int b0 = 0; b0 < batch; b0 += p->chunk) {
-            int n = batch - b0 < p->chunk ? batch - b0 : p->chunk;
-            dz_and_db(l, p, y, dy, db, b0, n * P);
-        }
+        dz_and_db(l, p, y, dy, db, 0, batch * P);
         const size_t uf = mr_wino_filter_floats(&p->wf);
         float *u = mr_dfloat_ptr(run->scratch) + p->wino_at, *du = u + uf, *work = du + uf;
         if (dx != NULL) {
