@@ -18,13 +18,16 @@ Sides, alternating in every round (--runs rounds, medians):
     v1.5: about 5% fewer multiply-adds than ours, 3.9 against 4.1 G).
     The optimizer is the .cfg's (ResNet-20: SGD, Nesterov momentum 0.9,
     weight decay 0.005; ResNet-50: SGD, momentum 0.9).
---sides picks some of them (default all: 1,2,3,4 in the order above).
+  - Keras as compile() leaves it on a CPU-only machine, without XLA; and,
+    only when --sides names them, Keras with its train step compiled by XLA
+    (jit_compile=True), 5: one thread on core 0, 6: two threads on both.
+--sides picks some of them (default 1,2,3,4 in the order above).
 Our side prints `total images/sec` itself (--synthetic, --display-every);
 Keras's is timed here around train_on_batch calls after the same warm-up.
 An interop benchmark, not a test: it needs TensorFlow in a venv.
 
     /work/venv-tf/bin/python bench/resnet_synthetic.py [--model resnet20|resnet50]
-        [--runs 3] [--build build] [--batch B] [--sides 1,2,3,4]
+        [--runs 3] [--build build] [--batch B] [--sides 1,2,3,4[,5,6]]
 """
 import argparse
 import json
@@ -42,7 +45,7 @@ KERAS_SIDE = r'''
 import os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 threads, batch, warmup, steps = map(int, sys.argv[1:5])
-which = sys.argv[5]
+which, jit = sys.argv[5], bool(int(sys.argv[6]))
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(threads)
 tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -74,7 +77,7 @@ else:
     model = keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
     opt = keras.optimizers.SGD(0.1, momentum=0.9)
     shape, classes = (224, 224, 3), 1000
-model.compile(optimizer=opt, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+model.compile(optimizer=opt, jit_compile=jit, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 rng = np.random.default_rng(1)
 xb = rng.random((batch,) + shape, dtype=np.float32)
 yb = rng.integers(0, classes, batch)
@@ -108,9 +111,9 @@ def ours(build, tmp, model, batch, devices, cores, warmup, steps):
     return json.load(open(out))["images_per_sec"]
 
 
-def keras_side(model, threads, cores, batch, warmup, steps):
+def keras_side(model, threads, cores, batch, warmup, steps, jit=False):
     r = subprocess.run(["taskset", "-c", cores, sys.executable, "-c", KERAS_SIDE, str(threads),
-                        str(batch), str(warmup), str(steps), model],
+                        str(batch), str(warmup), str(steps), model, str(int(jit))],
                        check=True, capture_output=True, text=True)
     return float(re.search(r"total images/sec: ([0-9.]+)", r.stdout).group(1))
 
@@ -124,7 +127,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--sides", default="1,2,3,4", help="which sides, by number (see above)")
+    ap.add_argument("--sides", default="1,2,3,4", help="which sides, by number (see above; "
+                    "5 and 6: Keras with XLA)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     m = a.model
@@ -136,7 +140,11 @@ def main():
              ("mirrored cpu:2, 2 cores", lambda t: ours(build, t, m, batch, "cpu:2", "0,1",
                                                         a.warmup, a.steps)),
              ("keras 2 threads, 2 cores", lambda t: keras_side(m, 2, "0,1", batch, a.warmup,
-                                                              a.steps))]
+                                                              a.steps)),
+             ("keras XLA 1 thread, core 0", lambda t: keras_side(m, 1, "0", batch, a.warmup,
+                                                                 a.steps, True)),
+             ("keras XLA 2 threads, 2 cores", lambda t: keras_side(m, 2, "0,1", batch, a.warmup,
+                                                                   a.steps, True))]
     try:
         pick = sorted({int(k) for k in a.sides.split(",")})
         if not pick or pick[0] < 1 or pick[-1] > len(sides):
@@ -149,12 +157,12 @@ def main():
         for r in range(a.runs):
             for name, fn in sides:
                 got[name].append(fn(tmp))
-                print(f"run {r + 1}: {name:26} {got[name][-1]:9.1f} images/sec", flush=True)
+                print(f"run {r + 1}: {name:30} {got[name][-1]:9.1f} images/sec", flush=True)
     med = {k: statistics.median(v) for k, v in got.items()}
     print(f"\n{m}: medians over {a.runs} runs, global batch {batch}, {a.steps} updates after "
           f"{a.warmup} warm-up:")
     for k, v in med.items():
-        print(f"  {k:26} {v:9.1f} images/sec  (runs: {', '.join('%.1f' % x for x in got[k])})")
+        print(f"  {k:30} {v:9.1f} images/sec  (runs: {', '.join('%.1f' % x for x in got[k])})")
 
     def ratio(what, num, den):
         if num in med and den in med:
@@ -162,6 +170,9 @@ def main():
     ratio("mirrored 2 replicas / 1 replica", "mirrored cpu:2, 2 cores", "mirrored cpu, core 0")
     ratio("mirrored / keras, 1 core", "mirrored cpu, core 0", "keras 1 thread, core 0")
     ratio("mirrored / keras, 2 cores", "mirrored cpu:2, 2 cores", "keras 2 threads, 2 cores")
+    ratio("keras XLA / keras, 1 core", "keras XLA 1 thread, core 0", "keras 1 thread, core 0")
+    ratio("keras XLA / keras, 2 cores", "keras XLA 2 threads, 2 cores", "keras 2 threads, 2 cores")
+    ratio("mirrored / keras XLA, 2 cores", "mirrored cpu:2, 2 cores", "keras XLA 2 threads, 2 cores")
 
 
 if __name__ == "__main__":
