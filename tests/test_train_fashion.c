@@ -13,13 +13,13 @@
  *    replica count, same bits), so these repeat the README's figures; the
  *    two longer runs take about 13 minutes on 2 cores.
  *  - fashion_resnet20.cfg shortened to 2 epochs (its cosine then decays over
- *    those 2): we measured 0.9050 on 4619538 and 0.8943 on 36eb596, whose
- *    convolutions only sum in another order: two epochs of this network
- *    move by about 0.01 with float rounding (the 30-epoch recipe's figure,
- *    0.9441, is the README's). Floor 0.88: the residual graph, BN and the
- *    recipe's SGD with Nesterov momentum, weight decay and augmentation on
- *    real data; a broken merge or BN gradient trains far worse. About 3.5
- *    minutes.
+ *    those 2): we measured 0.9050 on 4619538, 0.8943 on 36eb596 and 0.8894
+ *    on fce5b22 (3x3 convolutions by Winograd), whose convolutions only sum
+ *    in another order: two epochs of this network move by about 0.01 with
+ *    float rounding (the 30-epoch recipe's figure, 0.9436, is the README's).
+ *    Floor 0.88: the residual graph, BN and the recipe's SGD with Nesterov
+ *    momentum, weight decay and augmentation on real data; a broken merge
+ *    or BN gradient trains far worse. About 3.5 minutes.
  *  - fashion_cnn.cfg, fashion_cnn_bn.cfg and fashion_resnet20.cfg also save
  *    their model, and mirrored_eval, from the checkpoint alone (the same
  *    batches, so the same bits; test_resume.c evaluates on other device
