@@ -3,8 +3,9 @@
 # params_hash, its --json (less the fields that time the run) and its --metrics CSV (less its time
 # column), on CPU replicas, under mpirun -np 2, and on emulated GPUs where the build has them.
 #   scripts/fingerprint.sh BUILD OUT [cpu|mpi|gpu ...]
-# Compare two trees: diff -r OUT_BEFORE OUT_AFTER. The ResNets run on --synthetic data at a small
-# global batch (their own data is ImageNet-sized or slow to evaluate); the others on Fashion-MNIST.
+# Compare two trees: diff -r OUT_BEFORE OUT_AFTER. A run is 2 epochs on the first 2048 training and
+# 512 test examples of Fashion-MNIST (IDX files made here); the ResNets at a small global batch,
+# ResNet-50 on --synthetic data (its own is ImageNet-sized).
 set -euo pipefail
 build=$(realpath "$1")
 out=$(mkdir -p "$2" && realpath "$2")
@@ -23,7 +24,7 @@ d = json.load(open(sys.argv[1]))
 def clean(x):
     if isinstance(x, dict):
         return {k: clean(v) for k, v in x.items()
-                if not any(t in k for t in ("sec", "time", "_s", "date", "host", "wall"))}
+                if not any(t in k for t in ("sec", "time", "_s", "date", "host", "wall", "rss", "slowest"))}
     if isinstance(x, list):
         return [clean(v) for v in x]
     return x
@@ -39,20 +40,36 @@ run() { # mode name cfg devices launcher-and-args...
     local mode=$1 name=$2 cfg=$3 dev=$4
     shift 4
     local o=$tmp/$mode-$name
-    "$@" "$train" "$cfg" --devices "$dev" --quiet --max-steps 12 --json "$o.json" --metrics "$o.csv" \
+    "$@" "$train" "$cfg" --devices "$dev" --quiet --epochs 2 --json "$o.json" --metrics "$o.csv" \
         ${extra[@]+"${extra[@]}"} > "$o.log" 2>&1 || { echo "$mode $name: failed"; cat "$o.log"; return 1; }
     strip_json "$o.json" > "$out/$mode-$name.json"
     strip_csv "$o.csv" > "$out/$mode-$name.csv"
     echo "$mode $name $(grep -o '"params_hash": *"[0-9a-f]*"' "$o.json")"
 }
+# the first n examples of a Fashion-MNIST IDX file, as an uncompressed IDX file
+/usr/bin/python3 - "$tmp" <<'PY'
+import gzip, struct, sys
+src = "/usr/share/datasets/fashion-mnist/"
+for name, n in (("train-images-idx3-ubyte", 2048), ("train-labels-idx1-ubyte", 2048),
+                ("t10k-images-idx3-ubyte", 512), ("t10k-labels-idx1-ubyte", 512)):
+    b = gzip.open(src + name + ".gz").read()
+    rank = b[3]
+    dims = list(struct.unpack(">%dI" % rank, b[4:4 + 4 * rank]))
+    row = 1
+    for d in dims[1:]:
+        row *= d
+    dims[0] = n
+    head = b[:4] + struct.pack(">%dI" % rank, *dims)
+    open(sys.argv[1] + "/" + name, "wb").write(head + b[4 + 4 * rank:4 + 4 * rank + n * row])
+PY
 for cfg in models/configs/*.cfg; do
     name=$(basename "$cfg" .cfg)
     extra=()
     c=$tmp/$name.cfg
-    cp "$cfg" "$c"
+    sed "s|/usr/share/datasets/fashion-mnist/\([a-z0-9-]*\)\.gz|$tmp/\1|" "$cfg" > "$c"
     case $name in
-    resnet50) sed -i 's/^global_batch = .*/global_batch = 4/' "$c"; extra=(--synthetic 8) ;;
-    fashion_resnet20) sed -i 's/^global_batch = .*/global_batch = 16/' "$c"; extra=(--synthetic 64) ;;
+    resnet50) sed -i 's/^global_batch = .*/global_batch = 4/' "$c"; extra=(--synthetic 16) ;;
+    fashion_resnet20) sed -i 's/^global_batch = .*/global_batch = 32/' "$c" ;;
     esac
     for mode in "${modes[@]}"; do
         case $mode in
