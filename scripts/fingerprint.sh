@@ -44,7 +44,8 @@ run() { # mode name cfg devices launcher-and-args...
         ${extra[@]+"${extra[@]}"} > "$o.log" 2>&1 || { echo "$mode $name: failed"; cat "$o.log"; return 1; }
     strip_json "$o.json" > "$out/$mode-$name.json"
     strip_csv "$o.csv" > "$out/$mode-$name.csv"
-    echo "$mode $name $(grep -o '"params_hash": *"[0-9a-f]*"' "$o.json")"
+    grep -o '"params_hash": *"[0-9a-f]*"' "$o.json" > "$out/$mode-$name.hash"
+    echo "$mode $name $(cat "$out/$mode-$name.hash")"
 }
 # the first n examples of a Fashion-MNIST IDX file, as an uncompressed IDX file
 /usr/bin/python3 - "$tmp" <<'PY'
@@ -78,4 +79,4 @@ for cfg in models/configs/*.cfg; do
         gpu) run gpu "$name" "$c" gpu env MIRRORED_EMULATED_GPUS=2 ;;
         esac
     done
-done | tee "$out/summary.txt"
+done
