@@ -12,6 +12,10 @@
    benchmark that drives them on host buffers.
 3. References: every repository file a comment or a document names
    (a path such as models/layer.h, or a bare name such as layer.c) exists.
+4. No include circle: no header reaches itself through its #includes.
+5. Short functions: no function of the production code (all but tests/
+   and bench/) is longer than MAX_FUNCTION_LINES lines; a new feature is
+   a new function or a stage beside the others, not more lines in one.
 
 Prints one line per violation and exits 1, or prints a summary and exits 0.
 Usage: check_layout.py [SOURCE_ROOT]"""
@@ -135,11 +139,81 @@ def check_references(files, errors):
                     errors.append(f'{f}:{line}: names {ref}, which is not in the repository')
 
 
+def check_include_circles(files, errors):
+    inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    exists = set(files)
+    graph = {}
+    for f in files:
+        if f.endswith(SOURCE_EXT) and top(f) in ALLOWED:
+            text = open(os.path.join(ROOT, f), errors='replace').read()
+            graph[f] = [t for t in inc.findall(text) if t in exists and t.endswith('.h')]
+    state = {}  # 1: on the current path, 2: done
+
+    def visit(f, path):
+        state[f] = 1
+        for t in graph.get(f, []):
+            if state.get(t) == 1:
+                cycle = path[path.index(t):] + [t]
+                errors.append(f'{t}: include circle: {" -> ".join(cycle)}')
+            elif t not in state:
+                visit(t, path + [t])
+        state[f] = 2
+
+    for f in sorted(graph):
+        if f not in state:
+            visit(f, [f])
+
+
+MAX_FUNCTION_LINES = 150
+
+
+def function_lengths(text):
+    """(first line, lines, name) of each top-level brace block that follows a
+    parameter list: the functions of a C, C++ or CUDA file."""
+    code = re.sub(r'/\*.*?\*/', lambda m: '\n' * m.group(0).count('\n'), text, flags=re.S)
+    code = re.sub(r'//[^\n]*', '', code)
+    code = re.sub(r'"(\\.|[^"\\\n])*"', '""', code)
+    code = re.sub(r"'(\\.|[^'\\\n])*'", "''", code)
+    depth, start, head, out = 0, None, '', []
+    for i, line in enumerate(code.split('\n')):
+        for ch in line:
+            if ch == '{':
+                if depth == 0:
+                    m = re.search(r'(\w+)\s*\([^;{}]*\)[\s\w]*$', head)
+                    start = (i, m.group(1)) if m and '=' not in head.split('(')[0] else None
+                    head = ''
+                depth += 1
+            elif ch == '}':
+                depth -= 1
+                if depth == 0 and start is not None:
+                    out.append((start[0] + 1, i - start[0] + 1, start[1]))
+                    start = None
+            elif depth == 0:
+                head = (head + ch)[-400:]
+            if depth == 0 and ch == ';':
+                head = ''
+        if depth == 0:
+            head += ' '
+    return out
+
+
+def check_function_lengths(files, errors):
+    for f in files:
+        if not f.endswith(SOURCE_EXT) or top(f) in ('tests', 'bench') or top(f) not in ALLOWED:
+            continue
+        text = open(os.path.join(ROOT, f), errors='replace').read()
+        for line, n, name in function_lengths(text):
+            if n > MAX_FUNCTION_LINES:
+                errors.append(f'{f}:{line}: {name} is {n} lines, over {MAX_FUNCTION_LINES}: split it')
+
+
 def main():
     files = tracked()
     errors = []
     check_includes(files, errors)
     check_references(files, errors)
+    check_include_circles(files, errors)
+    check_function_lengths(files, errors)
     for e in errors:
         print(e)
     n_src = sum(f.endswith(SOURCE_EXT) for f in files)
@@ -147,7 +221,8 @@ def main():
         print(f'check_layout: {len(errors)} violation(s)')
         return 1
     print(f'check_layout: {n_src} source files: includes point down, private headers stay '
-          f'private, every file named in a comment or a document exists')
+          f'private, no include circle, no function over {MAX_FUNCTION_LINES} lines, every file named '
+          f'in a comment or a document exists')
     return 0
 
 
