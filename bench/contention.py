@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Throughput with a busy neighbour on the machine (issue 20), before and after.
+"""Throughput with a busy neighbour on the machine, for two builds.
 
 Same run, alternating: mirrored_train on a config (default
 models/configs/fashion_cnn.cfg) for one epoch, with --devices cpu:2 and
 --devices cpu, each on a quiet machine and beside one busy-looping process
 pinned to core 1 (`taskset -c 1 sh -c 'while :; do :; done'`, what another
-user's job does to a shared machine), for two binaries: BEFORE (a build of
-an older commit, in another folder) and AFTER. The order of the binaries
-alternates from one repetition to the next, so drift in the machine hits
-both. Reports the median samples/s of each cell, the spread, and the ratios
-the issue asks for: busy cpu:2 against quiet cpu (>= 0.8), busy cpu against
-quiet cpu (>= 0.8), and after against before on the quiet machine (no drop).
+user's job does to a shared machine), for two binaries: BEFORE (another
+build, in another folder: a change's parent, say) and AFTER. The order of
+the binaries alternates from one repetition to the next, so drift in the
+machine hits both. Reports the median samples/s of each cell, the spread,
+and the ratios: busy cpu:2 against quiet cpu (two replicas should keep at
+least 0.8 of one quiet core), busy cpu against quiet cpu (one replica should
+keep at least 0.8 of its speed), and after against before on the quiet
+machine (a change should cost nothing there).
 
 Every run gets the same environment: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
 unset (OpenBLAS picks its kernel for this CPU; the first run of each binary
@@ -58,7 +60,7 @@ def train(build, cfg, devices, epochs, verbose=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True, help="build folder of the older commit")
+    ap.add_argument("--before", required=True, help="build folder of the other binary")
     ap.add_argument("--after", default=os.path.join(ROOT, "build"), help="build folder (default: build)")
     ap.add_argument("--config", default=os.path.join(ROOT, "models", "configs", "fashion_cnn.cfg"))
     ap.add_argument("--epochs", type=int, default=1)

@@ -16,7 +16,7 @@ over the timed epoch (a callback's perf_counter at its start and end).
 
 Run it with a Python that has TensorFlow (a venv; see docs/performance.md):
 
-    taskset -c 0,1 /work/venv-tf/bin/python bench/peer_tf.py --model cnn --batch 32 --replicas 2
+    taskset -c 0,1 ~/venv-tf/bin/python bench/peer_tf.py --model cnn --batch 32 --replicas 2
 """
 import argparse
 import gzip

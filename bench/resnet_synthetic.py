@@ -26,7 +26,7 @@ Our side prints `total images/sec` itself (--synthetic, --display-every);
 Keras's is timed here around train_on_batch calls after the same warm-up.
 An interop benchmark, not a test: it needs TensorFlow in a venv.
 
-    /work/venv-tf/bin/python bench/resnet_synthetic.py [--model resnet20|resnet50]
+    ~/venv-tf/bin/python bench/resnet_synthetic.py [--model resnet20|resnet50]
         [--runs 3] [--build build] [--batch B] [--sides 1,2,3,4[,5,6]]
 """
 import argparse

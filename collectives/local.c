@@ -4,13 +4,10 @@
  * rank increments `arrived`; the last one resets it and flips `sense`; the
  * others wait for the flip: spinning (with a pause) for MR_LOCAL_SPIN_S,
  * then yielding the core between two looks until MR_LOCAL_YIELD_S, then
- * blocking on a futex that the last one wakes. Before this (issue 20)
- * a waiter spun 20,000 pauses (about a millisecond where a pause takes
- * some 140 cycles), then slept with
- * backoff up to 1 ms: on a core shared with a busy neighbour the spin
- * spent the replica's time slices and the sleeps woke it late, and with one
- * busy-looping process beside it the 2-replica run fell to 0.30x of its
- * quiet throughput (bench/contention.py). With more ranks than cores
+ * blocking on a futex that the last one wakes. A long spin would spend the
+ * time slices of a replica whose core is shared with a busy neighbour, and
+ * sleeping with a backoff would wake it late; the phases below avoid both
+ * (docs/performance.md, "A busy neighbour"). With more ranks than cores
  * (4 replicas on 2 cores) a waiter blocks at once: the rank it waits for
  * may need the very core it would spin on (docs/performance.md,
  * "Oversubscribed replicas"). A waiter past the timeout, or any waiter once
@@ -24,8 +21,7 @@
  * complete and nobody reads another's buffer any more. Pushing the reduced
  * slice, rather than each rank pulling the others' slices after a second
  * barrier, saves a barrier and a pass over lines another core has just
- * written: fashion_cnn.cfg's 54,410 gradients took about 20 us a step to
- * pull and take none extra to push (docs/performance.md, "Weak scaling"). */
+ * written (docs/performance.md, "Why a batch runs in cache-sized passes"). */
 #include "collectives/local.h"
 #include "runtime/dmem_impl.h"
 #include "runtime/clock.h"
@@ -50,10 +46,8 @@
  * with another thread the yield hands the core over. Only then does it
  * block. With a busy neighbour on one core, the replica on the free core
  * waits a few ms at every step for the one that shares a core; blocking
- * after 1 ms (the scheme before this one) made it sleep and wake late at
- * each of the step's barriers. bench/contention.py (docs/performance.md,
- * "A busy neighbour"): busy cpu:2 at 0.84x of the quiet cpu figure against
- * 0.82x for the 1 ms scheme in the same run, quiet figures unchanged. */
+ * sooner would make it sleep and wake late at each of the step's barriers
+ * (bench/contention.py; docs/performance.md, "A busy neighbour"). */
 #define MR_LOCAL_SPIN_S  100e-6
 #define MR_LOCAL_YIELD_S 20e-3
 

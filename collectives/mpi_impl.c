@@ -18,7 +18,7 @@ mr_status mr_mpi_check(int rc, const char *call, mr_error *err) {
 #define SPIN_POLLS 2000
 /* Then yields between polls for this long, then sleeps between them
  * (runtime/backoff.h): a wait that only yields keeps its core busy and
- * takes it from a neighbour that shares it (issue 20). */
+ * takes it from a neighbour that shares it. */
 #define YIELD_S 200e-6
 
 mr_status mr_mpi_wait(MPI_Request *reqs, int n, const int *peers, double timeout_s, int yield,

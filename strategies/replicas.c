@@ -25,8 +25,8 @@ void strategy_plan_pinning(mr_strategy *s) {
 
 /* When the replicas fill the cores, replica r runs on the r-th core of the
  * process's affinity mask as it was when the strategy was made (rep->cpu):
- * a replica that migrates leaves its caches behind (measured: about 2.5%
- * of fashion_cnn.cfg's 2-replica throughput on 2 cores). */
+ * a replica that migrates leaves its caches behind (a few percent of
+ * fashion_cnn.cfg's 2-replica throughput on 2 cores). */
 static void pin_replica(const replica *rep) {
     if (rep->cpu < 0) return;
     cpu_set_t one;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Damaged checkpoints are refused, never silently used (issue 20).
+"""Damaged checkpoints are refused, never silently used.
 
     python3 tests/ckpt_damage.py BUILD_DIR [COPIES]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A residual model's files as Keras's Functional, both ways (issue 19).
+"""A residual model's files as Keras's Functional, both ways.
 
     python3 tests/keras_functional.py BUILD_DIR SOURCE_DIR
 

@@ -407,7 +407,7 @@ END_TEST
 
 /* Dense 784 -> 64 at batch 32, the shape of fashion_mlp-like first layers:
  * C (32 x 64) = A (32 x 784) B (784 x 64), whose K (784) OpenBLAS cuts into
- * blocks one way with one thread and another way with more (issue 21). */
+ * blocks one way with one thread and another way with more. */
 static void gemm_784(mr_backend *be, float *c) {
     float *a = make_matrix(32, 784, 784, 0.0f, 11), *b = make_matrix(784, 64, 64, 0.0f, 12);
     ck_assert_int_eq(mr_gemm(be, 0, 0, 32, 64, 784, 1.0f, mr_dfloat_cof(a), 784, mr_dfloat_cof(b),

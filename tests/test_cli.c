@@ -98,7 +98,7 @@ START_TEST(gpu_without_gpu) {
 }
 END_TEST
 
-/* Issue 21: a bad MIRRORED_COMM_TIMEOUT is an error, not the default. */
+/* A bad MIRRORED_COMM_TIMEOUT is an error, not the default. */
 START_TEST(bad_timeout_env) {
     const char *values[] = {"abc", "0", "-3", "5s"};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
@@ -115,7 +115,7 @@ START_TEST(bad_timeout_env) {
 }
 END_TEST
 
-/* Issue 21: --seed and [net] seed take the same range, 0 .. INT64_MAX. */
+/* --seed and [net] seed take the same range, 0 .. INT64_MAX. */
 START_TEST(seed_range) {
     char text[4096], *out;
     snprintf(text, sizeof text, "%s", good_cfg);
@@ -627,7 +627,7 @@ START_TEST(global_batch_errors) {
     ck_assert_int_eq(run("--devices cpu:2 gb2.cfg", &out), 2);
     ck_assert_msg(one_line(out) && strstr(out, "larger than the training set"), "%s", out);
     free(out);
-    /* issue 21: a warmup of a rate that is never scaled is refused, not announced */
+    /* a warmup of a rate that is never scaled is refused, not announced */
     free(tu_write_text(dir, "gbw.cfg",
                        "[net]\nglobal_batch=8\nwarmup_epochs=1\n[data]\ntrain_images=x.npy\n"
                        "train_labels=y.npy\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits="

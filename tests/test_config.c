@@ -256,8 +256,7 @@ START_TEST(unknown_section_suggests) {
 }
 END_TEST
 
-/* Issue 21: [net] seed takes what --seed takes, 0 .. INT64_MAX. */
-/* Keras's spellings: the same meaning is accepted, another is a hint (issue 21) */
+/* Keras's spellings: the same meaning is accepted, another is a hint */
 START_TEST(keras_names) {
     mr_config cfg;
     mr_error err = {0};
@@ -305,6 +304,7 @@ START_TEST(keras_names) {
 }
 END_TEST
 
+/* [net] seed takes what --seed takes, 0 .. INT64_MAX. */
 START_TEST(seed_takes_int64) {
     mr_config cfg;
     mr_error err = {0};
@@ -661,7 +661,7 @@ START_TEST(load_file_and_errors) {
 }
 END_TEST
 
-/* Issue 21: a UTF-8 byte order mark before [net] is skipped, as inih does. */
+/* A UTF-8 byte order mark before [net] is skipped, as inih does. */
 START_TEST(bom_is_skipped) {
     char text[1024];
     snprintf(text, sizeof text, "\xEF\xBB\xBF%s", base_cfg);
@@ -677,7 +677,7 @@ START_TEST(bom_is_skipped) {
 }
 END_TEST
 
-/* Issue 21: "[dropout" without its ']' is reported on its own line. */
+/* "[dropout" without its ']' is reported on its own line. */
 START_TEST(unclosed_header) {
     const char *msg = parse_fail(with_line(11, "[dropout\nrate = 0.5"));
     ck_assert_msg(strstr(msg, "t.cfg:12:") && strstr(msg, "[dropout") && strstr(msg, "']'") &&
@@ -686,7 +686,7 @@ START_TEST(unclosed_header) {
 }
 END_TEST
 
-/* Issue 21: one rule for comments after a value, for every key: ';' or '#'
+/* One rule for comments after a value, for every key: ';' or '#'
  * after a blank starts a comment; without the blank it is part of the value. */
 START_TEST(inline_comments) {
     const char *text = "[net]  # training\n"

@@ -693,7 +693,7 @@ static void run_pool(cf *h) {
     run_layer(h, &c);
 }
 
-/* The layers of residual networks (issue 19): Add (and the in-place sum
+/* The layers of residual networks: Add (and the in-place sum
  * the model adds gradients with), GlobalAveragePooling2D, ZeroPadding2D. */
 static void run_residual(cf *h) {
     lcase c = make_case(MR_LAYER_ADD, img(5, 4, 3), 3, 120);

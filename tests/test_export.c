@@ -294,7 +294,7 @@ START_TEST(bad_input) {
 }
 END_TEST
 
-/* A residual model (issue 19) exports as Keras's Functional: config.json
+/* A residual model exports as Keras's Functional: config.json
  * with its InputLayer, each layer's inbound node ([add]: two tensors) and
  * the output layer; the weights file's groups named by class and counter
  * (the conv2d named a is group conv2d), every weight the checkpoint's. */

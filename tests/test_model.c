@@ -830,7 +830,7 @@ START_TEST(pass_size_from_the_layout) {
 }
 END_TEST
 
-/* from_logits (issue 21): a linear last layer's outputs are logits, taken
+/* from_logits: a linear last layer's outputs are logits, taken
  * through the fused softmax; without it a linear last layer and a
  * cross-entropy are refused, as are from_logits with a softmax and
  * from_logits or label_smoothing with mse; and a top_k not below the classes */

@@ -296,7 +296,7 @@ END_TEST
  * with the same moving statistics, the mean over all replicas'. */
 START_TEST(batchnorm_across_processes) {
     check_job_equivalence(su_bn_text, su_sgd, 1);
-    check_job_equivalence(su_res_text, su_adam, 1); /* a residual graph (issue 19) */
+    check_job_equivalence(su_res_text, su_adam, 1); /* a residual graph */
     char text[2048];
     snprintf(text, sizeof text, "%s", su_bn_text);
     strstr(text, "sync=1")[5] = '0';

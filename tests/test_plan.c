@@ -136,7 +136,7 @@ START_TEST(refusals) {
             "does not divide evenly over 4 replicas on 2 processes", " x accumulate micro-batches");
     refused("batch=60", 4, 1, 100, "the global batch (240) is larger than the training set",
             "(100 examples)");
-    /* issue 21: a warmup ramps to the scaled rate; where the rate is never
+    /* a warmup ramps to the scaled rate; where the rate is never
      * scaled it would announce a ramp and keep the rate constant */
     refused("global_batch=24\nwarmup_epochs=1", 4, 1, 100, "warmup_epochs=1 with global_batch",
             "never scaled");

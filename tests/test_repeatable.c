@@ -1,6 +1,6 @@
 /* test_repeatable.c: the README's promise that the same seed and replica
- * count give bitwise the same weights, whatever cores the process may use
- * (issue 21): one replica trained with every core of the machine and the
+ * count give bitwise the same weights, whatever cores the process may use:
+ * one replica trained with every core of the machine and the
  * same under `taskset -c 0` end with the same params_hash. The model has a
  * Dense layer with 784 inputs, a GEMM whose K OpenBLAS blocks differently
  * with one thread and with several (backends/cpu/backend_cpu.c). */

@@ -498,7 +498,7 @@ START_TEST(resume_with_other_replicas) {
 }
 END_TEST
 
-/* Issue 21: a checkpoint that finished its epochs says there is nothing to
+/* A checkpoint that finished its epochs says there is nothing to
  * train; one beyond the epochs asked for is refused before anything is
  * written. */
 START_TEST(resume_finished_or_beyond) {
@@ -523,7 +523,7 @@ START_TEST(resume_finished_or_beyond) {
 }
 END_TEST
 
-/* Issue 21: resuming with an edited [net] says what changed and whether the
+/* Resuming with an edited [net] says what changed and whether the
  * optimizer state was kept. */
 START_TEST(resume_with_edited_cfg) {
     run_ok("rm -rf ck && $T m.cfg --epochs 1 --quiet");

@@ -402,7 +402,7 @@ START_TEST(where_a_stop_checkpoint_goes) {
 }
 END_TEST
 
-/* A stop in the first epoch leaves the CSV's header (issue 21: it was 0 bytes). */
+/* A stop in the first epoch leaves the CSV's header, not an empty file. */
 START_TEST(stop_keeps_the_metrics_header) {
     const char *d = tu_tmpdir();
     char path[4096];

@@ -8,15 +8,15 @@
  *    epoch. Floor 0.82 — a broken gradient, loss normalisation or
  *    preprocessing lands near 0.10 (chance) or well under 0.80.
  *  - fashion_cnn.cfg, fashion_cnn2.cfg and fashion_cnn_bn.cfg, as they ship
- *    (5, 10 and 12 epochs), with --devices cpu:2: the issue's bars of 0.90,
- *    0.915 and 0.925 test accuracy. A run is deterministic (same seed and
+ *    (5, 10 and 12 epochs), with --devices cpu:2: the bars of 0.90, 0.915
+ *    and 0.925 test accuracy. A run is deterministic (same seed and
  *    replica count, same bits), so these repeat the README's figures; the
  *    two longer runs take about 13 minutes on 2 cores.
  *  - fashion_resnet20.cfg shortened to 2 epochs (its cosine then decays over
- *    those 2): we measured 0.9050 on 4619538, 0.8943 on 36eb596 and 0.8894
- *    on fce5b22 (3x3 convolutions by Winograd), whose convolutions only sum
- *    in another order: two epochs of this network move by about 0.01 with
- *    float rounding (the 30-epoch recipe's figure, 0.9436, is the README's).
+ *    those 2): it reaches about 0.89-0.90, and another summation order in
+ *    the convolutions (Winograd against im2col, say) moves two epochs of
+ *    this network by about 0.01 (the 30-epoch recipe's figure, 0.9436, is
+ *    the README's).
  *    Floor 0.88: the residual graph, BN and the recipe's SGD with Nesterov
  *    momentum, weight decay and augmentation on real data; a broken merge
  *    or BN gradient trains far worse. About 3.5 minutes.

@@ -70,17 +70,17 @@ static mr_status cpu_gemm(mr_backend *be, int trans_a, int trans_b, int m, int n
  * ignored, as OpenBLAS ignores it) asks for more, and never more than the
  * cores the replica owns.
  *
- * Why 1 by default (issue 21): OpenBLAS's threaded SGEMM driver (its
- * level3_thread) cuts K into blocks differently from its one-thread driver:
- * for GEMM_Q < K < 2 GEMM_Q it halves K, where the one-thread driver rounds
- * the half up to the kernel's unroll (K = 784 on SkylakeX, GEMM_Q 448:
- * blocks 392 + 392 against 400 + 384; measured at M 32, N 128, every K
- * from 449 to 1200 sums differently but those whose half, rounded up, is a
- * multiple of 16), and C is rounded to float between K blocks. So a Dense layer with 784 inputs
- * summed differently on 2 threads than on 1, and since the thread count
- * followed the process's affinity mask, `taskset -c 0` changed the
- * weights. With one thread per replica the sums are the same whatever the
- * cores; a user who sets OPENBLAS_NUM_THREADS trades that for BLAS threads
+ * Why 1 by default: OpenBLAS's threaded SGEMM driver (its level3_thread)
+ * cuts K into blocks differently from its one-thread driver: for
+ * GEMM_Q < K < 2 GEMM_Q it halves K, where the one-thread driver rounds the
+ * half up to the kernel's unroll (K = 784 on SkylakeX, GEMM_Q 448: blocks
+ * 392 + 392 against 400 + 384; at M 32, N 128 every K from 449 to 1200 sums
+ * differently but those whose half, rounded up, is a multiple of 16), and C
+ * is rounded to float between K blocks. So a Dense layer with 784 inputs
+ * sums differently on 2 threads than on 1, and a thread count that followed
+ * the process's affinity mask would let `taskset -c 0` change the weights.
+ * With one thread per replica the sums are the same whatever the cores; a
+ * user who sets OPENBLAS_NUM_THREADS trades that for BLAS threads
  * (docs/usage.md, "Environment variables"). */
 static int blas_threads(int cores) {
     int want = 1;
@@ -103,13 +103,12 @@ static void cpu_set_threads(mr_backend *be, int threads) {
 
 /* A replica's thread computes with flush-to-zero and denormals-are-zero,
  * as TensorFlow's CPU threads do: a float below 2^-126 reads and writes as
- * 0. Without it, arithmetic on denormals runs 20x slower or worse, and
- * they do come: Adam's m of a weight whose gradient stays 0 (a pixel that
- * is 0 in every image) decays by beta1 each update and reaches them after
- * ~700 updates (the optimizer's update then took 1.6-2.0 ms instead of
- * 95 us on fashion_mlp.cfg). No weight moves by so little that its bits
- * would change. MXCSR bits 15 (FTZ) and 6 (DAZ); other CPUs keep their
- * default. */
+ * 0. Without it, arithmetic on denormals runs an order of magnitude
+ * slower, and they do come: Adam's m of a weight whose gradient stays 0 (a
+ * pixel that is 0 in every image) decays by beta1 each update and reaches
+ * them after some 700 updates (docs/performance.md, "Denormal numbers").
+ * No weight moves by so little that its bits would change. MXCSR bits 15
+ * (FTZ) and 6 (DAZ); other CPUs keep their default. */
 static mr_status cpu_enter(mr_backend *be, mr_error *err) {
     (void)be, (void)err;
 #if defined(__x86_64__) || defined(__i386__)

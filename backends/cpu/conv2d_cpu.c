@@ -45,10 +45,9 @@
 /* Largest col matrix kept from forward to backward, in floats (256 KiB:
  * while it stays in cache). Reading a larger one back from memory costs
  * more than the backward's rebuild paths (dy's col matrix, the split
- * GEMMs): with 8 MiB, ResNet-20 at 32 examples a replica kept its 14x14
- * stage's and trained at 714 images/sec on 2 replicas, 850 with 256 KiB
- * (on one replica, 64 examples, 413 and 432; 064b82a, 3 alternating
- * rounds). */
+ * GEMMs): a limit of 8 MiB, which keeps ResNet-20's 14x14 stage's col
+ * matrices at 32 examples a replica, trains it slower than this one
+ * (docs/performance.md, "ResNet-20 and ResNet-50 on synthetic data"). */
 #define COLS_CACHE_MAX (1 << 16)
 /* Largest col matrix of a chunk that MIN_ROWS may ask for, in floats (8 MiB). */
 #define CHUNK_COLS_MAX (2 << 20)
@@ -56,8 +55,8 @@
  * CHUNK_BUDGET: OpenBLAS packs the whole kernel on every call (and dW's GEMM
  * reads and writes all of dW), from memory when it does not fit the cache,
  * so a chunk of one 7x7 image (49 rows against a 4608 x 512 kernel: 98
- * flops per packed float) is mostly packing; ResNet-50's 7x7 stage at batch
- * 16 ran 17% faster with 9 to 11 images a GEMM (bench_layers, one core).
+ * flops per packed float) is mostly packing; ResNet-50's 7x7 stage runs
+ * faster with 9 to 11 images a GEMM (bench_layers resnet50.cfg 16, one core).
  * The col matrix of such a chunk stays within CHUNK_COLS_MAX (or one
  * example). */
 #define MIN_ROWS 512
