@@ -272,19 +272,13 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
 }
 
 /* Labels per example of the .cfg's model (mr_model_label_width: k for multi-label
- * binary_crossentropy), from its shapes on a CPU context: multi-hot labels are read as they are,
- * so their width is needed before the data. */
+ * binary_crossentropy), from its plan: multi-hot labels are read as they are, so their width is
+ * needed before the data. */
 static mr_status label_width_of(const mr_config *cfg, int *width, mr_error *err) {
-    mr_model probe;
-    mr_backend *be;
-    MR_CHECK(mr_backend_create(mr_backend_kind_cpu(), 0, &be, err));
-    mr_status st = mr_model_init(&probe, be, cfg, 1, 0, err);
-    if (st == MR_OK) {
-        *width = mr_model_label_width(&probe);
-        mr_model_free(&probe);
-    }
-    mr_backend_destroy(be);
-    return st;
+    mr_model_plan plan;
+    MR_CHECK(mr_model_plan_make(&plan, cfg, err));
+    *width = plan.label_width;
+    return MR_OK;
 }
 
 /* conf NULL: multi-label, k sigmoid outputs, whose labels are no classes to tabulate */

@@ -148,20 +148,12 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
     /* the test hook: a fault for this process (strategies/fault.h) */
     MR_CHECK(mr_fault_parse(getenv(MR_FAULT_ENV), job->rank, fault, err));
     opts->fault = fault;
-    /* the model's shapes first: a .cfg mistake should not wait for the data
-     * (built on a CPU context: only the shapes are wanted) */
-    mr_model probe;
-    mr_backend *be;
-    MR_CHECK(mr_backend_create(mr_backend_kind_cpu(), 0, &be, err));
-    mr_status st = mr_model_init(&probe, be, cfg, 1, 0, err);
-    if (st == MR_OK) {
-        *in_size = probe.in_size;
-        *classes = mr_model_classes(&probe);
-        *label_width = mr_model_label_width(&probe);
-        mr_model_free(&probe);
-    }
-    mr_backend_destroy(be);
-    MR_CHECK(st);
+    /* the model's plan first: a .cfg mistake should not wait for the data */
+    mr_model_plan plan;
+    MR_CHECK(mr_model_plan_make(&plan, cfg, err));
+    *in_size = plan.in_size;
+    *classes = plan.classes;
+    *label_width = plan.label_width;
     if (job->rank == 0) {
         MR_CHECK(mr_cli_check_writable("--metrics", c->metrics_path, err));
         MR_CHECK(mr_cli_check_writable("--json", c->json_path, err));

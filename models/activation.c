@@ -20,4 +20,5 @@ const mr_layer_ops mr_activation_ops = {
     .keras_name = "activation",
     .keras_config = act_keras_config,
     .setup = act_setup,
+    .has_activation = 1,
 };

@@ -71,4 +71,5 @@ const mr_layer_ops mr_conv2d_ops = {
     .keras_build_config = 1,
     .setup = conv_setup,
     .init = conv_init,
+    .has_activation = 1,
 };

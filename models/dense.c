@@ -52,4 +52,5 @@ const mr_layer_ops mr_dense_ops = {
     .keras_build_config = 1,
     .setup = dense_setup,
     .init = dense_init,
+    .has_activation = 1,
 };

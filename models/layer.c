@@ -41,6 +41,13 @@ mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char 
     l->be = be;
     l->kern = NULL;
     MR_CHECK(l->ops->setup(l, max_batch, file, err));
+    return mr_layer_setup_kernels(l, be, max_batch, file, err);
+}
+
+mr_status mr_layer_setup_kernels(mr_layer *l, mr_backend *be, int max_batch, const char *file,
+                                 mr_error *err) {
+    l->be = be;
+    l->kern = NULL;
     const mr_kernels *k = mr_kernels_for(be);
     if (k == NULL || k->layer[l->cfg->kind] == NULL) {
         char dev[32];

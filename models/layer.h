@@ -114,6 +114,11 @@ typedef struct mr_layer_ops {
     /* 1: training needs the whole batch in one pass (batch statistics); the
      * model then never splits a batch into passes (model.h, pass_rows). */
     int whole_batch;
+    /* 1: the layer applies its section's `activation` to its output (Dense,
+     * Conv2D, Activation). On the last layer, that activation (softmax,
+     * sigmoid, linear) decides what the loss takes: probabilities or
+     * logits (model_plan.c, output_activation). */
+    int has_activation;
 } mr_layer_ops;
 
 /* How one device kind computes a layer kind. Tensors are device memory. */
@@ -191,6 +196,13 @@ const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind);
  * mr_layer_destroy afterwards, whatever it returned. */
 mr_status mr_layer_setup(mr_layer *l, mr_backend *be, int max_batch, const char *file,
                          mr_error *err);
+/* The second half of mr_layer_setup, for a layer whose ops->setup has run
+ * (a model's plan, model_plan.h): the kernels of be's device kind
+ * (MR_ERR_UNSUPPORTED where this build has none, naming `file` and the
+ * layer's line) and their state. Call mr_layer_destroy afterwards,
+ * whatever it returned. */
+mr_status mr_layer_setup_kernels(mr_layer *l, mr_backend *be, int max_batch, const char *file,
+                                 mr_error *err);
 mr_status mr_layer_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                            mr_dfloat *y);
 mr_status mr_layer_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,

@@ -65,227 +65,89 @@ static void fuse_relus(mr_model *m) {
     }
 }
 
-mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
-                        size_t grads_extra, mr_error *err) {
+/* Takes the plan into m (zeroed first): the layers as their ops set them
+ * up, the shapes, the graph, the weight layout and the loss's decisions. */
+static void adopt_plan(mr_model *m, mr_backend *be, const mr_model_plan *p, int max_batch,
+                       size_t grads_extra) {
     memset(m, 0, sizeof *m);
-    m->cfg = cfg;
+    m->cfg = p->cfg;
     m->be = be;
     m->max_batch = max_batch;
     m->grads_extra = grads_extra;
-    m->opt = mr_optimizer_from_config(&cfg->net);
-    const mr_layer_cfg *in = &cfg->layers[0];
-    MR_ASSERT(in->kind == MR_LAYER_INPUT);
-    m->in_shape.rank = in->shape_rank;
-    for (int i = 0; i < in->shape_rank; i++)
-        m->in_shape.d[i] = in->shape[i];
-    m->in_size = mr_shape_size(m->in_shape);
+    m->opt = mr_optimizer_from_config(&p->cfg->net);
+    m->in_shape = p->in_shape;
+    m->in_size = p->in_size;
+    m->out_size = p->out_size;
+    m->fused_softmax = p->fused_softmax;
+    m->classes = p->classes;
+    m->label_width = p->label_width;
+    m->n_params = p->n_params;
+    m->n_state = p->n_state;
+    m->graph = p->graph;
+    m->n_layers = p->n_layers;
+    memcpy(m->layers, p->layers, sizeof(mr_layer) * (size_t)p->n_layers);
+    memcpy(m->src, p->src, sizeof m->src);
+    memcpy(m->param_offset, p->param_offset, sizeof m->param_offset);
+}
 
-    int counts[MR_LAYER_KIND_COUNT] = {0};
-    mr_shape cur = m->in_shape;
-    size_t scratch = 0;
-    m->graph = cfg->graph;
-    for (int i = 1; i < cfg->n_layers; i++) {
-        mr_layer *l = &m->layers[m->n_layers++];
-        l->cfg = &cfg->layers[i];
-        l->ops = mr_layer_ops_for(l->cfg->kind);
-        l->index = i;
-        l->in = cur;
-        if (m->graph) { /* config index j is model layer j - 1; 0, [input], is -1 */
-            int *src = m->src[i - 1];
-            src[0] = l->cfg->src[0] - 1;
-            src[1] = l->cfg->src[1] >= 0 ? l->cfg->src[1] - 1 : -1;
-            l->in = src[0] < 0 ? m->in_shape : m->layers[src[0]].out;
-            if (mr_layer_kind_merges(l->cfg->kind))
-                l->in2 = src[1] < 0 ? m->in_shape : m->layers[src[1]].out;
-        }
-        /* as Keras, a name given does not use up an automatic one */
-        int c = l->cfg->name[0] ? -1 : counts[l->cfg->kind]++;
-        if (c < 0)
-            snprintf(l->name, sizeof l->name, "%s", l->cfg->name);
-        else if (c == 0)
-            snprintf(l->name, sizeof l->name, "%s", l->ops->keras_name);
-        else
-            snprintf(l->name, sizeof l->name, "%s_%d", l->ops->keras_name, c);
-        mr_status st = mr_layer_setup(l, be, max_batch, cfg->path, err);
-        if (st != MR_OK) {
-            mr_model_free(m);
-            return st;
-        }
-        if (mr_shape_size(l->out) <= 0) {
-            mr_model_free(m);
-            return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [%s] would output an empty shape",
-                                cfg->path, l->cfg->line, mr_layer_kind_name(l->cfg->kind));
-        }
-        if (l->scratch_floats > scratch) scratch = l->scratch_floats;
-        cur = l->out;
+/* Each layer's kernels of the context's device kind and their state;
+ * *scratch: the most scratch floats one of them needs at max_batch. */
+static mr_status setup_kernels(mr_model *m, size_t *scratch, mr_error *err) {
+    *scratch = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        mr_layer *l = &m->layers[i];
+        l->scratch_floats *= (size_t)m->max_batch; /* the plan's is one row's */
+        MR_CHECK(mr_layer_setup_kernels(l, m->be, m->max_batch, m->cfg->path, err));
+        if (l->scratch_floats > *scratch) *scratch = l->scratch_floats;
     }
-    /* names given with name = may not take an automatic one (Keras refuses
-     * two layers of one name, and checkpoints store weights by name) */
+    return MR_OK;
+}
+
+/* Floats per row of the activation buffers the model owns: each layer's
+ * output, and in a graph its gradient (dacts) as well; a view's (in a
+ * chain) and a fused ReLU's are another layer's. */
+static int64_t own_act_floats(const mr_model *m) {
+    int64_t n = 0;
     for (int i = 0; i < m->n_layers; i++)
-        for (int j = 0; j < m->n_layers; j++)
-            if (j != i && m->layers[i].cfg->name[0] &&
-                strcmp(m->layers[i].name, m->layers[j].name) == 0) {
-                int line = m->layers[i].cfg->line;
-                mr_layer_kind k = m->layers[j].cfg->kind;
-                int other = m->layers[j].cfg->line;
-                char name[MR_NAME_MAX];
-                snprintf(name, sizeof name, "%s", m->layers[i].name);
-                mr_model_free(m);
-                return mr_error_set(err, MR_ERR_CONFIG,
-                                    "%s:%d: name = %s is the automatic name of the [%s] of line "
-                                    "%d; choose another",
-                                    cfg->path, line, name, mr_layer_kind_name(k), other);
-            }
-    mr_layer *last = &m->layers[m->n_layers - 1];
-    m->out_size = mr_shape_size(last->out);
-    if (last->out.rank != 1) {
-        int line = last->cfg->line;
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s:%d: the last layer must output class scores (a flat vector); "
-                            "add [flatten] and a [dense] layer",
-                            cfg->path, line);
-    }
-    /* softmax + cross-entropy are computed together from logits (stable) */
-    int last_is_softmax =
-        (last->cfg->kind == MR_LAYER_DENSE || last->cfg->kind == MR_LAYER_ACTIVATION ||
-         last->cfg->kind == MR_LAYER_CONV2D) &&
-        last->cfg->activation == MR_ACTIVATION_SOFTMAX;
-    /* from_logits: the outputs are logits already (a linear or other last
-     * activation); softmax probabilities are not logits (Keras would take
-     * them for logits, a softmax applied twice), and a linear last layer
-     * read as probabilities trains nowhere (issue 21): both are refused */
-    const int bce = cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY;
-    const int ce = mr_loss_fuses_softmax(cfg->net.loss) || bce;
-    const int last_is_sigmoid =
-        (last->cfg->kind == MR_LAYER_DENSE || last->cfg->kind == MR_LAYER_ACTIVATION ||
-         last->cfg->kind == MR_LAYER_CONV2D) &&
-        last->cfg->activation == MR_ACTIVATION_SIGMOID;
-    /* binary_crossentropy: one output, the probability of class 1 (a sigmoid) or its logit; a
-     * softmax over one output is always 1, and a sigmoid's output is no logit */
-    /* k > 1 outputs: multi-label, k independent sigmoids and multi-hot labels (batch, k); Keras
-     * has no class_weight for those (a class per output, not per example) */
-    if (bce && (last_is_softmax || (cfg->net.from_logits && last_is_sigmoid) ||
-                (m->out_size > 1 && cfg->net.class_weight.n > 0))) {
-        int line = last->cfg->line;
-        const char *why = last_is_softmax ? "needs activation = sigmoid on the last layer, not "
-                                            "softmax"
-                          : m->out_size > 1 && cfg->net.class_weight.n > 0
-                              ? "with more than one output (multi-label) takes no class_weight"
-                              : "with from_logits = 1 needs a linear last layer, not a sigmoid "
-                                "(drop from_logits)";
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [net] loss = binary_crossentropy %s",
-                            cfg->path, line, why);
-    }
-    if (!ce && (cfg->net.from_logits || cfg->net.label_smoothing > 0.0f)) {
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s: [net] %s applies to the cross-entropy losses, not to loss = mse",
-                            cfg->path, cfg->net.from_logits ? "from_logits" : "label_smoothing");
-    }
-    if (cfg->net.label_smoothing > 0.0f &&
-        cfg->net.loss == MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s: [net] label_smoothing needs loss = categorical_crossentropy "
-                            "(Keras's SparseCategoricalCrossentropy has no label smoothing)",
-                            cfg->path);
-    }
-    if (ce && cfg->net.from_logits && last_is_softmax) {
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s:%d: [net] from_logits = 1, but the last layer is a softmax: its "
-                            "outputs are probabilities (drop from_logits, or make it linear)",
-                            cfg->path, last->cfg->line);
-    }
-    const int last_is_linear =
-        last->cfg->activation == MR_ACTIVATION_LINEAR &&
-        (last->cfg->kind == MR_LAYER_DENSE || last->cfg->kind == MR_LAYER_CONV2D ||
-         last->cfg->kind == MR_LAYER_ACTIVATION);
-    if (ce && !cfg->net.from_logits && last_is_linear) {
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s:%d: the last layer is linear and the loss a cross-entropy: set "
-                            "[net] from_logits = 1 (its outputs are logits) or activation = %s",
-                            cfg->path, last->cfg->line, bce ? "sigmoid" : "softmax");
-    }
-    /* [net] top_k: a label is always among k or more of k classes */
-    if (cfg->net.top_k >= (int)m->out_size) {
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s:%d: [net] top_k = %d must be below the %d classes the last layer "
-                            "outputs",
-                            cfg->path, last->cfg->line, cfg->net.top_k, (int)m->out_size);
-    }
-    /* class_weight: one weight per class the last layer outputs (Keras
-     * raises on a class without one); binary_crossentropy's one output has classes 0 and 1 */
-    if (cfg->net.class_weight.n > 0 && cfg->net.class_weight.n != mr_model_classes(m)) {
-        int line = last->cfg->line;
-        int given = cfg->net.class_weight.n;
-        mr_model_free(m);
-        return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s:%d: [net] class_weight has %d weights, but the last layer outputs "
-                            "%d classes: give one weight per class",
-                            cfg->path, line, given, mr_model_classes(m));
-    }
-    if (ce && (last_is_softmax || cfg->net.from_logits)) {
-        last->logits_out = last_is_softmax;
-        m->fused_softmax = 1;
-    }
-    /* a final sigmoid is fused with binary_crossentropy as the softmax is with the others: Keras
-     * 3 computes the loss from the sigmoid's input (loss_row.h), so the fused form is its numbers
-     */
-    if (bce && last_is_sigmoid) {
-        last->logits_out = 1;
-        m->fused_softmax = 1;
-    }
+        if ((!m->layers[i].ops->view || m->graph) && !m->layers[i].fused)
+            n += (m->graph ? 2 : 1) * mr_shape_size(m->layers[i].out);
+    return n;
+}
 
-    fuse_relus(m);
-    /* weights: trainable in reverse layer order into params, the rest into state */
-    int64_t np = 0, ns = 0, biggest = 0;
-    for (int i = m->n_layers - 1; i >= 0; i--) {
-        m->param_offset[i] = np;
-        for (int w = 0; w < m->layers[i].n_weights; w++) {
-            mr_weight *wt = &m->layers[i].w[w];
-            wt->offset = wt->trainable ? np : ns;
-            if (wt->trainable)
-                np += wt->size;
-            else
-                ns += wt->size;
-            if (wt->size > biggest) biggest = wt->size;
-        }
-    }
-    m->n_params = np;
-    m->n_state = ns;
-    m->params = alloc_floats(m, np);
-    m->grads = alloc_floats(m, np + (int64_t)grads_extra);
-    int nslots = mr_optimizer_slot_count(&m->opt);
-    for (int s = 0; s < nslots; s++)
-        m->slots[s] = alloc_floats(m, np);
-    m->state = ns ? alloc_floats(m, ns) : NULL;
-    /* the input: one buffer filled in place, or two used in turn (model.h) */
-    const int n_inputs = be->host_memory ? 1 : 2;
-    for (int i = 0; i < n_inputs; i++) {
-        m->inputs[i] = alloc_floats(m, (int64_t)max_batch * m->in_size);
-        if (!be->host_memory) {
-            /* a batch, or its example ids (mr_model_input_synthetic: 2 floats'
-             * bytes a row, more than a batch of one-feature rows) */
-            const int64_t row = m->in_size > 2 ? m->in_size : 2;
-            m->input_host[i] =
-                mr_backend_alloc_host(be, sizeof(float) * (size_t)(max_batch * row + 1));
-            /* here, not at the first synthetic batch: the allocation's zeroing
-             * is queued on the compute stream, and an upload's copy waits
-             * only for what was queued before the previous upload */
-            m->input_rows[i] = mr_backend_alloc(be, sizeof(int64_t) * (size_t)max_batch);
-        }
+/* The weights (params), their gradients and the extra floats after them,
+ * the optimizer's slots, the non-trainable state. */
+static void alloc_weights(mr_model *m) {
+    m->params = alloc_floats(m, m->n_params);
+    m->grads = alloc_floats(m, m->n_params + (int64_t)m->grads_extra);
+    for (int s = 0; s < mr_optimizer_slot_count(&m->opt); s++)
+        m->slots[s] = alloc_floats(m, m->n_params);
+    m->state = m->n_state ? alloc_floats(m, m->n_state) : NULL;
+}
+
+/* The input: one buffer filled in place, or two used in turn (model.h). */
+static void alloc_inputs(mr_model *m) {
+    mr_backend *be = m->be;
+    for (int i = 0; i < (be->host_memory ? 1 : 2); i++) {
+        m->inputs[i] = alloc_floats(m, (int64_t)m->max_batch * m->in_size);
+        if (be->host_memory) continue;
+        /* a batch, or its example ids (mr_model_input_synthetic: 2 floats'
+         * bytes a row, more than a batch of one-feature rows) */
+        const int64_t row = m->in_size > 2 ? m->in_size : 2;
+        m->input_host[i] =
+            mr_backend_alloc_host(be, sizeof(float) * (size_t)(m->max_batch * row + 1));
+        /* here, not at the first synthetic batch: the allocation's zeroing
+         * is queued on the compute stream, and an upload's copy waits only
+         * for what was queued before the previous upload */
+        m->input_rows[i] = mr_backend_alloc(be, sizeof(int64_t) * (size_t)m->max_batch);
     }
     m->input = m->inputs[0];
     m->next_input = 0;
-    int64_t widest = m->in_size;
+}
+
+/* Each layer's output (and in a graph its gradient), (max_batch, out of
+ * the layer), and the two gradient buffers (max_batch, widest). */
+static void alloc_activations(mr_model *m, int64_t widest) {
     for (int i = 0; i < m->n_layers; i++) {
-        int64_t o = mr_shape_size(m->layers[i].out);
-        if (o > widest) widest = o;
         /* a view's y is x's buffer in a chain: nothing to allocate or copy */
         if (m->layers[i].ops->view && !m->graph) {
             m->acts[i] = i > 0 ? m->acts[i - 1] : m->input;
@@ -296,66 +158,90 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
             m->dacts[i] = m->dacts[producer(m, i)];
             continue;
         }
-        m->acts[i] = alloc_floats(m, (int64_t)max_batch * o);
+        const int64_t n = (int64_t)m->max_batch * mr_shape_size(m->layers[i].out);
+        m->acts[i] = alloc_floats(m, n);
         if (m->acts[i] == NULL) break;
-        if (m->graph && (m->dacts[i] = alloc_floats(m, (int64_t)max_batch * o)) == NULL) break;
+        if (m->graph && (m->dacts[i] = alloc_floats(m, n)) == NULL) break;
     }
-    m->dbuf[0] = alloc_floats(m, (int64_t)max_batch * widest);
-    m->dbuf[1] = alloc_floats(m, (int64_t)max_batch * widest);
-    mr_status sst = mr_backend_reserve_scratch(be, scratch, NULL);
-    /* host staging: a batch of output, or the largest weight (the input
-     * has its own: input_host) */
-    if (!be->host_memory) {
-        int64_t h = (int64_t)max_batch * m->out_size;
-        if (h < (int64_t)grads_extra) h = (int64_t)grads_extra; /* mr_model_read_extra */
-        m->host_floats = (size_t)(h > biggest ? h : biggest);
-        m->host = mr_backend_alloc_host(be, sizeof(float) * (m->host_floats ? m->host_floats : 1));
-    }
-    int ok = m->params && m->grads && m->input && m->dbuf[0] && m->dbuf[1] && sst == MR_OK &&
-             (ns == 0 || m->state) && (be->host_memory || m->host);
-    for (int i = 0; i < n_inputs; i++)
-        ok = ok && m->inputs[i] && (be->host_memory || (m->input_host[i] && m->input_rows[i]));
-    for (int s = 0; s < nslots; s++)
+    m->dbuf[0] = alloc_floats(m, (int64_t)m->max_batch * widest);
+    m->dbuf[1] = alloc_floats(m, (int64_t)m->max_batch * widest);
+}
+
+/* Host staging where the context's memory is not host memory: a batch of
+ * output, the extra floats, or the largest weight (the input has its own,
+ * input_host). */
+static void alloc_host(mr_model *m, int64_t largest_weight) {
+    if (m->be->host_memory) return;
+    int64_t h = (int64_t)m->max_batch * m->out_size;
+    if (h < (int64_t)m->grads_extra) h = (int64_t)m->grads_extra; /* mr_model_read_extra */
+    m->host_floats = (size_t)(h > largest_weight ? h : largest_weight);
+    m->host = mr_backend_alloc_host(m->be, sizeof(float) * (m->host_floats ? m->host_floats : 1));
+}
+
+/* 1 when every buffer the model needs was made. */
+static int buffers_made(const mr_model *m) {
+    const int host = m->be->host_memory;
+    int ok = m->params && m->grads && m->input && m->dbuf[0] && m->dbuf[1] &&
+             (m->n_state == 0 || m->state) && (host || m->host);
+    for (int i = 0; i < (host ? 1 : 2); i++)
+        ok = ok && m->inputs[i] && (host || (m->input_host[i] && m->input_rows[i]));
+    for (int s = 0; s < mr_optimizer_slot_count(&m->opt); s++)
         ok = ok && m->slots[s];
     for (int i = 0; i < m->n_layers; i++)
         ok = ok && m->acts[i] && (!m->graph || m->dacts[i]);
-    if (!ok) {
-        /* what was asked for, and what the device had: a GPU's memory is
-         * shared with the other contexts and processes on it */
-        int64_t want = np * (2 + nslots) + (int64_t)grads_extra + ns + 2 * max_batch * widest +
-                       (int64_t)scratch + n_inputs * (int64_t)max_batch * m->in_size;
-        for (int i = 0; i < m->n_layers; i++)
-            if ((!m->layers[i].ops->view || m->graph) && !m->layers[i].fused)
-                want += (m->graph ? 2 : 1) * max_batch * mr_shape_size(m->layers[i].out);
-        mr_model_free(m);
-        char dev[32], mem[96] = "";
-        size_t used = 0, total = 0;
-        mr_backend_format(be, dev, sizeof dev);
-        if (mr_backend_memory(be, &used, &total, NULL) == MR_OK && total > 0)
-            snprintf(mem, sizeof mem, "; %.1f MiB of %.1f MiB free",
-                     (double)(total - used) / 1048576.0, (double)total / 1048576.0);
-        return mr_error_set(err, MR_ERR_NOMEM,
-                            "%s: %s: out of memory for the model at batch %d (parameters, "
-                            "optimizer slots, activations and scratch: %.1f MiB%s)",
-                            cfg->path, dev, max_batch, (double)want * 4.0 / 1048576.0, mem);
-    }
-    const int ncw = cfg->net.class_weight.n;
-    if (ncw > 0) {
-        m->class_weight = alloc_floats(m, ncw);
-        mr_status cst =
-            m->class_weight
-                ? mr_backend_to_device(be, m->class_weight, cfg->net.class_weight.v,
-                                       sizeof(float) * (size_t)ncw, err)
-                : mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for class_weight", cfg->path);
-        if (cst != MR_OK) {
-            mr_model_free(m);
-            return cst;
-        }
-    }
-    for (int i = m->n_layers - 1; i >= 0; i--) {
-        mr_layer *l = &m->layers[i];
-        for (int w = 0; w < l->n_weights; w++) {
-            mr_weight *wt = &l->w[w];
+    return ok;
+}
+
+/* The failure to make the buffers: frees the model first, then says what
+ * was asked for and what the device has left (a GPU's memory is shared with
+ * the other contexts and processes on it). */
+static mr_status out_of_memory(mr_model *m, int64_t widest, size_t scratch, mr_error *err) {
+    mr_backend *be = m->be;
+    const mr_config *cfg = m->cfg;
+    const int max_batch = m->max_batch;
+    const int64_t want =
+        m->n_params * (2 + mr_optimizer_slot_count(&m->opt)) + (int64_t)m->grads_extra +
+        m->n_state + 2 * max_batch * widest + (int64_t)scratch +
+        (be->host_memory ? 1 : 2) * (int64_t)max_batch * m->in_size + max_batch * own_act_floats(m);
+    mr_model_free(m);
+    char dev[32], mem[96] = "";
+    size_t used = 0, total = 0;
+    mr_backend_format(be, dev, sizeof dev);
+    if (mr_backend_memory(be, &used, &total, NULL) == MR_OK && total > 0)
+        snprintf(mem, sizeof mem, "; %.1f MiB of %.1f MiB free", (double)(total - used) / 1048576.0,
+                 (double)total / 1048576.0);
+    return mr_error_set(err, MR_ERR_NOMEM,
+                        "%s: %s: out of memory for the model at batch %d (parameters, "
+                        "optimizer slots, activations and scratch: %.1f MiB%s)",
+                        cfg->path, dev, max_batch, (double)want * 4.0 / 1048576.0, mem);
+}
+
+/* Every buffer in the context's memory, and the layers' scratch. */
+static mr_status alloc_buffers(mr_model *m, const mr_model_plan *p, size_t scratch, mr_error *err) {
+    alloc_weights(m);
+    alloc_inputs(m);
+    alloc_activations(m, p->widest);
+    const mr_status sst = mr_backend_reserve_scratch(m->be, scratch, NULL);
+    alloc_host(m, p->largest_weight);
+    if (sst == MR_OK && buffers_made(m)) return MR_OK;
+    return out_of_memory(m, p->widest, scratch, err);
+}
+
+/* [net] class_weight onto the device, for the training loss. */
+static mr_status upload_class_weight(mr_model *m, mr_error *err) {
+    const mr_class_weights *cw = &m->cfg->net.class_weight;
+    if (cw->n == 0) return MR_OK;
+    m->class_weight = alloc_floats(m, cw->n);
+    if (m->class_weight == NULL)
+        return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for class_weight", m->cfg->path);
+    return mr_backend_to_device(m->be, m->class_weight, cw->v, sizeof(float) * (size_t)cw->n, err);
+}
+
+/* Each weight's views at its offset: params and grads, or state. */
+static void bind_weights(mr_model *m) {
+    for (int i = 0; i < m->n_layers; i++)
+        for (int w = 0; w < m->layers[i].n_weights; w++) {
+            mr_weight *wt = &m->layers[i].w[w];
             if (wt->trainable) {
                 wt->data = mr_dfloat_at(m->params, wt->offset);
                 wt->grad = mr_dfloat_at(m->grads, wt->offset);
@@ -363,24 +249,50 @@ mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int m
                 wt->data = mr_dfloat_at(m->state, wt->offset);
             }
         }
-    }
+}
+
+/* Training passes (model.h, pass_rows): every pass reads the weights and
+ * adds into their gradients, and each row touches the input, the two
+ * gradient buffers and the activations the model owns. The budget is a CPU
+ * cache's: a GPU (no cache_passes) runs the whole batch at once. */
+static int pass_rows(const mr_model *m, int64_t widest, int whole_batch) {
+    const int64_t per_row = m->in_size + 2 * widest + own_act_floats(m);
+    int64_t c = (MR_PASS_FLOATS - 2 * m->n_params) / per_row; /* < 1: big weights, one pass */
+    if (c >= 8) c -= c % 8;                                   /* GEMM-friendly row counts */
+    if (c < 1) c = m->max_batch;
+    return whole_batch || c > m->max_batch || !m->be->ops->cache_passes ? m->max_batch : (int)c;
+}
+
+mr_status mr_model_init_from_plan(mr_model *m, mr_backend *be, const mr_model_plan *p,
+                                  int max_batch, size_t grads_extra, mr_error *err) {
+    adopt_plan(m, be, p, max_batch, grads_extra);
+    size_t scratch = 0;
+    mr_status st;
+    MR_CHECK_GOTO(setup_kernels(m, &scratch, err), st, fail);
+    fuse_relus(m);
+    MR_CHECK_GOTO(alloc_buffers(m, p, scratch, err), st, fail);
+    MR_CHECK_GOTO(upload_class_weight(m, err), st, fail);
+    bind_weights(m);
     m->run.be = be;
     m->run.scratch = mr_backend_scratch(be);
-    /* training passes (model.h, pass_rows): every pass reads the weights and
-     * adds into their gradients, and each row touches per_row floats */
-    int64_t per_row = m->in_size + 2 * widest;
-    int whole = 0;
-    for (int i = 0; i < m->n_layers; i++) {
-        if ((!m->layers[i].ops->view || m->graph) && !m->layers[i].fused)    /* (their own) */
-            per_row += (m->graph ? 2 : 1) * mr_shape_size(m->layers[i].out); /* graph: dacts */
-        whole |= m->layers[i].ops->whole_batch;
-    }
-    int64_t c = (MR_PASS_FLOATS - 2 * np) / per_row; /* < 1: big weights, one pass */
-    if (c >= 8) c -= c % 8;                          /* GEMM-friendly row counts */
-    if (c < 1) c = max_batch;
-    /* the budget is a CPU cache's: a GPU runs the whole batch at once */
-    m->pass_rows = whole || c > max_batch || !be->ops->cache_passes ? max_batch : (int)c;
+    m->pass_rows = pass_rows(m, p->widest, p->whole_batch);
     return MR_OK;
+fail:
+    mr_model_free(m); /* (a no-op after out_of_memory, which freed it) */
+    return st;
+}
+
+mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
+                        size_t grads_extra, mr_error *err) {
+    memset(m, 0, sizeof *m);
+    /* (on the heap: MR_MAX_LAYERS layers, too much for a replica thread's stack) */
+    mr_model_plan *p = malloc(sizeof *p);
+    if (p == NULL)
+        return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for the model", cfg->path);
+    mr_status st = mr_model_plan_make(p, cfg, err);
+    if (st == MR_OK) st = mr_model_init_from_plan(m, be, p, max_batch, grads_extra, err);
+    free(p);
+    return st;
 }
 
 void mr_model_free(mr_model *m) {
@@ -428,14 +340,11 @@ mr_status mr_model_init_weights(mr_model *m, uint64_t seed, mr_error *err) {
 }
 
 int mr_model_label_width(const mr_model *m) {
-    return m->cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY && m->out_size > 1 ? (int)m->out_size
-                                                                              : 1;
+    return m->label_width;
 }
 
 int mr_model_classes(const mr_model *m) {
-    /* binary_crossentropy: one output, two classes (labels 0 and 1) */
-    if (m->cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY && m->out_size == 1) return 2;
-    return (int)m->out_size;
+    return m->classes;
 }
 
 float *mr_model_input_host(mr_model *m) {

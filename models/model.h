@@ -22,6 +22,7 @@
 
 #include "models/config.h"
 #include "models/layer.h"
+#include "models/model_plan.h"
 #include "models/optimizer.h"
 
 struct mr_trace_lane;   /* runtime/trace.h */
@@ -34,7 +35,8 @@ typedef struct mr_model {
     mr_shape in_shape;              /* one example */
     int64_t in_size, out_size;      /* floats per example in / out */
     int max_batch;
-    int fused_softmax; /* output is logits; loss applies the softmax */
+    int fused_softmax;        /* output is logits; loss applies the softmax */
+    int classes, label_width; /* the plan's: mr_model_classes, mr_model_label_width */
     /* Training runs forward+backward in passes of at most `pass_rows` rows, so
      * that a pass's activations are still in cache when its backward reads
      * them; with 2 replicas on 2 cores that decides the scaling, since the
@@ -105,14 +107,20 @@ typedef struct mr_model {
     mr_dfloat *dacts[MR_MAX_LAYERS];
 } mr_model;
 
-/* Builds the layers from cfg (shape inference: errors name the .cfg line)
- * on backend context `be` (the replica's; it must outlive the model): the
- * layers' kernels of be's device kind, every buffer in be's memory for
- * batches up to max_batch, plus `grads_extra` floats after the gradients,
- * and the layers' scratch in the context. Weights are zero until
- * mr_model_init_weights. */
+/* Builds the model of cfg on backend context `be` (the replica's; it must
+ * outlive the model): its plan (mr_model_plan_make: every .cfg mistake,
+ * naming its line), then mr_model_init_from_plan. On failure m holds
+ * nothing (mr_model_free is a no-op). */
 mr_status mr_model_init(mr_model *m, mr_backend *be, const mr_config *cfg, int max_batch,
                         size_t grads_extra, mr_error *err);
+/* Makes plan p on context be: the layers' kernels of be's device kind and
+ * their state, the ReLU fusion those kernels allow, every buffer in be's
+ * memory for batches up to max_batch, plus `grads_extra` floats after the
+ * gradients, the layers' scratch in the context, the weights' views, and
+ * the training pass size. The plan may go once this returns (its cfg may
+ * not). Weights are zero until mr_model_init_weights. */
+mr_status mr_model_init_from_plan(mr_model *m, mr_backend *be, const mr_model_plan *p,
+                                  int max_batch, size_t grads_extra, mr_error *err);
 void mr_model_free(mr_model *m);
 
 /* Initialises all weights from the seed (same seed -> same bits anywhere,
