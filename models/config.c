@@ -390,8 +390,11 @@ static const struct {
      "or 'batch' (per replica)?"},
 };
 
-/* The [section] name of each layer kind, by mr_layer_kind. */
-static const char *const layer_sections[MR_LAYER_KIND_COUNT] = {
+/* The [section] name of each layer kind, by mr_layer_kind: a kind without
+ * one fails the static assertion below (when it is the last kind) and
+ * tests/test_kinds.c (wherever it is). Each is also a SEC_LAYER line of
+ * `sections`, with its help. */
+static const char *const layer_sections[] = {
     [MR_LAYER_INPUT] = "input",
     [MR_LAYER_FLATTEN] = "flatten",
     [MR_LAYER_DENSE] = "dense",
@@ -409,6 +412,8 @@ static const char *const layer_sections[MR_LAYER_KIND_COUNT] = {
     [MR_LAYER_NORMALIZATION] = "normalization",
     [MR_LAYER_CONCATENATE] = "concatenate",
 };
+_Static_assert(sizeof layer_sections / sizeof layer_sections[0] == MR_LAYER_KIND_COUNT,
+               "layer_sections: one name per mr_layer_kind");
 
 /* mr_layer_kind value of a layer section name, -1 otherwise */
 static int layer_kind_of(const char *name) {

@@ -32,8 +32,9 @@ typedef struct mr_input_kernels {
 
 typedef struct mr_kernels {
     const char *device; /* "cpu", "gpu": the kind whose table this is */
-    /* by layer kind; NULL for MR_LAYER_INPUT */
-    const mr_layer_kernels *layer[MR_LAYER_KIND_COUNT];
+    /* by layer kind: MR_LAYER_KIND_COUNT entries, NULL for MR_LAYER_INPUT
+     * (a backend's table checks its size with a static assertion) */
+    const mr_layer_kernels *const *layer;
     const mr_loss_kernels *loss;
     const mr_optimizer_kernels *optimizer;
     const mr_input_kernels *input;

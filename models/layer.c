@@ -12,8 +12,10 @@
 #include "models/kernels.h"
 
 /* The layer kinds' definitions, by kind (config.h): adding a layer kind
- * adds its line here (docs/architecture.md, "Adding a layer"). */
-static const mr_layer_ops *const ops_by_kind[MR_LAYER_KIND_COUNT] = {
+ * adds its line here (docs/architecture.md, "Adding a layer"); a kind
+ * without one fails the static assertion below (when it is the last kind)
+ * and tests/test_kinds.c (wherever it is). */
+static const mr_layer_ops *const ops_by_kind[] = {
     [MR_LAYER_INPUT] = NULL, /* the model's input: no computation */
     [MR_LAYER_FLATTEN] = &mr_flatten_ops,
     [MR_LAYER_DENSE] = &mr_dense_ops,
@@ -24,13 +26,15 @@ static const mr_layer_ops *const ops_by_kind[MR_LAYER_KIND_COUNT] = {
     [MR_LAYER_DROPOUT] = &mr_dropout_ops,
     [MR_LAYER_BATCHNORM] = &mr_batchnorm_ops,
     [MR_LAYER_ADD] = &mr_add_ops,
-    [MR_LAYER_CONCATENATE] = &mr_concatenate_ops,
     [MR_LAYER_GLOBALAVGPOOL] = &mr_globalavgpool_ops,
     [MR_LAYER_ZEROPAD] = &mr_zeropad_ops,
     [MR_LAYER_LAYERNORM] = &mr_layernorm_ops,
     [MR_LAYER_RESCALING] = &mr_rescaling_ops,
     [MR_LAYER_NORMALIZATION] = &mr_normalization_ops,
+    [MR_LAYER_CONCATENATE] = &mr_concatenate_ops,
 };
+_Static_assert(sizeof ops_by_kind / sizeof ops_by_kind[0] == MR_LAYER_KIND_COUNT,
+               "ops_by_kind: one entry per mr_layer_kind");
 
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind) {
     return kind >= 0 && kind < MR_LAYER_KIND_COUNT ? ops_by_kind[kind] : NULL;

@@ -173,4 +173,35 @@ MR_HD static inline int mr_bce_multi_hits(int fused, const float *z, const int32
     return hits;
 }
 
+/* 1: multi-label binary_crossentropy (k > 1 sigmoid outputs): labels are (batch, k) multi-hot
+ * rows and hits count matched outputs; otherwise labels are (batch), one class an example. */
+MR_HD static inline int mr_loss_multi_label(mr_loss_kind kind, int k) {
+    return kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1;
+}
+
+/* What a loss kernel computes for example i of out (batch, k), on every device (loss_cpu.c's
+ * loop, loss_cuda.cu's thread per row): returns its loss, weighted by its class's cw (k, or NULL:
+ * none); *hit its hits (0 or 1; multi-label: its matched outputs, 0..k); *top 1 where top_k > 0
+ * and its label is among the top_k outputs, else 0 (multi-label: 0); and, dy not NULL, its row of
+ * dy (batch, k). labels as mr_loss_multi_label says, inv = 1 / the global batch size. The caller
+ * adds the losses in row order. */
+MR_HD static inline double mr_loss_example(mr_loss_kind kind, int fused, float ls, const float *out,
+                                           const int32_t *labels, const float *cw, int i, int k,
+                                           float inv, int top_k, float *dy, int *hit, int *top) {
+    const float *z = out + (int64_t)i * k;
+    float *d = dy ? dy + (int64_t)i * k : NULL;
+    if (mr_loss_multi_label(kind, k)) {
+        const int32_t *t = labels + (int64_t)i * k;
+        *hit = mr_bce_multi_hits(fused, z, t, k);
+        *top = 0;
+        return mr_bce_multi_row(fused, ls, z, t, k, inv, d);
+    }
+    const int y = labels[i];
+    *hit = mr_hit_row(kind, fused, z, y, k);
+    *top = top_k > 0 ? mr_in_top_k_row(z, y, k, top_k) : 0;
+    const float w = mr_class_weight(cw, y);
+    const double l = mr_loss_row(kind, fused, ls, z, y, k, inv * w, d);
+    return cw ? w * l : l;
+}
+
 #endif

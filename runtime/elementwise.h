@@ -13,6 +13,39 @@
 #include "runtime/hd.h"
 #include "runtime/rng.h"
 
+/* One rounding per operation, as the CPU's C expressions have (the C
+ * build does not contract a * b + c into a fused multiply-add): under
+ * nvcc the __*_rn intrinsics, which it never contracts either. For the
+ * functions whose every product and sum must round as the CPU's do. */
+MR_HD static inline float mr_fadd(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+MR_HD static inline float mr_fsub(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+MR_HD static inline float mr_fmul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+MR_HD static inline double mr_dmul(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __dmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
 /* Activations: forward of x, derivative expressed through the output y
  * (cheaper: no need to keep x). */
 MR_HD static inline float mr_relu(float x) {
@@ -122,6 +155,14 @@ MR_HD static inline void mr_layernorm_row(const float *x, int C, float mean, flo
         y[j] = x[j] * inv + res;
     }
 }
+/* One element's terms of the weight gradients: *dg += dy * xhat, *db += dy,
+ * xhat = (x - mean) * rstd; both devices add the rows in order from row 0,
+ * in float, per channel. */
+MR_HD static inline void mr_layernorm_grad_add(float dy, float x, float mean, float rstd, float *dg,
+                                               float *db) {
+    *dg += dy * ((x - mean) * rstd);
+    *db += dy;
+}
 /* dx (one row) of y = xhat * gamma + beta, xhat = (x - mean) * rstd, given
  * dy: with g = dy * gamma, dx = rstd * (g - mean(g) - xhat * mean(g xhat))
  * (the means over the row; gamma NULL: 1). */
@@ -212,6 +253,21 @@ MR_HD static inline void mr_dropout_words(const uint32_t key[2], int64_t step, u
 /* x kept and scaled by 1 / (1 - rate), or dropped (+0), from its word. */
 MR_HD static inline float mr_dropout_apply(float x, uint32_t word, float rate, float scale) {
     return mr_rng_u01(word) >= rate ? x * scale : 0.0f;
+}
+/* The scale of a kept element: 1 / (1 - rate). */
+MR_HD static inline float mr_dropout_scale(float rate) {
+    return 1.0f / (1.0f - rate);
+}
+/* Elements 4*j4 .. 4*j4+3 of a row of n (those below n), from one Philox
+ * call: dst = src kept and scaled, or dropped; dst may be src. */
+MR_HD static inline void mr_dropout_group(const uint32_t key[2], int64_t step, uint64_t sample,
+                                          int layer, int64_t j4, int64_t n, float rate, float scale,
+                                          const float *src, float *dst) {
+    uint32_t w[4];
+    mr_dropout_words(key, step, sample, layer, j4, w);
+    const int64_t j = 4 * j4;
+    for (int k = 0; k < 4 && j + k < n; k++)
+        dst[j + k] = mr_dropout_apply(src[j + k], w[k], rate, scale);
 }
 
 /* Rescaling: x * scale + offset, rounded after the product and after the

@@ -2,7 +2,8 @@
  * (rank 3 and rank 1), normalised output, moving averages with momentum,
  * inference on the moving statistics, SyncBatchNormalization (two replica
  * threads with sync=1 equal one replica with their whole batch), a failing
- * collective, and an empty shard.
+ * collective, an empty shard, and batchnorm_stats.h's row blocks, which the
+ * CPU and CUDA kernels share.
  * Bound 2e-3: gradcheck.h; BN is smooth, so nothing is skipped, and the
  * noise measured here is near 1e-4; a wrong term of the BN backward (a
  * missing mean(dy) or xhat * mean(dy xhat)) is off by O(0.1..1). */
@@ -14,6 +15,7 @@
 
 #include "runtime/rng.h"
 #include "runtime/dmem_impl.h"
+#include "models/batchnorm_stats.h"
 #include "tests/gradcheck.h"
 #include "tests/testutil.h"
 
@@ -312,6 +314,28 @@ START_TEST(empty_batch_keeps_moving_statistics) {
 }
 END_TEST
 
+/* The row blocks of batchnorm_stats.h partition the rows in order, each
+ * MR_BN_ROW_BLOCK long but the last. */
+START_TEST(row_blocks) {
+    for (int64_t rows = 0; rows <= 3 * MR_BN_ROW_BLOCK + 1; rows++) {
+        const int64_t n = mr_bn_blocks(rows);
+        ck_assert_int_eq(n, (rows + MR_BN_ROW_BLOCK - 1) / MR_BN_ROW_BLOCK);
+        int64_t next = 0;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t r0, r1;
+            mr_bn_block(j, rows, &r0, &r1);
+            ck_assert_int_eq(r0, next);
+            ck_assert_int_gt(r1, r0);
+            ck_assert_int_le(r1 - r0, MR_BN_ROW_BLOCK);
+            if (j + 1 < n) ck_assert_int_eq(r1 - r0, MR_BN_ROW_BLOCK);
+            next = r1;
+        }
+        ck_assert_int_eq(next, rows);
+    }
+    ck_assert_int_eq(mr_bn_sync_floats(5), 11);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("batchnorm");
     TCase *tc = tcase_create("batchnorm");
@@ -320,6 +344,7 @@ int main(void) {
     tcase_add_test(tc, sync_matches_one_replica);
     tcase_add_test(tc, sync_failure_sets_status);
     tcase_add_test(tc, empty_batch_keeps_moving_statistics);
+    tcase_add_test(tc, row_blocks);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

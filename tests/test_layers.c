@@ -1,5 +1,6 @@
 /* test_layers.c: Dense, Activation, Flatten, GlobalAveragePooling2D,
- * ZeroPadding2D, Add, Rescaling, Normalization: gradient checks and values.
+ * ZeroPadding2D, Add, Rescaling, Normalization, Concatenate: gradient checks
+ * and values, and copy_layout.h's layouts, which the CPU and CUDA kernels share.
  *
  * Bound: errors are normalised by max(1, max|grad|); gradcheck.h puts the
  * finite-difference noise near 1e-4 here, so 2e-3 leaves margin yet fails on
@@ -12,6 +13,7 @@
 
 #include "runtime/rng.h"
 #include "runtime/dmem_impl.h"
+#include "models/copy_layout.h"
 #include "tests/gradcheck.h"
 #include "backends/backends.h"
 #include "tests/testutil.h"
@@ -319,6 +321,11 @@ START_TEST(concatenate_values_and_gradients) {
     ck_assert_int_eq(l.out.d[0], 3);
     ck_assert_int_eq(l.out.d[1], 2);
     ck_assert_int_eq(l.out.d[2], c1 + c2);
+    /* the layout both devices' kernels take (copy_layout.h) */
+    const mr_concat g = mr_concat_layout(&l, B);
+    ck_assert_int_eq(g.rows, rows);
+    ck_assert_int_eq(g.c1, c1);
+    ck_assert_int_eq(g.c2, c2);
     mr_exec_ctx run = {.be = tu_cpu_backend()};
     l.x2 = gc_dev(x2);
     l.dx2 = gc_dev(dx2);
@@ -459,6 +466,38 @@ START_TEST(dense_needs_flat_input) {
 }
 END_TEST
 
+/* [zeropad]'s layout: every image pixel has one place in the bordered
+ * image and back (mr_pad2d_outer, mr_pad2d_inner), every other pixel of
+ * it is border, and the layer's output is the image at (ph, pw). */
+START_TEST(zeropad_layout) {
+    mr_layer_cfg c = gc_layer_cfg(MR_LAYER_ZEROPAD);
+    c.pad[0] = 2, c.pad[1] = 1;
+    mr_layer l = {0};
+    l.ops = &mr_zeropad_ops;
+    l.cfg = &c;
+    l.in = (mr_shape){3, {3, 4, 2}};
+    mr_error err = {0};
+    ck_assert_int_eq(gc_setup(&l, 1, "t.cfg", &err), MR_OK);
+    const mr_pad2d p = mr_zeropad_layout(&l);
+    ck_assert_int_eq(p.out_h, 7);
+    ck_assert_int_eq(p.out_w, 6);
+    ck_assert_int_eq(p.top, 2);
+    ck_assert_int_eq(p.left, 1);
+    int inside = 0;
+    for (int oy = 0; oy < p.out_h; oy++)
+        for (int ox = 0; ox < p.out_w; ox++) {
+            const int64_t i = mr_pad2d_inner(&p, oy, ox);
+            if (i < 0) continue;
+            inside++;
+            ck_assert_int_eq(mr_pad2d_outer(&p, (int)(i / p.in_w), (int)(i % p.in_w)),
+                             (int64_t)oy * p.out_w + ox);
+        }
+    ck_assert_int_eq(inside, p.in_h * p.in_w);
+    ck_assert_int_eq(mr_pad2d_outer(&p, 0, 0), 2 * 6 + 1);
+    mr_layer_destroy(&l);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("layers");
     TCase *tc = tcase_create("layers");
@@ -476,6 +515,7 @@ int main(void) {
     tcase_add_test(tc, normalization_values_and_gradients);
     tcase_add_test(tc, add_values_and_gradients);
     tcase_add_test(tc, concatenate_values_and_gradients);
+    tcase_add_test(tc, zeropad_layout);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

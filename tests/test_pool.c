@@ -1,6 +1,8 @@
 /* test_pool.c: MaxPooling2D and AveragePooling2D against direct loops
  * (forward, and backward with ties: the first maximum of a window takes the
- * gradient), gradient checks (valid and same, stride != size), setup errors.
+ * gradient), gradient checks (valid and same, stride != size), setup errors,
+ * and conv_geometry.h's window cells, which the CPU and CUDA kernels share,
+ * against a walk over every cell.
  *
  * Gradient bound 2e-3 (see test_conv2d.c and gradcheck.h: the
  * finite-difference noise here is below 1e-4, while a misrouted gradient is
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "runtime/rng.h"
+#include "models/conv_geometry.h"
 #include "tests/gradcheck.h"
 #include "tests/testutil.h"
 
@@ -201,6 +204,51 @@ START_TEST(shape_errors) {
 }
 END_TEST
 
+/* For windows of every size, stride and padding on small inputs:
+ * mr_window_clip is the unclipped window's cells inside the input,
+ * mr_window_covering the outputs whose window holds a cell, and Keras's
+ * padding before and after adds up to its total. */
+START_TEST(window_cells) {
+    for (int pad = 0; pad < 2; pad++)
+        for (int k = 1; k <= 4; k++)
+            for (int s = 1; s <= 3; s++)
+                for (int h = 1; h <= 7; h++) {
+                    const int w = h + 1;
+                    mr_layer_cfg c = pool_cfg(MR_LAYER_MAXPOOL, k, s, (mr_padding)pad);
+                    c.size[1] = k + 1 > w ? w : k + 1; /* a window that is not square */
+                    const mr_window g = mr_window_make(h, w, &c);
+                    if (g.out_h < 1 || g.out_w < 1) continue;
+                    int pb, pr;
+                    mr_window_pad_after(&g, &pb, &pr);
+                    ck_assert_int_eq(g.pad_t + pb, mr_pad_total(h, g.k_h, g.s_h, g.out_h));
+                    ck_assert_int_eq(g.pad_l + pr, mr_pad_total(w, g.k_w, g.s_w, g.out_w));
+                    ck_assert(pb == g.pad_t || pb == g.pad_t + 1);
+                    for (int oy = 0; oy < g.out_h; oy++)
+                        for (int ox = 0; ox < g.out_w; ox++) {
+                            const mr_rect r = mr_window_clip(&g, oy, ox);
+                            int cells = 0;
+                            for (int iy = 0; iy < h; iy++)
+                                for (int ix = 0; ix < w; ix++) {
+                                    const int in = iy >= oy * g.s_h - g.pad_t &&
+                                                   iy < oy * g.s_h - g.pad_t + g.k_h &&
+                                                   ix >= ox * g.s_w - g.pad_l &&
+                                                   ix < ox * g.s_w - g.pad_l + g.k_w;
+                                    const int clipped =
+                                        iy >= r.y0 && iy < r.y1 && ix >= r.x0 && ix < r.x1;
+                                    ck_assert_int_eq(in, clipped);
+                                    const mr_rect cv = mr_window_covering(&g, iy, ix);
+                                    const int covered =
+                                        oy >= cv.y0 && oy < cv.y1 && ox >= cv.x0 && ox < cv.x1;
+                                    ck_assert_int_eq(in, covered);
+                                    cells += in;
+                                }
+                            ck_assert_int_gt(cells, 0);
+                            ck_assert_float_eq(mr_rect_inv_area(r), 1.0f / (float)cells);
+                        }
+                }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("pool");
     TCase *tc = tcase_create("pool");
@@ -209,6 +257,7 @@ int main(void) {
     tcase_add_test(tc, forward_matches_direct);
     tcase_add_test(tc, backward_matches_direct);
     tcase_add_test(tc, shape_errors);
+    tcase_add_test(tc, window_cells);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

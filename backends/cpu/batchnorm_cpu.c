@@ -2,25 +2,22 @@
  * layer computes).
  *
  * Sums are taken around a per-channel shift s (sums of x - s and of
- * (x - s)^2), so the variance E[(x-s)^2] - E[x-s]^2 does not cancel
- * catastrophically. Without sync the shift is the batch's first row (a
- * sample of the channel, near its mean); with sync it is the moving mean,
- * which every replica holds bit for bit (the strategy keeps the state
- * identical), so the replicas' shifted sums can be added. The per-element
+ * (x - s)^2; mr_bn_shift_is_moving_mean says which). The per-element
  * math is float, vectorised over the channels; sums go through float
- * partials of ROW_BLOCK rows into double totals. The per-channel buffers
- * are memory of the layer's backend context; SyncBN's buffer is scratch.
- * Relies on: layer.h (the layer contract, mr_exec_ctx.sync_sum). */
+ * partials of MR_BN_ROW_BLOCK rows into double totals, block after block.
+ * Every formula and the blocking are batchnorm_stats.h's, which the CUDA
+ * kernels share. The per-channel buffers are memory of the layer's
+ * backend context; SyncBN's buffer is scratch.
+ * Relies on: layer.h (the layer contract, mr_exec_ctx.sync_sum),
+ * batchnorm_stats.h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/elementwise.h"
 #include "runtime/target_clones.h"
+#include "models/batchnorm_stats.h"
 #include "backends/cpu/cpu_impl.h"
-
-/* Rows summed in float before the partial sums join the double totals. */
-#define ROW_BLOCK 32
 
 typedef struct bn_priv {
     int C;
@@ -30,27 +27,22 @@ typedef struct bn_priv {
     double *s1, *s2;       /* (C) per-channel sums */
 } bn_priv;
 
-/* f1 += a, f2 += a * b for one row, a = u - ua, b = (v - vb) * vs. */
+/* f1, f2 (C) += one row's terms (mr_bn_sum_terms). */
 static inline void sum_row(float *restrict f1, float *restrict f2, const float *restrict u,
                            const float *restrict ua, const float *restrict v,
                            const float *restrict vb, const float *restrict vs, int C) {
-    for (int c = 0; c < C; c++) {
-        float a = u[c] - ua[c], b = (v[c] - vb[c]) * vs[c];
-        f1[c] += a;
-        f2[c] += a * b;
-    }
+    for (int c = 0; c < C; c++)
+        mr_bn_sum_terms(u[c], ua[c], v[c], vb[c], vs[c], &f1[c], &f2[c]);
 }
 
 /* sum_row with u masked as a fused ReLU's backward masks its dy:
- * u * relu'(m), m the ReLU's output (the activation kernel's math). */
+ * u * relu'(m), m the ReLU's output (the activation kernel's math), and
+ * ua = 0. */
 static inline void sum_row_masked(float *restrict f1, float *restrict f2, const float *restrict u,
                                   const float *restrict m, const float *restrict v,
                                   const float *restrict vb, const float *restrict vs, int C) {
-    for (int c = 0; c < C; c++) {
-        float a = u[c] * mr_relu_grad(m[c]), b = (v[c] - vb[c]) * vs[c];
-        f1[c] += a;
-        f2[c] += a * b;
-    }
+    for (int c = 0; c < C; c++)
+        mr_bn_sum_terms(u[c] * mr_relu_grad(m[c]), 0.0f, v[c], vb[c], vs[c], &f1[c], &f2[c]);
 }
 
 /* s1 = sum of a, s2 = sum of a * b over `rows` rows of C, where
@@ -65,8 +57,9 @@ MR_AVX2_CLONES static void channel_sums(bn_priv *p, const float *u, const float 
     const int C = p->C;
     for (int c = 0; c < C; c++)
         p->s1[c] = p->s2[c] = 0.0;
-    for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
-        int64_t r1 = r0 + ROW_BLOCK < rows ? r0 + ROW_BLOCK : rows;
+    for (int64_t j = 0; j < mr_bn_blocks(rows); j++) {
+        int64_t r0, r1;
+        mr_bn_block(j, rows, &r0, &r1);
         for (int c = 0; c < C; c++)
             p->f1[c] = p->f2[c] = 0.0f;
         if (mask != NULL)
@@ -100,7 +93,7 @@ static mr_status bn_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_err
     p->f2 = p->mean + 4 * C;
     p->s2 = p->s1 + C;
     /* the sync buffer (2C sums and a count); per-channel factors in inference */
-    l->scratch_floats = (size_t)(2 * C + 1);
+    l->scratch_floats = (size_t)mr_bn_sync_floats(C);
     return MR_OK;
 }
 
@@ -109,7 +102,8 @@ static int use_sync(const mr_layer *l, const mr_exec_ctx *run) {
 }
 
 /* Adds p->s1, p->s2 (C each) and *count over the replicas: one sync_sum of
- * 2C+1 floats in run->scratch; the collective's failure is returned. */
+ * mr_bn_sync_floats (2C+1) in run->scratch; the collective's failure is
+ * returned. */
 static mr_status sync_sums(bn_priv *p, mr_exec_ctx *run, double *count) {
     const int C = p->C;
     float *buf = mr_dfloat_ptr(run->scratch);
@@ -118,7 +112,7 @@ static mr_status sync_sums(bn_priv *p, mr_exec_ctx *run, double *count) {
         buf[C + c] = (float)p->s2[c];
     }
     buf[2 * C] = (float)*count;
-    MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)(2 * C + 1)));
+    MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)mr_bn_sync_floats(C)));
     for (int c = 0; c < C; c++) {
         p->s1[c] = buf[c];
         p->s2[c] = buf[C + c];
@@ -134,19 +128,21 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int ba
     bn_priv *p = l->priv;
     const int C = p->C;
     const int64_t M = batch * mr_shape_size(l->in) / C; /* rows of C values */
-    const float *gamma = mr_dfloat_cptr(l->w[0].data), *beta = mr_dfloat_cptr(l->w[1].data);
-    float *mm = mr_dfloat_ptr(l->w[2].data), *mv = mr_dfloat_ptr(l->w[3].data);
+    const float *gamma = mr_dfloat_cptr(l->w[MR_BN_GAMMA].data),
+                *beta = mr_dfloat_cptr(l->w[MR_BN_BETA].data);
+    float *mm = mr_dfloat_ptr(l->w[MR_BN_MOVING_MEAN].data),
+          *mv = mr_dfloat_ptr(l->w[MR_BN_MOVING_VARIANCE].data);
     const float eps = l->cfg->epsilon, mom = l->cfg->momentum;
     if (!run->training) {
         /* y = (x - moving_mean) * gamma / sqrt(moving_var + eps) + beta */
         float *scale = mr_dfloat_ptr(run->scratch); /* (C) */
         for (int c = 0; c < C; c++)
-            scale[c] = gamma[c] / sqrtf(mv[c] + eps);
+            scale[c] = mr_bn_infer_scale(gamma[c], mv[c], eps);
         for (int64_t r = 0; r < M; r++) {
             const float *restrict xr = x + r * C;
             float *restrict yr = y + r * C;
             for (int c = 0; c < C; c++)
-                yr[c] = (xr[c] - mm[c]) * scale[c] + beta[c];
+                yr[c] = mr_bn_normalize(xr[c], mm[c], scale[c], beta[c]);
             if (l->relu_fused)
                 for (int c = 0; c < C; c++)
                     yr[c] = mr_relu(yr[c]);
@@ -155,8 +151,9 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int ba
     }
     /* shifted sums: s1 = sum (x - s), s2 = sum (x - s)^2 per channel */
     const int sync = use_sync(l, run);
+    const int around_mm = mr_bn_shift_is_moving_mean(sync, M);
     for (int c = 0; c < C; c++)
-        p->shift[c] = sync || M == 0 ? mm[c] : x[c];
+        p->shift[c] = around_mm ? mm[c] : x[c];
     for (int c = 0; c < C; c++)
         p->inv_std[c] = 1.0f; /* the sums' vs; the real inv_std follows */
     channel_sums(p, x, p->shift, NULL, x, p->shift, p->inv_std, M);
@@ -168,30 +165,23 @@ MR_AVX2_CLONES static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int ba
         return MR_OK;
     }
     float *restrict scale = p->f1; /* (C) gamma * inv_std */
-    for (int c = 0; c < C; c++) {
-        double m1 = p->s1[c] / count, var = p->s2[c] / count - m1 * m1;
-        if (var < 0.0) var = 0.0; /* rounding */
-        float mean = (float)((double)p->shift[c] + m1);
-        p->mean[c] = mean;
-        p->inv_std[c] = (float)(1.0 / sqrt(var + (double)eps));
-        scale[c] = gamma[c] * p->inv_std[c];
-        mm[c] = mm[c] * mom + mean * (1.0f - mom);
-        mv[c] = mv[c] * mom + (float)var * (1.0f - mom);
-    }
+    for (int c = 0; c < C; c++)
+        mr_bn_stats(p->s1[c], p->s2[c], count, p->shift[c], gamma[c], eps, mom, &p->mean[c],
+                    &p->inv_std[c], &scale[c], &mm[c], &mv[c]);
     const float *restrict mean = p->mean;
     if (l->relu_fused) /* the ReLU [activation] after it, in this pass */
         for (int64_t r = 0; r < M; r++) {
             const float *restrict xr = x + r * C;
             float *restrict yr = y + r * C;
             for (int c = 0; c < C; c++)
-                yr[c] = mr_relu((xr[c] - mean[c]) * scale[c] + beta[c]);
+                yr[c] = mr_relu(mr_bn_normalize(xr[c], mean[c], scale[c], beta[c]));
         }
     else
         for (int64_t r = 0; r < M; r++) {
             const float *restrict xr = x + r * C;
             float *restrict yr = y + r * C;
             for (int c = 0; c < C; c++)
-                yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
+                yr[c] = mr_bn_normalize(xr[c], mean[c], scale[c], beta[c]);
         }
     return MR_OK;
 }
@@ -210,8 +200,9 @@ MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int b
     bn_priv *p = l->priv;
     const int C = p->C;
     const int64_t M = batch * mr_shape_size(l->in) / C;
-    const float *gamma = mr_dfloat_cptr(l->w[0].data);
-    float *dgamma = mr_dfloat_ptr(l->w[0].grad), *dbeta = mr_dfloat_ptr(l->w[1].grad);
+    const float *gamma = mr_dfloat_cptr(l->w[MR_BN_GAMMA].data);
+    float *dgamma = mr_dfloat_ptr(l->w[MR_BN_GAMMA].grad),
+          *dbeta = mr_dfloat_ptr(l->w[MR_BN_BETA].grad);
     /* s1 = sum dy, s2 = sum dy * xhat per channel; shift holds zeros here */
     memset(p->shift, 0, sizeof(float) * (size_t)C);
     channel_sums(p, dy, p->shift, mask, x, p->mean, p->inv_std, M);
@@ -224,15 +215,11 @@ MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int b
     double count = (double)M;
     if (use_sync(l, run)) MR_CHECK(sync_sums(p, run, &count));
     if (count <= 0.0) return MR_OK; /* no rows anywhere */
-    /* dx = a * (dy - mean(dy)) - b * (x - mean), a = gamma * inv_std,
-     * b = a * inv_std * mean(dy * xhat): per-channel factors in f1, f2, shift */
+    /* dx = fa * (dy - fm) - fb * (x - mean) (mr_bn_dx): per-channel
+     * factors in f1, f2, shift */
     float *restrict fa = p->f1, *restrict fb = p->f2, *restrict fm = p->shift;
-    for (int c = 0; c < C; c++) {
-        double a = (double)gamma[c] * p->inv_std[c];
-        fa[c] = (float)a;
-        fm[c] = (float)(p->s1[c] / count);
-        fb[c] = (float)(a * p->inv_std[c] * (p->s2[c] / count));
-    }
+    for (int c = 0; c < C; c++)
+        mr_bn_factors(p->s1[c], p->s2[c], count, gamma[c], p->inv_std[c], &fa[c], &fb[c], &fm[c]);
     const float *restrict mean = p->mean;
     if (mask != NULL)
         for (int64_t r = 0; r < M; r++) {
@@ -240,14 +227,14 @@ MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int b
                                   *restrict yr = mask + r * C;
             float *restrict out = dx + r * C;
             for (int c = 0; c < C; c++)
-                out[c] = fa[c] * (dr[c] * mr_relu_grad(yr[c]) - fm[c]) - fb[c] * (xr[c] - mean[c]);
+                out[c] = mr_bn_dx(dr[c] * mr_relu_grad(yr[c]), xr[c], mean[c], fa[c], fb[c], fm[c]);
         }
     else
         for (int64_t r = 0; r < M; r++) {
             const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
             float *restrict out = dx + r * C;
             for (int c = 0; c < C; c++)
-                out[c] = fa[c] * (dr[c] - fm[c]) - fb[c] * (xr[c] - mean[c]);
+                out[c] = mr_bn_dx(dr[c], xr[c], mean[c], fa[c], fb[c], fm[c]);
         }
     return MR_OK;
 }

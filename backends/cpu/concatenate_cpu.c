@@ -3,26 +3,21 @@
  *   x: (R, C1), x2: (R, C2) -> y: (R, C1 + C2), R = B x the other axes
  *   (B x H x W for an image): each row of y is x's row then x2's.
  *   backward: dx (R, C1) and dx2 (R, C2) are the two parts of dy's rows;
- *   either may be NULL (the model's input: no gradient wanted). */
+ *   either may be NULL (the model's input: no gradient wanted).
+ * The rows and the two parts are copy_layout.h's mr_concat, the CUDA
+ * kernels' layout too.
+ * Relies on: layer.h (the layer contract, x2 and dx2), copy_layout.h. */
 #include <string.h>
 
+#include "models/copy_layout.h"
 #include "backends/cpu/cpu_impl.h"
-
-/* rows and the last axis of each side: the last axis is the channels or
- * the features, the rows everything before it, batch included */
-static void geometry(const mr_layer *l, int batch, int64_t *rows, int *c1, int *c2) {
-    const int r = l->out.rank;
-    *c1 = l->in.d[r - 1];
-    *c2 = l->in2.d[r - 1];
-    *rows = (int64_t)batch * (mr_shape_size(l->out) / (*c1 + *c2));
-}
 
 static mr_status concatenate_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *xd,
                                      mr_dfloat *yd) {
     (void)run;
-    int64_t rows;
-    int c1, c2;
-    geometry(l, batch, &rows, &c1, &c2);
+    const mr_concat g = mr_concat_layout(l, batch);
+    const int64_t rows = g.rows;
+    const int c1 = g.c1, c2 = g.c2;
     const float *x = mr_dfloat_cptr(xd), *x2 = mr_dfloat_cptr(l->x2);
     float *y = mr_dfloat_ptr(yd);
     for (int64_t i = 0; i < rows; i++) {
@@ -35,9 +30,9 @@ static mr_status concatenate_forward(mr_layer *l, mr_exec_ctx *run, int batch, c
 static mr_status concatenate_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                       const mr_dfloat *y, mr_dfloat *dyd, mr_dfloat *dxd) {
     (void)run, (void)x, (void)y;
-    int64_t rows;
-    int c1, c2;
-    geometry(l, batch, &rows, &c1, &c2);
+    const mr_concat g = mr_concat_layout(l, batch);
+    const int64_t rows = g.rows;
+    const int c1 = g.c1, c2 = g.c2;
     const float *dy = mr_dfloat_cptr(dyd);
     float *dx = dxd ? mr_dfloat_ptr(dxd) : NULL, *dx2 = l->dx2 ? mr_dfloat_ptr(l->dx2) : NULL;
     for (int64_t i = 0; i < rows; i++) {

@@ -1,6 +1,6 @@
 /* dropout_cpu.c: Dropout on the CPU (dropout.c: the mask's definition), a
- * loop over elementwise.h's single-source mask (mr_dropout_words,
- * mr_dropout_apply), which a CUDA kernel shares: the same bits.
+ * loop over elementwise.h's single-source mask (mr_dropout_group, four
+ * elements from one Philox call), which a CUDA kernel shares: the same bits.
  * Relies on: layer.h (mr_exec_ctx: seed, step, sample_base), rng.h (Philox). */
 #include <string.h>
 
@@ -13,18 +13,15 @@
 MR_AVX2_CLONES static void apply_mask(const mr_layer *l, const mr_exec_ctx *run, int batch,
                                       const float *in, float *out) {
     const int64_t n = mr_shape_size(l->in);
-    const float rate = l->cfg->rate, scale = 1.0f / (1.0f - rate);
-    uint32_t key[2], w[4];
+    const float rate = l->cfg->rate, scale = mr_dropout_scale(rate);
+    uint32_t key[2];
     mr_rng_key(run->seed, MR_RNG_STREAM_DROPOUT, key);
     for (int i = 0; i < batch; i++) {
         uint64_t sample = (uint64_t)(run->sample_base + i);
         const float *src = in + (int64_t)i * n;
         float *dst = out + (int64_t)i * n;
-        for (int64_t j = 0; j < n; j += 4) {
-            mr_dropout_words(key, run->step, sample, l->index, j / 4, w);
-            for (int k = 0; k < 4 && j + k < n; k++)
-                dst[j + k] = mr_dropout_apply(src[j + k], w[k], rate, scale);
-        }
+        for (int64_t j4 = 0; j4 < (n + 3) / 4; j4++)
+            mr_dropout_group(key, run->step, sample, l->index, j4, n, rate, scale, src, dst);
     }
 }
 

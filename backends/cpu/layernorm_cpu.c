@@ -6,11 +6,14 @@
  * functions the CUDA kernels call), kept for backward in (max_rows)
  * buffers of the layer's context. Backward: dx per row; the weight
  * gradients per channel, summed over the rows in row order from 0 in
- * float, then ADDED to the gradients (the GPU's order too).
- * Relies on: layer.h (the layer contract), elementwise.h. */
+ * float (mr_layernorm_grad_add), then ADDED to the gradients (the GPU's
+ * order too).
+ * Relies on: layer.h (the layer contract), elementwise.h,
+ * layernorm_weights.h. */
 #include <stdlib.h>
 
 #include "runtime/elementwise.h"
+#include "models/layernorm_weights.h"
 #include "backends/cpu/cpu_impl.h"
 
 typedef struct ln_priv {
@@ -20,12 +23,17 @@ typedef struct ln_priv {
     float *dg, *db;     /* (C) this batch's sums of dy * xhat and dy */
 } ln_priv;
 
-/* gamma is w[0] when present; beta follows it (layernorm.c's order). */
-static const float *ln_gamma(const mr_layer *l) {
-    return l->cfg->scale ? mr_dfloat_cptr(l->w[0].data) : NULL;
+/* w's values, or NULL where the weight is absent */
+static const float *ln_data(const mr_weight *w) {
+    return w ? mr_dfloat_cptr(w->data) : NULL;
 }
-static const float *ln_beta(const mr_layer *l) {
-    return l->cfg->center ? mr_dfloat_cptr(l->w[l->cfg->scale].data) : NULL;
+
+/* g (C) += the batch's sums s (C), where the weight is present */
+static void ln_add_grad(const mr_weight *w, const float *s, int C) {
+    if (w == NULL) return;
+    float *g = mr_dfloat_ptr(w->grad);
+    for (int c = 0; c < C; c++)
+        g[c] += s[c];
 }
 
 static mr_status ln_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
@@ -51,7 +59,8 @@ static mr_status ln_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
     ln_priv *p = l->priv;
     const int C = p->C;
     const int64_t M = batch * (mr_shape_size(l->in) / C);
-    const float *x = mr_dfloat_cptr(xd), *gamma = ln_gamma(l), *beta = ln_beta(l);
+    const float *x = mr_dfloat_cptr(xd), *gamma = ln_data(mr_layernorm_gamma(l)),
+                *beta = ln_data(mr_layernorm_beta(l));
     float *y = mr_dfloat_ptr(yd);
     for (int64_t r = 0; r < M; r++) {
         mr_layernorm_stats(x + r * C, C, l->cfg->epsilon, &p->mean[r], &p->rstd[r]);
@@ -66,27 +75,18 @@ static mr_status ln_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
     ln_priv *p = l->priv;
     const int C = p->C;
     const int64_t M = batch * (mr_shape_size(l->in) / C);
-    const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd), *gamma = ln_gamma(l);
+    const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd),
+                *gamma = ln_data(mr_layernorm_gamma(l));
     /* weight gradients: (C) sums over the rows, vectorised over the channels */
     for (int c = 0; c < C; c++)
         p->dg[c] = p->db[c] = 0.0f;
     for (int64_t r = 0; r < M; r++) {
         const float *xr = x + r * C, *dr = dy + r * C, m = p->mean[r], s = p->rstd[r];
-        for (int c = 0; c < C; c++) {
-            p->dg[c] += dr[c] * ((xr[c] - m) * s);
-            p->db[c] += dr[c];
-        }
-    }
-    if (l->cfg->scale) {
-        float *g = mr_dfloat_ptr(l->w[0].grad);
         for (int c = 0; c < C; c++)
-            g[c] += p->dg[c];
+            mr_layernorm_grad_add(dr[c], xr[c], m, s, &p->dg[c], &p->db[c]);
     }
-    if (l->cfg->center) {
-        float *g = mr_dfloat_ptr(l->w[l->cfg->scale].grad);
-        for (int c = 0; c < C; c++)
-            g[c] += p->db[c];
-    }
+    ln_add_grad(mr_layernorm_gamma(l), p->dg, C);
+    ln_add_grad(mr_layernorm_beta(l), p->db, C);
     if (dxd == NULL) return MR_OK;
     float *dx = mr_dfloat_ptr(dxd);
     for (int64_t r = 0; r < M; r++)

@@ -1,7 +1,8 @@
 /* loss_cpu.c: the losses on the CPU (loss.h's contract): cross-entropy from
  * logits (fused softmax, through log-sum-exp) or from probabilities
  * (clipped as Keras does), binary cross-entropy, mean squared error; one pass over the batch
- * with loss_row.h's per-example math, which the CUDA kernel shares. */
+ * with loss_row.h's per-example math (mr_loss_example), which the CUDA kernel shares, summed in
+ * row order. */
 #include <math.h>
 
 #include "runtime/target_clones.h"
@@ -20,27 +21,12 @@ MR_AVX2_CLONES static mr_status cpu_loss(mr_backend *be, mr_loss_kind kind, int 
     float inv = 1.0f / norm;
     double total = 0.0;
     int64_t right = 0, top = 0;
-    if (kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1) {
-        /* multi-label: labels (batch, k) multi-hot; right counts matched outputs */
-        for (int i = 0; i < batch; i++) {
-            const float *z = out + (int64_t)i * k;
-            const int32_t *t = labels + (int64_t)i * k;
-            right += mr_bce_multi_hits(fused_softmax, z, t, k);
-            total +=
-                mr_bce_multi_row(fused_softmax, ls, z, t, k, inv, dy ? dy + (int64_t)i * k : NULL);
-        }
-        *loss_sum += total;
-        *correct += right;
-        return MR_OK;
-    }
     for (int i = 0; i < batch; i++) {
-        const float *z = out + (int64_t)i * k;
-        right += mr_hit_row(kind, fused_softmax, z, labels[i], k);
-        if (top_k > 0) top += mr_in_top_k_row(z, labels[i], k, top_k);
-        const float w = mr_class_weight(cw, labels[i]);
-        const double l = mr_loss_row(kind, fused_softmax, ls, z, labels[i], k, inv * w,
-                                     dy ? dy + (int64_t)i * k : NULL);
-        total += cw ? w * l : l;
+        int hit, in_top;
+        total += mr_loss_example(kind, fused_softmax, ls, out, labels, cw, i, k, inv, top_k, dy,
+                                 &hit, &in_top);
+        right += hit;
+        top += in_top;
     }
     *loss_sum += total;
     *correct += right;

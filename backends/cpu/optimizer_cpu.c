@@ -59,7 +59,7 @@ MR_AVX2_CLONES static mr_status cpu_sgd(mr_backend *be, const mr_optimizer *opt,
     if (momentum != 0.0f)
         UPDATE_LOOPS(mr_sgd_update(&w[i], gi, &vel[i], lr, momentum, nesterov));
     else
-        UPDATE_LOOPS(w[i] -= lr * gi);
+        UPDATE_LOOPS(mr_sgd_update(&w[i], gi, NULL, lr, 0.0f, 0));
     return MR_OK;
 }
 

@@ -6,7 +6,8 @@
  * pass stays a pure max that vectorises, and no index array has to stream
  * through memory. 2x2 windows (the usual MaxPooling2D) take a one-pass path
  * both ways.
- * Relies on: layer.h (the layer contract), conv_geometry.h (the window). */
+ * Relies on: layer.h (the layer contract), conv_geometry.h (the window and
+ * the cells it reads, mr_window_clip, shared with pool_cuda.cu). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,18 +41,6 @@ static mr_status pool_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_e
     p->tiles = g.s_h == g.k_h && g.s_w == g.k_w &&
                (c->padding == MR_PADDING_SAME || (g.in_h % g.k_h == 0 && g.in_w % g.k_w == 0));
     return MR_OK;
-}
-
-/* The window of output (oy, ox) clipped to the input: rows [y0, y1), cols [x0, x1). */
-static void window(const mr_window *g, int oy, int ox, int *y0, int *y1, int *x0, int *x1) {
-    *y0 = oy * g->s_h - g->pad_t;
-    *x0 = ox * g->s_w - g->pad_l;
-    *y1 = *y0 + g->k_h;
-    *x1 = *x0 + g->k_w;
-    if (*y0 < 0) *y0 = 0;
-    if (*x0 < 0) *x0 = 0;
-    if (*y1 > g->in_h) *y1 = g->in_h;
-    if (*x1 > g->in_w) *x1 = g->in_w;
 }
 
 static inline void max_into(float *restrict o, const float *restrict v, int C) {
@@ -91,8 +80,8 @@ MR_AVX2_CLONES MR_NO_MEMCPY static mr_status pool_forward(mr_layer *l, mr_exec_c
         float *yb = y + b * out_per;
         for (int oy = 0; oy < g->out_h; oy++)
             for (int ox = 0; ox < g->out_w; ox++) {
-                int y0, y1, x0, x1;
-                window(g, oy, ox, &y0, &y1, &x0, &x1);
+                const mr_rect w = mr_window_clip(g, oy, ox);
+                const int y0 = w.y0, y1 = w.y1, x0 = w.x0, x1 = w.x1;
                 float *restrict o = yb + ((int64_t)oy * g->out_w + ox) * C;
                 const float *restrict first = xb + ((int64_t)y0 * g->in_w + x0) * C;
                 if (is_max && y1 - y0 == 2 && x1 - x0 == 2) {
@@ -111,7 +100,7 @@ MR_AVX2_CLONES MR_NO_MEMCPY static mr_status pool_forward(mr_layer *l, mr_exec_c
                             add_into(o, v, C);
                     }
                 if (!is_max) {
-                    float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
+                    const float inv = mr_rect_inv_area(w);
                     for (int c = 0; c < C; c++)
                         o[c] *= inv;
                 }
@@ -182,8 +171,8 @@ MR_AVX2_CLONES static mr_status pool_backward(mr_layer *l, mr_exec_ctx *run, int
         const float *yb = y + b * out_per, *dyb = dy + b * out_per;
         for (int oy = 0; oy < g->out_h; oy++)
             for (int ox = 0; ox < g->out_w; ox++) {
-                int y0, y1, x0, x1;
-                window(g, oy, ox, &y0, &y1, &x0, &x1);
+                const mr_rect w = mr_window_clip(g, oy, ox);
+                const int y0 = w.y0, y1 = w.y1, x0 = w.x0, x1 = w.x1;
                 int64_t o = ((int64_t)oy * g->out_w + ox) * C;
                 if (is_max && p->tiles && y1 - y0 == 2 && x1 - x0 == 2) {
                     int64_t i = ((int64_t)y0 * g->in_w + x0) * C;
@@ -199,7 +188,7 @@ MR_AVX2_CLONES static mr_status pool_backward(mr_layer *l, mr_exec_ctx *run, int
                         }
                     continue;
                 }
-                float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
+                const float inv = mr_rect_inv_area(w);
                 for (int iy = y0; iy < y1; iy++)
                     for (int ix = x0; ix < x1; ix++) {
                         float *t = dxb + ((int64_t)iy * g->in_w + ix) * C;

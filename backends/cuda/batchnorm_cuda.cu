@@ -10,23 +10,22 @@
  * Per-channel sums as the CPU takes them: around a shift s (sums of x - s
  * and (x - s)^2; s is the batch's first row, or the moving mean with
  * sync), and in backward the sums of dy and dy * xhat; float partials of
- * blocks of ROW_BLOCK rows, added in row order, then the blocks' partials
- * added in block order into doubles. One thread per (block, channel) for
- * the partials (adjacent threads take adjacent channels: coalesced, NHWC
- * has the channels fastest), one per channel for the totals: the sums are
- * the CPU's bit for bit, and repeat, without atomics. The per-channel
- * statistics are double as on the CPU, and products and sums go through
- * __fmul_rn / __fadd_rn (and __dmul_rn), which nvcc never contracts into
- * FMAs, so the results match the CPU's rounding (a CPU build that
- * contracts, -march=native with FMA, differs in the last bits).
- * Relies on: kernels_cuda.h, layer.h (mr_exec_ctx.sync_sum). */
+ * blocks of MR_BN_ROW_BLOCK rows, added in row order, then the blocks'
+ * partials added in block order into doubles. One thread per (block,
+ * channel) for the partials (adjacent threads take adjacent channels:
+ * coalesced, NHWC has the channels fastest), one per channel for the
+ * totals: the sums are the CPU's bit for bit, and repeat, without atomics.
+ * The blocking and every formula are batchnorm_stats.h's, the functions
+ * the CPU loops call; they round each product and sum once (__fmul_rn,
+ * __fadd_rn, __dmul_rn, which nvcc never contracts into FMAs), so the
+ * results match the CPU's rounding (a CPU build that contracts,
+ * -march=native with FMA, differs in the last bits).
+ * Relies on: kernels_cuda.h, layer.h (mr_exec_ctx.sync_sum),
+ * batchnorm_stats.h. */
 #include <stdlib.h>
 
+#include "models/batchnorm_stats.h"
 #include "backends/cuda/kernels_cuda.h"
-
-/* Rows summed in float before the partial sums join the double totals
- * (batchnorm_cpu.c's ROW_BLOCK: the same blocking gives the same sums). */
-#define ROW_BLOCK 32
 
 typedef struct bn_priv {
     int C;
@@ -43,35 +42,33 @@ static int use_sync(const mr_layer *l, const mr_exec_ctx *run) {
 
 /* ---- kernels ---- */
 
-/* shift (C) = the moving mean (sync, or no rows) or the first row of x */
+/* shift (C) = the moving mean (mr_bn_shift_is_moving_mean) or the first row of x */
 __global__ static void shift_kernel(const float *__restrict__ x, const float *__restrict__ mm,
                                     int use_mm, int C, float *__restrict__ shift) {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
         shift[c] = use_mm ? mm[c] : x[c];
 }
 
-/* First pass, one thread per (row block j, channel c): part[j][0][c] =
- * the float sum of a, part[j][1][c] = that of a * b over the block's rows
- * in order, where a = u - ua, b = (v - vb) * vs (ua NULL: 0; vs NULL: 1):
+/* First pass, one thread per (row block j, channel c): part[j][0][c] and
+ * part[j][1][c] = the float sums f1, f2 of mr_bn_sum_terms over the
+ * block's rows in order (ua NULL: 0; vs NULL: 1):
  *   forward:  u = v = x, ua = vb = shift   (sums of x - s and (x - s)^2)
  *   backward: u = dy, v = x, vb = mean, vs = inv_std   (dy, dy * xhat) */
 __global__ static void partials_kernel(const float *__restrict__ u, const float *__restrict__ ua,
                                        const float *__restrict__ v, const float *__restrict__ vb,
                                        const float *__restrict__ vs, int64_t rows, int C,
                                        float *__restrict__ part) {
-    const int64_t blocks = (rows + ROW_BLOCK - 1) / ROW_BLOCK, n = blocks * C;
+    const int64_t n = mr_bn_blocks(rows) * C;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n;
          t += (int64_t)gridDim.x * blockDim.x) {
         const int c = (int)(t % C);
-        const int64_t j = t / C, r0 = j * ROW_BLOCK;
-        const int64_t r1 = r0 + ROW_BLOCK < rows ? r0 + ROW_BLOCK : rows;
+        const int64_t j = t / C;
+        int64_t r0, r1;
+        mr_bn_block(j, rows, &r0, &r1);
         const float uac = ua ? ua[c] : 0.0f, vbc = vb[c], vsc = vs ? vs[c] : 1.0f;
         float f1 = 0.0f, f2 = 0.0f;
-        for (int64_t r = r0; r < r1; r++) {
-            const float a = u[r * C + c] - uac, b = __fmul_rn(v[r * C + c] - vbc, vsc);
-            f1 = __fadd_rn(f1, a);
-            f2 = __fadd_rn(f2, __fmul_rn(a, b));
-        }
+        for (int64_t r = r0; r < r1; r++)
+            mr_bn_sum_terms(u[r * C + c], uac, v[r * C + c], vbc, vsc, &f1, &f2);
         part[j * 2 * C + c] = f1;
         part[j * 2 * C + C + c] = f2;
     }
@@ -131,15 +128,8 @@ __global__ static void stats_kernel(const double *__restrict__ s1, const double 
         double a, b;
         const double count = sums_of(s1, s2, synced, count_local, C, c, &a, &b);
         if (count <= 0.0) return;
-        /* biased variance around the shift: E[(x-s)^2] - E[x-s]^2 */
-        double m1 = a / count, var = b / count - __dmul_rn(m1, m1);
-        if (var < 0.0) var = 0.0; /* rounding */
-        const float mu = (float)((double)shift[c] + m1);
-        mean[c] = mu;
-        inv_std[c] = (float)(1.0 / sqrt(var + (double)eps));
-        scale[c] = __fmul_rn(gamma[c], inv_std[c]);
-        mm[c] = __fadd_rn(__fmul_rn(mm[c], mom), __fmul_rn(mu, 1.0f - mom));
-        mv[c] = __fadd_rn(__fmul_rn(mv[c], mom), __fmul_rn((float)var, 1.0f - mom));
+        mr_bn_stats(a, b, count, shift[c], gamma[c], eps, mom, &mean[c], &inv_std[c], &scale[c],
+                    &mm[c], &mv[c]);
     }
 }
 
@@ -148,7 +138,7 @@ __global__ static void infer_scale_kernel(const float *__restrict__ gamma,
                                           const float *__restrict__ mv, float eps, int C,
                                           float *__restrict__ scale) {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
-        scale[c] = gamma[c] / sqrtf(mv[c] + eps);
+        scale[c] = mr_bn_infer_scale(gamma[c], mv[c], eps);
 }
 
 /* y (n / C, C) = (x - mean) * scale + beta, per channel */
@@ -159,13 +149,12 @@ __global__ static void normalize_kernel(const float *__restrict__ x, const float
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
-        y[i] = __fadd_rn(__fmul_rn(x[i] - mean[c], scale[c]), beta[c]);
+        y[i] = mr_bn_normalize(x[i], mean[c], scale[c], beta[c]);
     }
 }
 
-/* Backward's factors per channel: fa = gamma * inv_std, fm = mean(dy),
- * fb = fa * inv_std * mean(dy * xhat) (the means over every replica's
- * rows with sync); nothing when there are no rows anywhere. */
+/* Backward's factors per channel (mr_bn_factors; the means over every
+ * replica's rows with sync); nothing when there are no rows anywhere. */
 __global__ static void factors_kernel(const double *__restrict__ s1, const double *__restrict__ s2,
                                       const float *__restrict__ synced, double count_local, int C,
                                       const float *__restrict__ gamma,
@@ -175,10 +164,7 @@ __global__ static void factors_kernel(const double *__restrict__ s1, const doubl
         double a, b;
         const double count = sums_of(s1, s2, synced, count_local, C, c, &a, &b);
         if (count <= 0.0) return;
-        const double f = __dmul_rn((double)gamma[c], (double)inv_std[c]);
-        fa[c] = (float)f;
-        fm[c] = (float)(a / count);
-        fb[c] = (float)__dmul_rn(__dmul_rn(f, (double)inv_std[c]), b / count);
+        mr_bn_factors(a, b, count, gamma[c], inv_std[c], &fa[c], &fb[c], &fm[c]);
     }
 }
 
@@ -190,7 +176,7 @@ __global__ static void dx_kernel(const float *__restrict__ x, const float *__res
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
-        dx[i] = __fsub_rn(__fmul_rn(fa[c], dy[i] - fm[c]), __fmul_rn(fb[c], x[i] - mean[c]));
+        dx[i] = mr_bn_dx(dy[i], x[i], mean[c], fa[c], fb[c], fm[c]);
     }
 }
 
@@ -203,7 +189,7 @@ static mr_status channel_sums(bn_priv *p, mr_backend *be, const float *u, const 
                               const float *v, const float *vb, const float *vs, int64_t M,
                               float *add1, float *add2, float *buf, mr_error *err) {
     const int C = p->C;
-    const int64_t blocks = (M + ROW_BLOCK - 1) / ROW_BLOCK;
+    const int64_t blocks = mr_bn_blocks(M);
     cudaStream_t s = mr_cuda(be)->stream;
     if (blocks > 0) {
         MR_CUDA_LAUNCH(partials_kernel, mr_cuda_blocks((size_t)(blocks * C)), MR_CUDA_THREADS, s, u,
@@ -222,9 +208,9 @@ static mr_status bn_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_er
     l->priv = p;
     if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     p->C = C;
-    /* the partials of max_batch's rows: 2 floats per ROW_BLOCK rows and channel */
+    /* the partials of max_batch's rows: 2 floats per MR_BN_ROW_BLOCK rows and channel */
     const int64_t rows = (int64_t)(max_batch < 1 ? 1 : max_batch) * mr_shape_size(l->in) / C;
-    const size_t blocks = (size_t)((rows + ROW_BLOCK - 1) / ROW_BLOCK);
+    const size_t blocks = (size_t)mr_bn_blocks(rows);
     /* 7 float vectors and the partials; s1, s2 (doubles): zeroed */
     p->mean = (float *)mr_backend_alloc(be, sizeof(float) * (size_t)C * (7 + 2 * blocks));
     p->s1 = (double *)mr_backend_alloc(be, sizeof(double) * (size_t)C * 2);
@@ -241,7 +227,7 @@ static mr_status bn_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_er
     p->part = p->mean + 7 * C;
     p->s2 = p->s1 + C;
     /* the sync buffer: 2C sums and a count */
-    l->scratch_floats = (size_t)(2 * C + 1);
+    l->scratch_floats = (size_t)mr_bn_sync_floats(C);
     return MR_OK;
 }
 
@@ -256,8 +242,10 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
     cudaStream_t s = mr_cuda(be)->stream;
     const float *x = mr_dfloat_cptr(xd);
     float *y = mr_dfloat_ptr(yd);
-    const float *gamma = mr_dfloat_cptr(l->w[0].data), *beta = mr_dfloat_cptr(l->w[1].data);
-    float *mm = mr_dfloat_ptr(l->w[2].data), *mv = mr_dfloat_ptr(l->w[3].data);
+    const float *gamma = mr_dfloat_cptr(l->w[MR_BN_GAMMA].data),
+                *beta = mr_dfloat_cptr(l->w[MR_BN_BETA].data);
+    float *mm = mr_dfloat_ptr(l->w[MR_BN_MOVING_MEAN].data),
+          *mv = mr_dfloat_ptr(l->w[MR_BN_MOVING_VARIANCE].data);
     const float eps = l->cfg->epsilon, mom = l->cfg->momentum;
     const unsigned cb = mr_cuda_blocks((size_t)C);
     if (!run->training) {
@@ -274,12 +262,13 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
     /* no rows and no replicas to hear from: nothing to learn (the CPU's count 0) */
     if (M == 0 && !sync) return MR_OK;
     /* shifted sums: s1 = sum (x - s), s2 = sum (x - s)^2 per channel */
-    MR_CUDA_LAUNCH(shift_kernel, cb, MR_CUDA_THREADS, s, x, mm, sync || M == 0, C, p->shift);
+    MR_CUDA_LAUNCH(shift_kernel, cb, MR_CUDA_THREADS, s, x, mm, mr_bn_shift_is_moving_mean(sync, M),
+                   C, p->shift);
     mr_cuda_launched(be, err, "shift_kernel");
     float *buf = sync ? mr_dfloat_ptr(run->scratch) : NULL;
     MR_CHECK(channel_sums(p, be, x, p->shift, x, p->shift, NULL, M, NULL, NULL, buf, err));
     /* with sync, the sums and count of every replica's batch */
-    if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)(2 * C + 1)));
+    if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)mr_bn_sync_floats(C)));
     MR_CUDA_LAUNCH(stats_kernel, cb, MR_CUDA_THREADS, s, p->s1, p->s2, buf, (double)M, C, p->shift,
                    gamma, eps, mom, p->mean, p->inv_std, p->scale, mm, mv);
     mr_cuda_launched(be, err, "stats_kernel");
@@ -310,13 +299,14 @@ static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
     /* s1 = sum dy, s2 = sum dy * xhat; this replica's into the weight
      * gradients (the strategy sums those) */
     float *buf = sync ? mr_dfloat_ptr(run->scratch) : NULL;
-    MR_CHECK(channel_sums(p, be, dy, NULL, x, p->mean, p->inv_std, M, mr_dfloat_ptr(l->w[1].grad),
-                          mr_dfloat_ptr(l->w[0].grad), buf, err));
+    MR_CHECK(channel_sums(p, be, dy, NULL, x, p->mean, p->inv_std, M,
+                          mr_dfloat_ptr(l->w[MR_BN_BETA].grad),
+                          mr_dfloat_ptr(l->w[MR_BN_GAMMA].grad), buf, err));
     if (dxd == NULL) return MR_OK;
-    if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)(2 * C + 1)));
+    if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)mr_bn_sync_floats(C)));
     const unsigned cb = mr_cuda_blocks((size_t)C);
     MR_CUDA_LAUNCH(factors_kernel, cb, MR_CUDA_THREADS, s, p->s1, p->s2, buf, (double)M, C,
-                   mr_dfloat_cptr(l->w[0].data), p->inv_std, p->fa, p->fb, p->fm);
+                   mr_dfloat_cptr(l->w[MR_BN_GAMMA].data), p->inv_std, p->fa, p->fb, p->fm);
     mr_cuda_launched(be, err, "factors_kernel");
     if (n == 0) return MR_OK;
     MR_CUDA_LAUNCH(dx_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, dy, p->mean, p->fa, p->fb,

@@ -10,8 +10,9 @@
  * added into the kernel's gradient (backward accumulates).
  * cuDNN pads symmetrically, while Keras's SAME puts an odd padding row or
  * column at the bottom or right (conv_geometry.h): such a layer pads its
- * input into scratch itself and has cuDNN convolve that unpadded, and dx
- * is cropped out of the padded input's gradient.
+ * input into scratch itself (zeropad_cuda.cu's mr_cuda_pad2d) and has
+ * cuDNN convolve that unpadded, and dx is cropped out of the padded
+ * input's gradient (mr_cuda_crop2d).
  * Cross-correlation (Keras does not flip the kernel), float compute and
  * CUDNN_FMA_MATH (no TF32), so results match the CPU's to float rounding.
  * Algorithms come from cuDNN's heuristics (the _v7 queries) per batch
@@ -44,9 +45,11 @@ typedef struct conv_priv {
     mr_window g;
     int C, F, K;      /* input channels, filters, K = kh*kw*C */
     int pad_b, pad_r; /* Keras's padding after the last row / column */
-    /* 1: asymmetric SAME padding: x is padded into scratch (xp) and cuDNN
-     * convolves it unpadded; 0: cuDNN pads (pad_t == pad_b, pad_l == pad_r) */
+    /* 1: asymmetric SAME padding: x is padded into scratch (xp, the layout
+     * pad) and cuDNN convolves it unpadded; 0: cuDNN pads (pad_t == pad_b,
+     * pad_l == pad_r) */
     int explicit_pad;
+    mr_pad2d pad;
     int cin_h, cin_w;  /* the input cuDNN sees: padded when explicit_pad, else (H, W) */
     size_t pad_floats; /* xp at max_batch: (max_batch, cin_h, cin_w, C) */
     int max_rows;      /* max_batch * OH * OW */
@@ -95,37 +98,6 @@ __global__ static void add_hwio_kernel(const float *__restrict__ dwT, float *__r
          i += (size_t)gridDim.x * blockDim.x) {
         size_t k = i / F, f = i % F;
         dw[i] += dwT[f * K + k];
-    }
-}
-
-/* xp (n, Hp, Wp, C) = x (n, H, W, C) placed at (pt, pl), zeros around */
-__global__ static void pad_kernel(const float *__restrict__ x, float *__restrict__ xp, int n, int H,
-                                  int W, int C, int Hp, int Wp, int pt, int pl) {
-    const size_t total = (size_t)n * Hp * Wp * C;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t t = i / C;
-        int c = (int)(i % C), px = (int)(t % Wp);
-        t /= Wp;
-        int py = (int)(t % Hp);
-        size_t b = t / Hp;
-        int iy = py - pt, ix = px - pl;
-        xp[i] = iy >= 0 && iy < H && ix >= 0 && ix < W ? x[((b * H + iy) * W + ix) * C + c] : 0.0f;
-    }
-}
-
-/* dx (n, H, W, C) = the (H, W) window at (pt, pl) of dxp (n, Hp, Wp, C) */
-__global__ static void crop_kernel(const float *__restrict__ dxp, float *__restrict__ dx, int n,
-                                   int H, int W, int C, int Hp, int Wp, int pt, int pl) {
-    const size_t total = (size_t)n * H * W * C;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t t = i / C;
-        int c = (int)(i % C), ix = (int)(t % W);
-        t /= W;
-        int iy = (int)(t % H);
-        size_t b = t / H;
-        dx[i] = dxp[((b * Hp + iy + pt) * Wp + ix + pl) * C + c];
     }
 }
 
@@ -252,11 +224,7 @@ static mr_status conv_input(conv_priv *p, mr_backend *be, int n, const float *x,
                             const float **in, mr_error *err) {
     *in = x;
     if (!p->explicit_pad) return MR_OK;
-    const mr_window *g = &p->g;
-    size_t total = (size_t)n * p->cin_h * p->cin_w * p->C;
-    MR_CUDA_LAUNCH(pad_kernel, mr_cuda_blocks(total), MR_CUDA_THREADS, mr_cuda(be)->stream, x, xp,
-                   n, g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
-    mr_cuda_launched(be, err, "pad_kernel");
+    MR_CHECK(mr_cuda_pad2d(be, &p->pad, n, p->C, x, xp, err));
     *in = xp;
     return MR_OK;
 }
@@ -275,13 +243,12 @@ static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_
     p->C = l->in.d[2];
     p->F = c->filters;
     p->K = g.k_h * g.k_w * p->C;
-    /* Keras's total padding (conv_geometry.h); what is not before is after */
-    int ph = (g.out_h - 1) * g.s_h + g.k_h - g.in_h, pw = (g.out_w - 1) * g.s_w + g.k_w - g.in_w;
-    p->pad_b = (ph > 0 ? ph : 0) - g.pad_t;
-    p->pad_r = (pw > 0 ? pw : 0) - g.pad_l;
+    mr_window_pad_after(&g, &p->pad_b, &p->pad_r);
     p->explicit_pad = p->pad_b != g.pad_t || p->pad_r != g.pad_l;
     p->cin_h = p->explicit_pad ? g.in_h + g.pad_t + p->pad_b : g.in_h;
     p->cin_w = p->explicit_pad ? g.in_w + g.pad_l + p->pad_r : g.in_w;
+    const mr_pad2d pad = {g.in_h, g.in_w, p->cin_h, p->cin_w, g.pad_t, g.pad_l};
+    p->pad = pad;
     p->pad_floats = p->explicit_pad ? (size_t)max_batch * p->cin_h * p->cin_w * p->C : 0;
     p->max_rows = max_batch * g.out_h * g.out_w;
     /* scratch: xp, and dxp in backward */
@@ -428,13 +395,7 @@ static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch, const m
                  cudnnConvolutionBackwardData(h, &one, p->w_desc, p->wT, p->y_desc, dy,
                                               p->conv_desc, a->bwd_data, ws, a->workspace, &zero,
                                               p->x_desc, p->explicit_pad ? dxp : dx));
-    if (p->explicit_pad) {
-        const mr_window *g = &p->g;
-        size_t total = (size_t)batch * g->in_h * g->in_w * p->C;
-        MR_CUDA_LAUNCH(crop_kernel, mr_cuda_blocks(total), MR_CUDA_THREADS, s, dxp, dx, batch,
-                       g->in_h, g->in_w, p->C, p->cin_h, p->cin_w, g->pad_t, g->pad_l);
-        mr_cuda_launched(be, err, "crop_kernel");
-    }
+    if (p->explicit_pad) MR_CHECK(mr_cuda_crop2d(be, &p->pad, batch, p->C, dxp, dx, err));
     return MR_OK;
 }
 

@@ -1,7 +1,7 @@
 /* dropout_cuda.cu: Dropout on a GPU (dropout.c: the mask's definition;
  * dropout_cpu.c is the reference). One thread per group of 4 consecutive
  * elements of a row, which is one Philox call (elementwise.h's
- * mr_dropout_words / mr_dropout_apply, the CPU loop's very functions):
+ * mr_dropout_group, the CPU loop's very function):
  * the same mask bits on every device. The key is mr_rng_key's, computed
  * on the host (a C function) and passed by value.
  * Relies on: kernels_cuda.h, runtime/elementwise.h, runtime/rng.h. */
@@ -19,13 +19,9 @@ __global__ static void dropout_kernel(const float *in, float *out, int batch, in
     const int64_t n4 = (n + 3) / 4, total = n4 * batch;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
          t += (int64_t)gridDim.x * blockDim.x) {
-        int64_t i = t / n4, j = (t % n4) * 4;
-        uint32_t w[4];
-        mr_dropout_words(key, step, (uint64_t)(sample_base + i), layer, j / 4, w);
-        const float *src = in + i * n;
-        float *dst = out + i * n;
-        for (int k = 0; k < 4 && j + k < n; k++)
-            dst[j + k] = mr_dropout_apply(src[j + k], w[k], rate, scale);
+        const int64_t i = t / n4;
+        mr_dropout_group(key, step, (uint64_t)(sample_base + i), layer, t % n4, n, rate, scale,
+                         in + i * n, out + i * n);
     }
 }
 
@@ -43,7 +39,7 @@ static mr_status dropout_pass(mr_layer *l, mr_exec_ctx *run, int batch, const mr
                                         cudaMemcpyDeviceToDevice, mr_cuda(be)->stream));
         return MR_OK;
     }
-    const float rate = l->cfg->rate, scale = 1.0f / (1.0f - rate);
+    const float rate = l->cfg->rate, scale = mr_dropout_scale(rate);
     uint32_t key[2];
     mr_rng_key(run->seed, MR_RNG_STREAM_DROPOUT, key);
     size_t threads = (size_t)batch * (size_t)((n + 3) / 4);
@@ -69,10 +65,6 @@ static mr_status dropout_backward(mr_layer *l, mr_exec_ctx *run, int batch, cons
 
 const mr_layer_kernels mr_dropout_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,
-    .forward = dropout_forward,
-    .backward = dropout_backward,
-    .destroy = NULL,
-    .describe = NULL,
-    .fuses_relu = 0,
+    .setup = NULL,   .forward = dropout_forward, .backward = dropout_backward,
+    .destroy = NULL, .describe = NULL,           .fuses_relu = 0,
 };

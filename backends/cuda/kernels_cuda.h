@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_impl.h"
 #include "runtime/hd.h"
 #include "runtime/dmem_impl.h"
+#include "models/copy_layout.h"
 #include "models/kernels.h"
 
 MR_C_BEGIN
@@ -34,6 +35,15 @@ extern const mr_layer_kernels mr_normalization_cuda; /* normalization_cuda.cu */
 extern const mr_loss_kernels mr_loss_cuda;           /* loss_cuda.cu */
 extern const mr_optimizer_kernels mr_optimizer_cuda; /* optimizer_cuda.cu */
 extern const mr_input_kernels mr_input_cuda;         /* synthetic_cuda.cu */
+
+/* y (n, out_h, out_w, C) = x (n, in_h, in_w, C) inside p's zero border,
+ * and its gradient's way back: dx (n, in_h, in_w, C) = the image part of
+ * dy (n, out_h, out_w, C). On be's compute stream (zeropad_cuda.cu:
+ * [zeropad], and conv2d_cuda.cu's own padding). */
+mr_status mr_cuda_pad2d(mr_backend *be, const mr_pad2d *p, int n, int C, const float *x, float *y,
+                        mr_error *err);
+mr_status mr_cuda_crop2d(mr_backend *be, const mr_pad2d *p, int n, int C, const float *dy,
+                         float *dx, mr_error *err);
 
 /* Launches __global__ `kernel` over `grid` blocks of `block` threads on
  * `stream`, with the kernel's arguments after. Under nvcc it is the

@@ -10,11 +10,13 @@
  * to the gradient: deterministic, no atomics, no shared memory. The rows
  * of a LayerNormalization are short (its features or channels), so a
  * thread per row leaves nothing large serial.
- * Relies on: kernels_cuda.h (the context's stream, the launch). */
+ * Relies on: kernels_cuda.h (the context's stream, the launch),
+ * layernorm_weights.h. */
 #include <stdlib.h>
 
 #include "backends/cuda/kernels_cuda.h"
 #include "runtime/elementwise.h"
+#include "models/layernorm_weights.h"
 
 typedef struct ln_priv {
     int C;
@@ -43,11 +45,8 @@ __global__ static void ln_weight_grad_kernel(const float *__restrict__ x,
                                              float *dbeta) {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
         float dg = 0.0f, db = 0.0f;
-        for (int64_t r = 0; r < M; r++) {
-            const float d = dy[r * C + c];
-            dg += d * ((x[r * C + c] - mean[r]) * rstd[r]);
-            db += d;
-        }
+        for (int64_t r = 0; r < M; r++)
+            mr_layernorm_grad_add(dy[r * C + c], x[r * C + c], mean[r], rstd[r], &dg, &db);
         if (dgamma) dgamma[c] += dg;
         if (dbeta) dbeta[c] += db;
     }
@@ -63,11 +62,10 @@ __global__ static void ln_dx_kernel(const float *__restrict__ x, const float *__
         mr_layernorm_dx_row(x + r * C, dy + r * C, C, mean[r], rstd[r], gamma, dx + r * C);
 }
 
-/* gamma is w[0] when present; beta follows it (layernorm.c's order). */
+/* gamma's (beta = 0) or beta's values or gradient, or NULL where absent */
 static float *ln_weight(const mr_layer *l, int beta, int grad) {
-    const int present = beta ? l->cfg->center : l->cfg->scale;
-    if (!present) return NULL;
-    const mr_weight *w = &l->w[beta ? l->cfg->scale : 0];
+    const mr_weight *w = beta ? mr_layernorm_beta(l) : mr_layernorm_gamma(l);
+    if (w == NULL) return NULL;
     return mr_dfloat_ptr(grad ? w->grad : w->data);
 }
 
@@ -130,6 +128,5 @@ static void ln_cuda_destroy(mr_layer *l, mr_backend *be) {
 const mr_layer_kernels mr_layernorm_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = ln_cuda_setup,     .forward = ln_forward, .backward = ln_backward,
-    .destroy = ln_cuda_destroy, .describe = NULL,
-    .fuses_relu = 0,
+    .destroy = ln_cuda_destroy, .describe = NULL,      .fuses_relu = 0,
 };

@@ -12,9 +12,9 @@
 #include "models/loss_row.h"
 
 /* out (batch, k), labels (batch) or, multi-label binary_crossentropy, (batch, k), cw (k) or
- * NULL -> loss[i] (weighted by
- * its class's cw), hit[i], top[i] (doubles; top only when top_k > 0) and,
- * when dy is not NULL, dy (batch, k): loss_row.h, the CPU's code */
+ * NULL -> loss[i] (weighted by its class's cw), hit[i], top[i] (doubles; top only when
+ * top_k > 0) and, when dy is not NULL, dy (batch, k): loss_row.h's mr_loss_example, the CPU's
+ * code */
 __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float ls,
                                    const float *__restrict__ out,
                                    const int32_t *__restrict__ labels, const float *__restrict__ cw,
@@ -22,21 +22,11 @@ __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float l
                                    double *__restrict__ loss, double *__restrict__ hit, int top_k,
                                    double *__restrict__ top) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < batch; i += gridDim.x * blockDim.x) {
-        const float *z = out + (int64_t)i * k;
-        if (kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1) {
-            /* multi-label: labels (batch, k) multi-hot; hit[i] its matched outputs */
-            const int32_t *t = labels + (int64_t)i * k;
-            hit[i] = (double)mr_bce_multi_hits(fused_softmax, z, t, k);
-            loss[i] =
-                mr_bce_multi_row(fused_softmax, ls, z, t, k, inv, dy ? dy + (int64_t)i * k : NULL);
-            continue;
-        }
-        hit[i] = mr_hit_row(kind, fused_softmax, z, labels[i], k) ? 1.0 : 0.0;
-        if (top_k > 0) top[i] = mr_in_top_k_row(z, labels[i], k, top_k) ? 1.0 : 0.0;
-        const float w = mr_class_weight(cw, labels[i]);
-        const double l = mr_loss_row(kind, fused_softmax, ls, z, labels[i], k, inv * w,
-                                     dy ? dy + (int64_t)i * k : NULL);
-        loss[i] = cw ? w * l : l;
+        int h, t;
+        loss[i] =
+            mr_loss_example(kind, fused_softmax, ls, out, labels, cw, i, k, inv, top_k, dy, &h, &t);
+        hit[i] = (double)h;
+        if (top_k > 0) top[i] = (double)t;
     }
 }
 
@@ -50,7 +40,7 @@ static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
     const int32_t *dlabels;
     double *rows, *host;
     /* multi-label binary_crossentropy: (batch, k) multi-hot labels, else (batch) */
-    const int width = kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1 ? k : 1;
+    const int width = mr_loss_multi_label(kind, k) ? k : 1;
     MR_CHECK(mr_cuda_labels(be, labels, batch * width, &dlabels, err));
     /* rows: batch losses, batch hits, then (top_k > 0) batch top-k hits */
     const size_t nrows = (top_k > 0 ? 3 : 2) * (size_t)batch;

@@ -34,15 +34,13 @@ __global__ static void adam_kernel(float *__restrict__ w, const float *__restric
     }
 }
 
+/* vel NULL: momentum 0, plain SGD (mr_sgd_update then leaves it alone) */
 __global__ static void sgd_kernel(float *__restrict__ w, const float *__restrict__ g,
                                   float *__restrict__ vel, size_t n, struct upd u, float momentum,
                                   int nesterov, double *flag) {
     GRID_STRIDE(i, n) {
         const float gi = prepare(&w[i], g[i], u, flag);
-        if (vel != NULL)
-            mr_sgd_update(&w[i], gi, &vel[i], u.lr, momentum, nesterov);
-        else
-            w[i] -= u.lr * gi;
+        mr_sgd_update(&w[i], gi, vel != NULL ? &vel[i] : NULL, u.lr, momentum, nesterov);
     }
 }
 

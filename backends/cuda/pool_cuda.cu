@@ -8,7 +8,8 @@
  * tie to the first maximal cell of the window, and its average with
  * padding excluded would still need the asymmetric padding emulated.
  * Each window is clipped to the input (the cells of Keras's padding are
- * neither maxima nor counted in the average), as pool_cpu.c's window().
+ * neither maxima nor counted in the average) by conv_geometry.h's
+ * mr_window_clip, the function pool_cpu.c calls.
  * Forward: one thread per output element, visiting the window's cells in
  * the CPU's order (row-major, strict > so the first maximum stays).
  * Backward: one thread per input element, gathering from the outputs
@@ -18,23 +19,10 @@
  * does. Products and sums go through __fmul_rn / __fadd_rn, which nvcc
  * never contracts into FMAs, so the results are the CPU's bit for bit
  * (the sign of a zero gradient aside).
- * Relies on: kernels_cuda.h, conv_geometry.h (the window). */
+ * Relies on: kernels_cuda.h, conv_geometry.h (the window, the cells it
+ * reads and the windows that read a cell). */
 #include "models/conv_geometry.h"
 #include "backends/cuda/kernels_cuda.h"
-
-/* The window of output (oy, ox) clipped to the input: rows [y0, y1), cols
- * [x0, x1) (pool_cpu.c's window()). */
-__device__ static void window(const mr_window &g, int oy, int ox, int *y0, int *y1, int *x0,
-                              int *x1) {
-    *y0 = oy * g.s_h - g.pad_t;
-    *x0 = ox * g.s_w - g.pad_l;
-    *y1 = *y0 + g.k_h;
-    *x1 = *x0 + g.k_w;
-    if (*y0 < 0) *y0 = 0;
-    if (*x0 < 0) *x0 = 0;
-    if (*y1 > g.in_h) *y1 = g.in_h;
-    if (*x1 > g.in_w) *x1 = g.in_w;
-}
 
 /* y (n, OH, OW, C): the max or the mean of each clipped window of x */
 __global__ static void pool_forward_kernel(mr_window g, int C, int n, int is_max,
@@ -47,8 +35,8 @@ __global__ static void pool_forward_kernel(mr_window g, int C, int n, int is_max
         t /= g.out_w;
         const int oy = (int)(t % g.out_h);
         const float *xb = x + (t / g.out_h) * g.in_h * g.in_w * C + c;
-        int y0, y1, x0, x1;
-        window(g, oy, ox, &y0, &y1, &x0, &x1);
+        const mr_rect w = mr_window_clip(&g, oy, ox);
+        const int y0 = w.y0, y1 = w.y1, x0 = w.x0, x1 = w.x1;
         /* from the first cell of the window, as the CPU */
         float o = xb[((size_t)y0 * g.in_w + x0) * C];
         for (int iy = y0; iy < y1; iy++)
@@ -56,7 +44,7 @@ __global__ static void pool_forward_kernel(mr_window g, int C, int n, int is_max
                 const float v = xb[((size_t)iy * g.in_w + ix) * C];
                 o = is_max ? (v > o ? v : o) : __fadd_rn(o, v);
             }
-        if (!is_max) o = __fmul_rn(o, 1.0f / (float)((y1 - y0) * (x1 - x0)));
+        if (!is_max) o = __fmul_rn(o, mr_rect_inv_area(w));
         y[i] = o;
     }
 }
@@ -78,31 +66,24 @@ __global__ static void pool_backward_kernel(mr_window g, int C, int n, int is_ma
         const size_t b = t / g.in_h;
         const float *xb = x + b * g.in_h * g.in_w * C + c;
         const size_t ob = b * g.out_h * g.out_w * C + c;
-        /* outputs whose unclipped window [o * s - pad, o * s - pad + k) holds the cell */
-        const int ny = iy + g.pad_t - g.k_h + 1, nx = ix + g.pad_l - g.k_w + 1;
-        const int oy0 = ny <= 0 ? 0 : (ny + g.s_h - 1) / g.s_h,
-                  ox0 = nx <= 0 ? 0 : (nx + g.s_w - 1) / g.s_w;
-        int oy1 = (iy + g.pad_t) / g.s_h, ox1 = (ix + g.pad_l) / g.s_w; /* inclusive */
-        if (oy1 > g.out_h - 1) oy1 = g.out_h - 1;
-        if (ox1 > g.out_w - 1) ox1 = g.out_w - 1;
+        /* the outputs whose window holds the cell, in the CPU's scatter order */
+        const mr_rect cover = mr_window_covering(&g, iy, ix);
         const float v = xb[((size_t)iy * g.in_w + ix) * C];
         float sum = 0.0f;
-        for (int oy = oy0; oy <= oy1; oy++)
-            for (int ox = ox0; ox <= ox1; ox++) {
+        for (int oy = cover.y0; oy < cover.y1; oy++)
+            for (int ox = cover.x0; ox < cover.x1; ox++) {
                 const size_t o = ob + ((size_t)oy * g.out_w + ox) * C;
-                int y0, y1, x0, x1;
-                window(g, oy, ox, &y0, &y1, &x0, &x1);
+                const mr_rect w = mr_window_clip(&g, oy, ox);
                 if (!is_max) {
-                    const float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
-                    sum = __fadd_rn(sum, __fmul_rn(dy[o], inv));
+                    sum = __fadd_rn(sum, __fmul_rn(dy[o], mr_rect_inv_area(w)));
                     continue;
                 }
                 const float m = y[o];
                 if (v != m) continue;
                 /* the first cell of the window equal to m takes dy: none before this one */
                 int first = 1;
-                for (int yy = y0; yy <= iy && first; yy++)
-                    for (int xx = x0; xx < x1; xx++) {
+                for (int yy = w.y0; yy <= iy && first; yy++)
+                    for (int xx = w.x0; xx < w.x1; xx++) {
                         if (yy == iy && xx == ix) break;
                         if (xb[((size_t)yy * g.in_w + xx) * C] == m) {
                             first = 0;
