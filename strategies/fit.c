@@ -15,24 +15,6 @@
 #include "strategies/reduce_lr.h"
 #include "strategies/strategy_impl.h"
 
-mr_status strategy_make_buckets(mr_strategy *s, mr_error *err) {
-    const mr_strategy_opts *opts = &s->opts;
-    /* bucket boundaries at layer ends, every >= bucket_floats */
-    mr_model *m0 = &s->reps[0].model;
-    s->buckets = malloc(sizeof(int64_t) * (size_t)(m0->n_layers + 1));
-    if (s->buckets == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    int64_t last = 0;
-    if (opts->bucket_floats > 0)
-        for (int i = m0->n_layers - 1; i >= 1; i--) {
-            int64_t ready = m0->param_offset[i - 1];
-            if (ready - last >= (int64_t)opts->bucket_floats) {
-                s->buckets[s->n_buckets++] = ready;
-                last = ready;
-            }
-        }
-    return MR_OK;
-}
-
 /* Shard s of `total` rows split over `parts`: as even as possible, in order.
  * For a full global batch every shard is exactly B rows at s*B. */
 static void shard_range(int64_t total, int parts, int s, int64_t *start, int64_t *count) {

@@ -3,10 +3,11 @@
  *   strategy.c    creation (backends, communicator, replicas), destruction,
  *                 accessors, copying replica 0's model to all;
  *   replicas.c    threads: running a task on every replica, pinning;
- *   fit.c         the training step and the epoch loop, buckets, shards;
+ *   fit.c         the training step and the epoch loop, shards;
  *   check_sync.c  --check-sync (and the weights' hash, check_sync.h);
  *   evaluate.c    sharded evaluation;
- *   plan.c        the batch plan and learning rate (plan.h, pure);
+ *   plan.c        the batch plan, learning rate and gradient buckets
+ *                 (plan.h, pure);
  *   fault.c       the test hooks (fault.h).
  * Relies on collectives/comm.h for every meeting of the replicas and on the
  * model and backend (models/model.h) for every access to a replica's
@@ -113,12 +114,6 @@ void strategy_plan_pinning(mr_strategy *s);
  * replica 0 (the thread that may call MPI). Returns the first real error,
  * not an MR_ERR_ABORTED echo of it. */
 mr_status strategy_run_replicas(mr_strategy *s, mr_status (*task)(replica *), mr_error *err);
-
-/* ---- fit.c -------------------------------------------------------------- */
-
-/* s->buckets: all-reduce boundaries at layer ends of replica 0's model,
- * each bucket >= opts.bucket_floats (none when it is 0). */
-mr_status strategy_make_buckets(mr_strategy *s, mr_error *err);
 
 /* ---- check_sync.c ------------------------------------------------------- */
 
