@@ -3,7 +3,9 @@
  *   strategy.c    creation (backends, communicator, replicas), destruction,
  *                 accessors, copying replica 0's model to all;
  *   replicas.c    threads: running a task on every replica, pinning;
- *   fit.c         the training step and the epoch loop, shards;
+ *   fit.c         the training loop (mr_strategy_fit), its steps in
+ *                 fit_step.c, its epochs' ends in fit_epoch.c, its
+ *                 checkpoints in fit_checkpoint.c (fit_impl.h);
  *   check_sync.c  --check-sync (and the weights' hash, check_sync.h);
  *   evaluate.c    sharded evaluation;
  *   plan.c        the batch plan, learning rate and gradient buckets
@@ -24,7 +26,7 @@
 
 /* Floats that ride behind the gradients in the all-reduce: the global
  * batch's loss sum and correct count; how many replicas' own loss sums
- * (doubles) were NaN or infinite (on_nan: fit.c); and the stop flag (each
+ * (doubles) were NaN or infinite (on_nan: fit_step.c); and the stop flag (each
  * replica adds 1 when its process has been asked to stop,
  * mr_fit_callbacks.stop: a sum above 0 stops every replica of the job after
  * the same update, at no extra round trip). The count is at most G, which
