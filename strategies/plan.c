@@ -1,5 +1,6 @@
-/* plan.c: the batch plan and the learning-rate schedule (plan.h). Pure:
- * reads the .cfg's [net] section only. */
+/* plan.c: the batch plan, the learning-rate schedule and the gradient
+ * buckets (plan.h). Pure: reads the .cfg's [net] section and the model's
+ * parameter layout only. */
 #include "strategies/plan.h"
 
 #include <math.h>
@@ -92,4 +93,20 @@ float mr_plan_learning_rate(const mr_fit_plan *p, double progress) {
     if (t > 1.0) t = 1.0;
     double cosine = 0.5 * (1.0 + cos(M_PI * t));
     return (float)(target * ((1.0 - p->lr_alpha) * cosine + p->lr_alpha));
+}
+
+int mr_plan_buckets(const int64_t *param_offset, int n_layers, size_t bucket_floats,
+                    int64_t *ends) {
+    int n = 0;
+    int64_t last = 0;
+    if (bucket_floats == 0) return 0;
+    /* backward runs from the last layer: after layer i, [0, param_offset[i - 1]) is final */
+    for (int i = n_layers - 1; i >= 1; i--) {
+        int64_t ready = param_offset[i - 1];
+        if (ready - last >= (int64_t)bucket_floats) {
+            ends[n++] = ready;
+            last = ready;
+        }
+    }
+    return n;
 }

@@ -4,11 +4,13 @@
  * processes): no devices, no communicator, so the rules (how the global
  * batch splits over R replicas x accumulate micro-batches, how the rate
  * follows the global batch, warmup and cosine decay) are testable alone.
- * The strategy (strategy.h) makes its plan with mr_plan_make and steps the
- * rate with mr_plan_learning_rate. Relies on models/config.h. */
+ * The strategy (strategy.h) makes its plan with mr_plan_make, steps the
+ * rate with mr_plan_learning_rate and lays out its gradient buckets with
+ * mr_plan_buckets. Relies on models/config.h. */
 #ifndef MR_PLAN_H
 #define MR_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "models/config.h"
@@ -65,5 +67,16 @@ mr_status mr_plan_make(const mr_config *cfg, int replicas, int local_replicas, i
  * at progress >= boundaries[i]; a boundary inside the warmup takes effect
  * after it). */
 float mr_plan_learning_rate(const mr_fit_plan *plan, double epoch_progress);
+
+/* The gradient buckets of the all-reduce, for a model of n_layers layers
+ * whose trainable weights lie in reverse layer order (layer i's start at
+ * param_offset[i], the last layer's at 0), so that backward finishes the
+ * gradients [0, param_offset[i - 1]) when layer i is done. Writes into
+ * ends (room for n_layers - 1) the bucket boundaries, increasing, at layer
+ * ends: a boundary wherever the floats since the previous one reach
+ * bucket_floats; the floats after the last boundary (and all of them when
+ * there is none) go in the all-reduce after backward. Returns how many;
+ * bucket_floats 0: none. */
+int mr_plan_buckets(const int64_t *param_offset, int n_layers, size_t bucket_floats, int64_t *ends);
 
 #endif

@@ -1,11 +1,11 @@
 /* strategy.c: the strategy's creation (backends, communicator, plan,
- * replicas' models, replica 0's weights broadcast), destruction, accessors,
- * and replica 0's model copied to every replica. The step lives in fit.c,
- * the threads in replicas.c, the rest beside them (strategy_impl.h). Every
- * meeting of the replicas, in this process or across the job's processes,
- * goes through the communicator (collectives/); each replica computes on
- * its own backend context (its device), and the strategy never reads a
- * replica's device memory itself. */
+ * gradient buckets, replicas' models, replica 0's weights broadcast),
+ * destruction, accessors, and replica 0's model copied to every replica.
+ * The training loop lives in fit*.c, the threads in replicas.c, the rest
+ * beside them (strategy_impl.h). Every meeting of the replicas, in this
+ * process or across the job's processes, goes through the communicator
+ * (collectives/); each replica computes on its own backend context (its
+ * device), and the strategy never reads a replica's device memory itself. */
 #include "strategies/strategy.h"
 
 #include <stdio.h>
@@ -90,6 +90,18 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
     return MR_OK;
 }
 
+/* s->buckets: the all-reduce's bucket boundaries at layer ends of replica
+ * 0's model (every replica's layout is the same), each bucket at least
+ * opts.bucket_floats (none when it is 0; plan.h, mr_plan_buckets). */
+static mr_status make_buckets(mr_strategy *s, mr_error *err) {
+    const mr_model *m0 = &s->reps[0].model;
+    s->buckets = malloc(sizeof(int64_t) * (size_t)(m0->n_layers + 1));
+    if (s->buckets == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    s->n_buckets =
+        mr_plan_buckets(m0->param_offset, m0->n_layers, s->opts.bucket_floats, s->buckets);
+    return MR_OK;
+}
+
 /* The communicator for the replicas' device kind: the kind's own where it
  * has one (GPUs: NCCL over their devices, in one process or across the
  * job's); else local threads over shared memory in one process, or the
@@ -145,7 +157,7 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
         strategy_plan_pinning(s);
         st = make_replicas(s, cfg, err);
     }
-    if (st == MR_OK) st = strategy_make_buckets(s, err);
+    if (st == MR_OK) st = make_buckets(s, err);
     /* every process has its replicas (or none has) before the broadcast */
     if (opts->job != NULL && s->comm != NULL) st = mr_job_agree(opts->job, st, err);
     if (st == MR_OK) st = strategy_run_replicas(s, task_broadcast_init, err);

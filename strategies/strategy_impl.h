@@ -3,10 +3,13 @@
  *   strategy.c    creation (backends, communicator, replicas), destruction,
  *                 accessors, copying replica 0's model to all;
  *   replicas.c    threads: running a task on every replica, pinning;
- *   fit.c         the training step and the epoch loop, buckets, shards;
+ *   fit.c         the training loop (mr_strategy_fit), its steps in
+ *                 fit_step.c, its epochs' ends in fit_epoch.c, its
+ *                 checkpoints in fit_checkpoint.c (fit_impl.h);
  *   check_sync.c  --check-sync (and the weights' hash, check_sync.h);
  *   evaluate.c    sharded evaluation;
- *   plan.c        the batch plan and learning rate (plan.h, pure);
+ *   plan.c        the batch plan, learning rate and gradient buckets
+ *                 (plan.h, pure);
  *   fault.c       the test hooks (fault.h).
  * Relies on collectives/comm.h for every meeting of the replicas and on the
  * model and backend (models/model.h) for every access to a replica's
@@ -23,7 +26,7 @@
 
 /* Floats that ride behind the gradients in the all-reduce: the global
  * batch's loss sum and correct count; how many replicas' own loss sums
- * (doubles) were NaN or infinite (on_nan: fit.c); and the stop flag (each
+ * (doubles) were NaN or infinite (on_nan: fit_step.c); and the stop flag (each
  * replica adds 1 when its process has been asked to stop,
  * mr_fit_callbacks.stop: a sum above 0 stops every replica of the job after
  * the same update, at no extra round trip). The count is at most G, which
@@ -113,12 +116,6 @@ void strategy_plan_pinning(mr_strategy *s);
  * replica 0 (the thread that may call MPI). Returns the first real error,
  * not an MR_ERR_ABORTED echo of it. */
 mr_status strategy_run_replicas(mr_strategy *s, mr_status (*task)(replica *), mr_error *err);
-
-/* ---- fit.c -------------------------------------------------------------- */
-
-/* s->buckets: all-reduce boundaries at layer ends of replica 0's model,
- * each bucket >= opts.bucket_floats (none when it is 0). */
-mr_status strategy_make_buckets(mr_strategy *s, mr_error *err);
 
 /* ---- check_sync.c ------------------------------------------------------- */
 

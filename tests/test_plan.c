@@ -1,8 +1,9 @@
 /* test_plan.c: the batch plan (strategies/plan.h, mr_plan_make) as a pure
  * function of [net] and the job's shape: how the global batch splits over
  * replicas x accumulate, the learning-rate factor, steps per epoch, and the
- * configurations it refuses; and the rate it starts a fit with
- * (mr_plan_learning_rate's schedule itself: test_strategy.c). */
+ * configurations it refuses; the rate it starts a fit with
+ * (mr_plan_learning_rate's schedule itself: test_strategy.c); and the
+ * gradient buckets' boundaries (mr_plan_buckets). */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -155,6 +156,30 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* The buckets: boundaries at layer ends, in backward order, each bucket at
+ * least bucket_floats; what is left after the last goes in the final
+ * all-reduce. Four layers of 10, 0, 30 and 5 trainable floats, laid out in
+ * reverse order: layer 3 at 0, layer 2 at 5, layer 1 at 35, layer 0 at 35. */
+START_TEST(buckets_at_layer_ends) {
+    const int64_t offset[4] = {35, 35, 5, 0};
+    int64_t ends[3];
+    /* after layer 3: [0, 5) final; after layer 2: [0, 35); after layer 1 (no weights): the same */
+    ck_assert_int_eq(mr_plan_buckets(offset, 4, 1, ends), 2);
+    ck_assert_int_eq(ends[0], 5);
+    ck_assert_int_eq(ends[1], 35);
+    /* 6 floats: layer 3's 5 are too few, layers 3 and 2 together make one */
+    ck_assert_int_eq(mr_plan_buckets(offset, 4, 6, ends), 1);
+    ck_assert_int_eq(ends[0], 35);
+    /* 31 floats: the first boundary at 35; layer 0's 10 stay for the final all-reduce */
+    ck_assert_int_eq(mr_plan_buckets(offset, 4, 31, ends), 1);
+    ck_assert_int_eq(ends[0], 35);
+    /* more than the layer ends reach, 0, or one layer: no boundary */
+    ck_assert_int_eq(mr_plan_buckets(offset, 4, 36, ends), 0);
+    ck_assert_int_eq(mr_plan_buckets(offset, 4, 0, ends), 0);
+    ck_assert_int_eq(mr_plan_buckets(offset + 3, 1, 1, ends), 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
@@ -162,6 +187,7 @@ int main(void) {
     tcase_add_test(tc, global_batch_fixed_by_the_cfg);
     tcase_add_test(tc, steps_schedule);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, buckets_at_layer_ends);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

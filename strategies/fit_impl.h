@@ -1,0 +1,101 @@
+/* fit_impl.h: the training loop's state (fit_loop) and the functions its
+ * files share (only strategies/fit*.c include it):
+ *   fit.c             mr_strategy_fit and the loop every replica runs:
+ *                     fit_begin, epochs of fit_step closed by
+ *                     fit_epoch_end, fit_finish;
+ *   fit_step.c        one update (fit_step): shards, forward and backward,
+ *                     the bucketed all-reduce, on_nan, the update, the
+ *                     step's progress, --check-sync, stop requests and
+ *                     every_steps checkpoints;
+ *   fit_epoch.c       an epoch's end (fit_epoch_end): validation, early
+ *                     stopping, ReduceLROnPlateau, restore_best_weights,
+ *                     the epoch's logs and checkpoints; the same callbacks
+ *                     replayed when a fit resumes (fit_epoch_replay);
+ *   fit_checkpoint.c  the hand-offs to the caller's checkpoint callbacks
+ *                     (never weights with NaN or Inf).
+ * Each replica runs the loop on its thread with a fit_loop of its own; all
+ * decide on the reduced figures, the same everywhere. */
+#ifndef MR_FIT_IMPL_H
+#define MR_FIT_IMPL_H
+
+#include <stdint.h>
+
+#include "strategies/strategy_impl.h"
+
+/* How the fit stands. */
+typedef enum fit_end {
+    FIT_RUNNING,
+    FIT_DONE,   /* ran its epochs, or early stopping ended it: restore_best_weights applies */
+    FIT_PAUSED, /* a stop request or --max-steps: the state says where to resume, nothing
+                   restored */
+} fit_end;
+
+typedef struct fit_loop {
+    replica *rep;
+    fit_end end;
+    /* across epochs */
+    int64_t global_step; /* updates done in all */
+    int nan_in_row;      /* on_nan = skip: skipped updates in a row */
+    /* this epoch (fit_epoch_begin sets them) */
+    int epoch;                        /* 0-based */
+    mr_augment aug;                   /* s->aug with this epoch's number */
+    const mr_augment *augp;           /* &aug, or NULL: no augmentation */
+    double t0;                        /* this run's start of the epoch */
+    double seconds_before;            /* a resumed epoch's training seconds before this run */
+    double epoch_loss, epoch_correct; /* the global batches' sums, skipped updates left out */
+    int64_t seen;                     /* examples they are over */
+    float lr;                         /* the rate of the epoch's last update (0: none yet) */
+    int64_t g;                        /* the epoch's next update, 0-based */
+    int64_t gbegin;                   /* its first row in the epoch's order (s->perm) */
+    int loaded;                       /* 1: the next shard is in the model's input already */
+    /* where the epoch's update time goes (mr_epoch_logs), this run's updates */
+    double e_compute, e_comm, e_data, e_step;
+    int slowest;     /* the job-wide replica with the most compute seconds (-1: none yet) */
+    int64_t skipped; /* on_nan = skip: updates dropped this epoch */
+} fit_loop;
+
+/* --max-steps: the fit has made the updates it may (opts.max_steps 0: no limit). */
+static inline int fit_max_steps_reached(const fit_loop *loop) {
+    const int64_t max_steps = loop->rep->s->opts.max_steps;
+    return max_steps > 0 && loop->global_step >= max_steps;
+}
+
+/* ---- fit_step.c --------------------------------------------------------- */
+
+/* One update: global batch loop->g of the epoch, rows from loop->gbegin
+ * of s->perm; then moves loop->g and loop->gbegin on. A stop request ends
+ * the fit after it (loop->end = FIT_PAUSED). */
+mr_status fit_step(fit_loop *loop);
+
+/* ---- fit_epoch.c -------------------------------------------------------- */
+
+/* Early stopping's, save_best_only's and ReduceLROnPlateau's state at the
+ * start of a fit: the checkpoint's finished epochs replayed through them;
+ * a replay that ends in a stop leaves nothing to train (FIT_DONE). */
+mr_status fit_epoch_replay(fit_loop *loop);
+
+/* The end of epoch loop->epoch: validation, the callbacks, the logs, the
+ * checkpoints; loop->end says whether another epoch follows. */
+mr_status fit_epoch_end(fit_loop *loop);
+
+/* restore_best_weights at the end of a finished fit (Keras's
+ * on_train_end): back to the best epoch's weights where this run holds
+ * them. */
+mr_status fit_restore_best(replica *rep);
+
+/* ---- fit_checkpoint.c --------------------------------------------------- */
+
+/* On global replica 0, where the caller has the callback: cb->save with the
+ * state and the model after an update at rate lr; an error, and nothing
+ * written, where the weights hold NaN or Inf. */
+mr_status fit_save_checkpoint(replica *rep, float lr);
+
+/* The same through cb->on_stop, after a stop request's last update. */
+mr_status fit_save_on_stop(replica *rep, float lr);
+
+/* The same through cb->save_best, for an epoch whose monitored value
+ * improved to `value` (had_best 0: the first; else best_before the best
+ * before it). */
+mr_status fit_save_best(replica *rep, float lr, double value, int had_best, double best_before);
+
+#endif
