@@ -15,6 +15,17 @@ images. Exits 1 unless the largest |difference| of the class probabilities
 is below 1e-4 and the loaded layers carry Keras's own activations (elu;
 leaky_relu, whose Keras 3 default negative_slope is 0.2, mirrored's slope;
 gelu, Keras's exact one by default; swish, which Keras 3 names silu).
+
+--record checks the same on small inputs and writes golden files under
+tests/golden/keras/activations/ for tests/test_keras_golden.c (no
+TensorFlow; bench/keras_golden.py records every check): Keras builds the
+model on 12x12 images with random weights and biases and saves it
+(model.h5); its predictions of 64 random images are the golden ones for
+mirrored_eval --cfg --predict of that file; and the activations Keras
+reads from the archive mirrored_export writes (after mirrored_train
+--init-weights model.h5, one epoch) are the golden config.json values.
+
+    /work/venv-tf/bin/python bench/keras_activations.py --record [--build build]
 """
 import argparse
 import os
@@ -25,6 +36,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from keras_golden import Golden, archive_layer_compares, run_ours  # noqa: E402
 DATA = "/usr/share/datasets/fashion-mnist"
 CFG = """[net]
 batch = 32
@@ -74,11 +87,81 @@ activation = softmax
 """
 
 
+WANT = ["gelu", "silu", "elu", "leaky_relu", "linear", "gelu", "linear", "silu", "gelu",
+        "silu", "softmax"]  # each loaded layer's activation, Keras's names (swish is silu)
+
+
+def record_model(keras, np, size):
+    """CFG's model in Keras on size x size images, random weights and biases."""
+    keras.utils.set_random_seed(4)
+    L = keras.layers
+    model = keras.Sequential([
+        keras.Input((size, size, 1)), L.Conv2D(4, 3, activation="gelu"),
+        L.Conv2D(4, 3, strides=2, activation="silu"), L.Flatten(), L.Dense(64, activation="elu"),
+        L.Dense(32, activation="leaky_relu"), L.Dense(32), L.Activation("gelu"), L.Dense(16),
+        L.Activation("silu"), L.Dense(16, activation="gelu"), L.Dense(16, activation="silu"),
+        L.Dense(10, activation="softmax")])
+    rng = np.random.default_rng(4)
+    for layer in model.layers:
+        if getattr(layer, "bias", None) is not None:
+            layer.bias.assign(rng.uniform(-0.5, 0.5, layer.bias.shape).astype(np.float32))
+    return model
+
+
+def record(a):
+    """The check on small inputs, written as golden files; returns the exit status."""
+    import tempfile
+    import numpy as np
+    import keras
+
+    golden, size, n = Golden("activations"), 12, 64
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 256, (n, size, size), dtype=np.uint8)
+    y = rng.integers(0, 10, n).astype(np.uint8)
+    np.save(golden.path("x.npy"), x)
+    np.save(golden.path("y.npy"), y)
+    cfg = CFG.replace("28,28,1", f"{size},{size},1")
+    cfg = cfg[:cfg.index("[data]")] + "[data]\ntrain_images = x.npy\ntrain_labels = y.npy\n" \
+        "scale = 1/255\n" + cfg[cfg.index("[input]"):]
+    with open(golden.path("acts.cfg"), "w") as f:
+        f.write(cfg)
+    model = record_model(keras, np, size)
+    model.save(golden.path("model.h5"))
+    theirs = model.predict(x.astype(np.float32).reshape(n, size, size, 1) / 255.0, verbose=0)
+    runs = [["mirrored_eval", "{golden}/model.h5", "--cfg", "{golden}/acts.cfg", "--data",
+             "{golden}/x.npy", "--devices", "cpu", "--quiet", "--predict", "{out}/pred.npy"],
+            ["mirrored_train", "{golden}/acts.cfg", "--init-weights", "{golden}/model.h5",
+             "--devices", "cpu:1", "--quiet", "--save", "{out}/acts.h5"],
+            ["mirrored_export", "{out}/acts.h5", "{out}/acts.keras"]]
+    compare = [{"name": "class probabilities of Keras's model", "array": "{out}/pred.npy",
+                "keras": golden.array("pred", theirs), "abs": 1e-4}]
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in runs:
+            run_ours(a.build, r, golden.dir, tmp, stdout=subprocess.DEVNULL)
+        diff = float(np.max(np.abs(np.load(os.path.join(tmp, "pred.npy")) - theirs)))
+        loaded = keras.models.load_model(os.path.join(tmp, "acts.keras"))
+        names = [{"swish": "silu"}.get(act, act) for act in
+                 (l.get_config().get("activation") for l in loaded.layers) if act]
+        compare += archive_layer_compares(os.path.join(tmp, "acts.keras"), "{out}/acts.keras",
+                                          loaded, ["activation"])
+    print(f"max |mirrored_eval --predict - keras predict| over {n} images: {diff:.3g}")
+    print(f"activations Keras loads from our archive: {names}")
+    golden.case("small_acts", runs, compare)
+    golden.write()
+    ok = diff < 1e-4 and names == WANT
+    print("agree" if ok else "DISAGREE")
+    return 0 if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(HERE, "out", "activations"))
+    ap.add_argument("--record", action="store_true",
+                    help="small inputs, written as golden files (tests/golden/keras/activations/)")
     a = ap.parse_args()
+    if a.record:
+        return record(a)
     os.makedirs(a.out, exist_ok=True)
     cfg = os.path.join(a.out, "acts.cfg")
     with open(cfg, "w") as f:
@@ -111,9 +194,7 @@ def main():
     print(f"\nKeras leaky_relu slope below 0: {slope:g}")
     print(f"max |mirrored_eval --predict - keras predict| over {len(x)} images: {diff:.3g}")
     names = [{"swish": "silu"}.get(act, act) for _, act in acts if act]
-    want = ["gelu", "silu", "elu", "leaky_relu", "linear", "gelu", "linear", "silu", "gelu",
-            "silu", "softmax"]
-    ok = diff < 1e-4 and names == want
+    ok = diff < 1e-4 and names == WANT
     ok = ok and abs(slope - 0.2) < 1e-6
     print("agree" if ok else "DISAGREE")
     return 0 if ok else 1

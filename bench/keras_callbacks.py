@@ -7,20 +7,26 @@ epoch figures of each run (its --metrics CSV) to Keras 3's EarlyStopping
 and ReduceLROnPlateau, epoch by epoch, on a real Keras model and optimizer,
 and checks that Keras would have stopped after the same epoch and set the
 same learning rate for every epoch as our run did. An interop check, not
-a test of the suite: it needs TensorFlow/Keras in a venv.
+a test of the suite: it needs TensorFlow/Keras in a venv. With --record it
+also writes, under tests/golden/keras/callbacks/, each run's epoch figures
+and what Keras's callbacks decided on them, with the .cfg and the data, so
+that tests/test_keras_golden.c replays the same figures through our
+callbacks (and checks a fresh run against its own figures) without
+TensorFlow (bench/keras_golden.py records every check).
 
-    /work/venv-tf/bin/python bench/keras_callbacks.py [--build build]
+    /work/venv-tf/bin/python bench/keras_callbacks.py [--build build] [--record]
 """
 import argparse
 import csv
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from keras_golden import Golden, run_ours  # noqa: E402
 
 CASES = [
     # (name, [net] lines, epochs)
@@ -42,18 +48,42 @@ def keyvals(text):
     return dict(l.split(" = ") for l in text.strip().splitlines())
 
 
-def run_ours(exe, tmp, name, net, epochs):
-    cfg = os.path.join(tmp, name + ".cfg")
-    with open(cfg, "w") as f:
+FIGURES = ("epoch", "accuracy", "loss", "val_accuracy", "val_loss", "learning_rate")
+
+
+def ours_run(name):
+    """Our side of a case ({golden}: the .cfg and data, {out}: its --metrics CSV)."""
+    return ["mirrored_train", f"{{golden}}/{name}.cfg", "--devices", "cpu:1", "--quiet",
+            "--metrics", f"{{out}}/{name}.csv"]
+
+
+def run_case(build, work, tmp, name, net, epochs):
+    """Our run of the case: its --metrics rows."""
+    with open(os.path.join(work, name + ".cfg"), "w") as f:
         f.write(f"[net]\nbatch = 16\nepochs = {epochs}\nvalidation_split = 0.3\nseed = 7\n"
                 f"learning_rate = 0.01\n{net}"
                 "[data]\ntrain_images = x.npy\ntrain_labels = y.npy\nscale = 1/255\n"
                 "[input]\nshape = 8,8,1\n[flatten]\n[dense]\nunits = 32\nactivation = relu\n"
                 "[dense]\nunits = 4\nactivation = softmax\n")
-    out = os.path.join(tmp, name + ".csv")
-    subprocess.run([exe, cfg, "--devices", "cpu:1", "--quiet", "--metrics", out], check=True)
-    with open(out) as f:
+    run_ours(build, ours_run(name), work, tmp)
+    with open(os.path.join(tmp, name + ".csv")) as f:
         return list(csv.DictReader(f))
+
+
+def golden_case(golden, name, rows, ran, rates):
+    """The figures Keras's callbacks saw (the CSV's columns but the timings) and their
+    decisions."""
+    with open(golden.path(name + "_figures.csv"), "w") as f:
+        f.write(",".join(FIGURES) + "\n")
+        for r in rows:
+            f.write(",".join(r[k] for k in FIGURES) + "\n")
+    cfg = f"{{golden}}/{name}.cfg"
+    golden.case(name, [ours_run(name)], [
+        {"name": "Keras's EarlyStopping and ReduceLROnPlateau on the recorded figures",
+         "callbacks": f"{{golden}}/{name}_figures.csv", "cfg": cfg, "epochs": ran,
+         "rates": rates},
+        {"name": "the run's stop and rates as the rules give them on its figures",
+         "callbacks": f"{{out}}/{name}.csv", "cfg": cfg, "self": True}])
 
 
 def keras_replay(rows, net, epochs):
@@ -97,19 +127,21 @@ def keras_replay(rows, net, epochs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--record", action="store_true",
+                    help="also write the golden files (tests/golden/keras/callbacks/)")
     a = ap.parse_args()
-    exe = os.path.join(a.build, "launch", "mirrored_train")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
+        golden = Golden("callbacks") if a.record else None
+        work = golden.dir if golden else tmp  # the inputs of our side
         rng = np.random.default_rng(5)
         y = (np.arange(300) % 4).astype(np.uint8)
         x = (rng.random((300, 8, 8)) * 140 + (np.arange(64).reshape(8, 8) % 4 == y[:, None, None])
              * 40).astype(np.uint8)
-        np.save(os.path.join(tmp, "x.npy"), x)
-        np.save(os.path.join(tmp, "y.npy"), y)
-        os.chdir(tmp)
+        np.save(os.path.join(work, "x.npy"), x)
+        np.save(os.path.join(work, "y.npy"), y)
         for name, net, epochs in CASES:
-            rows = run_ours(exe, tmp, name, net, epochs)
+            rows = run_case(a.build, work, tmp, name, net, epochs)
             ran, rates = keras_replay(rows, net, epochs)
             ours = [float(r["learning_rate"]) for r in rows]
             same_stop = ran == len(rows)
@@ -122,6 +154,10 @@ def main():
                   f" -> {'same' if ok else 'DIFFERENT'}")
             if not ok:
                 print("   ours ", ours, "\n   keras", rates)
+            if golden:
+                golden_case(golden, name, rows, ran, rates)
+        if golden:
+            golden.write()
     print("all the same" if failures == 0 else f"{failures} case(s) differ")
     sys.exit(1 if failures else 0)
 

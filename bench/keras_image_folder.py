@@ -19,6 +19,17 @@ the same for the PNG seeds of tests/fuzz/corpus/image/ (grey 1, 8 and 16
 bits, grey+alpha, palette with tRNS, RGB, RGBA) at their own size (3x2) in
 each color_mode. Exits 1 unless the counts and labels agree and the PNG
 pixels are within 1e-3.
+
+--record does the same with the first 8 images and writes golden files
+under tests/golden/keras/image_folder/ for tests/test_keras_golden.c (no
+TensorFlow; bench/keras_golden.py records every check): the folders
+(folder/, folder_png/, png_types/), a .cfg per case, and what
+image_dataset_from_directory decoded (expected.h5, compressed), compared
+with mirrored_train --write-data: the labels exactly, the PNG pixels
+within 1e-3, the JPEG ones within the largest difference seen when
+recorded plus one level (decoders differ in their last bits).
+
+    /work/venv-tf/bin/python bench/keras_image_folder.py --record [--build build]
 """
 import argparse
 import gzip
@@ -33,6 +44,8 @@ import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from keras_golden import Golden, run_ours  # noqa: E402
 DATA = "/usr/share/datasets/fashion-mnist"
 N = 60
 # (height, width, color_mode, channels, PNG files only): down, up, same size
@@ -52,12 +65,12 @@ def fashion(n):
     return x, y
 
 
-def write_folder(tf, root, png_only):
+def write_folder(tf, root, png_only, n=N):
     """Returns {relative path: is_png} of the images written."""
-    x, y = fashion(N)
+    x, y = fashion(n)
     shutil.rmtree(root, ignore_errors=True)
     kinds = {}
-    for i in range(N):
+    for i in range(n):
         cls = os.path.join(root, "class_%d" % y[i])
         if i % 7 == 3:
             cls = os.path.join(cls, "nested")
@@ -82,7 +95,7 @@ def write_folder(tf, root, png_only):
         with open(name, "wb") as f:
             f.write(data.numpy())
         kinds[os.path.relpath(name, root)] = not jpeg
-    with open(os.path.join(root, "class_0", "notes.txt"), "w") as f:
+    with open(os.path.join(root, "class_%d" % y[0], "notes.txt"), "w") as f:
         f.write("not an image\n")
     return kinds
 
@@ -110,11 +123,94 @@ def ours(build, out, root, h, w, c, classes=10):
         return f["train_images"][()], f["train_labels"][()], note
 
 
+RECORD_N = 8
+
+
+def keras_decode(keras, root, h, w, mode):
+    """image_dataset_from_directory's (file paths relative to root, images, labels)."""
+    ds = keras.utils.image_dataset_from_directory(
+        root, shuffle=False, image_size=(h, w), color_mode=mode, batch_size=None, verbose=False)
+    paths = [os.path.relpath(p, root) for p in ds.file_paths]
+    return paths, np.stack([im.numpy() for im, _ in ds]), np.array([int(lab.numpy())
+                                                                   for _, lab in ds])
+
+
+def record_case(a, keras, golden, tmp, name, folder, h, w, c, mode, kinds):
+    """One [input] shape of one folder: its .cfg, our run, Keras's decode; returns the case's
+    largest PNG and JPEG differences now."""
+    classes = len([d for d in os.listdir(golden.path(folder))
+                   if os.path.isdir(golden.path(folder, d))])
+    with open(golden.path(name + ".cfg"), "w") as f:
+        f.write("[net]\nbatch = 4\nepochs = 1\n[data]\ntrain_images = %s\nscale = 1\n"
+                "[input]\nshape = %d,%d,%d\n[flatten]\n[dense]\nunits = %d\n"
+                "activation = softmax\n" % (folder, h, w, c, classes))
+    run = ["mirrored_train", "--devices", "cpu", "--quiet", "--write-data",
+           f"{{out}}/{name}.h5", f"{{golden}}/{name}.cfg"]
+    run_ours(a.build, run, golden.dir, tmp)
+    paths, kx, ky = keras_decode(keras, golden.path(folder), h, w, mode)
+    import h5py
+    with h5py.File(os.path.join(tmp, name + ".h5"), "r") as f:
+        ox, oy = f["train_images"][()], f["train_labels"][()]
+    is_png = np.array([kinds.get(p, True) for p in paths])
+    d = np.abs(kx.astype(np.float64) - ox.reshape(kx.shape)).reshape(len(kx), -1).max(1)
+    png_rows = [int(i) for i in np.flatnonzero(is_png)]
+    jpeg_rows = [int(i) for i in np.flatnonzero(~is_png)]
+    ours = f"{{out}}/{name}.h5:/train_"
+    compare = [{"name": "labels", "array": ours + "labels",
+                "keras": golden.array(name + "/labels", ky), "abs": 0},
+               {"name": f"PNG pixels ({len(png_rows)} files)", "array": ours + "images",
+                "keras": golden.array(name + "/images", kx, compress=True), "abs": 1e-3,
+                "rows": png_rows}]
+    if jpeg_rows:
+        compare.append({"name": f"JPEG pixels ({len(jpeg_rows)} files)", "array": ours + "images",
+                        "keras": name + "/images", "abs": float(d[~is_png].max()) + 1,
+                        "rows": jpeg_rows})
+    golden.case(name, [run], compare)
+    same = np.array_equal(ky, oy)
+    print(f"{name:26} {len(kx)} files, labels {'equal' if same else 'DIFFER'}; max |diff| PNG "
+          f"{d[is_png].max():.3g}" + (f", JPEG {d[~is_png].max():.3g}" if jpeg_rows else ""))
+    return (d[is_png].max() if same else np.inf), (d[~is_png].max() if jpeg_rows else 0)
+
+
+def record(a):
+    """The check on RECORD_N images, written as golden files; returns the exit status."""
+    import tempfile
+    import keras
+    import tensorflow as tf
+
+    golden = Golden("image_folder")
+    worst = 0.0
+    kinds = {False: write_folder(tf, golden.path("folder"), False, RECORD_N),
+             True: write_folder(tf, golden.path("folder_png"), True, RECORD_N)}
+    seeds = os.path.join(ROOT, "tests", "fuzz", "corpus", "image")
+    os.makedirs(golden.path("png_types", "all"))
+    for f in sorted(os.listdir(seeds)):
+        if f.endswith(".png"):
+            shutil.copy(os.path.join(seeds, f), golden.path("png_types", "all", f))
+    with tempfile.TemporaryDirectory() as tmp:
+        for h, w, mode, c, png_only in CASES:
+            folder = "folder_png" if png_only else "folder"
+            png, _ = record_case(a, keras, golden, tmp, f"{folder}_{h}x{w}_{mode}", folder, h, w,
+                                 c, mode, kinds[png_only])
+            worst = max(worst, png)
+        for mode, c in [("grayscale", 1), ("rgb", 3), ("rgba", 4)]:
+            png, _ = record_case(a, keras, golden, tmp, f"png_types_{mode}", "png_types", 2, 3, c,
+                                 mode, {})
+            worst = max(worst, png)
+    golden.write()
+    print("PASS" if worst <= 1e-3 else "FAIL")
+    return 0 if worst <= 1e-3 else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "image_folder"))
+    ap.add_argument("--record", action="store_true",
+                    help="8 images, written as golden files (tests/golden/keras/image_folder/)")
     a = ap.parse_args()
+    if a.record:
+        return record(a)
     import keras
     import tensorflow as tf
 

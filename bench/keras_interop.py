@@ -38,6 +38,24 @@ printed, at most 1e-4); so are a graph's (a Functional's), and in step 2
 Keras's predict of its own model against mirrored_eval --cfg --predict of
 the Keras-made .h5.
 Prints a Markdown table of all figures; exits 1 if a pair disagrees.
+
+--record checks the same on small inputs and writes golden files under
+tests/golden/keras/interop/ for tests/test_keras_golden.c (no TensorFlow;
+bench/keras_golden.py records every check). Each config
+(bench/fashion_residual.cfg: a graph with batch normalization;
+fashion_mlp_prep: Rescaling and an adapted Normalization) is shrunk
+to 14x14 images (the first 64 test images, 2x2 means) and at most 16
+filters or units, as NAME.cfg. Keras -> mirrored: Keras trains it one
+epoch on those images and saves NAME.keras_made.h5 (the residual graph
+also .keras and .weights.h5); its loss, accuracy and predictions are the
+golden figures for mirrored_eval --cfg of each file, and mirrored_train
+--init-weights must train from it. mirrored -> Keras: what Keras loads
+from the archive mirrored_export writes after one epoch of mirrored_train
+(each layer's class, settings and inbound nodes, the optimizer's class)
+are the golden config.json values; that Keras evaluates our files as we
+do is checked only here, live.
+
+    /work/venv-tf/bin/python bench/keras_interop.py --record [--build build]
 """
 import argparse
 import gzip
@@ -51,6 +69,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from keras_golden import (Golden, archive_config, archive_layer_compares,  # noqa: E402
+                          layer_pointer, pointer_get, run_ours)
 DATA = "/usr/share/datasets/fashion-mnist"
 TOLERANCE = 0.001
 RESULT = re.compile(r"Test loss: ([0-9.]+) - test accuracy: ([0-9.]+)")
@@ -328,6 +349,151 @@ def keras_to_mirrored(args, cfg, name, train, test, rows):
           f"test accuracy {k_acc:.4f} -> {c_acc:.4f} (loss {k_loss:.4f} -> {c_loss:.4f})")
 
 
+RECORD_CONFIGS = ["bench/fashion_residual.cfg", "fashion_mlp_prep"]
+RECORD_N = 64
+# the layer settings whose values Keras reads from our archive
+LAYER_KEYS = ["activation", "filters", "units", "kernel_size", "strides", "padding", "use_bias",
+              "pool_size", "momentum", "epsilon", "rate", "scale", "offset", "axis"]
+
+
+def small_cfg(path):
+    """The config's text on 14x14 images (x.npy, y.npy), at most 16 filters or units."""
+    text = open(os.path.join(ROOT, path)).read()
+    text = re.sub(r"^shape = 28,28,1", "shape = 14,14,1", text, flags=re.M)
+    text = re.sub(r"^(filters|units) = (\d+)", lambda m: f"{m[1]} = {min(int(m[2]), 16)}",
+                  text, flags=re.M)
+    for key, f in (("train_images", "x.npy"), ("train_labels", "y.npy"),
+                   ("test_images", "x.npy"), ("test_labels", "y.npy")):
+        text = re.sub(rf"^{key} = .*$", f"{key} = {f}", text, flags=re.M)
+    return text
+
+
+def small_data(golden):
+    """The first RECORD_N test images as 2x2 means (14x14, uint8) and their labels."""
+    import numpy as np
+
+    x = read_idx(f"{DATA}/t10k-images-idx3-ubyte.gz")[:RECORD_N].astype(np.float32)
+    x = np.round(x.reshape(RECORD_N, 14, 2, 14, 2).mean(axis=(2, 4))).astype(np.uint8)
+    y = read_idx(f"{DATA}/t10k-labels-idx1-ubyte.gz")[:RECORD_N]
+    np.save(golden.path("x.npy"), x)
+    np.save(golden.path("y.npy"), y)
+    return x.reshape(RECORD_N, 14, 14, 1).astype(np.float32), y.astype(np.int64)
+
+
+def keras_made(golden, name, sections, x, y, formats):
+    """Keras trains the config one epoch on x and saves it in `formats`; returns the model."""
+    import keras
+
+    keras.utils.clear_session()
+    keras.utils.set_random_seed(1)
+    model, net = keras_model(sections)
+    model.compile(optimizer=keras.optimizers.Adam(float(net.get("learning_rate", "0.001"))),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    for i, layer in enumerate(model.layers):
+        if isinstance(layer, keras.layers.Normalization):
+            xa = x
+            for before in model.layers[:i]:
+                xa = before(xa).numpy()
+            layer.adapt(xa)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    for ext in formats:
+        if ext == ".weights.h5":
+            model.save_weights(golden.path(f"{name}.keras_made{ext}"))
+        else:
+            model.save(golden.path(f"{name}.keras_made{ext}"))
+    return model
+
+
+def keras_to_mirrored_golden(golden, name, model, x, y, formats):
+    """Our side reading Keras's files: runs and comparisons with Keras's figures."""
+    loss, acc = model.evaluate(x, y, verbose=0)
+    pred = golden.array(f"{name}/pred", model.predict(x, verbose=0))
+    runs, compare = [], []
+    for ext in formats:
+        f, out = f"{{golden}}/{name}.keras_made{ext}", f"{{out}}/{name}.keras_made{ext}"
+        runs.append(["mirrored_eval", f, "--cfg", f"{{golden}}/{name}.cfg", "--data",
+                     "{golden}/x.npy,{golden}/y.npy", "--devices", "cpu", "--quiet", "--json",
+                     out + ".json", "--predict", out + ".npy"])
+        compare += [
+            {"name": f"{ext}: loss Keras evaluates", "json": out + ".json",
+             "pointer": "/test_loss", "keras": float(loss), "rel": 1e-4},
+            {"name": f"{ext}: accuracy Keras evaluates", "json": out + ".json",
+             "pointer": "/test_accuracy", "keras": float(acc), "abs": TOLERANCE},
+            {"name": f"{ext}: class probabilities Keras predicts", "array": out + ".npy",
+             "keras": pred, "abs": 1e-4}]
+    runs.append(["mirrored_train", f"{{golden}}/{name}.cfg", "--init-weights",
+                 f"{{golden}}/{name}.keras_made.h5", "--epochs", "1", "--devices", "cpu:1",
+                 "--quiet", "--save", f"{{out}}/{name}.from_keras.h5"])
+    return runs, compare
+
+
+def mirrored_to_keras_golden(a, golden, name, tmp):
+    """What Keras loads from our archive: runs and comparisons of config.json."""
+    import keras
+
+    runs = [["mirrored_train", f"{{golden}}/{name}.cfg", "--epochs", "1", "--devices", "cpu:1",
+             "--quiet", "--save", f"{{out}}/{name}.h5"],
+            ["mirrored_export", f"{{out}}/{name}.h5", f"{{out}}/{name}.keras"]]
+    for r in runs:
+        run_ours(a.build, r, golden.dir, tmp, stdout=subprocess.DEVNULL)
+    archive, placeholder = os.path.join(tmp, f"{name}.keras"), f"{{out}}/{name}.keras"
+    keras.utils.clear_session()
+    model = keras.models.load_model(archive)
+    doc = archive_config(archive)
+    compare = [{"name": "optimizer class Keras loads", "archive": placeholder,
+                "pointer": "/compile_config/optimizer/class_name",
+                "keras": type(model.optimizer).__name__}]
+    for layer in model.layers:
+        at = layer_pointer(doc, layer.name)
+        compare.append({"name": f"{layer.name}'s class Keras loads", "archive": placeholder,
+                        "pointer": at + "/class_name", "keras": type(layer).__name__})
+        if "inbound_nodes" in pointer_get(doc, at):
+            compare.append({"name": f"{layer.name}'s inbound nodes Keras loads",
+                            "archive": placeholder, "pointer": at + "/inbound_nodes",
+                            "keras": pointer_get(doc, at + "/inbound_nodes")})
+    compare += archive_layer_compares(archive, placeholder, model, LAYER_KEYS)
+    for c in compare:  # the classes Keras made are those the archive names
+        if c["pointer"].endswith("/class_name"):
+            assert pointer_get(doc, c["pointer"]) == c["keras"], c
+    return runs, compare, model
+
+
+def record(a):
+    """The check on small inputs, written as golden files; returns the exit status."""
+    import tempfile
+    import numpy as np
+
+    golden = Golden("interop")
+    x, y = small_data(golden)
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg in RECORD_CONFIGS:
+            path = cfg if cfg.endswith(".cfg") else os.path.join("models", "configs", cfg + ".cfg")
+            name = os.path.basename(path)[:-len(".cfg")]
+            with open(golden.path(name + ".cfg"), "w") as f:
+                f.write(small_cfg(path))
+            sections = parse_cfg(golden.path(name + ".cfg"))
+            xs = x if takes_raw(sections) else x / 255.0
+            formats = [".h5", ".keras", ".weights.h5"] if is_graph(sections) else [".h5"]
+            model = keras_made(golden, name, sections, xs, y, formats)
+            runs, compare = keras_to_mirrored_golden(golden, name, model, xs, y, formats)
+            for r in runs:
+                run_ours(a.build, r, golden.dir, tmp, stdout=subprocess.DEVNULL)
+            for c in compare:
+                if "array" in c:
+                    ours = np.load(c["array"].replace("{out}", tmp))
+                    d = float(np.max(np.abs(ours - golden.arrays[c["keras"]][0])))
+                    worst = max(worst, d)
+                    print(f"{name}: {c['name']}: max |mirrored_eval - Keras| {d:.3g}")
+            golden.case(f"{name}_keras_made", runs, compare)
+            runs, compare, loaded = mirrored_to_keras_golden(a, golden, name, tmp)
+            print(f"{name}: Keras loads our archive: {[type(l).__name__ for l in loaded.layers]}")
+            golden.case(f"{name}_exported", runs, compare)
+    golden.write()
+    print("all agree" if worst <= 1e-4 else "DISAGREE")
+    return 0 if worst <= 1e-4 else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--configs", nargs="+", default=["fashion_cnn", "fashion_cnn_bn"])
@@ -336,7 +502,11 @@ def main():
     ap.add_argument("--out", default=os.path.join("bench", "out", "interop"))
     ap.add_argument("--devices", default="auto", help="mirrored_train/mirrored_eval --devices")
     ap.add_argument("--skip-reverse", action="store_true", help="only mirrored -> Keras")
+    ap.add_argument("--record", action="store_true",
+                    help="small inputs, written as golden files (tests/golden/keras/interop/)")
     args = ap.parse_args()
+    if args.record:
+        return record(args)
     os.makedirs(os.path.join(ROOT, args.out), exist_ok=True)
     import keras
     import tensorflow as tf

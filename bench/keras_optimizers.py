@@ -14,9 +14,13 @@ keras.models.load_model: its optimizer must be of the same class with the
 same settings, each of its variables (slots and update count) must equal
 what our .h5 holds under the same name, and the kernels' initializers
 (he_normal, he_uniform in the .cfg) must be Keras's HeNormal, HeUniform. An interop check, not a test
-of the suite: it needs TensorFlow/Keras in a venv.
+of the suite: it needs TensorFlow/Keras in a venv. With --record it
+also writes what Keras computed (its weights and losses, the optimizer and
+initializers it read from our archive) and the inputs our side needs under
+tests/golden/keras/optimizers/, which tests/test_keras_golden.c checks
+without TensorFlow (bench/keras_golden.py records every check).
 
-    /work/venv-tf/bin/python bench/keras_optimizers.py [--build build] [--epochs 3]
+    /work/venv-tf/bin/python bench/keras_optimizers.py [--build build] [--epochs 3] [--record]
 """
 import argparse
 import os
@@ -27,6 +31,8 @@ import tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from keras_golden import Golden, archive_config, layer_pointer, pointer_get, run_ours  # noqa: E402
 
 # (name, [net] lines, the Keras optimizer's class and arguments)
 CASES = [
@@ -96,15 +102,18 @@ def ours_weights(path):
     return out
 
 
-def same_optimizer(ours_h5, archive, cls, kwargs):
-    """'' if Keras's optimizer loaded from our archive is ours, else why not."""
+def same_optimizer(ours_h5, archive, cls, kwargs, golden=None):
+    """'' if Keras's optimizer loaded from our archive is ours, else why not. With golden (a
+    list), appends what Keras read from the archive as comparisons of the archive's config.json
+    and of our .h5's optimizer variable names (tests/test_keras_golden.c)."""
     import h5py
     import keras
     try:
         model = keras.models.load_model(archive)
     except Exception as e:  # a file Keras cannot load is the finding
         return f"Keras cannot load it: {str(e).splitlines()[0][:120]}"
-    inits = [type(l.kernel_initializer).__name__ for l in model.layers if hasattr(l, "kernel")]
+    kernels = [l for l in model.layers if hasattr(l, "kernel")]
+    inits = [type(l.kernel_initializer).__name__ for l in kernels]
     if inits[:2] != ["HeNormal", "HeUniform"]:
         return f"kernel initializers {inits}"
     opt = model.optimizer
@@ -124,39 +133,78 @@ def same_optimizer(ours_h5, archive, cls, kwargs):
         for v in opt.variables:
             if not np.array_equal(np.asarray(v.numpy()), np.array(ow[by_keras[v.path]])):
                 return f"{v.path} differs"
+    if golden is not None:
+        golden += archive_golden(archive, kernels, cls, kwargs, cfg, opt)
     return ""
+
+
+def archive_golden(archive, kernels, cls, kwargs, cfg, opt):
+    """What Keras read from our archive, as comparisons of the part our side wrote."""
+    doc = archive_config(archive)
+    arch = archive.replace(os.path.dirname(archive), "{out}")
+    h5 = arch[:-len(".keras")] + ".h5"
+    out = [{"name": "optimizer class Keras loads", "archive": arch,
+            "pointer": "/compile_config/optimizer/class_name", "keras": cls}]
+    out += [{"name": f"optimizer {k} Keras loads", "archive": arch,
+             "pointer": f"/compile_config/optimizer/config/{k}", "keras": cfg[k]}
+            if isinstance(cfg[k], bool) else
+            {"name": f"optimizer {k} Keras loads", "archive": arch,
+             "pointer": f"/compile_config/optimizer/config/{k}", "keras": float(cfg[k]),
+             "rel": 1e-6} for k in kwargs]
+    out += [{"name": f"{l.name}'s kernel initializer Keras loads", "archive": arch,
+             "pointer": layer_pointer(doc, l.name) + "/config/kernel_initializer/class_name",
+             "keras": type(l.kernel_initializer).__name__} for l in kernels]
+    # our variable names as Keras's paths (ours add "sequential_" before the layer)
+    out.append({"name": "optimizer variables Keras matches", "h5_attr": h5,
+                "object": "optimizer_weights", "attr": "weight_names",
+                "replace": ["/sequential_", "/"], "keras": [v.path for v in opt.variables]})
+    for c in out:  # the archive says what Keras read
+        if "pointer" in c:
+            got = pointer_get(doc, c["pointer"])
+            assert got == c["keras"] or np.isclose(got, c["keras"], rtol=1e-6), (c, got)
+    return out
+
+
+def ours_runs(name):
+    """Our side of a case ({golden}: the inputs, {out}: what it writes)."""
+    return [["mirrored_train", f"{{golden}}/{name}.cfg", "--devices", "cpu:1", "--quiet",
+             "--init-weights", "{golden}/init.h5", "--save", f"{{out}}/{name}.h5", "--metrics",
+             f"{{out}}/{name}.csv"],
+            ["mirrored_export", f"{{out}}/{name}.h5", f"{{out}}/{name}.keras"]]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--record", action="store_true",
+                    help="also write the golden files (tests/golden/keras/optimizers/)")
     a = ap.parse_args()
-    exe = os.path.join(os.path.abspath(a.build), "launch", "mirrored_train")
-    export = os.path.join(os.path.abspath(a.build), "launch", "mirrored_export")
     import keras
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
+        golden = Golden("optimizers") if a.record else None
+        work = golden.dir if golden else tmp  # the inputs of our side
         rng = np.random.default_rng(5)
         y = (np.arange(N) % CLASSES).astype(np.uint8)
         x = (rng.random((N, 8, 8)) * 140 + (np.arange(64).reshape(8, 8) % CLASSES
                                              == y[:, None, None]) * 80).astype(np.uint8)
-        np.save(os.path.join(tmp, "x.npy"), x)
-        np.save(os.path.join(tmp, "y.npy"), y)
+        np.save(os.path.join(work, "x.npy"), x)
+        np.save(os.path.join(work, "y.npy"), y)
         xf = (x.astype(np.float32) * np.float32(1 / 255)).reshape(N, 8, 8, 1)
-        init = os.path.join(tmp, "init.h5")
+        init = os.path.join(work, "init.h5")
         keras_model().save(init)
         print(f"{'case':24} {'max |ours - keras| / max |keras - init|':>40}  {'training':9}"
               f" {'our loss':7} {'keras':7} {'last epoch loss':9} exported optimizer")
         for name, net, cls, kwargs in CASES:
-            cfg = os.path.join(tmp, name + ".cfg")
             l2 = L2.get(name, 0.0)
-            with open(cfg, "w") as f:
+            with open(os.path.join(work, name + ".cfg"), "w") as f:
                 f.write(cfg_text(net, a.epochs, l2))
+            runs = ours_runs(name)
+            run_ours(a.build, runs[0], work, tmp)
+            run_ours(a.build, runs[1], work, tmp, stdout=subprocess.DEVNULL)
             out = os.path.join(tmp, name + ".h5")
             csv = os.path.join(tmp, name + ".csv")
-            subprocess.run([exe, cfg, "--devices", "cpu:1", "--quiet", "--init-weights", init,
-                            "--save", out, "--metrics", csv], check=True, cwd=tmp)
             our_loss = float(open(csv).read().strip().splitlines()[-1].split(",")[2])
             model = keras_model(l2)
             model.set_weights(keras.models.load_model(init, compile=False).get_weights())
@@ -172,14 +220,25 @@ def main():
             rel = diff / moved
             loss_rel = abs(our_loss - keras_loss) / keras_loss
             archive = os.path.join(tmp, name + ".keras")
-            subprocess.run([export, out, archive], check=True, stdout=subprocess.DEVNULL)
-            why = same_optimizer(out, archive, cls, kwargs)
+            compare = []
+            why = same_optimizer(out, archive, cls, kwargs, compare)
             ok = rel < 1e-3
             loss_ok = loss_rel < 1e-3
             failures += (not ok) + (why != "") + (not loss_ok)
             print(f"{name:24} {rel:40.2e}  {'same' if ok else 'DIFFERENT':9}"
                   f" {our_loss:.5f} {keras_loss:.5f} {'same' if loss_ok else 'DIFFERENT':9}"
                   f" {'same' if not why else 'DIFFERENT: ' + why}")
+            if golden:
+                for i, w in enumerate(kw):
+                    golden.array(f"{name}/weights/{i}", w)
+                golden.case(name, runs, [
+                    {"name": f"weights after {a.epochs} epochs", "weights": f"{{out}}/{name}.h5",
+                     "keras": f"{name}/weights", "init": "{golden}/init.h5", "tol": 1e-3},
+                    {"name": "last epoch's loss", "csv": f"{{out}}/{name}.csv",
+                     "column": "loss", "rows": [a.epochs - 1], "keras": [keras_loss],
+                     "rel": 1e-3}] + compare)
+        if golden:
+            golden.write()
     print("all the same" if failures == 0 else f"{failures} case(s) differ")
     sys.exit(1 if failures else 0)
 

@@ -2,7 +2,7 @@
 # Installs what mirrored needs from Debian 12 packages (only what is missing).
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libhdf5-dev zlib1g-dev
-      libinih-dev libzip-dev libpng-dev libjpeg62-turbo-dev check librandom123-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
+      libinih-dev libzip-dev libjansson-dev libpng-dev libjpeg62-turbo-dev check librandom123-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
       python3-h5py gnuplot-nox clang)
 missing=()
 for p in "${pkgs[@]}"; do
