@@ -314,179 +314,288 @@ static void print_report(double loss, double acc, int top_k, double top_k_acc, c
     }
 }
 
-int main(int argc, char **argv) {
-    mr_error err = {0};
+/* ---- the run: one state, a table of stages ---------------------------- */
+
+/* Everything one run of mirrored_eval holds, filled stage by stage and
+ * freed by eval_run_free. */
+typedef struct eval_run {
     mr_job job;
-    if (mr_cli_job_init(&argc, &argv, &job, &err) != MR_OK) {
-        int rc = mr_cli_die(prog, &err);
-        mr_job_finalize(&job);
+    int lead; /* the process of global replica 0 prints and writes */
+    eval_cli c;
+    mr_status options_st; /* the command line's verdict, agreed by the first stage */
+    mr_error err;         /* the first failure's message */
+    int rc;
+    /* load: the checkpoint, its .cfg, the devices and the data */
+    mr_checkpoint ck;
+    int has_ck; /* a mirrored checkpoint (else weights Keras wrote, with --cfg) */
+    mr_config cfg;
+    mr_strategy_opts opts;
+    char images[MR_PATH_MAX], labels[MR_PATH_MAX]; /* labels "": none */
+    mr_dataset ds;
+    /* build the strategy, load weights */
+    mr_strategy *s;
+    mr_model *m;  /* replica 0 */
+    int k;        /* the model's classes (outputs) */
+    int labelled; /* a labels file, or class folders */
+    /* evaluate */
+    int multi;    /* multi-hot labels: no confusion matrix */
+    double *conf; /* (k, k) confusion counts */
+    predictions pred;
+    mr_eval_detail detail;
+    double loss, acc;
+} eval_run;
+
+/* How a stage's failure becomes the same verdict on every process. */
+typedef enum stage_verdict {
+    /* it may fail on one process alone: the processes agree on the outcome
+     * after it (mr_job_agree), and a failure is printed once */
+    STAGE_AGREE,
+    /* the same outcome on every process already: its own collectives agree
+     * (mr_strategy_create); a failure is printed once */
+    STAGE_SAME,
+    /* a failure of this process alone: it ends the job (mr_cli_fail_alone) */
+    STAGE_ALONE,
+    /* prints (on the lead process) and cannot fail */
+    STAGE_PRINT,
+} stage_verdict;
+
+typedef struct eval_stage {
+    const char *name;
+    mr_status (*run)(eval_run *r);
+    stage_verdict verdict;
+} eval_stage;
+
+/* The data: --data IMAGES[,LABELS], or the test set of the .cfg. */
+static mr_status choose_data(eval_run *r) {
+    const eval_cli *c = &r->c;
+    if (c->data == NULL) {
+        if (r->cfg.data.test_images[0] == '\0')
+            return mr_error_set(&r->err, MR_ERR_CONFIG,
+                                "%s: its .cfg names no test set: give --data IMAGES,LABELS",
+                                c->checkpoint);
+        snprintf(r->images, sizeof r->images, "%s", r->cfg.data.test_images);
+        snprintf(r->labels, sizeof r->labels, "%s", r->cfg.data.test_labels);
+        return MR_OK;
+    }
+    const char *comma = strchr(c->data, ',');
+    /* a folder of class folders brings its labels (its subfolders) */
+    const int folder = comma == NULL && mr_image_folder_is(c->data);
+    if (comma == c->data || (comma != NULL && comma[1] == '\0'))
+        return mr_error_set(&r->err, MR_ERR_USAGE, "--data %s: expected IMAGES,LABELS or IMAGES",
+                            c->data);
+    if (comma == NULL && !folder && c->predict == NULL)
+        return mr_error_set(&r->err, MR_ERR_USAGE,
+                            "--data %s: no labels, so nothing to score: add --predict "
+                            "OUT.npy to write the class probabilities",
+                            c->data);
+    if (comma == NULL && !folder && c->json != NULL)
+        return mr_error_set(&r->err, MR_ERR_USAGE,
+                            "--json %s: needs labels (--data IMAGES,LABELS); --data %s has "
+                            "none",
+                            c->json, c->data);
+    if (comma == NULL) {
+        snprintf(r->images, sizeof r->images, "%s", c->data);
+    } else {
+        snprintf(r->images, sizeof r->images, "%.*s", (int)(comma - c->data), c->data);
+        snprintf(r->labels, sizeof r->labels, "%s", comma + 1);
+    }
+    return MR_OK;
+}
+
+/* Evaluation batches of --batch rows on every replica, and the data read
+ * as the model takes it. */
+static mr_status load_data(eval_run *r) {
+    mr_config *cfg = &r->cfg;
+    cfg->net.global_batch = 0;
+    cfg->net.batch = (int)r->c.batch;
+    cfg->net.accumulate = 1;
+    r->opts.seed = (uint64_t)cfg->net.seed;
+    const mr_layer_cfg *in = &cfg->layers[0];
+    const char *labels = r->labels[0] ? r->labels : NULL;
+    /* multi-label binary_crossentropy reads multi-hot rows (n, k) as they are */
+    int width = 1;
+    MR_CHECK(label_width_of(cfg, &width, &r->err));
+    if (width > 1) return mr_dataset_load_multi_hot(&r->ds, r->images, labels, width, &r->err);
+    return mr_dataset_load_input(&r->ds, r->images, labels, in->shape_rank, in->shape, &r->err);
+}
+
+/* load: the command line's verdict, this node's GPUs shared out (a
+ * collective, so on every process before anything that may fail on one
+ * alone), the .cfg, the devices, the output file and the data. */
+static mr_status stage_load(eval_run *r) {
+    mr_device_env env;
+    char gpu_conflict[sizeof r->err.msg];
+    /* err keeps the first message (error.h) */
+    mr_status env_st =
+        mr_devices_job_env(&r->job, &env, gpu_conflict, sizeof gpu_conflict, &r->err);
+    MR_CHECK(r->options_st);
+    MR_CHECK(env_st);
+    MR_CHECK(load_config(&r->c, &r->ck, &r->has_ck, &r->cfg, &r->err));
+    MR_CHECK(mr_devices_parse(r->c.devices, &env, &r->opts.devices, &r->err));
+    if (r->lead) MR_CHECK(mr_cli_check_writable("--json", r->c.json, &r->err));
+    MR_CHECK(choose_data(r));
+    return load_data(r);
+}
+
+static mr_status stage_report_data(eval_run *r) {
+    if (r->lead && !r->c.quiet && r->ds.note[0])
+        fprintf(stderr, "%s: note: %s\n", prog, r->ds.note);
+    return MR_OK;
+}
+
+static mr_status stage_build_strategy(eval_run *r) {
+    MR_CHECK(mr_strategy_create(&r->cfg, &r->opts, 0, &r->s, &r->err));
+    r->m = mr_strategy_replica(r->s, 0);
+    r->k = mr_model_classes(r->m);
+    return MR_OK;
+}
+
+/* The data against the model: its rows, --top-k, its labels; and the
+ * preprocessing training used. */
+static mr_status check_data(eval_run *r) {
+    const eval_cli *c = &r->c;
+    mr_config *cfg = &r->cfg;
+    MR_CHECK(mr_dataset_check_row(&r->ds, r->m->in_size, r->images, &r->err));
+    /* --top-k: in the .cfg every replica's model reads (creation checked [net] top_k) */
+    if (c->top_k > 0 && cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY)
+        return mr_error_set(&r->err, MR_ERR_USAGE,
+                            "--top-k %lld: does not apply to loss = binary_crossentropy", c->top_k);
+    if (c->top_k >= r->k)
+        return mr_error_set(&r->err, MR_ERR_USAGE, "--top-k %lld: must be below the %d classes",
+                            c->top_k, r->k);
+    if (c->top_k >= 0) cfg->net.top_k = (int)c->top_k;
+    r->labelled = r->labels[0] || r->ds.classes > 0;
+    if (r->labelled)
+        MR_CHECK(
+            mr_dataset_check_labels(&r->ds, r->k, r->labels[0] ? r->labels : r->images, &r->err));
+    /* preprocessing: what training used */
+    if (r->has_ck) return mr_ckpt_apply_preprocessing(&r->ck, &r->ds, &r->err);
+    r->ds.scale = cfg->data.scale;
+    if (cfg->data.standardize)
+        return mr_error_set(&r->err, MR_ERR_UNSUPPORTED,
+                            "%s: [data] standardize needs the training statistics, which only "
+                            "a mirrored checkpoint carries",
+                            c->cfg);
+    return MR_OK;
+}
+
+/* load weights: every process reads them into its replica 0 (after the
+ * data's checks against the model) */
+static mr_status stage_load_weights(eval_run *r) {
+    MR_CHECK(check_data(r));
+    return mr_keras_load(r->c.checkpoint, r->m, r->has_ck, NULL, &r->err);
+}
+
+/* share weights: replica 0 of the job hands them to all */
+static mr_status stage_share_weights(eval_run *r) {
+    return mr_strategy_sync_model(r->s, &r->err);
+}
+
+/* evaluate: loss, accuracy and the confusion counts, --predict's
+ * probabilities written as the batches go */
+static mr_status stage_evaluate(eval_run *r) {
+    const char *predict = r->c.predict;
+    r->multi = mr_model_label_width(r->m) > 1;
+    r->conf = calloc((size_t)r->k * (size_t)r->k, sizeof(double));
+    if (r->conf == NULL) return mr_error_set(&r->err, MR_ERR_NOMEM, "out of memory");
+    if (predict) MR_CHECK(open_predictions(&r->pred, predict, r->ds.n, r->k, &r->err));
+    r->detail = (mr_eval_detail){.classes = r->k,
+                                 .confusion = r->multi ? NULL : r->conf,
+                                 .on_probs = predict ? write_probs : NULL,
+                                 .user = &r->pred};
+    MR_CHECK(mr_strategy_evaluate_detail(r->s, &r->ds, 0, r->ds.n, &r->loss, &r->acc, &r->detail,
+                                         &r->err));
+    if (r->pred.fd < 0) return MR_OK;
+    int bad = r->pred.failed | (close(r->pred.fd) != 0);
+    r->pred.fd = -1;
+    if (!bad) return MR_OK;
+    unlink(predict);
+    return mr_error_set(&r->err, MR_ERR_IO, "--predict %s: cannot write", predict);
+}
+
+/* report: the scores (or where the probabilities went) and --json */
+static mr_status stage_report(eval_run *r) {
+    const eval_cli *c = &r->c;
+    const int replicas = mr_strategy_plan(r->s)->replicas;
+    if (!r->lead) return MR_OK;
+    if (!r->labelled) { /* no labels: the probabilities are the result */
+        printf("%s: %lld examples of %s, %d replica%s: class probabilities (%lld, %d) in %s\n",
+               c->checkpoint, (long long)r->ds.n, r->images, replicas, replicas > 1 ? "s" : "",
+               (long long)r->ds.n, r->k, c->predict);
+        return MR_OK;
+    }
+    if (!c->quiet)
+        printf("%s: %lld examples of %s, %d replica%s\n", c->checkpoint, (long long)r->ds.n,
+               r->images, replicas, replicas > 1 ? "s" : "");
+    print_report(r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy,
+                 r->multi ? NULL : r->conf, r->k, c->quiet, c->per_class);
+    /* multi-label: per_class and confusion are empty lists */
+    if (c->json == NULL) return MR_OK;
+    return write_json(c->json, r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy, r->ds.n,
+                      r->conf, r->multi ? 0 : r->k, &r->err);
+}
+
+/* The run, in order. Where a stage agrees is said here, once. */
+static const eval_stage stages[] = {
+    {"load config and data", stage_load, STAGE_AGREE},
+    {"report data", stage_report_data, STAGE_PRINT},
+    {"build the strategy", stage_build_strategy, STAGE_SAME},
+    {"load weights", stage_load_weights, STAGE_AGREE},
+    {"share weights", stage_share_weights, STAGE_ALONE},
+    {"evaluate", stage_evaluate, STAGE_ALONE},
+    {"report", stage_report, STAGE_ALONE},
+};
+
+/* Runs the stages until one fails (its verdict printed as the table
+ * says); r->rc is the exit code. */
+static void run_stages(eval_run *r) {
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        const eval_stage *s = &stages[i];
+        mr_status st = s->run(r);
+        if (s->verdict == STAGE_AGREE) st = mr_job_agree(&r->job, st, &r->err);
+        if (st == MR_OK) continue;
+        r->rc = s->verdict == STAGE_AGREE || s->verdict == STAGE_SAME
+                    ? mr_cli_fail_agreed(prog, &r->job, &r->err)
+                    : mr_cli_fail_alone(prog, &r->job, &r->err);
+        return;
+    }
+}
+
+/* Everything the stages made (a --predict file left half written is
+ * removed), and the job; returns the exit code. */
+static int eval_run_free(eval_run *r) {
+    if (r->pred.fd >= 0) close(r->pred.fd), r->pred.fd = -1, unlink(r->c.predict);
+    free(r->conf);
+    mr_strategy_destroy(r->s);
+    mr_dataset_free(&r->ds);
+    mr_config_free(&r->cfg);
+    mr_checkpoint_free(&r->ck);
+    mr_job_finalize(&r->job);
+    return r->rc;
+}
+
+/* One run's state: large (the .cfg's layers), and one per process. */
+static eval_run run = {.pred = {.fd = -1}};
+
+int main(int argc, char **argv) {
+    eval_run *r = &run;
+    if (mr_cli_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
+        int rc = mr_cli_die(prog, &r->err);
+        mr_job_finalize(&r->job);
         return rc;
     }
-    const int lead = job.rank == 0;
-    eval_cli c;
-    mr_status st = parse(argc, argv, &c, &err);
-    if (st == MR_OK && (c.help || c.version)) {
-        if (lead && c.help) usage(stdout);
-        if (lead && c.version) printf("mirrored %s\n", MR_VERSION);
-        mr_job_finalize(&job);
+    r->lead = r->job.rank == 0;
+    r->options_st = parse(argc, argv, &r->c, &r->err);
+    if (r->options_st == MR_OK && (r->c.help || r->c.version)) {
+        if (r->lead && r->c.help) usage(stdout);
+        if (r->lead && r->c.version) printf("mirrored %s\n", MR_VERSION);
+        mr_job_finalize(&r->job);
         return MR_EXIT_OK;
     }
-    int rc = MR_EXIT_OK, has_ck = 0;
-    mr_checkpoint ck = {0};
-    mr_config cfg = {0};
-    mr_dataset ds = {0};
-    mr_strategy *s = NULL;
-    double *conf = NULL;
-    predictions pred = {.fd = -1};
-    if (st == MR_OK && c.predict && job.size > 1)
-        st = mr_error_set(&err, MR_ERR_USAGE, "--predict: run mirrored_eval as one process");
-    /* how this node's processes share the GPUs they see: a collective, so
-     * on every process before anything that may fail on one alone */
-    mr_device_env env;
-    char gpu_conflict[sizeof err.msg];
-    /* err keeps the first message (error.h) */
-    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &err);
-    if (st == MR_OK) st = env_st;
-    if (st == MR_OK) st = load_config(&c, &ck, &has_ck, &cfg, &err);
-    mr_strategy_opts opts = {.job = &job};
-    if (st == MR_OK) st = mr_devices_parse(c.devices, &env, &opts.devices, &err);
-    if (st == MR_OK && lead) st = mr_cli_check_writable("--json", c.json, &err);
-    /* the data: --data, or the test set of the .cfg */
-    char images[MR_PATH_MAX] = "", labels[MR_PATH_MAX] = "";
-    if (st == MR_OK) {
-        if (c.data != NULL) {
-            const char *comma = strchr(c.data, ',');
-            /* a folder of class folders brings its labels (its subfolders) */
-            const int folder = comma == NULL && mr_image_folder_is(c.data);
-            if (comma == c.data || (comma != NULL && comma[1] == '\0'))
-                st = mr_error_set(&err, MR_ERR_USAGE, "--data %s: expected IMAGES,LABELS or IMAGES",
-                                  c.data);
-            else if (comma == NULL && !folder && c.predict == NULL)
-                st = mr_error_set(&err, MR_ERR_USAGE,
-                                  "--data %s: no labels, so nothing to score: add --predict "
-                                  "OUT.npy to write the class probabilities",
-                                  c.data);
-            else if (comma == NULL && !folder && c.json != NULL)
-                st = mr_error_set(&err, MR_ERR_USAGE,
-                                  "--json %s: needs labels (--data IMAGES,LABELS); --data %s has "
-                                  "none",
-                                  c.json, c.data);
-            else if (comma == NULL)
-                snprintf(images, sizeof images, "%s", c.data);
-            else
-                snprintf(images, sizeof images, "%.*s", (int)(comma - c.data), c.data),
-                    snprintf(labels, sizeof labels, "%s", comma + 1);
-        } else if (cfg.data.test_images[0] == '\0') {
-            st = mr_error_set(&err, MR_ERR_CONFIG,
-                              "%s: its .cfg names no test set: give --data IMAGES,LABELS",
-                              c.checkpoint);
-        } else {
-            snprintf(images, sizeof images, "%s", cfg.data.test_images);
-            snprintf(labels, sizeof labels, "%s", cfg.data.test_labels);
-        }
-    }
-    /* evaluation batches: --batch rows on every replica */
-    if (st == MR_OK) {
-        cfg.net.global_batch = 0;
-        cfg.net.batch = (int)c.batch;
-        cfg.net.accumulate = 1;
-        opts.seed = (uint64_t)cfg.net.seed;
-        const mr_layer_cfg *in = &cfg.layers[0];
-        /* multi-label binary_crossentropy reads multi-hot rows (n, k) as they are */
-        int width = 1;
-        st = label_width_of(&cfg, &width, &err);
-        if (st == MR_OK && width > 1)
-            st = mr_dataset_load_multi_hot(&ds, images, labels[0] ? labels : NULL, width, &err);
-        else if (st == MR_OK)
-            st = mr_dataset_load_input(&ds, images, labels[0] ? labels : NULL, in->shape_rank,
-                                       in->shape, &err);
-    }
-    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    if (lead && !c.quiet && ds.note[0]) fprintf(stderr, "%s: note: %s\n", prog, ds.note);
-    st = mr_strategy_create(&cfg, &opts, 0, &s, &err);
-    if (st != MR_OK) goto agreed_failure;
-    mr_model *m = mr_strategy_replica(s, 0);
-    const int k = mr_model_classes(m);
-    st = mr_dataset_check_row(&ds, m->in_size, images, &err);
-    /* --top-k: in the .cfg every replica's model reads (creation checked [net] top_k) */
-    if (st == MR_OK && c.top_k > 0 && cfg.net.loss == MR_LOSS_BINARY_CROSSENTROPY)
-        st = mr_error_set(&err, MR_ERR_USAGE,
-                          "--top-k %lld: does not apply to loss = binary_crossentropy", c.top_k);
-    else if (st == MR_OK && c.top_k >= k)
-        st = mr_error_set(&err, MR_ERR_USAGE, "--top-k %lld: must be below the %d classes", c.top_k,
-                          k);
-    else if (c.top_k >= 0)
-        cfg.net.top_k = (int)c.top_k;
-    const int labelled = labels[0] || ds.classes > 0; /* a labels file, or class folders */
-    if (st == MR_OK && labelled)
-        st = mr_dataset_check_labels(&ds, k, labels[0] ? labels : images, &err);
-    /* preprocessing: what training used */
-    if (st == MR_OK && has_ck) st = mr_ckpt_apply_preprocessing(&ck, &ds, &err);
-    if (st == MR_OK && !has_ck) {
-        ds.scale = cfg.data.scale;
-        if (cfg.data.standardize)
-            st = mr_error_set(&err, MR_ERR_UNSUPPORTED,
-                              "%s: [data] standardize needs the training statistics, which only "
-                              "a mirrored checkpoint carries",
-                              c.cfg);
-    }
-    /* the weights: every process reads them, replica 0 of the job hands them on */
-    if (st == MR_OK) {
-        st = mr_keras_load(c.checkpoint, m, has_ck, NULL, &err);
-    }
-    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    if (mr_strategy_sync_model(s, &err) != MR_OK) goto alone_failure;
-    const int multi = mr_model_label_width(m) > 1; /* multi-hot labels: no confusion matrix */
-    conf = calloc((size_t)k * (size_t)k, sizeof(double));
-    if (conf == NULL) {
-        mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
-        goto alone_failure;
-    }
-    if (c.predict && open_predictions(&pred, c.predict, ds.n, k, &err) != MR_OK) goto alone_failure;
-    mr_eval_detail detail = {.classes = k,
-                             .confusion = multi ? NULL : conf,
-                             .on_probs = c.predict ? write_probs : NULL,
-                             .user = &pred};
-    double loss, acc;
-    if (mr_strategy_evaluate_detail(s, &ds, 0, ds.n, &loss, &acc, &detail, &err) != MR_OK)
-        goto alone_failure;
-    if (pred.fd >= 0) {
-        int bad = pred.failed | (close(pred.fd) != 0);
-        pred.fd = -1;
-        if (bad) {
-            unlink(c.predict);
-            mr_error_set(&err, MR_ERR_IO, "--predict %s: cannot write", c.predict);
-            goto alone_failure;
-        }
-    }
-    if (lead && !labelled) { /* no labels: the probabilities are the result */
-        printf("%s: %lld examples of %s, %d replica%s: class probabilities (%lld, %d) in %s\n",
-               c.checkpoint, (long long)ds.n, images, mr_strategy_plan(s)->replicas,
-               mr_strategy_plan(s)->replicas > 1 ? "s" : "", (long long)ds.n, k, c.predict);
-    } else if (lead) {
-        if (!c.quiet)
-            printf("%s: %lld examples of %s, %d replica%s\n", c.checkpoint, (long long)ds.n, images,
-                   mr_strategy_plan(s)->replicas, mr_strategy_plan(s)->replicas > 1 ? "s" : "");
-        print_report(loss, acc, cfg.net.top_k, detail.top_k_accuracy, multi ? NULL : conf, k,
-                     c.quiet, c.per_class);
-        /* multi-label: per_class and confusion are empty lists */
-        if (c.json && write_json(c.json, loss, acc, cfg.net.top_k, detail.top_k_accuracy, ds.n,
-                                 conf, multi ? 0 : k, &err) != MR_OK)
-            goto alone_failure;
-    }
-    goto done;
-agreed_failure:
-    rc = mr_cli_fail_agreed(prog, &job, &err);
-    goto done;
-alone_failure:
-    rc = mr_cli_fail_alone(prog, &job, &err);
-    if (pred.fd >= 0) close(pred.fd), pred.fd = -1, unlink(c.predict);
-done:
-    free(conf);
-    mr_strategy_destroy(s);
-    mr_dataset_free(&ds);
-    mr_config_free(&cfg);
-    mr_checkpoint_free(&ck);
-    mr_job_finalize(&job);
-    return rc;
+    if (r->options_st == MR_OK && r->c.predict && r->job.size > 1)
+        r->options_st =
+            mr_error_set(&r->err, MR_ERR_USAGE, "--predict: run mirrored_eval as one process");
+    r->opts.job = &r->job;
+    run_stages(r);
+    return eval_run_free(r);
 }

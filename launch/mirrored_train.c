@@ -8,16 +8,18 @@
  * calls return a status with a one-line message, turned here into
  * "mirrored_train: message" on stderr and an exit code (see mr_train_usage()).
  *
- * In a job of several processes every process runs this same sequence, and
- * at the end of each stage that can fail on one process alone (options and
- * .cfg, data files) they agree on the outcome (mr_job_agree), so a bad file
- * fails every process with one message and nobody waits in a collective.
- * Only the process of global replica 0 prints progress and writes output
- * files; the others print nothing but errors, prefixed "rank R (host): ".
- * A failure after training has started, which the other processes cannot
- * see, ends the whole job (mr_job_abort).
+ * A run is a table of named stages over one state (train_run, `stages`
+ * below). In a job of several processes every process runs this same
+ * sequence, and the table says of each stage how its outcome becomes the
+ * same everywhere: after a stage that can fail on one process alone
+ * (options and .cfg, data files) they agree on the outcome (mr_job_agree),
+ * so a bad file fails every process with one message and nobody waits in a
+ * collective. Only the process of global replica 0 prints progress and
+ * writes output files; the others print nothing but errors, prefixed
+ * "rank R (host): ". A failure after training has started, which the other
+ * processes cannot see, ends the whole job (mr_job_abort).
  *
- * This file is main() and its stages; beside it: the command line
+ * This file is main(), its stages and their helpers; beside it: the command line
  * (train_options.c), what the processes must agree on (train_job.c), the
  * start line and JSON summary (train_report.c), --write-data
  * (train_data.c), checkpoints (train_checkpoints.c), progress
@@ -110,18 +112,14 @@ static int report_stop(int lead, const mr_train_options *c, const mr_ckpt_run *r
     return 128 + sig;
 }
 
-/* Stage 1, on every process: the .cfg, the devices (in env: this process's
- * cores and GPUs, mr_devices_job_env), the model's shapes and (on the
- * writing process) the output files. No collective: it may return early on
- * one process. */
-static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_device_env *env,
-                         mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
-                         int *classes, int *label_width, mr_error *err) {
-    MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
-    if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
-    if (c->seed >= 0) cfg->net.seed = c->seed;
-    MR_CHECK(mr_devices_parse(c->devices_spec, env, &opts->devices, err));
-    mr_device_set *d = &opts->devices;
+/* --devices on this process (env: its cores and GPUs, mr_devices_job_env):
+ * "auto" on CPU replicas takes the count that the .cfg's global batch
+ * divides into, and under mpirun cpu:N may not ask for more cores than the
+ * process has. */
+static mr_status choose_devices(const mr_train_options *c, const mr_job *job,
+                                const mr_device_env *env, const mr_config *cfg, mr_device_set *d,
+                                mr_error *err) {
+    MR_CHECK(mr_devices_parse(c->devices_spec, env, d, err));
     if (mr_train_numbered_across_job(d) && strcmp(c->devices_spec, "auto") == 0) {
         d->count = mr_train_auto_replicas(cfg, job->size, d->count);
         for (int i = 0; i < d->count; i++)
@@ -140,6 +138,19 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
                             c->devices_spec, job->cores, job->cores == 1 ? "" : "s", why,
                             job->cores);
     }
+    return MR_OK;
+}
+
+/* On every process: the .cfg, the devices (choose_devices), the model's
+ * shapes and (on the writing process) the output files. No collective: it
+ * may return early on one process. */
+static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_device_env *env,
+                         mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
+                         int *classes, int *label_width, mr_error *err) {
+    MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
+    if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
+    if (c->seed >= 0) cfg->net.seed = c->seed;
+    MR_CHECK(choose_devices(c, job, env, cfg, &opts->devices, err));
     opts->seed = (uint64_t)cfg->net.seed;
     opts->check_sync = (int)c->check_sync;
     opts->max_steps = c->max_steps;
@@ -190,7 +201,7 @@ static mr_status load_set(mr_dataset *ds, const char *images, const char *labels
                            : mr_dataset_load_input(ds, images, labels, rank, shape, err);
 }
 
-/* Stage 2, on every process: the data, checked against the model. */
+/* On every process: the data, checked against the model. */
 static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, int label_width,
                            mr_dataset *train, mr_dataset *test, int64_t *n_train, mr_error *err) {
     const mr_data_cfg *d = &cfg->data;
@@ -298,397 +309,644 @@ static mr_status open_trace(const char *path, mr_job *job, mr_trace **out, mr_er
     return mr_trace_create(own, job->rank, origin, out, err);
 }
 
-int main(int argc, char **argv) {
-    mr_error err = {0};
+/* ---- the run: one state, a table of stages ---------------------------- */
+
+/* Everything one run of mirrored_train holds, filled stage by stage and
+ * freed by train_run_free. */
+typedef struct train_run {
     mr_job job;
-    if (mr_cli_job_init(&argc, &argv, &job, &err) != MR_OK) {
-        int rc = mr_cli_die(prog, &err);
-        mr_job_finalize(&job);
-        return rc;
-    }
-    const int lead = job.rank == 0; /* the process of global replica 0 prints and writes */
+    int lead; /* the process of global replica 0 prints and writes */
     mr_train_options c;
-    mr_status st = mr_train_parse_options(argc, argv, &c, &err);
-    if (st == MR_OK && c.action != MR_TRAIN_RUN) {
-        if (lead && c.action == MR_TRAIN_HELP) mr_train_usage(stdout, prog);
-        if (lead && c.action == MR_TRAIN_VERSION) printf("mirrored %s\n", MR_VERSION);
-        if (lead && c.action == MR_TRAIN_HELP_CONFIG) mr_config_write_reference(stdout, c.markdown);
-        if (lead && c.action == MR_TRAIN_LIST)
-            mr_devices_list(stdout, &(mr_device_env){.cores = job.cores,
-                                                     .local_rank = job.local_rank,
-                                                     .local_size = job.local_size});
-        mr_job_finalize(&job);
-        return MR_EXIT_OK;
-    }
-    if (c.timeout > 0) job.timeout_s = c.timeout;
-    install_stop_signals(&c);
-
-    int rc = MR_EXIT_OK;
-    mr_config cfg = {0};
-    mr_dataset train = {0}, test = {0};
-    mr_strategy *strategy = NULL;
-    mr_throughput tp = {0}; /* images/sec; freed at done: */
-    int want_tp = 0;
-    FILE *csv = NULL, *log = NULL;
-    mr_checkpoint ck = {0};
-    int resuming = 0;
-    char ck_path[MR_PATH_MAX + 64] = "";
-    mr_strategy_opts opts = {.job = &job};
-    mr_fault fault = {0};       /* opts.fault: outlives the strategy */
-    mr_trace *trace = NULL;     /* --trace (opts.trace): outlives the strategy */
-    mr_device_set *sets = NULL; /* every process's devices (check_same_job) */
-    double *test_conf = NULL;   /* [net] per_class: the test set's confusion matrix */
-    int64_t in_size = 0, n_train = 0;
-    int classes = 0, label_width = 1;
-    /* what this process may use: its cores, and how its node's processes
-     * share the GPUs they see (a collective, so on every process, before
-     * prepare; a conflict there fails prepare only if GPUs are asked for) */
-    mr_device_env env;
-    char gpu_conflict[sizeof err.msg];
-    /* err keeps the first message (error.h) */
-    mr_status env_st = mr_devices_job_env(&job, &env, gpu_conflict, sizeof gpu_conflict, &err);
-    if (st == MR_OK) st = env_st;
-    /* stages that may fail on one process alone end with an agreement */
-    if (st == MR_OK)
-        st = prepare(&c, &job, &env, &cfg, &opts, &fault, &in_size, &classes, &label_width, &err);
-    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    sets = calloc((size_t)job.size, sizeof *sets);
-    if (sets == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
-    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    if ((st = mr_train_check_same_job(c.cfg_path, &job, &cfg, &opts, sets, &err)) != MR_OK)
-        goto agreed_failure;
-    /* where a stop's checkpoint goes without [net] checkpoint */
+    mr_status options_st; /* the command line's verdict, agreed by the first stage */
+    mr_error err;         /* the first failure's message */
+    int finished;         /* a stage ended the run early, with exit code rc */
+    int rc;
+    /* load config: the .cfg, the devices and the model's shapes */
+    mr_config cfg;
+    mr_strategy_opts opts;
+    mr_fault fault; /* opts.fault: outlives the strategy */
+    int64_t in_size;
+    int classes, label_width;
+    mr_device_set *sets; /* every process's devices (check_same_job) */
+    /* resume: where a stop's checkpoint goes without [net] checkpoint, and
+     * the checkpoint this run goes on from (ck_path "": none) */
     char stop_path[MR_PATH_MAX + 64];
-    if (c.stop_path != NULL)
-        snprintf(stop_path, sizeof stop_path, "%s", c.stop_path);
-    else
-        mr_ckpt_default_stop_path(c.save_path, c.json_path, stop_path, sizeof stop_path);
-    const char *pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL;
-    /* --resume: every process reads where the run stood, as it reads the .cfg
-     * (--resume auto with no checkpoint yet: a first start, the same command) */
-    if (c.resume != NULL) {
-        st = mr_ckpt_resume_path(c.resume, pattern, stop_path[0] ? stop_path : NULL, ck_path,
-                                 sizeof ck_path, &err);
-        if (st == MR_OK && ck_path[0]) st = mr_checkpoint_load(ck_path, &ck, &err);
-        if (st == MR_OK && ck_path[0])
-            st = mr_ckpt_check_epochs(ck_path, &ck, cfg.net.epochs, &err);
-        if (st == MR_OK && ck_path[0] && c.max_steps > 0 && ck.state.global_step >= c.max_steps)
-            st =
-                mr_error_set(&err, MR_ERR_USAGE,
-                             "--resume %s: the checkpoint has done %lld updates, --max-steps %lld: "
-                             "nothing to train",
-                             ck_path, (long long)ck.state.global_step, c.max_steps);
-        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-        resuming = ck_path[0] != '\0';
-        if (!resuming && lead)
-            printf("--resume auto: no checkpoint yet (%s), starting from the beginning\n",
-                   pattern ? pattern : stop_path);
-    }
-    /* save_best_only writes --save's file: without one it would do nothing */
-    if (cfg.net.save_best_only != MR_MONITOR_NONE && c.save_path == NULL)
-        st = mr_error_set(&err, MR_ERR_USAGE,
-                          "%s: [net] save_best_only = %s writes the best epoch's model to --save "
-                          "FILE.h5, and no --save was given",
-                          c.cfg_path, mr_monitor_name(cfg.net.save_best_only));
-    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    if (job.rank == 0) {
-        /* a dry run makes no checkpoint folder (it still checks --save) */
-        mr_ckpt_run probe = {
-            .pattern = cfg.net.checkpoint[0] && !c.dry_run ? cfg.net.checkpoint : NULL, .lead = 1};
-        st = mr_ckpt_check_writable(&probe, c.save_path, &err);
-        if (st == MR_OK && pattern == NULL && stop_path[0])
-            st = mr_cli_check_writable("--checkpoint-on-signal", stop_path, &err);
-    }
-    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    st = c.synthetic > 0
-             ? synthetic_data(&cfg, c.synthetic, classes, label_width, &train, &n_train, &err)
-             : load_data(&cfg, in_size, classes, label_width, &train, &test, &n_train, &err);
-    /* a resumed run preprocesses with the statistics it trained with */
-    if (st == MR_OK && resuming) st = mr_ckpt_apply_preprocessing(&ck, &train, &err);
-    if (st == MR_OK && resuming && test.n) st = mr_ckpt_apply_preprocessing(&ck, &test, &err);
-    if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-    /* what the load converted: one-hot labels, float64 images */
-    if (lead && !c.quiet && train.note[0]) fprintf(stderr, "%s: note: %s\n", prog, train.note);
-    if (lead && !c.quiet && test.note[0]) fprintf(stderr, "%s: note: %s\n", prog, test.note);
-    int64_t n_val = train.n - n_train;
-    int has_test = test.n > 0;
-    if (c.data_out != NULL) {
-        st = lead ? mr_train_write_data(c.data_out, &cfg, &train, n_train, &test, &err) : MR_OK;
-        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-        goto done;
-    }
-    if (c.trace_path != NULL && !c.dry_run) {
-        st = open_trace(c.trace_path, &job, &trace, &err);
-        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-        opts.trace = trace;
-    }
-    if (mr_strategy_create(&cfg, &opts, n_train, &strategy, &err) != MR_OK) goto agreed_failure;
-    const mr_fit_plan *plan = mr_strategy_plan(strategy);
-    mr_model *model0 = mr_strategy_replica(strategy, 0);
-
-    /* weights from a file: every process reads them into its replica 0,
-     * then replica 0 of the job hands its bits to all */
-    if (resuming || c.init_weights != NULL) {
-        if (resuming) {
-            st = mr_checkpoint_load_model(ck_path, model0, mr_ckpt_compare_cfg(&ck, &cfg, NULL, 0),
-                                          &err);
-        } else {
-            st = mr_keras_load(c.init_weights, model0, 0, NULL, &err);
-        }
-        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-        if (mr_strategy_sync_model(strategy, &err) != MR_OK) goto alone_failure;
-    } else {
-        /* a fresh fit: [normalization] without .cfg statistics adapts to
-         * the training rows, as a Keras user calls adapt(x_train) before
-         * fit; every process computes the same bits from the same data,
-         * and replica 0 of the job hands them to all */
-        int adapted = 0;
-        st = mr_model_adapt(model0, &train, n_train, &adapted, &err);
-        if ((st = mr_job_agree(&job, st, &err)) != MR_OK) goto agreed_failure;
-        if (adapted && mr_strategy_sync_model(strategy, &err) != MR_OK) goto alone_failure;
-    }
-
-    /* --synthetic: random examples, no augmentation (tf_cnn_benchmarks's
-     * synthetic data has no preprocessing either): what is timed is the
-     * training, and a GPU makes the batch itself (fit.c, load_shard) */
-    mr_augment aug = {0}, *augp = NULL;
-    if (c.synthetic == 0 && (cfg.augment.flip || cfg.augment.shift)) {
-        const mr_layer_cfg *in = &cfg.layers[0];
-        if (in->shape_rank != 3) {
-            mr_error_set(&err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",
-                         c.cfg_path, cfg.augment.line);
-            goto agreed_failure; /* the same .cfg everywhere: the same verdict */
-        }
-        aug = (mr_augment){.flip = cfg.augment.flip,
-                           .shift = cfg.augment.shift,
-                           .h = in->shape[0],
-                           .w = in->shape[1],
-                           .c = in->shape[2],
-                           .seed = opts.seed};
-        augp = &aug;
-    }
-    if (lead && !c.dry_run && c.metrics_path != NULL &&
-        (csv = fopen(c.metrics_path, "w")) == NULL) {
-        mr_error_set(&err, MR_ERR_IO, "--metrics %s: cannot write: %s", c.metrics_path,
-                     strerror(errno));
-        goto alone_failure;
-    }
-    if (lead && !c.dry_run && c.log_path != NULL && (log = fopen(c.log_path, "w")) == NULL) {
-        mr_error_set(&err, MR_ERR_IO, "--log %s: cannot write: %s", c.log_path, strerror(errno));
-        goto alone_failure;
-    }
-    if (lead && !c.quiet) {
-        char name[256];
-        mr_train_model_name(c.cfg_path, name, sizeof name);
-        mr_model_summary(model0, name, stdout);
-        mr_train_print_plan(&job, strategy, sets, &cfg, n_train, n_val);
-        if (resuming) {
-            char changes[1024];
-            mr_ckpt_compare_cfg(&ck, &cfg, changes, sizeof changes);
-            mr_train_print_resume(ck_path, &ck, plan, cfg.net.epochs, changes);
-        }
-        if (c.init_weights) printf("Weights from %s\n", c.init_weights);
-        if (c.n_stop_signals > 0 && pattern == NULL && !stop_path[0])
-            printf("A stop signal (SIGTERM, Ctrl-C) will lose this run: set [net] checkpoint "
-                   "or --checkpoint-on-signal PATH\n");
-        else if (c.n_stop_signals > 0)
-            printf("A stop signal saves %s (budget %.0f s); restart with --resume auto\n",
-                   pattern ? "a checkpoint of [net] checkpoint" : stop_path, c.stop_budget);
-        /* the resumed run's last save: a stop must fit it in its budget */
-        if (c.n_stop_signals > 0 && resuming && ck.previous_save_s > c.stop_budget)
-            printf("Warning: the last save of this model took %.2f s, more than --stop-budget %g "
-                   "s: a stop on a signal may not fit\n",
-                   ck.previous_save_s, c.stop_budget);
-        /* before training: an error from it comes last, on stderr */
-        fflush(stdout);
-    }
-    if (c.dry_run) {
-        if (lead && !c.quiet)
-            printf("Dry run: nothing trained or written (the data files were read in full: %lld "
-                   "training, %lld validation, %lld test examples)\n",
-                   (long long)n_train, (long long)n_val, (long long)test.n);
-        goto done;
-    }
-    mr_ckpt_run ck_run = {.pattern = cfg.net.checkpoint[0] ? cfg.net.checkpoint : NULL,
-                          .keep = (int)c.keep,
-                          .lead = lead,
-                          .out = lead && !c.quiet ? stdout : NULL,
-                          .cfg = &cfg,
-                          .cfg_path = c.cfg_path,
-                          .plan = plan,
-                          .processes = job.size,
-                          .train = &train,
-                          .stop_path = stop_path[0] ? stop_path : NULL,
-                          .stop_budget = c.n_stop_signals > 0 ? c.stop_budget : 0.0,
-                          .best_path =
-                              cfg.net.save_best_only != MR_MONITOR_NONE ? c.save_path : NULL};
+    char ck_path[MR_PATH_MAX + 64];
+    mr_checkpoint ck;
+    int resuming;
+    /* load data */
+    mr_dataset train, test;
+    int64_t n_train, n_val; /* train's rows: [0, n_train) train, [n_train, +n_val) validate */
+    /* build the strategy */
+    mr_trace *trace; /* --trace (opts.trace): outlives the strategy */
+    mr_strategy *strategy;
+    const mr_fit_plan *plan;
+    mr_model *model0;
+    int share_weights; /* replica 0 of the job hands its weights to all */
+    mr_augment aug, *augp;
+    /* fit */
+    FILE *csv, *log;
+    mr_ckpt_run ck_run;
     mr_progress pg;
-    mr_progress_init(&pg, stdout, c.quiet || !lead, cfg.net.epochs, csv);
-    if (c.no_bar) pg.tty = 0;
-    pg.log = log;
-    pg.device = opts.devices.kind;
-    pg.top_k = cfg.net.top_k;
-    if (resuming) mr_progress_replay(&pg, ck.state.history, ck.state.n_history);
-    /* images/sec (--synthetic, --display-every): lines instead of a bar */
-    want_tp = c.synthetic > 0 || c.display_every > 0;
-    mr_throughput_init(&tp, c.warmup_steps >= 0 ? c.warmup_steps : 10,
-                       c.display_every > 0 ? c.display_every : 10, plan->global_batch,
-                       plan->replicas, lead && !c.quiet ? stdout : NULL);
-    if (want_tp) {
-        pg.throughput = &tp;
-        pg.tty = 0;
-        if (lead && !c.quiet && c.synthetic > 0)
-            printf("Synthetic data: %lld random examples of the input shape, labels uniform over "
-                   "%d classes (the [data] files are not read); images/sec after %lld warm-up "
-                   "updates\n",
-                   c.synthetic, classes, (long long)tp.warmup);
+    mr_throughput tp; /* images/sec; freed by train_run_free */
+    int want_tp;
+    mr_fit_callbacks cb;
+    /* evaluate: [net] top_k and per_class ride in the evaluation's all-reduce */
+    double test_loss, test_acc;
+    mr_eval_detail test_detail;
+    double *test_conf; /* [net] per_class: the test set's confusion matrix */
+} train_run;
+
+/* How a stage's failure becomes the same verdict on every process. */
+typedef enum stage_verdict {
+    /* it may fail on one process alone: the processes agree on the outcome
+     * after it (mr_job_agree), and a failure is printed once */
+    STAGE_AGREE,
+    /* the same outcome on every process already: its own collectives agree
+     * (mr_strategy_create), or it reads only what every process holds
+     * alike (the .cfg); a failure is printed once */
+    STAGE_SAME,
+    /* a failure of this process alone, which the others cannot see (they
+     * may wait in a collective): it ends the job (mr_cli_fail_alone) */
+    STAGE_ALONE,
+    /* prints (on the lead process) and cannot fail */
+    STAGE_PRINT,
+} stage_verdict;
+
+typedef struct train_stage {
+    const char *name;
+    mr_status (*run)(train_run *r); /* may set r->finished (and r->rc) to end the run */
+    stage_verdict verdict;
+    /* NULL: always; else the stage runs where it says 1 (the same answer on
+     * every process where the stage agrees) */
+    int (*when)(const train_run *r);
+} train_stage;
+
+static const char *pattern_of(const train_run *r) {
+    return r->cfg.net.checkpoint[0] ? r->cfg.net.checkpoint : NULL;
+}
+
+/* load config: the command line's verdict, this process's devices (a
+ * collective, so on every process, before prepare; a GPU conflict fails
+ * prepare only if GPUs are asked for), then prepare. */
+static mr_status stage_load_config(train_run *r) {
+    mr_device_env env;
+    char gpu_conflict[sizeof r->err.msg];
+    /* err keeps the first message (error.h) */
+    mr_status env_st =
+        mr_devices_job_env(&r->job, &env, gpu_conflict, sizeof gpu_conflict, &r->err);
+    MR_CHECK(r->options_st);
+    MR_CHECK(env_st);
+    return prepare(&r->c, &r->job, &env, &r->cfg, &r->opts, &r->fault, &r->in_size, &r->classes,
+                   &r->label_width, &r->err);
+}
+
+/* job table: room for every process's devices */
+static mr_status stage_job_table(train_run *r) {
+    r->sets = calloc((size_t)r->job.size, sizeof *r->sets);
+    return r->sets ? MR_OK : mr_error_set(&r->err, MR_ERR_NOMEM, "out of memory");
+}
+
+/* check the job: every process trains the same .cfg the same way */
+static mr_status stage_check_job(train_run *r) {
+    return mr_train_check_same_job(r->c.cfg_path, &r->job, &r->cfg, &r->opts, r->sets, &r->err);
+}
+
+static int wants_resume(const train_run *r) {
+    return r->c.resume != NULL;
+}
+
+/* resume: every process reads where the run stood, as it reads the .cfg
+ * (--resume auto with no checkpoint yet: a first start, the same command) */
+static mr_status stage_resume(train_run *r) {
+    const char *stop_path = r->stop_path[0] ? r->stop_path : NULL;
+    MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, r->ck_path,
+                                 sizeof r->ck_path, &r->err));
+    r->resuming = r->ck_path[0] != '\0';
+    if (!r->resuming) return MR_OK;
+    MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
+    MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &r->err));
+    if (r->c.max_steps > 0 && r->ck.state.global_step >= r->c.max_steps)
+        return mr_error_set(&r->err, MR_ERR_USAGE,
+                            "--resume %s: the checkpoint has done %lld updates, --max-steps %lld: "
+                            "nothing to train",
+                            r->ck_path, (long long)r->ck.state.global_step, r->c.max_steps);
+    return MR_OK;
+}
+
+static mr_status stage_report_fresh_start(train_run *r) {
+    if (!r->resuming && r->lead)
+        printf("--resume auto: no checkpoint yet (%s), starting from the beginning\n",
+               pattern_of(r) ? pattern_of(r) : r->stop_path);
+    return MR_OK;
+}
+
+/* save_best_only writes --save's file: without one it would do nothing */
+static mr_status stage_check_save_best(train_run *r) {
+    if (r->cfg.net.save_best_only == MR_MONITOR_NONE || r->c.save_path != NULL) return MR_OK;
+    return mr_error_set(&r->err, MR_ERR_USAGE,
+                        "%s: [net] save_best_only = %s writes the best epoch's model to --save "
+                        "FILE.h5, and no --save was given",
+                        r->c.cfg_path, mr_monitor_name(r->cfg.net.save_best_only));
+}
+
+/* check outputs: the checkpoint files can be written (by the writing process) */
+static mr_status stage_check_outputs(train_run *r) {
+    if (r->job.rank != 0) return MR_OK;
+    /* a dry run makes no checkpoint folder (it still checks --save) */
+    mr_ckpt_run probe = {.pattern = pattern_of(r) && !r->c.dry_run ? pattern_of(r) : NULL,
+                         .lead = 1};
+    MR_CHECK(mr_ckpt_check_writable(&probe, r->c.save_path, &r->err));
+    if (pattern_of(r) == NULL && r->stop_path[0])
+        MR_CHECK(mr_cli_check_writable("--checkpoint-on-signal", r->stop_path, &r->err));
+    return MR_OK;
+}
+
+/* load data: the files (or --synthetic's examples), preprocessed */
+static mr_status stage_load_data(train_run *r) {
+    if (r->c.synthetic > 0)
+        MR_CHECK(synthetic_data(&r->cfg, r->c.synthetic, r->classes, r->label_width, &r->train,
+                                &r->n_train, &r->err));
+    else
+        MR_CHECK(load_data(&r->cfg, r->in_size, r->classes, r->label_width, &r->train, &r->test,
+                           &r->n_train, &r->err));
+    /* a resumed run preprocesses with the statistics it trained with */
+    if (r->resuming) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->train, &r->err));
+    if (r->resuming && r->test.n) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->test, &r->err));
+    r->n_val = r->train.n - r->n_train;
+    return MR_OK;
+}
+
+/* what the load converted: one-hot labels, float64 images */
+static mr_status stage_report_data(train_run *r) {
+    if (r->lead && !r->c.quiet && r->train.note[0])
+        fprintf(stderr, "%s: note: %s\n", prog, r->train.note);
+    if (r->lead && !r->c.quiet && r->test.note[0])
+        fprintf(stderr, "%s: note: %s\n", prog, r->test.note);
+    return MR_OK;
+}
+
+static int wants_data_out(const train_run *r) {
+    return r->c.data_out != NULL;
+}
+
+/* --write-data: the preprocessed data, and the run ends */
+static mr_status stage_write_data(train_run *r) {
+    r->finished = 1;
+    if (!r->lead) return MR_OK;
+    return mr_train_write_data(r->c.data_out, &r->cfg, &r->train, r->n_train, &r->test, &r->err);
+}
+
+static int wants_trace(const train_run *r) {
+    return r->c.trace_path != NULL && !r->c.dry_run;
+}
+
+static mr_status stage_open_trace(train_run *r) {
+    MR_CHECK(open_trace(r->c.trace_path, &r->job, &r->trace, &r->err));
+    r->opts.trace = r->trace;
+    return MR_OK;
+}
+
+static mr_status stage_build_strategy(train_run *r) {
+    MR_CHECK(mr_strategy_create(&r->cfg, &r->opts, r->n_train, &r->strategy, &r->err));
+    r->plan = mr_strategy_plan(r->strategy);
+    r->model0 = mr_strategy_replica(r->strategy, 0);
+    return MR_OK;
+}
+
+/* load weights: from a file, every process into its replica 0; or, in a
+ * fresh fit, [normalization] without .cfg statistics adapts to the
+ * training rows, as a Keras user calls adapt(x_train) before fit (every
+ * process computes the same bits from the same data) */
+static mr_status stage_load_weights(train_run *r) {
+    if (r->resuming) {
+        r->share_weights = 1;
+        return mr_checkpoint_load_model(r->ck_path, r->model0,
+                                        mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err);
     }
-    mr_fit_callbacks cb = {
-        .user = &pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
-    cb.save_user = &ck_run;
-    if (ck_run.best_path != NULL) cb.save_best = mr_ckpt_on_save_best;
-    if (c.n_stop_signals > 0) {
-        cb.stop = &stop_signal;
-        cb.on_stop = mr_ckpt_on_stop;
+    if (r->c.init_weights != NULL) {
+        r->share_weights = 1;
+        return mr_keras_load(r->c.init_weights, r->model0, 0, NULL, &r->err);
     }
-    if (ck_run.pattern != NULL) {
-        cb.save = mr_ckpt_on_save;
-        if (cfg.net.checkpoint_every.steps)
-            cb.every_steps = cfg.net.checkpoint_every.n;
+    return mr_model_adapt(r->model0, &r->train, r->n_train, &r->share_weights, &r->err);
+}
+
+static int wants_share_weights(const train_run *r) {
+    return r->share_weights;
+}
+
+/* share weights: replica 0 of the job hands its bits to all */
+static mr_status stage_share_weights(train_run *r) {
+    return mr_strategy_sync_model(r->strategy, &r->err);
+}
+
+/* --synthetic: random examples, no augmentation (tf_cnn_benchmarks's
+ * synthetic data has no preprocessing either): what is timed is the
+ * training, and a GPU makes the batch itself (fit.c, load_shard) */
+static int wants_augment(const train_run *r) {
+    return r->c.synthetic == 0 && (r->cfg.augment.flip || r->cfg.augment.shift);
+}
+
+/* augment: [augment] on an image input (the same .cfg everywhere: the same verdict) */
+static mr_status stage_augment(train_run *r) {
+    const mr_layer_cfg *in = &r->cfg.layers[0];
+    if (in->shape_rank != 3)
+        return mr_error_set(&r->err, MR_ERR_CONFIG,
+                            "%s:%d: [augment] needs an image input shape H,W,C", r->c.cfg_path,
+                            r->cfg.augment.line);
+    r->aug = (mr_augment){.flip = r->cfg.augment.flip,
+                          .shift = r->cfg.augment.shift,
+                          .h = in->shape[0],
+                          .w = in->shape[1],
+                          .c = in->shape[2],
+                          .seed = r->opts.seed};
+    r->augp = &r->aug;
+    return MR_OK;
+}
+
+/* open logs: --metrics and --log, on the writing process (not in a dry run) */
+static mr_status stage_open_logs(train_run *r) {
+    const mr_train_options *c = &r->c;
+    if (!r->lead || c->dry_run) return MR_OK;
+    if (c->metrics_path != NULL && (r->csv = fopen(c->metrics_path, "w")) == NULL)
+        return mr_error_set(&r->err, MR_ERR_IO, "--metrics %s: cannot write: %s", c->metrics_path,
+                            strerror(errno));
+    if (c->log_path != NULL && (r->log = fopen(c->log_path, "w")) == NULL)
+        return mr_error_set(&r->err, MR_ERR_IO, "--log %s: cannot write: %s", c->log_path,
+                            strerror(errno));
+    return MR_OK;
+}
+
+/* What a stop signal will do: lose the run, or save where it stands. */
+static void print_stop_plan(const train_run *r) {
+    const mr_train_options *c = &r->c;
+    if (c->n_stop_signals > 0 && pattern_of(r) == NULL && !r->stop_path[0])
+        printf("A stop signal (SIGTERM, Ctrl-C) will lose this run: set [net] checkpoint "
+               "or --checkpoint-on-signal PATH\n");
+    else if (c->n_stop_signals > 0)
+        printf("A stop signal saves %s (budget %.0f s); restart with --resume auto\n",
+               pattern_of(r) ? "a checkpoint of [net] checkpoint" : r->stop_path, c->stop_budget);
+    /* the resumed run's last save: a stop must fit it in its budget */
+    if (c->n_stop_signals > 0 && r->resuming && r->ck.previous_save_s > c->stop_budget)
+        printf("Warning: the last save of this model took %.2f s, more than --stop-budget %g "
+               "s: a stop on a signal may not fit\n",
+               r->ck.previous_save_s, c->stop_budget);
+}
+
+/* print plan: the model summary, the replicas, where the weights come from */
+static mr_status stage_print_plan(train_run *r) {
+    if (!r->lead || r->c.quiet) return MR_OK;
+    char name[256];
+    mr_train_model_name(r->c.cfg_path, name, sizeof name);
+    mr_model_summary(r->model0, name, stdout);
+    mr_train_print_plan(&r->job, r->strategy, r->sets, &r->cfg, r->n_train, r->n_val);
+    if (r->resuming) {
+        char changes[1024];
+        mr_ckpt_compare_cfg(&r->ck, &r->cfg, changes, sizeof changes);
+        mr_train_print_resume(r->ck_path, &r->ck, r->plan, r->cfg.net.epochs, changes);
+    }
+    if (r->c.init_weights) printf("Weights from %s\n", r->c.init_weights);
+    print_stop_plan(r);
+    /* before training: an error from it comes last, on stderr */
+    fflush(stdout);
+    return MR_OK;
+}
+
+static int wants_dry_run(const train_run *r) {
+    return r->c.dry_run;
+}
+
+/* --dry-run: everything but the training and the files, and the run ends */
+static mr_status stage_dry_run(train_run *r) {
+    if (r->lead && !r->c.quiet)
+        printf("Dry run: nothing trained or written (the data files were read in full: %lld "
+               "training, %lld validation, %lld test examples)\n",
+               (long long)r->n_train, (long long)r->n_val, (long long)r->test.n);
+    r->finished = 1;
+    return MR_OK;
+}
+
+/* The checkpoints fit writes: [net] checkpoint, a stop's, the best epoch's. */
+static void init_checkpoints(train_run *r) {
+    const mr_train_options *c = &r->c;
+    r->ck_run = (mr_ckpt_run){
+        .pattern = pattern_of(r),
+        .keep = (int)c->keep,
+        .lead = r->lead,
+        .out = r->lead && !c->quiet ? stdout : NULL,
+        .cfg = &r->cfg,
+        .cfg_path = c->cfg_path,
+        .plan = r->plan,
+        .processes = r->job.size,
+        .train = &r->train,
+        .stop_path = r->stop_path[0] ? r->stop_path : NULL,
+        .stop_budget = c->n_stop_signals > 0 ? c->stop_budget : 0.0,
+        .best_path = r->cfg.net.save_best_only != MR_MONITOR_NONE ? c->save_path : NULL};
+}
+
+/* The progress bar or lines, the metrics and log files, and images/sec
+ * (--synthetic, --display-every: lines instead of a bar). */
+static void init_progress(train_run *r) {
+    const mr_train_options *c = &r->c;
+    mr_progress *pg = &r->pg;
+    mr_progress_init(pg, stdout, c->quiet || !r->lead, r->cfg.net.epochs, r->csv);
+    if (c->no_bar) pg->tty = 0;
+    pg->log = r->log;
+    pg->device = r->opts.devices.kind;
+    pg->top_k = r->cfg.net.top_k;
+    if (r->resuming) mr_progress_replay(pg, r->ck.state.history, r->ck.state.n_history);
+    r->want_tp = c->synthetic > 0 || c->display_every > 0;
+    mr_throughput_init(&r->tp, c->warmup_steps >= 0 ? c->warmup_steps : 10,
+                       c->display_every > 0 ? c->display_every : 10, r->plan->global_batch,
+                       r->plan->replicas, r->lead && !c->quiet ? stdout : NULL);
+    if (!r->want_tp) return;
+    pg->throughput = &r->tp;
+    pg->tty = 0;
+    if (r->lead && !c->quiet && c->synthetic > 0)
+        printf("Synthetic data: %lld random examples of the input shape, labels uniform over "
+               "%d classes (the [data] files are not read); images/sec after %lld warm-up "
+               "updates\n",
+               c->synthetic, r->classes, (long long)r->tp.warmup);
+}
+
+/* What fit calls back: progress, checkpoints, the stop flag. */
+static void init_callbacks(train_run *r) {
+    mr_fit_callbacks *cb = &r->cb;
+    *cb = (mr_fit_callbacks){
+        .user = &r->pg, .on_step = mr_progress_on_step, .on_epoch_end = mr_progress_on_epoch_end};
+    cb->save_user = &r->ck_run;
+    if (r->ck_run.best_path != NULL) cb->save_best = mr_ckpt_on_save_best;
+    if (r->c.n_stop_signals > 0) {
+        cb->stop = &stop_signal;
+        cb->on_stop = mr_ckpt_on_stop;
+    }
+    if (r->ck_run.pattern != NULL) {
+        cb->save = mr_ckpt_on_save;
+        if (r->cfg.net.checkpoint_every.steps)
+            cb->every_steps = r->cfg.net.checkpoint_every.n;
         else
-            cb.every_epochs = (int)cfg.net.checkpoint_every.n;
+            cb->every_epochs = (int)r->cfg.net.checkpoint_every.n;
     }
-    if (mr_strategy_fit(strategy, &train, n_train, n_train, n_val, cfg.net.epochs, augp,
-                        resuming ? &ck.state : NULL, &cb, &err) != MR_OK)
-        goto alone_failure;
-    if (mr_strategy_stopped(strategy)) {
-        /* a planned stop: the checkpoint is durable (or there was nowhere
-         * to write it); the logs keep what finished, every process waits
-         * for the writer before it exits, so mpirun kills nobody early */
-        mr_progress_on_stop(&pg);
-        if (csv != NULL && fclose(csv) != 0 && lead)
-            fprintf(stderr, "%s: --metrics %s: cannot write\n", prog, c.metrics_path);
-        csv = NULL;
-        if ((st = mr_job_agree(&job, MR_OK, &err)) != MR_OK) goto agreed_failure;
-        rc = report_stop(lead, &c, &ck_run, mr_strategy_state(strategy), plan->steps_per_epoch);
-        goto done;
-    }
-    const mr_fit_state *stop = mr_strategy_state(strategy);
-    const mr_fit_end fe = mr_strategy_fit_end(strategy);
-    if (lead && !c.quiet && fe.early_stopped)
+}
+
+static mr_status stage_fit(train_run *r) {
+    init_checkpoints(r);
+    init_progress(r);
+    init_callbacks(r);
+    return mr_strategy_fit(r->strategy, &r->train, r->n_train, r->n_train, r->n_val,
+                           r->cfg.net.epochs, r->augp, r->resuming ? &r->ck.state : NULL, &r->cb,
+                           &r->err);
+}
+
+static int was_stopped(const train_run *r) {
+    return mr_strategy_stopped(r->strategy);
+}
+
+/* planned stop: the checkpoint is durable (or there was nowhere to write
+ * it); the logs keep what finished, and every process waits for the
+ * writer before it exits, so mpirun kills nobody early */
+static mr_status stage_planned_stop(train_run *r) {
+    mr_progress_on_stop(&r->pg);
+    if (r->csv != NULL && fclose(r->csv) != 0 && r->lead)
+        fprintf(stderr, "%s: --metrics %s: cannot write\n", prog, r->c.metrics_path);
+    r->csv = NULL;
+    return MR_OK;
+}
+
+static mr_status stage_report_stop(train_run *r) {
+    r->rc = report_stop(r->lead, &r->c, &r->ck_run, mr_strategy_state(r->strategy),
+                        r->plan->steps_per_epoch);
+    r->finished = 1;
+    return MR_OK;
+}
+
+/* Why the fit ended before its last epoch, if it did. */
+static void print_fit_end(const train_run *r) {
+    const mr_train_options *c = &r->c;
+    const mr_fit_state *stop = mr_strategy_state(r->strategy);
+    const mr_fit_end fe = mr_strategy_fit_end(r->strategy);
+    const int epochs = r->cfg.net.epochs;
+    if (fe.early_stopped)
         printf("Epoch %d: early stopping (%s: best %.4f at epoch %d, no improvement by more than "
                "min_delta in the %d epoch%s after it)\n",
-               fe.early_stopped, mr_monitor_name(cfg.net.early_stopping), fe.best, fe.best_epoch,
+               fe.early_stopped, mr_monitor_name(r->cfg.net.early_stopping), fe.best, fe.best_epoch,
                fe.early_stopped - fe.best_epoch, fe.early_stopped - fe.best_epoch == 1 ? "" : "s");
-    else if (lead && !c.quiet && stop->epoch < cfg.net.epochs && stop->step > 0)
-        printf("%sStopped by --max-steps %lld: update %lld of epoch %d/%d\n", pg.tty ? "\n" : "",
-               c.max_steps, (long long)stop->step, stop->epoch + 1, cfg.net.epochs);
-    else if (lead && !c.quiet && stop->epoch < cfg.net.epochs)
-        printf("Stopped by --max-steps %lld: after epoch %d/%d\n", c.max_steps, stop->epoch,
-               cfg.net.epochs);
-    if (want_tp && lead && !c.quiet) {
-        const mr_throughput_figures f = mr_throughput_get(&tp);
-        if (f.n > 0)
-            printf("total images/sec: %.2f (%d replica%s: %.2f per replica; %lld updates after "
-                   "%lld warm-up)\n",
-                   f.total, plan->replicas, plan->replicas == 1 ? "" : "s",
-                   f.total / plan->replicas, (long long)f.n, (long long)tp.warmup);
-        else
-            printf("total images/sec: not measured (no update after the %lld warm-up updates)\n",
-                   (long long)tp.warmup);
-    }
-    if (lead && !c.quiet && fe.restored_epoch)
+    else if (stop->epoch < epochs && stop->step > 0)
+        printf("%sStopped by --max-steps %lld: update %lld of epoch %d/%d\n", r->pg.tty ? "\n" : "",
+               c->max_steps, (long long)stop->step, stop->epoch + 1, epochs);
+    else if (stop->epoch < epochs)
+        printf("Stopped by --max-steps %lld: after epoch %d/%d\n", c->max_steps, stop->epoch,
+               epochs);
+}
+
+static void print_throughput(const train_run *r) {
+    const mr_throughput_figures f = mr_throughput_get(&r->tp);
+    const int replicas = r->plan->replicas;
+    if (f.n > 0)
+        printf("total images/sec: %.2f (%d replica%s: %.2f per replica; %lld updates after "
+               "%lld warm-up)\n",
+               f.total, replicas, replicas == 1 ? "" : "s", f.total / replicas, (long long)f.n,
+               (long long)r->tp.warmup);
+    else
+        printf("total images/sec: not measured (no update after the %lld warm-up updates)\n",
+               (long long)r->tp.warmup);
+}
+
+/* report fit: how it ended, images/sec, restore_best_weights */
+static mr_status stage_report_fit(train_run *r) {
+    const mr_fit_end fe = mr_strategy_fit_end(r->strategy);
+    const int say = r->lead && !r->c.quiet;
+    if (say) print_fit_end(r);
+    if (say && r->want_tp) print_throughput(r);
+    if (say && fe.restored_epoch)
         printf("Restoring model weights from the end of the best epoch: %d.\n", fe.restored_epoch);
-    if (lead && fe.best_lost)
+    if (r->lead && fe.best_lost)
         fprintf(stderr,
                 "%s: note: restore_best_weights: the best epoch (%d) came before the checkpoint "
                 "this run resumed from, which holds later weights: kept the last weights\n",
                 prog, fe.best_epoch);
-    double test_loss = 0.0, test_acc = 0.0;
-    /* [net] top_k and per_class: their counts ride in the evaluation's all-reduce */
-    mr_eval_detail test_detail = {.classes = classes};
-    if (has_test && cfg.net.per_class) {
-        test_conf = calloc((size_t)classes * (size_t)classes, sizeof(double));
-        if (test_conf == NULL) {
-            mr_error_set(&err, MR_ERR_NOMEM, "out of memory for the test set's per-class counts");
-            goto alone_failure;
-        }
-        test_detail.confusion = test_conf;
+    return MR_OK;
+}
+
+/* evaluate: the test set, if the .cfg names one */
+static mr_status stage_evaluate(train_run *r) {
+    const int classes = r->classes;
+    r->test_detail = (mr_eval_detail){.classes = classes};
+    if (r->test.n == 0) return MR_OK;
+    if (r->cfg.net.per_class) {
+        r->test_conf = calloc((size_t)classes * (size_t)classes, sizeof(double));
+        if (r->test_conf == NULL)
+            return mr_error_set(&r->err, MR_ERR_NOMEM,
+                                "out of memory for the test set's per-class counts");
+        r->test_detail.confusion = r->test_conf;
     }
-    if (has_test) {
-        if (mr_strategy_evaluate_detail(strategy, &test, 0, test.n, &test_loss, &test_acc,
-                                        &test_detail, &err) != MR_OK)
-            goto alone_failure;
-        if (lead) {
-            printf("Test loss: %.4f - test accuracy: %.4f", test_loss, test_acc);
-            if (cfg.net.top_k)
-                printf(" - test_sparse_top_k_categorical_accuracy: %.4f",
-                       test_detail.top_k_accuracy);
-            printf("\n");
-            if (test_conf) mr_progress_print_per_class(stdout, "test", test_conf, classes);
-        }
+    MR_CHECK(mr_strategy_evaluate_detail(r->strategy, &r->test, 0, r->test.n, &r->test_loss,
+                                         &r->test_acc, &r->test_detail, &r->err));
+    if (!r->lead) return MR_OK;
+    printf("Test loss: %.4f - test accuracy: %.4f", r->test_loss, r->test_acc);
+    if (r->cfg.net.top_k)
+        printf(" - test_sparse_top_k_categorical_accuracy: %.4f", r->test_detail.top_k_accuracy);
+    printf("\n");
+    if (r->test_conf) mr_progress_print_per_class(stdout, "test", r->test_conf, classes);
+    return MR_OK;
+}
+
+/* save: --metrics closed, --save written (with save_best_only the file
+ * holds the best epoch's model already) */
+static mr_status stage_save(train_run *r) {
+    const mr_train_options *c = &r->c;
+    if (r->csv != NULL) {
+        int bad = fclose(r->csv) != 0;
+        r->csv = NULL;
+        if (bad)
+            return mr_error_set(&r->err, MR_ERR_RUNTIME, "--metrics %s: cannot write",
+                                c->metrics_path);
     }
-    if (csv != NULL) {
-        int bad = fclose(csv) != 0;
-        csv = NULL;
-        if (bad) {
-            mr_error_set(&err, MR_ERR_RUNTIME, "--metrics %s: cannot write", c.metrics_path);
-            goto alone_failure;
-        }
-    }
-    if (lead && ck_run.best_path != NULL && ck_run.best_saves == 0)
+    if (r->lead && r->ck_run.best_path != NULL && r->ck_run.best_saves == 0)
         fprintf(stderr,
                 "%s: note: save_best_only: no epoch of this run improved %s (or none ended), so "
                 "this run did not write %s\n",
-                prog, mr_monitor_name(cfg.net.save_best_only), c.save_path);
-    if (lead && c.save_path != NULL && ck_run.best_path == NULL) {
-        /* (with save_best_only the file holds the best epoch's model already) */
-        const mr_fit_state *end = mr_strategy_state(strategy);
-        float lr = end->n_history ? end->history[end->n_history - 1].lr : plan->base_lr;
-        if (mr_ckpt_write(&ck_run, c.save_path, end, model0, lr, &err) != MR_OK) goto alone_failure;
+                prog, mr_monitor_name(r->cfg.net.save_best_only), c->save_path);
+    if (!r->lead || c->save_path == NULL || r->ck_run.best_path != NULL) return MR_OK;
+    const mr_fit_state *end = mr_strategy_state(r->strategy);
+    float lr = end->n_history ? end->history[end->n_history - 1].lr : r->plan->base_lr;
+    return mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, &r->err);
+}
+
+/* report: --log closed, the --json summary written */
+static mr_status stage_report(train_run *r) {
+    const mr_train_options *c = &r->c;
+    if (r->log != NULL && fclose(r->log) != 0) {
+        r->log = NULL;
+        return mr_error_set(&r->err, MR_ERR_RUNTIME, "--log %s: cannot write", c->log_path);
     }
-    if (log != NULL && fclose(log) != 0) {
-        log = NULL;
-        mr_error_set(&err, MR_ERR_RUNTIME, "--log %s: cannot write", c.log_path);
-        goto alone_failure;
-    }
-    log = NULL;
+    r->log = NULL;
+    if (!r->lead || c->json_path == NULL) return MR_OK;
+    const mr_fit_state *stop = mr_strategy_state(r->strategy);
+    const int epochs = stop->epoch < r->cfg.net.epochs ? stop->epoch : r->cfg.net.epochs;
+    const mr_model *m0 = mr_strategy_replica(r->strategy, 0);
     uint64_t hash = 0;
-    if (lead && c.json_path != NULL &&
-        (mr_params_hash(mr_strategy_replica(strategy, 0), &hash, &err) != MR_OK ||
-         mr_train_write_json(c.json_path, &pg, plan, &job, sets,
-                             mr_comm_name(mr_strategy_comm(strategy)),
-                             mr_strategy_replica(strategy, 0),
-                             stop->epoch < cfg.net.epochs ? stop->epoch : cfg.net.epochs, has_test,
-                             test_loss, test_acc, &test_detail, hash, &err) != MR_OK))
-        goto alone_failure;
-    goto done;
-agreed_failure:
-    rc = mr_cli_fail_agreed(prog, &job, &err);
-    goto done;
-alone_failure:
-    rc = mr_cli_fail_alone(prog, &job, &err);
-done:
-    if (trace != NULL) {
+    MR_CHECK(mr_params_hash(m0, &hash, &r->err));
+    return mr_train_write_json(c->json_path, &r->pg, r->plan, &r->job, r->sets,
+                               mr_comm_name(mr_strategy_comm(r->strategy)), m0, epochs,
+                               r->test.n > 0, r->test_loss, r->test_acc, &r->test_detail, hash,
+                               &r->err);
+}
+
+/* The run, in order. Where a stage agrees is said here, once. */
+static const train_stage stages[] = {
+    {"load config", stage_load_config, STAGE_AGREE, NULL},
+    {"job table", stage_job_table, STAGE_AGREE, NULL},
+    {"check the job", stage_check_job, STAGE_SAME, NULL},
+    {"resume", stage_resume, STAGE_AGREE, wants_resume},
+    {"report a fresh start", stage_report_fresh_start, STAGE_PRINT, wants_resume},
+    {"check save_best_only", stage_check_save_best, STAGE_AGREE, NULL},
+    {"check outputs", stage_check_outputs, STAGE_AGREE, NULL},
+    {"load data", stage_load_data, STAGE_AGREE, NULL},
+    {"report data", stage_report_data, STAGE_PRINT, NULL},
+    {"write data", stage_write_data, STAGE_AGREE, wants_data_out},
+    {"open trace", stage_open_trace, STAGE_AGREE, wants_trace},
+    {"build the strategy", stage_build_strategy, STAGE_SAME, NULL},
+    {"load weights", stage_load_weights, STAGE_AGREE, NULL},
+    {"share weights", stage_share_weights, STAGE_ALONE, wants_share_weights},
+    {"augment", stage_augment, STAGE_SAME, wants_augment},
+    {"open logs", stage_open_logs, STAGE_ALONE, NULL},
+    {"print plan", stage_print_plan, STAGE_PRINT, NULL},
+    {"dry run", stage_dry_run, STAGE_PRINT, wants_dry_run},
+    {"fit", stage_fit, STAGE_ALONE, NULL},
+    {"planned stop", stage_planned_stop, STAGE_AGREE, was_stopped},
+    {"report stop", stage_report_stop, STAGE_PRINT, was_stopped},
+    {"report fit", stage_report_fit, STAGE_PRINT, NULL},
+    {"evaluate", stage_evaluate, STAGE_ALONE, NULL},
+    {"save", stage_save, STAGE_ALONE, NULL},
+    {"report", stage_report, STAGE_ALONE, NULL},
+};
+
+/* Runs the stages until one fails (its verdict printed as the table says)
+ * or ends the run; r->rc is the exit code. */
+static void run_stages(train_run *r) {
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        const train_stage *s = &stages[i];
+        if (s->when != NULL && !s->when(r)) continue;
+        mr_status st = s->run(r);
+        if (s->verdict == STAGE_AGREE) st = mr_job_agree(&r->job, st, &r->err);
+        if (st != MR_OK) {
+            r->rc = s->verdict == STAGE_AGREE || s->verdict == STAGE_SAME
+                        ? mr_cli_fail_agreed(prog, &r->job, &r->err)
+                        : mr_cli_fail_alone(prog, &r->job, &r->err);
+            return;
+        }
+        if (r->finished) return;
+    }
+}
+
+/* Everything the stages made, in the reverse of their order (the trace
+ * after the models that record into it), and the job. Returns the exit
+ * code: r->rc, or a failure where the trace cannot be written. */
+static int train_run_free(train_run *r) {
+    int rc = r->rc;
+    if (r->trace != NULL) {
         /* the whole run (a stop's update and checkpoint too); a failure
          * that aborted the job leaves the last epoch's file */
         mr_error terr = {0};
-        if (mr_trace_write(trace, &terr) != MR_OK) {
+        if (mr_trace_write(r->trace, &terr) != MR_OK) {
             fprintf(stderr, "%s: %s\n", prog, terr.msg);
             if (rc == MR_EXIT_OK) rc = MR_EXIT_FAILURE;
         }
     }
-    mr_throughput_free(&tp);
-    if (csv) fclose(csv);
-    if (log) fclose(log);
-    mr_checkpoint_free(&ck);
-    free(sets);
-    free(test_conf);
-    mr_strategy_destroy(strategy);
-    mr_trace_destroy(trace); /* after the models that record into it */
-    mr_dataset_free(&train);
-    mr_dataset_free(&test);
-    mr_config_free(&cfg);
-    mr_job_finalize(&job);
+    mr_throughput_free(&r->tp);
+    if (r->csv) fclose(r->csv);
+    if (r->log) fclose(r->log);
+    mr_checkpoint_free(&r->ck);
+    free(r->sets);
+    free(r->test_conf);
+    mr_strategy_destroy(r->strategy);
+    mr_trace_destroy(r->trace);
+    mr_dataset_free(&r->train);
+    mr_dataset_free(&r->test);
+    mr_config_free(&r->cfg);
+    mr_job_finalize(&r->job);
     return rc;
+}
+
+/* --help, --version, --help-config, --list-devices: printed by the lead
+ * process, no stage run. */
+static int answer(train_run *r) {
+    const mr_train_action a = r->c.action;
+    if (r->lead && a == MR_TRAIN_HELP) mr_train_usage(stdout, prog);
+    if (r->lead && a == MR_TRAIN_VERSION) printf("mirrored %s\n", MR_VERSION);
+    if (r->lead && a == MR_TRAIN_HELP_CONFIG) mr_config_write_reference(stdout, r->c.markdown);
+    if (r->lead && a == MR_TRAIN_LIST)
+        mr_devices_list(stdout, &(mr_device_env){.cores = r->job.cores,
+                                                 .local_rank = r->job.local_rank,
+                                                 .local_size = r->job.local_size});
+    mr_job_finalize(&r->job);
+    return MR_EXIT_OK;
+}
+
+/* One run's state: large (the .cfg's layers), and one per process. */
+static train_run run;
+
+int main(int argc, char **argv) {
+    train_run *r = &run;
+    if (mr_cli_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
+        int rc = mr_cli_die(prog, &r->err);
+        mr_job_finalize(&r->job);
+        return rc;
+    }
+    r->lead = r->job.rank == 0;
+    r->options_st = mr_train_parse_options(argc, argv, &r->c, &r->err);
+    if (r->options_st == MR_OK && r->c.action != MR_TRAIN_RUN) return answer(r);
+    if (r->c.timeout > 0) r->job.timeout_s = r->c.timeout;
+    install_stop_signals(&r->c);
+    r->opts.job = &r->job;
+    r->label_width = 1;
+    /* where a stop's checkpoint goes without [net] checkpoint */
+    if (r->c.stop_path != NULL)
+        snprintf(r->stop_path, sizeof r->stop_path, "%s", r->c.stop_path);
+    else
+        mr_ckpt_default_stop_path(r->c.save_path, r->c.json_path, r->stop_path,
+                                  sizeof r->stop_path);
+    run_stages(r);
+    return train_run_free(r);
 }

@@ -3,6 +3,7 @@
 
 #include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,70 +87,213 @@ void mr_train_usage(FILE *out, const char *prog) {
             prog, prog);
 }
 
+/* getopt_long's codes for the long options (above any short option's) */
+enum {
+    OPT_EPOCHS = 1000,
+    OPT_SEED,
+    OPT_METRICS,
+    OPT_JSON,
+    OPT_QUIET,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_DEVICES,
+    OPT_LIST,
+    OPT_CHECK_SYNC,
+    OPT_BUCKET,
+    OPT_TIMEOUT,
+    OPT_HELP_CONFIG,
+    OPT_SAVE,
+    OPT_RESUME,
+    OPT_KEEP,
+    OPT_INIT,
+    OPT_LOG,
+    OPT_TRACE,
+    OPT_WRITE_DATA,
+    OPT_STOP_SIGNALS,
+    OPT_STOP_PATH,
+    OPT_STOP_BUDGET,
+    OPT_MAX_STEPS,
+    OPT_DRY_RUN,
+    OPT_VERBOSE,
+    OPT_SYNTHETIC,
+    OPT_DISPLAY_EVERY,
+    OPT_WARMUP_STEPS
+};
+
+static const struct option longopts[] = {
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"devices", required_argument, NULL, OPT_DEVICES},
+    {"list-devices", no_argument, NULL, OPT_LIST},
+    {"check-sync", required_argument, NULL, OPT_CHECK_SYNC},
+    {"bucket-mb", required_argument, NULL, OPT_BUCKET},
+    {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help-config", optional_argument, NULL, OPT_HELP_CONFIG},
+    {"save", required_argument, NULL, OPT_SAVE},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"keep", required_argument, NULL, OPT_KEEP},
+    {"init-weights", required_argument, NULL, OPT_INIT},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"write-data", required_argument, NULL, OPT_WRITE_DATA},
+    {"stop-signals", required_argument, NULL, OPT_STOP_SIGNALS},
+    {"checkpoint-on-signal", required_argument, NULL, OPT_STOP_PATH},
+    {"stop-budget", required_argument, NULL, OPT_STOP_BUDGET},
+    {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"synthetic", required_argument, NULL, OPT_SYNTHETIC},
+    {"display-every", required_argument, NULL, OPT_DISPLAY_EVERY},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
+    {"verbose", required_argument, NULL, OPT_VERBOSE},
+    {NULL, 0, NULL, 0},
+};
+
+#define OPT_FIELD(f) offsetof(mr_train_options, f)
+
+/* The options that take an integer: its allowed range and its field (a long long). */
+static const struct {
+    int code;
+    const char *name;
+    long long lo, hi;
+    size_t offset;
+} int_options[] = {
+    {OPT_EPOCHS, "--epochs", 1, 100000, OPT_FIELD(epochs)},
+    {OPT_SEED, "--seed", 0, INT64_MAX, OPT_FIELD(seed)},
+    {OPT_CHECK_SYNC, "--check-sync", 1, 1000000000, OPT_FIELD(check_sync)},
+    {OPT_MAX_STEPS, "--max-steps", 1, INT64_MAX, OPT_FIELD(max_steps)},
+    {OPT_SYNTHETIC, "--synthetic", 1, 1LL << 31, OPT_FIELD(synthetic)},
+    {OPT_DISPLAY_EVERY, "--display-every", 1, 1000000000, OPT_FIELD(display_every)},
+    {OPT_WARMUP_STEPS, "--warmup-steps", 0, 1000000000, OPT_FIELD(warmup_steps)},
+    {OPT_KEEP, "--keep", 1, 1000000, OPT_FIELD(keep)},
+};
+
+/* The options whose value is kept as given (a path, a spec): their field (a const char *). */
+static const struct {
+    int code;
+    size_t offset;
+} text_options[] = {
+    {OPT_METRICS, OPT_FIELD(metrics_path)}, {OPT_SAVE, OPT_FIELD(save_path)},
+    {OPT_RESUME, OPT_FIELD(resume)},        {OPT_INIT, OPT_FIELD(init_weights)},
+    {OPT_LOG, OPT_FIELD(log_path)},         {OPT_TRACE, OPT_FIELD(trace_path)},
+    {OPT_WRITE_DATA, OPT_FIELD(data_out)},  {OPT_STOP_PATH, OPT_FIELD(stop_path)},
+    {OPT_JSON, OPT_FIELD(json_path)},       {OPT_DEVICES, OPT_FIELD(devices_spec)},
+};
+
+/* The options that take a number of MiB or seconds. */
+static mr_status parse_real_option(int o, const char *arg, mr_train_options *c, mr_error *err) {
+    char *end;
+    switch (o) {
+    case OPT_BUCKET:
+        c->bucket_mb = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(c->bucket_mb >= 0.0) || c->bucket_mb > 4096)
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "--bucket-mb %s: expected a number of MiB in [0, 4096]", arg);
+        return MR_OK;
+    case OPT_TIMEOUT:
+        c->timeout = mr_comm_parse_timeout(arg);
+        if (c->timeout <= 0.0)
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "--collective-timeout %s: expected a number of seconds > 0", arg);
+        return MR_OK;
+    default: /* OPT_STOP_BUDGET */
+        c->stop_budget = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(c->stop_budget > 0.0) || c->stop_budget > 86400)
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "--stop-budget %s: expected a number of seconds in (0, 86400]",
+                                arg);
+        return MR_OK;
+    }
+}
+
+/* The options that ask for something else than training (c->action). */
+static mr_status parse_action_option(int o, const char *arg, mr_train_options *c, mr_error *err) {
+    switch (o) {
+    case OPT_VERSION:
+        c->action = MR_TRAIN_VERSION;
+        return MR_OK;
+    case OPT_HELP_CONFIG:
+        if (arg != NULL && strcmp(arg, "markdown") != 0)
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "--help-config=%s: the only format is 'markdown'", arg);
+        c->action = MR_TRAIN_HELP_CONFIG;
+        c->markdown = arg != NULL;
+        return MR_OK;
+    case OPT_LIST:
+        c->action = MR_TRAIN_LIST;
+        return MR_OK;
+    default: /* 'h', OPT_HELP */
+        c->action = MR_TRAIN_HELP;
+        return MR_OK;
+    }
+}
+
+/* One option that getopt_long returned (o), with its value optarg. */
+static mr_status parse_option(int o, char **argv, mr_train_options *c, mr_error *err) {
+    for (size_t i = 0; i < sizeof int_options / sizeof int_options[0]; i++) {
+        if (int_options[i].code != o) continue;
+        long long *v = (long long *)((char *)c + int_options[i].offset);
+        if (!mr_cli_parse_long(int_options[i].name, optarg, int_options[i].lo, int_options[i].hi, v,
+                               err))
+            return err->status;
+        return MR_OK;
+    }
+    for (size_t i = 0; i < sizeof text_options / sizeof text_options[0]; i++)
+        if (text_options[i].code == o) {
+            *(const char **)((char *)c + text_options[i].offset) = optarg;
+            return MR_OK;
+        }
+    switch (o) {
+    case OPT_BUCKET:
+    case OPT_TIMEOUT:
+    case OPT_STOP_BUDGET:
+        return parse_real_option(o, optarg, c, err);
+    case OPT_DRY_RUN:
+        c->dry_run = 1;
+        return MR_OK;
+    case OPT_STOP_SIGNALS:
+        return mr_train_parse_stop_signals(optarg, c->stop_signals, &c->n_stop_signals, err);
+    case OPT_QUIET:
+        c->quiet = 1;
+        return MR_OK;
+    case OPT_VERBOSE: {
+        long long v;
+        if (!mr_cli_parse_long("--verbose", optarg, 0, 2, &v, err)) return err->status;
+        c->quiet = v == 0;
+        c->no_bar = v == 2;
+        return MR_OK;
+    }
+    case 'h':
+    case OPT_HELP:
+    case OPT_VERSION:
+    case OPT_HELP_CONFIG:
+    case OPT_LIST:
+        return parse_action_option(o, optarg, c, err);
+    default:
+        return mr_cli_bad_option(argv, err);
+    }
+}
+
+/* After the options: one MODEL.cfg, and no options that contradict each other. */
+static mr_status check_operands(int argc, char **argv, mr_train_options *c, mr_error *err) {
+    if (optind != argc - 1)
+        return mr_error_set(err, MR_ERR_USAGE, "%s (see --help)",
+                            optind == argc ? "missing MODEL.cfg" : "more than one MODEL.cfg given");
+    c->cfg_path = argv[optind];
+    if (c->resume && c->init_weights)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--resume and --init-weights: a resumed run has its weights already");
+    if (c->dry_run && c->data_out)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--dry-run and --write-data: a dry run writes nothing");
+    return MR_OK;
+}
+
 mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_error *err) {
-    enum {
-        OPT_EPOCHS = 1000,
-        OPT_SEED,
-        OPT_METRICS,
-        OPT_JSON,
-        OPT_QUIET,
-        OPT_HELP,
-        OPT_VERSION,
-        OPT_DEVICES,
-        OPT_LIST,
-        OPT_CHECK_SYNC,
-        OPT_BUCKET,
-        OPT_TIMEOUT,
-        OPT_HELP_CONFIG,
-        OPT_SAVE,
-        OPT_RESUME,
-        OPT_KEEP,
-        OPT_INIT,
-        OPT_LOG,
-        OPT_TRACE,
-        OPT_WRITE_DATA,
-        OPT_STOP_SIGNALS,
-        OPT_STOP_PATH,
-        OPT_STOP_BUDGET,
-        OPT_MAX_STEPS,
-        OPT_DRY_RUN,
-        OPT_VERBOSE,
-        OPT_SYNTHETIC,
-        OPT_DISPLAY_EVERY,
-        OPT_WARMUP_STEPS
-    };
-    static const struct option longopts[] = {
-        {"epochs", required_argument, NULL, OPT_EPOCHS},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"metrics", required_argument, NULL, OPT_METRICS},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"quiet", no_argument, NULL, OPT_QUIET},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {"devices", required_argument, NULL, OPT_DEVICES},
-        {"list-devices", no_argument, NULL, OPT_LIST},
-        {"check-sync", required_argument, NULL, OPT_CHECK_SYNC},
-        {"bucket-mb", required_argument, NULL, OPT_BUCKET},
-        {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help-config", optional_argument, NULL, OPT_HELP_CONFIG},
-        {"save", required_argument, NULL, OPT_SAVE},
-        {"resume", required_argument, NULL, OPT_RESUME},
-        {"keep", required_argument, NULL, OPT_KEEP},
-        {"init-weights", required_argument, NULL, OPT_INIT},
-        {"log", required_argument, NULL, OPT_LOG},
-        {"trace", required_argument, NULL, OPT_TRACE},
-        {"write-data", required_argument, NULL, OPT_WRITE_DATA},
-        {"stop-signals", required_argument, NULL, OPT_STOP_SIGNALS},
-        {"checkpoint-on-signal", required_argument, NULL, OPT_STOP_PATH},
-        {"stop-budget", required_argument, NULL, OPT_STOP_BUDGET},
-        {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"synthetic", required_argument, NULL, OPT_SYNTHETIC},
-        {"display-every", required_argument, NULL, OPT_DISPLAY_EVERY},
-        {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
-        {"verbose", required_argument, NULL, OPT_VERBOSE},
-        {NULL, 0, NULL, 0},
-    };
     *c = (mr_train_options){.action = MR_TRAIN_RUN,
                             .epochs = -1,
                             .seed = -1,
@@ -162,142 +306,11 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
     opterr = 0;
     int o;
     while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (o) {
-        case OPT_EPOCHS:
-            if (!mr_cli_parse_long("--epochs", optarg, 1, 100000, &c->epochs, err))
-                return err->status;
-            break;
-        case OPT_SEED:
-            if (!mr_cli_parse_long("--seed", optarg, 0, INT64_MAX, &c->seed, err))
-                return err->status;
-            break;
-        case OPT_CHECK_SYNC:
-            if (!mr_cli_parse_long("--check-sync", optarg, 1, 1000000000, &c->check_sync, err))
-                return err->status;
-            break;
-        case OPT_BUCKET: {
-            char *end;
-            c->bucket_mb = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || !(c->bucket_mb >= 0.0) || c->bucket_mb > 4096)
-                return mr_error_set(err, MR_ERR_USAGE,
-                                    "--bucket-mb %s: expected a number of MiB in [0, 4096]",
-                                    optarg);
-            break;
-        }
-        case OPT_TIMEOUT:
-            c->timeout = mr_comm_parse_timeout(optarg);
-            if (c->timeout <= 0.0)
-                return mr_error_set(err, MR_ERR_USAGE,
-                                    "--collective-timeout %s: expected a number of seconds > 0",
-                                    optarg);
-            break;
-        case OPT_MAX_STEPS:
-            if (!mr_cli_parse_long("--max-steps", optarg, 1, INT64_MAX, &c->max_steps, err))
-                return err->status;
-            break;
-        case OPT_DRY_RUN:
-            c->dry_run = 1;
-            break;
-        case OPT_SYNTHETIC:
-            if (!mr_cli_parse_long("--synthetic", optarg, 1, 1LL << 31, &c->synthetic, err))
-                return err->status;
-            break;
-        case OPT_DISPLAY_EVERY:
-            if (!mr_cli_parse_long("--display-every", optarg, 1, 1000000000, &c->display_every,
-                                   err))
-                return err->status;
-            break;
-        case OPT_WARMUP_STEPS:
-            if (!mr_cli_parse_long("--warmup-steps", optarg, 0, 1000000000, &c->warmup_steps, err))
-                return err->status;
-            break;
-        case OPT_METRICS:
-            c->metrics_path = optarg;
-            break;
-        case OPT_SAVE:
-            c->save_path = optarg;
-            break;
-        case OPT_RESUME:
-            c->resume = optarg;
-            break;
-        case OPT_KEEP:
-            if (!mr_cli_parse_long("--keep", optarg, 1, 1000000, &c->keep, err)) return err->status;
-            break;
-        case OPT_INIT:
-            c->init_weights = optarg;
-            break;
-        case OPT_LOG:
-            c->log_path = optarg;
-            break;
-        case OPT_TRACE:
-            c->trace_path = optarg;
-            break;
-        case OPT_WRITE_DATA:
-            c->data_out = optarg;
-            break;
-        case OPT_STOP_SIGNALS:
-            MR_CHECK(mr_train_parse_stop_signals(optarg, c->stop_signals, &c->n_stop_signals, err));
-            break;
-        case OPT_STOP_PATH:
-            c->stop_path = optarg;
-            break;
-        case OPT_STOP_BUDGET: {
-            char *end;
-            c->stop_budget = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || !(c->stop_budget > 0.0) || c->stop_budget > 86400)
-                return mr_error_set(err, MR_ERR_USAGE,
-                                    "--stop-budget %s: expected a number of seconds in (0, 86400]",
-                                    optarg);
-            break;
-        }
-        case OPT_JSON:
-            c->json_path = optarg;
-            break;
-        case OPT_QUIET:
-            c->quiet = 1;
-            break;
-        case OPT_VERBOSE: {
-            long long v;
-            if (!mr_cli_parse_long("--verbose", optarg, 0, 2, &v, err)) return err->status;
-            c->quiet = v == 0;
-            c->no_bar = v == 2;
-            break;
-        }
-        case OPT_DEVICES:
-            c->devices_spec = optarg;
-            break;
-        case 'h':
-        case OPT_HELP:
-            c->action = MR_TRAIN_HELP;
-            return MR_OK;
-        case OPT_VERSION:
-            c->action = MR_TRAIN_VERSION;
-            return MR_OK;
-        case OPT_HELP_CONFIG:
-            if (optarg != NULL && strcmp(optarg, "markdown") != 0)
-                return mr_error_set(err, MR_ERR_USAGE,
-                                    "--help-config=%s: the only format is 'markdown'", optarg);
-            c->action = MR_TRAIN_HELP_CONFIG;
-            c->markdown = optarg != NULL;
-            return MR_OK;
-        case OPT_LIST:
-            c->action = MR_TRAIN_LIST;
-            return MR_OK;
-        default:
-            return mr_cli_bad_option(argv, err);
-        }
+        MR_CHECK(parse_option(o, argv, c, err));
+        /* --help, --version, --help-config, --list-devices: nothing else is read */
+        if (c->action != MR_TRAIN_RUN) return MR_OK;
     }
-    if (optind != argc - 1)
-        return mr_error_set(err, MR_ERR_USAGE, "%s (see --help)",
-                            optind == argc ? "missing MODEL.cfg" : "more than one MODEL.cfg given");
-    c->cfg_path = argv[optind];
-    if (c->resume && c->init_weights)
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "--resume and --init-weights: a resumed run has its weights already");
-    if (c->dry_run && c->data_out)
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "--dry-run and --write-data: a dry run writes nothing");
-    return MR_OK;
+    return check_operands(argc, argv, c, err);
 }
 
 mr_status mr_train_parse_stop_signals(const char *list, int *sigs, int *n, mr_error *err) {

@@ -519,221 +519,259 @@ static int is_blank(const char *s) {
     return *s == '\0';
 }
 
-/* Parses one value of key k into dst. Returns 1, or 0 with *why filled. */
-static int parse_value(const key_def *k, const char *val, void *dst, const char *base_dir,
-                       char *why, size_t why_n) {
+/* The value parsers, one per key type: each parses val for key k into dst
+ * and returns 1, or 0 with *why filled. */
+
+/* KEY_INT (an int) and KEY_INT64 (an int64_t). */
+static int parse_int(const key_def *k, const char *val, void *dst, char *why, size_t why_n) {
     char *end;
-    switch (k->type) {
-    case KEY_INT:
-    case KEY_INT64: {
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    if (end == val || !is_blank(end) || errno) {
+        snprintf(why, why_n, "'%s' is not an integer%s", val, errno == ERANGE ? " of 64 bits" : "");
+        return 0;
+    }
+    /* seed's max, (double)INT64_MAX, is 2^63: every int64 passes */
+    if ((double)v < k->min || (double)v > k->max) {
+        snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
+        return 0;
+    }
+    if (k->type == KEY_INT)
+        *(int *)dst = (int)v;
+    else
+        *(int64_t *)dst = (int64_t)v;
+    return 1;
+}
+
+/* KEY_FLOATS: an mr_floats or an mr_class_weights, a count, then room for
+ * k->n_ints floats (config.h). */
+static int parse_floats(const key_def *k, const char *val, void *dst, char *why, size_t why_n) {
+    _Static_assert(offsetof(mr_floats, v) == offsetof(mr_class_weights, v),
+                   "KEY_FLOATS destinations share a layout");
+    int *count = dst;
+    float *list = (float *)((char *)dst + offsetof(mr_floats, v));
+    *count = 0;
+    const char *p = val;
+    char *end;
+    while (*p != '\0' && isspace((unsigned char)*p))
+        p++;
+    while (*p != '\0') {
         errno = 0;
-        long long v = strtoll(val, &end, 10);
-        if (end == val || !is_blank(end) || errno) {
-            snprintf(why, why_n, "'%s' is not an integer%s", val,
-                     errno == ERANGE ? " of 64 bits" : "");
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v)) {
+            snprintf(why, why_n, "'%s' is not a comma-separated list of numbers", val);
             return 0;
         }
-        /* seed's max, (double)INT64_MAX, is 2^63: every int64 passes */
-        if ((double)v < k->min || (double)v > k->max) {
-            snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
-            return 0;
-        }
-        if (k->type == KEY_INT)
-            *(int *)dst = (int)v;
-        else
-            *(int64_t *)dst = (int64_t)v;
-        return 1;
-    }
-    case KEY_FLOATS: {
-        /* an mr_floats or an mr_class_weights: a count, then room for
-         * k->n_ints floats (config.h) */
-        _Static_assert(offsetof(mr_floats, v) == offsetof(mr_class_weights, v),
-                       "KEY_FLOATS destinations share a layout");
-        int *count = dst;
-        float *list = (float *)((char *)dst + offsetof(mr_floats, v));
-        *count = 0;
-        const char *p = val;
-        while (*p != '\0' && isspace((unsigned char)*p))
-            p++;
-        while (*p != '\0') {
-            errno = 0;
-            double v = strtod(p, &end);
-            if (end == p || errno || !isfinite(v)) {
-                snprintf(why, why_n, "'%s' is not a comma-separated list of numbers", val);
-                return 0;
-            }
-            if (*count == k->n_ints) {
-                snprintf(why, why_n, "'%s' has more than %d numbers", val, k->n_ints);
-                return 0;
-            }
-            int lo_bad = k->open_min ? v <= k->min : v < k->min;
-            if (lo_bad || v > k->max) {
-                snprintf(why, why_n, "%g is out of range %c%g, %g]", v, k->open_min ? '(' : '[',
-                         k->min, k->max);
-                return 0;
-            }
-            list[(*count)++] = (float)v;
-            while (isspace((unsigned char)*end))
-                end++;
-            if (*end == '\0') break;
-            if (*end != ',') {
-                snprintf(why, why_n, "'%s' is not a comma-separated list of numbers", val);
-                return 0;
-            }
-            p = end + 1;
-        }
-        return 1;
-    }
-    case KEY_FLOAT: {
-        errno = 0;
-        double v = strtod(val, &end);
-        if (end != val && *end == '/') { /* a fraction such as 1/255 */
-            const char *den_s = end + 1;
-            double den = strtod(den_s, &end);
-            if (end == den_s || den == 0.0) {
-                snprintf(why, why_n, "'%s' is not a number", val);
-                return 0;
-            }
-            v /= den;
-        }
-        if (end == val || !is_blank(end) || errno || !isfinite(v)) {
-            snprintf(why, why_n, "'%s' is not a number", val);
+        if (*count == k->n_ints) {
+            snprintf(why, why_n, "'%s' has more than %d numbers", val, k->n_ints);
             return 0;
         }
         int lo_bad = k->open_min ? v <= k->min : v < k->min;
-        int hi_bad = k->open_max ? v >= k->max : v > k->max;
-        if (lo_bad || hi_bad) {
-            snprintf(why, why_n, "%g is out of range %c%g, %g%c", v, k->open_min ? '(' : '[',
-                     k->min, k->max, k->open_max ? ')' : ']');
+        if (lo_bad || v > k->max) {
+            snprintf(why, why_n, "%g is out of range %c%g, %g]", v, k->open_min ? '(' : '[', k->min,
+                     k->max);
             return 0;
         }
-        *(float *)dst = (float)v;
-        return 1;
-    }
-    case KEY_BOOL: {
-        static const char *const yes[] = {"1", "true", "yes", "on"};
-        static const char *const no[] = {"0", "false", "no", "off"};
-        for (int i = 0; i < 4; i++) {
-            if (strcasecmp(val, yes[i]) == 0) return *(int *)dst = 1, 1;
-            if (strcasecmp(val, no[i]) == 0) return *(int *)dst = 0, 1;
-        }
-        snprintf(why, why_n, "'%s' is not a boolean (use 1/0, true/false, yes/no)", val);
-        return 0;
-    }
-    case KEY_ENUM: {
-        for (int i = 0; k->names[i]; i++)
-            if (strcasecmp(val, k->names[i]) == 0) return *(int *)dst = i, 1;
-        char list[256] = "";
-        for (int i = 0; k->names[i]; i++) {
-            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-            strncat(list, k->names[i], sizeof list - strlen(list) - 1);
-        }
-        snprintf(why, why_n, "'%s' is not one of: %s", val, list);
-        return 0;
-    }
-    case KEY_PATH: {
-        char *out = dst;
-        if (val[0] == '\0' || val[0] == '/' || base_dir == NULL || base_dir[0] == '\0')
-            snprintf(out, MR_PATH_MAX, "%s", val);
-        else
-            snprintf(out, MR_PATH_MAX, "%s/%s", base_dir, val);
-        if (strlen(val) + (base_dir ? strlen(base_dir) : 0) + 2 > MR_PATH_MAX) {
-            snprintf(why, why_n, "path too long");
-            return 0;
-        }
-        return 1;
-    }
-    case KEY_EVERY: {
-        mr_every *out = dst;
-        errno = 0;
-        long long v = strtoll(val, &end, 10);
+        list[(*count)++] = (float)v;
         while (isspace((unsigned char)*end))
             end++;
-        int steps = -1;
-        if (*end == '\0' || strcasecmp(end, "epochs") == 0 || strcasecmp(end, "epoch") == 0)
-            steps = 0;
-        else if (strcasecmp(end, "steps") == 0 || strcasecmp(end, "step") == 0)
-            steps = 1;
-        if (end == val || errno || steps < 0) {
-            snprintf(why, why_n, "'%s' is not N epochs or N steps", val);
+        if (*end == '\0') break;
+        if (*end != ',') {
+            snprintf(why, why_n, "'%s' is not a comma-separated list of numbers", val);
             return 0;
         }
-        if ((double)v < k->min || (double)v > k->max) {
-            snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
-            return 0;
-        }
-        out->n = (int64_t)v;
-        out->steps = steps;
-        return 1;
+        p = end + 1;
     }
+    return 1;
+}
+
+/* KEY_FLOAT: a number, or a fraction such as 1/255. */
+static int parse_float(const key_def *k, const char *val, void *dst, char *why, size_t why_n) {
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (end != val && *end == '/') {
+        const char *den_s = end + 1;
+        double den = strtod(den_s, &end);
+        if (end == den_s || den == 0.0) {
+            snprintf(why, why_n, "'%s' is not a number", val);
+            return 0;
+        }
+        v /= den;
+    }
+    if (end == val || !is_blank(end) || errno || !isfinite(v)) {
+        snprintf(why, why_n, "'%s' is not a number", val);
+        return 0;
+    }
+    int lo_bad = k->open_min ? v <= k->min : v < k->min;
+    int hi_bad = k->open_max ? v >= k->max : v > k->max;
+    if (lo_bad || hi_bad) {
+        snprintf(why, why_n, "%g is out of range %c%g, %g%c", v, k->open_min ? '(' : '[', k->min,
+                 k->max, k->open_max ? ')' : ']');
+        return 0;
+    }
+    *(float *)dst = (float)v;
+    return 1;
+}
+
+static int parse_bool(const char *val, void *dst, char *why, size_t why_n) {
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(val, yes[i]) == 0) return *(int *)dst = 1, 1;
+        if (strcasecmp(val, no[i]) == 0) return *(int *)dst = 0, 1;
+    }
+    snprintf(why, why_n, "'%s' is not a boolean (use 1/0, true/false, yes/no)", val);
+    return 0;
+}
+
+/* KEY_ENUM: one of k->names, any case, into an int (its index). */
+static int parse_enum(const key_def *k, const char *val, void *dst, char *why, size_t why_n) {
+    for (int i = 0; k->names[i]; i++)
+        if (strcasecmp(val, k->names[i]) == 0) return *(int *)dst = i, 1;
+    char list[256] = "";
+    for (int i = 0; k->names[i]; i++) {
+        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, k->names[i], sizeof list - strlen(list) - 1);
+    }
+    snprintf(why, why_n, "'%s' is not one of: %s", val, list);
+    return 0;
+}
+
+/* KEY_PATH: relative to base_dir (if any), into MR_PATH_MAX chars. */
+static int parse_path(const char *val, char *out, const char *base_dir, char *why, size_t why_n) {
+    if (val[0] == '\0' || val[0] == '/' || base_dir == NULL || base_dir[0] == '\0')
+        snprintf(out, MR_PATH_MAX, "%s", val);
+    else
+        snprintf(out, MR_PATH_MAX, "%s/%s", base_dir, val);
+    if (strlen(val) + (base_dir ? strlen(base_dir) : 0) + 2 > MR_PATH_MAX) {
+        snprintf(why, why_n, "path too long");
+        return 0;
+    }
+    return 1;
+}
+
+/* KEY_EVERY: "N", "N epochs" or "N steps" into an mr_every. */
+static int parse_every(const key_def *k, const char *val, mr_every *out, char *why, size_t why_n) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    while (isspace((unsigned char)*end))
+        end++;
+    int steps = -1;
+    if (*end == '\0' || strcasecmp(end, "epochs") == 0 || strcasecmp(end, "epoch") == 0)
+        steps = 0;
+    else if (strcasecmp(end, "steps") == 0 || strcasecmp(end, "step") == 0)
+        steps = 1;
+    if (end == val || errno || steps < 0) {
+        snprintf(why, why_n, "'%s' is not N epochs or N steps", val);
+        return 0;
+    }
+    if ((double)v < k->min || (double)v > k->max) {
+        snprintf(why, why_n, "%lld is out of range [%.15g, %.15g]", v, k->min, k->max);
+        return 0;
+    }
+    out->n = (int64_t)v;
+    out->steps = steps;
+    return 1;
+}
+
+/* KEY_NAME and KEY_REF: a name, or (a reference only) -N, N sections back. */
+static int parse_name(const key_def *k, const char *val, char *dst, char *why, size_t why_n) {
+    size_t n = strlen(val);
+    if (k->type == KEY_REF && val[0] == '-') {
+        char *end;
+        errno = 0;
+        long v = strtol(val + 1, &end, 10);
+        if (end == val + 1 || !is_blank(end) || errno || v < 1 || v > MR_MAX_LAYERS) {
+            snprintf(why, why_n, "'%s' is not a layer name or -N (N from 1 to %d)", val,
+                     MR_MAX_LAYERS);
+            return 0;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (!isalnum((unsigned char)val[i]) && val[i] != '_') {
+                snprintf(why, why_n, "'%s' is not a name (letters, digits and _)%s", val,
+                         k->type == KEY_REF ? " or -N" : "");
+                return 0;
+            }
+        if (n >= MR_NAME_MAX) {
+            snprintf(why, why_n, "'%s' is longer than %d characters", val, MR_NAME_MAX - 1);
+            return 0;
+        }
+    }
+    snprintf(dst, MR_NAME_MAX, "%s", val);
+    return 1;
+}
+
+/* KEY_INTS: integers separated by ',' or 'x', k->n_ints at most; one for a
+ * pair means both (size=3 -> 3x3); a layer's shape records its rank. */
+static int parse_ints(const key_def *k, const char *val, int *out, char *why, size_t why_n) {
+    int n = 0;
+    const char *p = val;
+    char *end;
+    while (1) {
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno) {
+            snprintf(why, why_n, "'%s' is not a list of integers", val);
+            return 0;
+        }
+        if (n == k->n_ints) {
+            snprintf(why, why_n, "'%s' has more than %d numbers", val, k->n_ints);
+            return 0;
+        }
+        if (v < k->min || v > k->max) {
+            snprintf(why, why_n, "%ld is out of range [%g, %g]", v, k->min, k->max);
+            return 0;
+        }
+        out[n++] = (int)v;
+        while (isspace((unsigned char)*end))
+            end++;
+        if (*end == '\0') break;
+        if (*end != ',' && *end != 'x') {
+            snprintf(why, why_n, "'%s' is not a comma-separated list of integers", val);
+            return 0;
+        }
+        p = end + 1;
+    }
+    if (k->n_ints == 2 && n == 1) out[1] = out[0];
+    if (k->offset == LAY(shape)) {
+        /* remember how many numbers the shape had */
+        mr_layer_cfg *l = (mr_layer_cfg *)((char *)out - LAY(shape));
+        l->shape_rank = n;
+        if (n == 2) {
+            snprintf(why, why_n, "shape '%s' must be H,W,C or F", val);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Parses one value of key k into dst. Returns 1, or 0 with *why filled. */
+static int parse_value(const key_def *k, const char *val, void *dst, const char *base_dir,
+                       char *why, size_t why_n) {
+    switch (k->type) {
+    case KEY_INT:
+    case KEY_INT64:
+        return parse_int(k, val, dst, why, why_n);
+    case KEY_FLOATS:
+        return parse_floats(k, val, dst, why, why_n);
+    case KEY_FLOAT:
+        return parse_float(k, val, dst, why, why_n);
+    case KEY_BOOL:
+        return parse_bool(val, dst, why, why_n);
+    case KEY_ENUM:
+        return parse_enum(k, val, dst, why, why_n);
+    case KEY_PATH:
+        return parse_path(val, dst, base_dir, why, why_n);
+    case KEY_EVERY:
+        return parse_every(k, val, dst, why, why_n);
     case KEY_NAME:
-    case KEY_REF: {
-        /* -N: N sections back (a reference only); else a name */
-        size_t n = strlen(val);
-        if (k->type == KEY_REF && val[0] == '-') {
-            errno = 0;
-            long v = strtol(val + 1, &end, 10);
-            if (end == val + 1 || !is_blank(end) || errno || v < 1 || v > MR_MAX_LAYERS) {
-                snprintf(why, why_n, "'%s' is not a layer name or -N (N from 1 to %d)", val,
-                         MR_MAX_LAYERS);
-                return 0;
-            }
-        } else {
-            for (size_t i = 0; i < n; i++)
-                if (!isalnum((unsigned char)val[i]) && val[i] != '_') {
-                    snprintf(why, why_n, "'%s' is not a name (letters, digits and _)%s", val,
-                             k->type == KEY_REF ? " or -N" : "");
-                    return 0;
-                }
-            if (n >= MR_NAME_MAX) {
-                snprintf(why, why_n, "'%s' is longer than %d characters", val, MR_NAME_MAX - 1);
-                return 0;
-            }
-        }
-        snprintf(dst, MR_NAME_MAX, "%s", val);
-        return 1;
-    }
-    case KEY_INTS: {
-        int *out = dst, n = 0;
-        const char *p = val;
-        while (1) {
-            errno = 0;
-            long v = strtol(p, &end, 10);
-            if (end == p || errno) {
-                snprintf(why, why_n, "'%s' is not a list of integers", val);
-                return 0;
-            }
-            if (n == k->n_ints) {
-                snprintf(why, why_n, "'%s' has more than %d numbers", val, k->n_ints);
-                return 0;
-            }
-            if (v < k->min || v > k->max) {
-                snprintf(why, why_n, "%ld is out of range [%g, %g]", v, k->min, k->max);
-                return 0;
-            }
-            out[n++] = (int)v;
-            while (isspace((unsigned char)*end))
-                end++;
-            if (*end == '\0') break;
-            if (*end != ',' && *end != 'x') {
-                snprintf(why, why_n, "'%s' is not a comma-separated list of integers", val);
-                return 0;
-            }
-            p = end + 1;
-        }
-        /* a single number for a pair means both (size=3 -> 3x3) */
-        if (k->n_ints == 2 && n == 1) out[1] = out[0];
-        if (k->offset == LAY(shape)) {
-            /* remember how many numbers the shape had */
-            mr_layer_cfg *l = (mr_layer_cfg *)((char *)dst - LAY(shape));
-            l->shape_rank = n;
-            if (n == 2) {
-                snprintf(why, why_n, "shape '%s' must be H,W,C or F", val);
-                return 0;
-            }
-        }
-        return 1;
-    }
+    case KEY_REF:
+        return parse_name(k, val, dst, why, why_n);
+    case KEY_INTS:
+        return parse_ints(k, val, dst, why, why_n);
     }
     return 0;
 }
@@ -990,69 +1028,82 @@ static int resolve_refs(parse_state *ps) {
     return 1;
 }
 
-/* Checks between keys, after the whole file is read. */
-static int cross_check(parse_state *ps) {
-    mr_config *cfg = ps->cfg;
+/* The sections a model needs: [net], [data], [input] and a layer after it. */
+static int check_sections(parse_state *ps) {
+    const mr_config *cfg = ps->cfg;
     if (!ps->seen[0]) return fail(ps, 1, "missing section [net]");
     if (!ps->seen[1]) return fail(ps, 1, "missing section [data]");
     if (cfg->n_layers == 0) return fail(ps, 1, "missing section [input] (and the layers after it)");
     if (cfg->n_layers == 1) return fail(ps, cfg->layers[0].line, "no layers after [input]");
+    return 1;
+}
+
+/* The [net] keys that watch the validation set, and what it reports on. */
+static int check_validation(parse_state *ps) {
+    const mr_config *cfg = ps->cfg;
     /* images without labels: a folder of class folders, or a missing key,
      * which the loader tells apart (the folder need not exist here) */
     if (cfg->data.test_images[0] == '\0' && cfg->data.test_labels[0] != '\0')
         return fail(ps, 1, "[data] test_labels without test_images: give both or neither");
     if (cfg->data.val_images[0] == '\0' && cfg->data.val_labels[0] != '\0')
         return fail(ps, 1, "[data] val_labels without val_images: give both or neither");
-    const mr_monitor mon = cfg->net.early_stopping;
-    if ((mon == MR_MONITOR_VAL_LOSS || mon == MR_MONITOR_VAL_ACCURACY) &&
-        cfg->data.val_images[0] == '\0' && cfg->net.validation_split == 0.0f)
-        return fail(ps, 1,
-                    "[net] early_stopping = %s needs a validation set: set validation_split or "
-                    "[data] val_images",
-                    monitor_names[mon]);
-    const mr_monitor sb = cfg->net.save_best_only;
-    if ((sb == MR_MONITOR_VAL_LOSS || sb == MR_MONITOR_VAL_ACCURACY) &&
-        cfg->data.val_images[0] == '\0' && cfg->net.validation_split == 0.0f)
-        return fail(ps, 1,
-                    "[net] save_best_only = %s needs a validation set: set validation_split or "
-                    "[data] val_images",
-                    monitor_names[sb]);
-    const mr_monitor rl = cfg->net.reduce_lr_on_plateau;
-    if ((rl == MR_MONITOR_VAL_LOSS || rl == MR_MONITOR_VAL_ACCURACY) &&
-        cfg->data.val_images[0] == '\0' && cfg->net.validation_split == 0.0f)
-        return fail(ps, 1,
-                    "[net] reduce_lr_on_plateau = %s needs a validation set: set validation_split "
-                    "or [data] val_images",
-                    monitor_names[rl]);
-    if (cfg->net.per_class && cfg->data.val_images[0] == '\0' &&
-        cfg->net.validation_split == 0.0f && cfg->data.test_images[0] == '\0')
+    const int has_val = cfg->data.val_images[0] != '\0' || cfg->net.validation_split != 0.0f;
+    const struct {
+        const char *key;
+        mr_monitor mon;
+    } watchers[] = {{"early_stopping", cfg->net.early_stopping},
+                    {"save_best_only", cfg->net.save_best_only},
+                    {"reduce_lr_on_plateau", cfg->net.reduce_lr_on_plateau}};
+    for (size_t i = 0; i < sizeof watchers / sizeof watchers[0]; i++) {
+        const mr_monitor mon = watchers[i].mon;
+        if ((mon == MR_MONITOR_VAL_LOSS || mon == MR_MONITOR_VAL_ACCURACY) && !has_val)
+            return fail(ps, 1,
+                        "[net] %s = %s needs a validation set: set validation_split or [data] "
+                        "val_images",
+                        watchers[i].key, monitor_names[mon]);
+    }
+    if (cfg->net.per_class && !has_val && cfg->data.test_images[0] == '\0')
         return fail(ps, 1,
                     "[net] per_class = 1 has nothing to report on: set validation_split, [data] "
                     "val_images or [data] test_images");
+    return 1;
+}
+
+/* lr_schedule = steps and its lists. */
+static int check_lr_steps(parse_state *ps) {
+    const mr_net_cfg *net = &ps->cfg->net;
+    if (net->lr_schedule != MR_LR_SCHEDULE_STEPS) {
+        if (net->lr_boundaries.n || net->lr_factors.n)
+            return fail(ps, 1, "[net] lr_boundaries and lr_factors go with lr_schedule = steps");
+        return 1;
+    }
+    const mr_floats *b = &net->lr_boundaries, *f = &net->lr_factors;
+    if (b->n == 0 || f->n != b->n)
+        return fail(ps, 1,
+                    "[net] lr_schedule = steps needs lr_boundaries (epochs) and as many "
+                    "lr_factors (%d and %d given)",
+                    b->n, f->n);
+    for (int i = 1; i < b->n; i++)
+        if (!(b->v[i] > b->v[i - 1]))
+            return fail(ps, 1, "[net] lr_boundaries must increase: %g after %g", (double)b->v[i],
+                        (double)b->v[i - 1]);
+    return 1;
+}
+
+/* The [net] keys that exclude or need each other. */
+static int check_net(parse_state *ps) {
+    const mr_config *cfg = ps->cfg;
+    const mr_net_cfg *net = &cfg->net;
     /* one sigmoid output: no classes to rank or to tabulate */
-    if (cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY && (cfg->net.top_k > 0 || cfg->net.per_class))
+    if (net->loss == MR_LOSS_BINARY_CROSSENTROPY && (net->top_k > 0 || net->per_class))
         return fail(ps, 1, "[net] %s does not apply to loss = binary_crossentropy",
-                    cfg->net.top_k > 0 ? "top_k" : "per_class");
-    if (rl != MR_MONITOR_NONE &&
-        (cfg->net.lr_schedule != MR_LR_SCHEDULE_CONSTANT || cfg->net.warmup_epochs > 0.0f))
+                    net->top_k > 0 ? "top_k" : "per_class");
+    if (net->reduce_lr_on_plateau != MR_MONITOR_NONE &&
+        (net->lr_schedule != MR_LR_SCHEDULE_CONSTANT || net->warmup_epochs > 0.0f))
         return fail(ps, 1,
                     "[net] reduce_lr_on_plateau sets the rate itself: it needs lr_schedule = "
                     "constant and no warmup_epochs (as Keras's needs a float learning rate)");
-    const mr_net_cfg *net = &cfg->net;
-    if (net->lr_schedule == MR_LR_SCHEDULE_STEPS) {
-        const mr_floats *b = &net->lr_boundaries, *f = &net->lr_factors;
-        if (b->n == 0 || f->n != b->n)
-            return fail(ps, 1,
-                        "[net] lr_schedule = steps needs lr_boundaries (epochs) and as many "
-                        "lr_factors (%d and %d given)",
-                        b->n, f->n);
-        for (int i = 1; i < b->n; i++)
-            if (!(b->v[i] > b->v[i - 1]))
-                return fail(ps, 1, "[net] lr_boundaries must increase: %g after %g",
-                            (double)b->v[i], (double)b->v[i - 1]);
-    } else if (net->lr_boundaries.n || net->lr_factors.n) {
-        return fail(ps, 1, "[net] lr_boundaries and lr_factors go with lr_schedule = steps");
-    }
+    if (!check_lr_steps(ps)) return 0;
     if (net->class_weight.n > 0) {
         int any = 0;
         for (int i = 0; i < net->class_weight.n; i++)
@@ -1063,10 +1114,15 @@ static int cross_check(parse_state *ps) {
         return fail(ps, 1,
                     "[net] clipnorm, global_clipnorm and clipvalue: give one of them at most (as "
                     "Keras allows)");
-    if (cfg->data.val_images[0] != '\0' && cfg->net.validation_split > 0.0f)
+    if (cfg->data.val_images[0] != '\0' && net->validation_split > 0.0f)
         return fail(ps, 1,
                     "[net] validation_split and [data] val_images both name a validation set: "
                     "give one");
+    return 1;
+}
+
+/* [maxpool] and [avgpool] without a stride step by their size. */
+static void default_pool_strides(mr_config *cfg) {
     for (int i = 1; i < cfg->n_layers; i++) {
         mr_layer_cfg *l = &cfg->layers[i];
         if ((l->kind == MR_LAYER_MAXPOOL || l->kind == MR_LAYER_AVGPOOL)) {
@@ -1074,7 +1130,11 @@ static int cross_check(parse_state *ps) {
             if (l->stride[1] == 0) l->stride[1] = l->size[1];
         }
     }
-    if (!resolve_refs(ps)) return 0;
+}
+
+/* [normalization]: its statistics given, or adapted to the model input. */
+static int check_normalization(parse_state *ps) {
+    const mr_config *cfg = ps->cfg;
     for (int i = 1; i < cfg->n_layers; i++) {
         const mr_layer_cfg *l = &cfg->layers[i];
         if (l->kind != MR_LAYER_NORMALIZATION) continue;
@@ -1095,6 +1155,14 @@ static int cross_check(parse_state *ps) {
                             mr_layer_kind_name(cfg->layers[j].kind), cfg->layers[j].line);
     }
     return 1;
+}
+
+/* Checks between keys, after the whole file is read (the first failure
+ * is the message). */
+static int cross_check(parse_state *ps) {
+    if (!check_sections(ps) || !check_validation(ps) || !check_net(ps)) return 0;
+    default_pool_strides(ps->cfg);
+    return resolve_refs(ps) && check_normalization(ps);
 }
 
 mr_status mr_config_parse(const char *text, const char *name, const char *base_dir, mr_config *cfg,
