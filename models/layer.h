@@ -183,6 +183,13 @@ struct mr_layer {
     void *priv; /* the kernels' state */
 };
 
+/* The activation l's kernels apply to its output: the .cfg's, or none
+ * (linear) where the model fuses the last layer's softmax or sigmoid into
+ * the loss (logits_out). Every device kind's kernels ask this one rule. */
+static inline mr_activation mr_layer_activation(const mr_layer *l) {
+    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+}
+
 /* What l's kernels chose (mr_layer_kernels.describe) into buf: 1
  * deterministic, 0 not, -1 nothing to say (buf ""). */
 int mr_layer_describe(const mr_layer *l, char *buf, size_t n);

@@ -108,7 +108,7 @@ static mr_status act_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
                              mr_dfloat *yd) {
     (void)run;
     int64_t n = batch * mr_shape_size(l->in);
-    mr_activation act = l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+    mr_activation act = mr_layer_activation(l);
     int width = last_axis(l->in);
     /* one pass, x to y: no copy first */
     mr_cpu_activation_forward(act, mr_dfloat_cptr(x), mr_dfloat_ptr(yd), (int)(n / width), width);
@@ -121,7 +121,7 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     if (dx == NULL) return MR_OK;
     const float *dy = mr_dfloat_cptr(dyd);
     int64_t n = batch * mr_shape_size(l->in);
-    mr_activation act = l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
+    mr_activation act = mr_layer_activation(l);
     int width = last_axis(l->in);
     /* one pass, dy to dx (dy is left as it was) */
     if (mr_activation_needs_input(act))

@@ -403,10 +403,6 @@ MR_AVX2_CLONES static void act_backward_sum(mr_activation act, const float *rest
         }
 }
 
-static mr_activation conv_act(const mr_layer *l) {
-    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
-}
-
 MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch,
                                              const mr_dfloat *xd, mr_dfloat *yd) {
     const float *x = mr_dfloat_cptr(xd), *w = mr_dfloat_cptr(l->w[0].data);
@@ -420,9 +416,9 @@ MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int 
         mr_wino_conv(&p->wf, x, batch, u, l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL, y,
                      u + mr_wino_filter_floats(&p->wf));
         const int64_t rows = (int64_t)batch * P;
-        if (p->pre != NULL && mr_activation_needs_input(conv_act(l)))
+        if (p->pre != NULL && mr_activation_needs_input(mr_layer_activation(l)))
             memcpy(p->pre, y, sizeof(float) * (size_t)rows * (size_t)F);
-        mr_cpu_activation_forward(conv_act(l), y, y, (int)rows, F);
+        mr_cpu_activation_forward(mr_layer_activation(l), y, y, (int)rows, F);
         return MR_OK;
     }
     for (int b0 = 0; b0 < batch; b0 += p->chunk) {
@@ -459,9 +455,9 @@ MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int 
             mr_cpu_gemm(1, 0, rows, F, K, 1.0f, col, rows, w, F, beta, yc, F);
         else if (!p->split) /* y (rows, F) += col (rows, K) W (K, F) */
             mr_cpu_gemm(0, 0, rows, F, K, 1.0f, col, K, w, F, beta, yc, F);
-        if (p->pre != NULL && mr_activation_needs_input(conv_act(l)))
+        if (p->pre != NULL && mr_activation_needs_input(mr_layer_activation(l)))
             memcpy(p->pre + (int64_t)b0 * P * F, yc, sizeof(float) * (size_t)rows * (size_t)F);
-        mr_cpu_activation_forward(conv_act(l), yc, yc, rows, F);
+        mr_cpu_activation_forward(mr_layer_activation(l), yc, yc, rows, F);
     }
     return MR_OK;
 }
@@ -471,12 +467,12 @@ MR_AVX2_CLONES static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int 
 static void dz_and_db(const mr_layer *l, const conv_priv *p, const float *y, float *dy, float *db,
                       int b0, int rows) {
     const int64_t at = (int64_t)b0 * p->g.out_h * p->g.out_w * p->F;
-    if (p->pre != NULL && mr_activation_needs_input(conv_act(l))) {
-        mr_cpu_activation_backward_x(conv_act(l), p->pre + at, dy + at, dy + at,
+    if (p->pre != NULL && mr_activation_needs_input(mr_layer_activation(l))) {
+        mr_cpu_activation_backward_x(mr_layer_activation(l), p->pre + at, dy + at, dy + at,
                                      (int64_t)rows * p->F);
         act_backward_sum(MR_ACTIVATION_LINEAR, y + at, dy + at, db, rows, p->F);
     } else {
-        act_backward_sum(conv_act(l), y + at, dy + at, db, rows, p->F);
+        act_backward_sum(mr_layer_activation(l), y + at, dy + at, db, rows, p->F);
     }
 }
 

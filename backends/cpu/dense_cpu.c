@@ -7,10 +7,6 @@
 #include "backends/cpu/cpu_impl.h"
 #include "runtime/target_clones.h"
 
-static mr_activation dense_act(const mr_layer *l) {
-    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
-}
-
 /* y (B, units) = x W + b, before the activation */
 static void dense_linear(const mr_layer *l, int batch, const float *x, float *y) {
     const float *w = mr_dfloat_cptr(l->w[0].data);
@@ -31,7 +27,7 @@ MR_AVX2_CLONES static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int
     (void)run;
     float *y = mr_dfloat_ptr(yd);
     dense_linear(l, batch, mr_dfloat_cptr(xd), y);
-    mr_cpu_activation_forward(dense_act(l), y, y, batch, l->out.d[0]);
+    mr_cpu_activation_forward(mr_layer_activation(l), y, y, batch, l->out.d[0]);
     return MR_OK;
 }
 
@@ -43,12 +39,12 @@ MR_AVX2_CLONES static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, in
     int in = l->in.d[0], out = l->out.d[0];
     /* dy (B, units) becomes dL/dz through the activation (gelu, swish:
      * through z, recomputed into scratch (B, units)) */
-    if (mr_activation_needs_input(dense_act(l))) {
+    if (mr_activation_needs_input(mr_layer_activation(l))) {
         float *z = mr_dfloat_ptr(run->scratch);
         dense_linear(l, batch, x, z);
-        mr_cpu_activation_backward_x(dense_act(l), z, dy, dy, (int64_t)batch * out);
+        mr_cpu_activation_backward_x(mr_layer_activation(l), z, dy, dy, (int64_t)batch * out);
     } else {
-        mr_cpu_activation_backward(dense_act(l), y, dy, dy, batch, out);
+        mr_cpu_activation_backward(mr_layer_activation(l), y, dy, dy, batch, out);
     }
     /* dW (in, units) += x^T (in, B) dz (B, units) */
     mr_cpu_gemm(1, 0, in, out, batch, 1.0f, x, in, dy, out, 1.0f, mr_dfloat_ptr(l->w[0].grad), out);

@@ -111,12 +111,6 @@ mr_status mr_cuda_activation_backward_x(mr_backend *be, mr_activation act, const
     return MR_OK;
 }
 
-/* The layer's activation over its last axis; linear when the model fused
- * a final softmax into the loss (layer.h, logits_out). */
-static mr_activation layer_act(const mr_layer *l) {
-    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
-}
-
 static int last_axis(mr_shape s) {
     return s.d[s.rank - 1];
 }
@@ -133,7 +127,8 @@ static mr_status act_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
                     cudaMemcpyAsync(y, mr_dfloat_cptr(x), sizeof(float) * (size_t)n,
                                     cudaMemcpyDeviceToDevice, mr_cuda(be)->stream));
     int width = last_axis(l->in);
-    return mr_cuda_activation_forward(be, layer_act(l), y, (int)(n / width), width, run->err);
+    return mr_cuda_activation_forward(be, mr_layer_activation(l), y, (int)(n / width), width,
+                                      run->err);
 }
 
 static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
@@ -145,11 +140,11 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     if (n == 0) return MR_OK;
     /* dy (batch, in) becomes dL/dx in place (dy is the model's scratch), then to dx */
     int width = last_axis(l->in);
-    if (mr_activation_needs_input(layer_act(l))) {
-        MR_CHECK(mr_cuda_activation_backward_x(be, layer_act(l), mr_dfloat_cptr(x), dy, (size_t)n,
-                                               run->err));
+    if (mr_activation_needs_input(mr_layer_activation(l))) {
+        MR_CHECK(mr_cuda_activation_backward_x(be, mr_layer_activation(l), mr_dfloat_cptr(x), dy,
+                                               (size_t)n, run->err));
     } else {
-        MR_CHECK(mr_cuda_activation_backward(be, layer_act(l), mr_dfloat_cptr(y), dy,
+        MR_CHECK(mr_cuda_activation_backward(be, mr_layer_activation(l), mr_dfloat_cptr(y), dy,
                                              (int)(n / width), width, run->err));
     }
     if (mr_dfloat_ptr(dx) != dy)
@@ -162,6 +157,5 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 const mr_layer_kernels mr_activation_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,   .forward = act_forward, .backward = act_backward,
-    .destroy = NULL, .describe = NULL,
-    .fuses_relu = 0,
+    .destroy = NULL, .describe = NULL,       .fuses_relu = 0,
 };

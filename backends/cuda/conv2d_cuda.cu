@@ -67,10 +67,6 @@ static conv_priv *priv(mr_layer *l) {
     return (conv_priv *)l->priv;
 }
 
-static mr_activation conv_act(const mr_layer *l) {
-    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
-}
-
 /* ---- kernels (grid-stride loops, on the compute stream) ---- */
 
 __global__ static void fill_kernel(float *p, size_t n, float v) {
@@ -332,16 +328,16 @@ static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     /* y += bias, then the activation (activation_cuda.h) */
     const int rows = batch * p->g.out_h * p->g.out_w;
     const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
-    if (p->pre != NULL && mr_activation_needs_input(conv_act(l))) {
+    if (p->pre != NULL && mr_activation_needs_input(mr_layer_activation(l))) {
         /* gelu, swish: z = y + bias kept for backward, then the activation */
         MR_CHECK(
             mr_cuda_bias_activation_forward(be, MR_ACTIVATION_LINEAR, y, bias, rows, p->F, err));
         MR_CUDA_TRY(be, err,
                     cudaMemcpyAsync(p->pre, y, sizeof(float) * (size_t)rows * (size_t)p->F,
                                     cudaMemcpyDeviceToDevice, mr_cuda(be)->stream));
-        return mr_cuda_activation_forward(be, conv_act(l), y, rows, p->F, err);
+        return mr_cuda_activation_forward(be, mr_layer_activation(l), y, rows, p->F, err);
     }
-    MR_CHECK(mr_cuda_bias_activation_forward(be, conv_act(l), y, bias, rows, p->F, err));
+    MR_CHECK(mr_cuda_bias_activation_forward(be, mr_layer_activation(l), y, bias, rows, p->F, err));
     return MR_OK;
 }
 
@@ -357,12 +353,12 @@ static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch, const m
 
     /* dy becomes dL/dz through the activation (gelu, swish: through the
      * forward's z) */
-    if (p->pre != NULL && mr_activation_needs_input(conv_act(l)))
-        MR_CHECK(mr_cuda_activation_backward_x(be, conv_act(l), p->pre, dy,
+    if (p->pre != NULL && mr_activation_needs_input(mr_layer_activation(l)))
+        MR_CHECK(mr_cuda_activation_backward_x(be, mr_layer_activation(l), p->pre, dy,
                                                (size_t)rows * (size_t)p->F, err));
     else
-        MR_CHECK(mr_cuda_activation_backward(be, conv_act(l), mr_dfloat_cptr(yd), dy, (int)rows,
-                                             p->F, err));
+        MR_CHECK(mr_cuda_activation_backward(be, mr_layer_activation(l), mr_dfloat_cptr(yd), dy,
+                                             (int)rows, p->F, err));
     /* db (1, F) += ones (1, rows) dy (rows, F) */
     if (l->n_weights > 1)
         MR_CHECK(mr_gemm(be, 0, 0, 1, p->F, (int)rows, 1.0f, mr_dfloat_cof(p->ones), (int)rows, dyd,

@@ -22,10 +22,6 @@ __global__ static void bias_grad_kernel(float *__restrict__ db, const float *__r
     }
 }
 
-static mr_activation dense_act(const mr_layer *l) {
-    return l->logits_out ? MR_ACTIVATION_LINEAR : l->cfg->activation;
-}
-
 static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
                                mr_dfloat *y) {
     mr_backend *be = run->be;
@@ -37,8 +33,8 @@ static mr_status dense_forward(mr_layer *l, mr_exec_ctx *run, int batch, const m
     MR_CHECK(
         mr_gemm(be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 0.0f, y, out, run->err));
     const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
-    return mr_cuda_bias_activation_forward(be, dense_act(l), mr_dfloat_ptr(y), bias, batch, out,
-                                           run->err);
+    return mr_cuda_bias_activation_forward(be, mr_layer_activation(l), mr_dfloat_ptr(y), bias,
+                                           batch, out, run->err);
 }
 
 static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *x,
@@ -49,17 +45,18 @@ static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch, const 
     /* dy (B, units) becomes dL/dz through the activation (gelu, swish:
      * through z = x W + b, recomputed into scratch (B, units) as forward
      * computes it) */
-    if (mr_activation_needs_input(dense_act(l))) {
+    if (mr_activation_needs_input(mr_layer_activation(l))) {
         MR_CHECK(mr_gemm(be, 0, 0, batch, out, in, 1.0f, x, in, l->w[0].data, out, 0.0f,
                          run->scratch, out, run->err));
         const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
         MR_CHECK(mr_cuda_bias_activation_forward(
             be, MR_ACTIVATION_LINEAR, mr_dfloat_ptr(run->scratch), bias, batch, out, run->err));
-        MR_CHECK(mr_cuda_activation_backward_x(be, dense_act(l), mr_dfloat_cptr(run->scratch),
-                                               mr_dfloat_ptr(dy), (size_t)batch * out, run->err));
+        MR_CHECK(mr_cuda_activation_backward_x(be, mr_layer_activation(l),
+                                               mr_dfloat_cptr(run->scratch), mr_dfloat_ptr(dy),
+                                               (size_t)batch * out, run->err));
     } else {
-        MR_CHECK(mr_cuda_activation_backward(be, dense_act(l), mr_dfloat_cptr(y), mr_dfloat_ptr(dy),
-                                             batch, out, run->err));
+        MR_CHECK(mr_cuda_activation_backward(be, mr_layer_activation(l), mr_dfloat_cptr(y),
+                                             mr_dfloat_ptr(dy), batch, out, run->err));
     }
     /* dW (in, units) += x^T (in, B) dz (B, units) */
     MR_CHECK(
@@ -81,6 +78,5 @@ static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch, const 
 const mr_layer_kernels mr_dense_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = NULL,   .forward = dense_forward, .backward = dense_backward,
-    .destroy = NULL, .describe = NULL,
-    .fuses_relu = 0,
+    .destroy = NULL, .describe = NULL,         .fuses_relu = 0,
 };
