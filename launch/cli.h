@@ -45,4 +45,27 @@ int mr_cli_fail_alone(const char *prog, mr_job *job, const mr_error *err);
 /* A failure every process agreed on (mr_job_agree): printed once. */
 int mr_cli_fail_agreed(const char *prog, const mr_job *job, const mr_error *err);
 
+/* How the outcome of an executable's stage becomes the same verdict on
+ * every process of the job; each stage declares one. */
+typedef enum mr_cli_stage_verdict {
+    /* it may fail on one process alone: the processes agree on the outcome
+     * after it (mr_job_agree), and a failure is printed once */
+    MR_CLI_STAGE_AGREE,
+    /* the same outcome on every process already: its own collectives agree
+     * (mr_strategy_create), or it reads only what every process holds
+     * alike (the .cfg); a failure is printed once */
+    MR_CLI_STAGE_SAME,
+    /* a failure of this process alone, which the others cannot see (they
+     * may wait in a collective): it ends the job (mr_cli_fail_alone) */
+    MR_CLI_STAGE_ALONE,
+    /* prints (on the lead process) and cannot fail */
+    MR_CLI_STAGE_PRINT,
+} mr_cli_stage_verdict;
+
+/* Ends a stage that returned st: agrees on it where the verdict is
+ * MR_CLI_STAGE_AGREE, and on a failure prints it as the verdict says,
+ * sets *rc to the exit code and returns 1; returns 0 to go on. */
+int mr_cli_stage_failed(const char *prog, mr_job *job, mr_cli_stage_verdict verdict, mr_status st,
+                        mr_error *err, int *rc);
+
 #endif

@@ -43,3 +43,13 @@ int mr_cli_fail_agreed(const char *prog, const mr_job *job, const mr_error *err)
     if (job->rank == 0) fprintf(stderr, "%s: %s\n", prog, err->msg);
     return mr_cli_exit_code(err->status);
 }
+
+int mr_cli_stage_failed(const char *prog, mr_job *job, mr_cli_stage_verdict verdict, mr_status st,
+                        mr_error *err, int *rc) {
+    if (verdict == MR_CLI_STAGE_AGREE) st = mr_job_agree(job, st, err);
+    if (st == MR_OK) return 0;
+    *rc = verdict == MR_CLI_STAGE_ALONE || verdict == MR_CLI_STAGE_PRINT
+              ? mr_cli_fail_alone(prog, job, err)
+              : mr_cli_fail_agreed(prog, job, err);
+    return 1;
+}

@@ -345,24 +345,10 @@ typedef struct eval_run {
     double loss, acc;
 } eval_run;
 
-/* How a stage's failure becomes the same verdict on every process. */
-typedef enum stage_verdict {
-    /* it may fail on one process alone: the processes agree on the outcome
-     * after it (mr_job_agree), and a failure is printed once */
-    STAGE_AGREE,
-    /* the same outcome on every process already: its own collectives agree
-     * (mr_strategy_create); a failure is printed once */
-    STAGE_SAME,
-    /* a failure of this process alone: it ends the job (mr_cli_fail_alone) */
-    STAGE_ALONE,
-    /* prints (on the lead process) and cannot fail */
-    STAGE_PRINT,
-} stage_verdict;
-
 typedef struct eval_stage {
     const char *name;
     mr_status (*run)(eval_run *r);
-    stage_verdict verdict;
+    mr_cli_stage_verdict verdict;
 } eval_stage;
 
 /* The data: --data IMAGES[,LABELS], or the test set of the .cfg. */
@@ -537,13 +523,13 @@ static mr_status stage_report(eval_run *r) {
 
 /* The run, in order. Where a stage agrees is said here, once. */
 static const eval_stage stages[] = {
-    {"load config and data", stage_load, STAGE_AGREE},
-    {"report data", stage_report_data, STAGE_PRINT},
-    {"build the strategy", stage_build_strategy, STAGE_SAME},
-    {"load weights", stage_load_weights, STAGE_AGREE},
-    {"share weights", stage_share_weights, STAGE_ALONE},
-    {"evaluate", stage_evaluate, STAGE_ALONE},
-    {"report", stage_report, STAGE_ALONE},
+    {"load config and data", stage_load, MR_CLI_STAGE_AGREE},
+    {"report data", stage_report_data, MR_CLI_STAGE_PRINT},
+    {"build the strategy", stage_build_strategy, MR_CLI_STAGE_SAME},
+    {"load weights", stage_load_weights, MR_CLI_STAGE_AGREE},
+    {"share weights", stage_share_weights, MR_CLI_STAGE_ALONE},
+    {"evaluate", stage_evaluate, MR_CLI_STAGE_ALONE},
+    {"report", stage_report, MR_CLI_STAGE_ALONE},
 };
 
 /* Runs the stages until one fails (its verdict printed as the table
@@ -551,13 +537,7 @@ static const eval_stage stages[] = {
 static void run_stages(eval_run *r) {
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         const eval_stage *s = &stages[i];
-        mr_status st = s->run(r);
-        if (s->verdict == STAGE_AGREE) st = mr_job_agree(&r->job, st, &r->err);
-        if (st == MR_OK) continue;
-        r->rc = s->verdict == STAGE_AGREE || s->verdict == STAGE_SAME
-                    ? mr_cli_fail_agreed(prog, &r->job, &r->err)
-                    : mr_cli_fail_alone(prog, &r->job, &r->err);
-        return;
+        if (mr_cli_stage_failed(prog, &r->job, s->verdict, s->run(r), &r->err, &r->rc)) return;
     }
 }
 

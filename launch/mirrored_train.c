@@ -357,26 +357,10 @@ typedef struct train_run {
     double *test_conf; /* [net] per_class: the test set's confusion matrix */
 } train_run;
 
-/* How a stage's failure becomes the same verdict on every process. */
-typedef enum stage_verdict {
-    /* it may fail on one process alone: the processes agree on the outcome
-     * after it (mr_job_agree), and a failure is printed once */
-    STAGE_AGREE,
-    /* the same outcome on every process already: its own collectives agree
-     * (mr_strategy_create), or it reads only what every process holds
-     * alike (the .cfg); a failure is printed once */
-    STAGE_SAME,
-    /* a failure of this process alone, which the others cannot see (they
-     * may wait in a collective): it ends the job (mr_cli_fail_alone) */
-    STAGE_ALONE,
-    /* prints (on the lead process) and cannot fail */
-    STAGE_PRINT,
-} stage_verdict;
-
 typedef struct train_stage {
     const char *name;
     mr_status (*run)(train_run *r); /* may set r->finished (and r->rc) to end the run */
-    stage_verdict verdict;
+    mr_cli_stage_verdict verdict;
     /* NULL: always; else the stage runs where it says 1 (the same answer on
      * every process where the stage agrees) */
     int (*when)(const train_run *r);
@@ -542,7 +526,7 @@ static mr_status stage_share_weights(train_run *r) {
 
 /* --synthetic: random examples, no augmentation (tf_cnn_benchmarks's
  * synthetic data has no preprocessing either): what is timed is the
- * training, and a GPU makes the batch itself (fit.c, load_shard) */
+ * training, and a GPU makes the batch itself (fit_step.c, load_shard) */
 static int wants_augment(const train_run *r) {
     return r->c.synthetic == 0 && (r->cfg.augment.flip || r->cfg.augment.shift);
 }
@@ -835,31 +819,31 @@ static mr_status stage_report(train_run *r) {
 
 /* The run, in order. Where a stage agrees is said here, once. */
 static const train_stage stages[] = {
-    {"load config", stage_load_config, STAGE_AGREE, NULL},
-    {"job table", stage_job_table, STAGE_AGREE, NULL},
-    {"check the job", stage_check_job, STAGE_SAME, NULL},
-    {"resume", stage_resume, STAGE_AGREE, wants_resume},
-    {"report a fresh start", stage_report_fresh_start, STAGE_PRINT, wants_resume},
-    {"check save_best_only", stage_check_save_best, STAGE_AGREE, NULL},
-    {"check outputs", stage_check_outputs, STAGE_AGREE, NULL},
-    {"load data", stage_load_data, STAGE_AGREE, NULL},
-    {"report data", stage_report_data, STAGE_PRINT, NULL},
-    {"write data", stage_write_data, STAGE_AGREE, wants_data_out},
-    {"open trace", stage_open_trace, STAGE_AGREE, wants_trace},
-    {"build the strategy", stage_build_strategy, STAGE_SAME, NULL},
-    {"load weights", stage_load_weights, STAGE_AGREE, NULL},
-    {"share weights", stage_share_weights, STAGE_ALONE, wants_share_weights},
-    {"augment", stage_augment, STAGE_SAME, wants_augment},
-    {"open logs", stage_open_logs, STAGE_ALONE, NULL},
-    {"print plan", stage_print_plan, STAGE_PRINT, NULL},
-    {"dry run", stage_dry_run, STAGE_PRINT, wants_dry_run},
-    {"fit", stage_fit, STAGE_ALONE, NULL},
-    {"planned stop", stage_planned_stop, STAGE_AGREE, was_stopped},
-    {"report stop", stage_report_stop, STAGE_PRINT, was_stopped},
-    {"report fit", stage_report_fit, STAGE_PRINT, NULL},
-    {"evaluate", stage_evaluate, STAGE_ALONE, NULL},
-    {"save", stage_save, STAGE_ALONE, NULL},
-    {"report", stage_report, STAGE_ALONE, NULL},
+    {"load config", stage_load_config, MR_CLI_STAGE_AGREE, NULL},
+    {"job table", stage_job_table, MR_CLI_STAGE_AGREE, NULL},
+    {"check the job", stage_check_job, MR_CLI_STAGE_SAME, NULL},
+    {"resume", stage_resume, MR_CLI_STAGE_AGREE, wants_resume},
+    {"report a fresh start", stage_report_fresh_start, MR_CLI_STAGE_PRINT, wants_resume},
+    {"check save_best_only", stage_check_save_best, MR_CLI_STAGE_AGREE, NULL},
+    {"check outputs", stage_check_outputs, MR_CLI_STAGE_AGREE, NULL},
+    {"load data", stage_load_data, MR_CLI_STAGE_AGREE, NULL},
+    {"report data", stage_report_data, MR_CLI_STAGE_PRINT, NULL},
+    {"write data", stage_write_data, MR_CLI_STAGE_AGREE, wants_data_out},
+    {"open trace", stage_open_trace, MR_CLI_STAGE_AGREE, wants_trace},
+    {"build the strategy", stage_build_strategy, MR_CLI_STAGE_SAME, NULL},
+    {"load weights", stage_load_weights, MR_CLI_STAGE_AGREE, NULL},
+    {"share weights", stage_share_weights, MR_CLI_STAGE_ALONE, wants_share_weights},
+    {"augment", stage_augment, MR_CLI_STAGE_SAME, wants_augment},
+    {"open logs", stage_open_logs, MR_CLI_STAGE_ALONE, NULL},
+    {"print plan", stage_print_plan, MR_CLI_STAGE_PRINT, NULL},
+    {"dry run", stage_dry_run, MR_CLI_STAGE_PRINT, wants_dry_run},
+    {"fit", stage_fit, MR_CLI_STAGE_ALONE, NULL},
+    {"planned stop", stage_planned_stop, MR_CLI_STAGE_AGREE, was_stopped},
+    {"report stop", stage_report_stop, MR_CLI_STAGE_PRINT, was_stopped},
+    {"report fit", stage_report_fit, MR_CLI_STAGE_PRINT, NULL},
+    {"evaluate", stage_evaluate, MR_CLI_STAGE_ALONE, NULL},
+    {"save", stage_save, MR_CLI_STAGE_ALONE, NULL},
+    {"report", stage_report, MR_CLI_STAGE_ALONE, NULL},
 };
 
 /* Runs the stages until one fails (its verdict printed as the table says)
@@ -868,14 +852,7 @@ static void run_stages(train_run *r) {
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         const train_stage *s = &stages[i];
         if (s->when != NULL && !s->when(r)) continue;
-        mr_status st = s->run(r);
-        if (s->verdict == STAGE_AGREE) st = mr_job_agree(&r->job, st, &r->err);
-        if (st != MR_OK) {
-            r->rc = s->verdict == STAGE_AGREE || s->verdict == STAGE_SAME
-                        ? mr_cli_fail_agreed(prog, &r->job, &r->err)
-                        : mr_cli_fail_alone(prog, &r->job, &r->err);
-            return;
-        }
+        if (mr_cli_stage_failed(prog, &r->job, s->verdict, s->run(r), &r->err, &r->rc)) return;
         if (r->finished) return;
     }
 }
