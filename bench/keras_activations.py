@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""mirrored's elu, leaky_relu, gelu and swish against Keras's own (issue 21).
+"""mirrored's elu, leaky_relu, gelu and swish against Keras's own.
 
 Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
 

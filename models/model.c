@@ -14,10 +14,10 @@
 #include "runtime/trace.h"
 
 /* Floats that one training pass may touch (weights and their gradients,
- * activations, input, the two gradient buffers): 5 MiB. fashion_cnn.cfg (71,098 floats a row) then
- * runs batch 32 as two passes of 16; measured there, 2 replicas on 2 cores, the median of 5 epochs
- * each: 16 rows 1.87x one unsplit replica, 12 rows 1.79x, 32 rows (no split) 1.82x
- * (docs/performance.md, "Weak scaling"). */
+ * activations, input, the two gradient buffers): 5 MiB, about a core's
+ * share of the cache. fashion_cnn.cfg (71,098 floats a row) then runs
+ * batch 32 as two passes of 16, which scales best on 2 cores
+ * (docs/performance.md, "Why a batch runs in cache-sized passes"). */
 #define MR_PASS_FLOATS (5 << 18)
 
 static mr_dfloat *alloc_floats(mr_model *m, int64_t n) {
