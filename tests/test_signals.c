@@ -382,8 +382,8 @@ int main(int argc, char **argv) {
             return 77; /* meson's SKIP */
         }
         global_batch = 4 * gl->count;
-        printf("%d GPUs: global_batch %d, %d examples\n", gl->count, global_batch,
-               25 * global_batch);
+        printf("%d GPU%s: global_batch %d, %d examples\n", gl->count, gl->count == 1 ? "" : "s",
+               global_batch, 25 * global_batch);
         tcase_add_test(tc, sigterm_on_gpus);
         suite_add_tcase(s, tc);
         return tu_run_suite(s);
