@@ -164,7 +164,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-/* Runs one job per rank (ops[r]), returns the jobs. */
+/* Runs one job per rank (ops[r]), returns the jobs. Every job is filled in
+ * before the first thread starts: ops 7 and 8 read the others' jobs. */
 static job *run_all(mr_comm *c, size_t n, const int *ops, int root) {
     int R = c->size;
     job *jobs = calloc((size_t)R, sizeof *jobs);
@@ -174,8 +175,9 @@ static job *run_all(mr_comm *c, size_t n, const int *ops, int root) {
         jobs[r].buf = malloc(sizeof(float) * (n > 6 ? n : 6));
         for (size_t i = 0; i < n; i++)
             jobs[r].buf[i] = value(r, i);
-        pthread_create(&tid[r], NULL, worker, &jobs[r]);
     }
+    for (int r = 0; r < R; r++)
+        pthread_create(&tid[r], NULL, worker, &jobs[r]);
     for (int r = 0; r < R; r++)
         pthread_join(tid[r], NULL);
     return jobs;
