@@ -104,13 +104,14 @@ START_TEST(step_fails_or_stalls) {
     ck_assert_int_eq(mr_fault_step(NULL, 0, 4, 3, 1.0, &err), MR_OK);
     ck_assert_int_eq(mr_fault_step(&f, 0, 4, 3, 1.0, &err), MR_ERR_RUNTIME);
     ck_assert_str_eq(err.msg, "replica 4: injected failure at step 3 (MIRRORED_DEBUG_FAIL)");
-    /* a stall lasts three timeouts, then the step goes on */
+    /* a stall lasts three timeouts, then the step goes on (one that did
+     * not would end at the test case's timeout) */
     f.stall = 1;
     mr_error_clear(&err);
     double t0 = mr_now_s();
     ck_assert_int_eq(mr_fault_step(&f, 0, 4, 3, 0.05, &err), MR_OK);
     double t = mr_now_s() - t0;
-    ck_assert_msg(t >= 0.15 && t < 5.0, "stalled %.3f s", t);
+    ck_assert_msg(t >= 0.15, "stalled %.3f s", t);
     ck_assert_int_eq(err.status, MR_OK);
 }
 END_TEST

@@ -12,7 +12,8 @@
  * With the argument "gpu" (test signals_gpu, suite gpu): the same on every
  * visible GPU, a SKIP (77) without one. The stops at a given update use the
  * MIRRORED_DEBUG_FAIL=RANK:STEP:TERM hook (strategies/fault.h); the others a real kill from
- * outside. */
+ * outside, sent once the run has written a given checkpoint (an event, not
+ * a time: the same on a fast, a slow or a loaded machine). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,24 +25,52 @@
 
 static char train_exe[4096], dir[4096];
 
+/* The global batch: 16 on CPU replicas; 4 a GPU with "gpu" (any number of
+ * GPUs divides it). The data is 25 global batches, so that an epoch is
+ * always 20 updates (validation_split 0.2 keeps 20 batches to train). */
+static int global_batch = 16;
+
 /* The CNN of test_resume.c (BN and dropout: every kind of state), with a
- * checkpoint after each epoch of 20 updates (320 examples / 16). */
+ * checkpoint after each epoch of 20 updates (%d: global_batch). */
 static const char *model_cfg =
-    "[net]\nglobal_batch=16\nepochs=2\nvalidation_split=0.2\nseed=3\ncheckpoint=ck/run.h5\n"
+    "[net]\nglobal_batch=%d\nepochs=2\nvalidation_split=0.2\nseed=3\ncheckpoint=ck/run.h5\n"
     "[data]\ntrain_images=x.npy\ntrain_labels=y.npy\ntest_images=x.npy\ntest_labels=y.npy\n"
     "scale=1/255\n"
     "[input]\nshape=8,8,1\n[conv2d]\nfilters=4\nsize=3\n[batchnorm]\n[activation]\n"
     "activation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
     "[dropout]\nrate=0.3\n[dense]\nunits=4\nactivation=softmax\n";
 
+/* model_cfg with this run's global batch, as dir/name. */
+static void write_cfg(const char *name) {
+    char text[2048];
+    snprintf(text, sizeof text, model_cfg, global_batch);
+    free(tu_write_text(dir, name, text));
+}
+
 static void setup(void) {
     char *p = tu_build_path("launch/mirrored_train");
     snprintf(train_exe, sizeof train_exe, "%s", p);
     free(p);
     snprintf(dir, sizeof dir, "%s", tu_tmpdir());
-    tu_write_image_data(dir, "x.npy", "y.npy", 400, 4);
-    free(tu_write_text(dir, "m.cfg", model_cfg));
+    tu_write_image_data(dir, "x.npy", "y.npy", 25 * global_batch, 4);
+    write_cfg("m.cfg");
 }
+
+/* Shell functions for a command that starts a run in the background as $p
+ * (no single quotes: run() wraps the command in them):
+ *   w FILE: waits until FILE exists while the run lives;
+ *   newest: the newest checkpoint's name in ck/ ("" without one);
+ *   wn NAME: waits until the newest checkpoint is not NAME while the run lives.
+ * A run that ends or fails first ends the wait at once, and the caller's
+ * check of its exit status says what happened. A wait polls at most 6000
+ * (w, every 50 ms) or 30000 times (wn, every 10 ms): 5 minutes and more, a
+ * bound on a hang, not a measure of speed. */
+#define WAIT_FNS                                                                                   \
+    "w() { n=0; while [ ! -e $1 ] && kill -0 $p 2>/dev/null && [ $n -lt 6000 ]; do sleep 0.05; "   \
+    "n=$((n+1)); done; }; "                                                                        \
+    "newest() { ls ck 2>/dev/null | grep -v tmp | tail -n 1; }; "                                  \
+    "wn() { n=0; while [ \"$(newest)\" = \"$1\" ] && kill -0 $p 2>/dev/null && [ $n -lt 30000 ]; " \
+    "do sleep 0.01; n=$((n+1)); done; }; "
 
 /* Runs `cmd` in dir (prefix $T: mirrored_train); its exit status. */
 static int run(const char *cmd, char **out) {
@@ -136,9 +165,10 @@ START_TEST(trace_survives_stops) {
     ck_assert_msg(rc == 0 && strstr(out, "ok: pids 1 threads 2 steps 52 ") && strstr(out, "\n2\n"),
                   "%s", out);
     free(out);
-    /* SIGKILL a long run after a few of its epochs: no handler, no last write */
-    run_expect("rm -rf ck; ($T m.cfg --devices cpu:2 --quiet --epochs 1000 --trace k.json & "
-               "p=$!; sleep 2; kill -KILL $p; wait $p; exit $?)",
+    /* SIGKILL a long run once it has saved its second epoch (whose trace
+     * file follows the checkpoint): no handler, no last write */
+    run_expect("rm -rf ck; " WAIT_FNS "$T m.cfg --devices cpu:2 --quiet --epochs 100000 "
+               "--trace k.json & p=$!; w ck/run-step000000040.h5; kill -KILL $p; wait $p",
                137);
     snprintf(cmd, sizeof cmd,
              "python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
@@ -173,9 +203,8 @@ START_TEST(sigterm_under_mpirun) {
     run_expect("rm -rf ck", 0);
     /* a real signal from outside to every rank: mpirun forwards SIGUSR1
      * (SIGTERM it follows with SIGKILL after 1 s, docs/multi-process.md) */
-    int rc = run("mpirun -q -np 2 $T m.cfg --quiet --epochs 100000 --json s.json & p=$!; "
-                 "while [ ! -e ck/run-step000000040.h5 ]; do sleep 0.05; done; kill -USR1 $p; "
-                 "wait $p",
+    int rc = run(WAIT_FNS "mpirun -q -np 2 $T m.cfg --quiet --epochs 100000 --json s.json & "
+                          "p=$!; w ck/run-step000000040.h5; kill -USR1 $p; wait $p",
                  &out);
     ck_assert_msg(rc == 138, "exited %d: %s", rc, out);
     ck_assert_msg(strstr(out, "mirrored_train: stopped by SIGUSR1 after update") != NULL, "%s",
@@ -184,9 +213,9 @@ START_TEST(sigterm_under_mpirun) {
     /* SIGTERM to every rank itself (as systemd sends it to a unit's
      * processes): mpirun's children, from /proc (no procps needed) */
     run_expect("rm -rf ck", 0);
-    rc = run("mpirun -q -np 2 $T m.cfg --quiet --epochs 100000 --json s.json & p=$!; "
-             "while [ ! -e ck/run-step000000040.h5 ]; do sleep 0.05; done; "
-             "kill -TERM $(cat /proc/$p/task/$p/children); wait $p",
+    rc = run(WAIT_FNS "mpirun -q -np 2 $T m.cfg --quiet --epochs 100000 --json s.json & p=$!; "
+                      "w ck/run-step000000040.h5; kill -TERM $(cat /proc/$p/task/$p/children); "
+                      "wait $p",
              &out);
     ck_assert_msg(rc == 143, "exited %d: %s", rc, out);
     ck_assert_msg(strstr(out, "mirrored_train: stopped by SIGTERM after update") != NULL, "%s",
@@ -212,9 +241,9 @@ END_TEST
 START_TEST(signals_during_the_save) {
     char *out, cmd[256];
     run_expect("rm -rf ck", 0);
-    int rc = run("$T m.cfg --quiet --epochs 100000 --json s.json & p=$!; "
-                 "while [ ! -e ck/run-step000000020.h5 ]; do sleep 0.01; done; "
-                 "while kill -TERM $p 2>/dev/null; do :; done; wait $p",
+    int rc = run(WAIT_FNS "$T m.cfg --quiet --epochs 100000 --json s.json & p=$!; "
+                          "w ck/run-step000000020.h5; while kill -TERM $p 2>/dev/null; do :; done; "
+                          "wait $p",
                  &out);
     ck_assert_msg(rc == 143, "exited %d: %s", rc, out);
     const char *line = strstr(out, "stopped by SIGTERM after update ");
@@ -244,7 +273,7 @@ START_TEST(resume_auto_without_checkpoint_starts_fresh) {
     free(out);
     tu_same_run(dir, "full.json", NULL, "s.json", NULL);
     /* without [net] checkpoint: beside --json, and found there again */
-    free(tu_write_text(dir, "n.cfg", model_cfg));
+    write_cfg("n.cfg");
     run_expect("sed -i /^checkpoint=/d n.cfg; rm -f n-stopped.h5", 0);
     run_expect("MIRRORED_DEBUG_FAIL=0:25:TERM $T n.cfg --quiet --resume auto --json n.json", 143);
     char stopped[8192];
@@ -284,33 +313,37 @@ START_TEST(save_time_and_budget) {
 END_TEST
 
 /* Killed 10 times at seeded random moments, SIGKILL or SIGTERM, restarted
- * with the same command each time: the end is the uninterrupted run's. */
+ * with the same command each time: the end is the uninterrupted run's. A
+ * round's moment is an event and a seeded offset: the kill goes 0 to 10 ms
+ * after the round sees its run's first checkpoint, so the signal handler is
+ * in place (a TERM stops the run) and the kill lands anywhere in an update
+ * or a save. A round moves the run on by an epoch and those of one poll
+ * (10 ms) and the offset: a few epochs, some dozens where an epoch takes
+ * 0.1 ms, far from the 300 it is asked for, so that the first two rounds
+ * (a SIGKILL and a SIGTERM with seed 2026) find it running on any machine.
+ * (A round that finds the run ended exits 0.) */
 START_TEST(chaos_restarts_end_bitwise) {
-    /* 1500 epochs of 20 updates: about 6 s on a 2-core VM, longer than the
-     * 10 rounds' 2.75 s in all, so that most rounds are cut (a round that
-     * ends first exits 0). 150 epochs took 0.6 s there: every round after
-     * the second found the run finished, and none was stopped. */
-    const char *cmd = "$T m.cfg --quiet --epochs 1500 --resume auto --json c.json";
-    run_expect("rm -rf ck; $T m.cfg --quiet --epochs 1500 --json full.json", 0);
+    const char *cmd = "$T m.cfg --quiet --epochs 300 --resume auto --json c.json";
+    run_expect("rm -rf ck; $T m.cfg --quiet --epochs 300 --json full.json", 0);
     run_expect("rm -rf ck", 0);
     float u[20];
     mr_rng_uniform(2026, 20, 0, 0, 0.0f, 1.0f, u, 20);
     int killed = 0, stopped = 0;
-    char seen[256] = "";
+    char seen[512] = "";
     for (int i = 0; i < 10; i++) {
         char round[4096], *out;
         const char *sig = u[2 * i] < 0.5f ? "KILL" : "TERM";
-        /* 0.05 to 0.5 s into the run */
-        double at = 0.05 + 0.45 * (double)u[2 * i + 1];
-        snprintf(round, sizeof round, "%s & p=$!; sleep %.3f; kill -%s $p; wait $p", cmd, at, sig);
+        double at = 0.01 * (double)u[2 * i + 1];
+        snprintf(round, sizeof round,
+                 WAIT_FNS "s=$(newest); %s & p=$!; wn \"$s\"; sleep %.4f; kill -%s $p; wait $p",
+                 cmd, at, sig);
         int rc = run(round, &out);
-        /* 137: killed; 143: stopped (or killed before the handler was in
-         * place); 0: it ended before the signal */
+        /* 137: killed; 143: stopped; 0: it ended before the signal */
         ck_assert_msg(rc == 137 || rc == 143 || rc == 0, "round %d (%s): %d: %s", i, sig, rc, out);
         killed += rc == 137;
         stopped += rc == 143 && strstr(out, "stopped by SIGTERM") != NULL;
         size_t len = strlen(seen);
-        snprintf(seen + len, sizeof seen - len, " %s@%.2f:%d", sig, at, rc);
+        snprintf(seen + len, sizeof seen - len, " %s@+%.4f:%d", sig, at, rc);
         free(out);
     }
     ck_assert_msg(killed > 0 && stopped > 0, "rounds:%s", seen);
@@ -327,9 +360,8 @@ START_TEST(sigterm_on_gpus) {
     stop_and_resume("", "--devices gpu", "0:25:TERM", 143);
     char *out;
     run_expect("rm -rf ck", 0);
-    int rc = run("$T m.cfg --devices gpu --quiet --epochs 100000 --json s.json & p=$!; "
-                 "while [ ! -e ck/run-step000000040.h5 ]; do sleep 0.05; done; kill -TERM $p; "
-                 "wait $p",
+    int rc = run(WAIT_FNS "$T m.cfg --devices gpu --quiet --epochs 100000 --json s.json & p=$!; "
+                          "w ck/run-step000000040.h5; kill -TERM $p; wait $p",
                  &out);
     ck_assert_msg(rc == 143, "exited %d: %s", rc, out);
     ck_assert_msg(strstr(out, "mirrored_train: stopped by SIGTERM after update") != NULL, "%s",
@@ -349,6 +381,9 @@ int main(int argc, char **argv) {
             printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
             return 77; /* meson's SKIP */
         }
+        global_batch = 4 * gl->count;
+        printf("%d GPU%s: global_batch %d, %d examples\n", gl->count, gl->count == 1 ? "" : "s",
+               global_batch, 25 * global_batch);
         tcase_add_test(tc, sigterm_on_gpus);
         suite_add_tcase(s, tc);
         return tu_run_suite(s);

@@ -22,7 +22,13 @@ ends).
 
 --common-origin: the files' processes share a time origin: a step of the
 same name overlaps in every process that has it (they meet in its
-all-reduce).
+all-reduce). The processes take the origin as they leave a collective, so
+their origins differ by that collective's latency, which a loaded machine
+stretches: each process's times may be shifted against the first's, by one
+shift for all its steps that makes every shared step overlap (one clock),
+no longer than the longest step (a latency, where an origin that is not
+common, such as each process's own start, is off by its start-up). Threads
+of one process share its origin exactly: their steps overlap unshifted.
 
 Prints one line, "ok: pids P threads T steps S events E", and exits 0; or
 prints what is wrong and exits 1. Python's json module only.
@@ -147,15 +153,31 @@ def main(argv):
         for key, v in steps.items():
             for s in v:
                 by_name.setdefault(s["name"], []).append(s)
-        shared = 0
-        for name, v in by_name.items():
-            if len({s["pid"] for s in v}) < len(pids):
-                continue
-            shared += 1
-            if max(s["ts"] for s in v) > min(s["ts"] + s["dur"] for s in v) + EPS:
-                fail(f"{name}: the processes' intervals do not overlap: {v}")
-        if shared == 0:
+        shared = [v for v in by_name.values() if len({s["pid"] for s in v}) == len(pids)]
+        if not shared:
             fail("--common-origin: no step in every process")
+        ref = min(pids)
+        longest = max(s["dur"] for v in shared for s in v)
+        for p in sorted(pids):
+            # [lo, hi]: the shifts of p's times that make each shared step
+            # overlap the first process's (0 for the first process itself)
+            lo, hi = (0.0, 0.0) if p == ref else (-float("inf"), float("inf"))
+            for v in shared:
+                mine = [s for s in v if s["pid"] == p]
+                if len(mine) > 1 and max(s["ts"] for s in mine) > \
+                        min(s["ts"] + s["dur"] for s in mine) + EPS:
+                    fail(f"{mine[0]['name']}: process {p}'s threads do not overlap: {mine}")
+                for x in (s for s in v if s["pid"] == ref):
+                    for y in mine:
+                        lo = max(lo, x["ts"] - y["ts"] - y["dur"] - EPS)
+                        hi = min(hi, x["ts"] + x["dur"] - y["ts"] + EPS)
+            if lo > hi:
+                fail(f"--common-origin: no one shift of process {p}'s times makes its steps "
+                     f"overlap process {ref}'s: not one clock")
+            off = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
+            if off > longest:
+                fail(f"--common-origin: process {p}'s times are {off:.3f} us off process "
+                     f"{ref}'s, more than the longest step ({longest:.3f} us)")
     print(f"ok: pids {len({k[0] for k in threads})} threads {len(threads)} steps {n_steps} "
           f"events {n_events}")
     return 0

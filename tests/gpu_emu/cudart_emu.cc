@@ -13,7 +13,7 @@
 //   events      (stream, ticket) pairs: what a record captured; a timing
 //               event's record is an operation that reads the host's
 //               steady clock when the stream reaches it
-//   schedule    MIRRORED_EMU_SCHEDULE=fifo | delay:SEED | late:SEED
+//   schedule    MIRRORED_EMU_SCHEDULE=fifo | delay:SEED | late:SEED[:MS]
 //   host access MIRRORED_EMU_CHECK_HOST_ACCESS=1 (best effort, see below)
 // Relies on: the real NVIDIA headers for every type and prototype, C++20
 // threads, Linux mmap/mprotect.
@@ -55,6 +55,9 @@ struct Config {
     std::vector<int> visible;  // visible ordinal -> physical index
     Sched sched = Sched::fifo;
     uint64_t seed = 0;
+    // late:SEED[:MS]: an operation on a late stream waits at most this long
+    // for a waiter (200 ms unless MS says)
+    std::chrono::milliseconds late_hold{200};
     bool check_host = false;
 };
 
@@ -101,6 +104,11 @@ Config parse_config() {
             if (s.compare(0, n, prefix) != 0) return false;
             char *end;
             c.seed = strtoull(s.c_str() + n, &end, 10);
+            if (k == Sched::late && *end == ':' && end[1] != '\0') {
+                long ms = strtol(end + 1, &end, 10);
+                if (ms < 1) bad_env("MIRRORED_EMU_SCHEDULE", v);
+                c.late_hold = std::chrono::milliseconds(ms);
+            }
             if (s.size() == n || *end != '\0') bad_env("MIRRORED_EMU_SCHEDULE", v);
             c.sched = k;
             return true;
@@ -119,8 +127,6 @@ const Config &config() {
     return c;
 }
 
-// An operation on a late stream waits at most this long for a waiter.
-constexpr auto kLateHold = std::chrono::milliseconds(200);
 constexpr size_t kDeviceMemory = size_t{8} << 30;  // reported per device
 constexpr unsigned char kPoison = 0xFF;            // every float a NaN
 
@@ -328,10 +334,10 @@ void StreamState::run() {
             if (q.empty()) break;  // closing, drained
             if (late) {
                 // late:SEED: the operation waits until something waits for
-                // it (or kLateHold passes, so that work nobody waits for on
+                // it (or late_hold passes, so that work nobody waits for on
                 // the host, such as a peer's collective, still progresses).
                 uint64_t t = done + 1;
-                cv.wait_for(lk, kLateHold, [&] { return demand >= t || closing; });
+                cv.wait_for(lk, c.late_hold, [&] { return demand >= t || closing; });
             }
             op = std::move(q.front());
             q.pop_front();
