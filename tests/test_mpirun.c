@@ -32,7 +32,7 @@ static const char *good_cfg = "[net]\nglobal_batch=16\nepochs=2\nvalidation_spli
                               "[dense]\nunits=16\nactivation=relu\n"
                               "[dense]\nunits=4\nactivation=softmax\n";
 
-/* A residual graph (issue 19): a block whose input is added to its
+/* A residual graph: a block whose input is added to its
  * output, a strided block with a 1x1 projection shortcut, global average
  * pooling; per-replica BN statistics, as Keras's default. */
 static const char *residual_cfg =
@@ -104,7 +104,7 @@ START_TEST(one_job_like_replica_threads) {
                       strstr(out, "MPI all-reduce (mpi)") && count(out, "Total params") == 1 &&
                       count(out, "Test loss") == 1 && count(out, "Epoch 2/2") == 1,
                   "%s", out);
-    /* issue 21: mpirun gives its ranks a terminal even when its own output
+    /* mpirun gives its ranks a terminal even when its own output
      * goes to a file (here a pipe): plain lines, no progress bar */
     ck_assert_msg(!strchr(out, '\r') && !strchr(out, '\033') && strstr(out, "Epoch 1/2 - "), "%s",
                   out);
@@ -218,7 +218,7 @@ END_TEST
 START_TEST(four_processes_oversubscribed) {
     char *out = mpirun_ok("-q --oversubscribe -np 4", "exec $T good.cfg --json c.json");
     ck_assert_msg(count(out, "Test loss") == 1, "%s", out);
-    /* issue 21: on fewer than 4 cores the start line says that cpu:N
+    /* on fewer than 4 cores the start line says that cpu:N
      * numbers replicas, not cores */
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < 4) {
