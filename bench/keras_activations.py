@@ -3,7 +3,7 @@
 
 Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
 
-    /work/venv-tf/bin/python bench/keras_activations.py [--build build] [--out bench/out/activations]
+    ~/venv-tf/bin/python bench/keras_activations.py [--build build] [--out bench/out/activations]
 
 Trains a small model (Conv2D 4 gelu, Conv2D 4 swish with stride 2, Dense 64
 elu, Dense 32 leaky_relu, Dense 32 then Activation gelu, Dense 16 then
@@ -25,7 +25,7 @@ mirrored_eval --cfg --predict of that file; and the activations Keras
 reads from the archive mirrored_export writes (after mirrored_train
 --init-weights model.h5, one epoch) are the golden config.json values.
 
-    /work/venv-tf/bin/python bench/keras_activations.py --record [--build build]
+    ~/venv-tf/bin/python bench/keras_activations.py --record [--build build]
 """
 import argparse
 import os

@@ -14,7 +14,7 @@ that tests/test_keras_golden.c replays the same figures through our
 callbacks (and checks a fresh run against its own figures) without
 TensorFlow (bench/keras_golden.py records every check).
 
-    /work/venv-tf/bin/python bench/keras_callbacks.py [--build build] [--record]
+    ~/venv-tf/bin/python bench/keras_callbacks.py [--build build] [--record]
 """
 import argparse
 import csv

@@ -15,7 +15,7 @@ tests/golden/keras/<check>/:
 tests/test_keras_golden.c replays the commands and the comparisons with no
 TensorFlow (meson test keras_golden).
 
-    /work/venv-tf/bin/python bench/keras_golden.py [--build build] [--only optimizers losses]
+    ~/venv-tf/bin/python bench/keras_golden.py [--build build] [--only optimizers losses]
 """
 import argparse
 import json

@@ -3,7 +3,7 @@
 
 Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
 
-    /work/venv-tf/bin/python bench/keras_image_folder.py [--build build] [--out bench/out/image_folder]
+    ~/venv-tf/bin/python bench/keras_image_folder.py [--build build] [--out bench/out/image_folder]
 
 Writes a folder of class folders from the first 60 Fashion-MNIST test
 images (28x28): PNG and JPEG (quality 90) in turn, grey, RGB (the grey
@@ -29,7 +29,7 @@ with mirrored_train --write-data: the labels exactly, the PNG pixels
 within 1e-3, the JPEG ones within the largest difference seen when
 recorded plus one level (decoders differ in their last bits).
 
-    /work/venv-tf/bin/python bench/keras_image_folder.py --record [--build build]
+    ~/venv-tf/bin/python bench/keras_image_folder.py --record [--build build]
 """
 import argparse
 import gzip

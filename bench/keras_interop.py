@@ -3,7 +3,7 @@
 
 Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
 
-    /work/venv-tf/bin/python bench/keras_interop.py [--configs fashion_cnn fashion_cnn_bn]
+    ~/venv-tf/bin/python bench/keras_interop.py [--configs fashion_cnn fashion_cnn_bn]
         [--epochs 1] [--build build] [--out bench/out/interop] [--devices auto]
 
 A config is a name in models/configs/ or a path to a .cfg
@@ -55,7 +55,7 @@ from the archive mirrored_export writes after one epoch of mirrored_train
 are the golden config.json values; that Keras evaluates our files as we
 do is checked only here, live.
 
-    /work/venv-tf/bin/python bench/keras_interop.py --record [--build build]
+    ~/venv-tf/bin/python bench/keras_interop.py --record [--build build]
 """
 import argparse
 import gzip

@@ -3,7 +3,7 @@
 
 Run by hand (never by CI) with a Python that has Keras 3 and TensorFlow:
 
-    /work/venv-tf/bin/python bench/keras_layernorm.py [--build build] [--out bench/out/layernorm]
+    ~/venv-tf/bin/python bench/keras_layernorm.py [--build build] [--out bench/out/layernorm]
 
 1. The forward, Keras's weights in: Keras builds Input -> LayerNormalization
    -> Flatten for an (H, W, C) input (normalised over the channels of each
@@ -34,7 +34,7 @@ the LayerNormalization settings Keras reads from the archive
 mirrored_export writes (after mirrored_train --init-weights, one epoch)
 are the golden config.json values.
 
-    /work/venv-tf/bin/python bench/keras_layernorm.py --record [--build build]
+    ~/venv-tf/bin/python bench/keras_layernorm.py --record [--build build]
 """
 import argparse
 import gzip

@@ -23,7 +23,7 @@ check, not a test of the suite: it needs TensorFlow/Keras in a venv. With
 needs under tests/golden/keras/losses/, which tests/test_keras_golden.c
 checks without TensorFlow (bench/keras_golden.py records every check).
 
-    /work/venv-tf/bin/python bench/keras_losses.py [--build build] [--epochs 3] [--record]
+    ~/venv-tf/bin/python bench/keras_losses.py [--build build] [--epochs 3] [--record]
 """
 import argparse
 import os

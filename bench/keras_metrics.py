@@ -27,7 +27,7 @@ K, and mirrored_train --init-weights trains it one epoch at a learning rate
 top_k and per_class; Keras's top-k and per-class accuracies of the same
 rows (all, and the validation rows) are the golden figures.
 
-    /work/venv-tf/bin/python bench/keras_metrics.py [--build build] [--top-k 5]
+    ~/venv-tf/bin/python bench/keras_metrics.py [--build build] [--top-k 5]
         [--devices cpu:2] [--out bench/out/metrics] [--record]
 """
 import argparse

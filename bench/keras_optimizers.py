@@ -20,7 +20,7 @@ initializers it read from our archive) and the inputs our side needs under
 tests/golden/keras/optimizers/, which tests/test_keras_golden.c checks
 without TensorFlow (bench/keras_golden.py records every check).
 
-    /work/venv-tf/bin/python bench/keras_optimizers.py [--build build] [--epochs 3] [--record]
+    ~/venv-tf/bin/python bench/keras_optimizers.py [--build build] [--epochs 3] [--record]
 """
 import argparse
 import os
