@@ -195,15 +195,18 @@ mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, mr_dev
                                 spec, p);
         if (n < 1 || n > MR_MAX_REPLICAS)
             return mr_error_set(err, MR_ERR_USAGE,
-                                "--devices %s: the replica count must be between 1 and %d", spec,
-                                MR_MAX_REPLICAS);
+                                "--devices %s: cpu:N is a count of replica threads, 1 to %d, not "
+                                "an index like TensorFlow's /CPU:0 (gpu:N is an index: gpu:0 is "
+                                "the first GPU); one CPU replica is cpu or cpu:1",
+                                spec, MR_MAX_REPLICAS);
         out->count = (int)n;
     } else if (strcmp(spec, "gpu") == 0 || strncmp(spec, "gpu:", 4) == 0) {
         return parse_gpus(spec, &env, gpus, out, err);
     } else {
-        return mr_error_set(
-            err, MR_ERR_USAGE,
-            "--devices %s: unknown device spec (use auto, cpu, cpu:N, gpu or gpu:0,2)", spec);
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--devices %s: unknown device spec (use auto, cpu, cpu:N, gpu or "
+                            "gpu:0,2; cpu:N is a count of replica threads, gpu:N a GPU index)",
+                            spec);
     }
     for (int i = 0; i < out->count; i++)
         out->ordinals[i] = i;

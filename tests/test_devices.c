@@ -53,6 +53,20 @@ START_TEST(bad_specs) {
 }
 END_TEST
 
+/* TensorFlow's /CPU:0 habit: the answer says that cpu:N counts replica threads and gpu:N names
+ * a GPU, not only the range. */
+START_TEST(cpu_index_habit) {
+    const char *habit[] = {"cpu:0", "/CPU:0", "cpu:100000"};
+    for (size_t i = 0; i < sizeof habit / sizeof habit[0]; i++) {
+        mr_device_set set;
+        mr_error err = {0};
+        ck_assert_int_eq(parse(habit[i], &set, &err), MR_ERR_USAGE);
+        ck_assert_msg(strstr(err.msg, "count of replica threads") != NULL, "%s", err.msg);
+        ck_assert_msg(strstr(err.msg, "gpu:N") != NULL, "%s", err.msg);
+    }
+}
+END_TEST
+
 /* On this machine (no GPU in CI): the GPU forms fail with the reason. */
 START_TEST(gpu_fails_clearly) {
     if (mr_gpu_count() > 0) return; /* a GPU machine: the made-up lists below cover it */
@@ -360,6 +374,7 @@ int main(void) {
     TCase *tc = tcase_create("devices");
     tcase_add_test(tc, valid_specs);
     tcase_add_test(tc, bad_specs);
+    tcase_add_test(tc, cpu_index_habit);
     tcase_add_test(tc, gpu_fails_clearly);
     tcase_add_test(tc, gpu_selection);
     tcase_add_test(tc, gpus_by_local_rank);
