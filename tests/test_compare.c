@@ -342,6 +342,30 @@ START_TEST(table_old_and_keras_order) {
 }
 END_TEST
 
+/* Keras 3's CSVLogger of a run without validation writes NA in its val_ columns: absent, so
+ * the runs are compared on what both have. */
+START_TEST(keras_na_absent) {
+    write_keras("b.csv", run_b, 3);
+    free(tu_write_text(dir, "na.csv",
+                       "accuracy,epoch,learning_rate,loss,val_accuracy,val_loss\n"
+                       "0.7,0,0.002,0.9,NA,NA\n0.8,1,0.002,0.6,NA,NA\n"));
+    char *out;
+    int rc = run("na.csv b.csv", &out);
+    ck_assert_msg(rc == 0, "rc %d\n%s", rc, out);
+    ck_assert_msg(strstr(out, "2 epochs in common; only in B: 3"), "%s", out);
+    ck_assert_msg(strstr(out, "Summary at epoch 2"), "%s", out);
+    free(out);
+    char path[8192];
+    snprintf(path, sizeof path, "%s/na.csv", dir);
+    mr_cmp_run r;
+    mr_error err = {0};
+    ck_assert_msg(mr_cmp_run_load(&r, path, &err) == MR_OK, "%s", err.msg);
+    ck_assert(mr_cmp_run_has(&r, MR_CMP_LOSS));
+    ck_assert(!mr_cmp_run_has(&r, MR_CMP_VAL_ACCURACY) && !mr_cmp_run_has(&r, MR_CMP_VAL_LOSS));
+    mr_cmp_run_free(&r);
+}
+END_TEST
+
 /* Reads "key": {"a": A, "b": B, "<diff>": D} after `from` in the JSON text. */
 static int json_triple(const char *from, const char *key, double *a, double *b, double *d) {
     char pat[64];
@@ -756,6 +780,7 @@ static Suite *compare_suite(void) {
     tcase_add_test(tc, table_new_format);
     tcase_add_test(tc, throughput_weighted_and_labels);
     tcase_add_test(tc, table_old_and_keras_order);
+    tcase_add_test(tc, keras_na_absent);
     tcase_add_test(tc, json_output);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, bad_options);

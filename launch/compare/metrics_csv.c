@@ -118,7 +118,9 @@ static mr_status parse_row(mr_cmp_run *r, char **fields, const int *col, int nco
             row->epoch = e;
             continue;
         }
-        if (f[0] == '\0') continue; /* empty: absent on this line */
+        /* empty, or Keras's CSVLogger "NA" (a key the epoch's logs lack, such as val_accuracy
+         * of a run without validation): absent on this line */
+        if (f[0] == '\0' || strcmp(f, "NA") == 0) continue;
         char *end;
         double v = strtod(f, &end);
         if (*end != '\0')

@@ -4,7 +4,8 @@
  * Columns are found by the header's names, in any order: epoch (required,
  * 0-based), loss, accuracy, val_loss, val_accuracy, learning_rate,
  * samples_per_sec, seconds; other columns are ignored, and a column that is
- * missing, or empty on a line, is absent there. Fields may be quoted
+ * missing, or empty or "NA" on a line (Keras's CSVLogger writes NA for a key
+ * the epoch did not log), is absent there. Fields may be quoted
  * ("a, b", "" for a quote); spaces around fields, CRLF line ends, blank
  * lines and a UTF-8 BOM are accepted. Errors are one line naming the file
  * and line (runtime/error.h). Relies on stdio and runtime/error.h only. */
