@@ -7,6 +7,7 @@
  * printing switched off (library code never prints); the innermost message of
  * HDF5's error stack is appended where it says more than we can. */
 #include "runtime/array.h"
+#include "runtime/file_kind.h"
 #include "runtime/h5file.h"
 #include "runtime/isolate.h"
 
@@ -235,6 +236,70 @@ static mr_status gz_check_payload(gzFile gz, const char *path, int64_t n, mr_err
     return MR_OK;
 }
 
+/* Whether the gzip members of `f` (from its start) end exactly at its end: inflates each
+ * member, output discarded; *end is the offset where the last member ended. -1: not gzip data
+ * there or a read error (gzread would have said which first). */
+static int gz_members_end(FILE *f, int64_t *end) {
+    unsigned char in[1 << 16], out[1 << 16];
+    z_stream z = {0};
+    if (inflateInit2(&z, 15 + 16) != Z_OK) return -1;
+    int64_t consumed = 0;
+    int rc = Z_OK, ok = 0;
+    for (;;) {
+        if (z.avail_in == 0) {
+            z.avail_in = (uInt)fread(in, 1, sizeof in, f);
+            z.next_in = in;
+            if (z.avail_in == 0) break; /* the end of the file */
+        }
+        z.next_out = out, z.avail_out = sizeof out;
+        const uInt before = z.avail_in;
+        rc = inflate(&z, Z_NO_FLUSH);
+        consumed += before - z.avail_in;
+        if (rc == Z_STREAM_END) {
+            *end = consumed, ok = 1;
+            /* another member follows only where a gzip header (1F 8B) starts */
+            if (z.avail_in == 0) {
+                int c = fgetc(f);
+                if (c == EOF) break;
+                ungetc(c, f);
+                z.avail_in = (uInt)fread(in, 1, sizeof in, f), z.next_in = in;
+            }
+            if (z.avail_in < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) break;
+            inflateReset(&z), ok = 0;
+        } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            break;
+        }
+    }
+    inflateEnd(&z);
+    return ok ? 0 : -1;
+}
+
+/* Refuses bytes after the last gzip member, which zlib's gzread skips without a word. Every
+ * member's trailer ends with its uncompressed size mod 2^32 (ISIZE), so a one-member file whose
+ * last 4 bytes give the size gzread produced ends with its trailer; otherwise (several members,
+ * or something appended) the members are inflated again to find where they end. */
+static mr_status gz_check_end(gzFile gz, const char *path, mr_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return MR_OK; /* gzread read it all: nothing to add */
+    unsigned char tail[4];
+    const uint32_t produced = (uint32_t)(uint64_t)gztell(gz);
+    int ok = fseeko(f, -4, SEEK_END) == 0 && fread(tail, 1, 4, f) == 4 &&
+             ((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 |
+              (uint32_t)tail[3] << 24) == produced;
+    int64_t end = 0, size = 0;
+    if (!ok && fseeko(f, 0, SEEK_END) == 0) size = (int64_t)ftello(f);
+    if (!ok) {
+        rewind(f);
+        ok = gz_members_end(f, &end) == 0 && end == size;
+    }
+    fclose(f);
+    if (ok) return MR_OK;
+    return mr_error_set(err, MR_ERR_DATA,
+                        "%s: trailing data after the gzip stream: it ends at byte %lld of %lld; "
+                        "the file is damaged or has something appended",
+                        path, (long long)end, (long long)size);
+}
+
 /* Reads exactly `n` bytes of data and checks that nothing follows them: extra
  * bytes mean the header's dims do not describe the file. */
 static mr_status gz_read_payload(gzFile gz, const char *path, void *buf, int64_t n, mr_error *err) {
@@ -255,7 +320,7 @@ static mr_status gz_read_payload(gzFile gz, const char *path, void *buf, int64_t
         return mr_error_set(err, MR_ERR_DATA,
                             "%s: trailing data: header says %lld bytes of data, file has %lld%s",
                             path, (long long)n, (long long)(n + extra), unzipped);
-    return MR_OK;
+    return gzdirect(gz) ? MR_OK : gz_check_end(gz, path, err);
 }
 
 /* The float64 values in out->data (its dtype says I64: 8 bytes each) as
@@ -357,6 +422,7 @@ static mr_status idx_read(gzFile gz, const char *path, mr_array *out, mr_error *
 
 mr_status mr_array_read_idx(const char *path, mr_array *out, mr_error *err) {
     memset(out, 0, sizeof *out);
+    MR_CHECK(mr_file_check(path, MR_FILE_WANT_IDX, err)); /* a model, an .npz: say so */
     gzFile gz;
     MR_CHECK(gz_open(path, &gz, err));
     mr_status st = idx_read(gz, path, out, err);
@@ -575,6 +641,7 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
 
 mr_status mr_array_read_npy(const char *path, mr_array *out, mr_error *err) {
     memset(out, 0, sizeof *out);
+    MR_CHECK(mr_file_check(path, MR_FILE_WANT_NPY, err)); /* a model, an .npz: say so */
     gzFile gz;
     MR_CHECK(gz_open(path, &gz, err));
     mr_status st = npy_read(gz, path, out, err);
@@ -818,6 +885,7 @@ static mr_status read_h5_trial(void *arg) {
  * (runtime/isolate.h), at the cost of reading the dataset twice. */
 mr_status mr_array_read_h5(const char *path, const char *dataset, mr_array *out, mr_error *err) {
     memset(out, 0, sizeof *out);
+    MR_CHECK(mr_file_check(path, MR_FILE_WANT_HDF5, err)); /* a model, an .npz: say so */
     h5_trial t = {.path = path, .dataset = dataset};
     MR_CHECK(mr_isolate(path, "the HDF5 library", read_h5_trial, &t, err));
     return read_h5_now(path, dataset, out, err);
