@@ -441,6 +441,8 @@ static mr_status stage_build_strategy(eval_run *r) {
 static mr_status check_data(eval_run *r) {
     const eval_cli *c = &r->c;
     mr_config *cfg = &r->cfg;
+    const mr_layer_cfg *in = &cfg->layers[0];
+    MR_CHECK(mr_dataset_check_shape(&r->ds, in->shape_rank, in->shape, r->images, &r->err));
     MR_CHECK(mr_dataset_check_row(&r->ds, r->m->in_size, r->images, &r->err));
     /* --top-k: in the .cfg every replica's model reads (creation checked [net] top_k) */
     if (c->top_k > 0 && cfg->net.loss == MR_LOSS_BINARY_CROSSENTROPY)

@@ -212,11 +212,13 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, i
     MR_CHECK(need_labels(cfg, "val", d->val_images, d->val_labels, err));
     MR_CHECK(need_labels(cfg, "test", d->test_images, d->test_labels, err));
     MR_CHECK(load_set(train, d->train_images, d->train_labels, rank, shape, label_width, err));
+    MR_CHECK(mr_dataset_check_shape(train, rank, shape, d->train_images, err));
     MR_CHECK(mr_dataset_check_row(train, in_size, d->train_images, err));
     MR_CHECK(mr_dataset_check_labels(train, classes, labels_name(d->train_labels, d->train_images),
                                      err));
     if (d->test_images[0] != '\0') {
         MR_CHECK(load_set(test, d->test_images, d->test_labels, rank, shape, label_width, err));
+        MR_CHECK(mr_dataset_check_shape(test, rank, shape, d->test_images, err));
         MR_CHECK(mr_dataset_check_row(test, in_size, d->test_images, err));
         MR_CHECK(mr_dataset_check_labels(test, classes, labels_name(d->test_labels, d->test_images),
                                          err));
@@ -226,7 +228,8 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, i
          * rows, and the fit validates on that range */
         mr_dataset val;
         MR_CHECK(load_set(&val, d->val_images, d->val_labels, rank, shape, label_width, err));
-        mr_status st = mr_dataset_check_row(&val, in_size, d->val_images, err);
+        mr_status st = mr_dataset_check_shape(&val, rank, shape, d->val_images, err);
+        if (st == MR_OK) st = mr_dataset_check_row(&val, in_size, d->val_images, err);
         if (st == MR_OK)
             st = mr_dataset_check_labels(&val, classes, labels_name(d->val_labels, d->val_images),
                                          err);

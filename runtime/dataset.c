@@ -337,6 +337,47 @@ mr_status mr_dataset_check_row(const mr_dataset *ds, int64_t row, const char *im
     return MR_OK;
 }
 
+/* "a,b,c" of n dims. */
+static void format_dims(char *buf, size_t size, int n, const int64_t *dims) {
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++)
+        snprintf(buf + strlen(buf), size - strlen(buf), i ? ",%lld" : "%lld", (long long)dims[i]);
+}
+
+mr_status mr_dataset_check_shape(mr_dataset *ds, int rank, const int *shape,
+                                 const char *images_path, mr_error *err) {
+    const int have = ds->x.ndim - 1; /* one example's dims: x.dims[1..] */
+    const int64_t *dims = ds->x.dims + 1;
+    int same = have == rank;
+    for (int i = 0; same && i < rank; i++)
+        same = dims[i] == shape[i];
+    /* Keras's rank adjustment: the dims but a trailing 1 agree */
+    int adjust = 0;
+    if (have == rank - 1 && rank >= 2 && shape[rank - 1] == 1) adjust = 1;
+    if (have == rank + 1 && have >= 2 && dims[have - 1] == 1) adjust = 1;
+    const int common = have < rank ? have : rank;
+    for (int i = 0; adjust && i < common; i++)
+        adjust = dims[i] == shape[i];
+    if (same) return MR_OK;
+    if (adjust) {
+        ds->x.ndim = rank + 1;
+        for (int i = 0; i < rank; i++)
+            ds->x.dims[i + 1] = shape[i];
+        return MR_OK;
+    }
+    int64_t want[MR_ARRAY_MAX_DIMS];
+    for (int i = 0; i < rank && i < MR_ARRAY_MAX_DIMS; i++)
+        want[i] = shape[i];
+    char got_s[160], want_s[160];
+    format_dims(got_s, sizeof got_s, have, dims);
+    format_dims(want_s, sizeof want_s, rank < MR_ARRAY_MAX_DIMS ? rank : MR_ARRAY_MAX_DIMS, want);
+    return mr_error_set(err, MR_ERR_DATA,
+                        "%s: examples of shape (%s), but the model's [input] shape is %s%s; "
+                        "reshape or transpose the data to it",
+                        images_path, got_s, want_s,
+                        rank == 3 ? " (height, width, channels: channels last)" : "");
+}
+
 static inline float raw_value(const mr_dataset *ds, int64_t r, int64_t j) {
     int64_t k = r * ds->row + j;
     return ds->x.dtype == MR_DTYPE_U8 ? (float)((const uint8_t *)ds->x.data)[k]

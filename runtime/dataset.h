@@ -91,6 +91,16 @@ mr_status mr_dataset_append(mr_dataset *ds, const mr_dataset *more, mr_error *er
 mr_status mr_dataset_check_labels(const mr_dataset *ds, int classes, const char *labels_path,
                                   mr_error *err);
 
+/* Checks the examples' shape, ds->x's dims after the first, against the model's input shape
+ * (`rank` dims `shape`): the same, or Keras 3's own rank adjustment (Functional's
+ * _adjust_input_rank), silently, as Keras does it: a trailing axis of 1 that the data lacks
+ * (IDX images (n, 28, 28) for [input] shape 28,28,1) or that only the data has ((n, 10, 1) for
+ * shape 10); x's dims then become the model's. Anything else, even of the same size
+ * (channels-first (n, 3, 8, 8) for 8,8,3, flat (n, 784) for 28,28,1), is MR_ERR_DATA naming
+ * `images_path`, the data's shape and the model's. */
+mr_status mr_dataset_check_shape(mr_dataset *ds, int rank, const int *shape,
+                                 const char *images_path, mr_error *err);
+
 /* Checks that each example has `row` values (the model's input size). */
 mr_status mr_dataset_check_row(const mr_dataset *ds, int64_t row, const char *images_path,
                                mr_error *err);

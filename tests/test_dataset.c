@@ -499,6 +499,54 @@ START_TEST(test_check_labels) {
 }
 END_TEST
 
+/* The data's shape against the model's input: equal, or Keras's trailing axis of 1 added or
+ * dropped (silently, x taking the model's shape); channels-first and flat data of the right
+ * size are refused naming the file and both shapes. */
+START_TEST(test_check_shape) {
+    uint8_t img[2 * 3 * 4] = {0}, lab[2] = {0, 1};
+    char *ip = write_idx_u8("img_2x3x4", 3, (uint32_t[]){2, 3, 4}, img);
+    char *lp = write_idx_u8("lab_2", 1, (uint32_t[]){2}, lab);
+    char *flat = write_idx_u8("img_2x12", 2, (uint32_t[]){2, 12}, img);
+    char *cf = write_idx_u8("img_2x1x3x4", 4, (uint32_t[]){2, 1, 3, 4}, img);
+    mr_dataset ds;
+    mr_error err = {0};
+    load_ok(&ds, ip, lp);
+    ck_assert_int_eq(mr_dataset_check_shape(&ds, 2, (int[]){3, 4}, ip, &err), MR_OK);
+    ck_assert_int_eq(mr_dataset_check_shape(&ds, 3, (int[]){3, 4, 1}, ip, &err), MR_OK);
+    ck_assert_int_eq(ds.x.ndim, 4);
+    ck_assert_int_eq(ds.x.dims[3], 1);
+    ck_assert_int_eq(mr_dataset_check_shape(&ds, 2, (int[]){3, 4}, ip, &err), MR_OK); /* back */
+    ck_assert_int_eq(ds.x.ndim, 3);
+    const struct {
+        int rank, shape[3];
+        const char *want;
+    } bad[] = {{3, {4, 3, 1}, "(3,4), but the model's [input] shape is 4,3,1 (height"},
+               {1, {12}, "(3,4), but the model's [input] shape is 12;"},
+               {2, {4, 3}, "shape is 4,3;"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mr_error_clear(&err);
+        ck_assert_int_eq(mr_dataset_check_shape(&ds, bad[i].rank, bad[i].shape, ip, &err),
+                         MR_ERR_DATA);
+        ck_assert_msg(strncmp(err.msg, ip, strlen(ip)) == 0 && strstr(err.msg, bad[i].want), "%s",
+                      err.msg);
+    }
+    mr_dataset_free(&ds);
+    /* flat (n, 12) for 3,4,1 and channels-first (n, 1, 3, 4) for 3,4,1: the right size, refused */
+    load_ok(&ds, flat, lp);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_dataset_check_shape(&ds, 3, (int[]){3, 4, 1}, flat, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "examples of shape (12), but the model's [input] shape is 3,4,1"),
+                  "%s", err.msg);
+    mr_dataset_free(&ds);
+    load_ok(&ds, cf, lp);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_dataset_check_shape(&ds, 3, (int[]){3, 4, 1}, cf, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "(1,3,4)"), "%s", err.msg);
+    mr_dataset_free(&ds);
+    free(ip), free(lp), free(flat), free(cf);
+}
+END_TEST
+
 START_TEST(test_check_row) {
     uint8_t img[2 * 3 * 4] = {0}, lab[2] = {0, 1};
     char *ip = write_idx_u8("img_2x3x4", 3, (uint32_t[]){2, 3, 4}, img);
@@ -977,6 +1025,7 @@ static Suite *dataset_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("checks");
     tcase_add_test(tc, test_check_labels);
+    tcase_add_test(tc, test_check_shape);
     tcase_add_test(tc, test_check_row);
     suite_add_tcase(s, tc);
     tc = tcase_create("preprocess");
