@@ -7,6 +7,7 @@
  * counts lines (for error messages) and opens a new section record whenever a
  * header goes by; the key handler then fills the most recent section. */
 #include "models/config.h"
+#include "runtime/file_kind.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -1193,6 +1194,7 @@ mr_status mr_config_parse(const char *text, const char *name, const char *base_d
 
 mr_status mr_config_load(const char *path, mr_config *cfg, mr_error *err) {
     memset(cfg, 0, sizeof *cfg);
+    MR_CHECK(mr_file_check(path, MR_FILE_WANT_CFG, err)); /* a .keras, a SavedModel, a .h5 */
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

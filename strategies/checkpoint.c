@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "models/keras.h"
+#include "runtime/file_kind.h"
 #include "runtime/isolate.h"
 #include "runtime/h5file.h"
 
@@ -175,6 +176,7 @@ static mr_status open_unsealed(void *arg) {
 
 mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) {
     memset(c, 0, sizeof *c);
+    MR_CHECK(mr_file_check(path, MR_FILE_WANT_CHECKPOINT, err)); /* a .keras, a SavedModel */
     int sealed;
     MR_CHECK(mr_h5_verify(path, &sealed, err));
     if (!sealed) MR_CHECK(mr_isolate(path, "the HDF5 library", open_unsealed, (void *)path, err));

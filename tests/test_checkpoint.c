@@ -7,6 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "runtime/h5file.h"
 #include "runtime/dmem_impl.h"
@@ -254,6 +255,40 @@ START_TEST(state_read_back) {
 }
 END_TEST
 
+/* A .keras archive or a SavedModel folder where a checkpoint or a .cfg is read: the message says
+ * what the file is and what to do, not HDF5's "file signature not found". */
+START_TEST(model_files_named) {
+    unsigned char zip[64] = {'P', 'K', 3, 4};
+    zip[26] = 13;
+    memcpy(zip + 30, "metadata.json", 13);
+    char *keras = tu_write_file(dir, "m.keras", zip, sizeof zip);
+    char saved[4200];
+    snprintf(saved, sizeof saved, "%s/saved_model", dir);
+    ck_assert_int_eq(mkdir(saved, 0755), 0);
+    free(tu_write_text(saved, "saved_model.pb", "x"));
+    mr_checkpoint c;
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_checkpoint_load(keras, &c, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg,
+                         "m.keras: a Keras model archive (zip); not a mirrored checkpoint: "
+                         "name its architecture with --cfg MODEL.cfg"),
+                  "%s", err.msg);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_config_load(keras, &cfg, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "m.keras: a Keras model archive (zip); mirrored_train reads a "
+                                  ".cfg: write the model as a .cfg (docs/keras.md)"),
+                  "%s", err.msg);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_checkpoint_load(saved, &c, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "saved_model: a TensorFlow SavedModel folder;"), "%s", err.msg);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_config_load(saved, &cfg, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "saved_model: a TensorFlow SavedModel folder;"), "%s", err.msg);
+    free(keras);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("checkpoint");
@@ -263,6 +298,7 @@ int main(void) {
     tcase_add_test(tc, resume_after_an_epoch_is_bitwise);
     tcase_add_test(tc, resume_inside_an_epoch_is_bitwise);
     tcase_add_test(tc, state_read_back);
+    tcase_add_test(tc, model_files_named);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
