@@ -643,9 +643,16 @@ START_TEST(init_weights) {
 END_TEST
 
 START_TEST(augment_error_names_its_line) {
+    /* flat examples (400, 64) for the flat input */
+    static uint8_t flat[400 * 64];
+    mr_array xf = {.dtype = MR_DTYPE_U8, .ndim = 2, .dims = {400, 64}, .data = flat};
+    char p[8192];
+    mr_error err = {0};
+    snprintf(p, sizeof p, "%s/xf.npy", dir);
+    ck_assert_msg(mr_array_write_npy(p, &xf, &err) == MR_OK, "%s", err.msg);
     free(tu_write_text(
         dir, "aug.cfg",
-        "[net]\nbatch=8\n[data]\ntrain_images=x.npy\ntrain_labels=y.npy\n"
+        "[net]\nbatch=8\n[data]\ntrain_images=xf.npy\ntrain_labels=y.npy\n"
         "[augment]\nflip=1\n[input]\nshape=64\n[dense]\nunits=4\nactivation=softmax\n"));
     expect_fail("$T aug.cfg --metrics out.csv", 2, "aug.cfg:6: [augment]", "H,W,C");
 }
