@@ -221,8 +221,10 @@ static void write_probs(void *user, int64_t row, int n, const float *probs) {
     if (pwrite(p->fd, probs, bytes, at) != (ssize_t)bytes) p->failed = 1;
 }
 
+/* names: the k classes' names, or NULL (none known) */
 static mr_status write_json(const char *path, double loss, double acc, int top_k, double top_k_acc,
-                            int64_t n, const double *conf, int k, mr_error *err) {
+                            int64_t n, const double *conf, int k, char *const *names,
+                            mr_error *err) {
     mr_atomic_file af;
     mr_error why = {0};
     if (mr_atomic_file_open(&af, path, &why) != MR_OK)
@@ -238,6 +240,13 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
         mr_json_key(&j, "test_sparse_top_k_categorical_accuracy");
         mr_json_double(&j, top_k_acc, "%.6f");
     }
+    if (names != NULL) {
+        mr_json_key(&j, "class_names");
+        mr_json_begin_array(&j, MR_JSON_INLINE);
+        for (int c = 0; c < k; c++)
+            mr_json_string(&j, names[c]);
+        mr_json_end_array(&j);
+    }
     mr_json_key(&j, "per_class");
     mr_json_begin_array(&j, MR_JSON_BLOCK);
     for (int c = 0; c < k; c++) {
@@ -246,6 +255,7 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
             count += conf[c * k + q];
         mr_json_begin_object(&j, MR_JSON_INLINE);
         mr_json_key(&j, "class"), mr_json_int(&j, c);
+        if (names != NULL) mr_json_key(&j, "name"), mr_json_string(&j, names[c]);
         mr_json_key(&j, "examples"), mr_json_double(&j, count, "%.0f");
         mr_json_key(&j, "accuracy");
         mr_json_double(&j, count > 0 ? conf[c * k + c] / count : 0.0, "%.6f");
@@ -281,9 +291,10 @@ static mr_status label_width_of(const mr_config *cfg, int *width, mr_error *err)
     return MR_OK;
 }
 
-/* conf NULL: multi-label, k sigmoid outputs, whose labels are no classes to tabulate */
+/* conf NULL: multi-label, k sigmoid outputs, whose labels are no classes to tabulate; names:
+ * the classes' names, printed after each row of the tables, or NULL */
 static void print_report(double loss, double acc, int top_k, double top_k_acc, const double *conf,
-                         int k, int quiet, int per_class_only) {
+                         int k, char *const *names, int quiet, int per_class_only) {
     printf("Test loss: %.4f - test accuracy: %.4f", loss, acc);
     if (top_k > 0) printf(" - test_sparse_top_k_categorical_accuracy: %.4f", top_k_acc);
     printf("\n");
@@ -294,12 +305,13 @@ static void print_report(double loss, double acc, int top_k, double top_k_acc, c
                k);
         return;
     }
-    printf("\nclass  examples  accuracy\n");
+    printf("\nclass  examples  accuracy%s\n", names ? "  name" : "");
     for (int c = 0; c < k; c++) {
         double count = 0.0;
         for (int j = 0; j < k; j++)
             count += conf[c * k + j];
-        printf("%5d  %8.0f  %8.4f\n", c, count, count > 0 ? conf[c * k + c] / count : 0.0);
+        printf("%5d  %8.0f  %8.4f", c, count, count > 0 ? conf[c * k + c] / count : 0.0);
+        printf(names ? "  %s\n" : "\n", names ? names[c] : "");
     }
     if (per_class_only) return;
     printf("\nconfusion matrix (rows: true class, columns: predicted)\n      ");
@@ -310,7 +322,7 @@ static void print_report(double loss, double acc, int top_k, double top_k_acc, c
         printf("%5d ", c);
         for (int j = 0; j < k; j++)
             printf(" %6.0f", conf[c * k + j]);
-        printf("\n");
+        printf(names ? "  %s\n" : "\n", names ? names[c] : "");
     }
 }
 
@@ -331,7 +343,11 @@ typedef struct eval_run {
     mr_config cfg;
     mr_strategy_opts opts;
     char images[MR_PATH_MAX], labels[MR_PATH_MAX]; /* labels "": none */
+    int flat; /* --data a folder of images without class folders: predictions only */
     mr_dataset ds;
+    char **names;     /* the k classes' names (the checkpoint's, or the class folders'), or NULL */
+    char *names_text; /* what names point into */
+    char files_path[MR_PATH_MAX + 16]; /* a flat folder's file names beside --predict's file */
     /* build the strategy, load weights */
     mr_strategy *s;
     mr_model *m;  /* replica 0 */
@@ -364,8 +380,11 @@ static mr_status choose_data(eval_run *r) {
         return MR_OK;
     }
     const char *comma = strchr(c->data, ',');
-    /* a folder of class folders brings its labels (its subfolders) */
-    const int folder = comma == NULL && mr_image_folder_is(c->data);
+    /* a folder of class folders brings its labels (its subfolders); a folder of images
+     * alone is new images to predict */
+    const int is_dir = comma == NULL && mr_image_folder_is(c->data);
+    const int folder = is_dir && mr_image_folder_has_classes(c->data);
+    r->flat = is_dir && !folder;
     if (comma == c->data || (comma != NULL && comma[1] == '\0'))
         return mr_error_set(&r->err, MR_ERR_USAGE, "--data %s: expected IMAGES,LABELS or IMAGES",
                             c->data);
@@ -401,6 +420,8 @@ static mr_status load_data(eval_run *r) {
     /* multi-label binary_crossentropy reads multi-hot rows (n, k) as they are */
     int width = 1;
     MR_CHECK(label_width_of(cfg, &width, &r->err));
+    if (r->flat)
+        return mr_dataset_load_images(&r->ds, r->images, in->shape_rank, in->shape, &r->err);
     if (width > 1) return mr_dataset_load_multi_hot(&r->ds, r->images, labels, width, &r->err);
     return mr_dataset_load_input(&r->ds, r->images, labels, in->shape_rank, in->shape, &r->err);
 }
@@ -467,10 +488,50 @@ static mr_status check_data(eval_run *r) {
     return MR_OK;
 }
 
+/* The classes' names: the checkpoint's (the class folders training read), else the class
+ * folders' of --data; none when neither names the model's k classes. */
+static mr_status split_class_names(eval_run *r) {
+    const char *text = r->has_ck && r->ck.class_names ? r->ck.class_names : r->ds.class_names;
+    if (text == NULL || mr_model_label_width(r->m) > 1) return MR_OK;
+    int lines = 1;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    if (lines != r->k) return MR_OK;
+    r->names_text = strdup(text);
+    r->names = calloc((size_t)r->k, sizeof *r->names);
+    if (r->names_text == NULL || r->names == NULL)
+        return mr_error_set(&r->err, MR_ERR_NOMEM, "out of memory");
+    char *p = r->names_text;
+    for (int c = 0; c < r->k; c++) {
+        r->names[c] = p;
+        p += strcspn(p, "\n");
+        if (*p) *p++ = '\0';
+    }
+    return MR_OK;
+}
+
+/* --predict of a folder of images: their names, one per line in the rows' order, in OUT.txt
+ * (OUT.npy's name with .txt for .npy) */
+static mr_status write_file_names(eval_run *r) {
+    const char *predict = r->c.predict;
+    const size_t n = strlen(predict);
+    const int npy = n > 4 && strcmp(predict + n - 4, ".npy") == 0;
+    snprintf(r->files_path, sizeof r->files_path, "%.*s.txt", (int)(npy ? n - 4 : n), predict);
+    mr_atomic_file af;
+    mr_error why = {0};
+    if (mr_atomic_file_open(&af, r->files_path, &why) != MR_OK)
+        return mr_error_set(&r->err, MR_ERR_IO, "--predict %s", why.msg);
+    fprintf(af.f, "%s\n", r->ds.file_names);
+    if (mr_atomic_file_commit(&af, &why) != MR_OK)
+        return mr_error_set(&r->err, MR_ERR_IO, "--predict %s", why.msg);
+    return MR_OK;
+}
+
 /* load weights: every process reads them into its replica 0 (after the
  * data's checks against the model) */
 static mr_status stage_load_weights(eval_run *r) {
     MR_CHECK(check_data(r));
+    MR_CHECK(split_class_names(r));
     return mr_keras_load(r->c.checkpoint, r->m, r->has_ck, NULL, &r->err);
 }
 
@@ -496,7 +557,7 @@ static mr_status stage_evaluate(eval_run *r) {
     if (r->pred.fd < 0) return MR_OK;
     int bad = r->pred.failed | (close(r->pred.fd) != 0);
     r->pred.fd = -1;
-    if (!bad) return MR_OK;
+    if (!bad) return r->ds.file_names ? write_file_names(r) : MR_OK;
     unlink(predict);
     return mr_error_set(&r->err, MR_ERR_IO, "--predict %s: cannot write", predict);
 }
@@ -507,20 +568,21 @@ static mr_status stage_report(eval_run *r) {
     const int replicas = mr_strategy_plan(r->s)->replicas;
     if (!r->lead) return MR_OK;
     if (!r->labelled) { /* no labels: the probabilities are the result */
-        printf("%s: %lld examples of %s, %d replica%s: class probabilities (%lld, %d) in %s\n",
+        printf("%s: %lld examples of %s, %d replica%s: class probabilities (%lld, %d) in %s",
                c->checkpoint, (long long)r->ds.n, r->images, replicas, replicas > 1 ? "s" : "",
                (long long)r->ds.n, r->k, c->predict);
+        printf(r->files_path[0] ? ", their files' names in %s\n" : "\n", r->files_path);
         return MR_OK;
     }
     if (!c->quiet)
         printf("%s: %lld examples of %s, %d replica%s\n", c->checkpoint, (long long)r->ds.n,
                r->images, replicas, replicas > 1 ? "s" : "");
     print_report(r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy,
-                 r->multi ? NULL : r->conf, r->k, c->quiet, c->per_class);
+                 r->multi ? NULL : r->conf, r->k, r->names, c->quiet, c->per_class);
     /* multi-label: per_class and confusion are empty lists */
     if (c->json == NULL) return MR_OK;
     return write_json(c->json, r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy, r->ds.n,
-                      r->conf, r->multi ? 0 : r->k, &r->err);
+                      r->conf, r->multi ? 0 : r->k, r->names, &r->err);
 }
 
 /* The run, in order. Where a stage agrees is said here, once. */
@@ -548,6 +610,7 @@ static void run_stages(eval_run *r) {
 static int eval_run_free(eval_run *r) {
     if (r->pred.fd >= 0) close(r->pred.fd), r->pred.fd = -1, unlink(r->c.predict);
     free(r->conf);
+    free(r->names), free(r->names_text);
     mr_strategy_destroy(r->s);
     mr_dataset_free(&r->ds);
     mr_config_free(&r->cfg);

@@ -45,6 +45,7 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
                        .row = r->train->row,
                        .mean = r->train->mean,
                        .inv_std = r->train->inv_std,
+                       .class_names = r->train->class_names,
                        .previous_save_s = r->last_save_s};
     /* relative data paths of the .cfg start from its folder: keep it absolute */
     if (r->cfg_path[0] == '/' || realpath(r->cfg_path, c.cfg_path) == NULL)

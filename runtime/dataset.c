@@ -92,6 +92,37 @@ mr_status mr_dataset_synthetic(mr_dataset *ds, int64_t n, int rank, const int *d
     return MR_OK;
 }
 
+/* A folder of images is read at the model's input shape: height, width, channels. */
+static mr_status check_image_shape(const char *images, int rank, const int *shape, mr_error *err) {
+    if (rank != 3 || !(shape[2] == 1 || shape[2] == 3 || shape[2] == 4))
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "%s: a folder of images needs an [input] shape of height, width, "
+                            "channels (1 grayscale, 3 RGB or 4 RGBA)",
+                            images);
+    return MR_OK;
+}
+
+mr_status mr_dataset_load_images(mr_dataset *ds, const char *folder, int rank, const int *shape,
+                                 mr_error *err) {
+    memset(ds, 0, sizeof *ds);
+    ds->scale = 1.0f;
+    mr_status st = check_image_shape(folder, rank, shape, err);
+    if (st == MR_OK)
+        st = mr_image_folder_read_flat(folder, shape[0], shape[1], shape[2], &ds->x,
+                                       &ds->file_names, err);
+    if (st == MR_OK) {
+        ds->n = ds->x.dims[0];
+        ds->row = mr_array_row_size(&ds->x);
+        ds->y = calloc((size_t)ds->n, sizeof(int32_t)); /* no labels: 0 stands in */
+        if (ds->y == NULL) st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", folder);
+    }
+    if (st == MR_OK)
+        snprintf(ds->note, sizeof ds->note, "%s: found %lld files, no labels", folder,
+                 (long long)ds->n);
+    if (st != MR_OK) mr_dataset_free(ds);
+    return st;
+}
+
 /* A folder of class folders: labels from the folder names. */
 static mr_status load_folder(mr_dataset *ds, const char *images, const char *labels, int rank,
                              const int *shape, mr_error *err) {
@@ -100,13 +131,9 @@ static mr_status load_folder(mr_dataset *ds, const char *images, const char *lab
                             "%s: a folder of class folders is labelled by its subfolders; give "
                             "no labels file (%s)",
                             images, labels);
-    if (rank != 3 || !(shape[2] == 1 || shape[2] == 3 || shape[2] == 4))
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "%s: a folder of images needs an [input] shape of height, width, "
-                            "channels (1 grayscale, 3 RGB or 4 RGBA)",
-                            images);
+    MR_CHECK(check_image_shape(images, rank, shape, err));
     MR_CHECK(mr_image_folder_read(images, shape[0], shape[1], shape[2], &ds->x, &ds->y,
-                                  &ds->classes, err));
+                                  &ds->classes, &ds->class_names, err));
     ds->n = ds->x.dims[0];
     ds->row = mr_array_row_size(&ds->x);
     snprintf(ds->note, sizeof ds->note, "%s: found %lld files belonging to %d classes", images,
@@ -496,6 +523,8 @@ void mr_dataset_free(mr_dataset *ds) {
     free(ds->y);
     free(ds->mean);
     free(ds->inv_std);
+    free(ds->class_names);
+    free(ds->file_names);
     memset(ds, 0, sizeof *ds);
     ds->scale = 1.0f;
 }

@@ -14,17 +14,19 @@
 #include "runtime/error.h"
 
 typedef struct mr_dataset {
-    mr_array x;      /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */
-    int32_t *y;      /* (n, label_width): class ids, or multi-hot rows of 0/1 */
-    int64_t n;       /* examples */
-    int64_t row;     /* values per example */
-    float scale;     /* multiply every value by this (1 = none) */
-    float *mean;     /* (row) subtracted after scaling, or NULL */
-    float *inv_std;  /* (row) multiplied after subtracting, or NULL */
-    char note[1200]; /* what the load converted (one-hot labels, float64), or "" */
-    int classes;     /* class folders of an image folder (labels inferred), or 0 */
-    int label_width; /* labels per example: 1 (class ids; 0 reads as 1), or k (multi-hot rows,
-                        multi-label binary_crossentropy: mr_dataset_load_multi_hot) */
+    mr_array x;        /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */
+    int32_t *y;        /* (n, label_width): class ids, or multi-hot rows of 0/1 */
+    int64_t n;         /* examples */
+    int64_t row;       /* values per example */
+    float scale;       /* multiply every value by this (1 = none) */
+    float *mean;       /* (row) subtracted after scaling, or NULL */
+    float *inv_std;    /* (row) multiplied after subtracting, or NULL */
+    char note[1200];   /* what the load converted (one-hot labels, float64), or "" */
+    int classes;       /* class folders of an image folder (labels inferred), or 0 */
+    char *class_names; /* those folders' names, one per line in label order, or NULL */
+    char *file_names;  /* a folder of images to predict: each example's file, one per line */
+    int label_width;   /* labels per example: 1 (class ids; 0 reads as 1), or k (multi-hot rows,
+                          multi-label binary_crossentropy: mr_dataset_load_multi_hot) */
     /* 1: x is mr_dataset_synthetic's, byte o mr_synthetic_byte(synthetic_key,
      * o) (runtime/rng.h), so a device can make any example itself */
     int synthetic;
@@ -66,6 +68,13 @@ mr_status mr_dataset_load_multi_hot(mr_dataset *ds, const char *images, const ch
  * what was found (Keras's "Found N files belonging to K classes."). */
 mr_status mr_dataset_load_input(mr_dataset *ds, const char *images, const char *labels, int rank,
                                 const int *shape, mr_error *err);
+
+/* A folder of images without labels, to predict (runtime/image_folder.h:
+ * mr_image_folder_read_flat), decoded and resized to the model's input
+ * shape as mr_dataset_load_input does; ds->file_names names each example's
+ * file and every label is 0, a placeholder. */
+mr_status mr_dataset_load_images(mr_dataset *ds, const char *folder, int rank, const int *shape,
+                                 mr_error *err);
 
 /* n synthetic examples (--synthetic, as tf_cnn_benchmarks without a data
  * directory): images of `rank` dims `dims` (one example's shape), uint8

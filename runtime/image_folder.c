@@ -397,70 +397,33 @@ static int widen_to_float(mr_array *x, int64_t total, int64_t count) {
     return 1;
 }
 
-mr_status mr_image_folder_read(const char *dir, int h, int w, int c, mr_array *x, int32_t **y,
-                               int *classes, mr_error *err) {
-    memset(x, 0, sizeof *x);
-    *y = NULL;
-    *classes = 0;
+/* Names joined one per line, malloc'd; each from byte `skip` on. NULL for want of memory. */
+static char *join_lines(const names *l, size_t skip) {
+    size_t n = 1;
+    for (int i = 0; i < l->n; i++)
+        n += strlen(l->v[i] + skip) + 1;
+    char *s = malloc(n), *p = s;
+    for (int i = 0; s != NULL && i < l->n; i++)
+        p += sprintf(p, "%s%s", i ? "\n" : "", l->v[i] + skip);
+    if (s != NULL) *p = '\0';
+    return s;
+}
+
+/* The files decoded, in order, into x (n, h, w, c): uint8 while every image is (h, w) (exact
+ * values), float32 from the first that is resized. On failure x is freed. */
+static mr_status decode_files(const char *dir, const names *files, int h, int w, int c, mr_array *x,
+                              mr_error *err) {
+    const int64_t n = files->n, row = (int64_t)h * w * c;
     mr_status st = MR_OK;
-    names cls = {0}, files = {0};
-    int *first = NULL; /* (classes + 1) index of each class's first file */
-    if (!list_dir(dir, 'd', &cls)) {
-        names_free(&cls);
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot read the folder", dir);
-    }
-    /* Keras skips hidden folders (.ipynb_checkpoints, ...) as classes */
-    int k = 0;
-    for (int i = 0; i < cls.n; i++) {
-        if (cls.v[i][0] == '.')
-            free(cls.v[i]);
-        else
-            cls.v[k++] = cls.v[i];
-    }
-    cls.n = k;
-    if (cls.n == 0) {
-        st = mr_error_set(err, MR_ERR_DATA,
-                          "%s: no class folders in it: images go in one subfolder per class "
-                          "(DIR/<class>/<image>)",
-                          dir);
-        goto out;
-    }
-    first = malloc(sizeof(int) * (size_t)(cls.n + 1));
-    if (first == NULL) goto nomem;
-    for (int i = 0; i < cls.n; i++) {
-        char *p = join(dir, cls.v[i]);
-        first[i] = files.n;
-        const int ok = p != NULL && class_files(p, &files);
-        if (!ok) {
-            st = mr_error_set(err, MR_ERR_IO, "%s: cannot read the folder", p ? p : dir);
-            free(p);
-            goto out;
-        }
-        if (files.n == first[i]) {
-            st = mr_error_set(err, MR_ERR_DATA,
-                              "%s: class folder without images (files named *.png, *.jpg, "
-                              "*.jpeg, *.bmp or *.gif, in any case)",
-                              p);
-            free(p);
-            goto out;
-        }
-        free(p);
-    }
-    first[cls.n] = files.n;
-    const int64_t n = files.n, row = (int64_t)h * w * c;
     x->dtype = MR_DTYPE_U8;
     x->ndim = 4;
     x->dims[0] = n, x->dims[1] = h, x->dims[2] = w, x->dims[3] = c;
     x->data = malloc((size_t)(n * row));
-    *y = malloc(sizeof(int32_t) * (size_t)n);
-    if (x->data == NULL || *y == NULL) goto nomem;
-    for (int i = 0; i < cls.n; i++)
-        for (int j = first[i]; j < first[i + 1]; j++)
-            (*y)[j] = i;
+    if (x->data == NULL) goto nomem;
     /* one file at a time: its bytes and pixels are freed before the next */
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n && st == MR_OK; i++) {
         mr_image img;
-        if ((st = mr_image_decode(files.v[i], c, &img, err)) != MR_OK) goto out;
+        if ((st = mr_image_decode(files->v[i], c, &img, err)) != MR_OK) break;
         if (img.h == h && img.w == w) {
             /* the same size: resizing would give back the values, exactly */
             if (x->dtype == MR_DTYPE_U8)
@@ -477,8 +440,88 @@ mr_status mr_image_folder_read(const char *dir, int h, int w, int c, mr_array *x
                                           w, err);
         }
         mr_image_free(&img);
-        if (st != MR_OK) goto out;
     }
+    if (st != MR_OK) mr_array_free(x);
+    return st;
+nomem:
+    mr_array_free(x);
+    return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory for %d images", dir, files->n);
+}
+
+/* dir's class folders: its subfolders but hidden ones (Keras skips .ipynb_checkpoints, ...). */
+static int class_folders(const char *dir, names *cls) {
+    if (!list_dir(dir, 'd', cls)) return 0;
+    int k = 0;
+    for (int i = 0; i < cls->n; i++) {
+        if (cls->v[i][0] == '.')
+            free(cls->v[i]);
+        else
+            cls->v[k++] = cls->v[i];
+    }
+    cls->n = k;
+    return 1;
+}
+
+int mr_image_folder_has_classes(const char *dir) {
+    names cls = {0};
+    const int has = class_folders(dir, &cls) && cls.n > 0;
+    names_free(&cls);
+    return has;
+}
+
+/* Every class folder's image files, in label order, into files; first[i] the index of class i's
+ * first file (first[cls.n] = files.n). */
+static mr_status list_classes(const char *dir, const names *cls, names *files, int *first,
+                              mr_error *err) {
+    for (int i = 0; i < cls->n; i++) {
+        char *p = join(dir, cls->v[i]);
+        first[i] = files->n;
+        mr_status st = MR_OK;
+        if (p == NULL || !class_files(p, files))
+            st = mr_error_set(err, MR_ERR_IO, "%s: cannot read the folder", p ? p : dir);
+        else if (files->n == first[i])
+            st = mr_error_set(err, MR_ERR_DATA,
+                              "%s: class folder without images (files named *.png, *.jpg, "
+                              "*.jpeg, *.bmp or *.gif, in any case)",
+                              p);
+        free(p);
+        MR_CHECK(st);
+    }
+    first[cls->n] = files->n;
+    return MR_OK;
+}
+
+mr_status mr_image_folder_read(const char *dir, int h, int w, int c, mr_array *x, int32_t **y,
+                               int *classes, char **class_names, mr_error *err) {
+    memset(x, 0, sizeof *x);
+    *y = NULL;
+    *classes = 0;
+    if (class_names != NULL) *class_names = NULL;
+    mr_status st = MR_OK;
+    names cls = {0}, files = {0};
+    int *first = NULL; /* (classes + 1) index of each class's first file */
+    if (!class_folders(dir, &cls)) {
+        names_free(&cls);
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot read the folder", dir);
+    }
+    if (cls.n == 0) {
+        st = mr_error_set(err, MR_ERR_DATA,
+                          "%s: no class folders in it: images go in one subfolder per class "
+                          "(DIR/<class>/<image>); a folder of images alone is for "
+                          "mirrored_eval --predict",
+                          dir);
+        goto out;
+    }
+    first = malloc(sizeof(int) * (size_t)(cls.n + 1));
+    if (first == NULL) goto nomem;
+    if ((st = list_classes(dir, &cls, &files, first, err)) != MR_OK) goto out;
+    *y = malloc(sizeof(int32_t) * (size_t)(files.n ? files.n : 1));
+    if (*y == NULL) goto nomem;
+    for (int i = 0; i < cls.n; i++)
+        for (int j = first[i]; j < first[i + 1]; j++)
+            (*y)[j] = i;
+    if (class_names != NULL && (*class_names = join_lines(&cls, 0)) == NULL) goto nomem;
+    if ((st = decode_files(dir, &files, h, w, c, x, err)) != MR_OK) goto out;
     *classes = cls.n;
     goto out;
 nomem:
@@ -492,6 +535,38 @@ out:
         free(*y);
         *y = NULL;
         *classes = 0;
+        if (class_names != NULL) free(*class_names), *class_names = NULL;
     }
+    return st;
+}
+
+mr_status mr_image_folder_read_flat(const char *dir, int h, int w, int c, mr_array *x,
+                                    char **file_names, mr_error *err) {
+    memset(x, 0, sizeof *x);
+    *file_names = NULL;
+    names fs = {0}, files = {0};
+    mr_status st = MR_OK;
+    if (!list_dir(dir, 'f', &fs)) {
+        names_free(&fs);
+        return mr_error_set(err, MR_ERR_IO, "%s: cannot read the folder", dir);
+    }
+    for (int i = 0; i < fs.n && st == MR_OK; i++) {
+        char *p = is_image_name(fs.v[i]) ? join(dir, fs.v[i]) : NULL;
+        if (is_image_name(fs.v[i]) && (p == NULL || !names_add(&files, p)))
+            st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", dir);
+        free(p);
+    }
+    if (st == MR_OK && files.n == 0)
+        st = mr_error_set(err, MR_ERR_DATA,
+                          "%s: no images in it (files named *.png, *.jpg, *.jpeg, *.bmp or "
+                          "*.gif, in any case)",
+                          dir);
+    /* the names as they are in dir: past "dir/" */
+    if (st == MR_OK && (*file_names = join_lines(&files, strlen(dir) + 1)) == NULL)
+        st = mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", dir);
+    if (st == MR_OK) st = decode_files(dir, &files, h, w, c, x, err);
+    names_free(&fs);
+    names_free(&files);
+    if (st != MR_OK) free(*file_names), *file_names = NULL;
     return st;
 }

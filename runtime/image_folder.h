@@ -48,11 +48,24 @@ mr_status mr_image_resize_bilinear(const uint8_t *src, int sh, int sw, int c, fl
 
 /* Reads the folder `dir` into x (n, h, w, c) and y (n) class ids, n and the
  * class count: uint8 when every image already is (h, w) (the values are
- * then exact), float32 otherwise. Errors (one line, naming the folder or
- * file): no class folders, a class folder without images, a file that
- * does not decode. */
+ * then exact), float32 otherwise. class_names (NULL: not wanted): the
+ * class folders' names in label order, one per line, malloc'd. Errors (one
+ * line, naming the folder or file): no class folders, a class folder
+ * without images, a file that does not decode. */
 mr_status mr_image_folder_read(const char *dir, int h, int w, int c, mr_array *x, int32_t **y,
-                               int *classes, mr_error *err);
+                               int *classes, char **class_names, mr_error *err);
+
+/* 1 if the folder `dir` has a class folder (a subfolder whose name does
+ * not start with '.'), else 0. */
+int mr_image_folder_has_classes(const char *dir);
+
+/* A folder of images without labels (new images to predict, Keras's
+ * image_dataset_from_directory(labels=None) of a flat folder): dir's own
+ * image files, sorted by name, into x as mr_image_folder_read does;
+ * *file_names: their names within dir, one per line in x's order,
+ * malloc'd. A folder without images is an error naming it. */
+mr_status mr_image_folder_read_flat(const char *dir, int h, int w, int c, mr_array *x,
+                                    char **file_names, mr_error *err);
 
 void mr_image_free(mr_image *img);
 

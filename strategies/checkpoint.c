@@ -91,6 +91,8 @@ static mr_status put_mirrored(mr_h5 *h, const mr_checkpoint *c, mr_error *err) {
         st = mr_h5_write(h, g, "preprocessing/mean", MR_H5_F32, 1, &c->row, c->mean, err);
     if (st == MR_OK && c->inv_std != NULL)
         st = mr_h5_write(h, g, "preprocessing/inv_std", MR_H5_F32, 1, &c->row, c->inv_std, err);
+    if (st == MR_OK && c->class_names != NULL)
+        st = mr_h5_write_str(h, g, "class_names", c->class_names, err);
     H5Gclose(g);
     return st;
 }
@@ -241,6 +243,8 @@ mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) 
         if (st == MR_OK)
             st = mr_h5_read(&h, g, "preprocessing/inv_std", MR_H5_F32, 1, &c->row, c->inv_std, err);
     }
+    if (st == MR_OK && mr_h5_exists(&h, g, "class_names"))
+        st = mr_h5_read_str(&h, g, "class_names", &c->class_names, err);
     if (st == MR_OK && (c->replicas < 1 || c->global_batch < 1 || s->epoch < 0 || s->step < 0 ||
                         s->position < 0 || s->global_step < 0 || s->n_history > s->epoch + 1 ||
                         !(c->previous_save_s >= 0.0 && c->previous_save_s < 1e9)))
@@ -266,6 +270,7 @@ void mr_checkpoint_free(mr_checkpoint *c) {
     free(c->state.history);
     free(c->mean);
     free(c->inv_std);
+    free(c->class_names);
     memset(c, 0, sizeof *c);
 }
 

@@ -38,6 +38,9 @@ typedef struct mr_checkpoint {
     /* seconds the run's save before this one took (0: none before it): what
      * a resumed run expects a save of this model to take (--stop-budget) */
     double previous_save_s;
+    /* the classes' names, one per line in label order (an image folder's class folders;
+     * /mirrored/class_names), or NULL: none known (older files have none) */
+    char *class_names;
 } mr_checkpoint;
 
 /* Writes model m (weights and optimizer slots) and c to path. */

@@ -79,7 +79,7 @@ static void read_fails(const char *dir, int c, mr_status want, const char *what)
     int32_t *y;
     int k;
     mr_error err = {0};
-    mr_status st = mr_image_folder_read(dir, 4, 4, c, &x, &y, &k, &err);
+    mr_status st = mr_image_folder_read(dir, 4, 4, c, &x, &y, &k, NULL, &err);
     ck_assert_msg(st == want, "%s: status %s, expected %s (%s)", dir, mr_status_name(st),
                   mr_status_name(want), err.msg);
     ck_assert_msg(strstr(err.msg, what) != NULL, "message does not name %s: %s", what, err.msg);
@@ -306,7 +306,8 @@ START_TEST(folder_order_and_labels) {
     int32_t *y;
     int k;
     mr_error err = {0};
-    ck_assert_msg(mr_image_folder_read(dir, 4, 4, 1, &x, &y, &k, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_image_folder_read(dir, 4, 4, 1, &x, &y, &k, NULL, &err) == MR_OK, "%s",
+                  err.msg);
     ck_assert_int_eq(k, 3);
     ck_assert(x.ndim == 4 && x.dims[0] == 7 && x.dims[1] == 4 && x.dims[2] == 4 && x.dims[3] == 1);
     ck_assert_int_eq(x.dtype, MR_DTYPE_F32); /* one image was resized */
@@ -335,7 +336,8 @@ START_TEST(folder_uint8_when_no_resize) {
     int32_t *y;
     int k;
     mr_error err = {0};
-    ck_assert_msg(mr_image_folder_read(dir, 2, 3, 3, &x, &y, &k, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_image_folder_read(dir, 2, 3, 3, &x, &y, &k, NULL, &err) == MR_OK, "%s",
+                  err.msg);
     ck_assert_int_eq(x.dtype, MR_DTYPE_U8);
     ck_assert_int_eq(k, 2);
     ck_assert_mem_eq(x.data, px, 18);
@@ -345,7 +347,7 @@ START_TEST(folder_uint8_when_no_resize) {
     free(y);
     /* mixed sizes: the first one stays exact when a later one widens x */
     grey_png(dir, "c1/c.png", 4, 6, 100);
-    ck_assert(mr_image_folder_read(dir, 2, 3, 3, &x, &y, &k, &err) == MR_OK);
+    ck_assert(mr_image_folder_read(dir, 2, 3, 3, &x, &y, &k, NULL, &err) == MR_OK);
     ck_assert_int_eq(x.dtype, MR_DTYPE_F32);
     ck_assert_int_eq(x.dims[0], 3);
     for (int i = 0; i < 18; i++)
