@@ -200,6 +200,7 @@ START_TEST(state_read_back) {
     ck_assert(same_logs(&c.state.history[1], &full.logs[1]));
     ck_assert(strstr(c.cfg_text, "[batchnorm]") != NULL);
     ck_assert_ptr_null(c.mean);
+    ck_assert_ptr_null(c.class_names); /* trained on files: no class folders to name */
     mr_checkpoint_free(&c);
     free(full.weights);
     /* --resume auto's fall-back: the newest damaged, the one before taken */

@@ -410,6 +410,7 @@ START_TEST(dataset_from_folder) {
     ck_assert(ds.n == 3 && ds.row == 16 && ds.classes == 2);
     ck_assert(ds.y[0] == 0 && ds.y[1] == 1 && ds.y[2] == 1);
     ck_assert_msg(strstr(ds.note, "found 3 files belonging to 2 classes"), "%s", ds.note);
+    ck_assert_str_eq(ds.class_names, "cat\ndog");
     ck_assert(mr_dataset_check_labels(&ds, 2, dir, &err) == MR_OK);
     ck_assert_int_eq(mr_dataset_check_labels(&ds, 3, dir, &err), MR_ERR_DATA);
     ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, "2 class folders, but the model has 3"),
@@ -428,6 +429,58 @@ START_TEST(dataset_from_folder) {
 }
 END_TEST
 
+/* A folder of images without class folders, to predict: its own image files by name (other
+ * files and hidden folders left out), their names in order; a folder without images, or with
+ * class folders, is not one. */
+START_TEST(flat_folder) {
+    const char *dir = tu_tmpdir();
+    grey_png(dir, "b.png", 4, 4, 2);
+    grey_png(dir, "A.PNG", 8, 8, 1); /* resized: float32 */
+    grey_png(dir, ".hidden/h.png", 4, 4, 9);
+    free(tu_write_text(dir, "notes.txt", "x"));
+    ck_assert_int_eq(mr_image_folder_has_classes(dir), 0);
+    mr_array x;
+    char *names = NULL;
+    mr_error err = {0};
+    ck_assert_msg(mr_image_folder_read_flat(dir, 4, 4, 1, &x, &names, &err) == MR_OK, "%s",
+                  err.msg);
+    ck_assert_str_eq(names, "A.PNG\nb.png");
+    ck_assert(x.ndim == 4 && x.dims[0] == 2 && x.dtype == MR_DTYPE_F32);
+    ck_assert(((float *)x.data)[0] == 1.0f && ((float *)x.data)[16] == 2.0f);
+    mr_array_free(&x);
+    free(names);
+    const int shape[3] = {4, 4, 1};
+    mr_dataset ds;
+    ck_assert_msg(mr_dataset_load_images(&ds, dir, 3, shape, &err) == MR_OK, "%s", err.msg);
+    ck_assert(ds.n == 2 && ds.row == 16 && ds.classes == 0 && ds.y[0] == 0 && ds.y[1] == 0);
+    ck_assert_str_eq(ds.file_names, "A.PNG\nb.png");
+    ck_assert_msg(strstr(ds.note, "found 2 files, no labels"), "%s", ds.note);
+    mr_dataset_free(&ds);
+    const int flat[1] = {16};
+    ck_assert_int_eq(mr_dataset_load_images(&ds, dir, 1, flat, &err), MR_ERR_USAGE);
+    /* no images; and a folder of class folders */
+    const char *empty = tu_tmpdir();
+    free(tu_write_text(empty, "notes.txt", "x"));
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_image_folder_read_flat(empty, 4, 4, 1, &x, &names, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, empty) && strstr(err.msg, "no images in it"), "%s", err.msg);
+    ck_assert_ptr_null(names);
+    ck_assert_ptr_null(x.data);
+    grey_png(empty, "cls/a.png", 4, 4, 1);
+    ck_assert_int_eq(mr_image_folder_has_classes(empty), 1);
+    ck_assert_int_eq(mr_image_folder_has_classes("/nonexistent"), 0);
+    /* the class folders' names, in label order */
+    int32_t *y;
+    int k;
+    grey_png(empty, "Abc/a.png", 4, 4, 1);
+    ck_assert_msg(mr_image_folder_read(empty, 4, 4, 1, &x, &y, &k, &names, &err) == MR_OK, "%s",
+                  err.msg);
+    ck_assert_str_eq(names, "Abc\ncls");
+    mr_array_free(&x);
+    free(y), free(names);
+}
+END_TEST
+
 static Suite *image_folder_suite(void) {
     Suite *s = suite_create("image_folder");
     TCase *tc = tcase_create("core");
@@ -441,6 +494,7 @@ static Suite *image_folder_suite(void) {
     tcase_add_test(tc, folder_errors);
     tcase_add_test(tc, folder_is);
     tcase_add_test(tc, dataset_from_folder);
+    tcase_add_test(tc, flat_folder);
     suite_add_tcase(s, tc);
     return s;
 }
