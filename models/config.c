@@ -5,7 +5,12 @@
  * ([dense] twice) and may be empty ([flatten]). So we feed inih through
  * ini_parse_stream with our own line reader: the reader sees every raw line,
  * counts lines (for error messages) and opens a new section record whenever a
- * header goes by; the key handler then fills the most recent section. */
+ * header goes by; the key handler then fills the most recent section.
+ *
+ * Keras's spellings read as ours: a layer section's Keras class and
+ * automatic names come from its kind's ops table (layer.h), a key's Keras
+ * argument name from the key table, and py_value turns a value written as
+ * Python (quotes, tuples, None, l2(x)) into the text the parsers take. */
 #include "models/config.h"
 
 #include <ctype.h>
@@ -939,7 +944,9 @@ static void keras_section_names(int k, const char *out[2]) {
 /* sections[] index of the section named `name` (any case), ours or a layer
  * kind's Keras names; -1 none. */
 static int section_index(const char *name) {
-    for (int k = 0; k < MR_LAYER_KIND_COUNT; k++) {
+    for (size_t s = 0; s < N_SECTIONS; s++) {
+        const int k = layer_kind_of(sections[s].name);
+        if (k < 0) continue;
         const char *kn[2];
         keras_section_names(k, kn);
         for (int j = 0; j < 2; j++)
@@ -1473,6 +1480,59 @@ static void write_key(FILE *out, int markdown, const char *section, const key_de
         fprintf(out, "    %-17s default %-12s %s; allowed: %s\n", k->key, def, k->help, range);
 }
 
+/* Python spellings key k takes beyond quotes, tuples and True/False, as
+ * text for the reference ("" none). */
+static void py_notes(const key_def *k, char *out, size_t n) {
+    out[0] = '\0';
+    if (k->py & PY_L2)
+        snprintf(out, n, "l2(x), L2(x), L2(l2=x), 'l2' (x 0.01)");
+    else if (k->py & PY_PAIRS)
+        snprintf(out, n, "((t, t), (l, l)): symmetric pairs");
+    if (k->py & PY_NONE) {
+        size_t o = strlen(out);
+        snprintf(out + o, n - o, "%sNone: %s", o ? "; " : "", k->def[0] ? k->def : "not given");
+    }
+}
+
+/* The Keras spellings of the sections and keys: a layer kind's Keras class
+ * and automatic names (its ops'), a key's Keras argument name and the
+ * Python values it also takes. */
+static void write_keras_names(FILE *out, int markdown) {
+    if (markdown)
+        fprintf(out, "\nTheir Keras spellings, taken as the names above (any case):\n\n"
+                     "| .cfg | Keras | Python values |\n|---|---|---|\n");
+    else
+        fprintf(out, "[Keras names]  taken as the names above (any case)\n");
+    for (size_t s = 0; s < N_SECTIONS; s++) {
+        const int k = layer_kind_of(sections[s].name);
+        if (k < 0) continue;
+        const char *kn[2];
+        keras_section_names(k, kn);
+        char names[96];
+        snprintf(names, sizeof names, markdown ? "`[%s]`" : "[%s]", kn[0]);
+        if (strcasecmp(kn[1], kn[0]) != 0 && strcasecmp(kn[1], layer_sections[k]) != 0)
+            snprintf(names + strlen(names), sizeof names - strlen(names),
+                     markdown ? ", `[%s]`" : ", [%s]", kn[1]);
+        if (markdown)
+            fprintf(out, "| `[%s]` | %s | |\n", layer_sections[k], names);
+        else
+            fprintf(out, "    [%s]%*s %s\n", layer_sections[k], 26 - (int)strlen(layer_sections[k]),
+                    "", names);
+    }
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        if (k->keras == NULL && k->py == 0) continue;
+        char ours[64], notes[128];
+        snprintf(ours, sizeof ours, "[%s] %s", k->section, k->key);
+        py_notes(k, notes, sizeof notes);
+        const char *keras = k->keras ? k->keras : k->key;
+        if (markdown)
+            fprintf(out, "| `%s` | `%s` | %s |\n", ours, keras, notes);
+        else
+            fprintf(out, "    %-28s %s%s%s\n", ours, keras, notes[0] ? "; " : "", notes);
+    }
+}
+
 void mr_config_write_reference(FILE *out, int markdown) {
     if (markdown) {
         fprintf(out, "| section | key | default | allowed | meaning |\n|---|---|---|---|---|\n");
@@ -1492,4 +1552,5 @@ void mr_config_write_reference(FILE *out, int markdown) {
     if (!markdown) fprintf(out, "[any layer]  keys of every layer section, [input] included\n");
     for (size_t i = 0; i < N_KEYS; i++)
         if (strcmp(keys[i].section, ANY_LAYER) == 0) write_key(out, markdown, ANY_LAYER, &keys[i]);
+    write_keras_names(out, markdown);
 }

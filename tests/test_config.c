@@ -979,13 +979,23 @@ START_TEST(reference_lists_every_key) {
     FILE *f = open_memstream(&buf, &len);
     mr_config_write_reference(f, 1);
     fclose(f);
-    const char *keys[] = {"`batch`",         "`validation_split`",
-                          "`warmup_epochs`", "`lr_schedule`",
-                          "`lr_alpha`",      "`accumulate`",
-                          "`scale`",         "`standardize`",
-                          "`units`",         "`filters`",
-                          "`rate`",          "`sync`",
-                          "`[flatten]`",     "`flip`"};
+    const char *keys[] = {"`batch`",
+                          "`validation_split`",
+                          "`warmup_epochs`",
+                          "`lr_schedule`",
+                          "`lr_alpha`",
+                          "`accumulate`",
+                          "`scale`",
+                          "`standardize`",
+                          "`units`",
+                          "`filters`",
+                          "`rate`",
+                          "`sync`",
+                          "`[flatten]`",
+                          "`flip`",
+                          "`[GlobalAveragePooling2D]`",
+                          "`kernel_size`",
+                          "`kernel_regularizer`"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         ck_assert_msg(strstr(buf, keys[i]) != NULL, "missing %s", keys[i]);
     free(buf);
