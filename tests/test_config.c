@@ -371,6 +371,31 @@ START_TEST(keras_spellings) {
 }
 END_TEST
 
+/* Every layer kind's section answers to its Keras class name and Keras's
+ * automatic layer name (its ops table's), in any case */
+START_TEST(every_kind_by_keras_names) {
+    const char *head = "[net]\n[data]\ntrain_images = a\ntrain_labels = b\n[InputLayer]\n"
+                       "shape = 8,8,2\n";
+    for (int k = MR_LAYER_INPUT + 1; k < MR_LAYER_KIND_COUNT; k++) {
+        const mr_layer_ops *ops = mr_layer_ops_for((mr_layer_kind)k);
+        const char *names[] = {ops->class_name, ops->keras_name};
+        for (int j = 0; j < 2; j++) {
+            char text[256];
+            snprintf(text, sizeof text, "%s[%s]\n", head, names[j]);
+            mr_config cfg;
+            mr_error err = {0};
+            if (mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK) {
+                ck_assert_int_eq(cfg.layers[1].kind, k);
+                mr_config_free(&cfg);
+            } else { /* a kind with required keys: refused for them, not for its name */
+                ck_assert_msg(strstr(err.msg, "missing the required key"), "[%s]: %s", names[j],
+                              err.msg);
+            }
+        }
+    }
+}
+END_TEST
+
 /* A Keras spelling that is wrong: one line, with the file and the line */
 START_TEST(keras_spelling_errors) {
     const char *head = "[net]\n[data]\ntrain_images = a\ntrain_labels = b\n[input]\n"
@@ -1030,6 +1055,7 @@ int main(void) {
     tcase_add_test(tc, normalization_keys);
     tcase_add_test(tc, keras_names);
     tcase_add_test(tc, keras_spellings);
+    tcase_add_test(tc, every_kind_by_keras_names);
     tcase_add_test(tc, keras_spelling_errors);
     tcase_add_test(tc, keras_spelling_same_model);
     tcase_add_test(tc, seed_takes_int64);
