@@ -5,7 +5,12 @@
  * ([dense] twice) and may be empty ([flatten]). So we feed inih through
  * ini_parse_stream with our own line reader: the reader sees every raw line,
  * counts lines (for error messages) and opens a new section record whenever a
- * header goes by; the key handler then fills the most recent section. */
+ * header goes by; the key handler then fills the most recent section.
+ *
+ * Keras's spellings read as ours: a layer section's Keras class and
+ * automatic names come from its kind's ops table (layer.h), a key's Keras
+ * argument name from the key table, and py_value turns a value written as
+ * Python (quotes, tuples, None, l2(x)) into the text the parsers take. */
 #include "models/config.h"
 #include "runtime/file_kind.h"
 
@@ -21,6 +26,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+
+#include "models/layer.h"
 
 /* ---- the key table ---------------------------------------------------- */
 
@@ -45,9 +52,19 @@ typedef enum key_type {
 /* Which struct a section's keys live in. */
 typedef enum sec_kind { SEC_NET, SEC_DATA, SEC_AUGMENT, SEC_LAYER } sec_kind;
 
+/* What a value spelled as Python (Keras's arguments) may also be, beyond
+ * the quoted strings, True/False and tuples or lists every key takes. */
+enum {
+    PY_NONE = 1,  /* None: the key's default (Keras's None means the same here) */
+    PY_L2 = 2,    /* l2(x), L2(x), L2(l2=x), "l2" (x 0.01): Keras's L2 regularizer, as x */
+    PY_PAIRS = 4, /* ((t, b), (l, r)) with t = b and l = r: Keras's symmetric padding */
+};
+
 typedef struct key_def {
     const char *section;
     const char *key;
+    const char *keras; /* Keras's argument name where it differs ("kernel_size"), or NULL */
+    unsigned py;       /* PY_* : the Python spellings the key also takes */
     key_type type;
     size_t offset;            /* into mr_net_cfg, mr_data_cfg, mr_augment_cfg or mr_layer_cfg */
     const char *def;          /* default as text; NULL = required */
@@ -82,243 +99,263 @@ static const char *const monitor_names[] = {"none", "val_loss", "val_accuracy",
 #define BIG     1e30
 
 static const key_def keys[] = {
-    {"net", "batch", KEY_INT, NET(batch), "32", 1, 1 << 20, 0, 0, NULL, 0,
+    {"net", "batch", NULL, 0, KEY_INT, NET(batch), "32", 1, 1 << 20, 0, 0, NULL, 0,
      "examples per replica per step (the global batch is batch x replicas x accumulate)"},
-    {"net", "global_batch", KEY_INT, NET(global_batch), "0", 0, 1 << 24, 0, 0, NULL, 0,
+    {"net", "global_batch", NULL, 0, KEY_INT, NET(global_batch), "0", 0, 1 << 24, 0, 0, NULL, 0,
      "if > 0: the global batch on any replica count, split evenly over the replicas (must "
      "divide; --devices auto picks a count that does); overrides batch and lr_scaling"},
-    {"net", "epochs", KEY_INT, NET(epochs), "1", 1, 100000, 0, 0, NULL, 0,
+    {"net", "epochs", NULL, 0, KEY_INT, NET(epochs), "1", 1, 100000, 0, 0, NULL, 0,
      "passes over the training split (--epochs overrides)"},
-    {"net", "optimizer", KEY_ENUM, NET(optimizer), "adam", 0, 0, 0, 0, optimizer_names, 0,
+    {"net", "optimizer", NULL, 0, KEY_ENUM, NET(optimizer), "adam", 0, 0, 0, 0, optimizer_names, 0,
      "sgd, adam, rmsprop or adamw (Adam with weight_decay, 0.004 unless given, as Keras AdamW)"},
-    {"net", "learning_rate", KEY_FLOAT, NET(learning_rate), "0.001", 0, 10, 1, 0, NULL, 0,
+    {"net", "learning_rate", NULL, 0, KEY_FLOAT, NET(learning_rate), "0.001", 0, 10, 1, 0, NULL, 0,
      "learning rate for a batch of `batch` (with global_batch: for that global batch)"},
-    {"net", "momentum", KEY_FLOAT, NET(momentum), "0", 0, 1, 0, 1, NULL, 0,
+    {"net", "momentum", NULL, 0, KEY_FLOAT, NET(momentum), "0", 0, 1, 0, 1, NULL, 0,
      "sgd, rmsprop: momentum"},
-    {"net", "nesterov", KEY_BOOL, NET(nesterov), "0", 0, 1, 0, 0, NULL, 0,
+    {"net", "nesterov", NULL, 0, KEY_BOOL, NET(nesterov), "0", 0, 1, 0, 0, NULL, 0,
      "sgd: Nesterov momentum"},
-    {"net", "beta1", KEY_FLOAT, NET(beta1), "0.9", 0, 1, 0, 1, NULL, 0, "adam: beta_1"},
-    {"net", "beta2", KEY_FLOAT, NET(beta2), "0.999", 0, 1, 0, 1, NULL, 0, "adam: beta_2"},
-    {"net", "epsilon", KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0,
+    {"net", "beta1", "beta_1", 0, KEY_FLOAT, NET(beta1), "0.9", 0, 1, 0, 1, NULL, 0,
+     "adam: beta_1"},
+    {"net", "beta2", "beta_2", 0, KEY_FLOAT, NET(beta2), "0.999", 0, 1, 0, 1, NULL, 0,
+     "adam: beta_2"},
+    {"net", "epsilon", NULL, 0, KEY_FLOAT, NET(epsilon), "1e-7", 0, 1, 1, 0, NULL, 0,
      "adam, adamw, rmsprop: epsilon"},
-    {"net", "rho", KEY_FLOAT, NET(rho), "0.9", 0, 1, 0, 1, NULL, 0,
+    {"net", "rho", NULL, 0, KEY_FLOAT, NET(rho), "0.9", 0, 1, 0, 1, NULL, 0,
      "rmsprop: decay of the moving mean square of the gradients (Keras rho)"},
-    {"net", "weight_decay", KEY_FLOAT, NET(weight_decay), "0", 0, 1, 0, 1, NULL, 0,
+    {"net", "weight_decay", NULL, 0, KEY_FLOAT, NET(weight_decay), "0", 0, 1, 0, 1, NULL, 0,
      "decoupled weight decay, any optimizer: each update first does w -= w x weight_decay x "
      "learning rate (Keras weight_decay; AdamW, SGDW)"},
-    {"net", "clipnorm", KEY_FLOAT, NET(clipnorm), "0", 0, BIG, 0, 0, NULL, 0,
+    {"net", "clipnorm", NULL, PY_NONE, KEY_FLOAT, NET(clipnorm), "0", 0, BIG, 0, 0, NULL, 0,
      "if > 0: each weight's all-reduced gradient is scaled down to this L2 norm (Keras clipnorm)"},
-    {"net", "global_clipnorm", KEY_FLOAT, NET(global_clipnorm), "0", 0, BIG, 0, 0, NULL, 0,
+    {"net", "global_clipnorm", NULL, PY_NONE, KEY_FLOAT, NET(global_clipnorm), "0", 0, BIG, 0, 0,
+     NULL, 0,
      "if > 0: all the all-reduced gradients together are scaled down to this L2 norm (Keras "
      "global_clipnorm)"},
-    {"net", "clipvalue", KEY_FLOAT, NET(clipvalue), "0", 0, BIG, 0, 0, NULL, 0,
+    {"net", "clipvalue", NULL, PY_NONE, KEY_FLOAT, NET(clipvalue), "0", 0, BIG, 0, 0, NULL, 0,
      "if > 0: each all-reduced gradient element is clipped to [-clipvalue, clipvalue] (Keras "
      "clipvalue)"},
-    {"net", "loss", KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0, loss_names,
-     0,
+    {"net", "loss", NULL, 0, KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0,
+     loss_names, 0,
      "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels), mse or "
      "binary_crossentropy (one sigmoid output, labels 0 and 1; or k sigmoid outputs, "
      "multi-hot labels (n, k))"},
-    {"net", "from_logits", KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
+    {"net", "from_logits", NULL, 0, KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
      "cross-entropy: the last layer outputs logits, not probabilities (Keras from_logits); "
      "needed with a linear last layer, refused with a softmax one"},
-    {"net", "label_smoothing", KEY_FLOAT, NET(label_smoothing), "0", 0, 1, 0, 0, NULL, 0,
+    {"net", "label_smoothing", NULL, 0, KEY_FLOAT, NET(label_smoothing), "0", 0, 1, 0, 0, NULL, 0,
      "categorical_crossentropy: targets (1 - s) x one-hot + s / classes (Keras "
      "CategoricalCrossentropy; the sparse one has none); binary_crossentropy: (1 - s) y + s / 2"},
-    {"net", "class_weight", KEY_FLOATS, NET(class_weight), "", 0, BIG, 0, 0, NULL,
+    {"net", "class_weight", NULL, 0, KEY_FLOATS, NET(class_weight), "", 0, BIG, 0, 0, NULL,
      MR_MAX_CLASS_WEIGHTS,
      "one weight per class (0.5, 2, ...): each training example's loss is multiplied by its "
      "class's weight, still divided by the batch size (Keras fit's class_weight); validation "
      "and test losses and the accuracy are not weighted"},
-    {"net", "seed", KEY_INT64, NET(seed), "1", 0, (double)INT64_MAX, 0, 0, NULL, 0,
+    {"net", "seed", NULL, 0, KEY_INT64, NET(seed), "1", 0, (double)INT64_MAX, 0, 0, NULL, 0,
      "seed of weights, shuffling, dropout and augmentation (--seed overrides)"},
-    {"net", "shuffle", KEY_BOOL, NET(shuffle), "1", 0, 1, 0, 0, NULL, 0,
+    {"net", "shuffle", NULL, 0, KEY_BOOL, NET(shuffle), "1", 0, 1, 0, 0, NULL, 0,
      "reshuffle the training split every epoch"},
-    {"net", "validation_split", KEY_FLOAT, NET(validation_split), "0", 0, 1, 0, 1, NULL, 0,
+    {"net", "validation_split", NULL, 0, KEY_FLOAT, NET(validation_split), "0", 0, 1, 0, 1, NULL, 0,
      "last fraction of the training data held out for validation (as Keras)"},
-    {"net", "lr_scaling", KEY_ENUM, NET(lr_scaling), "linear", 0, 0, 0, 0, scaling_names, 0,
+    {"net", "lr_scaling", NULL, 0, KEY_ENUM, NET(lr_scaling), "linear", 0, 0, 0, 0, scaling_names,
+     0,
      "with batch per replica: linear multiplies the rate by global batch / batch (Goyal et "
      "al. 2017), none leaves it; with global_batch the rate is never scaled"},
-    {"net", "warmup_epochs", KEY_FLOAT, NET(warmup_epochs), "0", 0, 1000, 0, 0, NULL, 0,
+    {"net", "warmup_epochs", NULL, 0, KEY_FLOAT, NET(warmup_epochs), "0", 0, 1000, 0, 0, NULL, 0,
      "epochs to ramp linearly from learning_rate to the scaled rate (batch per replica with "
      "lr_scaling = linear only: refused with global_batch or lr_scaling = none)"},
-    {"net", "lr_schedule", KEY_ENUM, NET(lr_schedule), "constant", 0, 0, 0, 0, schedule_names, 0,
+    {"net", "lr_schedule", NULL, 0, KEY_ENUM, NET(lr_schedule), "constant", 0, 0, 0, 0,
+     schedule_names, 0,
      "after the warmup: constant, cosine decay over the remaining epochs (Keras CosineDecay), "
      "or steps: piecewise constant (lr_boundaries, lr_factors)"},
-    {"net", "lr_alpha", KEY_FLOAT, NET(lr_alpha), "0", 0, 1, 0, 0, NULL, 0,
+    {"net", "lr_alpha", NULL, 0, KEY_FLOAT, NET(lr_alpha), "0", 0, 1, 0, 0, NULL, 0,
      "cosine: the final learning rate as a fraction of the scaled one (Keras alpha)"},
-    {"net", "lr_boundaries", KEY_FLOATS, NET(lr_boundaries), "", 0, 100000, 1, 0, NULL,
+    {"net", "lr_boundaries", NULL, 0, KEY_FLOATS, NET(lr_boundaries), "", 0, 100000, 1, 0, NULL,
      MR_MAX_FLOATS,
      "steps: epochs, increasing, at which the rate changes (30, 60: from the first update of "
      "epoch 31 and of epoch 61)"},
-    {"net", "lr_factors", KEY_FLOATS, NET(lr_factors), "", 0, 1000, 1, 0, NULL, MR_MAX_FLOATS,
+    {"net", "lr_factors", NULL, 0, KEY_FLOATS, NET(lr_factors), "", 0, 1000, 1, 0, NULL,
+     MR_MAX_FLOATS,
      "steps: one per boundary, the scaled rate's factor from that boundary on (0.1, 0.01)"},
-    {"net", "accumulate", KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
+    {"net", "accumulate", NULL, 0, KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
      "micro-batches per update (gradient accumulation)"},
-    {"net", "checkpoint", KEY_PATH, NET(checkpoint), "", 0, 0, 0, 0, NULL, 0,
+    {"net", "checkpoint", NULL, 0, KEY_PATH, NET(checkpoint), "", 0, 0, 0, 0, NULL, 0,
      "if set: write checkpoints DIR/NAME-step<N>.h5 of this path (relative: to the .cfg's "
      "folder; --keep prunes them, --resume auto takes the newest)"},
-    {"net", "checkpoint_every", KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30, 0, 0,
-     NULL, 0, "how often: N epochs or N steps (updates)"},
-    {"net", "on_nan", KEY_ENUM, NET(on_nan), "stop", 0, 0, 0, 0, on_nan_names, 0,
+    {"net", "checkpoint_every", NULL, 0, KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30,
+     0, 0, NULL, 0, "how often: N epochs or N steps (updates)"},
+    {"net", "on_nan", NULL, 0, KEY_ENUM, NET(on_nan), "stop", 0, 0, 0, 0, on_nan_names, 0,
      "a step whose loss or gradients are NaN or infinite: stop ends the fit with exit 1 (Keras "
      "TerminateOnNaN), skip drops that step's update and goes on"},
-    {"net", "nan_patience", KEY_INT, NET(nan_patience), "10", 1, 1000000, 0, 0, NULL, 0,
+    {"net", "nan_patience", NULL, 0, KEY_INT, NET(nan_patience), "10", 1, 1000000, 0, 0, NULL, 0,
      "skip: stop after this many skipped steps in a row"},
-    {"net", "early_stopping", KEY_ENUM, NET(early_stopping), "none", 0, 0, 0, 0, monitor_names, 0,
+    {"net", "early_stopping", NULL, 0, KEY_ENUM, NET(early_stopping), "none", 0, 0, 0, 0,
+     monitor_names, 0,
      "stop training when this epoch metric stops improving (Keras EarlyStopping's monitor; "
      "losses fall, accuracies rise)"},
-    {"net", "patience", KEY_INT, NET(patience), "0", 0, 1000000, 0, 0, NULL, 0,
+    {"net", "patience", NULL, 0, KEY_INT, NET(patience), "0", 0, 1000000, 0, 0, NULL, 0,
      "early_stopping: epochs without improvement before stopping (Keras patience)"},
-    {"net", "min_delta", KEY_FLOAT, NET(min_delta), "0", 0, BIG, 0, 0, NULL, 0,
+    {"net", "min_delta", NULL, 0, KEY_FLOAT, NET(min_delta), "0", 0, BIG, 0, 0, NULL, 0,
      "early_stopping: a change smaller than this is no improvement (Keras min_delta)"},
-    {"net", "reduce_lr_on_plateau", KEY_ENUM, NET(reduce_lr_on_plateau), "none", 0, 0, 0, 0,
-     monitor_names, 0,
+    {"net", "reduce_lr_on_plateau", NULL, 0, KEY_ENUM, NET(reduce_lr_on_plateau), "none", 0, 0, 0,
+     0, monitor_names, 0,
      "cut the learning rate when this epoch metric stops improving (Keras ReduceLROnPlateau's "
      "monitor); needs lr_schedule = constant and no warmup"},
-    {"net", "reduce_lr_factor", KEY_FLOAT, NET(reduce_lr_factor), "0.1", 0, 1, 1, 1, NULL, 0,
-     "reduce_lr_on_plateau: the rate is multiplied by this (Keras factor)"},
-    {"net", "reduce_lr_patience", KEY_INT, NET(reduce_lr_patience), "10", 0, 1000000, 0, 0, NULL, 0,
-     "reduce_lr_on_plateau: epochs without improvement before a cut (Keras patience)"},
-    {"net", "reduce_lr_min_delta", KEY_FLOAT, NET(reduce_lr_min_delta), "0.0001", 0, BIG, 0, 0,
-     NULL, 0, "reduce_lr_on_plateau: a smaller change is no improvement (Keras min_delta)"},
-    {"net", "reduce_lr_cooldown", KEY_INT, NET(reduce_lr_cooldown), "0", 0, 1000000, 0, 0, NULL, 0,
-     "reduce_lr_on_plateau: epochs after a cut before counting again (Keras cooldown)"},
-    {"net", "min_lr", KEY_FLOAT, NET(min_lr), "0", 0, 10, 0, 0, NULL, 0,
+    {"net", "reduce_lr_factor", NULL, 0, KEY_FLOAT, NET(reduce_lr_factor), "0.1", 0, 1, 1, 1, NULL,
+     0, "reduce_lr_on_plateau: the rate is multiplied by this (Keras factor)"},
+    {"net", "reduce_lr_patience", NULL, 0, KEY_INT, NET(reduce_lr_patience), "10", 0, 1000000, 0, 0,
+     NULL, 0, "reduce_lr_on_plateau: epochs without improvement before a cut (Keras patience)"},
+    {"net", "reduce_lr_min_delta", NULL, 0, KEY_FLOAT, NET(reduce_lr_min_delta), "0.0001", 0, BIG,
+     0, 0, NULL, 0, "reduce_lr_on_plateau: a smaller change is no improvement (Keras min_delta)"},
+    {"net", "reduce_lr_cooldown", NULL, 0, KEY_INT, NET(reduce_lr_cooldown), "0", 0, 1000000, 0, 0,
+     NULL, 0, "reduce_lr_on_plateau: epochs after a cut before counting again (Keras cooldown)"},
+    {"net", "min_lr", NULL, 0, KEY_FLOAT, NET(min_lr), "0", 0, 10, 0, 0, NULL, 0,
      "reduce_lr_on_plateau: the rate never goes below this (Keras min_lr)"},
-    {"net", "save_best_only", KEY_ENUM, NET(save_best_only), "none", 0, 0, 0, 0, monitor_names, 0,
+    {"net", "save_best_only", NULL, 0, KEY_ENUM, NET(save_best_only), "none", 0, 0, 0, 0,
+     monitor_names, 0,
      "--save writes the model at each epoch end where this metric improved on every epoch "
      "before (Keras ModelCheckpoint(save_best_only=True, monitor)), not at the end: the file "
      "holds the best epoch's model"},
-    {"net", "restore_best_weights", KEY_BOOL, NET(restore_best_weights), "0", 0, 1, 0, 0, NULL, 0,
+    {"net", "restore_best_weights", NULL, 0, KEY_BOOL, NET(restore_best_weights), "0", 0, 1, 0, 0,
+     NULL, 0,
      "early_stopping: end training with the weights of the best epoch (Keras "
      "restore_best_weights)"},
-    {"net", "top_k", KEY_INT, NET(top_k), "0", 0, 1 << 20, 0, 0, NULL, 0,
+    {"net", "top_k", NULL, 0, KEY_INT, NET(top_k), "0", 0, 1 << 20, 0, 0, NULL, 0,
      "if > 0: also report the top-k accuracy on the validation and test sets, the fraction whose "
      "label is among the top_k largest outputs, ties at the boundary counted in (Keras "
      "SparseTopKCategoricalAccuracy(k=top_k)); below the number of classes"},
-    {"net", "per_class", KEY_BOOL, NET(per_class), "0", 0, 1, 0, 0, NULL, 0,
+    {"net", "per_class", NULL, 0, KEY_BOOL, NET(per_class), "0", 0, 1, 0, 0, NULL, 0,
      "also report each class's accuracy (correct / examples of the class) and example count on "
      "the validation set after each epoch and on the test set; needs one of them"},
 
-    {"data", "train_images", KEY_PATH, DATA(train_images), NULL, 0, 0, 0, 0, NULL, 0,
+    {"data", "train_images", NULL, 0, KEY_PATH, DATA(train_images), NULL, 0, 0, 0, 0, NULL, 0,
      "training images: IDX (raw or .gz), .npy, file.h5:/dataset, or a folder of class folders of "
      "PNG/JPEG images (labelled by the folders, as Keras image_dataset_from_directory)"},
-    {"data", "train_labels", KEY_PATH, DATA(train_labels), "", 0, 0, 0, 0, NULL, 0,
+    {"data", "train_labels", NULL, 0, KEY_PATH, DATA(train_labels), "", 0, 0, 0, 0, NULL, 0,
      "training labels: class ids (integers, or floats with integer values) or one-hot rows (n, "
      "classes), same formats; required unless train_images is a folder"},
-    {"data", "val_images", KEY_PATH, DATA(val_images), "", 0, 0, 0, 0, NULL, 0,
+    {"data", "val_images", NULL, 0, KEY_PATH, DATA(val_images), "", 0, 0, 0, 0, NULL, 0,
      "validation images (optional; Keras validation_data), instead of validation_split"},
-    {"data", "val_labels", KEY_PATH, DATA(val_labels), "", 0, 0, 0, 0, NULL, 0,
+    {"data", "val_labels", NULL, 0, KEY_PATH, DATA(val_labels), "", 0, 0, 0, 0, NULL, 0,
      "validation labels (required with val_images, unless it is a folder)"},
-    {"data", "test_images", KEY_PATH, DATA(test_images), "", 0, 0, 0, 0, NULL, 0,
+    {"data", "test_images", NULL, 0, KEY_PATH, DATA(test_images), "", 0, 0, 0, 0, NULL, 0,
      "test images (optional)"},
-    {"data", "test_labels", KEY_PATH, DATA(test_labels), "", 0, 0, 0, 0, NULL, 0,
+    {"data", "test_labels", NULL, 0, KEY_PATH, DATA(test_labels), "", 0, 0, 0, 0, NULL, 0,
      "test labels (required with test_images, unless it is a folder)"},
-    {"data", "scale", KEY_FLOAT, DATA(scale), "1", 0, 1e6, 1, 0, NULL, 0,
+    {"data", "scale", NULL, 0, KEY_FLOAT, DATA(scale), "1", 0, 1e6, 1, 0, NULL, 0,
      "multiply inputs by this (e.g. 1/255); a fraction a/b is accepted"},
-    {"data", "standardize", KEY_BOOL, DATA(standardize), "0", 0, 1, 0, 0, NULL, 0,
+    {"data", "standardize", NULL, 0, KEY_BOOL, DATA(standardize), "0", 0, 1, 0, 0, NULL, 0,
      "subtract the per-feature mean and divide by the standard deviation of the training split"},
 
-    {"augment", "flip", KEY_BOOL, AUG(flip), "0", 0, 1, 0, 0, NULL, 0,
+    {"augment", "flip", NULL, 0, KEY_BOOL, AUG(flip), "0", 0, 1, 0, 0, NULL, 0,
      "random horizontal flip (training only)"},
-    {"augment", "shift", KEY_INT, AUG(shift), "0", 0, 64, 0, 0, NULL, 0,
+    {"augment", "shift", NULL, 0, KEY_INT, AUG(shift), "0", 0, 64, 0, 0, NULL, 0,
      "random shift up to this many pixels on each axis, zero fill (training only)"},
 
-    {ANY_LAYER, "name", KEY_NAME, LAY(name), "", 0, 0, 0, 0, NULL, 0,
+    {ANY_LAYER, "name", NULL, 0, KEY_NAME, LAY(name), "", 0, 0, 0, 0, NULL, 0,
      "the layer's name (letters, digits, _), for `input =` and `from =` of later layers and "
      "the summary; default: Keras's automatic name (dense_1)"},
-    {ANY_LAYER, "input", KEY_REF, LAY(input_ref), "", 0, 0, 0, 0, NULL, 0,
+    {ANY_LAYER, "input", NULL, 0, KEY_REF, LAY(input_ref), "", 0, 0, 0, 0, NULL, 0,
      "what the layer takes: the output of the layer named so, or -N, N sections back (default "
      "-1: the section just before); not in [input]"},
 
-    {"input", "shape", KEY_INTS, LAY(shape), NULL, 1, 1 << 24, 0, 0, NULL, 3,
+    {"input", "shape", NULL, 0, KEY_INTS, LAY(shape), NULL, 1, 1 << 24, 0, 0, NULL, 3,
      "shape of one example: H,W,C (images, channels last) or F (features)"},
 
-    {"dense", "units", KEY_INT, LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0, "output features"},
-    {"dense", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
+    {"dense", "units", NULL, 0, KEY_INT, LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0,
+     "output features"},
+    {"dense", "activation", NULL, PY_NONE, KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0,
+     activation_names, 0,
      "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
      "or swish/silu, as Keras"},
-    {"dense", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
-    {"dense", "kernel_initializer", KEY_ENUM, LAY(kernel_initializer), "glorot_uniform", 0, 0, 0, 0,
-     initializer_names, 0,
+    {"dense", "use_bias", NULL, 0, KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
+    {"dense", "kernel_initializer", NULL, 0, KEY_ENUM, LAY(kernel_initializer), "glorot_uniform", 0,
+     0, 0, 0, initializer_names, 0,
      "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
-    {"dense", "kernel_l2", KEY_FLOAT, LAY(kernel_l2), "0", 0, 1, 0, 1, NULL, 0,
+    {"dense", "kernel_l2", "kernel_regularizer", PY_NONE | PY_L2, KEY_FLOAT, LAY(kernel_l2), "0", 0,
+     1, 0, 1, NULL, 0,
      "L2 penalty x * sum(kernel^2) in the loss (Keras kernel_regularizer=L2(x)): gradient 2x * "
      "kernel; in the reported losses too, as Keras reports them"},
 
-    {"activation", "activation", KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0, activation_names, 0,
+    {"activation", "activation", NULL, 0, KEY_ENUM, LAY(activation), NULL, 0, 0, 0, 0,
+     activation_names, 0,
      "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
      "or swish/silu, as Keras"},
 
-    {"conv2d", "filters", KEY_INT, LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
+    {"conv2d", "filters", NULL, 0, KEY_INT, LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
      "output channels"},
-    {"conv2d", "size", KEY_INTS, LAY(size), NULL, 1, 1024, 0, 0, NULL, 2,
+    {"conv2d", "size", "kernel_size", 0, KEY_INTS, LAY(size), NULL, 1, 1024, 0, 0, NULL, 2,
      "kernel size: k or kh,kw"},
-    {"conv2d", "stride", KEY_INTS, LAY(stride), "1", 1, 1024, 0, 0, NULL, 2, "stride: s or sh,sw"},
-    {"conv2d", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
+    {"conv2d", "stride", "strides", 0, KEY_INTS, LAY(stride), "1", 1, 1024, 0, 0, NULL, 2,
+     "stride: s or sh,sw"},
+    {"conv2d", "padding", NULL, 0, KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
      "valid or same (as Keras)"},
-    {"conv2d", "activation", KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0, activation_names, 0,
+    {"conv2d", "activation", NULL, PY_NONE, KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0,
+     activation_names, 0,
      "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
      "or swish/silu, as Keras"},
-    {"conv2d", "use_bias", KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0, "add a bias"},
-    {"conv2d", "kernel_initializer", KEY_ENUM, LAY(kernel_initializer), "glorot_uniform", 0, 0, 0,
-     0, initializer_names, 0,
+    {"conv2d", "use_bias", NULL, 0, KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0,
+     "add a bias"},
+    {"conv2d", "kernel_initializer", NULL, 0, KEY_ENUM, LAY(kernel_initializer), "glorot_uniform",
+     0, 0, 0, 0, initializer_names, 0,
      "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
-    {"conv2d", "kernel_l2", KEY_FLOAT, LAY(kernel_l2), "0", 0, 1, 0, 1, NULL, 0,
+    {"conv2d", "kernel_l2", "kernel_regularizer", PY_NONE | PY_L2, KEY_FLOAT, LAY(kernel_l2), "0",
+     0, 1, 0, 1, NULL, 0,
      "L2 penalty x * sum(kernel^2) in the loss (Keras kernel_regularizer=L2(x)): gradient 2x * "
      "kernel; in the reported losses too, as Keras reports them"},
 
-    {"maxpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
-    {"maxpool", "stride", KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
+    {"maxpool", "size", "pool_size", 0, KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2,
+     "pool size: p or ph,pw"},
+    {"maxpool", "stride", "strides", PY_NONE, KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
      "stride: s or sh,sw (0: the pool size, as Keras)"},
-    {"maxpool", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
+    {"maxpool", "padding", NULL, 0, KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
      "valid or same"},
-    {"avgpool", "size", KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2, "pool size: p or ph,pw"},
-    {"avgpool", "stride", KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
+    {"avgpool", "size", "pool_size", 0, KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2,
+     "pool size: p or ph,pw"},
+    {"avgpool", "stride", "strides", PY_NONE, KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
      "stride: s or sh,sw (0: the pool size, as Keras)"},
-    {"avgpool", "padding", KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
+    {"avgpool", "padding", NULL, 0, KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
      "valid or same (same: averages over the valid cells only, as Keras)"},
 
-    {"dropout", "rate", KEY_FLOAT, LAY(rate), NULL, 0, 1, 0, 1, NULL, 0,
+    {"dropout", "rate", NULL, 0, KEY_FLOAT, LAY(rate), NULL, 0, 1, 0, 1, NULL, 0,
      "fraction of inputs zeroed in training (inverted dropout)"},
 
-    {"batchnorm", "momentum", KEY_FLOAT, LAY(momentum), "0.99", 0, 1, 0, 1, NULL, 0,
+    {"batchnorm", "momentum", NULL, 0, KEY_FLOAT, LAY(momentum), "0.99", 0, 1, 0, 1, NULL, 0,
      "moving average momentum (Keras default 0.99)"},
-    {"batchnorm", "epsilon", KEY_FLOAT, LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
+    {"batchnorm", "epsilon", NULL, 0, KEY_FLOAT, LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
      "added to the variance (Keras default 0.001)"},
-    {"batchnorm", "sync", KEY_BOOL, LAY(sync), "0", 0, 1, 0, 0, NULL, 0,
+    {"batchnorm", "sync", "synchronized", 0, KEY_BOOL, LAY(sync), "0", 0, 1, 0, 0, NULL, 0,
      "batch statistics over the global batch (SyncBatchNormalization)"},
 
-    {"add", "from", KEY_REF, LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
+    {"add", "from", NULL, 0, KEY_REF, LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
      "the earlier layer (NAME or -N) whose output is added to the input (a residual "
      "connection); the shapes must be equal"},
 
-    {"concatenate", "from", KEY_REF, LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
+    {"concatenate", "from", NULL, 0, KEY_REF, LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
      "the earlier layer (NAME or -N) whose output is joined after the input along the last axis "
      "(channels, or features); the other axes must be equal"},
 
-    {"zeropad", "padding", KEY_INTS, LAY(pad), "1", 0, 1024, 0, 0, NULL, 2,
+    {"zeropad", "padding", NULL, PY_PAIRS, KEY_INTS, LAY(pad), "1", 0, 1024, 0, 0, NULL, 2,
      "zero rows above and below, zero columns left and right: p or ph,pw (Keras padding=(ph, "
      "pw))"},
 
-    {"layernorm", "epsilon", KEY_FLOAT, LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
+    {"layernorm", "epsilon", NULL, 0, KEY_FLOAT, LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
      "added to the variance (Keras default 0.001)"},
-    {"layernorm", "center", KEY_BOOL, LAY(center), "1", 0, 1, 0, 0, NULL, 0,
+    {"layernorm", "center", NULL, 0, KEY_BOOL, LAY(center), "1", 0, 1, 0, 0, NULL, 0,
      "add a trainable offset beta (Keras center); 0: no beta weight"},
-    {"layernorm", "scale", KEY_BOOL, LAY(scale), "1", 0, 1, 0, 0, NULL, 0,
+    {"layernorm", "scale", NULL, 0, KEY_BOOL, LAY(scale), "1", 0, 1, 0, 0, NULL, 0,
      "multiply by a trainable gamma (Keras scale); 0: no gamma weight"},
-    {"rescaling", "scale", KEY_FLOAT, LAY(rescale), "1", -BIG, BIG, 0, 0, NULL, 0,
+    {"rescaling", "scale", NULL, 0, KEY_FLOAT, LAY(rescale), "1", -BIG, BIG, 0, 0, NULL, 0,
      "y = x * scale + offset (Keras Rescaling; 0.00392156862745098 = 1/255 takes raw pixels "
      "to [0, 1])"},
-    {"rescaling", "offset", KEY_FLOAT, LAY(offset), "0", -BIG, BIG, 0, 0, NULL, 0,
+    {"rescaling", "offset", NULL, 0, KEY_FLOAT, LAY(offset), "0", -BIG, BIG, 0, 0, NULL, 0,
      "added after the scale"},
 
-    {"normalization", "mean", KEY_FLOATS, LAY(mean), "", -BIG, BIG, 0, 0, NULL, MR_MAX_FLOATS,
+    {"normalization", "mean", NULL, PY_NONE, KEY_FLOATS, LAY(mean), "", -BIG, BIG, 0, 0, NULL,
+     MR_MAX_FLOATS,
      "the mean of each channel (last axis), or one for all; with variance; not given: adapted "
      "to the training data at the start of a fresh fit (Keras adapt)"},
-    {"normalization", "variance", KEY_FLOATS, LAY(variance), "", 0, BIG, 0, 0, NULL, MR_MAX_FLOATS,
-     "the variance of each channel, or one for all; with mean"},
+    {"normalization", "variance", NULL, PY_NONE, KEY_FLOATS, LAY(variance), "", 0, BIG, 0, 0, NULL,
+     MR_MAX_FLOATS, "the variance of each channel, or one for all; with mean"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -356,29 +393,6 @@ static const struct {
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
-/* Keras's names for a section or key that means the same here: accepted as
- * the name they stand for (names are compared ignoring case). */
-static const struct {
-    const char *alias, *name;
-} section_aliases[] = {
-    {"inputlayer", "input"},
-    {"maxpooling2d", "maxpool"},
-    {"max_pooling2d", "maxpool"},
-    {"averagepooling2d", "avgpool"},
-    {"average_pooling2d", "avgpool"},
-    {"batchnormalization", "batchnorm"},
-    {"batch_normalization", "batchnorm"},
-    {"layernormalization", "layernorm"},
-    {"layer_normalization", "layernorm"},
-};
-static const struct {
-    const char *section, *alias, *key;
-} key_aliases[] = {
-    {"conv2d", "kernel_size", "size"}, {"conv2d", "strides", "stride"},
-    {"maxpool", "pool_size", "size"},  {"maxpool", "strides", "stride"},
-    {"avgpool", "pool_size", "size"},  {"avgpool", "strides", "stride"},
-    {"net", "beta_1", "beta1"},        {"net", "beta_2", "beta2"},
-};
 /* Keras's names for something that differs here: refused, with the key to use. */
 static const struct {
     const char *section, *name, *hint;
@@ -777,6 +791,117 @@ static int parse_value(const key_def *k, const char *val, void *dst, const char 
     return 0;
 }
 
+/* ---- values spelled as Python ------------------------------------------ */
+
+/* Longest value text (a line holds no more). */
+#define PY_VALUE_MAX 16384
+
+/* s without blanks at either end (in place). */
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+/* s without one pair of matching outer brackets, "(...)" or "[...]", and
+ * the trailing comma of Python's one-tuple "(784,)"; s itself without. */
+static char *strip_brackets(char *s) {
+    size_t n = strlen(s);
+    if (n < 2 || !((s[0] == '(' && s[n - 1] == ')') || (s[0] == '[' && s[n - 1] == ']'))) return s;
+    s[n - 1] = '\0';
+    s = trim(s + 1);
+    n = strlen(s);
+    if (n > 0 && s[n - 1] == ',') s[n - 1] = '\0';
+    return trim(s);
+}
+
+/* PY_PAIRS: "(t, b), (l, r)" (outer brackets gone) into "t,l" in s, where
+ * t = b and l = r: Keras's ZeroPadding2D padding=((t, b), (l, r)). */
+static int py_pairs(char *s, char *why, size_t why_n) {
+    int v[4], n = 0;
+    for (char *p = s; *p && n >= 0;) {
+        if (strchr("()[], \t", *p)) {
+            p++;
+            continue;
+        }
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || n == 4 || x < INT_MIN || x > INT_MAX)
+            n = -1;
+        else
+            v[n++] = (int)x, p = end;
+    }
+    if (n != 4) {
+        snprintf(why, why_n, "'%s' is not p, (ph, pw) or ((top, bottom), (left, right))", s);
+        return 0;
+    }
+    if (v[0] != v[1] || v[2] != v[3]) {
+        snprintf(why, why_n,
+                 "((%d, %d), (%d, %d)): only symmetric padding is supported (top = bottom, left = "
+                 "right)",
+                 v[0], v[1], v[2], v[3]);
+        return 0;
+    }
+    snprintf(s, strlen(s) + 1, "%d,%d", v[0], v[2]);
+    return 1;
+}
+
+/* PY_L2: the text of the number x of Keras's regularizer l2(x), L2(x),
+ * L2(l2=x) (keras.regularizers. before it or not) or "l2" (Keras's
+ * default x 0.01), from s; a number is itself. NULL with *why filled for
+ * another regularizer. */
+static const char *py_l2(char *s, char *why, size_t why_n) {
+    char *open = strchr(s, '(');
+    if (open == NULL) {
+        if (!isalpha((unsigned char)s[0])) return s; /* a number, or not: parse_float says */
+        if (strcasecmp(s, "l2") == 0) return "0.01";
+        snprintf(why, why_n, "'%s': the only regularizer here is L2: l2(x)", s);
+        return NULL;
+    }
+    const char *fn = open;
+    while (fn > s && (isalnum((unsigned char)fn[-1]) || fn[-1] == '_'))
+        fn--;
+    size_t n = strlen(s);
+    if (s[n - 1] != ')' || fn == open || (fn > s && fn[-1] != '.')) {
+        snprintf(why, why_n, "'%s' is not a number or l2(x)", s);
+        return NULL;
+    }
+    if (open - fn != 2 || strncasecmp(fn, "l2", 2) != 0) {
+        snprintf(why, why_n, "'%s': the only regularizer here is L2: l2(x)", s);
+        return NULL;
+    }
+    s[n - 1] = '\0';
+    char *arg = trim(open + 1);
+    if (strncasecmp(arg, "l2", 2) == 0 && strchr(arg, '=')) arg = trim(strchr(arg, '=') + 1);
+    return arg[0] ? arg : "0.01";
+}
+
+/* The text the parsers above take for value `val` of key k, which may be
+ * spelled as a Keras argument in Python: quotes ('same', "relu") off,
+ * tuples and lists ((3, 3), [3, 3], (784,)) as numbers with commas, None
+ * as the key's default (PY_NONE), and what k->py allows besides. In buf
+ * (PY_VALUE_MAX bytes); NULL with *why filled where it cannot be. */
+static const char *py_value(const key_def *k, const char *val, char *buf, char *why, size_t why_n) {
+    if (strlen(val) >= PY_VALUE_MAX) {
+        snprintf(why, why_n, "the value is longer than %d characters", PY_VALUE_MAX - 1);
+        return NULL;
+    }
+    char *s = trim(strcpy(buf, val));
+    if ((k->py & PY_NONE) && strcmp(s, "None") == 0) return k->def;
+    size_t n = strlen(s);
+    if (n >= 2 && (s[0] == '\'' || s[0] == '"') && s[n - 1] == s[0] &&
+        strchr(s + 1, s[0]) == s + n - 1) {
+        s[n - 1] = '\0';
+        s++;
+    }
+    if (k->type == KEY_INTS || k->type == KEY_FLOATS) s = strip_brackets(s);
+    if ((k->py & PY_PAIRS) && strpbrk(s, "([") && !py_pairs(s, why, why_n)) return NULL;
+    return (k->py & PY_L2) ? py_l2(s, why, why_n) : s;
+}
+
 /* Fills the current section's struct with the table's defaults. */
 static void apply_defaults(parse_state *ps) {
     void *base = section_base(ps);
@@ -808,21 +933,60 @@ static int close_section(parse_state *ps) {
     return 1;
 }
 
+/* Keras's class name and automatic layer name of layer kind k ("Conv2D",
+ * "conv2d"; NULL: none): those its ops table declares (layer.h), read here
+ * the other way; the model input's are Keras's InputLayer's. */
+static void keras_section_names(int k, const char *out[2]) {
+    const mr_layer_ops *ops = mr_layer_ops_for((mr_layer_kind)k);
+    out[0] = ops ? ops->class_name : k == MR_LAYER_INPUT ? "InputLayer" : NULL;
+    out[1] = ops ? ops->keras_name : k == MR_LAYER_INPUT ? "input_layer" : NULL;
+}
+
+/* sections[] index of the section named `name` (any case), ours or a layer
+ * kind's Keras names; -1 none. */
+static int section_index(const char *name) {
+    for (size_t s = 0; s < N_SECTIONS; s++) {
+        const int k = layer_kind_of(sections[s].name);
+        if (k < 0) continue;
+        const char *kn[2];
+        keras_section_names(k, kn);
+        for (int j = 0; j < 2; j++)
+            if (kn[j] && strcasecmp(kn[j], name) == 0) name = layer_sections[k];
+    }
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        if (strcasecmp(sections[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+/* 1: a name at edit distance d from `name` is worth suggesting (a few
+ * letters, or a quarter of a long Keras name: GlobalAvgPooling2D). */
+static int near_enough(int d, const char *name) {
+    return d <= 3 || 4 * d <= (int)strlen(name);
+}
+
+/* The known section name nearest to `name`, in either spelling (written
+ * as it is known), or NULL where none is near enough. */
+static const char *nearest_section(const char *name) {
+    const char *best = NULL;
+    int bd = 99;
+    for (size_t i = 0; i < N_SECTIONS; i++) {
+        const char *cand[3] = {sections[i].name, NULL, NULL};
+        int k = layer_kind_of(sections[i].name);
+        if (k >= 0) keras_section_names(k, cand + 1);
+        for (int j = 0; j < 3; j++) {
+            int d = cand[j] ? edit_distance(name, cand[j]) : 99;
+            if (d < bd) bd = d, best = cand[j];
+        }
+    }
+    return near_enough(bd, name) ? best : NULL;
+}
+
 static int open_section(parse_state *ps, const char *name, int line) {
     if (!close_section(ps)) return 0;
-    int s = -1;
-    for (size_t a = 0; a < sizeof section_aliases / sizeof section_aliases[0]; a++)
-        if (strcasecmp(section_aliases[a].alias, name) == 0) name = section_aliases[a].name;
-    for (size_t i = 0; i < N_SECTIONS; i++)
-        if (strcasecmp(sections[i].name, name) == 0) s = (int)i;
+    int s = section_index(name);
     if (s < 0) {
-        const char *best = NULL;
-        int bd = 99;
-        for (size_t i = 0; i < N_SECTIONS; i++) {
-            int d = edit_distance(name, sections[i].name);
-            if (d < bd) bd = d, best = sections[i].name;
-        }
-        if (bd <= 3) return fail(ps, line, "unknown section [%s]; did you mean [%s]?", name, best);
+        const char *best = nearest_section(name);
+        if (best) return fail(ps, line, "unknown section [%s]; did you mean [%s]?", name, best);
         return fail(ps, line, "unknown section [%s]", name);
     }
     ps->sec = s;
@@ -916,6 +1080,45 @@ static char *reader(char *str, int num, void *stream) {
     return str;
 }
 
+/* keys[] index of the key named `name` (any case, ours or Keras's) in
+ * the current section; -1 none. */
+static int key_index(const parse_state *ps, const char *name) {
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (key_in(&keys[i], (size_t)ps->sec) &&
+            (strcasecmp(keys[i].key, name) == 0 ||
+             (keys[i].keras && strcasecmp(keys[i].keras, name) == 0)))
+            return (int)i;
+    return -1;
+}
+
+/* Fails on key `name`, unknown in the current section: a hint where Keras
+ * means another thing by it, else the nearest key in either spelling. */
+static int unknown_key(parse_state *ps, int line, const char *name) {
+    const char *sname = sections[ps->sec].name;
+    for (size_t h = 0; h < sizeof key_hints / sizeof key_hints[0]; h++)
+        if (strcmp(key_hints[h].section, sname) == 0 && strcasecmp(key_hints[h].name, name) == 0)
+            return fail(ps, line, "unknown key '%s' in [%s]; %s", name, sname, key_hints[h].hint);
+    const char *best = NULL;
+    int bd = 99, any = 0;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (!key_in(&keys[i], (size_t)ps->sec)) continue;
+        any |= strcmp(keys[i].section, sname) == 0; /* a key of its own */
+        const char *cand[2] = {keys[i].key, keys[i].keras};
+        for (int j = 0; j < 2; j++) {
+            int d = cand[j] ? edit_distance(name, cand[j]) : 99;
+            if (d < bd) bd = d, best = cand[j];
+        }
+    }
+    if (!any && bd > 2)
+        return fail(ps, line,
+                    "[%s] takes no keys of its own (only name and input, as every layer), "
+                    "but has '%s'",
+                    sname, name);
+    if (bd <= 3 || (best && strlen(name) > 3 && strstr(best, name)))
+        return fail(ps, line, "unknown key '%s' in [%s]; did you mean '%s'?", name, sname, best);
+    return fail(ps, line, "unknown key '%s' in [%s]", name, sname);
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value) {
     parse_state *ps = user;
     (void)section;
@@ -923,44 +1126,19 @@ static int handler(void *user, const char *section, const char *name, const char
     int line = ps->line;
     if (ps->sec < 0) return fail(ps, line, "'%s' before any [section]", name);
     const char *sname = sections[ps->sec].name;
-    const char *key = name; /* the table's name of a Keras alias */
-    for (size_t a = 0; a < sizeof key_aliases / sizeof key_aliases[0]; a++)
-        if (strcmp(key_aliases[a].section, sname) == 0 &&
-            strcasecmp(key_aliases[a].alias, name) == 0)
-            key = key_aliases[a].key;
-    int found = -1;
-    for (size_t i = 0; i < N_KEYS; i++)
-        if (key_in(&keys[i], (size_t)ps->sec) && strcasecmp(keys[i].key, key) == 0) found = (int)i;
-    for (size_t h = 0; found < 0 && h < sizeof key_hints / sizeof key_hints[0]; h++)
-        if (strcmp(key_hints[h].section, sname) == 0 && strcasecmp(key_hints[h].name, name) == 0)
-            return fail(ps, line, "unknown key '%s' in [%s]; %s", name, sname, key_hints[h].hint);
-    if (found < 0) {
-        const char *best = NULL;
-        int bd = 99, any = 0;
-        for (size_t i = 0; i < N_KEYS; i++) {
-            if (!key_in(&keys[i], (size_t)ps->sec)) continue;
-            any |= strcmp(keys[i].section, sname) == 0; /* a key of its own */
-            int d = edit_distance(name, keys[i].key);
-            if (d < bd) bd = d, best = keys[i].key;
-        }
-        if (!any && bd > 2)
-            return fail(ps, line,
-                        "[%s] takes no keys of its own (only name and input, as every layer), "
-                        "but has '%s'",
-                        sname, name);
-        if (bd <= 3 || (best && strlen(name) > 3 && strstr(best, name)))
-            return fail(ps, line, "unknown key '%s' in [%s]; did you mean '%s'?", name, sname,
-                        best);
-        return fail(ps, line, "unknown key '%s' in [%s]", name, sname);
-    }
+    int found = key_index(ps, name);
+    if (found < 0) return unknown_key(ps, line, name);
+    const key_def *k = &keys[found];
+    int alias = strcasecmp(k->key, name) != 0; /* written as Keras's name */
     if (ps->keys_set[found])
-        return fail(ps, line, "key '%s' given twice in [%s]%s%s%s", keys[found].key, sname,
-                    key != name ? " (as '" : "", key != name ? name : "", key != name ? "')" : "");
+        return fail(ps, line, "key '%s' given twice in [%s]%s%s%s", k->key, sname,
+                    alias ? " (as '" : "", alias ? name : "", alias ? "')" : "");
     ps->keys_set[found] = 1;
-    char why[400];
-    void *dst = (char *)section_base(ps) + keys[found].offset;
-    if (!parse_value(&keys[found], value, dst, ps->base_dir, why, sizeof why))
-        return fail(ps, line, "[%s] %s: %s", sname, keys[found].key, why);
+    char why[400], text[PY_VALUE_MAX];
+    const char *v = py_value(k, value, text, why, sizeof why);
+    void *dst = (char *)section_base(ps) + k->offset;
+    if (v == NULL || !parse_value(k, v, dst, ps->base_dir, why, sizeof why))
+        return fail(ps, line, "[%s] %s: %s", sname, name, why);
     return 1;
 }
 
@@ -1304,6 +1482,59 @@ static void write_key(FILE *out, int markdown, const char *section, const key_de
         fprintf(out, "    %-17s default %-12s %s; allowed: %s\n", k->key, def, k->help, range);
 }
 
+/* Python spellings key k takes beyond quotes, tuples and True/False, as
+ * text for the reference ("" none). */
+static void py_notes(const key_def *k, char *out, size_t n) {
+    out[0] = '\0';
+    if (k->py & PY_L2)
+        snprintf(out, n, "l2(x), L2(x), L2(l2=x), 'l2' (x 0.01)");
+    else if (k->py & PY_PAIRS)
+        snprintf(out, n, "((t, t), (l, l)): symmetric pairs");
+    if (k->py & PY_NONE) {
+        size_t o = strlen(out);
+        snprintf(out + o, n - o, "%sNone: %s", o ? "; " : "", k->def[0] ? k->def : "not given");
+    }
+}
+
+/* The Keras spellings of the sections and keys: a layer kind's Keras class
+ * and automatic names (its ops'), a key's Keras argument name and the
+ * Python values it also takes. */
+static void write_keras_names(FILE *out, int markdown) {
+    if (markdown)
+        fprintf(out, "\nTheir Keras spellings, taken as the names above (any case):\n\n"
+                     "| .cfg | Keras | Python values |\n|---|---|---|\n");
+    else
+        fprintf(out, "[Keras names]  taken as the names above (any case)\n");
+    for (size_t s = 0; s < N_SECTIONS; s++) {
+        const int k = layer_kind_of(sections[s].name);
+        if (k < 0) continue;
+        const char *kn[2];
+        keras_section_names(k, kn);
+        char names[96];
+        snprintf(names, sizeof names, markdown ? "`[%s]`" : "[%s]", kn[0]);
+        if (strcasecmp(kn[1], kn[0]) != 0 && strcasecmp(kn[1], layer_sections[k]) != 0)
+            snprintf(names + strlen(names), sizeof names - strlen(names),
+                     markdown ? ", `[%s]`" : ", [%s]", kn[1]);
+        if (markdown)
+            fprintf(out, "| `[%s]` | %s | |\n", layer_sections[k], names);
+        else
+            fprintf(out, "    [%s]%*s %s\n", layer_sections[k], 26 - (int)strlen(layer_sections[k]),
+                    "", names);
+    }
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        if (k->keras == NULL && k->py == 0) continue;
+        char ours[64], notes[128];
+        snprintf(ours, sizeof ours, "[%s] %s", k->section, k->key);
+        py_notes(k, notes, sizeof notes);
+        const char *keras = k->keras ? k->keras : k->key;
+        if (markdown)
+            fprintf(out, "| `%s` | `%s` | %s |\n", ours, keras, notes);
+        else
+            fprintf(out, "    %-28s %s%s%s\n", ours, keras, notes[0] ? "; " : "", notes);
+    }
+}
+
 void mr_config_write_reference(FILE *out, int markdown) {
     if (markdown) {
         fprintf(out, "| section | key | default | allowed | meaning |\n|---|---|---|---|---|\n");
@@ -1323,4 +1554,5 @@ void mr_config_write_reference(FILE *out, int markdown) {
     if (!markdown) fprintf(out, "[any layer]  keys of every layer section, [input] included\n");
     for (size_t i = 0; i < N_KEYS; i++)
         if (strcmp(keys[i].section, ANY_LAYER) == 0) write_key(out, markdown, ANY_LAYER, &keys[i]);
+    write_keras_names(out, markdown);
 }

@@ -3,7 +3,9 @@
  * A .cfg is INI: [net], [data], an optional [augment], then layer sections in
  * order, starting with [input]. One table (config.c, `mr_config_keys`) holds
  * every key with its type, default, allowed range and help text; it drives
- * parsing, validation, the error messages and docs/usage.md's table and the --help reference. */
+ * parsing, validation, the error messages and docs/usage.md's table and the --help reference.
+ * Layer sections also answer to the Keras names of their kind (mr_layer_ops), keys to a Keras
+ * argument name the table gives, and values may be spelled as Python writes them. */
 #ifndef MR_CONFIG_H
 #define MR_CONFIG_H
 
@@ -272,8 +274,9 @@ const char *mr_optimizer_name(mr_optimizer_kind opt);
 const char *mr_loss_name(mr_loss_kind loss);
 const char *mr_initializer_name(mr_initializer init);
 
-/* Writes the reference of every section and key: a Markdown table when
- * markdown is nonzero (docs/usage.md's table), plain text otherwise (--help-config). */
+/* Writes the reference of every section and key, then their Keras
+ * spellings: Markdown tables when markdown is nonzero (docs/usage.md's),
+ * plain text otherwise (--help-config). */
 void mr_config_write_reference(FILE *out, int markdown);
 
 MR_C_END

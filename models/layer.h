@@ -82,10 +82,11 @@ typedef struct mr_layer mr_layer;
 
 /* What a layer kind is, on every device. */
 typedef struct mr_layer_ops {
-    /* Keras class name for the summary and checkpoints: "Dense", "Conv2D". */
+    /* Keras class name for the summary and checkpoints: "Dense", "Conv2D";
+     * a .cfg section of the kind may be named so too (config.c). */
     const char *class_name;
     /* Keras's automatic name for such a layer: "dense", then "dense_1",
-     * ... ("max_pooling2d" for MaxPooling2D). */
+     * ... ("max_pooling2d" for MaxPooling2D); a .cfg section name too. */
     const char *keras_name;
     /* Appends the Keras config keys of the class that follow "name",
      * "trainable" and "dtype", in the order Keras 3.15 writes them

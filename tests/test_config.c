@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "models/config.h"
+#include "models/layer.h"
+#include "models/model_plan.h"
 #include "tests/testutil.h"
 
 static const char *base_cfg = "[net]\n"
@@ -301,6 +303,276 @@ START_TEST(keras_names) {
     msg = parse_fail(with_line(10, "kernel_size = 3"));
     ck_assert_msg(strstr(msg, "t.cfg:11:") && strstr(msg, "unknown key 'kernel_size' in [dense]"),
                   "%s", msg);
+}
+END_TEST
+
+/* Keras's spellings of sections, keys and values: the same configuration
+ * as ours, field for field */
+START_TEST(keras_spellings) {
+    const char *text =
+        "[net]\nclipnorm = None\n[data]\ntrain_images = 'a.npy'\ntrain_labels = \"b.npy\"\n"
+        "[InputLayer]\nshape = (8, 8, 1)\n"
+        "[ZeroPadding2D]\npadding = ((1, 1), (2, 2))\n"
+        "[Conv2D]\nfilters = 4\nkernel_size = (3, 3)\nstrides = [1, 2]\npadding = 'same'\n"
+        "activation = \"relu\"\nuse_bias = False\nkernel_regularizer = l2(0.001)\n"
+        "kernel_initializer = 'he_normal'\nname = \"c1\"\n"
+        "[BatchNormalization]\nsynchronized = True\n"
+        "[max_pooling2d]\npool_size = (2, 2)\nstrides = None\n"
+        "[zero_padding2d]\npadding = (1, 1)\n"
+        "[GlobalAveragePooling2D]\n[Dense]\nunits = 10\nactivation = None\n"
+        "kernel_regularizer = keras.regularizers.L2(l2=0.5)\n";
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_float_eq(cfg.net.clipnorm, 0.0f);
+    ck_assert_str_eq(cfg.data.train_images, "a.npy");
+    ck_assert_str_eq(cfg.data.train_labels, "b.npy");
+    const mr_layer_cfg *l = cfg.layers;
+    ck_assert_int_eq(cfg.n_layers, 8);
+    ck_assert_int_eq(l[0].shape_rank, 3);
+    ck_assert_int_eq(l[0].shape[1], 8);
+    ck_assert_int_eq(l[1].kind, MR_LAYER_ZEROPAD);
+    ck_assert_int_eq(l[1].pad[0], 1);
+    ck_assert_int_eq(l[1].pad[1], 2);
+    ck_assert_int_eq(l[2].kind, MR_LAYER_CONV2D);
+    ck_assert_int_eq(l[2].size[0], 3);
+    ck_assert_int_eq(l[2].size[1], 3);
+    ck_assert_int_eq(l[2].stride[0], 1);
+    ck_assert_int_eq(l[2].stride[1], 2);
+    ck_assert_int_eq(l[2].padding, MR_PADDING_SAME);
+    ck_assert_int_eq(l[2].activation, MR_ACTIVATION_RELU);
+    ck_assert_int_eq(l[2].use_bias, 0);
+    ck_assert_float_eq(l[2].kernel_l2, 0.001f);
+    ck_assert_int_eq(l[2].kernel_initializer, MR_INIT_HE_NORMAL);
+    ck_assert_str_eq(l[2].name, "c1");
+    ck_assert_int_eq(l[3].kind, MR_LAYER_BATCHNORM);
+    ck_assert_int_eq(l[3].sync, 1);
+    ck_assert_int_eq(l[4].kind, MR_LAYER_MAXPOOL);
+    ck_assert_int_eq(l[4].stride[0], 2); /* None: the pool size */
+    ck_assert_int_eq(l[5].kind, MR_LAYER_ZEROPAD);
+    ck_assert_int_eq(l[5].pad[1], 1);
+    ck_assert_int_eq(l[6].kind, MR_LAYER_GLOBALAVGPOOL);
+    ck_assert_int_eq(l[7].activation, MR_ACTIVATION_LINEAR);
+    ck_assert_float_eq(l[7].kernel_l2, 0.5f);
+    mr_config_free(&cfg);
+    /* the other forms of a value */
+    const char *head = "[net]\n[data]\ntrain_images = a\ntrain_labels = b\n[input]\n";
+    char t2[1024];
+    snprintf(t2, sizeof t2,
+             "%sshape = (784,)\n[Normalization]\nmean = None\nvariance = None\n"
+             "[dense]\nunits = 4\nkernel_regularizer = 'l2'\n",
+             head);
+    ck_assert_msg(mr_config_parse(t2, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(cfg.layers[0].shape_rank, 1);
+    ck_assert_int_eq(cfg.layers[0].shape[0], 784);
+    ck_assert_int_eq(cfg.layers[1].mean.n, 0);
+    ck_assert_float_eq(cfg.layers[2].kernel_l2, 0.01f); /* Keras's L2() default */
+    mr_config_free(&cfg);
+}
+END_TEST
+
+/* Every layer kind's section answers to its Keras class name and Keras's
+ * automatic layer name (its ops table's), in any case */
+START_TEST(every_kind_by_keras_names) {
+    const char *head = "[net]\n[data]\ntrain_images = a\ntrain_labels = b\n[InputLayer]\n"
+                       "shape = 8,8,2\n";
+    for (int k = MR_LAYER_INPUT + 1; k < MR_LAYER_KIND_COUNT; k++) {
+        const mr_layer_ops *ops = mr_layer_ops_for((mr_layer_kind)k);
+        const char *names[] = {ops->class_name, ops->keras_name};
+        for (int j = 0; j < 2; j++) {
+            char text[256];
+            snprintf(text, sizeof text, "%s[%s]\n", head, names[j]);
+            mr_config cfg;
+            mr_error err = {0};
+            if (mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK) {
+                ck_assert_int_eq(cfg.layers[1].kind, k);
+                mr_config_free(&cfg);
+            } else { /* a kind with required keys: refused for them, not for its name */
+                ck_assert_msg(strstr(err.msg, "missing the required key"), "[%s]: %s", names[j],
+                              err.msg);
+            }
+        }
+    }
+}
+END_TEST
+
+/* A Keras spelling that is wrong: one line, with the file and the line */
+START_TEST(keras_spelling_errors) {
+    const char *head = "[net]\n[data]\ntrain_images = a\ntrain_labels = b\n[input]\n"
+                       "shape = 8,8,1\n";
+    const struct {
+        const char *tail, *want[2];
+    } cases[] = {
+        {"[Conv2D]\nfilters = 2\nkernel_size = (3, 3, 3)\n", {"t.cfg:9:", "more than 2"}},
+        {"[Conv2D]\nfilters = 2\nkernel_size = 3\nkernel_regularizer = l1(0.01)\n",
+         {"t.cfg:10:", "only regularizer here is L2"}},
+        {"[Conv2D]\nfilters = 2\nkernel_size = 3\nkernel_regularizer = l2(x)\n",
+         {"t.cfg:10:", "not a number"}},
+        {"[Conv2D]\nfilters = 2\nkernel_size = 3\nstrides = None\n", {"t.cfg:10:", "'None'"}},
+        {"[ZeroPadding2D]\npadding = ((1, 2), (1, 1))\n", {"t.cfg:8:", "symmetric"}},
+        {"[GlobalAvgPooling2D]\n", {"t.cfg:7:", "did you mean [GlobalAveragePooling2D]"}},
+        {"[ZeroPading2D]\n", {"t.cfg:7:", "did you mean [ZeroPadding2D]"}},
+        {"[Conv2D]\nfilters = 2\nkernel_sise = 3\n", {"t.cfg:9:", "did you mean 'kernel_size'"}},
+        {"[MaxPooling2D]\npool_sizes = 3\n", {"t.cfg:8:", "did you mean 'pool_size'"}},
+        {"[activation]\nactivation = None\n", {"t.cfg:8:", "'None' is not one of"}},
+        {"[Dense]\nunits = \"ten\"\n", {"t.cfg:8:", "'ten' is not an integer"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "%s%s", head, cases[i].tail);
+        const char *msg = parse_fail(text);
+        for (int j = 0; j < 2; j++)
+            ck_assert_msg(strstr(msg, cases[i].want[j]), "case %zu: want '%s' in: %s", i,
+                          cases[i].want[j], msg);
+    }
+}
+END_TEST
+
+/* Our key `key` of section `sec` as Keras names it (a test's own list). */
+static const char *keras_key(const char *sec, const char *key) {
+    static const char *const map[][3] = {
+        {"conv2d", "size", "kernel_size"},
+        {"conv2d", "stride", "strides"},
+        {"maxpool", "size", "pool_size"},
+        {"maxpool", "stride", "strides"},
+        {"avgpool", "size", "pool_size"},
+        {"avgpool", "stride", "strides"},
+        {"batchnorm", "sync", "synchronized"},
+        {"net", "beta1", "beta_1"},
+        {"net", "beta2", "beta_2"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i][0], sec) == 0 && strcmp(map[i][1], key) == 0) return map[i][2];
+    return key;
+}
+
+/* value v of our key `key` of section `sec` in Python's spelling into out */
+static void keras_value(const char *sec, const char *key, const char *v, int odd, char *out,
+                        size_t n) {
+    static const char *const bools[] = {"use_bias", "nesterov", "flip",       "shuffle",
+                                        "center",   "sync",     "standardize"};
+    static const char *const texts[] = {"activation",   "padding",      "optimizer",
+                                        "loss",         "lr_schedule",  "name",
+                                        "from",         "input",        "kernel_initializer",
+                                        "train_images", "train_labels", "test_images",
+                                        "test_labels"};
+    int is_bool = strcmp(sec, "layernorm") == 0 && strcmp(key, "scale") == 0;
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+        is_bool |= strcmp(key, bools[i]) == 0;
+    if (is_bool) {
+        snprintf(out, n, "%s", strcmp(v, "1") == 0 ? "True" : "False");
+        return;
+    }
+    int pair = strcmp(key, "size") == 0 || strcmp(key, "stride") == 0;
+    if (strcmp(sec, "zeropad") == 0 && strcmp(key, "padding") == 0) {
+        snprintf(out, n, strchr(v, ',') ? "(%s)" : "((%s, %s), (%s, %s))", v, v, v, v);
+        return;
+    }
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        if (strcmp(key, texts[i]) == 0) {
+            snprintf(out, n, odd ? "'%s'" : "\"%s\"", v);
+            return;
+        }
+    if (strcmp(key, "shape") == 0 || pair) {
+        /* "28,28,1" as (28, 28, 1) or [28, 28, 1]; one number of a pair as (3, 3); 784 as (784,) */
+        char list[256] = "";
+        for (const char *p = v; *p; p++) {
+            if (*p == ',')
+                strcat(list, ", ");
+            else
+                strncat(list, p, 1);
+        }
+        if (pair && !strchr(v, ','))
+            snprintf(out, n, odd ? "[%s, %s]" : "(%s, %s)", v, v);
+        else if (!strchr(v, ','))
+            snprintf(out, n, "(%s,)", v);
+        else
+            snprintf(out, n, odd ? "[%s]" : "(%s)", list);
+        return;
+    }
+    snprintf(out, n, "%s", v);
+}
+
+/* A .cfg in Keras's spelling, line for line: sections by their Keras class
+ * (or automatic) names, keys by Keras's argument names, values as Python
+ * writes them. */
+static char *to_keras_spelling(const char *text) {
+    size_t cap = strlen(text) * 3 + 1024, o = 0;
+    char *out = malloc(cap);
+    char sec[64] = "";
+    int odd = 0, n_sec = 0;
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        p += len + (nl != NULL);
+        char *eq = strchr(line, '=');
+        odd = !odd;
+        if (line[0] == '[') {
+            snprintf(sec, sizeof sec, "%.*s", (int)(strcspn(line + 1, "]")), line + 1);
+            n_sec++;
+            const char *name = sec;
+            for (int k = 0; k < MR_LAYER_KIND_COUNT; k++) {
+                if (strcmp(mr_layer_kind_name((mr_layer_kind)k), sec) != 0) continue;
+                const mr_layer_ops *ops = mr_layer_ops_for((mr_layer_kind)k);
+                name = ops ? (n_sec % 3 ? ops->class_name : ops->keras_name) : "InputLayer";
+            }
+            o += (size_t)snprintf(out + o, cap - o, "[%s]\n", name);
+        } else if (line[0] != '#' && eq != NULL) {
+            char key[64], val[256];
+            snprintf(key, sizeof key, "%.*s", (int)strcspn(line, " ="), line);
+            keras_value(sec, key, eq + 1 + strspn(eq + 1, " "), odd, val, sizeof val);
+            o += (size_t)snprintf(out + o, cap - o, "%s = %s\n", keras_key(sec, key), val);
+        } else {
+            o += (size_t)snprintf(out + o, cap - o, "%s\n", line);
+        }
+    }
+    return out;
+}
+
+/* Every shipped model in Keras's spelling is the same configuration, field
+ * for field, and so the same plan: the same layers, shapes and weights */
+START_TEST(keras_spelling_same_model) {
+    static const char *const names[] = {"fashion_mlp",  "fashion_mlp_prep", "fashion_cnn",
+                                        "fashion_cnn2", "fashion_cnn_bn",   "fashion_resnet20",
+                                        "resnet50"};
+    static mr_config ours, keras;
+    static mr_model_plan p_ours, p_keras;
+    mr_error err = {0};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "models/configs/%s.cfg", names[i]);
+        char *path = tu_source_path(rel);
+        char *text = tu_read_file(path, NULL);
+        ck_assert_msg(text != NULL, "cannot read %s", path);
+        char *kt = to_keras_spelling(text);
+        ck_assert_msg(mr_config_parse(text, rel, NULL, &ours, &err) == MR_OK, "%s", err.msg);
+        ck_assert_msg(mr_config_parse(kt, rel, NULL, &keras, &err) == MR_OK, "%s\n%s", err.msg, kt);
+        ck_assert_str_ne(kt, text);
+        ck_assert(memcmp(&ours.net, &keras.net, sizeof ours.net) == 0);
+        ck_assert(memcmp(&ours.data, &keras.data, sizeof ours.data) == 0);
+        ck_assert(memcmp(&ours.augment, &keras.augment, sizeof ours.augment) == 0);
+        ck_assert_int_eq(ours.n_layers, keras.n_layers);
+        for (int j = 0; j < ours.n_layers; j++)
+            ck_assert_msg(memcmp(&ours.layers[j], &keras.layers[j], sizeof ours.layers[j]) == 0,
+                          "%s: the layer of line %d differs", rel, ours.layers[j].line);
+        ck_assert_msg(mr_model_plan_make(&p_ours, &ours, &err) == MR_OK, "%s", err.msg);
+        ck_assert_msg(mr_model_plan_make(&p_keras, &keras, &err) == MR_OK, "%s", err.msg);
+        ck_assert_int_eq(p_ours.n_layers, p_keras.n_layers);
+        ck_assert_int_eq(p_ours.n_params, p_keras.n_params);
+        ck_assert_int_eq(p_ours.n_state, p_keras.n_state);
+        for (int j = 0; j < p_ours.n_layers; j++) {
+            const mr_layer *a = &p_ours.layers[j], *b = &p_keras.layers[j];
+            ck_assert_ptr_eq(a->ops, b->ops);
+            ck_assert_str_eq(a->name, b->name);
+            ck_assert(memcmp(&a->out, &b->out, sizeof a->out) == 0);
+            ck_assert_int_eq(a->n_weights, b->n_weights);
+            ck_assert(memcmp(a->w, b->w, sizeof a->w) == 0);
+        }
+        mr_config_free(&ours), mr_config_free(&keras);
+        free(kt), free(text), free(path);
+    }
 }
 END_TEST
 
@@ -732,13 +1004,23 @@ START_TEST(reference_lists_every_key) {
     FILE *f = open_memstream(&buf, &len);
     mr_config_write_reference(f, 1);
     fclose(f);
-    const char *keys[] = {"`batch`",         "`validation_split`",
-                          "`warmup_epochs`", "`lr_schedule`",
-                          "`lr_alpha`",      "`accumulate`",
-                          "`scale`",         "`standardize`",
-                          "`units`",         "`filters`",
-                          "`rate`",          "`sync`",
-                          "`[flatten]`",     "`flip`"};
+    const char *keys[] = {"`batch`",
+                          "`validation_split`",
+                          "`warmup_epochs`",
+                          "`lr_schedule`",
+                          "`lr_alpha`",
+                          "`accumulate`",
+                          "`scale`",
+                          "`standardize`",
+                          "`units`",
+                          "`filters`",
+                          "`rate`",
+                          "`sync`",
+                          "`[flatten]`",
+                          "`flip`",
+                          "`[GlobalAveragePooling2D]`",
+                          "`kernel_size`",
+                          "`kernel_regularizer`"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         ck_assert_msg(strstr(buf, keys[i]) != NULL, "missing %s", keys[i]);
     free(buf);
@@ -772,6 +1054,10 @@ int main(void) {
     tcase_add_test(tc, unknown_section_suggests);
     tcase_add_test(tc, normalization_keys);
     tcase_add_test(tc, keras_names);
+    tcase_add_test(tc, keras_spellings);
+    tcase_add_test(tc, every_kind_by_keras_names);
+    tcase_add_test(tc, keras_spelling_errors);
+    tcase_add_test(tc, keras_spelling_same_model);
     tcase_add_test(tc, seed_takes_int64);
     tcase_add_test(tc, wrong_type);
     tcase_add_test(tc, optimizer_keys);
