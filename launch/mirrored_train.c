@@ -334,6 +334,7 @@ typedef struct train_run {
     char ck_path[MR_PATH_MAX + 64];
     mr_checkpoint ck;
     int resuming;
+    char data_note[1536]; /* how the data differs from the checkpoint's ("": it does not) */
     /* load data */
     mr_dataset train, test;
     int64_t n_train, n_val; /* train's rows: [0, n_train) train, [n_train, +n_val) validate */
@@ -400,15 +401,39 @@ static int wants_resume(const train_run *r) {
     return r->c.resume != NULL;
 }
 
+/* --resume auto's candidates beside the pattern: the stop's file, and
+ * --save's unless it holds the best epoch (save_best_only), not the end */
+static const char *resume_save_path(const train_run *r) {
+    return r->cfg.net.save_best_only == MR_MONITOR_NONE ? r->c.save_path : NULL;
+}
+
+/* --resume auto whose choice is where this run ends (its epochs, or
+ * --max-steps): one line, nothing written, exit 0 */
+static int finished_before(train_run *r) {
+    if (strcmp(r->c.resume, "auto") != 0 ||
+        !mr_ckpt_finished(&r->ck, r->cfg.net.epochs, r->c.max_steps))
+        return 0;
+    const mr_fit_state *s = &r->ck.state;
+    if (r->lead)
+        printf("--resume auto: %s is the end of this run (epoch %d/%d, %lld updates): nothing to "
+               "train, no file written\n",
+               r->ck_path, s->epoch + (s->step > 0), r->cfg.net.epochs, (long long)s->global_step);
+    r->finished = 1;
+    r->rc = MR_EXIT_OK;
+    return 1;
+}
+
 /* resume: every process reads where the run stood, as it reads the .cfg
  * (--resume auto with no checkpoint yet: a first start, the same command) */
 static mr_status stage_resume(train_run *r) {
     const char *stop_path = r->stop_path[0] ? r->stop_path : NULL;
-    MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, r->ck_path,
-                                 sizeof r->ck_path, &r->err));
+    MR_CHECK(mr_ckpt_check_pattern(pattern_of(r), &r->err));
+    MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, resume_save_path(r),
+                                 r->ck_path, sizeof r->ck_path, r->lead ? stderr : NULL, &r->err));
     r->resuming = r->ck_path[0] != '\0';
     if (!r->resuming) return MR_OK;
     MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
+    if (finished_before(r)) return MR_OK;
     MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &r->err));
     if (r->c.max_steps > 0 && r->ck.state.global_step >= r->c.max_steps)
         return mr_error_set(&r->err, MR_ERR_USAGE,
@@ -443,6 +468,15 @@ static mr_status stage_check_outputs(train_run *r) {
     MR_CHECK(mr_ckpt_check_writable(&probe, r->c.save_path, &r->err));
     if (pattern_of(r) == NULL && r->stop_path[0])
         MR_CHECK(mr_cli_check_writable("--checkpoint-on-signal", r->stop_path, &r->err));
+    if (r->c.dry_run) return MR_OK;
+    /* what killed writers left of this run's files */
+    probe.stop_path = r->stop_path[0] ? r->stop_path : NULL;
+    char first[MR_PATH_MAX + 64];
+    int removed;
+    MR_CHECK(mr_ckpt_remove_stale(&probe, r->c.save_path, &removed, first, sizeof first, &r->err));
+    if (removed > 0 && !r->c.quiet)
+        printf("Removed %d temporary file%s left by a killed run (%s%s)\n", removed,
+               removed == 1 ? "" : "s", first, removed > 1 ? ", ..." : "");
     return MR_OK;
 }
 
@@ -454,7 +488,11 @@ static mr_status stage_load_data(train_run *r) {
     else
         MR_CHECK(load_data(&r->cfg, r->in_size, r->classes, r->label_width, &r->train, &r->test,
                            &r->n_train, &r->err));
-    /* a resumed run preprocesses with the statistics it trained with */
+    /* a resumed run preprocesses with the statistics it trained with, on
+     * data it can go on with */
+    if (r->resuming)
+        MR_CHECK(mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
+                                      sizeof r->data_note, &r->err));
     if (r->resuming) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->train, &r->err));
     if (r->resuming && r->test.n) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->test, &r->err));
     r->n_val = r->train.n - r->n_train;
@@ -588,6 +626,7 @@ static mr_status stage_print_plan(train_run *r) {
         char changes[1024];
         mr_ckpt_compare_cfg(&r->ck, &r->cfg, changes, sizeof changes);
         mr_train_print_resume(r->ck_path, &r->ck, r->plan, r->cfg.net.epochs, changes);
+        if (r->data_note[0]) printf("%s\n", r->data_note);
     }
     if (r->c.init_weights) printf("Weights from %s\n", r->c.init_weights);
     print_stop_plan(r);
@@ -623,6 +662,7 @@ static void init_checkpoints(train_run *r) {
         .plan = r->plan,
         .processes = r->job.size,
         .train = &r->train,
+        .train_examples = r->n_train,
         .stop_path = r->stop_path[0] ? r->stop_path : NULL,
         .stop_budget = c->n_stop_signals > 0 ? c->stop_budget : 0.0,
         .best_path = r->cfg.net.save_best_only != MR_MONITOR_NONE ? c->save_path : NULL};
@@ -794,7 +834,16 @@ static mr_status stage_save(train_run *r) {
     if (!r->lead || c->save_path == NULL || r->ck_run.best_path != NULL) return MR_OK;
     const mr_fit_state *end = mr_strategy_state(r->strategy);
     float lr = end->n_history ? end->history[end->n_history - 1].lr : r->plan->base_lr;
-    return mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, &r->err);
+    MR_CHECK(mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, &r->err));
+    return MR_OK;
+}
+
+/* the end of a run: its stop's checkpoint (without a pattern) is older than
+ * the end and would be resumed from by --resume auto: deleted */
+static mr_status stage_end(train_run *r) {
+    if (mr_ckpt_remove_stop(&r->ck_run, r->c.save_path) && !r->c.quiet)
+        printf("Deleted %s, the stop's checkpoint: the run has ended\n", r->stop_path);
+    return MR_OK;
 }
 
 /* report: --log closed, the --json summary written */
@@ -844,6 +893,7 @@ static const train_stage stages[] = {
     {"evaluate", stage_evaluate, MR_CLI_STAGE_ALONE, NULL},
     {"save", stage_save, MR_CLI_STAGE_ALONE, NULL},
     {"report", stage_report, MR_CLI_STAGE_ALONE, NULL},
+    {"end", stage_end, MR_CLI_STAGE_ALONE, NULL},
 };
 
 /* Runs the stages until one fails (its verdict printed as the table says)

@@ -22,6 +22,7 @@ typedef struct mr_ckpt_run {
     const mr_fit_plan *plan;
     int processes;
     const mr_dataset *train; /* its preprocessing */
+    int64_t train_examples;  /* the rows an epoch goes over */
     /* a planned stop (a signal): where its checkpoint goes without a
      * pattern (--checkpoint-on-signal or its default; NULL: nowhere) */
     const char *stop_path;
@@ -34,9 +35,28 @@ typedef struct mr_ckpt_run {
     char stopped_at[MR_PATH_MAX + 64];
 } mr_ckpt_run;
 
+/* [net] checkpoint names a file pattern ("ck/run.h5": ck/run-step<N>.h5)
+ * or, ending in '/', a folder ("ck/": ck/step<N>.h5); the root folder
+ * alone is refused (MR_ERR_CONFIG), as is "" (no pattern: pass NULL). */
+mr_status mr_ckpt_check_pattern(const char *pattern, mr_error *err);
+
 /* Fails early, before any training, if a checkpoint could not be written:
- * the pattern's folder (made if missing) and --save's must take a file. */
+ * the pattern's folder (made if missing, with its parents) and --save's
+ * must take a file. */
 mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr_error *err);
+
+/* Removes the temporaries that killed writers left (runtime/atomic_file.h,
+ * mr_atomic_remove_stale) of the pattern's checkpoints, of r->stop_path
+ * and of save_path (NULL: none); counts them in *removed, the first's
+ * path in first[n]. */
+mr_status mr_ckpt_remove_stale(const mr_ckpt_run *r, const char *save_path, int *removed,
+                               char *first, size_t n, mr_error *err);
+
+/* At the end of a run (not a stop): deletes r->stop_path, the stop's
+ * checkpoint without a pattern, now older than the run's end (as Keras's
+ * BackupAndRestore deletes its backup), unless it is save_path. Returns 1
+ * if a file was deleted. */
+int mr_ckpt_remove_stop(const mr_ckpt_run *r, const char *save_path);
 
 /* mr_fit_callbacks.save, with user = mr_ckpt_run: writes PATTERN-step<N>.h5
  * and prunes to --keep. */
@@ -66,12 +86,30 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
  * neither is given. */
 void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, char *path, size_t n);
 
-/* --resume ARG: ARG itself, or with "auto" the newest checkpoint of the
- * pattern, else stop_path (a stop's checkpoint; may be NULL), into path.
- * With "auto" and no such file yet, path is "" (start fresh); with neither
- * a pattern nor a stop_path, an MR_ERR_USAGE. */
+/* --resume ARG: ARG itself; with "auto", of the newest intact checkpoint
+ * of the pattern, stop_path (a stop's checkpoint) and save_path (--save's
+ * file, when it is a checkpoint mirrored resumes from), the one with the
+ * most updates (on a tie --save's, then the stop's), into path; "" when
+ * there is none yet (start fresh). A damaged file, and a --save file that
+ * is no checkpoint (it will be replaced at the run's end), are named in a
+ * line to `note` (NULL: none). Neither a pattern nor a stop_path: an
+ * MR_ERR_USAGE. */
 mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
-                              char *path, size_t n, mr_error *err);
+                              const char *save_path, char *path, size_t n, FILE *note,
+                              mr_error *err);
+
+/* 1 when a checkpoint is where the run ends: its `epochs` done (and no
+ * update into the next), or --max-steps (max_steps > 0) reached. */
+int mr_ckpt_finished(const mr_checkpoint *c, int epochs, int64_t max_steps);
+
+/* Compares the data a resumed run trains on with the checkpoint's: the
+ * preprocessing ([data] scale, standardize) must be the checkpoint's, and a
+ * checkpoint into an epoch needs as many training examples as it had
+ * (else MR_ERR_USAGE, one line naming path). What else changed (the
+ * examples at an epoch's end, the files) is written into buf, "" if
+ * nothing did. n_train: this run's training rows. */
+mr_status mr_ckpt_compare_data(const char *path, const mr_checkpoint *c, const mr_config *cfg,
+                               int64_t n_train, char *buf, size_t n, mr_error *err);
 
 /* Puts a checkpoint's preprocessing into a dataset in place of its own (a
  * resumed run and mirrored_eval use the statistics training used). */

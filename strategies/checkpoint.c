@@ -82,6 +82,8 @@ static mr_status put_mirrored(mr_h5 *h, const mr_checkpoint *c, mr_error *err) {
     if (st == MR_OK) st = put_f64(h, g, "epoch_correct", s->epoch_correct, err);
     if (st == MR_OK) st = put_f64(h, g, "epoch_seconds", s->epoch_seconds, err);
     if (st == MR_OK) st = put_f64(h, g, "previous_save_seconds", c->previous_save_s, err);
+    if (st == MR_OK && c->train_examples > 0)
+        st = put_i64(h, g, "train_examples", c->train_examples, err);
     if (st == MR_OK) st = mr_h5_write(h, g, "learning_rate", MR_H5_F32, 0, NULL, &c->lr, err);
     if (st == MR_OK) st = put_history(h, g, s, err);
     if (st == MR_OK)
@@ -218,6 +220,9 @@ mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) 
     if (st == MR_OK) st = get_f64(&h, g, "epoch_correct", &s->epoch_correct, err);
     if (st == MR_OK) st = get_f64(&h, g, "epoch_seconds", &s->epoch_seconds, err);
     if (st == MR_OK) st = get_f64(&h, g, "previous_save_seconds", &c->previous_save_s, err);
+    /* absent in files written before it was kept: 0, unknown */
+    if (st == MR_OK && mr_h5_exists(&h, g, "train_examples"))
+        st = get_i64(&h, g, "train_examples", &c->train_examples, err);
     if (st == MR_OK) st = mr_h5_read(&h, g, "learning_rate", MR_H5_F32, 0, NULL, &c->lr, err);
     if (st == MR_OK) st = get_history(&h, g, s, err);
     if (st == MR_OK)
@@ -269,23 +274,33 @@ void mr_checkpoint_free(mr_checkpoint *c) {
 
 /* ---- file names --------------------------------------------------------- */
 
-/* Splits "dir/name.h5" into dir, "name", ".h5". */
+/* Splits "dir/name.h5" into dir, "name-step", ".h5"; a folder "dir/"
+ * (a trailing slash) into dir, "step", ".h5". */
 static void split_pattern(const char *pattern, char *dir, char *stem, char *ext, size_t n) {
     char tmp[MR_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", pattern);
+    size_t len = strlen(tmp);
+    if (len > 1 && tmp[len - 1] == '/') {
+        while (len > 1 && tmp[len - 1] == '/')
+            tmp[--len] = '\0';
+        snprintf(dir, n, "%s", tmp);
+        snprintf(stem, n, "step");
+        snprintf(ext, n, ".h5");
+        return;
+    }
     snprintf(dir, n, "%s", dirname(tmp));
     snprintf(tmp, sizeof tmp, "%s", pattern);
     const char *base = basename(tmp);
     const char *dot = strrchr(base, '.');
     if (dot == NULL || dot == base) dot = base + strlen(base);
-    snprintf(stem, n, "%.*s", (int)(dot - base), base);
+    snprintf(stem, n, "%.*s-step", (int)(dot - base), base);
     snprintf(ext, n, "%s", *dot ? dot : ".h5");
 }
 
 void mr_checkpoint_name(const char *pattern, int64_t step, char *buf, size_t n) {
     char dir[MR_PATH_MAX], stem[MR_PATH_MAX], ext[MR_PATH_MAX];
     split_pattern(pattern, dir, stem, ext, sizeof dir);
-    snprintf(buf, n, "%s/%s-step%09lld%s", dir, stem, (long long)step, ext);
+    snprintf(buf, n, "%s/%s%09lld%s", dir, stem, (long long)step, ext);
 }
 
 /* The steps of PATTERN's checkpoints in its folder, sorted ascending. */
@@ -301,11 +316,10 @@ static mr_status list_steps(const char *pattern, int64_t **steps, int *count, mr
     while ((e = readdir(d)) != NULL) {
         const char *nm = e->d_name;
         size_t len = strlen(nm);
-        if (len != sl + 5 + 9 + el || strncmp(nm, stem, sl) != 0 ||
-            strncmp(nm + sl, "-step", 5) != 0 || strcmp(nm + len - el, ext) != 0)
+        if (len != sl + 9 + el || strncmp(nm, stem, sl) != 0 || strcmp(nm + len - el, ext) != 0)
             continue;
         char digits[10];
-        memcpy(digits, nm + sl + 5, 9);
+        memcpy(digits, nm + sl, 9);
         digits[9] = '\0';
         if (strspn(digits, "0123456789") != 9) continue;
         if (*count == cap) {
@@ -337,8 +351,8 @@ mr_status mr_checkpoint_newest(const char *pattern, char *buf, size_t n, mr_erro
         char dir[MR_PATH_MAX], stem[MR_PATH_MAX], ext[MR_PATH_MAX];
         split_pattern(pattern, dir, stem, ext, sizeof dir);
         free(steps);
-        return mr_error_set(err, MR_ERR_IO, "--resume auto: no checkpoint %s-step*%s in %s", stem,
-                            ext, dir);
+        return mr_error_set(err, MR_ERR_IO, "--resume auto: no checkpoint %s*%s in %s", stem, ext,
+                            dir);
     }
     mr_checkpoint_name(pattern, steps[count - 1], buf, n);
     free(steps);

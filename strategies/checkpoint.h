@@ -38,6 +38,9 @@ typedef struct mr_checkpoint {
     /* seconds the run's save before this one took (0: none before it): what
      * a resumed run expects a save of this model to take (--stop-budget) */
     double previous_save_s;
+    /* training examples an epoch went over (0: not recorded): a resumed
+     * run on other data says so */
+    int64_t train_examples;
 } mr_checkpoint;
 
 /* Writes model m (weights and optimizer slots) and c to path. */

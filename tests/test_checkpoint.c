@@ -47,6 +47,15 @@ START_TEST(names_newest_prune) {
     ck_assert(tu_exists(p));
     snprintf(p, sizeof p, "%s/other-step000000005.h5", dir);
     ck_assert(tu_exists(p));
+    /* a folder (a trailing slash): step<N>.h5 inside it */
+    mr_checkpoint_name("ck/", 20, p, sizeof p);
+    ck_assert_str_eq(p, "ck/step000000020.h5");
+    mr_checkpoint_name("a/b//", 7, p, sizeof p);
+    ck_assert_str_eq(p, "a/b/step000000007.h5");
+    snprintf(pattern, sizeof pattern, "%s/", dir);
+    free(tu_write_text(dir, "step000000030.h5", "x"));
+    ck_assert_int_eq(mr_checkpoint_newest(pattern, name, sizeof name, &err), MR_OK);
+    ck_assert_msg(strstr(name, "//") == NULL && strstr(name, "/step000000030.h5"), "%s", name);
 }
 END_TEST
 
