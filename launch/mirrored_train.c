@@ -488,11 +488,7 @@ static mr_status stage_load_data(train_run *r) {
     else
         MR_CHECK(load_data(&r->cfg, r->in_size, r->classes, r->label_width, &r->train, &r->test,
                            &r->n_train, &r->err));
-    /* a resumed run preprocesses with the statistics it trained with, on
-     * data it can go on with */
-    if (r->resuming)
-        MR_CHECK(mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
-                                      sizeof r->data_note, &r->err));
+    /* a resumed run preprocesses with the statistics it trained with */
     if (r->resuming) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->train, &r->err));
     if (r->resuming && r->test.n) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->test, &r->err));
     r->n_val = r->train.n - r->n_train;
@@ -543,8 +539,11 @@ static mr_status stage_build_strategy(train_run *r) {
 static mr_status stage_load_weights(train_run *r) {
     if (r->resuming) {
         r->share_weights = 1;
-        return mr_checkpoint_load_model(r->ck_path, r->model0,
-                                        mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err);
+        MR_CHECK(mr_checkpoint_load_model(r->ck_path, r->model0,
+                                          mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err));
+        /* the checkpoint of this model: then, data it can go on with */
+        return mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
+                                    sizeof r->data_note, &r->err);
     }
     if (r->c.init_weights != NULL) {
         r->share_weights = 1;
