@@ -155,8 +155,9 @@ static const key_def keys[] = {
     {"net", "accumulate", KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
      "micro-batches per update (gradient accumulation)"},
     {"net", "checkpoint", KEY_PATH, NET(checkpoint), "", 0, 0, 0, 0, NULL, 0,
-     "if set: write checkpoints DIR/NAME-step<N>.h5 of this path (relative: to the .cfg's "
-     "folder; --keep prunes them, --resume auto takes the newest)"},
+     "if set: write checkpoints DIR/NAME-step<N>.h5 of this path, or DIR/step<N>.h5 of a "
+     "folder DIR/ (relative: to the .cfg's folder; folders made; --keep prunes them, --resume "
+     "auto takes the newest)"},
     {"net", "checkpoint_every", KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30, 0, 0,
      NULL, 0, "how often: N epochs or N steps (updates)"},
     {"net", "on_nan", KEY_ENUM, NET(on_nan), "stop", 0, 0, 0, 0, on_nan_names, 0,
