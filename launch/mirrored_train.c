@@ -833,12 +833,12 @@ static mr_status stage_save(train_run *r) {
     if (!r->lead || c->save_path == NULL || r->ck_run.best_path != NULL) return MR_OK;
     const mr_fit_state *end = mr_strategy_state(r->strategy);
     float lr = end->n_history ? end->history[end->n_history - 1].lr : r->plan->base_lr;
-    MR_CHECK(mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, &r->err));
-    return MR_OK;
+    return mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, &r->err);
 }
 
-/* the end of a run: its stop's checkpoint (without a pattern) is older than
- * the end and would be resumed from by --resume auto: deleted */
+/* the end of a run (not a stop): the stop's file of an earlier stop is older
+ * than this end, so it goes (a pattern's stop checkpoint is one of its
+ * files and stays) */
 static mr_status stage_end(train_run *r) {
     if (mr_ckpt_remove_stop(&r->ck_run, r->c.save_path) && !r->c.quiet)
         printf("Deleted %s, the stop's checkpoint: the run has ended\n", r->stop_path);
