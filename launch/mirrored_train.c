@@ -402,7 +402,8 @@ static int wants_resume(const train_run *r) {
 }
 
 /* --resume auto's candidates beside the pattern: the stop's file, and
- * --save's unless it holds the best epoch (save_best_only), not the end */
+ * --save's unless it holds the best epoch (save_best_only), not the end
+ * (its record of the run's end is read by best_ended) */
 static const char *resume_save_path(const train_run *r) {
     return r->cfg.net.save_best_only == MR_MONITOR_NONE ? r->c.save_path : NULL;
 }
@@ -413,11 +414,32 @@ static int finished_before(train_run *r) {
     if (strcmp(r->c.resume, "auto") != 0 ||
         !mr_ckpt_finished(&r->ck, r->cfg.net.epochs, r->c.max_steps))
         return 0;
-    const mr_fit_state *s = &r->ck.state;
+    char end[128];
+    mr_ckpt_say_end(&r->ck, r->cfg.net.epochs, end, sizeof end);
     if (r->lead)
-        printf("--resume auto: %s is the end of this run (epoch %d/%d, %lld updates): nothing to "
-               "train, no file written\n",
-               r->ck_path, s->epoch + (s->step > 0), r->cfg.net.epochs, (long long)s->global_step);
+        printf("--resume auto: %s is the end of this run (%s): nothing to train, no file "
+               "written\n",
+               r->ck_path, end);
+    r->finished = 1;
+    r->rc = MR_EXIT_OK;
+    return 1;
+}
+
+/* --resume auto with save_best_only: --save's file records that the run
+ * ended (where this one ends, no later than the checkpoint chosen, if
+ * any): one line, nothing written, exit 0 */
+static int best_ended(train_run *r) {
+    if (strcmp(r->c.resume, "auto") != 0 || r->cfg.net.save_best_only == MR_MONITOR_NONE) return 0;
+    mr_checkpoint b;
+    const int64_t step = r->resuming ? r->ck.state.global_step : -1;
+    if (!mr_ckpt_best_ended(r->c.save_path, step, r->cfg.net.epochs, r->c.max_steps, &b)) return 0;
+    char end[128];
+    mr_ckpt_say_end(&b, r->cfg.net.epochs, end, sizeof end);
+    if (r->lead)
+        printf("--resume auto: %s holds the best epoch (%d) of this run, which has ended (%s): "
+               "nothing to train, no file written\n",
+               r->c.save_path, b.state.epoch, end);
+    mr_checkpoint_free(&b);
     r->finished = 1;
     r->rc = MR_EXIT_OK;
     return 1;
@@ -431,9 +453,8 @@ static mr_status stage_resume(train_run *r) {
     MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, resume_save_path(r),
                                  r->ck_path, sizeof r->ck_path, r->lead ? stderr : NULL, &r->err));
     r->resuming = r->ck_path[0] != '\0';
-    if (!r->resuming) return MR_OK;
-    MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
-    if (finished_before(r)) return MR_OK;
+    if (r->resuming) MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
+    if ((r->resuming && finished_before(r)) || best_ended(r) || !r->resuming) return MR_OK;
     MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &r->err));
     if (r->c.max_steps > 0 && r->ck.state.global_step >= r->c.max_steps)
         return mr_error_set(&r->err, MR_ERR_USAGE,
@@ -664,6 +685,7 @@ static void init_checkpoints(train_run *r) {
         .train_examples = r->n_train,
         .stop_path = r->stop_path[0] ? r->stop_path : NULL,
         .stop_budget = c->n_stop_signals > 0 ? c->stop_budget : 0.0,
+        .max_steps = c->max_steps,
         .best_path = r->cfg.net.save_best_only != MR_MONITOR_NONE ? c->save_path : NULL};
 }
 
@@ -814,8 +836,15 @@ static mr_status stage_evaluate(train_run *r) {
     return MR_OK;
 }
 
-/* save: --metrics closed, --save written (with save_best_only the file
- * holds the best epoch's model already) */
+/* Why the fit ended (not on a signal: a stop ends the run before). */
+static mr_run_end run_end(const train_run *r) {
+    if (mr_strategy_fit_end(r->strategy).early_stopped) return MR_RUN_END_EARLY_STOP;
+    return mr_strategy_state(r->strategy)->epoch >= r->cfg.net.epochs ? MR_RUN_END_EPOCHS
+                                                                      : MR_RUN_END_MAX_STEPS;
+}
+
+/* save: --metrics closed, --save written (recording why the run ended) (with save_best_only the
+ * file holds the best epoch's model already) */
 static mr_status stage_save(train_run *r) {
     const mr_train_options *c = &r->c;
     if (r->csv != NULL) {
@@ -830,16 +859,19 @@ static mr_status stage_save(train_run *r) {
                 "%s: note: save_best_only: no epoch of this run improved %s (or none ended), so "
                 "this run did not write %s\n",
                 prog, mr_monitor_name(r->cfg.net.save_best_only), c->save_path);
+    r->ck_run.ended = run_end(r);
     if (!r->lead || c->save_path == NULL || r->ck_run.best_path != NULL) return MR_OK;
     const mr_fit_state *end = mr_strategy_state(r->strategy);
     float lr = end->n_history ? end->history[end->n_history - 1].lr : r->plan->base_lr;
-    return mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, &r->err);
+    return mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, r->ck_run.ended, &r->err);
 }
 
 /* the end of a run (not a stop): the stop's file of an earlier stop is older
  * than this end, so it goes (a pattern's stop checkpoint is one of its
- * files and stays) */
+ * files and stays); save_best_only's file and the pattern's last file
+ * record the end (after the report: model0's weights are read over) */
 static mr_status stage_end(train_run *r) {
+    MR_CHECK(mr_ckpt_record_end(&r->ck_run, mr_strategy_state(r->strategy), r->model0, &r->err));
     if (mr_ckpt_remove_stop(&r->ck_run, r->c.save_path) && !r->c.quiet)
         printf("Deleted %s, the stop's checkpoint: the run has ended\n", r->stop_path);
     return MR_OK;

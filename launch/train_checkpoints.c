@@ -112,7 +112,7 @@ int mr_ckpt_remove_stop(const mr_ckpt_run *r, const char *save_path) {
 }
 
 mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *state,
-                        const mr_model *m, float lr, mr_error *err) {
+                        const mr_model *m, float lr, mr_run_end ended, mr_error *err) {
     double t0 = mr_now_s();
     mr_checkpoint c = {.cfg_text = r->cfg->text,
                        .replicas = r->plan->replicas,
@@ -127,6 +127,11 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
                        .inv_std = r->train->inv_std,
                        .previous_save_s = r->last_save_s,
                        .train_examples = r->train_examples};
+    if (ended != MR_RUN_END_NONE)
+        c.ended = (mr_checkpoint_end){.why = ended,
+                                      .epoch = state->epoch,
+                                      .step = state->step,
+                                      .global_step = state->global_step};
     /* relative data paths of the .cfg start from its folder: keep it absolute */
     if (r->cfg_path[0] == '/' || realpath(r->cfg_path, c.cfg_path) == NULL)
         snprintf(c.cfg_path, sizeof c.cfg_path, "%s", r->cfg_path);
@@ -159,8 +164,31 @@ mr_status mr_ckpt_on_save(void *user, const mr_fit_state *state, const mr_model 
     if (!r->lead || r->pattern == NULL) return MR_OK;
     char path[MR_PATH_MAX + 64];
     mr_checkpoint_name(r->pattern, state->global_step, path, sizeof path);
-    MR_CHECK(mr_ckpt_write(r, path, state, m, lr, err));
+    /* the end by epochs or --max-steps is known here; early stopping's
+     * only after the fit (mr_ckpt_record_end) */
+    const mr_run_end ended =
+        state->epoch >= r->cfg->net.epochs && state->step == 0   ? MR_RUN_END_EPOCHS
+        : r->max_steps > 0 && state->global_step >= r->max_steps ? MR_RUN_END_MAX_STEPS
+                                                                 : MR_RUN_END_NONE;
+    MR_CHECK(mr_ckpt_write(r, path, state, m, lr, ended, err));
+    snprintf(r->last_saved, sizeof r->last_saved, "%s", path);
+    r->last_saved_step = state->global_step;
+    r->last_saved_end = ended;
     if (r->keep > 0) MR_CHECK(mr_checkpoint_prune(r->pattern, r->keep, err));
+    return MR_OK;
+}
+
+mr_status mr_ckpt_record_end(const mr_ckpt_run *r, const mr_fit_state *end, mr_model *m,
+                             mr_error *err) {
+    if (!r->lead || r->ended == MR_RUN_END_NONE) return MR_OK;
+    const mr_checkpoint_end e = {
+        .why = r->ended, .epoch = end->epoch, .step = end->step, .global_step = end->global_step};
+    struct stat sb;
+    /* no epoch ended: no best of this run, the file (if any) is another's */
+    if (r->best_path != NULL && end->n_history > 0 && stat(r->best_path, &sb) == 0)
+        MR_CHECK(mr_checkpoint_set_ended(r->best_path, &e, m, err));
+    if (r->last_saved[0] && r->last_saved_step == end->global_step && stat(r->last_saved, &sb) == 0)
+        MR_CHECK(mr_checkpoint_set_ended(r->last_saved, &e, m, err));
     return MR_OK;
 }
 
@@ -175,7 +203,7 @@ mr_status mr_ckpt_on_save_best(void *user, const mr_fit_state *state, const mr_m
     else if (r->out) /* Keras starts from inf, or -inf for an accuracy */
         fprintf(r->out, "Epoch %d: %s improved from %sinf to %.5f, saving model to %s\n",
                 state->epoch, name, strstr(name, "accuracy") ? "-" : "", value, r->best_path);
-    MR_CHECK(mr_ckpt_write(r, r->best_path, state, m, lr, err));
+    MR_CHECK(mr_ckpt_write(r, r->best_path, state, m, lr, MR_RUN_END_NONE, err));
     r->best_saves++;
     return MR_OK;
 }
@@ -187,11 +215,11 @@ mr_status mr_ckpt_on_stop(void *user, const mr_fit_state *state, const mr_model 
     if (!r->lead) return MR_OK;
     if (r->pattern != NULL) {
         mr_checkpoint_name(r->pattern, state->global_step, r->stopped_at, sizeof r->stopped_at);
-        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, err));
+        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, MR_RUN_END_NONE, err));
         if (r->keep > 0) MR_CHECK(mr_checkpoint_prune(r->pattern, r->keep, err));
     } else if (r->stop_path != NULL) {
         snprintf(r->stopped_at, sizeof r->stopped_at, "%s", r->stop_path);
-        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, err));
+        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, MR_RUN_END_NONE, err));
     }
     return MR_OK;
 }
@@ -278,10 +306,39 @@ mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *
     return MR_OK;
 }
 
-int mr_ckpt_finished(const mr_checkpoint *c, int epochs, int64_t max_steps) {
+/* Where c's run ended: its record, else c's own state. */
+static mr_checkpoint_end end_of(const mr_checkpoint *c) {
+    if (c->ended.why != MR_RUN_END_NONE) return c->ended;
     const mr_fit_state *s = &c->state;
-    if (max_steps > 0 && s->global_step >= max_steps) return 1;
-    return s->epoch == epochs && s->step == 0;
+    return (mr_checkpoint_end){.epoch = s->epoch, .step = s->step, .global_step = s->global_step};
+}
+
+int mr_ckpt_finished(const mr_checkpoint *c, int epochs, int64_t max_steps) {
+    const mr_checkpoint_end e = end_of(c);
+    if (e.why == MR_RUN_END_EARLY_STOP) return 1;
+    if (max_steps > 0 && e.global_step >= max_steps) return 1;
+    return e.epoch == epochs && e.step == 0;
+}
+
+void mr_ckpt_say_end(const mr_checkpoint *c, int epochs, char *buf, size_t n) {
+    const mr_checkpoint_end e = end_of(c);
+    snprintf(buf, n, "%sepoch %d/%d, %lld updates",
+             e.why == MR_RUN_END_EARLY_STOP ? "early stopping after " : "", e.epoch + (e.step > 0),
+             epochs, (long long)e.global_step);
+}
+
+int mr_ckpt_best_ended(const char *best_path, int64_t step, int epochs, int64_t max_steps,
+                       mr_checkpoint *c) {
+    struct stat sb;
+    mr_error e = {0};
+    if (best_path == NULL || stat(best_path, &sb) != 0 ||
+        mr_checkpoint_load(best_path, c, &e) != MR_OK)
+        return 0;
+    if (c->ended.why != MR_RUN_END_NONE && c->ended.global_step >= step &&
+        mr_ckpt_finished(c, epochs, max_steps))
+        return 1;
+    mr_checkpoint_free(c);
+    return 0;
 }
 
 mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr_error *err) {

@@ -728,6 +728,100 @@ START_TEST(resume_auto_keeps_finished_work) {
 }
 END_TEST
 
+/* "REASON EPOCH GLOBAL_STEP\n" of a file's /mirrored/ended, as h5py reads
+ * it, or "none\n" (a static buffer). */
+static const char *ended_record(const char *file) {
+    static char said[256];
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import h5py; g = h5py.File(\\\"%s\\\", "
+             "\\\"r\\\")[\\\"mirrored\\\"]; "
+             "e = g.get(\\\"ended\\\"); print(\\\"none\\\" if e is None else "
+             "\\\"%%s %%d %%d\\\" %% (e[\\\"reason\\\"][()].decode(), e[\\\"epoch\\\"][()], "
+             "e[\\\"global_step\\\"][()]))\"",
+             file);
+    int rc = run(cmd, &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    snprintf(said, sizeof said, "%s", out);
+    free(out);
+    return said;
+}
+
+/* A run that early stopping ended: the same command with --resume auto
+ * finds its --save file, and without --save its last checkpoint, marked
+ * as the run's end (/mirrored/ended), and writes nothing; an explicit
+ * --resume still reads it. */
+START_TEST(resume_auto_after_early_stopping) {
+    /* epoch 1 is the best; no later epoch improves by 100: it stops after 2 */
+    edit_cfg("es.cfg", "epochs=2\n",
+             "epochs=5\nearly_stopping=val_loss\npatience=1\nmin_delta=100\n");
+    run_ok("rm -rf ck m.h5 j.json");
+    const char *cmd = "$T es.cfg --devices cpu --resume auto --save m.h5 --json j.json";
+    char *out;
+    int rc = run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Epoch 2: early stopping"), "exit %d: %s", rc, out);
+    free(out);
+    run_ok("cp m.h5 m0.h5 && rm -rf j.json ck");
+    rc = run(cmd, &out);
+    ck_assert_msg(rc == 0 &&
+                      strstr(out, "--resume auto: m.h5 is the end of this run (early stopping "
+                                  "after epoch 2/5, 40 updates): nothing to train, no file "
+                                  "written\n") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp m.h5 m0.h5 && ! test -e j.json", NULL), 0);
+    /* no --save: the pattern's last checkpoint is the end */
+    run_ok("rm -rf ck && $T es.cfg --devices cpu --quiet");
+    run_ok("cp ck/run-step000000040.h5 c0.h5");
+    rc = run("$T es.cfg --devices cpu --resume auto --json j.json", &out);
+    ck_assert_msg(rc == 0 &&
+                      strstr(out, "--resume auto: ck/run-step000000040.h5 is the end of this run "
+                                  "(early stopping after epoch 2/5, 40 updates)") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp ck/run-step000000040.h5 c0.h5 && ! test -e j.json", NULL), 0);
+    ck_assert_str_eq(ended_record("m.h5"), "early_stopping 2 40\n");
+    ck_assert_str_eq(ended_record("ck/run-step000000040.h5"), "early_stopping 2 40\n");
+    ck_assert_str_eq(ended_record("ck/run-step000000020.h5"), "none\n");
+}
+END_TEST
+
+/* save_best_only: --save's file holds the best epoch; once the run has
+ * ended it carries the record, and --resume auto with no other file says
+ * the run has ended and writes nothing. A best file of a run that did not
+ * end (a stop) has no record: --resume auto starts from the beginning. */
+START_TEST(resume_auto_save_best_only) {
+    edit_cfg("sb.cfg", "epochs=2\n", "epochs=2\nsave_best_only=val_loss\n");
+    run_ok("rm -rf ck best.h5 best-stopped.h5 j.json");
+    run_ok("$T sb.cfg --devices cpu --quiet --save best.h5");
+    /* the last checkpoint is the end by its epochs: recorded as it was written */
+    ck_assert_str_eq(ended_record("ck/run-step000000040.h5"), "epochs 2 40\n");
+    run_ok("cp best.h5 b0.h5 && rm -rf ck");
+    char *out;
+    int rc = run("$T sb.cfg --devices cpu --resume auto --save best.h5 --json j.json", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "--resume auto: best.h5 holds the best epoch (") &&
+                      strstr(out, ") of this run, which has ended (epoch 2/2, 40 updates): "
+                                  "nothing to train, no file written\n") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp best.h5 b0.h5 && ! test -e j.json", NULL), 0);
+    ck_assert(strncmp(ended_record("best.h5"), "epochs 2 40\n", 12) == 0);
+    /* stopped in epoch 2: the best file (epoch 1) has no record */
+    run_ok("rm -rf ck best.h5");
+    rc = run("MIRRORED_DEBUG_FAIL=0:25:INT $T sb.cfg --devices cpu --quiet --save best.h5", &out);
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_str_eq(ended_record("best.h5"), "none\n");
+    run_ok("rm -rf ck best-stopped.h5");
+    rc = run("$T sb.cfg --devices cpu --quiet --resume auto --save best.h5 --epochs 1", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "no checkpoint yet"), "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 /* A pid that no process has now: a child's, waited for. */
 static int dead_pid(void) {
     pid_t pid = fork();
@@ -832,6 +926,8 @@ int main(void) {
     tcase_add_test(tc, init_weights);
     tcase_add_test(tc, augment_error_names_its_line);
     tcase_add_test(tc, resume_auto_keeps_finished_work);
+    tcase_add_test(tc, resume_auto_after_early_stopping);
+    tcase_add_test(tc, resume_auto_save_best_only);
     tcase_add_test(tc, stale_temporaries_removed);
     tcase_add_test(tc, resume_with_edited_data);
     tcase_add_test(tc, checkpoint_folders);

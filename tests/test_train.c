@@ -366,6 +366,26 @@ START_TEST(checkpoint_pattern_and_end) {
     ck_assert(!mr_ckpt_finished(&c, 1, 0)); /* beyond: mr_ckpt_check_epochs refuses it */
     c.state.step = 5;
     ck_assert(!mr_ckpt_finished(&c, 2, 0));
+    /* a file that records its run's end (save_best_only's: an older state)
+     * is judged by that end */
+    c.state = (mr_fit_state){.epoch = 1, .global_step = 20};
+    c.ended = (mr_checkpoint_end){.why = MR_RUN_END_EPOCHS, .epoch = 2, .global_step = 40};
+    char said[128];
+    ck_assert(mr_ckpt_finished(&c, 2, 0));
+    ck_assert(!mr_ckpt_finished(&c, 3, 0));
+    mr_ckpt_say_end(&c, 2, said, sizeof said);
+    ck_assert_str_eq(said, "epoch 2/2, 40 updates");
+    c.ended =
+        (mr_checkpoint_end){.why = MR_RUN_END_MAX_STEPS, .epoch = 1, .step = 5, .global_step = 25};
+    ck_assert(mr_ckpt_finished(&c, 3, 25));
+    ck_assert(!mr_ckpt_finished(&c, 3, 30));
+    ck_assert(!mr_ckpt_finished(&c, 3, 0));
+    /* early stopping ended it: whatever the epochs asked for now */
+    c.ended = (mr_checkpoint_end){.why = MR_RUN_END_EARLY_STOP, .epoch = 2, .global_step = 40};
+    ck_assert(mr_ckpt_finished(&c, 5, 0));
+    ck_assert(mr_ckpt_finished(&c, 9, 100));
+    mr_ckpt_say_end(&c, 5, said, sizeof said);
+    ck_assert_str_eq(said, "early stopping after epoch 2/5, 40 updates");
 }
 END_TEST
 
