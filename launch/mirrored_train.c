@@ -337,6 +337,7 @@ typedef struct train_run {
     char ck_path[MR_PATH_MAX + 64];
     mr_checkpoint ck;
     int resuming;
+    char data_note[1536]; /* how the data differs from the checkpoint's ("": it does not) */
     /* load data */
     mr_dataset train, test;
     int64_t n_train, n_val; /* train's rows: [0, n_train) train, [n_train, +n_val) validate */
@@ -403,15 +404,60 @@ static int wants_resume(const train_run *r) {
     return r->c.resume != NULL;
 }
 
+/* --resume auto's candidates beside the pattern: the stop's file, and
+ * --save's unless it holds the best epoch (save_best_only), not the end
+ * (its record of the run's end is read by best_ended) */
+static const char *resume_save_path(const train_run *r) {
+    return r->cfg.net.save_best_only == MR_MONITOR_NONE ? r->c.save_path : NULL;
+}
+
+/* --resume auto whose choice is where this run ends (its epochs, or
+ * --max-steps): one line, nothing written, exit 0 */
+static int finished_before(train_run *r) {
+    if (strcmp(r->c.resume, "auto") != 0 ||
+        !mr_ckpt_finished(&r->ck, r->cfg.net.epochs, r->c.max_steps))
+        return 0;
+    char end[128];
+    mr_ckpt_say_end(&r->ck, r->cfg.net.epochs, end, sizeof end);
+    if (r->lead)
+        printf("--resume auto: %s is the end of this run (%s): nothing to train, no file "
+               "written\n",
+               r->ck_path, end);
+    r->finished = 1;
+    r->rc = MR_EXIT_OK;
+    return 1;
+}
+
+/* --resume auto with save_best_only: --save's file records that the run
+ * ended (where this one ends, no later than the checkpoint chosen, if
+ * any): one line, nothing written, exit 0 */
+static int best_ended(train_run *r) {
+    if (strcmp(r->c.resume, "auto") != 0 || r->cfg.net.save_best_only == MR_MONITOR_NONE) return 0;
+    mr_checkpoint b;
+    const int64_t step = r->resuming ? r->ck.state.global_step : -1;
+    if (!mr_ckpt_best_ended(r->c.save_path, step, r->cfg.net.epochs, r->c.max_steps, &b)) return 0;
+    char end[128];
+    mr_ckpt_say_end(&b, r->cfg.net.epochs, end, sizeof end);
+    if (r->lead)
+        printf("--resume auto: %s holds the best epoch (%d) of this run, which has ended (%s): "
+               "nothing to train, no file written\n",
+               r->c.save_path, b.state.epoch, end);
+    mr_checkpoint_free(&b);
+    r->finished = 1;
+    r->rc = MR_EXIT_OK;
+    return 1;
+}
+
 /* resume: every process reads where the run stood, as it reads the .cfg
  * (--resume auto with no checkpoint yet: a first start, the same command) */
 static mr_status stage_resume(train_run *r) {
     const char *stop_path = r->stop_path[0] ? r->stop_path : NULL;
-    MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, r->ck_path,
-                                 sizeof r->ck_path, &r->err));
+    MR_CHECK(mr_ckpt_check_pattern(pattern_of(r), &r->err));
+    MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, resume_save_path(r),
+                                 r->ck_path, sizeof r->ck_path, r->lead ? stderr : NULL, &r->err));
     r->resuming = r->ck_path[0] != '\0';
-    if (!r->resuming) return MR_OK;
-    MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
+    if (r->resuming) MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
+    if ((r->resuming && finished_before(r)) || best_ended(r) || !r->resuming) return MR_OK;
     MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &r->err));
     if (r->c.max_steps > 0 && r->ck.state.global_step >= r->c.max_steps)
         return mr_error_set(&r->err, MR_ERR_USAGE,
@@ -446,6 +492,15 @@ static mr_status stage_check_outputs(train_run *r) {
     MR_CHECK(mr_ckpt_check_writable(&probe, r->c.save_path, &r->err));
     if (pattern_of(r) == NULL && r->stop_path[0])
         MR_CHECK(mr_cli_check_writable("--checkpoint-on-signal", r->stop_path, &r->err));
+    if (r->c.dry_run) return MR_OK;
+    /* what killed writers left of this run's files */
+    probe.stop_path = r->stop_path[0] ? r->stop_path : NULL;
+    char first[MR_PATH_MAX + 64];
+    int removed;
+    MR_CHECK(mr_ckpt_remove_stale(&probe, r->c.save_path, &removed, first, sizeof first, &r->err));
+    if (removed > 0 && !r->c.quiet)
+        printf("Removed %d temporary file%s left by a killed run (%s%s)\n", removed,
+               removed == 1 ? "" : "s", first, removed > 1 ? ", ..." : "");
     return MR_OK;
 }
 
@@ -508,8 +563,11 @@ static mr_status stage_build_strategy(train_run *r) {
 static mr_status stage_load_weights(train_run *r) {
     if (r->resuming) {
         r->share_weights = 1;
-        return mr_checkpoint_load_model(r->ck_path, r->model0,
-                                        mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err);
+        MR_CHECK(mr_checkpoint_load_model(r->ck_path, r->model0,
+                                          mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err));
+        /* the checkpoint of this model: then, data it can go on with */
+        return mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
+                                    sizeof r->data_note, &r->err);
     }
     if (r->c.init_weights != NULL) {
         r->share_weights = 1;
@@ -591,6 +649,7 @@ static mr_status stage_print_plan(train_run *r) {
         char changes[1024];
         mr_ckpt_compare_cfg(&r->ck, &r->cfg, changes, sizeof changes);
         mr_train_print_resume(r->ck_path, &r->ck, r->plan, r->cfg.net.epochs, changes);
+        if (r->data_note[0]) printf("%s\n", r->data_note);
     }
     if (r->c.init_weights) printf("Weights from %s\n", r->c.init_weights);
     print_stop_plan(r);
@@ -626,8 +685,10 @@ static void init_checkpoints(train_run *r) {
         .plan = r->plan,
         .processes = r->job.size,
         .train = &r->train,
+        .train_examples = r->n_train,
         .stop_path = r->stop_path[0] ? r->stop_path : NULL,
         .stop_budget = c->n_stop_signals > 0 ? c->stop_budget : 0.0,
+        .max_steps = c->max_steps,
         .best_path = r->cfg.net.save_best_only != MR_MONITOR_NONE ? c->save_path : NULL};
 }
 
@@ -778,8 +839,15 @@ static mr_status stage_evaluate(train_run *r) {
     return MR_OK;
 }
 
-/* save: --metrics closed, --save written (with save_best_only the file
- * holds the best epoch's model already) */
+/* Why the fit ended (not on a signal: a stop ends the run before). */
+static mr_run_end run_end(const train_run *r) {
+    if (mr_strategy_fit_end(r->strategy).early_stopped) return MR_RUN_END_EARLY_STOP;
+    return mr_strategy_state(r->strategy)->epoch >= r->cfg.net.epochs ? MR_RUN_END_EPOCHS
+                                                                      : MR_RUN_END_MAX_STEPS;
+}
+
+/* save: --metrics closed, --save written (recording why the run ended) (with save_best_only the
+ * file holds the best epoch's model already) */
 static mr_status stage_save(train_run *r) {
     const mr_train_options *c = &r->c;
     if (r->csv != NULL) {
@@ -794,10 +862,22 @@ static mr_status stage_save(train_run *r) {
                 "%s: note: save_best_only: no epoch of this run improved %s (or none ended), so "
                 "this run did not write %s\n",
                 prog, mr_monitor_name(r->cfg.net.save_best_only), c->save_path);
+    r->ck_run.ended = run_end(r);
     if (!r->lead || c->save_path == NULL || r->ck_run.best_path != NULL) return MR_OK;
     const mr_fit_state *end = mr_strategy_state(r->strategy);
     float lr = end->n_history ? end->history[end->n_history - 1].lr : r->plan->base_lr;
-    return mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, &r->err);
+    return mr_ckpt_write(&r->ck_run, c->save_path, end, r->model0, lr, r->ck_run.ended, &r->err);
+}
+
+/* the end of a run (not a stop): the stop's file of an earlier stop is older
+ * than this end, so it goes (a pattern's stop checkpoint is one of its
+ * files and stays); save_best_only's file and the pattern's last file
+ * record the end (after the report: model0's weights are read over) */
+static mr_status stage_end(train_run *r) {
+    MR_CHECK(mr_ckpt_record_end(&r->ck_run, mr_strategy_state(r->strategy), r->model0, &r->err));
+    if (mr_ckpt_remove_stop(&r->ck_run, r->c.save_path) && !r->c.quiet)
+        printf("Deleted %s, the stop's checkpoint: the run has ended\n", r->stop_path);
+    return MR_OK;
 }
 
 /* report: --log closed, the --json summary written */
@@ -847,6 +927,7 @@ static const train_stage stages[] = {
     {"evaluate", stage_evaluate, MR_CLI_STAGE_ALONE, NULL},
     {"save", stage_save, MR_CLI_STAGE_ALONE, NULL},
     {"report", stage_report, MR_CLI_STAGE_ALONE, NULL},
+    {"end", stage_end, MR_CLI_STAGE_ALONE, NULL},
 };
 
 /* Runs the stages until one fails (its verdict printed as the table says)

@@ -3,25 +3,56 @@
 
 #include "launch/cli.h"
 #include "strategies/early_stop.h"
+#include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+mr_status mr_ckpt_check_pattern(const char *pattern, mr_error *err) {
+    if (pattern == NULL) return MR_OK;
+    if (pattern[0] != '\0' && strspn(pattern, "/") < strlen(pattern)) return MR_OK;
+    return mr_error_set(err, MR_ERR_CONFIG,
+                        "[net] checkpoint %s: the root folder is no place for checkpoints: name a "
+                        "folder (ck/: ck/step<N>.h5) or a file pattern (ck/run.h5: "
+                        "ck/run-step<N>.h5)",
+                        pattern);
+}
+
+/* The folder of the pattern's checkpoints into dir[n]. */
+static void pattern_folder(const char *pattern, char *dir, size_t n) {
+    char name[MR_PATH_MAX + 80];
+    mr_checkpoint_name(pattern, 0, name, sizeof name);
+    snprintf(dir, n, "%s", dirname(name));
+}
+
+/* mkdir -p: folder and every missing parent. 0, or -1 with errno. */
+static int make_folders(const char *folder) {
+    char p[MR_PATH_MAX];
+    snprintf(p, sizeof p, "%s", folder);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+        *s = '/';
+    }
+    return mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr_error *err) {
     if (!r->lead) return MR_OK;
     if (r->pattern != NULL) {
-        char dir[MR_PATH_MAX], name[MR_PATH_MAX + 80];
-        snprintf(dir, sizeof dir, "%s", r->pattern);
-        const char *folder = dirname(dir);
-        struct stat sb;
-        if (stat(folder, &sb) != 0 && mkdir(folder, 0777) != 0 && errno != EEXIST)
+        char folder[MR_PATH_MAX], name[MR_PATH_MAX + 80];
+        MR_CHECK(mr_ckpt_check_pattern(r->pattern, err));
+        pattern_folder(r->pattern, folder, sizeof folder);
+        if (make_folders(folder) != 0)
             return mr_error_set(err, MR_ERR_IO, "[net] checkpoint %s: cannot make its folder: %s",
                                 r->pattern, strerror(errno));
         mr_checkpoint_name(r->pattern, 0, name, sizeof name);
@@ -31,8 +62,57 @@ mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr
     return MR_OK;
 }
 
+/* mr_atomic_target_fn of a pattern's checkpoints: the name of step 0 and
+ * of step 111111111 differ in the 9 digits alone, where name has digits. */
+static int is_pattern_name(const char *name, void *user) {
+    char a[MR_PATH_MAX + 80], b[MR_PATH_MAX + 80];
+    mr_checkpoint_name(user, 0, a, sizeof a);
+    mr_checkpoint_name(user, 111111111, b, sizeof b);
+    const char *ba = strrchr(a, '/') + 1, *bb = strrchr(b, '/') + 1;
+    if (strlen(name) != strlen(ba)) return 0;
+    for (size_t i = 0; name[i]; i++)
+        if (ba[i] == bb[i] ? name[i] != ba[i] : (name[i] < '0' || name[i] > '9')) return 0;
+    return 1;
+}
+
+/* mr_atomic_target_fn of one file: user is its name */
+static int is_file_name(const char *name, void *user) {
+    return strcmp(name, user) == 0;
+}
+
+/* The stale temporaries of one file, path. */
+static mr_status remove_stale_of(const char *path, int *removed, char *first, size_t n,
+                                 mr_error *err) {
+    char a[MR_PATH_MAX], b[MR_PATH_MAX];
+    snprintf(a, sizeof a, "%s", path);
+    snprintf(b, sizeof b, "%s", path);
+    return mr_atomic_remove_stale(dirname(a), is_file_name, basename(b), removed, first, n, err);
+}
+
+mr_status mr_ckpt_remove_stale(const mr_ckpt_run *r, const char *save_path, int *removed,
+                               char *first, size_t n, mr_error *err) {
+    *removed = 0;
+    if (n) first[0] = '\0';
+    if (!r->lead) return MR_OK;
+    if (r->pattern != NULL) {
+        char folder[MR_PATH_MAX];
+        pattern_folder(r->pattern, folder, sizeof folder);
+        MR_CHECK(mr_atomic_remove_stale(folder, is_pattern_name, (void *)r->pattern, removed, first,
+                                        n, err));
+    }
+    if (r->stop_path != NULL) MR_CHECK(remove_stale_of(r->stop_path, removed, first, n, err));
+    if (save_path != NULL) MR_CHECK(remove_stale_of(save_path, removed, first, n, err));
+    return MR_OK;
+}
+
+int mr_ckpt_remove_stop(const mr_ckpt_run *r, const char *save_path) {
+    if (!r->lead || r->stop_path == NULL) return 0;
+    if (save_path != NULL && strcmp(save_path, r->stop_path) == 0) return 0;
+    return unlink(r->stop_path) == 0;
+}
+
 mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *state,
-                        const mr_model *m, float lr, mr_error *err) {
+                        const mr_model *m, float lr, mr_run_end ended, mr_error *err) {
     double t0 = mr_now_s();
     mr_checkpoint c = {.cfg_text = r->cfg->text,
                        .replicas = r->plan->replicas,
@@ -46,7 +126,13 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
                        .mean = r->train->mean,
                        .inv_std = r->train->inv_std,
                        .class_names = r->train->class_names,
-                       .previous_save_s = r->last_save_s};
+                       .previous_save_s = r->last_save_s,
+                       .train_examples = r->train_examples};
+    if (ended != MR_RUN_END_NONE)
+        c.ended = (mr_checkpoint_end){.why = ended,
+                                      .epoch = state->epoch,
+                                      .step = state->step,
+                                      .global_step = state->global_step};
     /* relative data paths of the .cfg start from its folder: keep it absolute */
     if (r->cfg_path[0] == '/' || realpath(r->cfg_path, c.cfg_path) == NULL)
         snprintf(c.cfg_path, sizeof c.cfg_path, "%s", r->cfg_path);
@@ -79,8 +165,31 @@ mr_status mr_ckpt_on_save(void *user, const mr_fit_state *state, const mr_model 
     if (!r->lead || r->pattern == NULL) return MR_OK;
     char path[MR_PATH_MAX + 64];
     mr_checkpoint_name(r->pattern, state->global_step, path, sizeof path);
-    MR_CHECK(mr_ckpt_write(r, path, state, m, lr, err));
+    /* the end by epochs or --max-steps is known here; early stopping's
+     * only after the fit (mr_ckpt_record_end) */
+    const mr_run_end ended =
+        state->epoch >= r->cfg->net.epochs && state->step == 0   ? MR_RUN_END_EPOCHS
+        : r->max_steps > 0 && state->global_step >= r->max_steps ? MR_RUN_END_MAX_STEPS
+                                                                 : MR_RUN_END_NONE;
+    MR_CHECK(mr_ckpt_write(r, path, state, m, lr, ended, err));
+    snprintf(r->last_saved, sizeof r->last_saved, "%s", path);
+    r->last_saved_step = state->global_step;
+    r->last_saved_end = ended;
     if (r->keep > 0) MR_CHECK(mr_checkpoint_prune(r->pattern, r->keep, err));
+    return MR_OK;
+}
+
+mr_status mr_ckpt_record_end(const mr_ckpt_run *r, const mr_fit_state *end, mr_model *m,
+                             mr_error *err) {
+    if (!r->lead || r->ended == MR_RUN_END_NONE) return MR_OK;
+    const mr_checkpoint_end e = {
+        .why = r->ended, .epoch = end->epoch, .step = end->step, .global_step = end->global_step};
+    struct stat sb;
+    /* no epoch ended: no best of this run, the file (if any) is another's */
+    if (r->best_path != NULL && end->n_history > 0 && stat(r->best_path, &sb) == 0)
+        MR_CHECK(mr_checkpoint_set_ended(r->best_path, &e, m, err));
+    if (r->last_saved[0] && r->last_saved_step == end->global_step && stat(r->last_saved, &sb) == 0)
+        MR_CHECK(mr_checkpoint_set_ended(r->last_saved, &e, m, err));
     return MR_OK;
 }
 
@@ -95,7 +204,7 @@ mr_status mr_ckpt_on_save_best(void *user, const mr_fit_state *state, const mr_m
     else if (r->out) /* Keras starts from inf, or -inf for an accuracy */
         fprintf(r->out, "Epoch %d: %s improved from %sinf to %.5f, saving model to %s\n",
                 state->epoch, name, strstr(name, "accuracy") ? "-" : "", value, r->best_path);
-    MR_CHECK(mr_ckpt_write(r, r->best_path, state, m, lr, err));
+    MR_CHECK(mr_ckpt_write(r, r->best_path, state, m, lr, MR_RUN_END_NONE, err));
     r->best_saves++;
     return MR_OK;
 }
@@ -107,11 +216,11 @@ mr_status mr_ckpt_on_stop(void *user, const mr_fit_state *state, const mr_model 
     if (!r->lead) return MR_OK;
     if (r->pattern != NULL) {
         mr_checkpoint_name(r->pattern, state->global_step, r->stopped_at, sizeof r->stopped_at);
-        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, err));
+        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, MR_RUN_END_NONE, err));
         if (r->keep > 0) MR_CHECK(mr_checkpoint_prune(r->pattern, r->keep, err));
     } else if (r->stop_path != NULL) {
         snprintf(r->stopped_at, sizeof r->stopped_at, "%s", r->stop_path);
-        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, err));
+        MR_CHECK(mr_ckpt_write(r, r->stopped_at, state, m, lr, MR_RUN_END_NONE, err));
     }
     return MR_OK;
 }
@@ -128,8 +237,51 @@ void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, cha
     snprintf(path, n, "%.*s-stopped.h5", stem, base);
 }
 
+/* --resume auto's file of the pattern: its newest intact checkpoint, or
+ * "" when it has none yet (a first start). */
+static mr_status newest_of_pattern(const char *pattern, char *path, size_t n, FILE *note,
+                                   mr_error *err) {
+    mr_error none = {0};
+    path[0] = '\0';
+    /* the newest intact one: a damaged newest is named and skipped */
+    if (mr_checkpoint_newest(pattern, path, n, &none) == MR_OK)
+        return mr_checkpoint_skip_damaged(pattern, path, n, note, err);
+    path[0] = '\0';
+    /* no folder yet, or no file in it: a first start; a folder that
+     * cannot be read is an error, not a reason to start over */
+    char dir[MR_PATH_MAX];
+    pattern_folder(pattern, dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (d == NULL && errno != ENOENT) return mr_error_set(err, none.status, "%s", none.msg);
+    if (d != NULL) closedir(d);
+    if (none.status == MR_ERR_NOMEM) return mr_error_set(err, none.status, "%s", none.msg);
+    return MR_OK;
+}
+
+/* One candidate of --resume auto: when path holds a checkpoint with at
+ * least *best updates, it becomes the choice (into choice[n]). A file that
+ * is missing is skipped; one that does not load is named to `note` as
+ * `what` says. */
+static void consider(const char *path, const char *what, int64_t *best, char *choice, size_t n,
+                     FILE *note) {
+    struct stat sb;
+    if (path == NULL || path[0] == '\0' || stat(path, &sb) != 0) return;
+    mr_checkpoint c;
+    mr_error e = {0};
+    if (mr_checkpoint_load(path, &c, &e) != MR_OK) {
+        if (note != NULL) fprintf(note, "--resume auto: %s: %s\n", e.msg, what);
+        return;
+    }
+    if (c.state.global_step >= *best) {
+        *best = c.state.global_step;
+        snprintf(choice, n, "%s", path);
+    }
+    mr_checkpoint_free(&c);
+}
+
 mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
-                              char *path, size_t n, mr_error *err) {
+                              const char *save_path, char *path, size_t n, FILE *note,
+                              mr_error *err) {
     if (strcmp(arg, "auto") != 0) {
         snprintf(path, n, "%s", arg);
         return MR_OK;
@@ -138,28 +290,56 @@ mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *
         return mr_error_set(err, MR_ERR_USAGE,
                             "--resume auto: the .cfg has no [net] checkpoint to look for (and "
                             "there is no --checkpoint-on-signal, --save or --json to look beside)");
-    if (pattern != NULL) {
-        mr_error none = {0};
-        /* the newest intact one: a damaged newest is named and skipped */
-        if (mr_checkpoint_newest(pattern, path, n, &none) == MR_OK)
-            return mr_checkpoint_skip_damaged(pattern, path, n, stderr, err);
-        /* no folder yet, or no file in it: a first start; a folder that
-         * cannot be read is an error, not a reason to start over */
-        char dir[MR_PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", pattern);
-        DIR *d = opendir(dirname(dir));
-        if (d == NULL && errno != ENOENT) return mr_error_set(err, none.status, "%s", none.msg);
-        if (d != NULL) closedir(d);
-        if (none.status == MR_ERR_NOMEM) return mr_error_set(err, none.status, "%s", none.msg);
-    }
-    /* a stop's checkpoint without a pattern, or none yet: a first start */
-    struct stat sb;
-    if (pattern == NULL && stat(stop_path, &sb) == 0) {
-        snprintf(path, n, "%s", stop_path);
-        return MR_OK;
-    }
-    snprintf(path, n, "%s", "");
+    char newest[MR_PATH_MAX + 64] = "";
+    if (pattern != NULL) MR_CHECK(newest_of_pattern(pattern, newest, sizeof newest, note, err));
+    /* the most updates wins; a tie goes to the later candidate: the same
+     * state, and --save's file is the run's own end */
+    int64_t best = -1;
+    path[0] = '\0';
+    if (newest[0]) snprintf(path, n, "%s", newest), best = 0;
+    consider(newest, "", &best, path, n, NULL);
+    if (stop_path != NULL && (save_path == NULL || strcmp(stop_path, save_path) != 0))
+        consider(stop_path, "skipped", &best, path, n, note);
+    consider(save_path,
+             "--save's file is no checkpoint to resume from: skipped, and this run replaces it "
+             "when it ends",
+             &best, path, n, note);
     return MR_OK;
+}
+
+/* Where c's run ended: its record, else c's own state. */
+static mr_checkpoint_end end_of(const mr_checkpoint *c) {
+    if (c->ended.why != MR_RUN_END_NONE) return c->ended;
+    const mr_fit_state *s = &c->state;
+    return (mr_checkpoint_end){.epoch = s->epoch, .step = s->step, .global_step = s->global_step};
+}
+
+int mr_ckpt_finished(const mr_checkpoint *c, int epochs, int64_t max_steps) {
+    const mr_checkpoint_end e = end_of(c);
+    if (e.why == MR_RUN_END_EARLY_STOP) return 1;
+    if (max_steps > 0 && e.global_step >= max_steps) return 1;
+    return e.epoch == epochs && e.step == 0;
+}
+
+void mr_ckpt_say_end(const mr_checkpoint *c, int epochs, char *buf, size_t n) {
+    const mr_checkpoint_end e = end_of(c);
+    snprintf(buf, n, "%sepoch %d/%d, %lld updates",
+             e.why == MR_RUN_END_EARLY_STOP ? "early stopping after " : "", e.epoch + (e.step > 0),
+             epochs, (long long)e.global_step);
+}
+
+int mr_ckpt_best_ended(const char *best_path, int64_t step, int epochs, int64_t max_steps,
+                       mr_checkpoint *c) {
+    struct stat sb;
+    mr_error e = {0};
+    if (best_path == NULL || stat(best_path, &sb) != 0 ||
+        mr_checkpoint_load(best_path, c, &e) != MR_OK)
+        return 0;
+    if (c->ended.why != MR_RUN_END_NONE && c->ended.global_step >= step &&
+        mr_ckpt_finished(c, epochs, max_steps))
+        return 1;
+    mr_checkpoint_free(c);
+    return 0;
 }
 
 mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr_error *err) {
@@ -302,4 +482,96 @@ int mr_ckpt_compare_cfg(const mr_checkpoint *c, const mr_config *cfg, char *buf,
 #undef SAY
     mr_config_free(&old);
     return keep;
+}
+
+/* The [data] files that decide the training rows, by key. */
+static const struct {
+    const char *key;
+    size_t offset;
+} data_files[] = {
+    {"train_images", offsetof(mr_data_cfg, train_images)},
+    {"train_labels", offsetof(mr_data_cfg, train_labels)},
+    {"val_images", offsetof(mr_data_cfg, val_images)},
+    {"val_labels", offsetof(mr_data_cfg, val_labels)},
+};
+
+/* The same file: the same path, or (both existing) the same file after
+ * realpath, so that "./x.npy" and "x.npy" agree. */
+static int same_file(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return 1;
+    char ra[PATH_MAX], rb[PATH_MAX];
+    return realpath(a, ra) != NULL && realpath(b, rb) != NULL && strcmp(ra, rb) == 0;
+}
+
+/* "train_images A -> B, ..." of the files that differ, into buf[n]. */
+static void say_files(const mr_data_cfg *a, const mr_data_cfg *b, char *buf, size_t n) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof data_files / sizeof data_files[0] && o < n; i++) {
+        const char *pa = (const char *)a + data_files[i].offset;
+        const char *pb = (const char *)b + data_files[i].offset;
+        if (!same_file(pa, pb))
+            o += (size_t)snprintf(buf + o, n - o, "%s%s %s -> %s", o ? ", " : "", data_files[i].key,
+                                  pa[0] ? pa : "none", pb[0] ? pb : "none");
+    }
+}
+
+/* The preprocessing a resume cannot change: the weights were trained on
+ * inputs of the checkpoint's. */
+static mr_status check_preprocessing(const char *path, const mr_checkpoint *c, const mr_config *cfg,
+                                     mr_error *err) {
+    const char *how = "undo the edit, or start a new run from its weights with --init-weights";
+    if (c->scale != cfg->data.scale)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--resume %s: [data] scale %g -> %g: its weights were trained on "
+                            "inputs of scale %g; %s %s",
+                            path, (double)c->scale, (double)cfg->data.scale, (double)c->scale, how,
+                            path);
+    if ((c->mean != NULL) != (cfg->data.standardize != 0))
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--resume %s: [data] standardize %d -> %d: its weights were trained on "
+                            "inputs %s standardisation; %s %s",
+                            path, c->mean != NULL, cfg->data.standardize != 0,
+                            c->mean != NULL ? "with" : "without", how, path);
+    return MR_OK;
+}
+
+mr_status mr_ckpt_compare_data(const char *path, const mr_checkpoint *c, const mr_config *cfg,
+                               int64_t n_train, char *buf, size_t n, mr_error *err) {
+    if (n) buf[0] = '\0';
+    MR_CHECK(check_preprocessing(path, c, cfg, err));
+    char files[1024] = "", dir[MR_PATH_MAX];
+    mr_config old;
+    mr_error perr = {0};
+    snprintf(dir, sizeof dir, "%s", c->cfg_path);
+    if (c->cfg_text != NULL &&
+        mr_config_parse(c->cfg_text, "checkpoint", dirname(dir), &old, &perr) == MR_OK) {
+        say_files(&old.data, &cfg->data, files, sizeof files);
+        mr_config_free(&old);
+    }
+    const mr_fit_state *s = &c->state;
+    const int more = c->train_examples > 0 && c->train_examples != n_train;
+    if (more && s->step > 0)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--resume %s: the checkpoint is %lld updates into epoch %d of %lld "
+                            "training examples, and the data has %lld now%s%s: its place in that "
+                            "epoch is not one of this data; undo the edit, or resume from a "
+                            "checkpoint at an epoch's end",
+                            path, (long long)s->step, s->epoch + 1, (long long)c->train_examples,
+                            (long long)n_train, files[0] ? ": " : "", files);
+    if (more)
+        snprintf(
+            buf, n,
+            "The training data differs from the checkpoint's (%lld examples then, %lld now%s%s): "
+            "training goes on with this data from the start of epoch %d, the weights and the "
+            "optimizer state kept",
+            (long long)c->train_examples, (long long)n_train, files[0] ? "; " : "", files,
+            s->epoch + 1);
+    else if (files[0])
+        snprintf(buf, n,
+                 "The data files differ from the checkpoint's (%s), with as many training examples "
+                 "(%lld): training goes on from update %lld of epoch %d, as the uninterrupted run "
+                 "only if the examples are the same",
+                 files, (long long)n_train, (long long)s->step, s->epoch + 1);
+    return MR_OK;
 }

@@ -179,10 +179,11 @@ static const key_def keys[] = {
     {"net", "accumulate", NULL, 0, KEY_INT, NET(accumulate), "1", 1, 1024, 0, 0, NULL, 0,
      "micro-batches per update (gradient accumulation)"},
     {"net", "checkpoint", NULL, 0, KEY_PATH, NET(checkpoint), "", 0, 0, 0, 0, NULL, 0,
-     "if set: write checkpoints DIR/NAME-step<N>.h5 of this path (relative: to the .cfg's "
-     "folder; --keep prunes them, --resume auto takes the newest)"},
-    {"net", "checkpoint_every", NULL, 0, KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30,
-     0, 0, NULL, 0, "how often: N epochs or N steps (updates)"},
+     "if set: write checkpoints DIR/NAME-step<N>.h5 of this path, or DIR/step<N>.h5 of a "
+     "folder DIR/ (relative: to the .cfg's folder; folders made; --keep prunes them, --resume "
+     "auto takes the newest)"},
+    {"net", "checkpoint_every", NULL, 0, KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30, 0, 0,
+     NULL, 0, "how often: N epochs or N steps (updates)"},
     {"net", "on_nan", NULL, 0, KEY_ENUM, NET(on_nan), "stop", 0, 0, 0, 0, on_nan_names, 0,
      "a step whose loss or gradients are NaN or infinite: stop ends the fit with exit 1 (Keras "
      "TerminateOnNaN), skip drops that step's update and goes on"},

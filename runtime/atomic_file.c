@@ -1,8 +1,10 @@
 /* atomic_file.c: temporary file, fsync, rename, fsync of the folder (atomic_file.h). */
 #include "runtime/atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,4 +137,44 @@ mr_status mr_atomic_path_commit(const char *target, const char *tmp, mr_error *e
 
 void mr_atomic_path_abort(const char *tmp) {
     if (tmp != NULL && tmp[0] != '\0') unlink(tmp);
+}
+
+/* The writer's pid of a temporary's name "NAME.tmp.<pid>" (NAME cut off at
+ * the ".tmp." into target[n]), or 0 if it is not one. */
+static long tmp_writer(const char *name, char *target, size_t n) {
+    const char *at = NULL;
+    for (const char *p = strstr(name, ".tmp."); p != NULL; p = strstr(p + 1, ".tmp."))
+        at = p; /* the last one: NAME may hold ".tmp." itself */
+    if (at == NULL || at == name) return 0;
+    const char *digits = at + 5;
+    if (*digits == '\0' || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
+        return 0;
+    if ((size_t)(at - name) >= n) return 0;
+    snprintf(target, n, "%.*s", (int)(at - name), name);
+    return atol(digits);
+}
+
+mr_status mr_atomic_remove_stale(const char *dir, mr_atomic_target_fn is_target, void *user,
+                                 int *removed, char *first, size_t n, mr_error *err) {
+    DIR *d = opendir(dir);
+    if (d == NULL && errno == ENOENT) return MR_OK;
+    if (d == NULL) return mr_error_set(err, MR_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    mr_status st = MR_OK;
+    struct dirent *e;
+    while (st == MR_OK && (e = readdir(d)) != NULL) {
+        char target[MR_ATOMIC_PATH_MAX], path[2 * MR_ATOMIC_PATH_MAX];
+        const long pid = tmp_writer(e->d_name, target, sizeof target);
+        if (pid <= 0 || !is_target(target, user)) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to ask */
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            st = mr_error_set(err, MR_ERR_IO, "%s: cannot delete: %s", path, strerror(errno));
+            break;
+        }
+        if (*removed == 0 && first != NULL && n > 0 && first[0] == '\0')
+            snprintf(first, n, "%s", path);
+        (*removed)++;
+    }
+    closedir(d);
+    return st;
 }

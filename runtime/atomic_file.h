@@ -62,6 +62,19 @@ mr_status mr_atomic_path_commit(const char *target, const char *tmp, mr_error *e
 /* Removes the temporary (tmp "" or NULL: nothing to do). */
 void mr_atomic_path_abort(const char *tmp);
 
+/* Which targets' temporaries a sweep removes: 1 for the file name (no
+ * folder) of a target. */
+typedef int (*mr_atomic_target_fn)(const char *name, void *user);
+
+/* Removes the temporaries "NAME.tmp.<pid>" in folder dir that a killed
+ * writer left: is_target(NAME) holds and the process <pid> is gone
+ * (kill(pid, 0) fails with ESRCH). A pid is a process of this host: a
+ * folder shared with another host's live writer must not be swept. Adds
+ * the count to *removed, and the first one's path to first[n] if it was
+ * ""; a missing folder is MR_OK. */
+mr_status mr_atomic_remove_stale(const char *dir, mr_atomic_target_fn is_target, void *user,
+                                 int *removed, char *first, size_t n, mr_error *err);
+
 MR_C_END
 
 #endif

@@ -59,6 +59,23 @@ static mr_status put_history(mr_h5 *h, hid_t g, const mr_fit_state *s, mr_error 
     return st;
 }
 
+static const char *const run_end_names[] = {"", "epochs", "early_stopping", "max_steps"};
+_Static_assert(sizeof run_end_names / sizeof run_end_names[0] == MR_RUN_END_MAX_STEPS + 1,
+               "a name for every mr_run_end");
+
+const char *mr_run_end_name(mr_run_end why) {
+    return why > MR_RUN_END_NONE && why <= MR_RUN_END_MAX_STEPS ? run_end_names[why] : "";
+}
+
+/* /mirrored/ended: only in a file written after its run ended */
+static mr_status put_ended(mr_h5 *h, hid_t g, const mr_checkpoint_end *e, mr_error *err) {
+    if (e->why == MR_RUN_END_NONE) return MR_OK;
+    MR_CHECK(mr_h5_write_str(h, g, "ended/reason", mr_run_end_name(e->why), err));
+    MR_CHECK(put_i64(h, g, "ended/epoch", e->epoch, err));
+    MR_CHECK(put_i64(h, g, "ended/step", e->step, err));
+    return put_i64(h, g, "ended/global_step", e->global_step, err);
+}
+
 static mr_status put_mirrored(mr_h5 *h, const mr_checkpoint *c, mr_error *err) {
     hid_t g;
     MR_CHECK(mr_h5_group(h, h->file, "mirrored", &g, err));
@@ -83,8 +100,11 @@ static mr_status put_mirrored(mr_h5 *h, const mr_checkpoint *c, mr_error *err) {
     if (st == MR_OK) st = put_f64(h, g, "epoch_correct", s->epoch_correct, err);
     if (st == MR_OK) st = put_f64(h, g, "epoch_seconds", s->epoch_seconds, err);
     if (st == MR_OK) st = put_f64(h, g, "previous_save_seconds", c->previous_save_s, err);
+    if (st == MR_OK && c->train_examples > 0)
+        st = put_i64(h, g, "train_examples", c->train_examples, err);
     if (st == MR_OK) st = mr_h5_write(h, g, "learning_rate", MR_H5_F32, 0, NULL, &c->lr, err);
     if (st == MR_OK) st = put_history(h, g, s, err);
+    if (st == MR_OK) st = put_ended(h, g, &c->ended, err);
     if (st == MR_OK)
         st = mr_h5_write(h, g, "preprocessing/scale", MR_H5_F32, 0, NULL, &c->scale, err);
     if (st == MR_OK && c->mean != NULL)
@@ -161,6 +181,26 @@ static mr_status get_history(mr_h5 *h, hid_t g, mr_fit_state *s, mr_error *err) 
     return st;
 }
 
+/* /mirrored/ended when the file has it (else why stays MR_RUN_END_NONE) */
+static mr_status get_ended(mr_h5 *h, hid_t g, mr_checkpoint_end *e, mr_error *err) {
+    if (!mr_h5_exists(h, g, "ended")) return MR_OK;
+    char *reason = NULL;
+    MR_CHECK(mr_h5_read_str(h, g, "ended/reason", &reason, err));
+    for (int i = MR_RUN_END_EPOCHS; i <= MR_RUN_END_MAX_STEPS; i++)
+        if (strcmp(reason, run_end_names[i]) == 0) e->why = (mr_run_end)i;
+    mr_status st = MR_OK;
+    if (e->why == MR_RUN_END_NONE)
+        st = mr_error_set(err, MR_ERR_DATA,
+                          "%s: /mirrored/ended/reason '%s': not epochs, early_stopping or "
+                          "max_steps",
+                          h->path, reason);
+    free(reason);
+    if (st == MR_OK) st = get_int(h, g, "ended/epoch", &e->epoch, err);
+    if (st == MR_OK) st = get_i64(h, g, "ended/step", &e->step, err);
+    if (st == MR_OK) st = get_i64(h, g, "ended/global_step", &e->global_step, err);
+    return st;
+}
+
 /* A file without our checksums is refused below (no /mirrored group, or
  * one without its checksum), but HDF5 parses it to say so: tried first in
  * a child process (runtime/isolate.h), a crash there is the refusal. */
@@ -222,8 +262,12 @@ mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) 
     if (st == MR_OK) st = get_f64(&h, g, "epoch_correct", &s->epoch_correct, err);
     if (st == MR_OK) st = get_f64(&h, g, "epoch_seconds", &s->epoch_seconds, err);
     if (st == MR_OK) st = get_f64(&h, g, "previous_save_seconds", &c->previous_save_s, err);
+    /* absent in files written before it was kept: 0, unknown */
+    if (st == MR_OK && mr_h5_exists(&h, g, "train_examples"))
+        st = get_i64(&h, g, "train_examples", &c->train_examples, err);
     if (st == MR_OK) st = mr_h5_read(&h, g, "learning_rate", MR_H5_F32, 0, NULL, &c->lr, err);
     if (st == MR_OK) st = get_history(&h, g, s, err);
+    if (st == MR_OK) st = get_ended(&h, g, &c->ended, err);
     if (st == MR_OK)
         st = mr_h5_read(&h, g, "preprocessing/scale", MR_H5_F32, 0, NULL, &c->scale, err);
     if (st == MR_OK && mr_h5_exists(&h, g, "preprocessing/mean")) {
@@ -245,9 +289,12 @@ mr_status mr_checkpoint_load(const char *path, mr_checkpoint *c, mr_error *err) 
     }
     if (st == MR_OK && mr_h5_exists(&h, g, "class_names"))
         st = mr_h5_read_str(&h, g, "class_names", &c->class_names, err);
-    if (st == MR_OK && (c->replicas < 1 || c->global_batch < 1 || s->epoch < 0 || s->step < 0 ||
-                        s->position < 0 || s->global_step < 0 || s->n_history > s->epoch + 1 ||
-                        !(c->previous_save_s >= 0.0 && c->previous_save_s < 1e9)))
+    if (st == MR_OK &&
+        (c->replicas < 1 || c->global_batch < 1 || s->epoch < 0 || s->step < 0 || s->position < 0 ||
+         s->global_step < 0 || s->n_history > s->epoch + 1 ||
+         !(c->previous_save_s >= 0.0 && c->previous_save_s < 1e9) ||
+         (c->ended.why != MR_RUN_END_NONE && (c->ended.epoch < s->epoch || c->ended.step < 0 ||
+                                              c->ended.global_step < s->global_step))))
         st = mr_error_set(err, MR_ERR_DATA, "%s: /mirrored: inconsistent training state", path);
 done:
     free(format);
@@ -274,25 +321,46 @@ void mr_checkpoint_free(mr_checkpoint *c) {
     memset(c, 0, sizeof *c);
 }
 
+mr_status mr_checkpoint_set_ended(const char *path, const mr_checkpoint_end *end, mr_model *m,
+                                  mr_error *err) {
+    mr_checkpoint c;
+    MR_CHECK(mr_checkpoint_load(path, &c, err));
+    mr_status st = mr_checkpoint_load_model(path, m, 1, err);
+    c.ended = *end;
+    if (st == MR_OK) st = mr_checkpoint_save(path, m, &c, err);
+    mr_checkpoint_free(&c);
+    return st;
+}
+
 /* ---- file names --------------------------------------------------------- */
 
-/* Splits "dir/name.h5" into dir, "name", ".h5". */
+/* Splits "dir/name.h5" into dir, "name-step", ".h5"; a folder "dir/"
+ * (a trailing slash) into dir, "step", ".h5". */
 static void split_pattern(const char *pattern, char *dir, char *stem, char *ext, size_t n) {
     char tmp[MR_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", pattern);
+    size_t len = strlen(tmp);
+    if (len > 1 && tmp[len - 1] == '/') {
+        while (len > 1 && tmp[len - 1] == '/')
+            tmp[--len] = '\0';
+        snprintf(dir, n, "%s", tmp);
+        snprintf(stem, n, "step");
+        snprintf(ext, n, ".h5");
+        return;
+    }
     snprintf(dir, n, "%s", dirname(tmp));
     snprintf(tmp, sizeof tmp, "%s", pattern);
     const char *base = basename(tmp);
     const char *dot = strrchr(base, '.');
     if (dot == NULL || dot == base) dot = base + strlen(base);
-    snprintf(stem, n, "%.*s", (int)(dot - base), base);
+    snprintf(stem, n, "%.*s-step", (int)(dot - base), base);
     snprintf(ext, n, "%s", *dot ? dot : ".h5");
 }
 
 void mr_checkpoint_name(const char *pattern, int64_t step, char *buf, size_t n) {
     char dir[MR_PATH_MAX], stem[MR_PATH_MAX], ext[MR_PATH_MAX];
     split_pattern(pattern, dir, stem, ext, sizeof dir);
-    snprintf(buf, n, "%s/%s-step%09lld%s", dir, stem, (long long)step, ext);
+    snprintf(buf, n, "%s/%s%09lld%s", dir, stem, (long long)step, ext);
 }
 
 /* The steps of PATTERN's checkpoints in its folder, sorted ascending. */
@@ -308,11 +376,10 @@ static mr_status list_steps(const char *pattern, int64_t **steps, int *count, mr
     while ((e = readdir(d)) != NULL) {
         const char *nm = e->d_name;
         size_t len = strlen(nm);
-        if (len != sl + 5 + 9 + el || strncmp(nm, stem, sl) != 0 ||
-            strncmp(nm + sl, "-step", 5) != 0 || strcmp(nm + len - el, ext) != 0)
+        if (len != sl + 9 + el || strncmp(nm, stem, sl) != 0 || strcmp(nm + len - el, ext) != 0)
             continue;
         char digits[10];
-        memcpy(digits, nm + sl + 5, 9);
+        memcpy(digits, nm + sl, 9);
         digits[9] = '\0';
         if (strspn(digits, "0123456789") != 9) continue;
         if (*count == cap) {
@@ -344,8 +411,8 @@ mr_status mr_checkpoint_newest(const char *pattern, char *buf, size_t n, mr_erro
         char dir[MR_PATH_MAX], stem[MR_PATH_MAX], ext[MR_PATH_MAX];
         split_pattern(pattern, dir, stem, ext, sizeof dir);
         free(steps);
-        return mr_error_set(err, MR_ERR_IO, "--resume auto: no checkpoint %s-step*%s in %s", stem,
-                            ext, dir);
+        return mr_error_set(err, MR_ERR_IO, "--resume auto: no checkpoint %s*%s in %s", stem, ext,
+                            dir);
     }
     mr_checkpoint_name(pattern, steps[count - 1], buf, n);
     free(steps);

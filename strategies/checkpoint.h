@@ -24,6 +24,23 @@
 #include "models/model.h"
 #include "strategies/strategy.h"
 
+/* Why the run that wrote a checkpoint ended (/mirrored/ended/reason:
+ * "epochs", "early_stopping", "max_steps"). */
+typedef enum mr_run_end {
+    MR_RUN_END_NONE,       /* not recorded: mid-run, a stop, or a file from before the record */
+    MR_RUN_END_EPOCHS,     /* its epochs done */
+    MR_RUN_END_EARLY_STOP, /* early stopping */
+    MR_RUN_END_MAX_STEPS,  /* --max-steps reached */
+} mr_run_end;
+
+/* Where a run ended: why, the epochs finished, the updates into the next
+ * epoch and the update count (a mr_fit_state's epoch, step, global_step). */
+typedef struct mr_checkpoint_end {
+    mr_run_end why;
+    int epoch;
+    int64_t step, global_step;
+} mr_checkpoint_end;
+
 typedef struct mr_checkpoint {
     char *cfg_text;             /* the .cfg as trained (malloc'd on load) */
     char cfg_path[MR_PATH_MAX]; /* where it was read: relative data paths start there */
@@ -41,7 +58,17 @@ typedef struct mr_checkpoint {
     /* the classes' names, one per line in label order (an image folder's class folders;
      * /mirrored/class_names), or NULL: none known (older files have none) */
     char *class_names;
+    /* training examples an epoch went over (0: not recorded): a resumed
+     * run on other data says so */
+    int64_t train_examples;
+    /* the run's end, in the files written once it ended (its --save file,
+     * its last checkpoint, save_best_only's file, whose state is the best
+     * epoch's and older than the end): /mirrored/ended, optional */
+    mr_checkpoint_end ended;
 } mr_checkpoint;
+
+/* "epochs", "early_stopping", "max_steps" ("" for MR_RUN_END_NONE). */
+const char *mr_run_end_name(mr_run_end why);
 
 /* Writes model m (weights and optimizer slots) and c to path. */
 mr_status mr_checkpoint_save(const char *path, const mr_model *m, const mr_checkpoint *c,
@@ -57,6 +84,13 @@ mr_status mr_checkpoint_load_model(const char *path, mr_model *m, int with_optim
                                    mr_error *err);
 
 void mr_checkpoint_free(mr_checkpoint *c);
+
+/* Records (or replaces) the run's end in the checkpoint at path, the rest
+ * of it kept: its weights and optimizer slots are read into m (m's own
+ * are lost; m is the model the file was written from) and the file is
+ * written again, atomically. */
+mr_status mr_checkpoint_set_ended(const char *path, const mr_checkpoint_end *end, mr_model *m,
+                                  mr_error *err);
 
 /* Checkpoint file names: PATTERN "dir/name.h5" gives "dir/name-step<N>.h5",
  * N zero-padded to 9 digits so that names sort by step. */

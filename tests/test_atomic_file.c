@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/atomic_file.h"
@@ -268,6 +269,48 @@ START_TEST(path_failures) {
 }
 END_TEST
 
+/* mr_atomic_target_fn: targets named "a.h5" */
+static int is_a(const char *name, void *user) {
+    return strcmp(name, user) == 0;
+}
+
+/* A pid no process has now: a child's that has been waited for. */
+static pid_t dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    ck_assert(pid > 0);
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+/* The temporaries of a killed writer go, a live writer's and other
+ * targets' stay; a missing folder is no error. */
+START_TEST(remove_stale_temporaries) {
+    char name[64], path[8300], first[8300] = "";
+    const pid_t dead = dead_pid();
+    snprintf(name, sizeof name, "a.h5.tmp.%d", (int)dead);
+    free(tu_write_text(dir, name, "x"));
+    snprintf(name, sizeof name, "a.h5.tmp.%d", (int)getpid()); /* alive: this test */
+    free(tu_write_text(dir, name, "x"));
+    snprintf(name, sizeof name, "b.h5.tmp.%d", (int)dead); /* not a target */
+    free(tu_write_text(dir, name, "x"));
+    free(tu_write_text(dir, "a.h5.tmp.x1", "x")); /* not a temporary's name */
+    free(tu_write_text(dir, "a.h5", "x"));
+    int removed = 0;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_atomic_remove_stale(dir, is_a, "a.h5", &removed, first, sizeof first, &err),
+                     MR_OK);
+    ck_assert_int_eq(removed, 1);
+    snprintf(path, sizeof path, "%s/a.h5.tmp.%d", dir, (int)dead);
+    ck_assert_str_eq(first, path);
+    ck_assert(!tu_exists(path));
+    ck_assert_int_eq(count_entries(dir), 4);
+    in_dir("none", path, sizeof path);
+    ck_assert_int_eq(mr_atomic_remove_stale(path, is_a, "a.h5", &removed, NULL, 0, &err), MR_OK);
+    ck_assert_int_eq(removed, 1);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("atomic_file");
     TCase *tc = tcase_create("atomic_file");
@@ -279,6 +322,7 @@ int main(void) {
     tcase_add_test(tc, file_commit_rename_fails);
     tcase_add_test(tc, path_commit_and_abort);
     tcase_add_test(tc, path_failures);
+    tcase_add_test(tc, remove_stale_temporaries);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/array.h"
@@ -83,9 +84,19 @@ static void resume_with(const char *launcher, const char *devices) {
 START_TEST(resume_is_bitwise) {
     resume_with("", "--devices cpu");
     resume_with("", "--devices cpu:2");
-    /* --resume auto takes the newest: the end of epoch 2, nothing left to train */
-    run_ok("$T m.cfg --devices cpu:2 --quiet --resume auto --json auto.json --metrics auto.csv");
-    tu_same_run(dir, "full.json", "full.csv", "auto.json", "auto.csv");
+    /* --resume auto takes the newest: the end of epoch 2, nothing left to
+     * train: one line, no file written */
+    char *out;
+    int rc = run("$T m.cfg --devices cpu:2 --quiet --resume auto --json auto.json --metrics "
+                 "auto.csv",
+                 &out);
+    ck_assert_msg(rc == 0 &&
+                      strstr(out, "--resume auto: ck/run-step000000040.h5 is the end of "
+                                  "this run (epoch 2/2, 40 updates): nothing to train") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_ne(run("test -e auto.json || test -e auto.csv", NULL), 0);
 }
 END_TEST
 
@@ -658,6 +669,247 @@ START_TEST(augment_error_names_its_line) {
 }
 END_TEST
 
+/* model_cfg with its line `from` replaced by `to` ("" drops it), as dir/name. */
+static void edit_cfg(const char *name, const char *from, const char *to) {
+    char text[4096];
+    const char *at = strstr(model_cfg, from);
+    ck_assert_ptr_nonnull(at);
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - model_cfg), model_cfg, to,
+             at + strlen(from));
+    free(tu_write_text(dir, name, text));
+}
+
+/* Without [net] checkpoint: a stop writes m-stopped.h5 beside --save; the
+ * resumed run deletes it at its end; the same command again, even with
+ * another learning rate, finds --save's file finished and writes nothing;
+ * --save's finished file alone is found too; a --save file that is no
+ * checkpoint is said to be replaced. */
+START_TEST(resume_auto_keeps_finished_work) {
+    edit_cfg("nock.cfg", "checkpoint=ck/run.h5\n", "");
+    edit_cfg("nock_lr.cfg", "checkpoint=ck/run.h5\n", "learning_rate=0.05\n");
+    run_ok("rm -f m.h5 m-stopped.h5 f.h5");
+    const char *cmd = "$T nock.cfg --devices cpu --resume auto --save m.h5 --json j.json";
+    char *out, full[512];
+    snprintf(full, sizeof full, "MIRRORED_DEBUG_FAIL=0:25:INT %s", cmd);
+    int rc = run(full, &out);
+    ck_assert_msg(rc == 130 && strstr(out, "checkpoint m-stopped.h5 written"), "exit %d: %s", rc,
+                  out);
+    free(out);
+    rc = run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Resuming from m-stopped.h5") &&
+                      strstr(out, "Deleted m-stopped.h5, the stop's checkpoint: the run has ended"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_ne(run("test -e m-stopped.h5", NULL), 0);
+    run_ok("cp m.h5 m0.h5 && rm -f j.json");
+    rc = run("$T nock_lr.cfg --devices cpu --resume auto --save m.h5 --json j.json", &out);
+    ck_assert_msg(rc == 0 &&
+                      strstr(out, "--resume auto: m.h5 is the end of this run (epoch 2/2, "
+                                  "40 updates): nothing to train, no file written\n") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp m.h5 m0.h5 && ! test -e j.json", NULL), 0);
+    /* a stale stop's file older than --save's: --save's wins */
+    run_ok("MIRRORED_DEBUG_FAIL=0:25:INT $T nock.cfg --devices cpu --quiet --save x.h5; "
+           "mv x-stopped.h5 m-stopped.h5");
+    rc = run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "m.h5 is the end of this run"), "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp m.h5 m0.h5", NULL), 0);
+    /* --save's file alone, finished: nothing to do */
+    run_ok("rm -f m-stopped.h5 && cp m0.h5 f.h5");
+    rc = run("$T nock.cfg --devices cpu --resume auto --save f.h5", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "f.h5 is the end of this run"), "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp f.h5 m0.h5", NULL), 0);
+    /* --save's file is no checkpoint: said, then a fresh start replaces it */
+    free(tu_write_text(dir, "f.h5", "not a checkpoint\n"));
+    rc = run("$T nock.cfg --devices cpu --epochs 1 --quiet --resume auto --save f.h5", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "f.h5") &&
+                      strstr(out, "--save's file is no checkpoint to resume from: skipped, and "
+                                  "this run replaces it when it ends") &&
+                      strstr(out, "no checkpoint yet"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* "REASON EPOCH GLOBAL_STEP\n" of a file's /mirrored/ended, as h5py reads
+ * it, or "none\n" (a static buffer). */
+static const char *ended_record(const char *file) {
+    static char said[256];
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import h5py; g = h5py.File(\\\"%s\\\", "
+             "\\\"r\\\")[\\\"mirrored\\\"]; "
+             "e = g.get(\\\"ended\\\"); print(\\\"none\\\" if e is None else "
+             "\\\"%%s %%d %%d\\\" %% (e[\\\"reason\\\"][()].decode(), e[\\\"epoch\\\"][()], "
+             "e[\\\"global_step\\\"][()]))\"",
+             file);
+    int rc = run(cmd, &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    snprintf(said, sizeof said, "%s", out);
+    free(out);
+    return said;
+}
+
+/* A run that early stopping ended: the same command with --resume auto
+ * finds its --save file, and without --save its last checkpoint, marked
+ * as the run's end (/mirrored/ended), and writes nothing; an explicit
+ * --resume still reads it. */
+START_TEST(resume_auto_after_early_stopping) {
+    /* epoch 1 is the best; no later epoch improves by 100: it stops after 2 */
+    edit_cfg("es.cfg", "epochs=2\n",
+             "epochs=5\nearly_stopping=val_loss\npatience=1\nmin_delta=100\n");
+    run_ok("rm -rf ck m.h5 j.json");
+    const char *cmd = "$T es.cfg --devices cpu --resume auto --save m.h5 --json j.json";
+    char *out;
+    int rc = run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Epoch 2: early stopping"), "exit %d: %s", rc, out);
+    free(out);
+    run_ok("cp m.h5 m0.h5 && rm -rf j.json ck");
+    rc = run(cmd, &out);
+    ck_assert_msg(rc == 0 &&
+                      strstr(out, "--resume auto: m.h5 is the end of this run (early stopping "
+                                  "after epoch 2/5, 40 updates): nothing to train, no file "
+                                  "written\n") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp m.h5 m0.h5 && ! test -e j.json", NULL), 0);
+    /* no --save: the pattern's last checkpoint is the end */
+    run_ok("rm -rf ck && $T es.cfg --devices cpu --quiet");
+    run_ok("cp ck/run-step000000040.h5 c0.h5");
+    rc = run("$T es.cfg --devices cpu --resume auto --json j.json", &out);
+    ck_assert_msg(rc == 0 &&
+                      strstr(out, "--resume auto: ck/run-step000000040.h5 is the end of this run "
+                                  "(early stopping after epoch 2/5, 40 updates)") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp ck/run-step000000040.h5 c0.h5 && ! test -e j.json", NULL), 0);
+    ck_assert_str_eq(ended_record("m.h5"), "early_stopping 2 40\n");
+    ck_assert_str_eq(ended_record("ck/run-step000000040.h5"), "early_stopping 2 40\n");
+    ck_assert_str_eq(ended_record("ck/run-step000000020.h5"), "none\n");
+}
+END_TEST
+
+/* save_best_only: --save's file holds the best epoch; once the run has
+ * ended it carries the record, and --resume auto with no other file says
+ * the run has ended and writes nothing. A best file of a run that did not
+ * end (a stop) has no record: --resume auto starts from the beginning. */
+START_TEST(resume_auto_save_best_only) {
+    edit_cfg("sb.cfg", "epochs=2\n", "epochs=2\nsave_best_only=val_loss\n");
+    run_ok("rm -rf ck best.h5 best-stopped.h5 j.json");
+    run_ok("$T sb.cfg --devices cpu --quiet --save best.h5");
+    /* the last checkpoint is the end by its epochs: recorded as it was written */
+    ck_assert_str_eq(ended_record("ck/run-step000000040.h5"), "epochs 2 40\n");
+    run_ok("cp best.h5 b0.h5 && rm -rf ck");
+    char *out;
+    int rc = run("$T sb.cfg --devices cpu --resume auto --save best.h5 --json j.json", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "--resume auto: best.h5 holds the best epoch (") &&
+                      strstr(out, ") of this run, which has ended (epoch 2/2, 40 updates): "
+                                  "nothing to train, no file written\n") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_int_eq(run("cmp best.h5 b0.h5 && ! test -e j.json", NULL), 0);
+    ck_assert(strncmp(ended_record("best.h5"), "epochs 2 40\n", 12) == 0);
+    /* stopped in epoch 2: the best file (epoch 1) has no record */
+    run_ok("rm -rf ck best.h5");
+    rc = run("MIRRORED_DEBUG_FAIL=0:25:INT $T sb.cfg --devices cpu --quiet --save best.h5", &out);
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, out);
+    free(out);
+    ck_assert_str_eq(ended_record("best.h5"), "none\n");
+    run_ok("rm -rf ck best-stopped.h5");
+    rc = run("$T sb.cfg --devices cpu --quiet --resume auto --save best.h5 --epochs 1", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "no checkpoint yet"), "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* A pid that no process has now: a child's, waited for. */
+static int dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    ck_assert(pid > 0);
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+    return (int)pid;
+}
+
+/* The temporaries a killed writer left of the run's checkpoints go at its
+ * start; a live writer's and another file's stay. */
+START_TEST(stale_temporaries_removed) {
+    run_ok("rm -rf ck && mkdir ck");
+    const int dead = dead_pid();
+    char name[128];
+    snprintf(name, sizeof name, "ck/run-step000000020.h5.tmp.%d", dead);
+    free(tu_write_text(dir, name, "half"));
+    snprintf(name, sizeof name, "ck/run-step000000021.h5.tmp.%d", (int)getpid());
+    free(tu_write_text(dir, name, "alive"));
+    snprintf(name, sizeof name, "ck/other.h5.tmp.%d", dead);
+    free(tu_write_text(dir, name, "not ours"));
+    snprintf(name, sizeof name, "s.h5.tmp.%d", dead);
+    free(tu_write_text(dir, name, "half"));
+    char *out;
+    int rc = run("$T m.cfg --devices cpu --epochs 1 --save s.h5", &out);
+    ck_assert_msg(rc == 0 && strstr(out, "Removed 2 temporary files left by a killed run"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    rc = run("ls ck; ls | grep tmp", &out);
+    ck_assert_msg(!strstr(out, "run-step000000020.h5.tmp") &&
+                      strstr(out, "run-step000000021.h5.tmp") && strstr(out, "other.h5.tmp") &&
+                      !strstr(out, "s.h5.tmp"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* An edited [data]: preprocessing is refused; other examples go on from
+ * an epoch's end, said so, and are refused into an epoch. */
+START_TEST(resume_with_edited_data) {
+    run_ok("rm -rf ck && sed \"s/^checkpoint=.*/&\\ncheckpoint_every=25 steps/\" m.cfg > s25.cfg "
+           "&& $T s25.cfg --devices cpu --quiet && $T m.cfg --devices cpu --quiet "
+           "--epochs 1");
+    tu_write_image_data(dir, "xs.npy", "ys.npy", 200, 4);
+    edit_cfg("scale.cfg", "scale=1/255", "scale=1");
+    edit_cfg("small.cfg", "train_images=x.npy\ntrain_labels=y.npy",
+             "train_images=xs.npy\ntrain_labels=ys.npy");
+    expect_fail("$T scale.cfg --resume " FIRST " --metrics out.csv", 2,
+                "--resume " FIRST ": [data] scale 0.00392157 -> 1", "--init-weights");
+    expect_fail("$T small.cfg --resume ck/run-step000000025.h5 --metrics out.csv", 2,
+                "ck/run-step000000025.h5: the checkpoint is 5 updates into epoch 2 of 320 "
+                "training examples, and the data has 160 now: train_images",
+                "xs.npy");
+    char *out;
+    int rc = run("$T small.cfg --devices cpu --resume " FIRST, &out);
+    ck_assert_msg(rc == 0 &&
+                      strstr(out, "The training data differs from the checkpoint's (320 "
+                                  "examples then, 160 now; train_images ") &&
+                      strstr(out, "from the start of epoch 2") && strstr(out, "Epoch 2/2"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* [net] checkpoint: a folder (ck/) holds ck/step<N>.h5, missing parents
+ * are made, the root folder alone is refused. */
+START_TEST(checkpoint_folders) {
+    run_ok("rm -rf ckd a");
+    edit_cfg("dir.cfg", "checkpoint=ck/run.h5", "checkpoint=ckd/");
+    edit_cfg("deep.cfg", "checkpoint=ck/run.h5", "checkpoint=a/b/c/run.h5");
+    edit_cfg("root.cfg", "checkpoint=ck/run.h5", "checkpoint=/");
+    run_ok("$T dir.cfg --devices cpu --epochs 1 --quiet && test -f ckd/step000000020.h5");
+    run_ok("$T dir.cfg --devices cpu --quiet --resume auto && test -f ckd/step000000040.h5");
+    run_ok("$T deep.cfg --devices cpu --epochs 1 --quiet && test -f a/b/c/run-step000000020.h5");
+    expect_fail("$T root.cfg --metrics out.csv", 2, "[net] checkpoint /: the root folder",
+                "ck/step<N>.h5");
+    expect_fail("$T root.cfg --resume auto --metrics out.csv", 2,
+                "[net] checkpoint /: the root folder", "");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("checkpoints");
     TCase *tc = tcase_create("checkpoints");
@@ -680,6 +932,12 @@ int main(void) {
     tcase_add_test(tc, step_log);
     tcase_add_test(tc, init_weights);
     tcase_add_test(tc, augment_error_names_its_line);
+    tcase_add_test(tc, resume_auto_keeps_finished_work);
+    tcase_add_test(tc, resume_auto_after_early_stopping);
+    tcase_add_test(tc, resume_auto_save_best_only);
+    tcase_add_test(tc, stale_temporaries_removed);
+    tcase_add_test(tc, resume_with_edited_data);
+    tcase_add_test(tc, checkpoint_folders);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -348,6 +348,47 @@ START_TEST(stop_signals_parsed) {
 }
 END_TEST
 
+/* [net] checkpoint: the root folder alone is refused; when a checkpoint
+ * is the end of the run (--resume auto then does nothing). */
+START_TEST(checkpoint_pattern_and_end) {
+    mr_error err = {0};
+    ck_assert_int_eq(mr_ckpt_check_pattern(NULL, &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_check_pattern("ck/", &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_check_pattern("/tmp/ck/run.h5", &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_check_pattern("//", &err), MR_ERR_CONFIG);
+    ck_assert_msg(strncmp(err.msg, "[net] checkpoint //: the root folder", 36) == 0, "%s", err.msg);
+    mr_error_clear(&err);
+    mr_checkpoint c = {.state = {.epoch = 2, .step = 0, .global_step = 40}};
+    ck_assert(mr_ckpt_finished(&c, 2, 0));
+    ck_assert(!mr_ckpt_finished(&c, 3, 0));
+    ck_assert(mr_ckpt_finished(&c, 3, 40));
+    ck_assert(!mr_ckpt_finished(&c, 3, 41));
+    ck_assert(!mr_ckpt_finished(&c, 1, 0)); /* beyond: mr_ckpt_check_epochs refuses it */
+    c.state.step = 5;
+    ck_assert(!mr_ckpt_finished(&c, 2, 0));
+    /* a file that records its run's end (save_best_only's: an older state)
+     * is judged by that end */
+    c.state = (mr_fit_state){.epoch = 1, .global_step = 20};
+    c.ended = (mr_checkpoint_end){.why = MR_RUN_END_EPOCHS, .epoch = 2, .global_step = 40};
+    char said[128];
+    ck_assert(mr_ckpt_finished(&c, 2, 0));
+    ck_assert(!mr_ckpt_finished(&c, 3, 0));
+    mr_ckpt_say_end(&c, 2, said, sizeof said);
+    ck_assert_str_eq(said, "epoch 2/2, 40 updates");
+    c.ended =
+        (mr_checkpoint_end){.why = MR_RUN_END_MAX_STEPS, .epoch = 1, .step = 5, .global_step = 25};
+    ck_assert(mr_ckpt_finished(&c, 3, 25));
+    ck_assert(!mr_ckpt_finished(&c, 3, 30));
+    ck_assert(!mr_ckpt_finished(&c, 3, 0));
+    /* early stopping ended it: whatever the epochs asked for now */
+    c.ended = (mr_checkpoint_end){.why = MR_RUN_END_EARLY_STOP, .epoch = 2, .global_step = 40};
+    ck_assert(mr_ckpt_finished(&c, 5, 0));
+    ck_assert(mr_ckpt_finished(&c, 9, 100));
+    mr_ckpt_say_end(&c, 5, said, sizeof said);
+    ck_assert_str_eq(said, "early stopping after epoch 2/5, 40 updates");
+}
+END_TEST
+
 START_TEST(where_a_stop_checkpoint_goes) {
     char p[256];
     mr_ckpt_default_stop_path("out/model.h5", "s.json", p, sizeof p);
@@ -364,28 +405,35 @@ START_TEST(where_a_stop_checkpoint_goes) {
     mr_error err = {0};
     snprintf(pattern, sizeof pattern, "%s/ck/run.h5", d);
     snprintf(stop, sizeof stop, "%s/s-stopped.h5", d);
-    ck_assert_int_eq(mr_ckpt_resume_path("f.h5", NULL, NULL, path, sizeof path, &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_resume_path("f.h5", NULL, NULL, NULL, path, sizeof path, NULL, &err),
+                     MR_OK);
     ck_assert_str_eq(path, "f.h5");
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, NULL, path, sizeof path, &err),
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, NULL, NULL, path, sizeof path, NULL, &err),
                      MR_ERR_USAGE);
     ck_assert_msg(strncmp(err.msg, "--resume auto: the .cfg has no [net] checkpoint", 47) == 0,
                   "%s", err.msg);
     mr_error_clear(&err);
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", pattern, stop, path, sizeof path, &err), MR_OK);
+    ck_assert_int_eq(
+        mr_ckpt_resume_path("auto", pattern, stop, NULL, path, sizeof path, NULL, &err), MR_OK);
     ck_assert_str_eq(path, ""); /* no folder yet */
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, path, sizeof path, &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, NULL, path, sizeof path, NULL, &err),
+                     MR_OK);
     ck_assert_str_eq(path, "");
+    /* a stop's file that is no checkpoint is skipped (a good one:
+     * test_resume.c, which also has --save's file) */
     free(tu_write_text(d, "s-stopped.h5", "x"));
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, path, sizeof path, &err), MR_OK);
-    ck_assert_str_eq(path, stop);
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, NULL, path, sizeof path, NULL, &err),
+                     MR_OK);
+    ck_assert_str_eq(path, "");
     char ck[4096];
     snprintf(ck, sizeof ck, "%s/ck", d);
     ck_assert_int_eq(mkdir(ck, 0777), 0);
     free(tu_write_text(ck, "run-step000000007.h5", "x"));
     /* the pattern's file comes first, and it is verified: this one is no
      * checkpoint (a good one: test_signals.c), and there is none older */
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", pattern, stop, path, sizeof path, &err),
-                     MR_ERR_DATA);
+    ck_assert_int_eq(
+        mr_ckpt_resume_path("auto", pattern, stop, NULL, path, sizeof path, NULL, &err),
+        MR_ERR_DATA);
     ck_assert_msg(strstr(err.msg, "/ck/run-step000000007.h5") != NULL, "%s", err.msg);
     mr_error_clear(&err);
     /* a stop with nowhere to write, or on a process that does not write:
@@ -477,6 +525,7 @@ int main(void) {
     tcase_add_test(tc, write_data_preprocessed);
     tcase_add_test(tc, stop_signals_parsed);
     tcase_add_test(tc, where_a_stop_checkpoint_goes);
+    tcase_add_test(tc, checkpoint_pattern_and_end);
     tcase_add_test(tc, stop_keeps_the_metrics_header);
     tcase_add_test(tc, per_class_line_and_top_k_column);
     suite_add_tcase(s, tc);
