@@ -296,6 +296,39 @@ START_TEST(bad_input_fails_once) {
 }
 END_TEST
 
+/* An option that changes what the job computes, given otherwise to rank 1:
+ * one line naming the option, both values and both ranks, exit 2, before
+ * anything is trained (a hang would end at the 10 s collective timeout,
+ * with another message). */
+START_TEST(different_options_fail_once) {
+    /* rank 0's options, rank 1's: one option each */
+    char host[256] = "?";
+    gethostname(host, sizeof host);
+    static const char *cases[][2] = {
+        {"--max-steps 10", "--max-steps 5"},
+        {"", "--resume auto"},
+        {"", "--init-weights w.h5"},
+        {"", "--synthetic 160"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *rank0 = cases[i][0], *rank1 = cases[i][1];
+        char script[1024], want1[256], want0[256];
+        snprintf(script, sizeof script,
+                 "a=\"%s\"; [ $OMPI_COMM_WORLD_RANK = 1 ] && a=\"%s\"; "
+                 "exec $T good.cfg --metrics bad.csv --collective-timeout 10 $a",
+                 rank0, rank1);
+        snprintf(want1, sizeof want1, "rank 1 (%s) was started with %s and rank 0 (", host, rank1);
+        if (rank0[0])
+            snprintf(want0, sizeof want0, "with %s: every process of a job must get the same",
+                     rank0);
+        else /* "no --resume" */
+            snprintf(want0, sizeof want0, "with no %.*s: every process of a job must get the same",
+                     (int)strcspn(rank1, " "), rank1);
+        expect_bad("-q -np 2", script, want1, want0);
+    }
+}
+END_TEST
+
 /* The failure ends the job: rank 0 does not wait for it in a collective
  * until its timeout (60 s here: the bound on a hang, which the message
  * "waited 60 s" would name). */
@@ -474,6 +507,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, failing_rank_ends_the_job);
     tcase_add_test(tc, killed_rank_ends_the_job);
     tcase_add_test(tc, hung_rank_times_out);
+    tcase_add_test(test_case(s, "options", 300), different_options_fail_once);
     tcase_add_test(test_case(s, "stop", 300), stopped_rank_ends_the_job);
     return tu_run_suite(s);
 }
