@@ -42,6 +42,7 @@ mr_status mr_job_init(int *argc, char ***argv, int ranks_per_node, double timeou
 }
 
 void mr_job_finalize(mr_job *job) {
+    if (job->failed) mr_job_abort(job, 1); /* returns in a one-process job */
     if (job->impl != NULL) mr_job_mpi_finalize(job);
     free(job->hosts);
     free(job->replicas);
@@ -71,6 +72,10 @@ typedef struct verdict {
 } verdict;
 
 mr_status mr_job_agree(mr_job *job, mr_status st, mr_error *err) {
+    if (st != MR_OK && err->msg[0] == '\0') { /* named by its status, never an empty line */
+        mr_error_clear(err);
+        mr_error_set(err, st, "failed (%s) without a message", mr_status_name(st));
+    }
     if (job->size == 1) return st;
     verdict mine = {.status = st};
     if (st != MR_OK) snprintf(mine.msg, sizeof mine.msg, "%s", err->msg);

@@ -34,6 +34,11 @@ typedef struct mr_job {
     int *first;         /* (size) job-wide index of each process's replica 0 */
     int world_replicas; /* replicas of the job */
     double timeout_s;   /* for the job's own collectives and its communicators */
+    /* 1: one of the job's own collectives failed on this process (another
+     * process never arrived within timeout_s): MPI may still write its
+     * buffers and the processes no longer agree, so the job can only be
+     * aborted (mr_job_finalize does so) */
+    int failed;
     mr_job_impl *impl;
 } mr_job;
 
@@ -44,7 +49,9 @@ typedef struct mr_job {
 mr_status mr_job_init(int *argc, char ***argv, int ranks_per_node, double timeout_s, mr_job *job,
                       mr_error *err);
 
-/* Ends the job normally (MPI_Finalize). */
+/* Ends the job normally (MPI_Finalize); a job whose collective failed
+ * (job->failed) is aborted instead with exit status 1, since MPI_Finalize
+ * would wait for the process that never arrived. */
 void mr_job_finalize(mr_job *job);
 
 /* Ends every process of the job at once with exit status `code`
@@ -53,14 +60,18 @@ void mr_job_finalize(mr_job *job);
 void mr_job_abort(mr_job *job, int code);
 
 /* Each process contributes `bytes` from mine; all[p * bytes ...] receives
- * process p's. */
+ * process p's. Past the job's timeout: an MR_ERR_RUNTIME naming the ranks
+ * (and hosts) that did not arrive, job->failed set; mine and all are not
+ * touched after the call returns (MPI works in buffers of the job's). */
 mr_status mr_job_allgather(mr_job *job, const void *mine, size_t bytes, void *all, mr_error *err);
 
 /* Every process passes its own status `st` (its message in *err). Returns
  * the job's: MR_OK if every process succeeded, else on every process the
  * error of the lowest failing rank, prefixed "rank R (host): " unless every
  * process failed with the same message (a bad .cfg fails the same
- * everywhere and is reported once, as in a one-process run). */
+ * everywhere and is reported once, as in a one-process run); a failure
+ * without a message is named by its status. When the all-gather itself
+ * fails (job->failed), its error, on this process only. */
 mr_status mr_job_agree(mr_job *job, mr_status st, mr_error *err);
 
 /* The communicator for this process's `local_replicas` threads, chosen from

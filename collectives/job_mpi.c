@@ -15,53 +15,112 @@
 #include "collectives/local.h"
 #include "collectives/mpi_comm.h"
 #include "collectives/mpi_impl.h"
+#include "runtime/clock.h"
 
 struct mr_job_impl {
     MPI_Comm node;    /* the processes of this node (real or simulated) */
     MPI_Comm leaders; /* rank 0 of every node; MPI_COMM_NULL elsewhere */
+    MPI_Comm gather;  /* MPI_COMM_WORLD's ranks, for the job's all-gathers only */
     int oversubscribed;
 };
 
-/* Waits for a non-blocking job-level collective within the job's timeout. */
-static mr_status wait_one(mr_job *job, MPI_Request *req, const char *what, mr_error *err) {
-    return mr_mpi_wait(req, 1, NULL, job->timeout_s, job->impl->oversubscribed, what, err);
+/* "1 (host-b), 3 (host-d)": the processes whose receive (reqs[i] from
+ * peers[i]) has not completed; a process whose host is not known yet (the
+ * all-gather of the host names) by its rank alone. */
+static void name_missing(const mr_job *job, MPI_Request *reqs, const int *peers, int n, char *buf,
+                         size_t size) {
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        int done = 1;
+        if (reqs[i] != MPI_REQUEST_NULL) MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+        if (done) continue;
+        const char *host = job->hosts[peers[i]];
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, host[0] ? "%s%d (%s)" : "%s%d", len ? ", " : "", peers[i],
+                 host);
+    }
 }
 
+/* The all-gather over point-to-point messages: each process sends its
+ * bytes to every other and receives theirs, so a wait that times out
+ * names exactly the processes whose bytes never came. The buffers are the
+ * job's own, never the caller's: after a timeout MPI may still read and
+ * write them (a stopped process that resumes), so they are left to it,
+ * never freed, and the job is marked failed (only an abort ends it). */
 mr_status mr_job_mpi_allgather(mr_job *job, const void *mine, size_t bytes, void *all,
                                mr_error *err) {
     if (bytes > (size_t)1 << 30)
         return mr_error_set(err, MR_ERR_UNSUPPORTED, "job all-gather of %zu bytes", bytes);
-    MPI_Request req;
-    MR_CHECK(mr_mpi_check(
-        MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req),
-        "MPI_Iallgather", err));
-    return wait_one(job, &req, "waiting for the other processes of the job", err);
+    if (job->failed)
+        return mr_error_set(err, MR_ERR_RUNTIME,
+                            "an earlier collective of the job failed on this process");
+    const int n = job->size, me = job->rank;
+    char *buf = malloc(bytes * (size_t)n); /* (n, bytes): process p's at p * bytes */
+    MPI_Request *reqs = malloc(2 * (size_t)n * sizeof *reqs); /* n - 1 receives, then sends */
+    int *peers = malloc((size_t)n * sizeof *peers);           /* (n - 1) rank of receive i */
+    if (buf == NULL || reqs == NULL || peers == NULL) {
+        free(buf), free(reqs), free(peers);
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    }
+    memcpy(buf + (size_t)me * bytes, mine, bytes);
+    int k = 0, rc = MPI_SUCCESS;
+    for (int p = 0; p < n && rc == MPI_SUCCESS; p++)
+        if (p != me) {
+            peers[k] = p;
+            rc = MPI_Irecv(buf + (size_t)p * bytes, (int)bytes, MPI_BYTE, p, 0, job->impl->gather,
+                           &reqs[k++]);
+        }
+    for (int p = 0; p < n && rc == MPI_SUCCESS; p++)
+        if (p != me)
+            rc = MPI_Isend(buf + (size_t)me * bytes, (int)bytes, MPI_BYTE, p, 0, job->impl->gather,
+                           &reqs[k++]);
+    const double t0 = mr_now_s();
+    mr_status st = mr_mpi_check(rc, "MPI_Irecv or MPI_Isend", err);
+    if (st == MR_OK)
+        st = mr_mpi_wait(reqs, k, NULL, job->timeout_s, job->impl->oversubscribed,
+                         "waiting for the other processes of the job", err);
+    if (st != MR_OK) {
+        job->failed = 1; /* buf and reqs are MPI's now */
+        if (rc != MPI_SUCCESS || mr_now_s() - t0 < job->timeout_s) return st; /* an MPI error */
+        char missing[512];
+        name_missing(job, reqs, peers, n - 1, missing, sizeof missing);
+        mr_error_clear(err);
+        return mr_error_set(err, MR_ERR_RUNTIME,
+                            "waited %.0f s for rank(s) %s in a collective of the job (stopped, "
+                            "hung or still starting)",
+                            job->timeout_s, missing[0] ? missing : "(none: only sends pending)");
+    }
+    memcpy(all, buf, bytes * (size_t)n);
+    free(buf), free(reqs), free(peers);
+    return MR_OK;
 }
 
 /* This process's cores, and its share when the node's processes are not
  * bound: identical masks mean nobody was given cores of its own, so the
- * node's cores are divided among them (at least one each). */
+ * node's cores are divided among them (at least one each). Every process's
+ * mask is gathered with its node (job->node), the node's are used. */
 static mr_status find_cores(mr_job *job, mr_error *err) {
-    cpu_set_t mine, *all = calloc((size_t)job->local_size, sizeof *all);
+    typedef struct {
+        int node;
+        cpu_set_t mask;
+    } cores;
+    cores mine = {.node = job->node}, *all = calloc((size_t)job->size, sizeof *all);
     if (all == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    CPU_ZERO(&mine);
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_SET(0, &mine);
-    MPI_Request req;
-    mr_status st = mr_mpi_check(MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all,
-                                               (int)sizeof mine, MPI_BYTE, job->impl->node, &req),
-                                "MPI_Iallgather", err);
-    if (st == MR_OK) st = wait_one(job, &req, "waiting for the processes of this node", err);
+    CPU_ZERO(&mine.mask);
+    if (sched_getaffinity(0, sizeof mine.mask, &mine.mask) != 0) CPU_SET(0, &mine.mask);
+    mr_status st = mr_job_mpi_allgather(job, &mine, sizeof mine, all, err);
     if (st == MR_OK) {
         cpu_set_t uni;
         CPU_ZERO(&uni);
         int same = 1;
-        for (int p = 0; p < job->local_size; p++) {
-            CPU_OR(&uni, &uni, &all[p]);
-            same &= CPU_EQUAL(&all[p], &mine);
+        for (int p = 0; p < job->size; p++) {
+            if (all[p].node != job->node) continue;
+            CPU_OR(&uni, &uni, &all[p].mask);
+            same &= CPU_EQUAL(&all[p].mask, &mine.mask);
         }
         job->node_cores = CPU_COUNT(&uni);
         job->bound = job->local_size > 1 && !same;
-        int own = CPU_COUNT(&mine);
+        int own = CPU_COUNT(&mine.mask);
         job->cores = job->bound || job->local_size == 1 ? own : own / job->local_size;
         if (job->cores < 1) job->cores = 1;
         job->impl->oversubscribed = job->local_size > job->node_cores;
@@ -76,7 +135,7 @@ mr_status mr_job_mpi_init(int *argc, char ***argv, int ranks_per_node, mr_job *j
                           "MPI_Init_thread", err));
     job->impl = calloc(1, sizeof *job->impl);
     if (job->impl == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    job->impl->node = job->impl->leaders = MPI_COMM_NULL;
+    job->impl->node = job->impl->leaders = job->impl->gather = MPI_COMM_NULL;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (provided < MPI_THREAD_FUNNELED)
         return mr_error_set(err, MR_ERR_UNSUPPORTED,
@@ -92,6 +151,8 @@ mr_status mr_job_mpi_init(int *argc, char ***argv, int ranks_per_node, mr_job *j
     job->first = calloc((size_t)job->size, sizeof *job->first);
     if (job->hosts == NULL || job->replicas == NULL || job->first == NULL)
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    /* the all-gathers' own messages, apart from every communicator's */
+    MR_CHECK(mr_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &job->impl->gather), "MPI_Comm_dup", err));
     /* nodes: the processes that share memory, or simulated ones */
     int rc = ranks_per_node > 0 ? MPI_Comm_split(MPI_COMM_WORLD, job->rank / ranks_per_node,
                                                  job->rank, &job->impl->node)
@@ -114,8 +175,8 @@ mr_status mr_job_mpi_init(int *argc, char ***argv, int ranks_per_node, mr_job *j
     char host[MR_HOST_MAX] = "";
     if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
     host[MR_HOST_MAX - 1] = '\0';
-    MR_CHECK(find_cores(job, err));
-    return mr_job_mpi_allgather(job, host, MR_HOST_MAX, job->hosts, err);
+    MR_CHECK(mr_job_mpi_allgather(job, host, MR_HOST_MAX, job->hosts, err));
+    return find_cores(job, err);
 }
 
 void mr_job_mpi_finalize(mr_job *job) {
@@ -124,6 +185,7 @@ void mr_job_mpi_finalize(mr_job *job) {
     if (!done) {
         if (job->impl->leaders != MPI_COMM_NULL) MPI_Comm_free(&job->impl->leaders);
         if (job->impl->node != MPI_COMM_NULL) MPI_Comm_free(&job->impl->node);
+        if (job->impl->gather != MPI_COMM_NULL) MPI_Comm_free(&job->impl->gather);
         MPI_Finalize();
     }
     free(job->impl);

@@ -63,7 +63,8 @@ typedef enum mr_cli_stage_verdict {
 } mr_cli_stage_verdict;
 
 /* Ends a stage that returned st: agrees on it where the verdict is
- * MR_CLI_STAGE_AGREE, and on a failure prints it as the verdict says,
+ * MR_CLI_STAGE_AGREE, and on a failure prints it as the verdict says (a
+ * collective of the job that timed out, job->failed, as MR_CLI_STAGE_ALONE),
  * sets *rc to the exit code and returns 1; returns 0 to go on. */
 int mr_cli_stage_failed(const char *prog, mr_job *job, mr_cli_stage_verdict verdict, mr_status st,
                         mr_error *err, int *rc);

@@ -397,7 +397,7 @@ static mr_status stage_job_table(train_run *r) {
 
 /* check the job: every process trains the same .cfg the same way */
 static mr_status stage_check_job(train_run *r) {
-    return mr_train_check_same_job(r->c.cfg_path, &r->job, &r->cfg, &r->opts, r->sets, &r->err);
+    return mr_train_check_same_job(&r->c, &r->job, &r->cfg, &r->opts, r->sets, &r->err);
 }
 
 static int wants_resume(const train_run *r) {

@@ -7,6 +7,7 @@
 #define MR_TRAIN_JOB_H
 
 #include "collectives/job.h"
+#include "launch/train_options.h"
 #include "models/config.h"
 #include "strategies/devices.h"
 #include "strategies/strategy.h"
@@ -24,12 +25,16 @@ int mr_train_auto_replicas(const mr_config *cfg, int processes, int cores);
 /* Every process must train the same model with the same settings (a .cfg
  * edited while mpirun started the processes, or different files on two
  * nodes, would train different models or wait in different collectives):
- * the .cfg text and the options that change the model or the sequence of
- * collectives are hashed and compared. The same verdict on every process.
- * Also fills sets[p] with process p's devices (rank 0's start line and
- * summary name them); cfg_path is this process's .cfg, for the message. A
- * collective: every process calls it. */
-mr_status mr_train_check_same_job(const char *cfg_path, mr_job *job, const mr_config *cfg,
+ * the .cfg text, every option of c that changes what the job computes or
+ * which collectives it runs (--epochs, --seed, --max-steps, --synthetic,
+ * --check-sync, --bucket-mb, --resume, --init-weights,
+ * --checkpoint-on-signal, --write-data, --trace, --dry-run,
+ * --stop-signals) and the kind of device are compared. A difference is
+ * one MR_ERR_CONFIG or MR_ERR_USAGE naming the first differing rank and
+ * rank 0, with both values of the option; the same verdict on every
+ * process. Also fills sets[p] with process p's devices (rank 0's start
+ * line and summary name them). A collective: every process calls it. */
+mr_status mr_train_check_same_job(const mr_train_options *c, mr_job *job, const mr_config *cfg,
                                   const mr_strategy_opts *opts, mr_device_set *sets, mr_error *err);
 
 #endif

@@ -31,6 +31,12 @@ START_TEST(one_process_job) {
     mr_status st = mr_job_agree(&job, mr_error_set(&err, MR_ERR_IO, "x: cannot open"), &err);
     ck_assert_int_eq(st, MR_ERR_IO);
     ck_assert_str_eq(err.msg, "x: cannot open");
+    /* a failure without a message is named by its status, never empty */
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_job_agree(&job, MR_ERR_USAGE, &err), MR_ERR_USAGE);
+    ck_assert_int_eq(err.status, MR_ERR_USAGE);
+    ck_assert_msg(strstr(err.msg, "without a message"), "%s", err.msg);
+    ck_assert_int_eq(job.failed, 0);
     /* the communicator: local, with the job's timeout */
     mr_comm *c;
     mr_error_clear(&err);

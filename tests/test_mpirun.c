@@ -14,10 +14,12 @@
  * variables that tests/meson.build sets. */
 #include <check.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/clock.h"
 #include "tests/testutil.h"
@@ -294,6 +296,39 @@ START_TEST(bad_input_fails_once) {
 }
 END_TEST
 
+/* An option that changes what the job computes, given otherwise to rank 1:
+ * one line naming the option, both values and both ranks, exit 2, before
+ * anything is trained (a hang would end at the 10 s collective timeout,
+ * with another message). */
+START_TEST(different_options_fail_once) {
+    /* rank 0's options, rank 1's: one option each */
+    char host[256] = "?";
+    gethostname(host, sizeof host);
+    static const char *cases[][2] = {
+        {"--max-steps 10", "--max-steps 5"},
+        {"", "--resume auto"},
+        {"", "--init-weights w.h5"},
+        {"", "--synthetic 160"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *rank0 = cases[i][0], *rank1 = cases[i][1];
+        char script[1024], want1[256], want0[256];
+        snprintf(script, sizeof script,
+                 "a=\"%s\"; [ $OMPI_COMM_WORLD_RANK = 1 ] && a=\"%s\"; "
+                 "exec $T good.cfg --metrics bad.csv --collective-timeout 10 $a",
+                 rank0, rank1);
+        snprintf(want1, sizeof want1, "rank 1 (%s) was started with %s and rank 0 (", host, rank1);
+        if (rank0[0])
+            snprintf(want0, sizeof want0, "with %s: every process of a job must get the same",
+                     rank0);
+        else /* "no --resume" */
+            snprintf(want0, sizeof want0, "with no %.*s: every process of a job must get the same",
+                     (int)strcspn(rank1, " "), rank1);
+        expect_bad("-q -np 2", script, want1, want0);
+    }
+}
+END_TEST
+
 /* The failure ends the job: rank 0 does not wait for it in a collective
  * until its timeout (60 s here: the bound on a hang, which the message
  * "waited 60 s" would name). */
@@ -342,11 +377,125 @@ START_TEST(hung_rank_times_out) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("mpirun");
-    TCase *tc = tcase_create("mpirun");
+/* The collective timeout of the stopped-rank runs: short, since the job
+ * must end within it plus STOP_MARGIN_S of the stop. */
+#define STOP_TIMEOUT_S 5
+#define STOP_MARGIN_S  10
+
+/* Where rank 1 is stopped (SIGSTOP, never continued): at startup, while it
+ * opens its training data (a FIFO whose writer stops it the moment rank 1
+ * opens it, before the processes agree on the data), or in training, once
+ * the job's first checkpoint is written. */
+typedef enum stop_point { STOP_AT_STARTUP, STOP_IN_TRAINING } stop_point;
+
+static double read_seconds(const char *name) {
+    char *text = read_in_dir(name);
+    double t = text ? atof(text) : -1.0;
+    free(text);
+    return t;
+}
+
+/* 1 while process pid exists and is not a zombie */
+static int alive(long pid) {
+    char path[64], *stat;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if ((stat = tu_read_file(path, NULL)) == NULL) return 0;
+    const char *end = strrchr(stat, ')');
+    int live = end != NULL && end[1] == ' ' && end[2] != 'Z';
+    free(stat);
+    return live;
+}
+
+/* mpirun -np 2 with rank 1 stopped at `where`: the job ends with exit 1
+ * (MPI_Abort) within the collective timeout plus STOP_MARGIN_S of the stop,
+ * rank 0 naming rank 1, no heap corruption, and the stopped rank is gone.
+ * A run that does not end is cut at 60 s (exit 124, a failure). */
+static void stop_rank_once(stop_point where) {
+    char cmd[16384], *out;
+    const char *script =
+        where == STOP_AT_STARTUP
+            ? "c=good.cfg; if [ $OMPI_COMM_WORLD_RANK = 1 ]; then c=stall/good.cfg; "
+              "echo $$ > rank1.pid; (timeout 60 sh -c \"exec 3>stall/x.npy && kill -STOP $$ "
+              "&& date +%%s.%%N > stopped_at\") & fi; exec $T $c --collective-timeout %d"
+            : "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then echo $$ > rank1.pid; (n=0; while [ ! -e "
+              "ck/k-step000000020.h5 ] && kill -0 $$ 2>/dev/null && [ $n -lt 6000 ]; do sleep "
+              "0.05; n=$((n+1)); done; kill -STOP $$ && date +%%s.%%N > stopped_at) & fi; "
+              "exec $T k.cfg --epochs 100000 --quiet --collective-timeout %d";
+    char body[2048];
+    snprintf(body, sizeof body, script, STOP_TIMEOUT_S);
+    snprintf(
+        cmd, sizeof cmd,
+        "{ cd %s && rm -rf ck stopped_at ended_at rank1.pid && T=%s timeout 60 mpirun -q -np 2 "
+        "-x T sh -c '%s'; rc=$?; date +%%s.%%N > ended_at; exit $rc; }",
+        dir, exe, body);
+    int rc = tu_run(cmd, &out);
+    char *pid_text = read_in_dir("rank1.pid");
+    long pid = pid_text ? atol(pid_text) : 0;
+    free(pid_text);
+    for (int i = 0; pid > 0 && alive(pid) && i < 600; i++) /* 30 s at most */
+        usleep(50000);
+    int survived = pid > 0 && alive(pid);
+    if (survived) kill((pid_t)pid, SIGKILL);
+    double stopped = read_seconds("stopped_at"), ended = read_seconds("ended_at");
+    ck_assert_msg(stopped > 0, "rank 1 was never stopped: exit %d: %s", rc, out);
+    ck_assert_msg(rc == 1 && !strstr(out, "corrupted"), "exit %d: %s", rc, out);
+    ck_assert_msg(ended - stopped < STOP_TIMEOUT_S + STOP_MARGIN_S, "ended %.1f s after the stop",
+                  ended - stopped);
+    char want[128];
+    snprintf(want, sizeof want, "waited %d s for rank(s) 1%s", STOP_TIMEOUT_S,
+             where == STOP_AT_STARTUP ? " (" : "");
+    ck_assert_msg(strstr(out, "rank 0 (") && strstr(out, want), "want '%s': %s", want, out);
+    ck_assert_msg(!survived, "the stopped rank 1 (pid %ld) outlived the job", pid);
+    free(out);
+}
+
+/* The files of both runs: rank 1's copy of the .cfg beside a FIFO for its
+ * training images; the .cfg with a checkpoint every epoch. */
+static void stop_rank_setup(void) {
+    char cmd[8192], text[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && mkdir -p stall && cp good.cfg y.npy stall/ && mkfifo stall/x.npy", dir);
+    ck_assert_int_eq(tu_run(cmd, NULL), 0);
+    snprintf(text, sizeof text, "[net]\ncheckpoint=ck/k.h5\n%s", good_cfg + strlen("[net]\n"));
+    free(tu_write_text(dir, "k.cfg", text));
+}
+
+START_TEST(stopped_rank_ends_the_job) {
+    stop_rank_setup();
+    stop_rank_once(STOP_AT_STARTUP);
+    stop_rank_once(STOP_IN_TRAINING);
+}
+END_TEST
+
+/* The same, 20 times each in a row (the slow suite): no run hangs or
+ * corrupts the heap of rank 0. */
+START_TEST(stopped_rank_20_runs) {
+    stop_rank_setup();
+    for (int i = 0; i < 20; i++) {
+        stop_rank_once(STOP_AT_STARTUP);
+        stop_rank_once(STOP_IN_TRAINING);
+    }
+}
+END_TEST
+
+/* A test case of the tests, each run in a fresh folder (setup). */
+static TCase *test_case(Suite *s, const char *name, int timeout) {
+    TCase *tc = tcase_create(name);
     tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_set_timeout(tc, 300);
+    tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+/* No argument: the integration tests; "slow": the 20 runs of a stopped
+ * rank. CK_RUN_CASE=stop (or options) runs one case. */
+int main(int argc, char **argv) {
+    Suite *s = suite_create("mpirun");
+    if (argc > 1 && strcmp(argv[1], "slow") == 0) {
+        tcase_add_test(test_case(s, "stop20", 3600), stopped_rank_20_runs);
+        return tu_run_suite(s);
+    }
+    TCase *tc = test_case(s, "mpirun", 300);
     tcase_add_test(tc, one_job_like_replica_threads);
     tcase_add_test(tc, trace_one_file_per_rank);
     tcase_add_test(tc, metrics_job_like_replica_threads);
@@ -358,6 +507,7 @@ int main(void) {
     tcase_add_test(tc, failing_rank_ends_the_job);
     tcase_add_test(tc, killed_rank_ends_the_job);
     tcase_add_test(tc, hung_rank_times_out);
-    suite_add_tcase(s, tc);
+    tcase_add_test(test_case(s, "options", 300), different_options_fail_once);
+    tcase_add_test(test_case(s, "stop", 300), stopped_rank_ends_the_job);
     return tu_run_suite(s);
 }

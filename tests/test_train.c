@@ -195,7 +195,8 @@ START_TEST(job_rules) {
     ck_assert_int_eq(mr_job_init(&argc, &argv, 0, 30.0, &job, &err), MR_OK);
     mr_strategy_opts opts = {.devices = cpu};
     mr_device_set sets[1] = {{.count = 0}};
-    ck_assert_int_eq(mr_train_check_same_job("t.cfg", &job, &cfg, &opts, sets, &err), MR_OK);
+    mr_train_options c = {.cfg_path = "t.cfg"};
+    ck_assert_int_eq(mr_train_check_same_job(&c, &job, &cfg, &opts, sets, &err), MR_OK);
     ck_assert_str_eq(sets[0].kind, "cpu");
     ck_assert_int_eq(sets[0].count, 2);
     mr_job_finalize(&job);
