@@ -323,6 +323,10 @@ typedef struct train_run {
     mr_status options_st; /* the command line's verdict, agreed by the first stage */
     mr_error err;         /* the first failure's message */
     int finished;         /* a stage ended the run early, with exit code rc */
+    /* resume: the state --resume auto chose is this run's end (said in
+     * end_note once the processes agree on it) */
+    int ended_before;
+    char end_note[2 * MR_PATH_MAX + 512];
     int rc;
     /* load config: the .cfg, the devices and the model's shapes */
     mr_config cfg;
@@ -412,25 +416,23 @@ static const char *resume_save_path(const train_run *r) {
 }
 
 /* --resume auto whose choice is where this run ends (its epochs, or
- * --max-steps): one line, nothing written, exit 0 */
+ * --max-steps): nothing to train, nothing written, exit 0 */
 static int finished_before(train_run *r) {
     if (strcmp(r->c.resume, "auto") != 0 ||
         !mr_ckpt_finished(&r->ck, r->cfg.net.epochs, r->c.max_steps))
         return 0;
     char end[128];
     mr_ckpt_say_end(&r->ck, r->cfg.net.epochs, end, sizeof end);
-    if (r->lead)
-        printf("--resume auto: %s is the end of this run (%s): nothing to train, no file "
-               "written\n",
-               r->ck_path, end);
-    r->finished = 1;
-    r->rc = MR_EXIT_OK;
+    snprintf(r->end_note, sizeof r->end_note,
+             "--resume auto: %s is the end of this run (%s): nothing to train, no file written",
+             r->ck_path, end);
+    r->ended_before = 1;
     return 1;
 }
 
 /* --resume auto with save_best_only: --save's file records that the run
  * ended (where this one ends, no later than the checkpoint chosen, if
- * any): one line, nothing written, exit 0 */
+ * any): nothing to train, nothing written, exit 0 */
 static int best_ended(train_run *r) {
     if (strcmp(r->c.resume, "auto") != 0 || r->cfg.net.save_best_only == MR_MONITOR_NONE) return 0;
     mr_checkpoint b;
@@ -438,13 +440,12 @@ static int best_ended(train_run *r) {
     if (!mr_ckpt_best_ended(r->c.save_path, step, r->cfg.net.epochs, r->c.max_steps, &b)) return 0;
     char end[128];
     mr_ckpt_say_end(&b, r->cfg.net.epochs, end, sizeof end);
-    if (r->lead)
-        printf("--resume auto: %s holds the best epoch (%d) of this run, which has ended (%s): "
-               "nothing to train, no file written\n",
-               r->c.save_path, b.state.epoch, end);
+    snprintf(r->end_note, sizeof r->end_note,
+             "--resume auto: %s holds the best epoch (%d) of this run, which has ended (%s): "
+             "nothing to train, no file written",
+             r->c.save_path, b.state.epoch, end);
     mr_checkpoint_free(&b);
-    r->finished = 1;
-    r->rc = MR_EXIT_OK;
+    r->ended_before = 1;
     return 1;
 }
 
@@ -464,6 +465,48 @@ static mr_status stage_resume(train_run *r) {
                             "--resume %s: the checkpoint has done %lld updates, --max-steps %lld: "
                             "nothing to train",
                             r->ck_path, (long long)r->ck.state.global_step, r->c.max_steps);
+    return MR_OK;
+}
+
+/* agree on the resume: every process chose the same state (a checkpoint
+ * folder that is not the same on every node, or --save paths that differ,
+ * would resume the replicas from different updates); where it is the
+ * run's end, the run ends here with exit 0 on every process */
+static mr_status stage_agree_resume(train_run *r) {
+    struct {
+        int64_t step;
+        int resuming, ended;
+        char what[240];
+    } mine = {.step = r->resuming ? r->ck.state.global_step : -1,
+              .resuming = r->resuming,
+              .ended = r->ended_before},
+      *all = NULL;
+    if (r->resuming) /* "PATH (update N)", the path's tail where it is long */
+        snprintf(mine.what, sizeof mine.what, "%s (update %lld)",
+                 r->ck_path + (strlen(r->ck_path) > 200 ? strlen(r->ck_path) - 200 : 0),
+                 (long long)mine.step);
+    else
+        snprintf(mine.what, sizeof mine.what, "no checkpoint (a first start)");
+    if (r->job.size > 1) {
+        all = calloc((size_t)r->job.size, sizeof mine);
+        if (all == NULL) return mr_error_set(&r->err, MR_ERR_NOMEM, "out of memory");
+        mr_status st = mr_job_allgather(&r->job, &mine, sizeof mine, all, &r->err);
+        for (int p = 1; st == MR_OK && p < r->job.size; p++)
+            if (all[p].step != all[0].step || all[p].resuming != all[0].resuming ||
+                all[p].ended != all[0].ended)
+                st = mr_error_set(&r->err, MR_ERR_USAGE,
+                                  "--resume %s: rank %d (%s) resumes from %s and rank 0 (%s) from "
+                                  "%s: every process must see the same checkpoints (one folder "
+                                  "shared by all nodes, the same --save)",
+                                  r->c.resume, p, r->job.hosts[p], all[p].what, r->job.hosts[0],
+                                  all[0].what);
+        free(all);
+        MR_CHECK(st);
+    }
+    if (!r->ended_before) return MR_OK;
+    if (r->lead) printf("%s\n", r->end_note);
+    r->finished = 1;
+    r->rc = MR_EXIT_OK;
     return MR_OK;
 }
 
@@ -906,6 +949,7 @@ static const train_stage stages[] = {
     {"job table", stage_job_table, MR_CLI_STAGE_AGREE, NULL},
     {"check the job", stage_check_job, MR_CLI_STAGE_SAME, NULL},
     {"resume", stage_resume, MR_CLI_STAGE_AGREE, wants_resume},
+    {"agree on the resume", stage_agree_resume, MR_CLI_STAGE_SAME, wants_resume},
     {"report a fresh start", stage_report_fresh_start, MR_CLI_STAGE_PRINT, wants_resume},
     {"check save_best_only", stage_check_save_best, MR_CLI_STAGE_AGREE, NULL},
     {"check outputs", stage_check_outputs, MR_CLI_STAGE_AGREE, NULL},

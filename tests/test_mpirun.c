@@ -329,6 +329,21 @@ START_TEST(different_options_fail_once) {
 }
 END_TEST
 
+/* --resume auto that chooses other states on two ranks (here: --save's
+ * finished file on rank 1 only): one line naming both, exit 2, where
+ * rank 1 alone would have ended and rank 0 trained on. */
+START_TEST(different_resume_choices_fail_once) {
+    free(mpirun_ok("-q -np 2", "exec $T good.cfg --quiet --save done.h5"));
+    char host[256] = "?", want[512];
+    gethostname(host, sizeof host);
+    snprintf(want, sizeof want, "rank 1 (%s) resumes from done.h5 (update 40) and rank 0 (", host);
+    expect_bad("-q -np 2",
+               "s=other.h5; [ $OMPI_COMM_WORLD_RANK = 1 ] && s=done.h5; "
+               "exec $T good.cfg --metrics bad.csv --collective-timeout 10 --resume auto --save $s",
+               want, "from no checkpoint (a first start): every process must see the same");
+}
+END_TEST
+
 /* The failure ends the job: rank 0 does not wait for it in a collective
  * until its timeout (60 s here: the bound on a hang, which the message
  * "waited 60 s" would name). */
@@ -507,7 +522,9 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, failing_rank_ends_the_job);
     tcase_add_test(tc, killed_rank_ends_the_job);
     tcase_add_test(tc, hung_rank_times_out);
-    tcase_add_test(test_case(s, "options", 300), different_options_fail_once);
+    TCase *options = test_case(s, "options", 300);
+    tcase_add_test(options, different_options_fail_once);
+    tcase_add_test(options, different_resume_choices_fail_once);
     tcase_add_test(test_case(s, "stop", 300), stopped_rank_ends_the_job);
     return tu_run_suite(s);
 }
