@@ -28,6 +28,7 @@
 #include "models/model.h"
 #include "runtime/array.h"
 #include "runtime/image_folder.h"
+#include "runtime/npz.h"
 #include "strategies/checkpoint.h"
 #include "strategies/devices.h"
 #include "strategies/strategy.h"
@@ -45,8 +46,9 @@ static void usage(FILE *out) {
             "matrix, on the test set its .cfg names or on --data.\n"
             "\n"
             "Options:\n"
-            "  --data IMAGES[,LABELS]  evaluate on these files (IDX, .npy, file.h5:/dataset)\n"
-            "                     or a folder of class folders; IMAGES alone, with --predict:\n"
+            "  --data IMAGES[,LABELS]  evaluate on these files (IDX, .npy, file.h5:/dataset,\n"
+            "                     file.npz:NAME) or a folder of class folders; F.npz alone:\n"
+            "                     its x_test and y_test; IMAGES alone, with --predict:\n"
             "                     the probabilities only (IMAGES may be a folder of images)\n"
             "  --batch N          rows per replica per batch (default 256)\n"
             "  --devices SPEC     auto (default), cpu, cpu:N (as mirrored_train)\n"
@@ -377,10 +379,14 @@ static mr_status choose_data(eval_run *r) {
             return mr_error_set(&r->err, MR_ERR_CONFIG,
                                 "%s: its .cfg names no test set: give --data IMAGES,LABELS",
                                 c->checkpoint);
-        snprintf(r->images, sizeof r->images, "%s", r->cfg.data.test_images);
-        snprintf(r->labels, sizeof r->labels, "%s", r->cfg.data.test_labels);
-        return MR_OK;
+        /* test_images = f.npz: its x_test and y_test (runtime/npz.h) */
+        return mr_npz_data_paths(r->cfg.data.test_images, r->cfg.data.test_labels, "test",
+                                 r->images, r->labels, sizeof r->images, &r->err);
     }
+    /* --data f.npz: the archive's x_test and y_test, as keras.datasets holds them */
+    if (mr_npz_is_archive(c->data))
+        return mr_npz_data_paths(c->data, "", "test", r->images, r->labels, sizeof r->images,
+                                 &r->err);
     const char *comma = strchr(c->data, ',');
     /* a folder of class folders brings its labels (its subfolders); a folder of images
      * alone is new images to predict */

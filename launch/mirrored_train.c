@@ -148,8 +148,7 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
                          mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
                          int *classes, int *label_width, mr_error *err) {
     MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
-    if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
-    if (c->seed >= 0) cfg->net.seed = c->seed;
+    MR_CHECK(mr_train_apply_options(c, cfg, job->rank == 0 && !c->quiet ? stdout : NULL, err));
     MR_CHECK(choose_devices(c, job, env, cfg, &opts->devices, err));
     opts->seed = (uint64_t)cfg->net.seed;
     opts->check_sync = (int)c->check_sync;

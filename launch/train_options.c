@@ -21,7 +21,14 @@ void mr_train_usage(FILE *out, const char *prog) {
             "  --devices SPEC     auto (default: every GPU, else one CPU replica per core),\n"
             "                     cpu (one replica), cpu:N (N CPU replicas), gpu, gpu:0,2\n"
             "  --list-devices     print the devices the runtime sees and exit\n"
+            "  --data F.npz       train on the arrays of a NumPy archive as keras.datasets\n"
+            "                     holds them (x_train, y_train; x_test, y_test if there)\n"
+            "                     instead of the [data] files\n"
             "  --epochs N         override [net] epochs\n"
+            "  --batch-size N     the global batch (Keras fit's batch_size), split over the\n"
+            "                     replicas: overrides [net] batch and global_batch\n"
+            "  --validation-split F  hold out the last fraction F of the training arrays for\n"
+            "                     validation (Keras's validation_split; overrides [net])\n"
             "  --seed N           override [net] seed\n"
             "  --max-steps N      stop after N updates in all (counted from the start of\n"
             "                     training, through a resume), or at the last epoch if sooner;\n"
@@ -119,7 +126,10 @@ enum {
     OPT_VERBOSE,
     OPT_SYNTHETIC,
     OPT_DISPLAY_EVERY,
-    OPT_WARMUP_STEPS
+    OPT_WARMUP_STEPS,
+    OPT_DATA,
+    OPT_BATCH_SIZE,
+    OPT_VALIDATION_SPLIT
 };
 
 static const struct option longopts[] = {
@@ -152,6 +162,9 @@ static const struct option longopts[] = {
     {"display-every", required_argument, NULL, OPT_DISPLAY_EVERY},
     {"warmup-steps", required_argument, NULL, OPT_WARMUP_STEPS},
     {"verbose", required_argument, NULL, OPT_VERBOSE},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"validation-split", required_argument, NULL, OPT_VALIDATION_SPLIT},
     {NULL, 0, NULL, 0},
 };
 
@@ -172,6 +185,7 @@ static const struct {
     {OPT_DISPLAY_EVERY, "--display-every", 1, 1000000000, OPT_FIELD(display_every)},
     {OPT_WARMUP_STEPS, "--warmup-steps", 0, 1000000000, OPT_FIELD(warmup_steps)},
     {OPT_KEEP, "--keep", 1, 1000000, OPT_FIELD(keep)},
+    {OPT_BATCH_SIZE, "--batch-size", 1, 1 << 24, OPT_FIELD(batch_size)},
 };
 
 /* The options whose value is kept as given (a path, a spec): their field (a const char *). */
@@ -184,9 +198,10 @@ static const struct {
     {OPT_LOG, OPT_FIELD(log_path)},         {OPT_TRACE, OPT_FIELD(trace_path)},
     {OPT_WRITE_DATA, OPT_FIELD(data_out)},  {OPT_STOP_PATH, OPT_FIELD(stop_path)},
     {OPT_JSON, OPT_FIELD(json_path)},       {OPT_DEVICES, OPT_FIELD(devices_spec)},
+    {OPT_DATA, OPT_FIELD(data_path)},
 };
 
-/* The options that take a number of MiB or seconds. */
+/* The options that take a number of MiB or seconds, or a fraction. */
 static mr_status parse_real_option(int o, const char *arg, mr_train_options *c, mr_error *err) {
     char *end;
     switch (o) {
@@ -201,6 +216,13 @@ static mr_status parse_real_option(int o, const char *arg, mr_train_options *c, 
         if (c->timeout <= 0.0)
             return mr_error_set(err, MR_ERR_USAGE,
                                 "--collective-timeout %s: expected a number of seconds > 0", arg);
+        return MR_OK;
+    case OPT_VALIDATION_SPLIT:
+        c->validation_split = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(c->validation_split >= 0.0) ||
+            !(c->validation_split < 1.0))
+            return mr_error_set(err, MR_ERR_USAGE,
+                                "--validation-split %s: expected a fraction in [0, 1)", arg);
         return MR_OK;
     default: /* OPT_STOP_BUDGET */
         c->stop_budget = strtod(arg, &end);
@@ -253,6 +275,7 @@ static mr_status parse_option(int o, char **argv, mr_train_options *c, mr_error 
     case OPT_BUCKET:
     case OPT_TIMEOUT:
     case OPT_STOP_BUDGET:
+    case OPT_VALIDATION_SPLIT:
         return parse_real_option(o, optarg, c, err);
     case OPT_DRY_RUN:
         c->dry_run = 1;
@@ -289,6 +312,9 @@ static mr_status check_operands(int argc, char **argv, mr_train_options *c, mr_e
     if (c->resume && c->init_weights)
         return mr_error_set(err, MR_ERR_USAGE,
                             "--resume and --init-weights: a resumed run has its weights already");
+    if (c->synthetic > 0 && c->data_path)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--synthetic and --data: the synthetic examples replace the data");
     if (c->dry_run && c->data_out)
         return mr_error_set(err, MR_ERR_USAGE,
                             "--dry-run and --write-data: a dry run writes nothing");
@@ -302,6 +328,8 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
                             .devices_spec = "auto",
                             .display_every = -1,
                             .warmup_steps = -1,
+                            .batch_size = -1,
+                            .validation_split = -1.0,
                             .stop_signals = {SIGTERM, SIGINT, SIGUSR1},
                             .n_stop_signals = 3,
                             .stop_budget = 25.0};

@@ -47,6 +47,12 @@ typedef struct mr_train_options {
     int n_stop_signals;
     double stop_budget;
     const char *stop_path;
+    /* Keras fit's arguments: --data F.npz (x_train, y_train, x_test, y_test in place of the
+     * [data] files, or NULL), --batch-size N (the global batch, [net] global_batch; -1: not
+     * given), --validation-split F ([net] validation_split; -1: not given) */
+    const char *data_path;
+    long long batch_size;
+    double validation_split;
 } mr_train_options;
 
 /* "TERM,INT,USR1" (names with or without SIG, or numbers; "none": no

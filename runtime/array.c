@@ -1,5 +1,5 @@
-/* array.c: readers for IDX (raw or gzip), NPY and HDF5 arrays, and an NPY
- * writer (see array.h).
+/* array.c: readers for IDX (raw or gzip), NPY (also from an .npz member,
+ * runtime/npz.c) and HDF5 arrays, and an NPY writer (see array.h).
  *
  * IDX and NPY go through zlib's gzread, which reads plain and gzip files
  * alike, so one read path checks truncation, trailing bytes and corrupt
@@ -10,6 +10,7 @@
 #include "runtime/file_kind.h"
 #include "runtime/h5file.h"
 #include "runtime/isolate.h"
+#include "runtime/npz.h"
 
 #include <errno.h>
 #include <math.h>
@@ -216,11 +217,11 @@ static mr_status gz_read_header(gzFile gz, const char *path, const char *format,
  * file cannot hold: a broken header's dims would otherwise have us allocate
  * up to ARRAY_MAX_BYTES for a file of a few bytes (found by fuzzing,
  * tests/fuzz/corpus/idx/). Raw files: exactly what is left after the header;
- * gzip: at most GZ_MAX_RATIO times the file's size. */
-static mr_status gz_check_payload(gzFile gz, const char *path, int64_t n, mr_error *err) {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return MR_OK; /* a pipe: read and see */
-    int64_t size = (int64_t)sb.st_size;
+ * gzip: at most GZ_MAX_RATIO times the file's size. `size` is the file's
+ * size in bytes, or -1 where it is not known (a pipe: read and see). */
+static mr_status gz_check_payload(gzFile gz, const char *path, int64_t size, int64_t n,
+                                  mr_error *err) {
+    if (size < 0) return MR_OK;
     if (gzdirect(gz)) {
         int64_t left = size - (int64_t)gztell(gz);
         if (n > left)
@@ -234,6 +235,13 @@ static mr_status gz_check_payload(gzFile gz, const char *path, int64_t n, mr_err
                             path, (long long)n, (long long)size);
     }
     return MR_OK;
+}
+
+/* The size of the regular file at `path`, or -1 (not a regular file). */
+static int64_t file_size(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return -1;
+    return (int64_t)sb.st_size;
 }
 
 /* Whether the gzip members of `f` (from its start) end exactly at its end: inflates each
@@ -411,7 +419,7 @@ static mr_status idx_read(gzFile gz, const char *path, mr_array *out, mr_error *
 
     int64_t bytes;
     MR_CHECK(checked_bytes(path, out->dtype, ndim, out->dims, &bytes, err));
-    MR_CHECK(gz_check_payload(gz, path, bytes, err));
+    MR_CHECK(gz_check_payload(gz, path, file_size(path), bytes, err));
     MR_CHECK(alloc_data(path, out, bytes, err));
     MR_CHECK(gz_read_payload(gz, path, out->data, bytes, err));
     /* IDX stores multi-byte elements big-endian */
@@ -541,7 +549,94 @@ static bool npy_parse_header(const char *text, npy_header *h, const char **why) 
     return true;
 }
 
-static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *err) {
+/* The NPY dtypes read: `dtype` in memory, `esize` bytes a value in the file.
+ * float64 (numpy's default float) becomes float32, what the model computes
+ * in; the integer widths other than uint8, int32 and int64 (labels saved as
+ * numpy made them: Keras's mnist.npz has uint8, others int16 or uint64)
+ * become int32 or int64, whichever holds every value of the dtype. */
+typedef enum npy_convert {
+    NPY_AS_IS,      /* the file's bytes are the values */
+    NPY_NARROW_F64, /* float64 to float32 (narrow_f64) */
+    NPY_WIDEN_INT,  /* signed integers to a wider dtype */
+    NPY_WIDEN_UINT, /* unsigned integers to a wider dtype */
+} npy_convert;
+
+typedef struct npy_dtype {
+    const char *descr;
+    mr_dtype dtype;
+    size_t esize;
+    npy_convert convert;
+} npy_dtype;
+
+static const npy_dtype NPY_DTYPES[] = {
+    {"|u1", MR_DTYPE_U8, 1, NPY_AS_IS},       {"<u1", MR_DTYPE_U8, 1, NPY_AS_IS},
+    {"<i4", MR_DTYPE_I32, 4, NPY_AS_IS},      {"<i8", MR_DTYPE_I64, 8, NPY_AS_IS},
+    {"<f4", MR_DTYPE_F32, 4, NPY_AS_IS},      {"<f8", MR_DTYPE_F32, 8, NPY_NARROW_F64},
+    {"|i1", MR_DTYPE_I32, 1, NPY_WIDEN_INT},  {"<i1", MR_DTYPE_I32, 1, NPY_WIDEN_INT},
+    {"<i2", MR_DTYPE_I32, 2, NPY_WIDEN_INT},  {"<u2", MR_DTYPE_I32, 2, NPY_WIDEN_UINT},
+    {"<u4", MR_DTYPE_I64, 4, NPY_WIDEN_UINT}, {"<u8", MR_DTYPE_I64, 8, NPY_WIDEN_UINT},
+};
+
+static const npy_dtype *npy_find_dtype(const char *descr) {
+    for (size_t i = 0; i < sizeof NPY_DTYPES / sizeof NPY_DTYPES[0]; i++)
+        if (strcmp(NPY_DTYPES[i].descr, descr) == 0) return &NPY_DTYPES[i];
+    return NULL;
+}
+
+/* The `esize`-byte integers at the start of out->data (little-endian now) as
+ * out->dtype's, in place: the last value first, since value i's new place
+ * starts at or after its old one and before no later value's old place. A
+ * uint64 above int64's range is refused. */
+static mr_status widen_ints(const char *path, const npy_dtype *t, mr_array *out, mr_error *err) {
+    const int64_t n = mr_array_count(out);
+    const size_t to = mr_dtype_size(out->dtype);
+    unsigned char *b = out->data;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        uint64_t u = 0;
+        for (size_t k = 0; k < t->esize; k++)
+            u |= (uint64_t)b[t->esize * (size_t)i + k] << (8 * k);
+        int64_t v = (int64_t)u;
+        if (t->convert == NPY_WIDEN_INT && t->esize < 8 && (u >> (8 * t->esize - 1)) & 1)
+            v = (int64_t)(u | ~(uint64_t)0 << (8 * t->esize)); /* sign-extend */
+        if (t->convert == NPY_WIDEN_UINT && u > (uint64_t)INT64_MAX)
+            return mr_error_set(err, MR_ERR_DATA,
+                                "%s: uint64 value %llu (element %lld) is beyond int64's range",
+                                path, (unsigned long long)u, (long long)i);
+        if (to == 4) {
+            const int32_t x = (int32_t)v;
+            memcpy(b + 4 * (size_t)i, &x, 4);
+        } else {
+            memcpy(b + 8 * (size_t)i, &v, 8);
+        }
+    }
+    return MR_OK;
+}
+
+/* The values after the header: out's dtype and dims are set; the file holds
+ * t->esize bytes a value, converted as t says. */
+static mr_status npy_read_data(gzFile gz, const char *path, int64_t size, const npy_dtype *t,
+                               mr_array *out, mr_error *err) {
+    /* the larger of the file's and memory's bytes a value, for the checks and the buffer */
+    const size_t mem = mr_dtype_size(out->dtype), big = t->esize > mem ? t->esize : mem;
+    const mr_dtype sized = big == 8 ? MR_DTYPE_I64 : big == 4 ? MR_DTYPE_I32 : MR_DTYPE_U8;
+    int64_t bytes;
+    MR_CHECK(checked_bytes(path, sized, out->ndim, out->dims, &bytes, err));
+    const int64_t raw = bytes / (int64_t)big * (int64_t)t->esize;
+    MR_CHECK(gz_check_payload(gz, path, size, raw, err));
+    MR_CHECK(alloc_data(path, out, bytes, err));
+    MR_CHECK(gz_read_payload(gz, path, out->data, raw, err));
+    if (t->esize > 1 && !host_is_little_endian())
+        swap_bytes(out->data, mr_array_count(out), t->esize);
+    if (t->convert == NPY_NARROW_F64) {
+        out->dtype = MR_DTYPE_I64; /* narrow_f64 reads 8 bytes a value */
+        return narrow_f64(path, out, err);
+    }
+    if (t->convert == NPY_WIDEN_INT || t->convert == NPY_WIDEN_UINT)
+        return widen_ints(path, t, out, err);
+    return MR_OK;
+}
+
+static mr_status npy_read(gzFile gz, const char *path, int64_t size, mr_array *out, mr_error *err) {
     uint8_t pre[8];
     int64_t got = gz_read_full(gz, pre, 8);
     if (got < 0) return gz_fail(gz, path, err);
@@ -598,26 +693,14 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
     free(text);
     if (!ok) return MR_ERR_DATA;
 
-    /* float64 (numpy's default float) is read as float32, what the model
-     * computes in: 8 bytes a value in the file, 4 in memory */
-    const int f64 = strcmp(h.descr, "<f8") == 0;
-    if (strcmp(h.descr, "|u1") == 0 || strcmp(h.descr, "<u1") == 0)
-        out->dtype = MR_DTYPE_U8;
-    else if (f64)
-        out->dtype = MR_DTYPE_I64; /* its size, for reading; float32 below */
-    else if (strcmp(h.descr, "<i4") == 0)
-        out->dtype = MR_DTYPE_I32;
-    else if (strcmp(h.descr, "<i8") == 0)
-        out->dtype = MR_DTYPE_I64;
-    else if (strcmp(h.descr, "<f4") == 0)
-        out->dtype = MR_DTYPE_F32;
-    else {
+    const npy_dtype *t = npy_find_dtype(h.descr);
+    if (t == NULL) {
         /* the dtype string as the file has it, but on one line */
         for (char *c = h.descr; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         return mr_error_set(err, MR_ERR_DATA,
-                            "%s: unsupported NPY dtype '%s' (supported: |u1, <i4, <i8, <f4, <f8; "
-                            "convert with astype)",
+                            "%s: unsupported NPY dtype '%s' (supported: |u1, |i1, <i2, <u2, <i4, "
+                            "<u4, <i8, <u8, <f4, <f8; convert with astype)",
                             path, h.descr);
     }
     if (h.fortran_order)
@@ -625,18 +708,10 @@ static mr_status npy_read(gzFile gz, const char *path, mr_array *out, mr_error *
                             "%s: NPY array is in Fortran order; only C order is supported "
                             "(save np.ascontiguousarray(a))",
                             path);
+    out->dtype = t->dtype;
     out->ndim = h.ndim;
     memcpy(out->dims, h.dims, sizeof h.dims);
-
-    int64_t bytes;
-    MR_CHECK(checked_bytes(path, out->dtype, out->ndim, out->dims, &bytes, err));
-    MR_CHECK(gz_check_payload(gz, path, bytes, err));
-    MR_CHECK(alloc_data(path, out, bytes, err));
-    MR_CHECK(gz_read_payload(gz, path, out->data, bytes, err));
-    if (out->dtype != MR_DTYPE_U8 && !host_is_little_endian())
-        swap_bytes(out->data, mr_array_count(out), mr_dtype_size(out->dtype));
-    if (f64) MR_CHECK(narrow_f64(path, out, err));
-    return MR_OK;
+    return npy_read_data(gz, path, size, t, out, err);
 }
 
 mr_status mr_array_read_npy(const char *path, mr_array *out, mr_error *err) {
@@ -644,8 +719,25 @@ mr_status mr_array_read_npy(const char *path, mr_array *out, mr_error *err) {
     MR_CHECK(mr_file_check(path, MR_FILE_WANT_NPY, err)); /* a model, an .npz: say so */
     gzFile gz;
     MR_CHECK(gz_open(path, &gz, err));
-    mr_status st = npy_read(gz, path, out, err);
+    mr_status st = npy_read(gz, path, file_size(path), out, err);
     gzclose(gz);
+    if (st != MR_OK) mr_array_free(out);
+    return st;
+}
+
+mr_status mr_array_read_npy_fd(int fd, const char *name, mr_array *out, mr_error *err) {
+    memset(out, 0, sizeof *out);
+    struct stat sb;
+    const int64_t size = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? (int64_t)sb.st_size : -1;
+    errno = 0;
+    gzFile gz = gzdopen(fd, "rb");
+    if (gz == NULL) {
+        close(fd);
+        return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", name);
+    }
+    gzbuffer(gz, 1u << 20);
+    mr_status st = npy_read(gz, name, size, out, err);
+    gzclose(gz); /* closes fd */
     if (st != MR_OK) mr_array_free(out);
     return st;
 }
@@ -920,6 +1012,21 @@ static mr_status check_finite(const char *spec, mr_array *a, mr_error *err) {
 
 static mr_status read_any(const char *spec, mr_array *out, mr_error *err);
 
+/* "file.npz:member", the archive's path the first n bytes of spec. */
+static mr_status read_npz_member(const char *spec, size_t n, mr_array *out, mr_error *err) {
+    if (spec[n + 1] == '\0')
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s: no member named after ':' (write %.*s:NAME, e.g. x_train)", spec,
+                            (int)n, spec);
+    char *path = malloc(n + 1);
+    if (path == NULL) return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", spec);
+    memcpy(path, spec, n);
+    path[n] = '\0';
+    mr_status st = mr_npz_read(path, spec + n + 1, out, err);
+    free(path);
+    return st;
+}
+
 mr_status mr_array_read(const char *spec, mr_array *out, mr_error *err) {
     MR_CHECK(read_any(spec, out, err));
     return check_finite(spec, out, err);
@@ -954,6 +1061,15 @@ static mr_status read_any(const char *spec, mr_array *out, mr_error *err) {
     if (ends_with(spec, ".h5") || ends_with(spec, ".hdf5"))
         return mr_error_set(err, MR_ERR_CONFIG,
                             "%s: an HDF5 file needs a dataset name: write %s:/dataset", spec, spec);
+    const char *npz = strstr(spec, ".npz:");
+    if (npz != NULL) return read_npz_member(spec, (size_t)(npz + 4 - spec), out, err);
+    if (mr_npz_is_archive(spec)) {
+        char list[1024] = "";
+        MR_CHECK(mr_npz_members(spec, list, sizeof list, err));
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s: an .npz needs a member name: write %s:NAME (it has: %s)", spec,
+                            spec, list[0] ? list : "no members");
+    }
     if (ends_with(spec, ".npy")) return mr_array_read_npy(spec, out, err);
     return mr_array_read_idx(spec, out, err);
 }

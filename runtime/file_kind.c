@@ -91,7 +91,7 @@ static const char *advice(mr_file_kind kind, mr_file_want want) {
         return "unzip it: the data files are IDX, .npy or HDF5 (docs/usage.md)";
     case MR_FILE_KIND_NPZ:
         if (want == MR_FILE_WANT_CFG || want == MR_FILE_WANT_CHECKPOINT) return "data, not a model";
-        return "convert it to IDX, .npy or HDF5: numpy.save one array per file (docs/usage.md)";
+        return "name it FILE.npz, or one array in it FILE.npz:NAME (docs/usage.md)";
     case MR_FILE_KIND_NPY:
         if (want == MR_FILE_WANT_NPY) return NULL;
         if (want == MR_FILE_WANT_CFG || want == MR_FILE_WANT_CHECKPOINT) return "data, not a model";

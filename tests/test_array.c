@@ -4,11 +4,13 @@
  * through the HDF5 API. Every bad-input case checks the status, that the
  * message names the file, and that nothing is left in the output array. */
 #include <check.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "runtime/array.h"
@@ -679,6 +681,84 @@ START_TEST(test_npy_float64) {
 }
 END_TEST
 
+/* Labels as numpy saved them: every integer width widens to int32 or int64, signed values
+ * sign-extended; a uint64 beyond int64 is refused. */
+START_TEST(test_npy_integer_widths) {
+    const struct {
+        const char *descr;
+        const void *data;
+        size_t len;
+        mr_dtype dtype;
+        int64_t want[3];
+    } cases[] = {
+        {"|i1", "\xff\x00\x7f", 3, MR_DTYPE_I32, {-1, 0, 127}},
+        {"<i2", "\x00\x80\x07\x00\xff\x7f", 6, MR_DTYPE_I32, {-32768, 7, 32767}},
+        {"<u2", "\xff\xff\x01\x00\x00\x00", 6, MR_DTYPE_I32, {65535, 1, 0}},
+        {"<u4",
+         "\xff\xff\xff\xff\x02\x00\x00\x00\x00\x00\x00\x00",
+         12,
+         MR_DTYPE_I64,
+         {4294967295LL, 2, 0}},
+        {"<u8",
+         "\x09\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+         "\xff\xff\xff\xff\xff\xff\xff\x7f",
+         24,
+         MR_DTYPE_I64,
+         {9, 0, INT64_MAX}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char dict[128];
+        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (3,), }",
+                 cases[c].descr);
+        char *p = write_npy_raw("w.npy", 1, dict, cases[c].data, cases[c].len);
+        mr_array a;
+        read_ok(p, &a);
+        ck_assert_int_eq(a.dtype, cases[c].dtype);
+        assert_dims(&a, 1, (int64_t[]){3});
+        for (int i = 0; i < 3; i++) {
+            int64_t v = a.dtype == MR_DTYPE_I32 ? ((int32_t *)a.data)[i] : ((int64_t *)a.data)[i];
+            ck_assert_msg(v == cases[c].want[i], "%s[%d] = %lld", cases[c].descr, i, (long long)v);
+        }
+        mr_array_free(&a);
+        free(p);
+    }
+    char *p =
+        write_npy_raw("big.npy", 1, "{'descr': '<u8', 'fortran_order': False, 'shape': (1,), }",
+                      "\x00\x00\x00\x00\x00\x00\x00\x80", 8);
+    expect_fail(p, p, MR_ERR_DATA, "uint64 value 9223372036854775808 (element 0) is beyond");
+    free(p);
+    /* a short payload is named in the file's bytes (2 a value), not memory's */
+    p = write_npy_raw("short.npy", 1, "{'descr': '<i2', 'fortran_order': False, 'shape': (3,), }",
+                      "\x01\x00\x02\x00", 4);
+    expect_fail(p, p, MR_ERR_DATA, "header says 6 bytes of data, file has 4");
+    free(p);
+}
+END_TEST
+
+/* mr_array_read_npy_fd: an open descriptor, named in messages as the caller says. */
+START_TEST(test_npy_fd) {
+    const float v[2] = {1.5f, -2.0f};
+    char *p = write_npy_raw(
+        "fd.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", v, sizeof v);
+    mr_array a;
+    mr_error err = {0};
+    int fd = open(p, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(mr_array_read_npy_fd(fd, "some.npz:x", &a, &err), MR_OK);
+    ck_assert_int_eq(a.dtype, MR_DTYPE_F32);
+    ck_assert(((float *)a.data)[0] == 1.5f && ((float *)a.data)[1] == -2.0f);
+    mr_array_free(&a);
+    free(p);
+    p = write_npy_raw("fd2.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (9,), }", v,
+                      sizeof v);
+    fd = open(p, O_RDONLY);
+    ck_assert_int_eq(mr_array_read_npy_fd(fd, "some.npz:x", &a, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "some.npz:x: truncated") == err.msg, "%s", err.msg);
+    assert_zeroed(&a);
+    free(p);
+}
+END_TEST
+
 START_TEST(test_npy_unsupported_dtype) {
     const double v[2] = {0};
     char *p = write_npy_raw("f2.npy", 1,
@@ -825,6 +905,8 @@ static Suite *array_suite(void) {
     tcase_add_test(tc, test_npy_fortran_order);
     tcase_add_test(tc, test_npy_float64);
     tcase_add_test(tc, test_npy_unsupported_dtype);
+    tcase_add_test(tc, test_npy_integer_widths);
+    tcase_add_test(tc, test_npy_fd);
     tcase_add_test(tc, test_nonfinite_refused);
     tcase_add_test(tc, test_npy_truncated);
     tcase_add_test(tc, test_npy_bad_header);

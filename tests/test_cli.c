@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zip.h>
 
 #include "runtime/array.h"
 #include "runtime/dataset.h"
@@ -929,6 +930,94 @@ START_TEST(validation_files) {
 }
 END_TEST
 
+/* dir/name, an .npz of the .npy files in dir: members[2i] the member's name, members[2i+1]
+ * the file; deflated (numpy.savez_compressed) or stored (numpy.savez). */
+static void write_npz(const char *name, const char *const *members, int n, int deflate) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int code = 0;
+    zip_t *za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &code);
+    ck_assert_ptr_nonnull(za);
+    for (int i = 0; i < n; i++) {
+        char file[8192], member[256];
+        snprintf(file, sizeof file, "%s/%s", dir, members[2 * i + 1]);
+        snprintf(member, sizeof member, "%s.npy", members[2 * i]);
+        zip_source_t *src = zip_source_file(za, file, 0, -1);
+        ck_assert_ptr_nonnull(src);
+        zip_int64_t k = zip_file_add(za, member, src, ZIP_FL_OVERWRITE);
+        ck_assert_int_ge(k, 0);
+        zip_set_file_compression(za, (zip_uint64_t)k, deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0);
+    }
+    ck_assert_int_eq(zip_close(za), 0);
+}
+
+/* Keras's dataset files: --data d.npz, or [data] naming the whole archive, trains bitwise as
+ * the same arrays in .npy files do; --batch-size and --validation-split are Keras fit's; an
+ * archive without x_test/y_test trains without a test set (one line says so); wrong member
+ * names are one line listing the archive's; mirrored_eval --data d.npz takes x_test, y_test. */
+START_TEST(npz_data_and_fit_flags) {
+    const char *const keras[] = {"x_train", "x.npy", "y_train", "y.npy",
+                                 "x_test",  "x.npy", "y_test",  "y.npy"};
+    write_npz("d.npz", keras, 4, 1);
+    write_npz("nt.npz", keras, 2, 0);
+    const char *const wrong[] = {"images", "x.npy", "labels", "y.npy"};
+    write_npz("w.npz", wrong, 2, 0);
+    free(tu_write_text(dir, "whole.cfg",
+                       "[net]\nbatch=8\nepochs=2\nvalidation_split=0.2\nseed=3\n"
+                       "[data]\ntrain_images=d.npz\ntest_images=d.npz\nscale=1/255\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\nactivation=relu\n"
+                       "[dense]\nunits=4\nactivation=softmax\n"));
+    char *out, h_npy[17], h_whole[17], h_data[17];
+    int rc = run("--devices cpu:2 --quiet --json zn.json good.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--devices cpu:2 --quiet --json zw.json whole.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--devices cpu:2 --quiet --json zd.json --save zd.h5 --data d.npz good.cfg", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    read_hash("zn.json", h_npy);
+    read_hash("zw.json", h_whole);
+    read_hash("zd.json", h_data);
+    ck_assert_str_eq(h_npy, h_whole);
+    ck_assert_str_eq(h_npy, h_data);
+    rc = run("--devices cpu:2 --verbose 2 --data nt.npz --batch-size 20 --validation-split 0.25 "
+             "--epochs 1 good.cfg",
+             &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "nt.npz has no x_test and y_test: no test evaluation\n") &&
+                      strstr(out, "= 20 global") &&
+                      strstr(out, "Train on 150 samples, validate on 50 samples") &&
+                      count_in(out, "Epoch 1/1") == 1 && !strstr(out, "Test loss"),
+                  "%s", out);
+    free(out);
+    rc = run("--data w.npz good.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "w.npz: no x_train and y_train") &&
+                      strstr(out, "the archive has: images, labels"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--data x.npy good.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "--data x.npy: expected an .npz"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    rc = run("--validation-split 1.5 good.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "--validation-split 1.5"), "%s", out);
+    free(out);
+    char *ev = tu_build_path("launch/mirrored_eval"), cmd[16384];
+    snprintf(cmd, sizeof cmd, "cd %s && %s zd.h5 --devices cpu:1 --data d.npz", dir, ev);
+    rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "200 examples of d.npz:x_test"), "exit %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "cd %s && %s zd.h5 --devices cpu:1 --data nt.npz", dir, ev);
+    rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 2 && one_line(out) &&
+                      strstr(out, "nt.npz: no member 'x_test'; the archive has: x_train, y_train"),
+                  "exit %d: %s", rc, out);
+    free(out), free(ev);
+}
+END_TEST
+
 /* A folder of class folders (Keras's image_dataset_from_directory) as
  * [data] train_images and test_images: the 200 examples of x.npy as 8x8
  * PNGs in class folders c0..c3 trains as the same examples in that order
@@ -1403,6 +1492,7 @@ int main(void) {
     tcase_add_test(tc, validation_files);
     tcase_add_test(tc, image_folder_data);
     tcase_add_test(tc, verbose_2_on_a_terminal);
+    tcase_add_test(tc, npz_data_and_fit_flags);
     tcase_add_test(tc, early_stopping);
     tcase_add_test(tc, reduce_lr_on_plateau);
     tcase_add_test(tc, trace_and_where_the_time_went);

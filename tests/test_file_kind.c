@@ -60,7 +60,7 @@ START_TEST(kinds_and_messages) {
                      "as a .cfg (docs/keras.md)"));
     ck_assert(strstr(check(keras, MR_FILE_WANT_CHECKPOINT), "--cfg MODEL.cfg"));
     ck_assert(strstr(check(npz, MR_FILE_WANT_IDX),
-                     "a NumPy .npz archive; convert it to IDX, .npy or HDF5"));
+                     "a NumPy .npz archive; name it FILE.npz, or one array in it FILE.npz:NAME"));
     ck_assert(strstr(check(npz, MR_FILE_WANT_NPY), "a NumPy .npz archive"));
     ck_assert(strstr(check(sm, MR_FILE_WANT_CFG), "a TensorFlow SavedModel folder;"));
     ck_assert(strstr(check(sm, MR_FILE_WANT_CHECKPOINT), "model.save(\"x.keras\")"));

@@ -2,9 +2,9 @@
  * executable end to end: test_cli.c, test_resume.c, test_mpirun.c): the
  * command line (train_options.h), what a job's processes agree on
  * (train_job.h), the model's name and the JSON summary (train_report.h),
- * --write-data (train_data.h), and a planned stop's parts: --stop-signals,
- * where its checkpoint goes, --resume auto's choice (train_checkpoints.h)
- * and the --metrics file it leaves (progress.h). */
+ * the options applied to the .cfg and --write-data (train_data.h), and a planned stop's parts:
+ * --stop-signals, where its checkpoint goes, --resume auto's choice (train_checkpoints.h) and the
+ * --metrics file it leaves (progress.h). */
 #include <check.h>
 #include <getopt.h>
 #include <math.h>
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zip.h>
 
 #include "launch/progress.h"
 #include "launch/throughput.h"
@@ -22,6 +23,7 @@
 #include "launch/train_job.h"
 #include "launch/train_options.h"
 #include "launch/train_report.h"
+#include "runtime/array.h"
 #include "runtime/h5file.h"
 #include "tests/testutil.h"
 
@@ -114,6 +116,138 @@ START_TEST(benchmark_options) {
                            "0", "m.cfg", NULL),
                      MR_OK);
     ck_assert(o.synthetic == 512 && o.display_every == 5 && o.warmup_steps == 0);
+}
+END_TEST
+
+/* Keras fit's arguments: --data, --batch-size, --validation-split; not given: -1 and NULL. */
+START_TEST(fit_options) {
+    mr_train_options o;
+    mr_error err = {0};
+    ck_assert_int_eq(parse(&o, &err, "m.cfg", NULL), MR_OK);
+    ck_assert(o.data_path == NULL && o.batch_size == -1 && o.validation_split == -1.0);
+    ck_assert_int_eq(parse(&o, &err, "--data", "d.npz", "--batch-size", "128", "--validation-split",
+                           "0.1", "m.cfg", NULL),
+                     MR_OK);
+    ck_assert_str_eq(o.data_path, "d.npz");
+    ck_assert(o.batch_size == 128 && o.validation_split == 0.1);
+    ck_assert_int_eq(parse(&o, &err, "--validation-split", "0", "m.cfg", NULL), MR_OK);
+    ck_assert(o.validation_split == 0.0);
+    REFUSED("--batch-size 0", "--batch-size", "0", "m.cfg");
+    REFUSED("--validation-split 1: expected a fraction in [0, 1)", "--validation-split", "1",
+            "m.cfg");
+    REFUSED("--validation-split -0.1", "--validation-split", "-0.1", "m.cfg");
+    REFUSED("--validation-split x", "--validation-split", "x", "m.cfg");
+    REFUSED("--synthetic and --data", "--synthetic", "10", "--data", "d.npz", "m.cfg");
+}
+END_TEST
+
+/* An .npz of the members named (each a 2-value uint8 array), stored. */
+static char *write_npz(const char *dir, const char *name, const char *const *members, int n) {
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(path, "%s/%s", dir, name);
+    mr_array a = {.dtype = MR_DTYPE_U8, .ndim = 1, .dims = {2}, .data = (uint8_t[]){1, 2}};
+    mr_error err = {0};
+    char npy[8192];
+    snprintf(npy, sizeof npy, "%s/member.npy", dir);
+    ck_assert_int_eq(mr_array_write_npy(npy, &a, &err), MR_OK);
+    zip_t *za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, NULL);
+    ck_assert_ptr_nonnull(za);
+    for (int i = 0; i < n; i++) {
+        char m[64];
+        snprintf(m, sizeof m, "%s.npy", members[i]);
+        ck_assert_int_ge(zip_file_add(za, m, zip_source_file(za, npy, 0, -1), 0), 0);
+    }
+    ck_assert_int_eq(zip_close(za), 0);
+    return path;
+}
+
+/* The .cfg text of a small model with these [net] and [data] lines. */
+static void apply_cfg(mr_config *cfg, const char *net, const char *data) {
+    char text[2048];
+    snprintf(text, sizeof text,
+             "[net]\n%s[data]\n%s[input]\nshape=2\n[dense]\nunits=2\nactivation=softmax\n", net,
+             data);
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, "m.cfg", ".", cfg, &err) == MR_OK, "%s", err.msg);
+}
+
+/* mr_train_apply_options: the options into the .cfg, and whole archives into members. */
+START_TEST(options_applied) {
+    const char *dir = tu_tmpdir();
+    const char *const all[] = {"x_train", "y_train", "x_test", "y_test"};
+    char *full = write_npz(dir, "k.npz", all, 4), *half = write_npz(dir, "h.npz", all, 2);
+    char *wrong = write_npz(dir, "w.npz", (const char *const[]){"a", "b"}, 2);
+    mr_train_options o;
+    mr_error err = {0};
+    mr_config cfg;
+    char want[8192];
+    /* nothing given: the .cfg as it is, but [data]'s whole archives take x_<set>, y_<set> */
+    ck_assert_int_eq(parse(&o, &err, "m.cfg", NULL), MR_OK);
+    apply_cfg(&cfg, "batch=8\n", "train_images=k.npz\ntest_images=t.npz\ntest_labels=t.npz\n");
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_OK);
+    ck_assert(cfg.net.batch == 8 && cfg.net.global_batch == 0 && cfg.net.validation_split == 0.0f);
+    ck_assert(strstr(cfg.data.train_images, "k.npz:x_train") &&
+              strstr(cfg.data.train_labels, "k.npz:y_train") &&
+              strstr(cfg.data.test_images, "t.npz:x_test") &&
+              strstr(cfg.data.test_labels, "t.npz:y_test"));
+    mr_config_free(&cfg);
+    /* --data, --batch-size, --validation-split, --epochs over the .cfg's */
+    ck_assert_int_eq(parse(&o, &err, "--data", full, "--batch-size", "64", "--validation-split",
+                           "0.25", "--epochs", "3", "m.cfg", NULL),
+                     MR_OK);
+    apply_cfg(&cfg, "batch=8\nepochs=9\n",
+              "train_images=a.npy\ntrain_labels=b.npy\n"
+              "val_images=v.npy\nval_labels=vl.npy\n");
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_OK);
+    ck_assert(cfg.net.global_batch == 64 && cfg.net.epochs == 3 &&
+              cfg.net.validation_split == 0.25f);
+    snprintf(want, sizeof want, "%s:x_train", full);
+    ck_assert_str_eq(cfg.data.train_images, want);
+    snprintf(want, sizeof want, "%s:y_test", full);
+    ck_assert_str_eq(cfg.data.test_labels, want);
+    ck_assert(cfg.data.val_images[0] == '\0' && cfg.data.val_labels[0] == '\0');
+    mr_config_free(&cfg);
+    /* no x_test/y_test: no test set, and one line says so */
+    ck_assert_int_eq(parse(&o, &err, "--data", half, "m.cfg", NULL), MR_OK);
+    apply_cfg(&cfg, "",
+              "train_images=a.npy\ntrain_labels=b.npy\ntest_images=t.npy\n"
+              "test_labels=tl.npy\n");
+    FILE *say = tmpfile();
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, say, &err), MR_OK);
+    ck_assert(cfg.data.test_images[0] == '\0' && cfg.data.test_labels[0] == '\0');
+    char line[8400] = "";
+    rewind(say);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, say));
+    fclose(say);
+    snprintf(want, sizeof want, "%s has no x_test and y_test: no test evaluation\n", half);
+    ck_assert_str_eq(line, want);
+    mr_config_free(&cfg);
+    /* wrong names, a file that is no archive, a second validation set, a watcher left blind */
+    ck_assert_int_eq(parse(&o, &err, "--data", wrong, "m.cfg", NULL), MR_OK);
+    apply_cfg(&cfg, "", "train_images=a.npy\ntrain_labels=b.npy\n");
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "no x_train and y_train") &&
+                      strstr(err.msg, "the archive has: a, b"),
+                  "%s", err.msg);
+    ck_assert_int_eq(parse(&o, &err, "--data", "d.npy", "m.cfg", NULL), MR_OK);
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_ERR_USAGE);
+    mr_config_free(&cfg);
+    ck_assert_int_eq(parse(&o, &err, "--validation-split", "0.1", "m.cfg", NULL), MR_OK);
+    apply_cfg(&cfg, "",
+              "train_images=a.npy\ntrain_labels=b.npy\nval_images=v.npy\n"
+              "val_labels=vl.npy\n");
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_ERR_USAGE);
+    ck_assert_msg(strstr(err.msg, "val_images of m.cfg is the validation set already"), "%s",
+                  err.msg);
+    mr_config_free(&cfg);
+    ck_assert_int_eq(parse(&o, &err, "--validation-split", "0", "m.cfg", NULL), MR_OK);
+    apply_cfg(&cfg, "validation_split=0.2\nearly_stopping=val_loss\n",
+              "train_images=a.npy\ntrain_labels=b.npy\n");
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_ERR_USAGE);
+    ck_assert_msg(strstr(err.msg, "[net] early_stopping watches the validation set"), "%s",
+                  err.msg);
+    mr_config_free(&cfg);
+    free(full), free(half), free(wrong);
 }
 END_TEST
 
@@ -525,6 +659,8 @@ int main(void) {
     tcase_add_test(tc, model_name_and_json_summary);
     tcase_add_test(tc, write_data_preprocessed);
     tcase_add_test(tc, stop_signals_parsed);
+    tcase_add_test(tc, fit_options);
+    tcase_add_test(tc, options_applied);
     tcase_add_test(tc, where_a_stop_checkpoint_goes);
     tcase_add_test(tc, checkpoint_pattern_and_end);
     tcase_add_test(tc, stop_keeps_the_metrics_header);
