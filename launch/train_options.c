@@ -10,6 +10,7 @@
 
 #include "collectives/comm.h"
 #include "launch/cli.h"
+#include "runtime/paths.h"
 
 void mr_train_usage(FILE *out, const char *prog) {
     fprintf(out,
@@ -359,4 +360,50 @@ mr_status mr_train_parse_stop_signals(const char *list, int *sigs, int *n, mr_er
         p += len + 1;
     }
     return MR_OK;
+}
+
+/* The [data] files the run reads, as "[data] KEY" uses (none with --synthetic). */
+static size_t data_uses(const mr_train_options *c, const mr_config *cfg, mr_path_use *u) {
+    const mr_data_cfg *d = &cfg->data;
+    if (c->synthetic > 0) return 0;
+    const mr_path_use all[] = {
+        {"[data] train_images", d->train_images, 0}, {"[data] train_labels", d->train_labels, 0},
+        {"[data] val_images", d->val_images, 0},     {"[data] val_labels", d->val_labels, 0},
+        {"[data] test_images", d->test_images, 0},   {"[data] test_labels", d->test_labels, 0}};
+    memcpy(u, all, sizeof all);
+    return sizeof all / sizeof all[0];
+}
+
+mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, mr_error *err) {
+    mr_path_use u[32];
+    size_t n = 0;
+    u[n++] = (mr_path_use){"MODEL.cfg", c->cfg_path, 0};
+    const size_t data0 = n;
+    n += data_uses(c, cfg, u + n);
+    const size_t data1 = n;
+    if (c->resume && strcmp(c->resume, "auto") != 0)
+        u[n++] = (mr_path_use){"--resume", c->resume, 0};
+    u[n++] = (mr_path_use){"--init-weights", c->init_weights, 0};
+    const size_t inputs = n;
+    /* the outputs, from the table of options that name files */
+    const struct {
+        const char *opt;
+        const char *path;
+        int hdf5; /* a file HDF5 writes: it must be a regular one */
+    } outs[] = {{"--save", c->save_path, 1},
+                {"--json", c->json_path, 0},
+                {"--metrics", c->metrics_path, 0},
+                {"--log", c->log_path, 0},
+                {"--trace", c->trace_path, 0},
+                {"--write-data", c->data_out, 1},
+                {"--checkpoint-on-signal", c->stop_path, 1}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        if (outs[i].hdf5) MR_CHECK(mr_path_check_regular(outs[i].opt, outs[i].path, 0, err));
+        u[n++] = (mr_path_use){outs[i].opt, outs[i].path, 1};
+    }
+    for (size_t i = 0; i < inputs; i++)
+        MR_CHECK(mr_path_check_regular(u[i].opt, u[i].path, i >= data0 && i < data1, err));
+    /* a stop's checkpoint replaces the one the run resumed from, as --resume auto's does */
+    if (c->stop_path && c->resume && mr_path_same(c->stop_path, c->resume)) n--;
+    return mr_path_check_distinct(u, n, err);
 }
