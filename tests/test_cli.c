@@ -1523,6 +1523,46 @@ START_TEST(max_steps_metrics_header) {
 }
 END_TEST
 
+/* mirrored_eval and mirrored_export: a checkpoint that is a device is
+ * refused up front, --predict over the checkpoint is refused, and a write
+ * that fails (a full disk: /dev/full, or a file size limit) is exit 1. */
+START_TEST(eval_and_export_files) {
+    char *out;
+    int rc = run("good.cfg --quiet --save ck.h5", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    const struct {
+        const char *cmd;
+        int want;
+        const char *line;
+    } cases[] = {
+        {"$E /dev/zero", 2, "mirrored_eval: /dev/zero: not a regular file (a character device)"},
+        {"$E ck.h5 --predict ck.h5", 2, "--predict ck.h5 is also CHECKPOINT.h5 (ck.h5)"},
+        {"$E ck.h5 --predict /dev/full", 1,
+         "mirrored_eval: --predict /dev/full: cannot write: No space left on device"},
+        {"$E ck.h5 --json /dev/full", 1,
+         "mirrored_eval: --json /dev/full: cannot write: No space left on device"},
+        {"$X /dev/zero o.keras", 2,
+         "mirrored_export: /dev/zero: not a regular file (a character device)"},
+        /* writes beyond 1 KiB fail (EFBIG) where a disk would be full */
+        {"ulimit -f 2 && trap '' XFSZ && $X ck.h5 o.keras", 1, "mirrored_export: o.keras"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "E=$(dirname $T)/mirrored_eval; X=$(dirname $T)/mirrored_export; %s",
+                 cases[i].cmd);
+        rc = run_sh(cmd, &out);
+        ck_assert_msg(rc == cases[i].want && strstr(out, cases[i].line) &&
+                          count_in(out, "mirrored_e") == 1,
+                      "'%s' exited %d: %s", cases[i].cmd, rc, out);
+        free(out);
+    }
+    struct stat sb;
+    ck_assert(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1563,6 +1603,7 @@ int main(void) {
     tcase_add_test(files, signal_before_training);
     tcase_add_test(files, closed_stdout);
     tcase_add_test(files, max_steps_metrics_header);
+    tcase_add_test(files, eval_and_export_files);
     suite_add_tcase(s, files);
     return tu_run_suite(s);
 }
