@@ -380,32 +380,37 @@ mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, 
     mr_path_use u[32];
     size_t n = 0;
     u[n++] = (mr_path_use){"MODEL.cfg", c->cfg_path, 0};
-    const size_t data0 = n;
     n += data_uses(c, cfg, u + n);
-    const size_t data1 = n;
-    if (c->resume && strcmp(c->resume, "auto") != 0)
-        u[n++] = (mr_path_use){"--resume", c->resume, 0};
+    const size_t data_end = n;
     u[n++] = (mr_path_use){"--init-weights", c->init_weights, 0};
-    const size_t inputs = n;
-    /* the outputs, from the table of options that name files */
+    const size_t resume = n;
+    const int resume_file = c->resume && strcmp(c->resume, "auto") != 0;
+    u[n++] = (mr_path_use){"--resume", resume_file ? c->resume : NULL, 0};
+    /* the outputs, from the table of options that name files; the
+     * checkpoints last */
     const struct {
         const char *opt;
         const char *path;
-        int hdf5; /* a file HDF5 writes: it must be a regular one */
-    } outs[] = {{"--save", c->save_path, 1},
-                {"--json", c->json_path, 0},
+        int hdf5; /* HDF5 writes it: it must be a regular file */
+    } outs[] = {{"--json", c->json_path, 0},
                 {"--metrics", c->metrics_path, 0},
                 {"--log", c->log_path, 0},
                 {"--trace", c->trace_path, 0},
                 {"--write-data", c->data_out, 1},
+                {"--save", c->save_path, 1},
                 {"--checkpoint-on-signal", c->stop_path, 1}};
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
         if (outs[i].hdf5) MR_CHECK(mr_path_check_regular(outs[i].opt, outs[i].path, 0, err));
         u[n++] = (mr_path_use){outs[i].opt, outs[i].path, 1};
     }
-    for (size_t i = 0; i < inputs; i++)
-        MR_CHECK(mr_path_check_regular(u[i].opt, u[i].path, i >= data0 && i < data1, err));
-    /* a stop's checkpoint replaces the one the run resumed from, as --resume auto's does */
-    if (c->stop_path && c->resume && mr_path_same(c->stop_path, c->resume)) n--;
-    return mr_path_check_distinct(u, n, err);
+    for (size_t i = 0; i <= resume; i++)
+        MR_CHECK(mr_path_check_regular(u[i].opt, u[i].path, i > 0 && i < data_end, err));
+    /* a checkpoint (--save, a stop's) may replace the --resume file it went
+     * on from, as --resume auto's do (the write is atomic, after the read):
+     * --resume is checked against the other outputs alone */
+    const char *resume_path = u[resume].path;
+    u[resume].path = NULL;
+    MR_CHECK(mr_path_check_distinct(u, n, err));
+    u[resume].path = resume_path;
+    return mr_path_check_distinct(u + resume, n - resume - 2, err);
 }

@@ -70,7 +70,9 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
  * folders of class folders), as must the HDF5 outputs (--save,
  * --write-data, --checkpoint-on-signal); no output (--save, --json,
  * --metrics, --log, --trace, --write-data, --checkpoint-on-signal) may be
- * the same file as an input or another output. MR_ERR_IO or MR_ERR_USAGE,
+ * the same file as an input or another output, except that --save and
+ * --checkpoint-on-signal may replace the --resume file (an atomic write
+ * after the read, as --resume auto's checkpoints). MR_ERR_IO or MR_ERR_USAGE,
  * one line naming the options and the path. */
 mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, mr_error *err);
 

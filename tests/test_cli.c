@@ -1408,9 +1408,17 @@ START_TEST(outputs_overwriting_inputs) {
     char *text = tu_read_file(p, NULL);
     ck_assert_str_eq(text, good_cfg);
     free(text);
-    expect_refused("good.cfg --save s.h5 --json ./s.h5", 2, "--save s.h5 is also --json (./s.h5)");
+    expect_refused("good.cfg --save s.h5 --json ./s.h5", 2, "--json ./s.h5 is also --save (s.h5)");
     expect_refused("good.cfg --log x.npy", 2, "--log x.npy is also [data] train_images");
     expect_refused("good.cfg --trace y.npy", 2, "--trace y.npy is also [data] train_labels");
+    /* a checkpoint may replace the --resume file; the other outputs may not */
+    char *o;
+    ck_assert_int_eq(run("good.cfg --quiet --save r.h5", &o), 0);
+    free(o);
+    ck_assert_int_eq(run("good.cfg --quiet --epochs 3 --resume r.h5 --save r.h5", &o), 0);
+    free(o);
+    expect_refused("good.cfg --epochs 4 --resume r.h5 --metrics r.h5", 2,
+                   "--metrics r.h5 is also --resume (r.h5)");
     /* devices may be named by several outputs */
     char *out;
     int rc = run("good.cfg --quiet --metrics /dev/null --log /dev/null --json /dev/null", &out);
