@@ -51,6 +51,8 @@ mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: Is a directory", opt, path);
+    /* a device or a pipe is written in place (an HDF5 file must be regular: paths.h) */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return MR_OK;
     /* the temporary an atomic write of path would make (runtime/atomic_file.h) */
     char tmp[4200];
     mr_error why = {0};

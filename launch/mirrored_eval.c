@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backends/backends.h"
@@ -35,6 +36,7 @@
 #include "launch/train_checkpoints.h"
 #include "launch/cli.h"
 #include "runtime/atomic_file.h"
+#include "runtime/paths.h"
 #include "runtime/json.h"
 
 static const char *prog = "mirrored_eval";
@@ -183,17 +185,30 @@ typedef struct predictions {
     int fd;
     off_t data_start;
     int k;
-    int failed;
+    int failed;  /* the errno of the first failed write (0: none) */
+    int regular; /* a regular file, removed on a failure (never a device such as /dev/full) */
 } predictions;
+
+/* Removes a failed --predict file where it is a regular one. */
+static void predictions_remove(const predictions *p, const char *path) {
+    if (p->regular) unlink(path);
+}
+
+/* "--predict PATH: cannot write: REASON": the path was checked before the
+ * work, so this is a failure while running (exit 1). */
+static mr_status predictions_failed(const char *path, int e, mr_error *err) {
+    return mr_error_set(err, MR_ERR_RUNTIME, "--predict %s: cannot write: %s", path,
+                        strerror(e ? e : EIO));
+}
 
 static mr_status open_predictions(predictions *p, const char *path, int64_t n, int k,
                                   mr_error *err) {
     p->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     p->k = k;
     p->failed = 0;
-    if (p->fd < 0)
-        return mr_error_set(err, MR_ERR_IO, "--predict %s: cannot write: %s", path,
-                            strerror(errno));
+    if (p->fd < 0) return predictions_failed(path, errno, err);
+    struct stat sb;
+    p->regular = fstat(p->fd, &sb) == 0 && S_ISREG(sb.st_mode);
     char header[128];
     int len = snprintf(header, sizeof header,
                        "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %d), }",
@@ -210,10 +225,11 @@ static mr_status open_predictions(predictions *p, const char *path, int64_t n, i
     full[10 + len + pad] = '\n';
     p->data_start = 10 + hlen;
     if (write(p->fd, full, (size_t)p->data_start) != p->data_start) {
+        int e = errno;
         close(p->fd);
-        unlink(path);
-        return mr_error_set(err, MR_ERR_IO, "--predict %s: cannot write: %s", path,
-                            strerror(errno));
+        p->fd = -1;
+        predictions_remove(p, path);
+        return predictions_failed(path, e, err);
     }
     return MR_OK;
 }
@@ -222,7 +238,8 @@ static void write_probs(void *user, int64_t row, int n, const float *probs) {
     predictions *p = user;
     size_t bytes = sizeof(float) * (size_t)n * (size_t)p->k;
     off_t at = p->data_start + (off_t)(sizeof(float) * (size_t)row * (size_t)p->k);
-    if (pwrite(p->fd, probs, bytes, at) != (ssize_t)bytes) p->failed = 1;
+    if (pwrite(p->fd, probs, bytes, at) != (ssize_t)bytes && !p->failed)
+        p->failed = errno ? errno : ENOSPC;
 }
 
 /* names: the k classes' names, or NULL (none known) */
@@ -231,8 +248,9 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
                             mr_error *err) {
     mr_atomic_file af;
     mr_error why = {0};
+    /* the path was checked before the work: a failure now is one while running */
     if (mr_atomic_file_open(&af, path, &why) != MR_OK)
-        return mr_error_set(err, MR_ERR_IO, "--json %s", why.msg);
+        return mr_error_set(err, MR_ERR_RUNTIME, "--json %s", why.msg);
     mr_json j;
     mr_json_init(&j, af.f, 2);
     mr_json_begin_object(&j, MR_JSON_BLOCK);
@@ -278,10 +296,11 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
     mr_json_end_object(&j);
     if (mr_json_finish(&j) != 0) {
         mr_atomic_file_abort(&af);
-        return mr_error_set(err, MR_ERR_IO, "--json %s: cannot write: %s", path, strerror(errno));
+        return mr_error_set(err, MR_ERR_RUNTIME, "--json %s: cannot write: %s", path,
+                            strerror(errno));
     }
     if (mr_atomic_file_commit(&af, &why) != MR_OK)
-        return mr_error_set(err, MR_ERR_IO, "--json %s", why.msg);
+        return mr_error_set(err, MR_ERR_RUNTIME, "--json %s", why.msg);
     return MR_OK;
 }
 
@@ -434,6 +453,18 @@ static mr_status load_data(eval_run *r) {
     return mr_dataset_load_input(&r->ds, r->images, labels, in->shape_rank, in->shape, &r->err);
 }
 
+/* The data files are regular files (or folders of class folders), and
+ * no output overwrites an input or the other output (runtime/paths.h). */
+static mr_status check_paths(eval_run *r) {
+    const eval_cli *c = &r->c;
+    MR_CHECK(mr_path_check_regular(NULL, r->images, 1, &r->err));
+    MR_CHECK(mr_path_check_regular(NULL, r->labels, 0, &r->err));
+    const mr_path_use uses[] = {
+        {"CHECKPOINT.h5", c->checkpoint, 0}, {"--cfg", c->cfg, 0},   {"the images", r->images, 0},
+        {"the labels", r->labels, 0},        {"--json", c->json, 1}, {"--predict", c->predict, 1}};
+    return mr_path_check_distinct(uses, sizeof uses / sizeof uses[0], &r->err);
+}
+
 /* load: the command line's verdict, this node's GPUs shared out (a
  * collective, so on every process before anything that may fail on one
  * alone), the .cfg, the devices, the output file and the data. */
@@ -445,10 +476,14 @@ static mr_status stage_load(eval_run *r) {
         mr_devices_job_env(&r->job, &env, gpu_conflict, sizeof gpu_conflict, &r->err);
     MR_CHECK(r->options_st);
     MR_CHECK(env_st);
+    MR_CHECK(mr_path_check_regular(NULL, r->c.checkpoint, 0, &r->err));
+    MR_CHECK(mr_path_check_regular("--cfg", r->c.cfg, 0, &r->err));
     MR_CHECK(load_config(&r->c, &r->ck, &r->has_ck, &r->cfg, &r->err));
     MR_CHECK(mr_devices_parse(r->c.devices, &env, &r->opts.devices, &r->err));
     if (r->lead) MR_CHECK(mr_cli_check_writable("--json", r->c.json, &r->err));
+    if (r->lead) MR_CHECK(mr_cli_check_writable("--predict", r->c.predict, &r->err));
     MR_CHECK(choose_data(r));
+    MR_CHECK(check_paths(r));
     return load_data(r);
 }
 
@@ -563,11 +598,12 @@ static mr_status stage_evaluate(eval_run *r) {
     MR_CHECK(mr_strategy_evaluate_detail(r->s, &r->ds, 0, r->ds.n, &r->loss, &r->acc, &r->detail,
                                          &r->err));
     if (r->pred.fd < 0) return MR_OK;
-    int bad = r->pred.failed | (close(r->pred.fd) != 0);
+    int e = r->pred.failed;
+    if (close(r->pred.fd) != 0 && e == 0) e = errno;
     r->pred.fd = -1;
-    if (!bad) return r->ds.file_names ? write_file_names(r) : MR_OK;
-    unlink(predict);
-    return mr_error_set(&r->err, MR_ERR_IO, "--predict %s: cannot write", predict);
+    if (e == 0) return r->ds.file_names ? write_file_names(r) : MR_OK;
+    predictions_remove(&r->pred, predict);
+    return predictions_failed(predict, e, &r->err);
 }
 
 /* report: the scores (or where the probabilities went) and --json */
@@ -616,7 +652,8 @@ static void run_stages(eval_run *r) {
 /* Everything the stages made (a --predict file left half written is
  * removed), and the job; returns the exit code. */
 static int eval_run_free(eval_run *r) {
-    if (r->pred.fd >= 0) close(r->pred.fd), r->pred.fd = -1, unlink(r->c.predict);
+    if (r->pred.fd >= 0)
+        close(r->pred.fd), r->pred.fd = -1, predictions_remove(&r->pred, r->c.predict);
     free(r->conf);
     free(r->names), free(r->names_text);
     mr_strategy_destroy(r->s);

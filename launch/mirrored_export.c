@@ -29,6 +29,7 @@
 #include "backends/backends.h"
 #include "models/keras.h"
 #include "runtime/atomic_file.h"
+#include "runtime/paths.h"
 #include "strategies/checkpoint.h"
 #include "launch/cli.h"
 
@@ -66,6 +67,14 @@ static int ends_with(const char *s, const char *suffix) {
  * temporary is made now (runtime/atomic_file.h) and filled at the end. */
 static mr_status check_writable(export_paths *p, mr_error *err) {
     return mr_atomic_path_begin(p->out, p->zip_tmp, sizeof p->zip_tmp, err);
+}
+
+/* Before any work: the checkpoint is a regular file (a FIFO or a device
+ * would block or never end), and OUT is not the checkpoint. */
+static mr_status check_paths(const export_paths *p, mr_error *err) {
+    MR_CHECK(mr_path_check_regular(NULL, p->checkpoint, 0, err));
+    const mr_path_use uses[] = {{"CHECKPOINT.h5", p->checkpoint, 0}, {"OUT.keras", p->out, 1}};
+    return mr_path_check_distinct(uses, 2, err);
 }
 
 /* The model of the checkpoint: its .cfg (relative paths from the folder it
@@ -160,6 +169,17 @@ static mr_status write_archive(const export_paths *p, const char *metadata, cons
     return mr_atomic_path_commit(p->out, p->zip_tmp, err);
 }
 
+/* The weights and the archive, written after the paths were checked: a
+ * failure now (a full disk) is one while running (exit 1). */
+static mr_status write_outputs(const export_paths *p, const mr_model *m, const mr_checkpoint *ck,
+                               const char *metadata, const char *config, mr_error *err) {
+    mr_status st = write_weights(p, m, ck, err);
+    if (st == MR_OK) st = write_archive(p, metadata, config, err);
+    unlink(p->weights_tmp);
+    if (st == MR_ERR_IO) err->status = st = MR_ERR_RUNTIME;
+    return st;
+}
+
 /* metadata.json: {"keras_version": "3.15.1", "date_saved": "%Y-%m-%d@%H:%M:%S"} */
 static void format_metadata(char *buf, size_t n) {
     time_t now = time(NULL);
@@ -228,7 +248,8 @@ int main(int argc, char **argv) {
     mr_backend *be = NULL; /* the model lives in host memory: a CPU context */
     char *config = NULL;
     char metadata[128];
-    st = check_writable(&p, &err);
+    st = check_paths(&p, &err);
+    if (st == MR_OK) st = check_writable(&p, &err);
     if (st == MR_OK) st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, &err);
     if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, be, &err);
     if (st == MR_OK) {
@@ -237,9 +258,7 @@ int main(int argc, char **argv) {
     }
     if (st == MR_OK) {
         format_metadata(metadata, sizeof metadata);
-        st = write_weights(&p, &m, &ck, &err);
-        if (st == MR_OK) st = write_archive(&p, metadata, config, &err);
-        unlink(p.weights_tmp);
+        st = write_outputs(&p, &m, &ck, metadata, config, &err);
     }
     int rc = MR_EXIT_OK;
     if (st != MR_OK) {

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collectives/job.h"
 #include "models/keras.h"
@@ -37,6 +38,7 @@
 #include "runtime/clock.h"
 #include "runtime/dataset.h"
 #include "runtime/image_folder.h"
+#include "runtime/paths.h"
 #include "runtime/trace.h"
 #include "strategies/check_sync.h"
 #include "strategies/devices.h"
@@ -68,13 +70,39 @@ static void on_stop_signal(int sig) {
     atomic_store(&stop_signal, sig);
 }
 
-/* Installs on_stop_signal for the signals of --stop-signals. SA_RESTART:
- * the reads and collectives under way go on as if nothing came. */
-static void install_stop_signals(const mr_train_options *c) {
-    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+/* Before training there is nothing to save: a stop signal ends the run at
+ * once, whatever it waits for (an open() of a FIFO, a file reader's
+ * child), with one line and exit 128 + the signal. The lines are made
+ * when the handler is installed (snprintf is not async-signal-safe). */
+static int early_signals[MR_TRAIN_MAX_STOP_SIGNALS];
+static char early_lines[MR_TRAIN_MAX_STOP_SIGNALS][128];
+
+static void on_early_stop_signal(int sig) {
+    for (int i = 0; i < MR_TRAIN_MAX_STOP_SIGNALS; i++)
+        if (early_signals[i] == sig) {
+            ssize_t ignored = write(STDERR_FILENO, early_lines[i], strlen(early_lines[i]));
+            (void)ignored;
+        }
+    _exit(128 + sig);
+}
+
+/* Installs `handler` for the signals of --stop-signals: on_early_stop_signal
+ * until training starts, then on_stop_signal. SA_RESTART: the reads and
+ * collectives under way go on as if nothing came. SIGPIPE is ignored:
+ * progress on a closed stdout is best effort (progress.c), and the run
+ * goes on to its files. */
+static void install_stop_signals(const mr_train_options *c, void (*handler)(int)) {
+    struct sigaction sa = {.sa_handler = handler, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < c->n_stop_signals; i++)
-        sigaction(c->stop_signals[i], &sa, NULL);
+    for (int i = 0; i < c->n_stop_signals; i++) {
+        const int sig = c->stop_signals[i];
+        early_signals[i] = sig;
+        snprintf(early_lines[i], sizeof early_lines[i],
+                 "%s: stopped by SIG%s before training: nothing trained or written\n", prog,
+                 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+        sigaction(sig, &sa, NULL);
+    }
+    signal(SIGPIPE, SIG_IGN);
 }
 
 /* After a planned stop: one line (on the lead process) saying where the
@@ -147,8 +175,10 @@ static mr_status choose_devices(const mr_train_options *c, const mr_job *job,
 static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_device_env *env,
                          mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
                          int *classes, int *label_width, mr_error *err) {
+    MR_CHECK(mr_path_check_regular(NULL, c->cfg_path, 0, err));
     MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
     MR_CHECK(mr_train_apply_options(c, cfg, job->rank == 0 && !c->quiet ? stdout : NULL, err));
+    MR_CHECK(mr_train_check_paths(c, cfg, err));
     MR_CHECK(choose_devices(c, job, env, cfg, &opts->devices, err));
     opts->seed = (uint64_t)cfg->net.seed;
     opts->check_sync = (int)c->check_sync;
@@ -456,7 +486,10 @@ static mr_status stage_resume(train_run *r) {
     MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, resume_save_path(r),
                                  r->ck_path, sizeof r->ck_path, r->lead ? stderr : NULL, &r->err));
     r->resuming = r->ck_path[0] != '\0';
-    if (r->resuming) MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
+    if (r->resuming) {
+        MR_CHECK(mr_path_check_regular("--resume", r->ck_path, 0, &r->err));
+        MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
+    }
     if ((r->resuming && finished_before(r)) || best_ended(r) || !r->resuming) return MR_OK;
     MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &r->err));
     if (r->c.max_steps > 0 && r->ck.state.global_step >= r->c.max_steps)
@@ -783,6 +816,7 @@ static mr_status stage_fit(train_run *r) {
     init_checkpoints(r);
     init_progress(r);
     init_callbacks(r);
+    install_stop_signals(&r->c, on_stop_signal);
     return mr_strategy_fit(r->strategy, &r->train, r->n_train, r->n_train, r->n_val,
                            r->cfg.net.epochs, r->augp, r->resuming ? &r->ck.state : NULL, &r->cb,
                            &r->err);
@@ -797,9 +831,11 @@ static int was_stopped(const train_run *r) {
  * writer before it exits, so mpirun kills nobody early */
 static mr_status stage_planned_stop(train_run *r) {
     mr_progress_on_stop(&r->pg);
-    if (r->csv != NULL && fclose(r->csv) != 0 && r->lead)
-        fprintf(stderr, "%s: --metrics %s: cannot write\n", prog, r->c.metrics_path);
-    r->csv = NULL;
+    mr_error csv_err = {0}, log_err = {0};
+    if (mr_progress_close_file(&r->csv, "--metrics", r->c.metrics_path, r->pg.csv_errno, &csv_err))
+        fprintf(stderr, "%s: %s\n", prog, csv_err.msg);
+    if (mr_progress_close_file(&r->log, "--log", r->c.log_path, r->pg.log_errno, &log_err))
+        fprintf(stderr, "%s: %s\n", prog, log_err.msg);
     return MR_OK;
 }
 
@@ -892,13 +928,9 @@ static mr_run_end run_end(const train_run *r) {
  * file holds the best epoch's model already) */
 static mr_status stage_save(train_run *r) {
     const mr_train_options *c = &r->c;
-    if (r->csv != NULL) {
-        int bad = fclose(r->csv) != 0;
-        r->csv = NULL;
-        if (bad)
-            return mr_error_set(&r->err, MR_ERR_RUNTIME, "--metrics %s: cannot write",
-                                c->metrics_path);
-    }
+    mr_progress_on_end(&r->pg);
+    MR_CHECK(
+        mr_progress_close_file(&r->csv, "--metrics", c->metrics_path, r->pg.csv_errno, &r->err));
     if (r->lead && r->ck_run.best_path != NULL && r->ck_run.best_saves == 0)
         fprintf(stderr,
                 "%s: note: save_best_only: no epoch of this run improved %s (or none ended), so "
@@ -925,11 +957,7 @@ static mr_status stage_end(train_run *r) {
 /* report: --log closed, the --json summary written */
 static mr_status stage_report(train_run *r) {
     const mr_train_options *c = &r->c;
-    if (r->log != NULL && fclose(r->log) != 0) {
-        r->log = NULL;
-        return mr_error_set(&r->err, MR_ERR_RUNTIME, "--log %s: cannot write", c->log_path);
-    }
-    r->log = NULL;
+    MR_CHECK(mr_progress_close_file(&r->log, "--log", c->log_path, r->pg.log_errno, &r->err));
     if (!r->lead || c->json_path == NULL) return MR_OK;
     const mr_fit_state *stop = mr_strategy_state(r->strategy);
     const int epochs = stop->epoch < r->cfg.net.epochs ? stop->epoch : r->cfg.net.epochs;
@@ -1042,7 +1070,7 @@ int main(int argc, char **argv) {
     r->options_st = mr_train_parse_options(argc, argv, &r->c, &r->err);
     if (r->options_st == MR_OK && r->c.action != MR_TRAIN_RUN) return answer(r);
     if (r->c.timeout > 0) r->job.timeout_s = r->c.timeout;
-    install_stop_signals(&r->c);
+    install_stop_signals(&r->c, on_early_stop_signal);
     r->opts.job = &r->job;
     r->label_width = 1;
     /* where a stop's checkpoint goes without [net] checkpoint */

@@ -2,6 +2,7 @@
 #include "launch/progress.h"
 #include "runtime/clock.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,19 @@ void mr_progress_init(mr_progress *p, FILE *out, int quiet, int epochs, FILE *cs
     p->epochs = epochs;
     p->csv = csv;
     p->current_epoch = -1;
+}
+
+/* The errno of the first failed write to a log (kept in *first), so that
+ * its close can say why. */
+static void flush_log(FILE *f, int *first) {
+    if (f == NULL) return;
+    if ((fflush(f) != 0 || ferror(f)) && *first == 0) *first = errno ? errno : EIO;
+}
+
+/* Progress is best effort: once stdout is gone (a closed pipe, a full
+ * disk) nothing more is written to it, and training goes on. */
+static void flush_out(mr_progress *p) {
+    if (fflush(p->out) != 0 || ferror(p->out)) p->quiet = 1;
 }
 
 static void format_time(double s, char *buf, size_t n) {
@@ -74,7 +88,7 @@ void mr_progress_on_step(void *user, const mr_step_info *info) {
     fprintf(p->out, "\r%*lld/%lld [%s] - ETA: %s - loss: %.4f - accuracy: %.4f\033[K",
             (int)snprintf(NULL, 0, "%lld", (long long)steps), (long long)step, (long long)steps,
             bar, ts, loss, acc);
-    fflush(p->out);
+    flush_out(p);
 }
 
 static void csv_header(mr_progress *p) {
@@ -102,7 +116,7 @@ static void csv_line(mr_progress *p, const mr_epoch_logs *l, int restored) {
     else if (p->top_k)
         fprintf(p->csv, ",");
     fprintf(p->csv, ",%.8g,%.1f,%.3f\n", (double)l->lr, l->samples_per_sec, l->train_seconds);
-    fflush(p->csv);
+    flush_log(p->csv, &p->csv_errno);
 }
 
 void mr_progress_replay(mr_progress *p, const mr_epoch_logs *logs, int n) {
@@ -142,7 +156,7 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     p->train_samples += l->samples_per_sec * l->train_seconds;
     p->last = *l;
     csv_line(p, l, 0);
-    if (p->log) fflush(p->log);
+    flush_log(p->log, &p->log_errno);
     if (p->quiet) return;
     char ts[32], val[160] = "";
     format_time(l->train_seconds, ts, sizeof ts);
@@ -189,7 +203,7 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     if (l->reduced_lr > 0.0f)
         fprintf(p->out, "Epoch %d: ReduceLROnPlateau reducing learning rate to %g.\n", l->epoch + 1,
                 (double)l->reduced_lr);
-    fflush(p->out);
+    flush_out(p);
 }
 
 void mr_progress_on_stop(mr_progress *p) {
@@ -197,11 +211,31 @@ void mr_progress_on_stop(mr_progress *p) {
      * in the first epoch still leaves the header, not an empty file */
     if (p->csv != NULL) {
         csv_header(p);
-        fflush(p->csv);
+        flush_log(p->csv, &p->csv_errno);
     }
-    if (p->log) fflush(p->log);
+    flush_log(p->log, &p->log_errno);
     if (!p->quiet && p->tty) {
         fprintf(p->out, "\n"); /* keep the bar where it stopped */
-        fflush(p->out);
+        flush_out(p);
     }
+}
+
+void mr_progress_on_end(mr_progress *p) {
+    if (p->csv != NULL) {
+        csv_header(p);
+        flush_log(p->csv, &p->csv_errno);
+    }
+    flush_log(p->log, &p->log_errno);
+}
+
+mr_status mr_progress_close_file(FILE **f, const char *opt, const char *path, int first_errno,
+                                 mr_error *err) {
+    if (*f == NULL) return MR_OK;
+    errno = 0;
+    int bad = fflush(*f) != 0 || ferror(*f), e = first_errno ? first_errno : errno;
+    if (fclose(*f) != 0 && !bad) bad = 1, e = errno;
+    *f = NULL;
+    if (!bad) return MR_OK;
+    if (e == 0) return mr_error_set(err, MR_ERR_RUNTIME, "%s %s: cannot write", opt, path);
+    return mr_error_set(err, MR_ERR_RUNTIME, "%s %s: cannot write: %s", opt, path, strerror(e));
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "launch/throughput.h"
+#include "runtime/error.h"
 #include "strategies/strategy.h"
 
 typedef struct mr_progress {
@@ -32,6 +33,7 @@ typedef struct mr_progress {
     int current_epoch;
     int64_t steps; /* of the current epoch */
     int header_done;
+    int csv_errno, log_errno; /* the first failed write to csv, log (0: none) */
     /* kept for the JSON summary */
     double train_seconds;
     double train_samples;
@@ -67,6 +69,19 @@ int mr_progress_time_fractions(const mr_epoch_logs *l, mr_time_fractions *f);
 /* A planned stop in the middle of an epoch: the CSV keeps its header and
  * the rows of finished epochs (flushed), a bar on a terminal its line. */
 void mr_progress_on_stop(mr_progress *p);
+
+/* The end of a fit, a --max-steps stop inside an epoch included: the CSV
+ * has its header even when no epoch finished (CSVLogger writes a row at an
+ * epoch's end only, so a partial epoch has none), both logs are flushed. */
+void mr_progress_on_end(mr_progress *p);
+
+/* Closes an output stream (*f; NULL: nothing to do) after checking that
+ * every write reached it: fflush, ferror, fclose. A failure is
+ * MR_ERR_RUNTIME "OPT PATH: cannot write: REASON" (REASON from
+ * first_errno, the errno of an earlier failed write, when not 0). *f is
+ * NULL afterwards. */
+mr_status mr_progress_close_file(FILE **f, const char *opt, const char *path, int first_errno,
+                                 mr_error *err);
 
 /* Writes the CSV lines of epochs finished before a resume (their logs from
  * the checkpoint), so the file reads as the uninterrupted run's. */

@@ -10,6 +10,7 @@
 
 #include "collectives/comm.h"
 #include "launch/cli.h"
+#include "runtime/paths.h"
 
 void mr_train_usage(FILE *out, const char *prog) {
     fprintf(out,
@@ -85,8 +86,10 @@ void mr_train_usage(FILE *out, const char *prog) {
             "\n"
             "Exit status: 0 success; 1 failure while running (out of memory, a replica or\n"
             "collective failed, an output file could not be written); 2 bad input (options,\n"
-            ".cfg file, data files); 128+N stopped by signal N (143: SIGTERM, 130: SIGINT,\n"
-            "138: SIGUSR1) with a checkpoint: the same command with --resume auto goes on.\n"
+            ".cfg file, data files, an input that is not a regular file, an output that\n"
+            "would overwrite an input or another output); 128+N stopped by signal N (143:\n"
+            "SIGTERM, 130: SIGINT, 138: SIGUSR1), with a checkpoint once training started:\n"
+            "the same command with --resume auto goes on.\n"
             "\n"
             "Multi-process: mpirun -np N %s MODEL.cfg trains one job over N processes\n"
             "(each takes its share of its node's cores: --devices auto; cpu:N may not ask for\n"
@@ -389,4 +392,55 @@ mr_status mr_train_parse_stop_signals(const char *list, int *sigs, int *n, mr_er
         p += len + 1;
     }
     return MR_OK;
+}
+
+/* The [data] files the run reads, as "[data] KEY" uses (none with --synthetic). */
+static size_t data_uses(const mr_train_options *c, const mr_config *cfg, mr_path_use *u) {
+    const mr_data_cfg *d = &cfg->data;
+    if (c->synthetic > 0) return 0;
+    const mr_path_use all[] = {
+        {"[data] train_images", d->train_images, 0}, {"[data] train_labels", d->train_labels, 0},
+        {"[data] val_images", d->val_images, 0},     {"[data] val_labels", d->val_labels, 0},
+        {"[data] test_images", d->test_images, 0},   {"[data] test_labels", d->test_labels, 0}};
+    memcpy(u, all, sizeof all);
+    return sizeof all / sizeof all[0];
+}
+
+mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, mr_error *err) {
+    mr_path_use u[32];
+    size_t n = 0;
+    u[n++] = (mr_path_use){"MODEL.cfg", c->cfg_path, 0};
+    n += data_uses(c, cfg, u + n);
+    const size_t data_end = n;
+    u[n++] = (mr_path_use){"--init-weights", c->init_weights, 0};
+    const size_t resume = n;
+    const int resume_file = c->resume && strcmp(c->resume, "auto") != 0;
+    u[n++] = (mr_path_use){"--resume", resume_file ? c->resume : NULL, 0};
+    /* the outputs, from the table of options that name files; the
+     * checkpoints last */
+    const struct {
+        const char *opt;
+        const char *path;
+        int hdf5; /* HDF5 writes it: it must be a regular file */
+    } outs[] = {{"--json", c->json_path, 0},
+                {"--metrics", c->metrics_path, 0},
+                {"--log", c->log_path, 0},
+                {"--trace", c->trace_path, 0},
+                {"--write-data", c->data_out, 1},
+                {"--save", c->save_path, 1},
+                {"--checkpoint-on-signal", c->stop_path, 1}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        if (outs[i].hdf5) MR_CHECK(mr_path_check_regular(outs[i].opt, outs[i].path, 0, err));
+        u[n++] = (mr_path_use){outs[i].opt, outs[i].path, 1};
+    }
+    for (size_t i = 0; i <= resume; i++)
+        MR_CHECK(mr_path_check_regular(u[i].opt, u[i].path, i > 0 && i < data_end, err));
+    /* a checkpoint (--save, a stop's) may replace the --resume file it went
+     * on from, as --resume auto's do (the write is atomic, after the read):
+     * --resume is checked against the other outputs alone */
+    const char *resume_path = u[resume].path;
+    u[resume].path = NULL;
+    MR_CHECK(mr_path_check_distinct(u, n, err));
+    u[resume].path = resume_path;
+    return mr_path_check_distinct(u + resume, n - resume - 2, err);
 }

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "models/config.h"
 #include "runtime/error.h"
 
 #define MR_TRAIN_MAX_STOP_SIGNALS 8
@@ -68,5 +69,17 @@ void mr_train_usage(FILE *out, const char *prog);
  * with a one-line message. --help, --version, --help-config and
  * --list-devices stop the parse: c->action says which. */
 mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_error *err);
+
+/* The files of a run, checked before any is opened (runtime/paths.h):
+ * the inputs (MODEL.cfg, the [data] files unless --synthetic, --resume
+ * FILE, --init-weights) must be regular files (the data files may be
+ * folders of class folders), as must the HDF5 outputs (--save,
+ * --write-data, --checkpoint-on-signal); no output (--save, --json,
+ * --metrics, --log, --trace, --write-data, --checkpoint-on-signal) may be
+ * the same file as an input or another output, except that --save and
+ * --checkpoint-on-signal may replace the --resume file (an atomic write
+ * after the read, as --resume auto's checkpoints). MR_ERR_IO or MR_ERR_USAGE,
+ * one line naming the options and the path. */
+mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, mr_error *err);
 
 #endif

@@ -184,12 +184,12 @@ static void per_class_json(mr_json *j, const char *set, const double *confusion,
     }
 }
 
-/* Writes the JSON summary via a temporary file renamed into place. */
-mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
-                              const mr_job *job, const mr_device_set *sets, const char *comm,
-                              const mr_model *m0, int epochs, int has_test, double test_loss,
-                              double test_acc, const mr_eval_detail *test, uint64_t weights_hash,
-                              mr_error *err) {
+/* The summary, via a temporary file renamed into place (MR_ERR_IO "PATH: cannot write"). */
+static mr_status write_json_file(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
+                                 const mr_job *job, const mr_device_set *sets, const char *comm,
+                                 const mr_model *m0, int epochs, int has_test, double test_loss,
+                                 double test_acc, const mr_eval_detail *test, uint64_t weights_hash,
+                                 mr_error *err) {
     mr_atomic_file af;
     MR_CHECK(mr_atomic_file_open(&af, path, err));
     mr_json j;
@@ -294,4 +294,19 @@ mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_
         return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     return mr_atomic_file_commit(&af, err);
+}
+
+/* Writes the JSON summary via a temporary file renamed into place. The
+ * path was checked before training: a failure now is a failure while
+ * running (exit 1), "--json PATH: cannot write: REASON". */
+mr_status mr_train_write_json(const char *path, const mr_progress *pg, const mr_fit_plan *plan,
+                              const mr_job *job, const mr_device_set *sets, const char *comm,
+                              const mr_model *m0, int epochs, int has_test, double test_loss,
+                              double test_acc, const mr_eval_detail *test, uint64_t weights_hash,
+                              mr_error *err) {
+    mr_error why = {0};
+    mr_status st = write_json_file(path, pg, plan, job, sets, comm, m0, epochs, has_test, test_loss,
+                                   test_acc, test, weights_hash, &why);
+    if (st == MR_OK) return MR_OK;
+    return mr_error_set(err, st == MR_ERR_IO ? MR_ERR_RUNTIME : st, "--json %s", why.msg);
 }

@@ -1,5 +1,6 @@
 /* atomic_file.c: temporary file, fsync, rename, fsync of the folder (atomic_file.h). */
 #include "runtime/atomic_file.h"
+#include "runtime/paths.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +37,13 @@ static int create_tmp(const char *target, char *tmp, size_t n, mr_error *err) {
         write_failed(target, EISDIR, err);
         return -1;
     }
+    if (stat(target, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        /* a device or a pipe cannot be renamed over: the path form refuses it */
+        tmp[0] = '\0';
+        mr_error_set(err, MR_ERR_IO, "%s: cannot write: not a regular file (%s)", target,
+                     mr_path_kind(sb.st_mode));
+        return -1;
+    }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
         write_failed(target, errno, err);
@@ -68,9 +76,21 @@ static mr_status rename_into_place(const char *target, const char *tmp, mr_error
     return sync_folder(target, err);
 }
 
+/* A target that exists and is no regular file or folder (/dev/null,
+ * /dev/stdout, a pipe): written in place, as a stream. */
+static int is_stream(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
+}
+
 mr_status mr_atomic_file_open(mr_atomic_file *af, const char *path, mr_error *err) {
     af->f = NULL;
     snprintf(af->path, sizeof af->path, "%s", path);
+    if (is_stream(path)) {
+        af->tmp[0] = '\0';
+        af->f = fopen(path, "w");
+        return af->f ? MR_OK : write_failed(path, errno, err);
+    }
     int fd = create_tmp(path, af->tmp, sizeof af->tmp, err);
     if (fd < 0) return MR_ERR_IO;
     af->f = fdopen(fd, "w");
@@ -91,14 +111,16 @@ mr_status mr_atomic_file_commit(mr_atomic_file *af, mr_error *err) {
     /* errno of the failing call; 0 if only an earlier write failed (its errno is gone) */
     errno = 0;
     int bad = fflush(f) != 0 || ferror(f);
-    if (!bad) bad = fsync(fileno(f)) != 0;
+    const int stream = af->tmp[0] == '\0'; /* no temporary, no fsync: a device or a pipe */
+    if (!bad && !stream) bad = fsync(fileno(f)) != 0;
     int e = errno;
     if (fclose(f) != 0 && !bad) bad = 1, e = errno;
+    if (bad && !stream) unlink(af->tmp);
     if (bad) {
-        unlink(af->tmp);
         af->tmp[0] = '\0';
         return write_failed(af->path, e, err);
     }
+    if (stream) return MR_OK;
     mr_status st = rename_into_place(af->path, af->tmp, err);
     af->tmp[0] = '\0';
     return st;

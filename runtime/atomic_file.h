@@ -9,7 +9,11 @@
  *
  * Two forms: mr_atomic_file gives a FILE* to write into; mr_atomic_path_*
  * gives the temporary's name, for writers that take a path (HDF5, libzip,
- * a child process such as gnuplot). Relies on POSIX (open, fsync, rename)
+ * a child process such as gnuplot). A target that exists and is not a
+ * regular file (/dev/null, /dev/stdout, a pipe) cannot be renamed over:
+ * the FILE form writes into it directly (commit flushes and checks the
+ * writes), the path form refuses it ("not a regular file (a character
+ * device)"). Relies on POSIX (open, fsync, rename)
  * and error.h. The temporary is created with mode 0666 less the umask, as
  * fopen does. */
 #ifndef MR_ATOMIC_FILE_H

@@ -22,4 +22,15 @@
 mr_status mr_isolate(const char *path, const char *what, mr_status (*fn)(void *arg), void *arg,
                      mr_error *err);
 
+/* The seconds mr_isolate gives its child: far more than HDF5 takes to
+ * read any weights file, a bound on a reader that never ends. */
+enum { MR_ISOLATE_SECONDS = 600 };
+
+/* mr_isolate with its child killed after `seconds` (SIGALRM): MR_ERR_DATA
+ * "PATH: WHAT did not finish reading it in N s". The child dies with the
+ * caller too (PR_SET_PDEATHSIG): a caller killed while it waits leaves no
+ * orphan behind. */
+mr_status mr_isolate_timed(const char *path, const char *what, mr_status (*fn)(void *arg),
+                           void *arg, unsigned seconds, mr_error *err);
+
 #endif

@@ -5,7 +5,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -1465,6 +1468,198 @@ START_TEST(max_steps) {
 }
 END_TEST
 
+/* ---- files: outputs that would destroy inputs, failed writes, inputs
+ * that are not regular files, signals before training, a closed stdout */
+
+/* Runs the shell command `cmd` in dir, $T naming mirrored_train. */
+static int run_sh(const char *cmd, char **out) {
+    char full[16384];
+    snprintf(full, sizeof full, "cd %s && T=%s && { %s; }", dir, exe, cmd);
+    return tu_run(full, out);
+}
+
+/* Runs mirrored_train with args: exit `want`, one error line, `line` in it. */
+static void expect_refused(const char *args, int want, const char *line) {
+    char *out;
+    int rc = run(args, &out);
+    ck_assert_msg(rc == want && strstr(out, line) && count_in(out, "mirrored_train: ") == 1,
+                  "'%s' exited %d: %s", args, rc, out);
+    free(out);
+}
+
+/* An output equal to an input or another output: refused before training,
+ * exit 2, one line naming both; the input is untouched. */
+START_TEST(outputs_overwriting_inputs) {
+    expect_refused("good.cfg --metrics good.cfg", 2,
+                   "mirrored_train: --metrics good.cfg is also MODEL.cfg (good.cfg)");
+    char p[8192];
+    snprintf(p, sizeof p, "%s/good.cfg", dir);
+    char *text = tu_read_file(p, NULL);
+    ck_assert_str_eq(text, good_cfg);
+    free(text);
+    expect_refused("good.cfg --save s.h5 --json ./s.h5", 2, "--json ./s.h5 is also --save (s.h5)");
+    expect_refused("good.cfg --log x.npy", 2, "--log x.npy is also [data] train_images");
+    expect_refused("good.cfg --trace y.npy", 2, "--trace y.npy is also [data] train_labels");
+    /* a checkpoint may replace the --resume file; the other outputs may not */
+    char *o;
+    ck_assert_int_eq(run("good.cfg --quiet --save r.h5", &o), 0);
+    free(o);
+    ck_assert_int_eq(run("good.cfg --quiet --epochs 3 --resume r.h5 --save r.h5", &o), 0);
+    free(o);
+    expect_refused("good.cfg --epochs 4 --resume r.h5 --metrics r.h5", 2,
+                   "--metrics r.h5 is also --resume (r.h5)");
+    /* devices may be named by several outputs */
+    char *out;
+    int rc = run("good.cfg --quiet --metrics /dev/null --log /dev/null --json /dev/null", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* A write that fails (/dev/full: ENOSPC) is a line naming the file, exit
+ * 1 (docs/usage.md); an HDF5 output must be a regular file. /dev/full
+ * stays the device it was. */
+START_TEST(failed_writes) {
+    expect_refused("good.cfg --quiet --metrics /dev/full", 1,
+                   "mirrored_train: --metrics /dev/full: cannot write: No space left on device");
+    expect_refused("good.cfg --quiet --log /dev/full", 1,
+                   "mirrored_train: --log /dev/full: cannot write: No space left on device");
+    expect_refused("good.cfg --quiet --json /dev/full", 1,
+                   "mirrored_train: --json /dev/full: cannot write: No space left on device");
+    expect_refused("good.cfg --quiet --save /dev/full", 2,
+                   "mirrored_train: --save /dev/full: not a regular file (a character device)");
+    struct stat sb;
+    ck_assert(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+}
+END_TEST
+
+/* Inputs that are not regular files are refused before they are opened:
+ * a FIFO (open would block), /dev/zero (a reader would never end). */
+START_TEST(inputs_not_regular) {
+    char *out;
+    ck_assert_int_eq(run_sh("rm -f f.cfg && mkfifo f.cfg", &out), 0);
+    free(out);
+    expect_refused("f.cfg", 2, "mirrored_train: f.cfg: not a regular file (a FIFO)");
+    expect_refused("good.cfg --resume /dev/zero", 2,
+                   "--resume /dev/zero: not a regular file (a character device)");
+    expect_refused("good.cfg --init-weights /dev/zero", 2,
+                   "--init-weights /dev/zero: not a regular file (a character device)");
+    free(tu_write_text(dir, "fifo_data.cfg",
+                       "[net]\nbatch=8\nepochs=1\n[data]\ntrain_images=f.cfg\ntrain_labels=y.npy\n"
+                       "[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=4\n"
+                       "activation=softmax\n"));
+    expect_refused("fifo_data.cfg", 2, "[data] train_images");
+}
+END_TEST
+
+/* SIGTERM while the run waits before training (here in open() of a --metrics
+ * FIFO that nobody reads): it ends at once, exit 143, one line. The wait
+ * for the open is an event (the kernel's wait channel); a run still alive
+ * 60 s after the signal is killed and fails the test. */
+START_TEST(signal_before_training) {
+    char *out;
+    int rc = run_sh("rm -f m.fifo && mkfifo m.fifo && "
+                    "{ $T good.cfg --quiet --metrics m.fifo & p=$!; n=0; "
+                    "while [ \"$(cat /proc/$p/wchan 2>/dev/null)\" != wait_for_partner ] && "
+                    "[ $n -lt 6000 ]; do sleep 0.05; n=$((n+1)); done; kill -TERM $p; n=0; "
+                    "while kill -0 $p 2>/dev/null && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); "
+                    "done; kill -KILL $p 2>/dev/null; wait $p; }",
+                    &out);
+    ck_assert_msg(rc == 143 && strstr(out, "stopped by SIGTERM before training") && one_line(out),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* stdout a pipe whose reader is gone (mirrored_train | head): progress is
+ * best effort, the run finishes (exit 0) and writes its files. */
+START_TEST(closed_stdout) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    close(fds[0]);
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && rm -f c.h5 c.json && exec %s good.cfg --save c.h5 --json "
+             "c.json 2>err.txt",
+             dir, exe);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL); /* as a shell's pipeline has it */
+        dup2(fds[1], STDOUT_FILENO);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/err.txt", dir);
+    char *err = tu_read_file(p, NULL);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "status %d: %s", ws, err);
+    free(err);
+    snprintf(p, sizeof p, "%s/c.h5", dir);
+    ck_assert(access(p, R_OK) == 0);
+    snprintf(p, sizeof p, "%s/c.json", dir);
+    ck_assert(access(p, R_OK) == 0);
+}
+END_TEST
+
+/* --max-steps inside the first epoch: --metrics has its header (CSVLogger
+ * writes a row at an epoch's end only), not 0 bytes. */
+START_TEST(max_steps_metrics_header) {
+    char *out;
+    int rc = run("good.cfg --quiet --max-steps 2 --metrics ms2.csv", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/ms2.csv", dir);
+    char *csv = tu_read_file(p, NULL);
+    ck_assert_msg(csv && strncmp(csv, "epoch,accuracy,loss,", 20) == 0 && one_line(csv), "%s", csv);
+    free(csv);
+}
+END_TEST
+
+/* mirrored_eval and mirrored_export: a checkpoint that is a device is
+ * refused up front, --predict over the checkpoint is refused, and a write
+ * that fails (a full disk: /dev/full, or a file size limit) is exit 1. */
+START_TEST(eval_and_export_files) {
+    char *out;
+    int rc = run("good.cfg --quiet --save ck.h5", &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    const struct {
+        const char *cmd;
+        int want;
+        const char *line;
+    } cases[] = {
+        {"$E /dev/zero", 2, "mirrored_eval: /dev/zero: not a regular file (a character device)"},
+        {"$E ck.h5 --predict ck.h5", 2, "--predict ck.h5 is also CHECKPOINT.h5 (ck.h5)"},
+        {"$E ck.h5 --predict /dev/full", 1,
+         "mirrored_eval: --predict /dev/full: cannot write: No space left on device"},
+        {"$E ck.h5 --json /dev/full", 1,
+         "mirrored_eval: --json /dev/full: cannot write: No space left on device"},
+        {"$X /dev/zero o.keras", 2,
+         "mirrored_export: /dev/zero: not a regular file (a character device)"},
+        /* writes beyond 1 KiB fail (EFBIG) where a disk would be full */
+        {"ulimit -f 2 && trap '' XFSZ && $X ck.h5 o.keras", 1, "mirrored_export: o.keras"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "E=$(dirname $T)/mirrored_eval; X=$(dirname $T)/mirrored_export; %s",
+                 cases[i].cmd);
+        rc = run_sh(cmd, &out);
+        ck_assert_msg(rc == cases[i].want && strstr(out, cases[i].line) &&
+                          count_in(out, "mirrored_e") == 1,
+                      "'%s' exited %d: %s", cases[i].cmd, rc, out);
+        free(out);
+    }
+    struct stat sb;
+    ck_assert(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1497,5 +1692,16 @@ int main(void) {
     tcase_add_test(tc, reduce_lr_on_plateau);
     tcase_add_test(tc, trace_and_where_the_time_went);
     suite_add_tcase(s, tc);
+    TCase *files = tcase_create("files");
+    tcase_add_checked_fixture(files, setup, NULL);
+    tcase_set_timeout(files, 300);
+    tcase_add_test(files, outputs_overwriting_inputs);
+    tcase_add_test(files, failed_writes);
+    tcase_add_test(files, inputs_not_regular);
+    tcase_add_test(files, signal_before_training);
+    tcase_add_test(files, closed_stdout);
+    tcase_add_test(files, max_steps_metrics_header);
+    tcase_add_test(files, eval_and_export_files);
+    suite_add_tcase(s, files);
     return tu_run_suite(s);
 }

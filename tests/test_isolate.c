@@ -1,9 +1,13 @@
 /* test_isolate.c: a reader's trial run in a child process (isolate.h): a
  * child that returns (an error or not) lets the caller go on; one that
  * crashes is a one-line refusal naming the file; the child's writes never
- * reach the parent. */
+ * reach the parent; a child that never ends is killed after its seconds,
+ * and one whose parent dies dies with it. */
 #include <check.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,10 +49,59 @@ START_TEST(child_outcomes) {
 }
 END_TEST
 
+/* A reader that never ends (HDF5 on /dev/zero): it tells its pid on the
+ * pipe arg, then spins. */
+static mr_status spins(void *arg) {
+    pid_t me = getpid();
+    if (write(*(int *)arg, &me, sizeof me) != sizeof me) return MR_ERR_IO;
+    for (volatile int i = 0;; i++)
+        ;
+    return MR_OK;
+}
+
+/* A child that never ends is killed after its seconds: a refusal naming the file. */
+START_TEST(child_time_bound) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    mr_error err = {0};
+    ck_assert_int_eq(mr_isolate_timed("z.h5", "HDF5", spins, &fds[1], 1, &err), MR_ERR_DATA);
+    ck_assert_str_eq(err.msg, "z.h5: HDF5 did not finish reading it in 1 s");
+    close(fds[0]), close(fds[1]);
+}
+END_TEST
+
+/* The caller killed while its child reads: the child dies too, no orphan
+ * left spinning. This process adopts orphans (a subreaper) to see it. */
+START_TEST(child_dies_with_parent) {
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t caller = fork();
+    ck_assert_int_ge(caller, 0);
+    if (caller == 0) {
+        mr_error err = {0};
+        mr_isolate("z.h5", "HDF5", spins, &fds[1], &err);
+        _exit(0);
+    }
+    pid_t reader;
+    ck_assert_int_eq(read(fds[0], &reader, sizeof reader), (ssize_t)sizeof reader);
+    kill(caller, SIGKILL);
+    int ws;
+    ck_assert_int_eq(waitpid(caller, &ws, 0), caller);
+    /* the orphan is ours now: it ends (the tcase's timeout bounds a hang) */
+    ck_assert_int_eq(waitpid(reader, &ws, 0), reader);
+    ck_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+    close(fds[0]), close(fds[1]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("isolate");
     TCase *tc = tcase_create("isolate");
     tcase_add_test(tc, child_outcomes);
+    tcase_add_test(tc, child_time_bound);
+    tcase_add_test(tc, child_dies_with_parent);
+    tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
