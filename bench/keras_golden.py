@@ -29,7 +29,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "keras")
 CHECKS = ["optimizers", "losses", "callbacks", "metrics", "activations", "layernorm",
-          "image_folder", "interop"]
+          "image_folder", "interop", "depthwise"]
 
 
 class Golden:

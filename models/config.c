@@ -182,8 +182,8 @@ static const key_def keys[] = {
      "if set: write checkpoints DIR/NAME-step<N>.h5 of this path, or DIR/step<N>.h5 of a "
      "folder DIR/ (relative: to the .cfg's folder; folders made; --keep prunes them, --resume "
      "auto takes the newest)"},
-    {"net", "checkpoint_every", NULL, 0, KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30, 0, 0,
-     NULL, 0, "how often: N epochs or N steps (updates)"},
+    {"net", "checkpoint_every", NULL, 0, KEY_EVERY, NET(checkpoint_every), "1 epochs", 1, 1 << 30,
+     0, 0, NULL, 0, "how often: N epochs or N steps (updates)"},
     {"net", "on_nan", NULL, 0, KEY_ENUM, NET(on_nan), "stop", 0, 0, 0, 0, on_nan_names, 0,
      "a step whose loss or gradients are NaN or infinite: stop ends the fit with exit 1 (Keras "
      "TerminateOnNaN), skip drops that step's update and goes on"},
@@ -304,6 +304,30 @@ static const key_def keys[] = {
      "L2 penalty x * sum(kernel^2) in the loss (Keras kernel_regularizer=L2(x)): gradient 2x * "
      "kernel; in the reported losses too, as Keras reports them"},
 
+    {"depthwise", "size", "kernel_size", 0, KEY_INTS, LAY(size), NULL, 1, 1024, 0, 0, NULL, 2,
+     "kernel size: k or kh,kw"},
+    {"depthwise", "stride", "strides", 0, KEY_INTS, LAY(stride), "1", 1, 1024, 0, 0, NULL, 2,
+     "stride: s or sh,sw"},
+    {"depthwise", "padding", NULL, 0, KEY_ENUM, LAY(padding), "valid", 0, 0, 0, 0, padding_names, 0,
+     "valid or same (as Keras)"},
+    {"depthwise", "depth_multiplier", NULL, 0, KEY_INT, LAY(depth_multiplier), "1", 1, 1 << 12, 0,
+     0, NULL, 0, "output channels per input channel"},
+    {"depthwise", "dilation", "dilation_rate", 0, KEY_INTS, LAY(dilation), "1", 1, 1, 0, 0, NULL, 2,
+     "1 only (Keras's default; dilated windows are not supported)"},
+    {"depthwise", "activation", NULL, PY_NONE, KEY_ENUM, LAY(activation), "linear", 0, 0, 0, 0,
+     activation_names, 0,
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
+    {"depthwise", "use_bias", NULL, 0, KEY_BOOL, LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0,
+     "add a bias"},
+    {"depthwise", "kernel_initializer", "depthwise_initializer", 0, KEY_ENUM,
+     LAY(kernel_initializer), "glorot_uniform", 0, 0, 0, 0, initializer_names, 0,
+     "the kernel's initial values (Keras's names)"},
+    {"depthwise", "kernel_l2", "depthwise_regularizer", PY_NONE | PY_L2, KEY_FLOAT, LAY(kernel_l2),
+     "0", 0, 1, 0, 1, NULL, 0,
+     "L2 penalty x * sum(kernel^2) in the loss (Keras depthwise_regularizer=L2(x)), as "
+     "[conv2d]'s"},
+
     {"maxpool", "size", "pool_size", 0, KEY_INTS, LAY(size), "2", 1, 1024, 0, 0, NULL, 2,
      "pool size: p or ph,pw"},
     {"maxpool", "stride", "strides", PY_NONE, KEY_INTS, LAY(stride), "0", 0, 1024, 0, 0, NULL, 2,
@@ -381,6 +405,9 @@ static const struct {
     {"add", SEC_LAYER, "element-wise sum of the input and an earlier layer's output (Keras Add)"},
     {"concatenate", SEC_LAYER,
      "the input and an earlier layer's output joined along the last axis (Keras Concatenate)"},
+    {"depthwise", SEC_LAYER,
+     "depthwise 2-D convolution, NHWC: each channel with its own depth_multiplier filters "
+     "(DepthwiseConv2D); kernel (kh, kw, in, depth_multiplier), bias (in x depth_multiplier)"},
     {"globalavgpool", SEC_LAYER,
      "mean over height and width, (H, W, C) -> (C) (GlobalAveragePooling2D; no keys)"},
     {"zeropad", SEC_LAYER, "zero padding of height and width (ZeroPadding2D)"},
@@ -427,6 +454,7 @@ static const char *const layer_sections[] = {
     [MR_LAYER_RESCALING] = "rescaling",
     [MR_LAYER_NORMALIZATION] = "normalization",
     [MR_LAYER_CONCATENATE] = "concatenate",
+    [MR_LAYER_DEPTHWISE] = "depthwise",
 };
 _Static_assert(sizeof layer_sections / sizeof layer_sections[0] == MR_LAYER_KIND_COUNT,
                "layer_sections: one name per mr_layer_kind");

@@ -59,6 +59,7 @@ typedef enum mr_layer_kind {
     MR_LAYER_RESCALING,
     MR_LAYER_NORMALIZATION,
     MR_LAYER_CONCATENATE,
+    MR_LAYER_DEPTHWISE,
     MR_LAYER_KIND_COUNT,
 } mr_layer_kind;
 
@@ -147,6 +148,11 @@ typedef struct mr_layer_cfg {
     /* [normalization]: the statistics, one per channel (the last axis) or
      * one for all; n 0: adapted to the training data at a fresh start */
     mr_floats mean, variance;
+    /* [depthwise]: output channels per input channel; dilation_rate (1
+     * only); kernel_initializer and kernel_l2 are Keras's
+     * depthwise_initializer and depthwise_regularizer there */
+    int depth_multiplier;
+    int dilation[2];
     /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
      * `input = NAME or -N` (its input; -1, the section just before, by
      * default) and, for [add] and [concatenate], `from = NAME or -N` (the

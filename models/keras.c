@@ -21,7 +21,11 @@ static const char *dtype_policy =
     "\"float32\"}, \"registered_name\": null}";
 
 void mr_keras_kernel_regularizer(mr_sb *b, float l2) {
-    mr_sb_printf(b, "\"kernel_regularizer\": ");
+    mr_keras_regularizer(b, "kernel_regularizer", l2);
+}
+
+void mr_keras_regularizer(mr_sb *b, const char *key, float l2) {
+    mr_sb_printf(b, "\"%s\": ", key);
     if (l2 <= 0.0f) {
         mr_sb_printf(b, "null");
         return;

@@ -43,6 +43,8 @@ const char *mr_keras_initializer(const char *cls);
 /* `"kernel_regularizer": null`, or Keras's L2 object for l2 > 0 (a
  * kernel_l2), into b. */
 void mr_keras_kernel_regularizer(struct mr_sb *b, float l2);
+/* The same under another key ("depthwise_regularizer"). */
+void mr_keras_regularizer(struct mr_sb *b, const char *key, float l2);
 
 /* The Keras class of a kernel initializer ("GlorotUniform", "HeNormal"). */
 const char *mr_keras_initializer_class(mr_initializer init);

@@ -248,6 +248,7 @@ extern const mr_layer_ops mr_dropout_ops;       /* dropout.c */
 extern const mr_layer_ops mr_batchnorm_ops;     /* batchnorm.c */
 extern const mr_layer_ops mr_add_ops;           /* add.c */
 extern const mr_layer_ops mr_concatenate_ops;   /* concatenate.c */
+extern const mr_layer_ops mr_depthwise_ops;     /* depthwise.c */
 extern const mr_layer_ops mr_globalavgpool_ops; /* globalavgpool.c */
 extern const mr_layer_ops mr_zeropad_ops;       /* zeropad.c */
 extern const mr_layer_ops mr_layernorm_ops;     /* layernorm.c */

@@ -27,6 +27,8 @@ mr_layer_cfg gc_layer_cfg(mr_layer_kind kind) {
     c.center = c.scale = 1;
     c.units = 3;
     c.filters = 2;
+    c.depth_multiplier = 1;
+    c.dilation[0] = c.dilation[1] = 1;
     return c;
 }
 

@@ -292,6 +292,10 @@ static double layer_k(const mr_layer *l, int batch) {
                  (double)batch * l->out.d[0] * l->out.d[1]);
         break;
     }
+    case MR_LAYER_DEPTHWISE: /* the window (times M into dx), dW over B*OH*OW */
+        k = fmax((double)c->size[0] * c->size[1] * c->depth_multiplier,
+                 (double)batch * l->out.d[0] * l->out.d[1]);
+        break;
     case MR_LAYER_ACTIVATION: /* softmax: its width (channels) */
         k = l->in.d[l->in.rank - 1];
         break;
@@ -657,6 +661,37 @@ static void run_conv2d(cf *h) {
     c.logits_out = 1;
     snprintf(c.name, sizeof c.name, "conv2d 4x4x2 k3x3 valid softmax logits_out");
     run_layer(h, &c);
+}
+
+static void run_depthwise(cf *h) {
+    static const struct {
+        int h, w, c, m, kh, kw, sh, sw;
+        mr_padding pad;
+        mr_activation act;
+        int bias;
+    } cases[] = {
+        {6, 7, 4, 1, 3, 3, 1, 1, MR_PADDING_SAME, MR_ACTIVATION_RELU, 1},
+        {7, 7, 3, 2, 3, 3, 2, 2, MR_PADDING_SAME, MR_ACTIVATION_LINEAR, 0},
+        {6, 6, 2, 3, 3, 3, 2, 2, MR_PADDING_VALID, MR_ACTIVATION_TANH, 1},
+        /* even kernel, SAME pads less before than after; the axes differ */
+        {5, 6, 3, 1, 2, 4, 1, 2, MR_PADDING_SAME, MR_ACTIVATION_GELU, 1},
+        {5, 5, 8, 2, 1, 1, 1, 1, MR_PADDING_VALID, MR_ACTIVATION_SOFTMAX, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lcase c =
+            make_case(MR_LAYER_DEPTHWISE, img(cases[i].h, cases[i].w, cases[i].c), 3, 140 + i);
+        c.cfg.depth_multiplier = cases[i].m;
+        c.cfg.size[0] = cases[i].kh, c.cfg.size[1] = cases[i].kw;
+        c.cfg.stride[0] = cases[i].sh, c.cfg.stride[1] = cases[i].sw;
+        c.cfg.padding = cases[i].pad;
+        c.cfg.activation = cases[i].act;
+        c.cfg.use_bias = cases[i].bias;
+        snprintf(c.name, sizeof c.name, "depthwise %dx%dx%d m%d k%dx%d s%dx%d %s %s%s", cases[i].h,
+                 cases[i].w, cases[i].c, cases[i].m, cases[i].kh, cases[i].kw, cases[i].sh,
+                 cases[i].sw, pad_name(cases[i].pad), mr_activation_name(cases[i].act),
+                 cases[i].bias ? "" : " no-bias");
+        run_layer(h, &c);
+    }
 }
 
 static void run_pool(cf *h) {
@@ -1313,6 +1348,7 @@ GROUP_TEST(dense, run_dense)
 GROUP_TEST(activation, run_activation)
 GROUP_TEST(flatten, run_flatten)
 GROUP_TEST(conv2d, run_conv2d)
+GROUP_TEST(depthwise, run_depthwise)
 GROUP_TEST(pool, run_pool)
 GROUP_TEST(dropout, run_dropout)
 GROUP_TEST(residual, run_residual)
@@ -1399,6 +1435,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, activation, 0, targets);
     tcase_add_loop_test(tc, flatten, 0, targets);
     tcase_add_loop_test(tc, conv2d, 0, targets);
+    tcase_add_loop_test(tc, depthwise, 0, targets);
     tcase_add_loop_test(tc, pool, 0, targets);
     tcase_add_loop_test(tc, dropout, 0, targets);
     tcase_add_loop_test(tc, residual, 0, targets);

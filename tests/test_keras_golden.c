@@ -52,8 +52,9 @@
 #include "strategies/reduce_lr.h"
 #include "tests/testutil.h"
 
-static const char *const checks[] = {"optimizers",  "losses",    "callbacks",    "metrics",
-                                     "activations", "layernorm", "image_folder", "interop"};
+static const char *const checks[] = {"optimizers",   "losses",      "callbacks",
+                                     "metrics",      "activations", "layernorm",
+                                     "image_folder", "interop",     "depthwise"};
 enum { N_CHECKS = sizeof checks / sizeof checks[0] };
 
 /* One check's state while its cases run. */

@@ -30,6 +30,7 @@ extern const mr_layer_kernels mr_dropout_cpu;       /* dropout_cpu.c */
 extern const mr_layer_kernels mr_batchnorm_cpu;     /* batchnorm_cpu.c */
 extern const mr_layer_kernels mr_add_cpu;           /* add_cpu.c */
 extern const mr_layer_kernels mr_concatenate_cpu;   /* concatenate_cpu.c */
+extern const mr_layer_kernels mr_depthwise_cpu;     /* depthwise_cpu.c */
 extern const mr_layer_kernels mr_globalavgpool_cpu; /* globalavgpool_cpu.c */
 extern const mr_layer_kernels mr_zeropad_cpu;       /* zeropad_cpu.c */
 extern const mr_layer_kernels mr_layernorm_cpu;     /* layernorm_cpu.c */

@@ -21,6 +21,7 @@ static const mr_layer_kernels *const cpu_layers[] = {
     [MR_LAYER_RESCALING] = &mr_rescaling_cpu,
     [MR_LAYER_NORMALIZATION] = &mr_normalization_cpu,
     [MR_LAYER_CONCATENATE] = &mr_concatenate_cpu,
+    [MR_LAYER_DEPTHWISE] = &mr_depthwise_cpu,
 };
 _Static_assert(sizeof cpu_layers / sizeof cpu_layers[0] == MR_LAYER_KIND_COUNT,
                "cpu_layers: one entry per mr_layer_kind");

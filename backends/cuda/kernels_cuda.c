@@ -23,6 +23,7 @@ static const mr_layer_kernels *const cuda_layers[] = {
     [MR_LAYER_RESCALING] = &mr_rescaling_cuda,
     [MR_LAYER_NORMALIZATION] = &mr_normalization_cuda,
     [MR_LAYER_CONCATENATE] = &mr_concatenate_cuda,
+    [MR_LAYER_DEPTHWISE] = &mr_depthwise_cuda,
 };
 _Static_assert(sizeof cuda_layers / sizeof cuda_layers[0] == MR_LAYER_KIND_COUNT,
                "cuda_layers: one entry per mr_layer_kind");

@@ -27,6 +27,7 @@ extern const mr_layer_kernels mr_dropout_cuda;       /* dropout_cuda.cu */
 extern const mr_layer_kernels mr_batchnorm_cuda;     /* batchnorm_cuda.cu */
 extern const mr_layer_kernels mr_add_cuda;           /* add_cuda.cu */
 extern const mr_layer_kernels mr_concatenate_cuda;   /* concatenate_cuda.cu */
+extern const mr_layer_kernels mr_depthwise_cuda;     /* depthwise_cuda.cu */
 extern const mr_layer_kernels mr_globalavgpool_cuda; /* globalavgpool_cuda.cu */
 extern const mr_layer_kernels mr_zeropad_cuda;       /* zeropad_cuda.cu */
 extern const mr_layer_kernels mr_layernorm_cuda;     /* layernorm_cuda.cu */
