@@ -27,6 +27,9 @@ mr_layer_cfg gc_layer_cfg(mr_layer_kind kind) {
     c.center = c.scale = 1;
     c.units = 3;
     c.filters = 2;
+    c.max_value = -1.0f; /* [relu]: no maximum (Keras's None) */
+    c.axis = -1;
+    if (kind == MR_LAYER_SOFTMAX) c.activation = MR_ACTIVATION_SOFTMAX;
     return c;
 }
 
