@@ -108,11 +108,12 @@ MR_HD static inline float mr_relu_layer(float x, float mx, float ns, float t) {
     if (ns != 0.0f) y = mr_fsub(y, mr_fmul(ns, x < t ? mr_fsub(t, x) : 0.0f));
     return y;
 }
-/* Its derivative in x: 1 between t and mx (both excluded, as TensorFlow's
- * Relu6 gradient at 6), ns below t, else 0. */
+/* Its derivative in x as TensorFlow's gradients of Keras's ops give it: 1
+ * between t and mx (both excluded, as Relu6's at 6), ns below t, 0 at t,
+ * except ns at 0 where Keras takes leaky_relu (no mx, t 0). */
 MR_HD static inline float mr_relu_layer_grad(float x, float mx, float ns, float t) {
     if (x > t) return mx >= 0.0f && x >= mx ? 0.0f : 1.0f;
-    return x < t ? ns : 0.0f;
+    return x < t || (mx < 0.0f && t == 0.0f) ? ns : 0.0f;
 }
 
 /* Softmax of one row (width floats) in place, the max subtracted first so

@@ -58,8 +58,9 @@ START_TEST(relu_gradients) {
 }
 END_TEST
 
-/* keras.activations.relu's values (Keras 3.15's formula: x * (x > t),
- * clipped to [0, max], less slope * relu(t - x)) and its slopes. */
+/* Keras 3.15's ReLU layer's values and TensorFlow's gradients of them, as
+ * Keras 3.15 on TensorFlow printed them (x * (x > t), clipped to [0, max],
+ * less slope * relu(t - x); leaky_relu where no max and t 0). */
 START_TEST(relu_values) {
     const float x[6] = {-2.0f, 0.0f, 0.1f, 0.5f, 3.0f, 7.0f};
     const struct {
@@ -67,7 +68,7 @@ START_TEST(relu_values) {
     } cases[] = {
         {-1, 0, 0, {0, 0, 0.1f, 0.5f, 3, 7}, {0, 0, 1, 1, 1, 1}},
         {6, 0, 0, {0, 0, 0.1f, 0.5f, 3, 6}, {0, 0, 1, 1, 1, 0}},
-        {-1, 0.5f, 0, {-1, 0, 0.1f, 0.5f, 3, 7}, {0.5f, 0, 1, 1, 1, 1}},
+        {-1, 0.5f, 0, {-1, 0, 0.1f, 0.5f, 3, 7}, {0.5f, 0.5f, 1, 1, 1, 1}},
         {6, 0.5f, 1, {-1.5f, -0.5f, -0.45f, -0.25f, 3, 6}, {0.5f, 0.5f, 0.5f, 0.5f, 1, 0}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
