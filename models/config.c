@@ -381,6 +381,28 @@ static const key_def keys[] = {
      "to the training data at the start of a fresh fit (Keras adapt)"},
     {"normalization", "variance", NULL, PY_NONE, KEY_FLOATS, LAY(variance), "", 0, BIG, 0, 0, NULL,
      MR_MAX_FLOATS, "the variance of each channel, or one for all; with mean"},
+
+    {"relu", "max_value", NULL, PY_NONE, KEY_FLOAT, LAY(max_value), "-1", -1, BIG, 0, 0, NULL, 0,
+     "the output's maximum, at least 0 (6: ReLU6, MobileNet's); -1 or None: none"},
+    {"relu", "negative_slope", NULL, 0, KEY_FLOAT, LAY(negative_slope), "0", 0, BIG, 0, 0, NULL, 0,
+     "the slope below the threshold: y = negative_slope * (x - threshold)"},
+    {"relu", "threshold", NULL, 0, KEY_FLOAT, LAY(threshold), "0", 0, BIG, 0, 0, NULL, 0,
+     "x is passed above it (y = x for x > threshold), else 0 or the slope's line"},
+
+    {"softmax", "axis", NULL, 0, KEY_INT, LAY(axis), "-1", -1, -1, 0, 0, NULL, 0,
+     "the axis the softmax normalises: -1 (the last) only"},
+
+    {"globalmaxpool", "keepdims", NULL, 0, KEY_BOOL, LAY(keepdims), "0", 0, 1, 0, 0, NULL, 0,
+     "1: the output keeps height and width as 1, (1, 1, C)"},
+
+    {"reshape", "target_shape", NULL, 0, KEY_INTS, LAY(target_shape), NULL, -1, 1 << 24, 0, 0, NULL,
+     3,
+     "one example's new shape, H,W,C or F, of as many values as the input; one of them may be "
+     "-1: what the others leave"},
+
+    {"spatialdropout", "rate", NULL, 0, KEY_FLOAT, LAY(rate), NULL, 0, 1, 0, 1, NULL, 0,
+     "fraction of channels zeroed in training, whole feature maps per example (inverted "
+     "dropout)"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -418,6 +440,13 @@ static const struct {
     {"normalization", SEC_LAYER,
      "(x - mean) / max(sqrt(variance), 1e-7) per channel (Normalization: preprocessing in the "
      "model)"},
+    {"relu", SEC_LAYER, "rectified linear unit with a maximum, slope and threshold (ReLU)"},
+    {"softmax", SEC_LAYER, "softmax over the last axis (Softmax; as [activation] softmax)"},
+    {"globalmaxpool", SEC_LAYER,
+     "maximum over height and width, (H, W, C) -> (C) (GlobalMaxPooling2D)"},
+    {"reshape", SEC_LAYER, "the same values in a new shape (Reshape)"},
+    {"spatialdropout", SEC_LAYER,
+     "dropout of whole channels per example, training only (SpatialDropout2D)"},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
@@ -455,6 +484,11 @@ static const char *const layer_sections[] = {
     [MR_LAYER_NORMALIZATION] = "normalization",
     [MR_LAYER_CONCATENATE] = "concatenate",
     [MR_LAYER_DEPTHWISE] = "depthwise",
+    [MR_LAYER_RELU] = "relu",
+    [MR_LAYER_SOFTMAX] = "softmax",
+    [MR_LAYER_GLOBALMAXPOOL] = "globalmaxpool",
+    [MR_LAYER_RESHAPE] = "reshape",
+    [MR_LAYER_SPATIALDROPOUT] = "spatialdropout",
 };
 _Static_assert(sizeof layer_sections / sizeof layer_sections[0] == MR_LAYER_KIND_COUNT,
                "layer_sections: one name per mr_layer_kind");
@@ -780,6 +814,8 @@ static int parse_ints(const key_def *k, const char *val, int *out, char *why, si
         p = end + 1;
     }
     if (k->n_ints == 2 && n == 1) out[1] = out[0];
+    if (k->offset == LAY(target_shape)) /* remember its rank */
+        ((mr_layer_cfg *)((char *)out - LAY(target_shape)))->target_rank = n;
     if (k->offset == LAY(shape)) {
         /* remember how many numbers the shape had */
         mr_layer_cfg *l = (mr_layer_cfg *)((char *)out - LAY(shape));
@@ -1042,6 +1078,9 @@ static int open_section(parse_state *ps, const char *name, int line) {
         l->line = line;
     }
     apply_defaults(ps);
+    /* [softmax] is an activation layer of softmax: the loss rules read it so */
+    if (sections[s].kind == SEC_LAYER && layer_kind_of(sections[s].name) == MR_LAYER_SOFTMAX)
+        cfg->layers[cfg->n_layers - 1].activation = MR_ACTIVATION_SOFTMAX;
     return 1;
 }
 

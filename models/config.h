@@ -60,6 +60,11 @@ typedef enum mr_layer_kind {
     MR_LAYER_NORMALIZATION,
     MR_LAYER_CONCATENATE,
     MR_LAYER_DEPTHWISE,
+    MR_LAYER_RELU,           /* Keras ReLU: max_value, negative_slope, threshold */
+    MR_LAYER_SOFTMAX,        /* Keras Softmax(axis=-1): an activation layer of softmax */
+    MR_LAYER_GLOBALMAXPOOL,  /* Keras GlobalMaxPooling2D */
+    MR_LAYER_RESHAPE,        /* Keras Reshape */
+    MR_LAYER_SPATIALDROPOUT, /* Keras SpatialDropout2D */
     MR_LAYER_KIND_COUNT,
 } mr_layer_kind;
 
@@ -136,7 +141,7 @@ typedef struct mr_layer_cfg {
     int use_bias;
     mr_initializer kernel_initializer; /* [dense], [conv2d] */
     float kernel_l2; /* [dense], [conv2d]: Keras kernel_regularizer=L2(kernel_l2); 0 none */
-    float rate;      /* [dropout] */
+    float rate;      /* [dropout], [spatialdropout] */
     float momentum;  /* [batchnorm] */
     float epsilon;   /* [batchnorm], [layernorm] */
     int sync;        /* [batchnorm] global batch statistics across replicas */
@@ -153,6 +158,13 @@ typedef struct mr_layer_cfg {
      * depthwise_initializer and depthwise_regularizer there */
     int depth_multiplier;
     int dilation[2];
+    /* [relu]: y = min(x, max_value) above threshold (max_value < 0: none,
+     * Keras's None), negative_slope * (x - threshold) below it */
+    float max_value, negative_slope, threshold;
+    int axis;            /* [softmax]: -1 only (the last axis) */
+    int keepdims;        /* [globalmaxpool]: (1, 1, C) instead of (C) */
+    int target_shape[3]; /* [reshape]: one example's new shape, one -1 allowed */
+    int target_rank;     /* how many numbers target_shape had (1 or 3) */
     /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
      * `input = NAME or -N` (its input; -1, the section just before, by
      * default) and, for [add] and [concatenate], `from = NAME or -N` (the

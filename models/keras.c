@@ -130,6 +130,12 @@ static void keras_order(const mr_model *m, int *order) {
 
 /* The config object of one layer (the keys Keras writes, in its order). */
 static void layer_config(mr_sb *b, const mr_layer *l) {
+    if (l->ops->keras_whole_config) {
+        mr_sb_printf(b, "{");
+        l->ops->keras_config(l, b);
+        mr_sb_printf(b, "}");
+        return;
+    }
     mr_sb_printf(b, "{\"name\": \"%s\", \"trainable\": true, \"dtype\": %s", l->name, dtype_policy);
     if (l->ops->keras_config != NULL) l->ops->keras_config(l, b);
     mr_sb_printf(b, "}");

@@ -33,6 +33,11 @@ static const mr_layer_ops *const ops_by_kind[] = {
     [MR_LAYER_NORMALIZATION] = &mr_normalization_ops,
     [MR_LAYER_CONCATENATE] = &mr_concatenate_ops,
     [MR_LAYER_DEPTHWISE] = &mr_depthwise_ops,
+    [MR_LAYER_RELU] = &mr_relu_ops,
+    [MR_LAYER_SOFTMAX] = &mr_softmax_ops,
+    [MR_LAYER_GLOBALMAXPOOL] = &mr_globalmaxpool_ops,
+    [MR_LAYER_RESHAPE] = &mr_reshape_ops,
+    [MR_LAYER_SPATIALDROPOUT] = &mr_spatialdropout_ops,
 };
 _Static_assert(sizeof ops_by_kind / sizeof ops_by_kind[0] == MR_LAYER_KIND_COUNT,
                "ops_by_kind: one entry per mr_layer_kind");

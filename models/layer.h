@@ -96,6 +96,10 @@ typedef struct mr_layer_ops {
     /* 1: a .keras archive carries this layer's build_config (its input
      * shape), as Keras writes it for layers that build weights, and Flatten. */
     int keras_build_config;
+    /* 1: keras_config writes every key of the config object itself, from
+     * the first (a class whose get_config is its own: SpatialDropout2D),
+     * instead of those after "name", "trainable" and "dtype". */
+    int keras_whole_config;
     /* From l->in and l->cfg: set l->out and declare l->w[] (name, rank,
      * dims, trainable). A shape the layer cannot take is an MR_ERR_CONFIG
      * naming the .cfg line ("FILE:LINE: [conv2d] ..."); `file` is the .cfg
@@ -254,6 +258,13 @@ extern const mr_layer_ops mr_zeropad_ops;       /* zeropad.c */
 extern const mr_layer_ops mr_layernorm_ops;     /* layernorm.c */
 extern const mr_layer_ops mr_rescaling_ops;     /* rescaling.c */
 extern const mr_layer_ops mr_normalization_ops; /* normalization.c */
+
+/* The kinds of Keras's image models' own layers. */
+extern const mr_layer_ops mr_relu_ops;           /* relu.c */
+extern const mr_layer_ops mr_softmax_ops;        /* softmax.c */
+extern const mr_layer_ops mr_globalmaxpool_ops;  /* globalmaxpool.c */
+extern const mr_layer_ops mr_reshape_ops;        /* reshape.c */
+extern const mr_layer_ops mr_spatialdropout_ops; /* spatialdropout.c */
 
 MR_C_END
 

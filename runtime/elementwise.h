@@ -99,6 +99,23 @@ MR_HD static inline float mr_leaky_relu_grad(float y) {
     return y > 0.0f ? 1.0f : MR_LEAKY_SLOPE;
 }
 
+/* Keras's ReLU layer (models/relu.c) as keras.activations.relu computes
+ * it: x above the threshold t (else 0), clipped to [0, mx] where mx >= 0
+ * (mx < 0: no maximum), less ns * max(t - x, 0). */
+MR_HD static inline float mr_relu_layer(float x, float mx, float ns, float t) {
+    float y = x > t ? x : 0.0f;
+    if (mx >= 0.0f) y = y < mx ? y : mx;
+    if (ns != 0.0f) y = mr_fsub(y, mr_fmul(ns, x < t ? mr_fsub(t, x) : 0.0f));
+    return y;
+}
+/* Its derivative in x as TensorFlow's gradients of Keras's ops give it: 1
+ * between t and mx (both excluded, as Relu6's at 6), ns below t, 0 at t,
+ * except ns at 0 where Keras takes leaky_relu (no mx, t 0). */
+MR_HD static inline float mr_relu_layer_grad(float x, float mx, float ns, float t) {
+    if (x > t) return mx >= 0.0f && x >= mx ? 0.0f : 1.0f;
+    return x < t || (mx < 0.0f && t == 0.0f) ? ns : 0.0f;
+}
+
 /* Softmax of one row (width floats) in place, the max subtracted first so
  * expf never overflows; one pass per step in index order (the CPU loop
  * and a GPU thread per row sum alike). */
@@ -268,6 +285,16 @@ MR_HD static inline void mr_dropout_group(const uint32_t key[2], int64_t step, u
     const int64_t j = 4 * j4;
     for (int k = 0; k < 4 && j + k < n; k++)
         dst[j + k] = mr_dropout_apply(src[j + k], w[k], rate, scale);
+}
+
+/* SpatialDropout2D: one keep draw per (example, channel), for every pixel
+ * of that channel: channel c's is word c % 4 of group c / 4 of
+ * mr_dropout_words (the counter of element c of a row of C). 1: kept. */
+MR_HD static inline int mr_spatial_dropout_keep(const uint32_t key[2], int64_t step,
+                                                uint64_t sample, int layer, int c, float rate) {
+    uint32_t w[4];
+    mr_dropout_words(key, step, sample, layer, c / 4, w);
+    return mr_rng_u01(w[c % 4]) >= rate;
 }
 
 /* Rescaling: x * scale + offset, rounded after the product and after the

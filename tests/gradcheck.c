@@ -29,6 +29,9 @@ mr_layer_cfg gc_layer_cfg(mr_layer_kind kind) {
     c.filters = 2;
     c.depth_multiplier = 1;
     c.dilation[0] = c.dilation[1] = 1;
+    c.max_value = -1.0f; /* [relu]: no maximum (Keras's None) */
+    c.axis = -1;
+    if (kind == MR_LAYER_SOFTMAX) c.activation = MR_ACTIVATION_SOFTMAX;
     return c;
 }
 

@@ -410,7 +410,7 @@ START_TEST(keras_spelling_errors) {
          {"t.cfg:10:", "not a number"}},
         {"[Conv2D]\nfilters = 2\nkernel_size = 3\nstrides = None\n", {"t.cfg:10:", "'None'"}},
         {"[ZeroPadding2D]\npadding = ((1, 2), (1, 1))\n", {"t.cfg:8:", "symmetric"}},
-        {"[GlobalAvgPooling2D]\n", {"t.cfg:7:", "did you mean [GlobalAveragePooling2D]"}},
+        {"[GlobalAveragPooling2D]\n", {"t.cfg:7:", "did you mean [GlobalAveragePooling2D]"}},
         {"[ZeroPading2D]\n", {"t.cfg:7:", "did you mean [ZeroPadding2D]"}},
         {"[Conv2D]\nfilters = 2\nkernel_sise = 3\n", {"t.cfg:9:", "did you mean 'kernel_size'"}},
         {"[MaxPooling2D]\npool_sizes = 3\n", {"t.cfg:8:", "did you mean 'pool_size'"}},

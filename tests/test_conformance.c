@@ -297,6 +297,7 @@ static double layer_k(const mr_layer *l, int batch) {
                  (double)batch * l->out.d[0] * l->out.d[1]);
         break;
     case MR_LAYER_ACTIVATION: /* softmax: its width (channels) */
+    case MR_LAYER_SOFTMAX:
         k = l->in.d[l->in.rank - 1];
         break;
     case MR_LAYER_MAXPOOL:
@@ -819,6 +820,53 @@ static void run_dropout(cf *h) {
         c.exact = 1;
         snprintf(c.name, sizeof c.name, "dropout rate %.1f rank %d %s", (double)cases[i].rate,
                  cases[i].in.rank, cases[i].training ? "training" : "inference");
+        run_layer(h, &c);
+    }
+}
+
+/* Keras's image-model layers: ReLU (elementwise, rounded one by one),
+ * GlobalMaxPooling2D (a maximum and a division among ties), Reshape (a
+ * copy) and SpatialDropout2D (Dropout's draws) bit for bit; Softmax as
+ * the activation's softmax. */
+static void run_keras_layers(cf *h) {
+    static const float relu[][3] = {{-1, 0, 0}, {6, 0, 0}, {0.5f, 0.1f, 0.2f}, {-1, 0.3f, 0}};
+    for (int i = 0; i < 4; i++) {
+        lcase c = make_case(MR_LAYER_RELU, i == 3 ? flat(37) : img(4, 3, 5), 3, 150 + (uint64_t)i);
+        c.cfg.max_value = relu[i][0], c.cfg.negative_slope = relu[i][1];
+        c.cfg.threshold = relu[i][2];
+        c.x_lo = -8.0f, c.x_hi = 8.0f; /* past max_value 6 */
+        c.exact = 1;
+        snprintf(c.name, sizeof c.name, "relu max %g slope %g threshold %g", relu[i][0], relu[i][1],
+                 relu[i][2]);
+        run_layer(h, &c);
+    }
+    lcase c = make_case(MR_LAYER_SOFTMAX, img(3, 2, 7), 3, 155);
+    snprintf(c.name, sizeof c.name, "softmax 3x2x7");
+    run_layer(h, &c);
+    for (int i = 0; i < 2; i++) {
+        c = make_case(MR_LAYER_GLOBALMAXPOOL, img(5, 4, 3 + i), 3, 156 + (uint64_t)i);
+        c.cfg.keepdims = i;
+        c.exact = 1;
+        snprintf(c.name, sizeof c.name, "globalmaxpool 5x4x%d keepdims %d", 3 + i, i);
+        run_layer(h, &c);
+    }
+    c = make_case(MR_LAYER_RESHAPE, img(4, 3, 2), 2, 158);
+    c.cfg.target_rank = 3;
+    c.cfg.target_shape[0] = 2, c.cfg.target_shape[1] = -1, c.cfg.target_shape[2] = 3;
+    c.exact = 1;
+    snprintf(c.name, sizeof c.name, "reshape 4x3x2 to 2,-1,3");
+    run_layer(h, &c);
+    static const struct {
+        float rate;
+        int training, ch;
+    } sd[] = {{0.3f, 1, 7}, {0.5f, 1, 4}, {0.3f, 0, 7}};
+    for (int i = 0; i < 3; i++) {
+        c = make_case(MR_LAYER_SPATIALDROPOUT, img(3, 2, sd[i].ch), 4, 160 + (uint64_t)i);
+        c.cfg.rate = sd[i].rate;
+        c.training = c.backward = sd[i].training;
+        c.exact = 1;
+        snprintf(c.name, sizeof c.name, "spatialdropout rate %.1f %d channels %s",
+                 (double)sd[i].rate, sd[i].ch, sd[i].training ? "training" : "inference");
         run_layer(h, &c);
     }
 }
@@ -1355,6 +1403,7 @@ GROUP_TEST(residual, run_residual)
 GROUP_TEST(preprocessing, run_preprocessing)
 GROUP_TEST(batchnorm, run_batchnorm)
 GROUP_TEST(layernorm, run_layernorm)
+GROUP_TEST(keras_layers, run_keras_layers)
 GROUP_TEST(loss, run_losses)
 GROUP_TEST(optimizer, run_optimizers)
 GROUP_TEST(input, run_synthetic)
@@ -1442,6 +1491,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, preprocessing, 0, targets);
     tcase_add_loop_test(tc, batchnorm, 0, targets);
     tcase_add_loop_test(tc, layernorm, 0, targets);
+    tcase_add_loop_test(tc, keras_layers, 0, targets);
     tcase_add_loop_test(tc, loss, 0, targets);
     tcase_add_loop_test(tc, optimizer, 0, targets);
     tcase_add_loop_test(tc, input, 0, targets);

@@ -36,6 +36,12 @@ extern const mr_layer_kernels mr_zeropad_cpu;       /* zeropad_cpu.c */
 extern const mr_layer_kernels mr_layernorm_cpu;     /* layernorm_cpu.c */
 extern const mr_layer_kernels mr_rescaling_cpu;     /* rescaling_cpu.c */
 extern const mr_layer_kernels mr_normalization_cpu; /* normalization_cpu.c */
+
+/* The kinds of Keras's image models' own layers. */
+extern const mr_layer_kernels mr_relu_cpu;           /* relu_cpu.c */
+extern const mr_layer_kernels mr_globalmaxpool_cpu;  /* globalmaxpool_cpu.c */
+extern const mr_layer_kernels mr_spatialdropout_cpu; /* spatialdropout_cpu.c */
+
 extern const mr_loss_kernels mr_loss_cpu;           /* loss_cpu.c */
 extern const mr_optimizer_kernels mr_optimizer_cpu; /* optimizer_cpu.c */
 extern const mr_input_kernels mr_input_cpu;         /* synthetic_cpu.c */

@@ -22,6 +22,11 @@ static const mr_layer_kernels *const cpu_layers[] = {
     [MR_LAYER_NORMALIZATION] = &mr_normalization_cpu,
     [MR_LAYER_CONCATENATE] = &mr_concatenate_cpu,
     [MR_LAYER_DEPTHWISE] = &mr_depthwise_cpu,
+    [MR_LAYER_RELU] = &mr_relu_cpu,
+    [MR_LAYER_SOFTMAX] = &mr_activation_cpu, /* an activation of softmax (softmax.c) */
+    [MR_LAYER_GLOBALMAXPOOL] = &mr_globalmaxpool_cpu,
+    [MR_LAYER_RESHAPE] = &mr_flatten_cpu, /* a copy under a new shape, as Flatten */
+    [MR_LAYER_SPATIALDROPOUT] = &mr_spatialdropout_cpu,
 };
 _Static_assert(sizeof cpu_layers / sizeof cpu_layers[0] == MR_LAYER_KIND_COUNT,
                "cpu_layers: one entry per mr_layer_kind");

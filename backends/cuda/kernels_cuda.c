@@ -24,6 +24,11 @@ static const mr_layer_kernels *const cuda_layers[] = {
     [MR_LAYER_NORMALIZATION] = &mr_normalization_cuda,
     [MR_LAYER_CONCATENATE] = &mr_concatenate_cuda,
     [MR_LAYER_DEPTHWISE] = &mr_depthwise_cuda,
+    [MR_LAYER_RELU] = &mr_relu_cuda,
+    [MR_LAYER_SOFTMAX] = &mr_activation_cuda, /* an activation of softmax (softmax.c) */
+    [MR_LAYER_GLOBALMAXPOOL] = &mr_globalmaxpool_cuda,
+    [MR_LAYER_RESHAPE] = &mr_flatten_cuda, /* a copy under a new shape, as Flatten */
+    [MR_LAYER_SPATIALDROPOUT] = &mr_spatialdropout_cuda,
 };
 _Static_assert(sizeof cuda_layers / sizeof cuda_layers[0] == MR_LAYER_KIND_COUNT,
                "cuda_layers: one entry per mr_layer_kind");

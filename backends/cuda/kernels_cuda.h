@@ -33,6 +33,12 @@ extern const mr_layer_kernels mr_zeropad_cuda;       /* zeropad_cuda.cu */
 extern const mr_layer_kernels mr_layernorm_cuda;     /* layernorm_cuda.cu */
 extern const mr_layer_kernels mr_rescaling_cuda;     /* rescaling_cuda.cu */
 extern const mr_layer_kernels mr_normalization_cuda; /* normalization_cuda.cu */
+
+/* The kinds of Keras's image models' own layers. */
+extern const mr_layer_kernels mr_relu_cuda;           /* relu_cuda.cu */
+extern const mr_layer_kernels mr_globalmaxpool_cuda;  /* globalmaxpool_cuda.cu */
+extern const mr_layer_kernels mr_spatialdropout_cuda; /* spatialdropout_cuda.cu */
+
 extern const mr_loss_kernels mr_loss_cuda;           /* loss_cuda.cu */
 extern const mr_optimizer_kernels mr_optimizer_cuda; /* optimizer_cuda.cu */
 extern const mr_input_kernels mr_input_cuda;         /* synthetic_cuda.cu */

@@ -1,0 +1,32 @@
+/* globalmaxpool.c: GlobalMaxPooling2D, the maximum over height and width
+ * of each channel:
+ *   x: (B, H, W, C) -> y: (B, C), or (B, 1, 1, C) with keepdims
+ * Its gradient goes to the pixels equal to the maximum, shared equally
+ * among ties (TensorFlow's reduce_max gradient). The kernels are
+ * backends/cpu/globalmaxpool_cpu.c and backends/cuda/globalmaxpool_cuda.cu. */
+#include "models/layer.h"
+#include "runtime/strbuf.h"
+
+static mr_status gmp_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    (void)max_batch;
+    if (l->in.rank != 3)
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s:%d: [globalmaxpool] needs an image input (H,W,C), got (%d)", file,
+                            l->cfg->line, l->in.d[0]);
+    const int C = l->in.d[2];
+    l->out = l->cfg->keepdims ? (mr_shape){3, {1, 1, C}} : (mr_shape){1, {C, 0, 0}};
+    return MR_OK;
+}
+
+/* Keras's GlobalMaxPooling2D config keys, in its order. */
+static void gmp_keras_config(const mr_layer *l, mr_sb *b) {
+    mr_sb_printf(b, ", \"data_format\": \"channels_last\", \"keepdims\": %s",
+                 l->cfg->keepdims ? "true" : "false");
+}
+
+const mr_layer_ops mr_globalmaxpool_ops = {
+    .class_name = "GlobalMaxPooling2D",
+    .keras_name = "global_max_pooling2d",
+    .keras_config = gmp_keras_config,
+    .setup = gmp_setup,
+};

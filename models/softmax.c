@@ -1,0 +1,26 @@
+/* softmax.c: Keras's Softmax layer over the last axis, (B, ..., N) ->
+ * (B, ..., N): exactly an [activation] of softmax (the parser sets its
+ * activation to softmax, so the loss rules and the fusion of a last
+ * softmax into a cross-entropy read it alike), under Keras's class name.
+ * Its kernels are the activation's (activation_cpu.c, activation_cuda.cu). */
+#include "models/layer.h"
+#include "runtime/strbuf.h"
+
+static mr_status softmax_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
+    (void)max_batch, (void)file, (void)err;
+    l->out = l->in;
+    return MR_OK;
+}
+
+/* Keras's Softmax config key. */
+static void softmax_keras_config(const mr_layer *l, mr_sb *b) {
+    mr_sb_printf(b, ", \"axis\": %d", l->cfg->axis);
+}
+
+const mr_layer_ops mr_softmax_ops = {
+    .class_name = "Softmax",
+    .keras_name = "softmax",
+    .keras_config = softmax_keras_config,
+    .setup = softmax_setup,
+    .has_activation = 1,
+};
