@@ -25,6 +25,7 @@
 
 #include "backends/backends.h"
 #include "models/keras.h"
+#include "models/keras_import.h"
 #include "models/model.h"
 #include "runtime/array.h"
 #include "runtime/image_folder.h"
@@ -161,7 +162,9 @@ static mr_status load_config(const eval_cli *c, mr_checkpoint *ck, int *has_ck, 
     mr_error ck_err = {0};
     mr_status st = mr_checkpoint_load(c->checkpoint, ck, &ck_err);
     *has_ck = st == MR_OK;
-    if (c->cfg != NULL) return mr_config_load(c->cfg, cfg, err);
+    if (c->cfg != NULL) return mr_keras_import_config_load(c->cfg, cfg, err);
+    if (st != MR_OK && mr_keras_import_is_model(c->checkpoint))
+        return mr_keras_import_load(c->checkpoint, cfg, err); /* a model Keras saved */
     if (st != MR_OK) {
         if (st == MR_ERR_DATA && strstr(ck_err.msg, "no /mirrored group"))
             return mr_error_set(err, MR_ERR_DATA,
