@@ -42,8 +42,11 @@ static const char *prog = "mirrored_eval";
 static void usage(FILE *out) {
     fprintf(out,
             "Usage: %s CHECKPOINT.h5 [options]\n"
+            "       %s MODEL.keras [options]   (or a Keras MODEL.h5)\n"
             "Evaluate a trained model: loss, accuracy, per-class accuracy and the confusion\n"
-            "matrix, on the test set its .cfg names or on --data.\n"
+            "matrix, on the test set its .cfg names or on --data. A model Keras saved\n"
+            "needs no --cfg: its layers (%s)\n"
+            "and compile() settings are read from it, with its weights.\n"
             "\n"
             "Options:\n"
             "  --data IMAGES[,LABELS]  evaluate on these files (IDX, .npy, file.h5:/dataset)\n"
@@ -65,7 +68,7 @@ static void usage(FILE *out) {
             "  --help, --version\n"
             "\n"
             "Exit status: 0 success; 1 failure while running; 2 bad input.\n",
-            prog);
+            prog, prog, mr_keras_import_classes());
 }
 
 typedef struct eval_cli {
