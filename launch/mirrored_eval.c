@@ -26,6 +26,7 @@
 
 #include "backends/backends.h"
 #include "models/keras.h"
+#include "models/keras_import.h"
 #include "models/model.h"
 #include "runtime/array.h"
 #include "runtime/image_folder.h"
@@ -44,8 +45,11 @@ static const char *prog = "mirrored_eval";
 static void usage(FILE *out) {
     fprintf(out,
             "Usage: %s CHECKPOINT.h5 [options]\n"
+            "       %s MODEL.keras [options]   (or a Keras MODEL.h5)\n"
             "Evaluate a trained model: loss, accuracy, per-class accuracy and the confusion\n"
-            "matrix, on the test set its .cfg names or on --data.\n"
+            "matrix, on the test set its .cfg names or on --data. A model Keras saved\n"
+            "needs no --cfg: its layers (%s)\n"
+            "and compile() settings are read from it, with its weights.\n"
             "\n"
             "Options:\n"
             "  --data IMAGES[,LABELS]  evaluate on these files (IDX, .npy, file.h5:/dataset,\n"
@@ -68,7 +72,7 @@ static void usage(FILE *out) {
             "  --help, --version\n"
             "\n"
             "Exit status: 0 success; 1 failure while running; 2 bad input.\n",
-            prog);
+            prog, prog, mr_keras_import_classes());
 }
 
 typedef struct eval_cli {
@@ -165,7 +169,9 @@ static mr_status load_config(const eval_cli *c, mr_checkpoint *ck, int *has_ck, 
     mr_error ck_err = {0};
     mr_status st = mr_checkpoint_load(c->checkpoint, ck, &ck_err);
     *has_ck = st == MR_OK;
-    if (c->cfg != NULL) return mr_config_load(c->cfg, cfg, err);
+    if (c->cfg != NULL) return mr_keras_import_config_load(c->cfg, cfg, err);
+    if (st != MR_OK && mr_keras_import_is_model(c->checkpoint))
+        return mr_keras_import_load(c->checkpoint, cfg, err); /* a model Keras saved */
     if (st != MR_OK) {
         if (st == MR_ERR_DATA && strstr(ck_err.msg, "no /mirrored group"))
             return mr_error_set(err, MR_ERR_DATA,

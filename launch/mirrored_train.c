@@ -34,6 +34,7 @@
 
 #include "collectives/job.h"
 #include "models/keras.h"
+#include "models/keras_import.h"
 #include "models/model.h"
 #include "runtime/clock.h"
 #include "runtime/dataset.h"
@@ -176,7 +177,7 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
                          mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
                          int *classes, int *label_width, mr_error *err) {
     MR_CHECK(mr_path_check_regular(NULL, c->cfg_path, 0, err));
-    MR_CHECK(mr_config_load(c->cfg_path, cfg, err));
+    MR_CHECK(mr_keras_import_config_load(c->cfg_path, cfg, err));
     MR_CHECK(mr_train_apply_options(c, cfg, job->rank == 0 && !c->quiet ? stdout : NULL, err));
     MR_CHECK(mr_train_check_paths(c, cfg, err));
     MR_CHECK(choose_devices(c, job, env, cfg, &opts->devices, err));
@@ -644,9 +645,13 @@ static mr_status stage_load_weights(train_run *r) {
         return mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
                                     sizeof r->data_note, &r->err);
     }
-    if (r->c.init_weights != NULL) {
+    /* a Keras model file starts from its own weights unless --init-weights names others */
+    const char *init = r->c.init_weights != NULL                 ? r->c.init_weights
+                       : mr_keras_import_is_model(r->c.cfg_path) ? r->c.cfg_path
+                                                                 : NULL;
+    if (init != NULL) {
         r->share_weights = 1;
-        return mr_keras_load(r->c.init_weights, r->model0, 0, NULL, &r->err);
+        return mr_keras_load(init, r->model0, 0, NULL, &r->err);
     }
     return mr_model_adapt(r->model0, &r->train, r->n_train, &r->share_weights, &r->err);
 }

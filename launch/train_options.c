@@ -1,5 +1,6 @@
 /* train_options.c: mirrored_train's command line (train_options.h). */
 #include "launch/train_options.h"
+#include "models/keras_import.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -95,8 +96,14 @@ void mr_train_usage(FILE *out, const char *prog) {
             "(each takes its share of its node's cores: --devices auto; cpu:N may not ask for\n"
             "more). Environment: MIRRORED_COMM_TIMEOUT (seconds), MIRRORED_RANKS_PER_NODE=K\n"
             "(treat K consecutive ranks as one node, to exercise the cross-node path on one\n"
-            "machine).\n",
-            prog, prog);
+            "machine).\n"
+            "\n"
+            "MODEL may also be a model Keras saved (MODEL.keras, or a Keras MODEL.h5): its\n"
+            "layers, its compile() settings (optimizer, loss, metrics) and its weights as\n"
+            "the start; give the data with --synthetic N or the data options. Keras classes\n"
+            "taken: %s;\n"
+            "anything else, or an argument without an exact counterpart, is refused (exit 2).\n",
+            prog, prog, mr_keras_import_classes());
 }
 
 /* getopt_long's codes for the long options (above any short option's) */

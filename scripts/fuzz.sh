@@ -13,7 +13,7 @@
 # build-fuzz/fuzz-time.log.
 #
 # Usage: scripts/fuzz.sh SECONDS [HARNESS...]
-#   HARNESS: config idx npy image h5 checkpoint metrics_csv (default: all)
+#   HARNESS: config keras_json idx npy image h5 checkpoint metrics_csv (default: all)
 # FUZZ_RUNS=N (CI: scripts/test.sh) makes the fuzzing reproducible: a fixed
 # seed (FUZZ_SEED, default 1) and at most N inputs per harness, SECONDS
 # still bounding it; the same commit then fuzzes the same inputs (or a
@@ -21,7 +21,7 @@
 # on luck. Unset: libFuzzer's random seed, SECONDS only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(config idx npy image h5 checkpoint metrics_csv)
+all=(config keras_json idx npy image h5 checkpoint metrics_csv)
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
     echo "usage: scripts/fuzz.sh SECONDS [${all[*]}]" >&2
     exit 2

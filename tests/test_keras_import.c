@@ -1,0 +1,271 @@
+/* test_keras_import.c: Keras model files as the model (models/keras_import.h), against the
+ * files Keras 3.15 saved in tests/golden/keras_models/ (bench/keras_models.py --record): the
+ * model each makes, the refusals, and the executables run on them (mirrored_eval's
+ * predictions against Keras's model.predict). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/keras_import.h"
+#include "runtime/array.h"
+#include "tests/testutil.h"
+
+static char *golden(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/golden/keras_models/%s", name);
+    return tu_source_path(rel);
+}
+
+static mr_config *import(const char *name, mr_status want, mr_error *err) {
+    mr_config *cfg = calloc(1, sizeof *cfg);
+    char *path = golden(name);
+    ck_assert_int_eq(mr_keras_import_config_load(path, cfg, err), want);
+    free(path);
+    return cfg;
+}
+
+START_TEST(sequential_cnn) {
+    const char *files[] = {"cnn.keras", "cnn.h5"};
+    char *p = golden(files[_i]);
+    ck_assert(mr_keras_import_is_model(p));
+    free(p);
+    mr_error err = {0};
+    mr_config *cfg = import(files[_i], MR_OK, &err);
+    const mr_layer_kind kinds[] = {MR_LAYER_INPUT,   MR_LAYER_RESCALING, MR_LAYER_CONV2D,
+                                   MR_LAYER_MAXPOOL, MR_LAYER_FLATTEN,   MR_LAYER_DROPOUT,
+                                   MR_LAYER_DENSE};
+    ck_assert_int_eq(cfg->n_layers, 7);
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(cfg->layers[i].kind, kinds[i]);
+    ck_assert_int_eq(cfg->layers[0].shape_rank, 3);
+    ck_assert_int_eq(cfg->layers[0].shape[0], 8);
+    ck_assert_int_eq(cfg->layers[0].shape[2], 1);
+    ck_assert_float_eq(cfg->layers[1].rescale, (float)(1.0 / 255));
+    ck_assert_int_eq(cfg->layers[2].filters, 4);
+    ck_assert_int_eq(cfg->layers[2].size[1], 3);
+    ck_assert_int_eq(cfg->layers[2].padding, MR_PADDING_SAME);
+    ck_assert_int_eq(cfg->layers[2].activation, MR_ACTIVATION_RELU);
+    ck_assert_float_eq(cfg->layers[5].rate, 0.25f);
+    ck_assert_int_eq(cfg->layers[6].units, 3);
+    ck_assert_int_eq(cfg->layers[6].activation, MR_ACTIVATION_SOFTMAX);
+    ck_assert_str_eq(cfg->layers[2].name, "conv2d");
+    ck_assert_int_eq(cfg->net.optimizer, MR_OPTIMIZER_ADAM);
+    ck_assert_float_eq(cfg->net.learning_rate, 0.002f);
+    ck_assert_float_eq(cfg->net.beta2, 0.999f);
+    ck_assert_int_eq(cfg->net.loss, MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY);
+    ck_assert_int_eq(cfg->net.from_logits, 0);
+    ck_assert_int_eq(cfg->net.global_batch, 32);
+    ck_assert_int_eq(cfg->graph, 0);
+    mr_config_free(cfg);
+    free(cfg);
+}
+END_TEST
+
+START_TEST(functional_with_logits) {
+    const char *files[] = {"residual.keras", "residual.h5"};
+    mr_error err = {0};
+    mr_config *cfg = import(files[_i], MR_OK, &err);
+    ck_assert_int_eq(cfg->n_layers, 6);
+    ck_assert_int_eq(cfg->graph, 1);
+    ck_assert_str_eq(cfg->layers[0].name, "features");
+    ck_assert_int_eq(cfg->layers[3].kind, MR_LAYER_ADD);
+    ck_assert_int_eq(cfg->layers[3].src[0], 1); /* hidden + gate */
+    ck_assert_int_eq(cfg->layers[3].src[1], 2);
+    ck_assert_int_eq(cfg->layers[4].kind, MR_LAYER_CONCATENATE);
+    ck_assert_int_eq(cfg->layers[4].src[0], 3); /* [sum, hidden] */
+    ck_assert_int_eq(cfg->layers[4].src[1], 1);
+    ck_assert_int_eq(cfg->layers[5].activation, MR_ACTIVATION_LINEAR);
+    ck_assert_int_eq(cfg->net.optimizer, MR_OPTIMIZER_SGD);
+    ck_assert_float_eq(cfg->net.learning_rate, 0.05f);
+    ck_assert_float_eq(cfg->net.momentum, 0.9f);
+    ck_assert_int_eq(cfg->net.nesterov, 1);
+    ck_assert_int_eq(cfg->net.from_logits, 1);
+    mr_config_free(cfg);
+    free(cfg);
+}
+END_TEST
+
+START_TEST(unsupported_layer_named) {
+    const char *files[] = {"lstm.keras", "lstm.h5"};
+    mr_error err = {0};
+    mr_config *cfg = import(files[_i], MR_ERR_CONFIG, &err);
+    ck_assert_msg(strstr(err.msg, ": layer 'conv1d' (Conv1D): not supported by mirrored "
+                                  "(supported: InputLayer, Dense,") != NULL,
+                  "%s", err.msg);
+    ck_assert_ptr_null(strchr(err.msg, '\n'));
+    free(cfg);
+}
+END_TEST
+
+/* A Sequential of an input (None, 4) and `layer`, compiled with `compile`. */
+static mr_status text_of(const char *layer, const char *compile, char **text, mr_error *err) {
+    char model[4096];
+    snprintf(model, sizeof model,
+             "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": ["
+             "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4], "
+             "\"dtype\": \"float32\", \"name\": \"in\"}}, %s]}}",
+             layer);
+    return mr_keras_import_text(model, compile, "m.keras", text, err);
+}
+
+#define DENSE(extra)                                                                               \
+    "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2, \"activation\": "     \
+    "\"softmax\"" extra "}}"
+#define ADAM "{\"class_name\": \"Adam\", \"config\": {\"learning_rate\": 0.01}}"
+
+START_TEST(compile_settings_mapped) {
+    char *text = NULL;
+    mr_error err = {0};
+    ck_assert_int_eq(
+        text_of(DENSE(", \"kernel_regularizer\": {\"class_name\": \"L2\", \"config\": "
+                      "{\"l2\": 0.5}}"),
+                "{\"optimizer\": " ADAM ", \"loss\": {\"class_name\": "
+                "\"CategoricalCrossentropy\", \"config\": {\"from_logits\": false, "
+                "\"label_smoothing\": 0.125, \"reduction\": \"sum_over_batch_size\"}}, "
+                "\"metrics\": [\"accuracy\", {\"class_name\": \"SparseTopKCategoricalAccuracy\", "
+                "\"config\": {\"k\": 2}}]}",
+                &text, &err),
+        MR_OK);
+    mr_config *cfg = calloc(1, sizeof *cfg);
+    ck_assert_int_eq(mr_config_parse(text, "m.keras", NULL, cfg, &err), MR_OK);
+    ck_assert_int_eq(cfg->net.loss, MR_LOSS_CATEGORICAL_CROSSENTROPY);
+    ck_assert_float_eq(cfg->net.label_smoothing, 0.125f);
+    ck_assert_int_eq(cfg->net.top_k, 2);
+    ck_assert_float_eq(cfg->layers[1].kernel_l2, 0.5f);
+    ck_assert_float_eq(cfg->net.learning_rate, 0.01f);
+    mr_config_free(cfg);
+    free(cfg);
+    free(text);
+}
+END_TEST
+
+/* What has no exact counterpart: refused, one line naming the layer or the setting. */
+START_TEST(refusals_named) {
+    const char *sgd = "{\"optimizer\": " ADAM ", \"loss\": \"sparse_categorical_crossentropy\"}";
+    const struct {
+        const char *layer, *compile, *want;
+    } cases[] = {
+        {DENSE(", \"trainable\": false"), sgd, "layer 'd' (Dense): trainable = false"},
+        {DENSE(", \"kernel_constraint\": {\"class_name\": \"NonNeg\"}"), sgd,
+         "layer 'd' (Dense): kernel_constraint = "},
+        {DENSE(", \"flavour\": 1"), sgd, "layer 'd' (Dense): argument 'flavour' is not supported"},
+        {DENSE(", \"activation\": \"mish\""), sgd, "layer 'd' (Dense): activation = \"mish\""},
+        {DENSE(""),
+         "{\"optimizer\": {\"class_name\": \"Adagrad\", \"config\": {}}, \"loss\": "
+         "\"mse\"}",
+         "m.keras: optimizer \"Adagrad\" is not supported"},
+        {DENSE(""), "{\"optimizer\": " ADAM ", \"loss\": \"hinge\"}", "m.keras: loss = \"hinge\""},
+        {DENSE(""), "{\"optimizer\": " ADAM ", \"loss\": \"mse\", \"metrics\": [\"auc\"]}",
+         "m.keras: metrics = \"auc\""},
+        {DENSE(""), NULL, "m.keras: the model was saved without compile()"},
+        {"{\"class_name\": \"Conv1D\", \"config\": {\"name\": \"c\"}}", sgd,
+         "m.keras: layer 'c' (Conv1D): not supported by mirrored"},
+        {"{\"class_name\": \"Dense\", \"config\": {\"name\": \"bad-name\", \"units\": 2}}", sgd,
+         "layer 'bad-name' (Dense): the name is not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = NULL;
+        mr_error err = {0};
+        ck_assert_int_eq(text_of(cases[i].layer, cases[i].compile, &text, &err), MR_ERR_CONFIG);
+        ck_assert_msg(strstr(err.msg, cases[i].want) != NULL, "case %zu: %s", i, err.msg);
+        ck_assert_ptr_null(text);
+    }
+    char *text = NULL;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_keras_import_text("{", NULL, "m.keras", &text, &err), MR_ERR_DATA);
+}
+END_TEST
+
+/* Reads a float32 .npy into a malloc'd array; *n its element count. */
+static float *npy(const char *path, size_t *n) {
+    mr_array a;
+    mr_error err = {0};
+    ck_assert_msg(mr_array_read_npy(path, &a, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(a.dtype, MR_DTYPE_F32);
+    *n = 1;
+    for (int d = 0; d < a.ndim; d++)
+        *n *= (size_t)a.dims[d];
+    return (float *)a.data;
+}
+
+/* mirrored_eval MODEL --data x.npy --predict: Keras's model.predict within 1e-4 (softmax of
+ * the logits, for the from_logits model: --predict writes probabilities). */
+START_TEST(eval_predicts_as_keras) {
+    const char *models[] = {"cnn.keras", "cnn.h5", "residual.keras", "residual.h5"};
+    const char *stem = _i < 2 ? "cnn" : "residual";
+    char cmd[2048], name[64];
+    char *eval = tu_build_path("launch/mirrored_eval"), *model = golden(models[_i]);
+    snprintf(name, sizeof name, "%s.x.npy", stem);
+    char *x = golden(name);
+    const char *dir = tu_tmpdir();
+    snprintf(cmd, sizeof cmd, "%s %s --data %s --predict %s/p.npy --devices cpu", eval, model, x,
+             dir);
+    char *out = NULL;
+    ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
+    snprintf(name, sizeof name, "%s.predict.npy", stem);
+    char *want_path = golden(name), got_path[1024];
+    snprintf(got_path, sizeof got_path, "%s/p.npy", dir);
+    size_t n_want, n_got;
+    float *want = npy(want_path, &n_want), *got = npy(got_path, &n_got);
+    ck_assert_uint_eq(n_want, n_got);
+    const int k = _i < 2 ? 3 : 4;
+    for (size_t r = 0; r < n_want / (size_t)k; r++) {
+        float *w = want + r * (size_t)k, mx = w[0], sum = 0;
+        for (int j = 0; j < k && _i >= 2; j++)
+            mx = fmaxf(mx, w[j]);
+        for (int j = 0; j < k && _i >= 2; j++)
+            sum += expf(w[j] - mx);
+        for (int j = 0; j < k; j++) {
+            float p = _i >= 2 ? expf(w[j] - mx) / sum : w[j];
+            ck_assert_msg(fabsf(got[r * (size_t)k + (size_t)j] - p) <= 1e-4f, "%s row %zu: %g %g",
+                          models[_i], r, got[r * (size_t)k + (size_t)j], p);
+        }
+    }
+    free(want);
+    free(got);
+    free(want_path);
+    free(out);
+    free(x);
+    free(model);
+    free(eval);
+}
+END_TEST
+
+/* mirrored_train MODEL.keras --synthetic trains from the file's weights; the LSTM model exits
+ * 2 with one line naming the first layer we do not have. */
+START_TEST(train_runs_and_refuses) {
+    char cmd[2048];
+    char *train = tu_build_path("launch/mirrored_train"), *cnn = golden("cnn.keras"),
+         *lstm = golden("lstm.h5");
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --epochs 1 --devices cpu --quiet", train, cnn);
+    ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --devices cpu", train, lstm);
+    ck_assert_int_eq(tu_run(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "lstm.h5: layer 'conv1d' (Conv1D): not supported by mirrored") !=
+                      NULL,
+                  "%s", out);
+    ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
+    free(out);
+    free(train);
+    free(cnn);
+    free(lstm);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("keras_import");
+    TCase *tc = tcase_create("keras_import");
+    tcase_add_loop_test(tc, sequential_cnn, 0, 2);
+    tcase_add_loop_test(tc, functional_with_logits, 0, 2);
+    tcase_add_loop_test(tc, unsupported_layer_named, 0, 2);
+    tcase_add_test(tc, compile_settings_mapped);
+    tcase_add_test(tc, refusals_named);
+    tcase_add_loop_test(tc, eval_predicts_as_keras, 0, 4);
+    tcase_add_test(tc, train_runs_and_refuses);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
