@@ -43,7 +43,7 @@ int mr_train_auto_replicas(const mr_config *cfg, int processes, int cores) {
  * of which only the kind must agree (check_devices). */
 typedef enum agreed_kind {
     AGREED_LONG,    /* a long long, unset below 1 (--epochs, --seed: -1; the rest: 0) */
-    AGREED_REAL,    /* a double (--bucket-mb) */
+    AGREED_REAL,    /* a double, unset below 0 (--bucket-mb, --validation-split) */
     AGREED_TEXT,    /* a const char *, NULL unset */
     AGREED_GIVEN,   /* a const char * whose presence alone counts (--trace: a file per rank) */
     AGREED_FLAG,    /* an int, 0 unset */
@@ -61,6 +61,9 @@ static const struct {
     {"--seed", AGREED_LONG, FIELD(seed)},
     {"--max-steps", AGREED_LONG, FIELD(max_steps)},
     {"--synthetic", AGREED_LONG, FIELD(synthetic)},
+    {"--data", AGREED_TEXT, FIELD(data_path)},
+    {"--batch-size", AGREED_LONG, FIELD(batch_size)},
+    {"--validation-split", AGREED_REAL, FIELD(validation_split)},
     {"--check-sync", AGREED_LONG, FIELD(check_sync)},
     {"--bucket-mb", AGREED_REAL, FIELD(bucket_mb)},
     {"--resume", AGREED_TEXT, FIELD(resume)},
@@ -97,7 +100,10 @@ static void format_option(const mr_train_options *c, size_t i, int exact, char *
             snprintf(buf, n, "%s %lld", name, v);
         return;
     case AGREED_REAL:
-        snprintf(buf, n, exact ? "%s %a" : "%s %g", name, *(const double *)field);
+        if (*(const double *)field < 0.0)
+            snprintf(buf, n, "no %s", name);
+        else
+            snprintf(buf, n, exact ? "%s %a" : "%s %g", name, *(const double *)field);
         return;
     case AGREED_TEXT:
         snprintf(buf, n, text ? "%s %s" : "no %s", name, text);

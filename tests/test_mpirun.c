@@ -309,6 +309,8 @@ START_TEST(different_options_fail_once) {
         {"", "--resume auto"},
         {"", "--init-weights w.h5"},
         {"", "--synthetic 160"},
+        {"", "--batch-size 32"},
+        {"", "--validation-split 0.1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *rank0 = cases[i][0], *rank1 = cases[i][1];
