@@ -19,7 +19,7 @@
 
 /* A checkpoint to resume from is HDF5: a .keras archive has no training state. */
 static mr_status keras_refused(const char *what, const char *path, mr_error *err) {
-    return mr_error_set(err, MR_ERR_USAGE,
+    return mr_error_set(err, MR_ERR_CONFIG,
                         "%s %s: a checkpoint is an HDF5 file (.h5); a .keras archive holds no "
                         "training state to resume from (--save x.keras writes one)",
                         what, path);
