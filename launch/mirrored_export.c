@@ -4,30 +4,19 @@
  *
  * The model is rebuilt from the .cfg text the checkpoint carries, its
  * weights and optimizer slots read, and the archive written as Keras 3.15
- * writes it (models/keras.h): a zip of three STORED entries in this order,
- * metadata.json, config.json (the Sequential, or the Functional of a
- * model with residual connections, with module keys, build and compile
- * configs) and model.weights.h5 (/layers/<group>/vars/<i>, the
- * optimizer's variables under /optimizer/vars). keras.models.load_model
- * reads it back with the optimizer state, so model.fit goes on from it.
- *
- * Relies on libzip for the zip container. Nothing half-written is left:
- * the weights go to a temporary HDF5 file beside OUT (runtime/h5file.h),
- * the zip to another temporary file there, fsynced and renamed over OUT
- * only when complete; both temporaries are removed on every path. */
-#include <errno.h>
-#include <fcntl.h>
+ * writes it (models/keras_archive.h: metadata.json, config.json with the
+ * Sequential or the Functional, model.weights.h5 with the optimizer's
+ * variables). keras.models.load_model reads it back with the optimizer
+ * state, so model.fit goes on from it. Nothing half-written is left: OUT
+ * is replaced only by a complete archive. */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-#include <zip.h>
 
 #include "backends/backends.h"
 #include "models/keras.h"
+#include "models/keras_archive.h"
 #include "runtime/atomic_file.h"
 #include "runtime/paths.h"
 #include "strategies/checkpoint.h"
@@ -50,23 +39,17 @@ static void usage(FILE *out) {
             prog);
 }
 
-/* The temporary files beside OUT: "OUT.tmp.<pid>" (the zip) and
- * "OUT.weights.<pid>.h5" (model.weights.h5 before it goes in). */
 typedef struct export_paths {
     const char *checkpoint, *out;
-    char zip_tmp[MR_PATH_MAX + 32];
-    char weights_tmp[MR_PATH_MAX + 32];
 } export_paths;
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* Fails before any work if no file can be created beside OUT: the zip's
- * temporary is made now (runtime/atomic_file.h) and filled at the end. */
-static mr_status check_writable(export_paths *p, mr_error *err) {
-    return mr_atomic_path_begin(p->out, p->zip_tmp, sizeof p->zip_tmp, err);
+/* Fails before any work if no file can be created beside OUT (the
+ * temporary an atomic write makes, runtime/atomic_file.h). */
+static mr_status check_writable(const export_paths *p, mr_error *err) {
+    char tmp[MR_PATH_MAX + 32];
+    MR_CHECK(mr_atomic_path_begin(p->out, tmp, sizeof tmp, err));
+    mr_atomic_path_abort(tmp);
+    return MR_OK;
 }
 
 /* Before any work: the checkpoint is a regular file (a FIFO or a device
@@ -94,100 +77,6 @@ static mr_status load_model(const export_paths *p, mr_checkpoint *ck, mr_config 
     MR_CHECK(mr_config_parse(ck->cfg_text, ck->cfg_path, dirname(folder), cfg, err));
     MR_CHECK(mr_model_init(m, be, cfg, 1, 0, err));
     return mr_checkpoint_load_model(p->checkpoint, m, 1, err);
-}
-
-/* model.weights.h5 into p->weights_tmp (an atomic HDF5 write of its own). */
-static mr_status write_weights(const export_paths *p, const mr_model *m, const mr_checkpoint *ck,
-                               mr_error *err) {
-    mr_h5 h;
-    MR_CHECK(mr_h5_create(&h, p->weights_tmp, err));
-    mr_status st = mr_keras_write_archive_weights(&h, m, ck->state.global_step, ck->lr, err);
-    if (st != MR_OK) {
-        mr_h5_discard(&h);
-        return st;
-    }
-    return mr_h5_commit(&h, err);
-}
-
-static mr_status zip_failed(const export_paths *p, zip_t *za, zip_error_t *ze, mr_error *err) {
-    mr_status st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", p->out,
-                                zip_error_strerror(ze != NULL ? ze : zip_get_error(za)));
-    if (ze != NULL) zip_error_fini(ze);
-    return st;
-}
-
-/* Adds one entry, STORED, with Keras's permissions (0600) and date. */
-static mr_status add_entry(const export_paths *p, zip_t *za, const char *name, zip_source_t *src,
-                           time_t mtime, mr_error *err) {
-    if (src == NULL) return zip_failed(p, za, NULL, err);
-    zip_int64_t i = zip_file_add(za, name, src, ZIP_FL_ENC_UTF_8);
-    if (i < 0) {
-        zip_source_free(src);
-        return zip_failed(p, za, NULL, err);
-    }
-    if (zip_set_file_compression(za, (zip_uint64_t)i, ZIP_CM_STORE, 0) != 0 ||
-        zip_file_set_external_attributes(za, (zip_uint64_t)i, 0, ZIP_OPSYS_UNIX,
-                                         (zip_uint32_t)0600 << 16) != 0 ||
-        zip_file_set_mtime(za, (zip_uint64_t)i, mtime, 0) != 0)
-        return zip_failed(p, za, NULL, err);
-    return MR_OK;
-}
-
-/* The archive into p->zip_tmp (libzip writes it at zip_close), then
- * fsynced and renamed over OUT. */
-static mr_status write_archive(const export_paths *p, const char *metadata, const char *config,
-                               mr_error *err) {
-    int zerr = 0;
-    /* the temporary exists (empty) since check_writable: libzip replaces it */
-    zip_t *za = zip_open(p->zip_tmp, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
-    if (za == NULL) {
-        zip_error_t ze;
-        zip_error_init_with_code(&ze, zerr);
-        return zip_failed(p, NULL, &ze, err);
-    }
-    /* the JSON entries carry the DOS epoch, as Keras's zf.open(name, "w") */
-    struct tm dos_epoch = {.tm_year = 80, .tm_mon = 0, .tm_mday = 1, .tm_isdst = -1};
-    time_t json_time = mktime(&dos_epoch), now = time(NULL);
-    mr_status st = add_entry(p, za, "metadata.json",
-                             zip_source_buffer(za, metadata, strlen(metadata), 0), json_time, err);
-    if (st == MR_OK)
-        st = add_entry(p, za, "config.json", zip_source_buffer(za, config, strlen(config), 0),
-                       json_time, err);
-    if (st == MR_OK)
-        st = add_entry(p, za, "model.weights.h5", zip_source_file(za, p->weights_tmp, 0, -1), now,
-                       err);
-    if (st != MR_OK) {
-        zip_discard(za);
-        return st;
-    }
-    if (zip_close(za) != 0) {
-        st = zip_failed(p, za, NULL, err);
-        zip_discard(za);
-        return st;
-    }
-    /* fsync, rename over OUT, fsync of the folder */
-    return mr_atomic_path_commit(p->out, p->zip_tmp, err);
-}
-
-/* The weights and the archive, written after the paths were checked: a
- * failure now (a full disk) is one while running (exit 1). */
-static mr_status write_outputs(const export_paths *p, const mr_model *m, const mr_checkpoint *ck,
-                               const char *metadata, const char *config, mr_error *err) {
-    mr_status st = write_weights(p, m, ck, err);
-    if (st == MR_OK) st = write_archive(p, metadata, config, err);
-    unlink(p->weights_tmp);
-    if (st == MR_ERR_IO) err->status = st = MR_ERR_RUNTIME;
-    return st;
-}
-
-/* metadata.json: {"keras_version": "3.15.1", "date_saved": "%Y-%m-%d@%H:%M:%S"} */
-static void format_metadata(char *buf, size_t n) {
-    time_t now = time(NULL);
-    struct tm tm;
-    char date[32];
-    localtime_r(&now, &tm);
-    strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &tm);
-    snprintf(buf, n, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}", MR_KERAS_VERSION, date);
 }
 
 static mr_status parse(int argc, char **argv, export_paths *p, int *help, int *version,
@@ -220,14 +109,12 @@ static mr_status parse(int argc, char **argv, export_paths *p, int *help, int *v
                             n == 0 ? "CHECKPOINT.h5 and OUT.keras" : "OUT.keras", prog);
     p->checkpoint = pos[0];
     p->out = pos[1];
-    if (!ends_with(p->out, ".keras") || strlen(p->out) == strlen(".keras") ||
-        ends_with(p->out, "/.keras"))
+    if (!mr_keras_archive_named(p->out))
         return mr_error_set(err, MR_ERR_USAGE,
                             "%s: the archive's name must end in .keras (Keras loads no other)",
                             p->out);
     if (strlen(p->out) >= MR_PATH_MAX)
         return mr_error_set(err, MR_ERR_USAGE, "%s: path too long", p->out);
-    snprintf(p->weights_tmp, sizeof p->weights_tmp, "%s.weights.%d.h5", p->out, (int)getpid());
     return MR_OK;
 }
 
@@ -246,23 +133,18 @@ int main(int argc, char **argv) {
     mr_config cfg = {0};
     mr_model m = {0};
     mr_backend *be = NULL; /* the model lives in host memory: a CPU context */
-    char *config = NULL;
-    char metadata[128];
     st = check_paths(&p, &err);
     if (st == MR_OK) st = check_writable(&p, &err);
     if (st == MR_OK) st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, &err);
     if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, be, &err);
     if (st == MR_OK) {
-        config = mr_keras_model_config(&m, MR_KERAS_ARCHIVE, ck.lr);
-        if (config == NULL) st = mr_error_set(&err, MR_ERR_NOMEM, "out of memory");
-    }
-    if (st == MR_OK) {
-        format_metadata(metadata, sizeof metadata);
-        st = write_outputs(&p, &m, &ck, metadata, config, &err);
+        /* the paths were checked: a failure now (a full disk) is one while
+         * running (exit 1); OUT stays as it was */
+        st = mr_keras_archive_save(p.out, &m, ck.state.global_step, ck.lr, &err);
+        if (st == MR_ERR_IO) err.status = st = MR_ERR_RUNTIME;
     }
     int rc = MR_EXIT_OK;
     if (st != MR_OK) {
-        mr_atomic_path_abort(p.zip_tmp); /* OUT stays as it was */
         rc = mr_cli_die(prog, &err);
     } else {
         printf("%s: %d layers, %lld parameters, %s at update %lld", p.out, m.n_layers,
@@ -273,7 +155,6 @@ int main(int argc, char **argv) {
                                  "archive)"
                                : "");
     }
-    free(config);
     mr_model_free(&m); /* safe on a model never initialised */
     if (be != NULL) mr_backend_destroy(be);
     mr_config_free(&cfg);

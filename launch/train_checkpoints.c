@@ -2,6 +2,7 @@
 #include "launch/train_checkpoints.h"
 
 #include "launch/cli.h"
+#include "models/keras_archive.h"
 #include "strategies/early_stop.h"
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
@@ -16,8 +17,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A checkpoint to resume from is HDF5: a .keras archive has no training state. */
+static mr_status keras_refused(const char *what, const char *path, mr_error *err) {
+    return mr_error_set(err, MR_ERR_CONFIG,
+                        "%s %s: a checkpoint is an HDF5 file (.h5); a .keras archive holds no "
+                        "training state to resume from (--save x.keras writes one)",
+                        what, path);
+}
+
 mr_status mr_ckpt_check_pattern(const char *pattern, mr_error *err) {
     if (pattern == NULL) return MR_OK;
+    if (mr_keras_archive_named(pattern)) return keras_refused("[net] checkpoint", pattern, err);
     if (pattern[0] != '\0' && strspn(pattern, "/") < strlen(pattern)) return MR_OK;
     return mr_error_set(err, MR_ERR_CONFIG,
                         "[net] checkpoint %s: the root folder is no place for checkpoints: name a "
@@ -136,7 +146,10 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
     /* relative data paths of the .cfg start from its folder: keep it absolute */
     if (r->cfg_path[0] == '/' || realpath(r->cfg_path, c.cfg_path) == NULL)
         snprintf(c.cfg_path, sizeof c.cfg_path, "%s", r->cfg_path);
-    mr_status st = mr_checkpoint_save(path, m, &c, err);
+    /* a .keras --save is the model as Keras saves it, not a checkpoint */
+    mr_status st = mr_keras_archive_named(path)
+                       ? mr_keras_archive_save(path, m, state->global_step, lr, err)
+                       : mr_checkpoint_save(path, m, &c, err);
     /* the place was checked before training: failing now (a full disk) is a
      * failure of the run, exit 1, not bad input */
     if (st == MR_ERR_IO) err->status = st = MR_ERR_RUNTIME;
@@ -186,7 +199,8 @@ mr_status mr_ckpt_record_end(const mr_ckpt_run *r, const mr_fit_state *end, mr_m
         .why = r->ended, .epoch = end->epoch, .step = end->step, .global_step = end->global_step};
     struct stat sb;
     /* no epoch ended: no best of this run, the file (if any) is another's */
-    if (r->best_path != NULL && end->n_history > 0 && stat(r->best_path, &sb) == 0)
+    if (r->best_path != NULL && !mr_keras_archive_named(r->best_path) && end->n_history > 0 &&
+        stat(r->best_path, &sb) == 0)
         MR_CHECK(mr_checkpoint_set_ended(r->best_path, &e, m, err));
     if (r->last_saved[0] && r->last_saved_step == end->global_step && stat(r->last_saved, &sb) == 0)
         MR_CHECK(mr_checkpoint_set_ended(r->last_saved, &e, m, err));
@@ -279,6 +293,18 @@ static void consider(const char *path, const char *what, int64_t *best, char *ch
     mr_checkpoint_free(&c);
 }
 
+/* --resume auto with --save x.keras: the archive is the model Keras loads,
+ * never a state to go on from (the stop's checkpoint, x-stopped.h5, is);
+ * when it exists, a line says so. */
+static void say_archive_skipped(const char *save_path, FILE *note) {
+    struct stat sb;
+    if (note != NULL && stat(save_path, &sb) == 0)
+        fprintf(note,
+                "--resume auto: %s is a Keras archive, not a checkpoint to resume from: skipped, "
+                "and this run replaces it when it ends\n",
+                save_path);
+}
+
 mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
                               const char *save_path, char *path, size_t n, FILE *note,
                               mr_error *err) {
@@ -300,10 +326,13 @@ mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *
     consider(newest, "", &best, path, n, NULL);
     if (stop_path != NULL && (save_path == NULL || strcmp(stop_path, save_path) != 0))
         consider(stop_path, "skipped", &best, path, n, note);
-    consider(save_path,
-             "--save's file is no checkpoint to resume from: skipped, and this run replaces it "
-             "when it ends",
-             &best, path, n, note);
+    if (save_path != NULL && mr_keras_archive_named(save_path))
+        say_archive_skipped(save_path, note);
+    else
+        consider(save_path,
+                 "--save's file is no checkpoint to resume from: skipped, and this run replaces "
+                 "it when it ends",
+                 &best, path, n, note);
     return MR_OK;
 }
 

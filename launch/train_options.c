@@ -1,5 +1,6 @@
 /* train_options.c: mirrored_train's command line (train_options.h). */
 #include "launch/train_options.h"
+#include "models/keras_archive.h"
 #include "models/keras_import.h"
 
 #include <getopt.h>
@@ -52,7 +53,8 @@ void mr_train_usage(FILE *out, const char *prog) {
             "  --bucket-mb X      all-reduce gradients in buckets of X MiB during backward\n"
             "                     (default 0: one all-reduce after backward)\n"
             "  --save FILE.h5     write the trained model (Keras .h5 layout, with what\n"
-            "                     resuming needs) after training\n"
+            "                     resuming needs) after training; FILE.keras: a Keras 3\n"
+            "                     archive (keras.models.load_model), not resumed from\n"
             "  --resume FILE|auto go on from a checkpoint (auto: the most advanced of\n"
             "                     [net] checkpoint's, the stop's and --save's; one that\n"
             "                     is the run's end: nothing done); the rest of the run\n"
@@ -436,6 +438,12 @@ mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, 
                 {"--write-data", c->data_out, 1},
                 {"--save", c->save_path, 1},
                 {"--checkpoint-on-signal", c->stop_path, 1}};
+    /* a stop's checkpoint is resumed from: HDF5, not a Keras archive */
+    if (c->stop_path != NULL && mr_keras_archive_named(c->stop_path))
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "--checkpoint-on-signal %s: a checkpoint is an HDF5 file (.h5); a "
+                            ".keras archive holds no training state to resume from",
+                            c->stop_path);
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
         if (outs[i].hdf5) MR_CHECK(mr_path_check_regular(outs[i].opt, outs[i].path, 0, err));
         u[n++] = (mr_path_use){outs[i].opt, outs[i].path, 1};
