@@ -313,10 +313,11 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
 /* Labels per example of the .cfg's model (mr_model_label_width: k for multi-label
  * binary_crossentropy), from its plan: multi-hot labels are read as they are, so their width is
  * needed before the data. */
-static mr_status label_width_of(const mr_config *cfg, int *width, mr_error *err) {
+static mr_status label_width_of(const mr_config *cfg, int *width, int *regression, mr_error *err) {
     mr_model_plan plan;
     MR_CHECK(mr_model_plan_make(&plan, cfg, err));
     *width = plan.label_width;
+    *regression = plan.regression;
     return MR_OK;
 }
 
@@ -451,10 +452,11 @@ static mr_status load_data(eval_run *r) {
     const mr_layer_cfg *in = &cfg->layers[0];
     const char *labels = r->labels[0] ? r->labels : NULL;
     /* multi-label binary_crossentropy reads multi-hot rows (n, k) as they are */
-    int width = 1;
-    MR_CHECK(label_width_of(cfg, &width, &r->err));
+    int width = 1, regression = 0;
+    MR_CHECK(label_width_of(cfg, &width, &regression, &r->err));
     if (r->flat)
         return mr_dataset_load_images(&r->ds, r->images, in->shape_rank, in->shape, &r->err);
+    if (regression) return mr_dataset_load_targets(&r->ds, r->images, labels, width, &r->err);
     if (width > 1) return mr_dataset_load_multi_hot(&r->ds, r->images, labels, width, &r->err);
     return mr_dataset_load_input(&r->ds, r->images, labels, in->shape_rank, in->shape, &r->err);
 }

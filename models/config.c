@@ -81,7 +81,11 @@ static const char *const activation_names[] = {"linear",  "relu", "sigmoid",    
                                                "swish",   "silu", NULL};
 static const char *const optimizer_names[] = {"sgd", "adam", "rmsprop", "adamw", NULL};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
-                                         "categorical_crossentropy", "mse", "binary_crossentropy",
+                                         "categorical_crossentropy",
+                                         "mse",
+                                         "binary_crossentropy",
+                                         "mae",
+                                         "huber",
                                          NULL};
 static const char *const scaling_names[] = {"linear", "none", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", "steps", NULL};
@@ -136,9 +140,10 @@ static const key_def keys[] = {
      "clipvalue)"},
     {"net", "loss", NULL, 0, KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0,
      loss_names, 0,
-     "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels), mse or "
+     "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels), "
      "binary_crossentropy (one sigmoid output, labels 0 and 1; or k sigmoid outputs, "
-     "multi-hot labels (n, k))"},
+     "multi-hot labels (n, k)), or the regression losses mse, mae, huber (delta 1): float "
+     "targets (n) or (n, k), or one-hot class ids on a softmax last layer"},
     {"net", "from_logits", NULL, 0, KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
      "cross-entropy: the last layer outputs logits, not probabilities (Keras from_logits); "
      "needed with a linear last layer, refused with a softmax one"},

@@ -81,6 +81,7 @@ static void adopt_plan(mr_model *m, mr_backend *be, const mr_model_plan *p, int 
     m->fused_softmax = p->fused_softmax;
     m->classes = p->classes;
     m->label_width = p->label_width;
+    m->regression = p->regression;
     m->n_params = p->n_params;
     m->n_state = p->n_state;
     m->graph = p->graph;
@@ -343,6 +344,15 @@ int mr_model_label_width(const mr_model *m) {
     return m->label_width;
 }
 
+int mr_model_regression(const mr_model *m) {
+    return m->regression;
+}
+
+/* mr_loss_compute's `fused_softmax`: the model's, or that the labels are float targets. */
+static int loss_mode(const mr_model *m) {
+    return m->regression ? MR_LOSS_FLOAT_TARGETS : m->fused_softmax;
+}
+
 int mr_model_classes(const mr_model *m) {
     return m->classes;
 }
@@ -523,7 +533,7 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
     int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
     mr_dfloat *dy = m->graph ? m->dacts[m->n_layers - 1] : m->dbuf[cur];
     const span sl = span_begin(m);
-    MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
+    MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, loss_mode(m), m->cfg->net.label_smoothing,
                              out, labels, m->class_weight, batch, k, norm, dy, loss_sum, correct, 0,
                              NULL, m->run.err));
     span_end(m, "loss", "loss", sl);
@@ -576,7 +586,7 @@ mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, fl
 mr_status mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
                               int64_t *correct, int64_t *in_top_k, mr_error *err) {
     MR_CHECK(mr_model_forward(m, batch, 0, err));
-    return mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
+    return mr_loss_compute(m->be, m->cfg->net.loss, loss_mode(m), m->cfg->net.label_smoothing,
                            mr_model_output(m), labels, NULL, batch, (int)m->out_size, 1.0f, NULL,
                            loss_sum, correct, in_top_k ? m->cfg->net.top_k : 0, in_top_k, err);
 }

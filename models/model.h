@@ -37,6 +37,7 @@ typedef struct mr_model {
     int max_batch;
     int fused_softmax;        /* output is logits; loss applies the softmax */
     int classes, label_width; /* the plan's: mr_model_classes, mr_model_label_width */
+    int regression;           /* the plan's: mr_model_regression */
     /* Training runs forward+backward in passes of at most `pass_rows` rows, so
      * that a pass's activations are still in cache when its backward reads
      * them; with 2 replicas on 2 cores that decides the scaling, since the
@@ -134,6 +135,11 @@ int mr_model_classes(const mr_model *m);
  * labels (batch, k)), else 1 (a class id). Also what an example's `correct` counts up to, so an
  * accuracy divides the correct sum by examples x this. */
 int mr_model_label_width(const mr_model *m);
+
+/* 1: the loss is a regression on float targets (mse, mae, huber on a last layer other than a
+ * softmax): labels (n, mr_model_label_width) are float32 bit patterns (runtime/dataset.h), the
+ * loss kernels' `correct` stays 0, and there is no accuracy to report. */
+int mr_model_regression(const mr_model *m);
 
 /* Host memory for the next batch (max_batch, in_size floats), for the
  * loader to fill: m->input itself where the context's memory is host

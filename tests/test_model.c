@@ -951,7 +951,13 @@ START_TEST(multi_label_bce_rules) {
         {"binary_crossentropy\nvalidation_split=0.1", "per_class=1", "activation=sigmoid",
          "per_class does not apply", 0},
         {"sparse_categorical_crossentropy", "", "activation=softmax", NULL, 1},
-        {"mse", "", "", NULL, 1},
+        /* regression: float targets, one per output; no classes to weigh */
+        {"mse", "", "", NULL, 3},
+        {"huber", "", "activation=relu", NULL, 3},
+        {"mse", "", "activation=softmax", NULL, 1}, /* one-hot of class ids */
+        {"mae", "class_weight=1,2,3", "",
+         "t.cfg:11: [net] class_weight needs classes, but loss = mae on this last layer", 0},
+        {"mse", "from_logits=1", "", "not to loss = mse", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
