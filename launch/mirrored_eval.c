@@ -321,14 +321,21 @@ static mr_status label_width_of(const mr_config *cfg, int *width, int *regressio
     return MR_OK;
 }
 
-/* conf NULL: multi-label, k sigmoid outputs, whose labels are no classes to tabulate; names:
- * the classes' names, printed after each row of the tables, or NULL */
+/* conf NULL and k < 0: regression; conf NULL: multi-label, k sigmoid outputs, whose labels are no
+ * classes to tabulate; names: the classes' names, printed after each row of the tables, or NULL */
 static void print_report(double loss, double acc, int top_k, double top_k_acc, const double *conf,
                          int k, char *const *names, int quiet, int per_class_only) {
-    printf("Test loss: %.4f - test accuracy: %.4f", loss, acc);
+    if (k < 0)
+        printf("Test loss: %.4f", loss); /* regression: no accuracy */
+    else
+        printf("Test loss: %.4f - test accuracy: %.4f", loss, acc);
     if (top_k > 0) printf(" - test_sparse_top_k_categorical_accuracy: %.4f", top_k_acc);
     printf("\n");
     if (quiet) return;
+    if (conf == NULL && k < 0) {
+        printf("regression on float targets: no accuracy, per-class table or confusion matrix\n");
+        return;
+    }
     if (conf == NULL) {
         printf("multi-label: the accuracy is binary accuracy over the %d outputs of every "
                "example; no per-class table or confusion matrix\n",
@@ -595,7 +602,8 @@ static mr_status stage_share_weights(eval_run *r) {
  * probabilities written as the batches go */
 static mr_status stage_evaluate(eval_run *r) {
     const char *predict = r->c.predict;
-    r->multi = mr_model_label_width(r->m) > 1;
+    /* multi-hot labels or float targets: no classes to tabulate */
+    r->multi = mr_model_label_width(r->m) > 1 || mr_model_regression(r->m);
     r->conf = calloc((size_t)r->k * (size_t)r->k, sizeof(double));
     if (r->conf == NULL) return mr_error_set(&r->err, MR_ERR_NOMEM, "out of memory");
     if (predict) MR_CHECK(open_predictions(&r->pred, predict, r->ds.n, r->k, &r->err));
@@ -630,7 +638,8 @@ static mr_status stage_report(eval_run *r) {
         printf("%s: %lld examples of %s, %d replica%s\n", c->checkpoint, (long long)r->ds.n,
                r->images, replicas, replicas > 1 ? "s" : "");
     print_report(r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy,
-                 r->multi ? NULL : r->conf, r->k, r->names, c->quiet, c->per_class);
+                 r->multi ? NULL : r->conf, mr_model_regression(r->m) ? -1 : r->k, r->names,
+                 c->quiet, c->per_class);
     /* multi-label: per_class and confusion are empty lists */
     if (c->json == NULL) return MR_OK;
     return write_json(c->json, r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy, r->ds.n,

@@ -19,7 +19,10 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     int B = m->max_batch;
     /* the confusion matrix (k, k) only where asked for (and not for multi-hot labels, which
      * are no classes): it takes the predictions, a read of the outputs */
-    const int k = detail && detail->confusion && mr_model_label_width(m) == 1 ? detail->classes : 0;
+    const int k =
+        detail && detail->confusion && mr_model_label_width(m) == 1 && !mr_model_regression(m)
+            ? detail->classes
+            : 0;
     double loss_sum = 0.0;
     int64_t correct = 0, in_top_k = 0;
     int64_t batches = (count + B - 1) / B;

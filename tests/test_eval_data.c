@@ -2,7 +2,8 @@
  * mirrored_eval: a folder's class names carried by the checkpoint into mirrored_eval's tables
  * and --json (a checkpoint of files without them evaluates as before); a flat folder of new
  * images predicted, its file names beside the probabilities; data of the model's size but
- * another shape (channels first, flat) refused in one line, Keras's channel axis of 1 added. */
+ * another shape (channels first, flat) refused in one line, Keras's channel axis of 1 added;
+ * a regression on float targets trained and evaluated. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,79 @@ START_TEST(other_shapes_refused) {
 }
 END_TEST
 
+/* Writes dir/name: a float32 array of n rows of `cols` values (cols 0: shape (n)). */
+static void write_floats(const char *name, const float *v, int64_t n, int64_t cols) {
+    mr_array a = {.dtype = MR_DTYPE_F32, .ndim = cols ? 2 : 1, .dims = {n, cols}};
+    a.data = (void *)v;
+    char p[8192];
+    mr_error err = {0};
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    ck_assert(mr_array_write_npy(p, &a, &err) == MR_OK);
+}
+
+/* The `loss` column of --metrics row `row` (1: the first epoch). */
+static double metrics_loss(const char *csv, int row) {
+    const char *line = csv;
+    for (int i = 0; i < row; i++)
+        line = strchr(line, '\n') + 1;
+    double epoch, acc, loss;
+    ck_assert_int_eq(sscanf(line, "%lf,%lf,%lf", &epoch, &acc, &loss), 3);
+    return loss;
+}
+
+/* Regression: y = x . w + 0.5 on 4 features, a linear [dense] of one unit trained with mse, mae
+ * and huber on float targets (n): the loss falls over the epochs, mirrored_eval reports a test
+ * loss; targets of another shape, and float targets with a class-id loss, are refused naming
+ * the labels file. */
+START_TEST(regression_trains) {
+    enum { N = 64 };
+    float x[N * 4], y[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = 0.5f;
+        for (int j = 0; j < 4; j++) {
+            x[i * 4 + j] = (float)((i * 7 + j * 13) % 17) / 8.0f - 1.0f;
+            y[i] += x[i * 4 + j] * (float)(j + 1) * 0.25f;
+        }
+    }
+    write_floats("rx.npy", x, N, 4);
+    write_floats("ry.npy", y, N, 0);
+    write_floats("ry2.npy", y, N / 2, 2);
+    const char *losses[] = {"mse", "mae", "huber"};
+    for (int c = 0; c < 3; c++) {
+        char text[2048], *out;
+        snprintf(text, sizeof text,
+                 "[net]\nloss=%s\noptimizer=sgd\nlearning_rate=0.05\nbatch=8\nepochs=6\n"
+                 "seed=1\nvalidation_split=0.25\n[data]\ntrain_images=rx.npy\n"
+                 "train_labels=ry.npy\n[input]\nshape=4\n[dense]\nunits=1\n",
+                 losses[c]);
+        free(tu_write_text(dir, "r.cfg", text));
+        int rc = run(train_exe, "--devices cpu --quiet --metrics r.csv --save r.h5 r.cfg", &out);
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", losses[c], rc, out);
+        free(out);
+        char *csv = tu_read_in(dir, "r.csv");
+        const double first = metrics_loss(csv, 1), last = metrics_loss(csv, 6);
+        ck_assert_msg(last < 0.5 * first, "%s: loss %g then %g", losses[c], first, last);
+        free(csv);
+        rc = run(eval_exe, "r.h5 --devices cpu --quiet --data rx.npy,ry.npy", &out);
+        ck_assert_msg(rc == 0 && strstr(out, "Test loss: "), "%s: exit %d: %s", losses[c], rc, out);
+        free(out);
+        rc = run(eval_exe, "r.h5 --devices cpu --quiet --data rx.npy,ry2.npy", &out);
+        ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "ry2.npy: float targets must be "),
+                      "exit %d: %s", rc, out);
+        free(out);
+    }
+    free(tu_write_text(dir, "c.cfg",
+                       "[net]\nbatch=8\n[data]\ntrain_images=rx.npy\ntrain_labels=ry.npy\n"
+                       "[input]\nshape=4\n[dense]\nunits=2\nactivation=softmax\n"));
+    char *out;
+    int rc = run(train_exe, "--devices cpu c.cfg", &out);
+    ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "ry.npy: label ") &&
+                      strstr(out, "is not a class id"),
+                  "exit %d: %s", rc, out);
+    free(out);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("eval_data");
     TCase *tc = tcase_create("eval_data");
@@ -181,6 +255,7 @@ int main(void) {
     tcase_add_test(tc, class_names_in_eval);
     tcase_add_test(tc, flat_folder_predicted);
     tcase_add_test(tc, other_shapes_refused);
+    tcase_add_test(tc, regression_trains);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
