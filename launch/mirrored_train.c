@@ -794,6 +794,7 @@ static void init_progress(train_run *r) {
     pg->log = r->log;
     pg->device = r->opts.devices.kind;
     pg->top_k = r->cfg.net.top_k;
+    pg->regression = r->regression;
     if (r->resuming) mr_progress_replay(pg, r->ck.state.history, r->ck.state.n_history);
     r->want_tp = c->synthetic > 0 || c->display_every > 0;
     mr_throughput_init(&r->tp, c->warmup_steps >= 0 ? c->warmup_steps : 10,
@@ -926,7 +927,8 @@ static mr_status stage_evaluate(train_run *r) {
     MR_CHECK(mr_strategy_evaluate_detail(r->strategy, &r->test, 0, r->test.n, &r->test_loss,
                                          &r->test_acc, &r->test_detail, &r->err));
     if (!r->lead) return MR_OK;
-    printf("Test loss: %.4f - test accuracy: %.4f", r->test_loss, r->test_acc);
+    printf("Test loss: %.4f - test %s: %.4f", r->test_loss, r->regression ? "mae" : "accuracy",
+           r->test_acc);
     if (r->cfg.net.top_k)
         printf(" - test_sparse_top_k_categorical_accuracy: %.4f", r->test_detail.top_k_accuracy);
     printf("\n");

@@ -5,6 +5,7 @@
  * another shape (channels first, flat) refused in one line, Keras's channel axis of 1 added;
  * a regression on float targets trained and evaluated. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,14 +185,72 @@ static void write_floats(const char *name, const float *v, int64_t n, int64_t co
     ck_assert(mr_array_write_npy(p, &a, &err) == MR_OK);
 }
 
-/* The `loss` column of --metrics row `row` (1: the first epoch). */
-static double metrics_loss(const char *csv, int row) {
+/* A regression's --metrics row `row` (1: the first epoch): Keras CSVLogger's columns epoch, loss,
+ * mae, val_loss, val_mae. */
+static void metrics_row(const char *csv, int row, double v[4]) {
     const char *line = csv;
     for (int i = 0; i < row; i++)
         line = strchr(line, '\n') + 1;
-    double epoch, acc, loss;
-    ck_assert_int_eq(sscanf(line, "%lf,%lf,%lf", &epoch, &acc, &loss), 3);
-    return loss;
+    double epoch;
+    ck_assert_int_eq(sscanf(line, "%lf,%lf,%lf,%lf,%lf", &epoch, &v[0], &v[1], &v[2], &v[3]), 5);
+}
+
+/* The number after "key": in a JSON text (the key must be there). */
+static double json_number(const char *json, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    const char *at = strstr(json, k);
+    ck_assert_msg(at != NULL, "no %s in %s", key, json);
+    return strtod(at + strlen(k), NULL);
+}
+
+/* A regression's figures where a classification has accuracy: mae in the epoch line, the
+ * --metrics columns (loss, mae, val_loss, val_mae) and --json of mirrored_train and of
+ * mirrored_eval; none of accuracy. With loss = mae on k outputs the mae metric is the loss. */
+static void check_regression_metrics(const char *loss, int k) {
+    char text[2048], *out;
+    snprintf(text, sizeof text,
+             "[net]\nloss=%s\noptimizer=sgd\nlearning_rate=0.05\nbatch=8\nepochs=2\n"
+             "seed=1\nvalidation_split=0.25\n[data]\ntrain_images=rx.npy\n"
+             "train_labels=%s\n[input]\nshape=4\n[dense]\nunits=%d\n",
+             loss, k == 1 ? "ry.npy" : "ry2k.npy", k);
+    free(tu_write_text(dir, "m.cfg", text));
+    int rc = run(train_exe,
+                 "--devices cpu --verbose 2 --metrics m.csv --json m.json --save m.h5 m.cfg", &out);
+    ck_assert_msg(rc == 0 && strstr(out, " - mae: ") && strstr(out, " - val_mae: ") &&
+                      !strstr(out, "accuracy"),
+                  "%s: exit %d: %s", loss, rc, out);
+    free(out);
+    char *csv = tu_read_in(dir, "m.csv");
+    ck_assert_msg(strncmp(csv, "epoch,loss,mae,val_loss,val_mae,learning_rate,", 46) == 0, "%s",
+                  csv);
+    double v[4];
+    metrics_row(csv, 2, v);
+    free(csv);
+    char *json = tu_read_in(dir, "m.json");
+    ck_assert_msg(!strstr(json, "accuracy"), "%s", json);
+    ck_assert(fabs(json_number(json, "mae") - v[1]) < 1e-5);
+    ck_assert(fabs(json_number(json, "val_mae") - v[3]) < 1e-5);
+    free(json);
+    if (strcmp(loss, "mae") == 0) /* the loss and the metric are one figure */
+        ck_assert_msg(fabs(v[0] - v[1]) < 1e-4 && fabs(v[2] - v[3]) < 1e-4, "%g %g %g %g", v[0],
+                      v[1], v[2], v[3]);
+    else
+        ck_assert(v[1] > 0.0 && v[3] > 0.0);
+    snprintf(text, sizeof text, "m.h5 --devices cpu --json e.json --data rx.npy,%s",
+             k == 1 ? "ry.npy" : "ry2k.npy");
+    rc = run(eval_exe, text, &out);
+    ck_assert_msg(rc == 0 && strstr(out, " - test mae: ") && !strstr(out, "accuracy"),
+                  "%s: exit %d: %s", loss, rc, out);
+    free(out);
+    json = tu_read_in(dir, "e.json");
+    ck_assert_msg(!strstr(json, "accuracy"), "%s", json);
+    const double test_loss = json_number(json, "test_loss"), mae = json_number(json, "test_mae");
+    free(json);
+    if (strcmp(loss, "mae") == 0)
+        ck_assert_msg(fabs(test_loss - mae) < 1e-5, "%g %g", test_loss, mae);
+    else
+        ck_assert(mae > 0.0);
 }
 
 /* Regression: y = x . w + 0.5 on 4 features, a linear [dense] of one unit trained with mse, mae
@@ -211,6 +270,10 @@ START_TEST(regression_trains) {
     write_floats("rx.npy", x, N, 4);
     write_floats("ry.npy", y, N, 0);
     write_floats("ry2.npy", y, N / 2, 2);
+    float y2[N * 2]; /* two outputs: y and -y / 2 */
+    for (int i = 0; i < N; i++)
+        y2[2 * i] = y[i], y2[2 * i + 1] = -0.5f * y[i];
+    write_floats("ry2k.npy", y2, N, 2);
     const char *losses[] = {"mse", "mae", "huber"};
     for (int c = 0; c < 3; c++) {
         char text[2048], *out;
@@ -224,12 +287,18 @@ START_TEST(regression_trains) {
         ck_assert_msg(rc == 0, "%s: exit %d: %s", losses[c], rc, out);
         free(out);
         char *csv = tu_read_in(dir, "r.csv");
-        const double first = metrics_loss(csv, 1), last = metrics_loss(csv, 6);
+        double v[4];
+        metrics_row(csv, 1, v);
+        const double first = v[0];
+        metrics_row(csv, 6, v);
+        const double last = v[0];
         ck_assert_msg(last < 0.5 * first, "%s: loss %g then %g", losses[c], first, last);
         free(csv);
         rc = run(eval_exe, "r.h5 --devices cpu --quiet --data rx.npy,ry.npy", &out);
         ck_assert_msg(rc == 0 && strstr(out, "Test loss: "), "%s: exit %d: %s", losses[c], rc, out);
         free(out);
+        check_regression_metrics(losses[c], 1);
+        check_regression_metrics(losses[c], 2);
         rc = run(eval_exe, "r.h5 --devices cpu --quiet --data rx.npy,ry2.npy", &out);
         ck_assert_msg(rc == 2 && one_line(out) && strstr(out, "ry2.npy: float targets must be "),
                       "exit %d: %s", rc, out);
