@@ -47,7 +47,8 @@ static void usage(FILE *out) {
             "Usage: %s CHECKPOINT.h5 [options]\n"
             "       %s MODEL.keras [options]   (or a Keras MODEL.h5)\n"
             "Evaluate a trained model: loss, accuracy, per-class accuracy and the confusion\n"
-            "matrix, on the test set its .cfg names or on --data. A model Keras saved\n"
+            "matrix (a regression loss: loss and mae, Keras's mean absolute error), on the\n"
+            "test set its .cfg names or on --data. A model Keras saved\n"
             "needs no --cfg: its layers (%s)\n"
             "and compile() settings are read from it, with its weights.\n"
             "\n"
@@ -59,7 +60,7 @@ static void usage(FILE *out) {
             "  --batch N          rows per replica per batch (default 256)\n"
             "  --devices SPEC     auto (default), cpu, cpu:N (as mirrored_train)\n"
             "  --json FILE        write test_loss, test_accuracy, per_class and the confusion\n"
-            "                     matrix as JSON\n"
+            "                     matrix as JSON (a regression: test_loss and test_mae)\n"
             "  --predict OUT.npy  write the class probabilities, (examples, classes) float32\n"
             "                     (a folder of images: its files' names in OUT.txt)\n"
             "  --cfg MODEL.cfg    the architecture, for a model Keras wrote (no /mirrored):\n"
@@ -248,10 +249,11 @@ static void write_probs(void *user, int64_t row, int n, const float *probs) {
         p->failed = errno ? errno : ENOSPC;
 }
 
-/* names: the k classes' names, or NULL (none known) */
-static mr_status write_json(const char *path, double loss, double acc, int top_k, double top_k_acc,
-                            int64_t n, const double *conf, int k, char *const *names,
-                            mr_error *err) {
+/* names: the k classes' names, or NULL (none known); acc_key: what acc is, test_accuracy or
+ * (regression) test_mae */
+static mr_status write_json(const char *path, double loss, const char *acc_key, double acc,
+                            int top_k, double top_k_acc, int64_t n, const double *conf, int k,
+                            char *const *names, mr_error *err) {
     mr_atomic_file af;
     mr_error why = {0};
     /* the path was checked before the work: a failure now is one while running */
@@ -262,7 +264,7 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
     mr_json_begin_object(&j, MR_JSON_BLOCK);
     mr_json_key(&j, "examples"), mr_json_int(&j, (long long)n);
     mr_json_key(&j, "test_loss"), mr_json_double(&j, loss, "%.6f");
-    mr_json_key(&j, "test_accuracy"), mr_json_double(&j, acc, "%.6f");
+    mr_json_key(&j, acc_key), mr_json_double(&j, acc, "%.6f");
     if (top_k > 0) {
         mr_json_key(&j, "top_k"), mr_json_int(&j, top_k);
         mr_json_key(&j, "test_sparse_top_k_categorical_accuracy");
@@ -313,21 +315,30 @@ static mr_status write_json(const char *path, double loss, double acc, int top_k
 /* Labels per example of the .cfg's model (mr_model_label_width: k for multi-label
  * binary_crossentropy), from its plan: multi-hot labels are read as they are, so their width is
  * needed before the data. */
-static mr_status label_width_of(const mr_config *cfg, int *width, mr_error *err) {
+static mr_status label_width_of(const mr_config *cfg, int *width, int *regression, mr_error *err) {
     mr_model_plan plan;
     MR_CHECK(mr_model_plan_make(&plan, cfg, err));
     *width = plan.label_width;
+    *regression = plan.regression;
     return MR_OK;
 }
 
-/* conf NULL: multi-label, k sigmoid outputs, whose labels are no classes to tabulate; names:
- * the classes' names, printed after each row of the tables, or NULL */
+/* conf NULL and k < 0: regression; conf NULL: multi-label, k sigmoid outputs, whose labels are no
+ * classes to tabulate; names: the classes' names, printed after each row of the tables, or NULL */
 static void print_report(double loss, double acc, int top_k, double top_k_acc, const double *conf,
                          int k, char *const *names, int quiet, int per_class_only) {
-    printf("Test loss: %.4f - test accuracy: %.4f", loss, acc);
+    if (k < 0)
+        printf("Test loss: %.4f - test mae: %.4f", loss, acc); /* regression: Keras's mae */
+    else
+        printf("Test loss: %.4f - test accuracy: %.4f", loss, acc);
     if (top_k > 0) printf(" - test_sparse_top_k_categorical_accuracy: %.4f", top_k_acc);
     printf("\n");
     if (quiet) return;
+    if (conf == NULL && k < 0) {
+        printf("regression on float targets: mae is the mean absolute error over every output; "
+               "no per-class table or confusion matrix\n");
+        return;
+    }
     if (conf == NULL) {
         printf("multi-label: the accuracy is binary accuracy over the %d outputs of every "
                "example; no per-class table or confusion matrix\n",
@@ -451,10 +462,11 @@ static mr_status load_data(eval_run *r) {
     const mr_layer_cfg *in = &cfg->layers[0];
     const char *labels = r->labels[0] ? r->labels : NULL;
     /* multi-label binary_crossentropy reads multi-hot rows (n, k) as they are */
-    int width = 1;
-    MR_CHECK(label_width_of(cfg, &width, &r->err));
+    int width = 1, regression = 0;
+    MR_CHECK(label_width_of(cfg, &width, &regression, &r->err));
     if (r->flat)
         return mr_dataset_load_images(&r->ds, r->images, in->shape_rank, in->shape, &r->err);
+    if (regression) return mr_dataset_load_targets(&r->ds, r->images, labels, width, &r->err);
     if (width > 1) return mr_dataset_load_multi_hot(&r->ds, r->images, labels, width, &r->err);
     return mr_dataset_load_input(&r->ds, r->images, labels, in->shape_rank, in->shape, &r->err);
 }
@@ -593,7 +605,8 @@ static mr_status stage_share_weights(eval_run *r) {
  * probabilities written as the batches go */
 static mr_status stage_evaluate(eval_run *r) {
     const char *predict = r->c.predict;
-    r->multi = mr_model_label_width(r->m) > 1;
+    /* multi-hot labels or float targets: no classes to tabulate */
+    r->multi = mr_model_label_width(r->m) > 1 || mr_model_regression(r->m);
     r->conf = calloc((size_t)r->k * (size_t)r->k, sizeof(double));
     if (r->conf == NULL) return mr_error_set(&r->err, MR_ERR_NOMEM, "out of memory");
     if (predict) MR_CHECK(open_predictions(&r->pred, predict, r->ds.n, r->k, &r->err));
@@ -628,11 +641,13 @@ static mr_status stage_report(eval_run *r) {
         printf("%s: %lld examples of %s, %d replica%s\n", c->checkpoint, (long long)r->ds.n,
                r->images, replicas, replicas > 1 ? "s" : "");
     print_report(r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy,
-                 r->multi ? NULL : r->conf, r->k, r->names, c->quiet, c->per_class);
+                 r->multi ? NULL : r->conf, mr_model_regression(r->m) ? -1 : r->k, r->names,
+                 c->quiet, c->per_class);
     /* multi-label: per_class and confusion are empty lists */
     if (c->json == NULL) return MR_OK;
-    return write_json(c->json, r->loss, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy, r->ds.n,
-                      r->conf, r->multi ? 0 : r->k, r->names, &r->err);
+    const char *acc_key = mr_model_regression(r->m) ? "test_mae" : "test_accuracy";
+    return write_json(c->json, r->loss, acc_key, r->acc, r->cfg.net.top_k, r->detail.top_k_accuracy,
+                      r->ds.n, r->conf, r->multi ? 0 : r->k, r->names, &r->err);
 }
 
 /* The run, in order. Where a stage agrees is said here, once. */

@@ -175,7 +175,7 @@ static mr_status choose_devices(const mr_train_options *c, const mr_job *job,
  * may return early on one process. */
 static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_device_env *env,
                          mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
-                         int *classes, int *label_width, mr_error *err) {
+                         int *classes, int *label_width, int *regression, mr_error *err) {
     MR_CHECK(mr_path_check_regular(NULL, c->cfg_path, 0, err));
     MR_CHECK(mr_keras_import_config_load(c->cfg_path, cfg, err));
     MR_CHECK(mr_train_apply_options(c, cfg, job->rank == 0 && !c->quiet ? stdout : NULL, err));
@@ -195,6 +195,7 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
     *in_size = plan.in_size;
     *classes = plan.classes;
     *label_width = plan.label_width;
+    *regression = plan.regression;
     if (job->rank == 0) {
         MR_CHECK(mr_cli_check_writable("--metrics", c->metrics_path, err));
         MR_CHECK(mr_cli_check_writable("--json", c->json_path, err));
@@ -223,17 +224,19 @@ static mr_status need_labels(const mr_config *cfg, const char *set, const char *
                         cfg->path, set, set, images);
 }
 
-/* One set's images and labels: class ids, or multi-hot rows (n, label_width) for multi-label
- * binary_crossentropy. */
+/* One set's images and labels: class ids, multi-hot rows (n, label_width) for multi-label
+ * binary_crossentropy, or float targets (n, label_width) for a regression. */
 static mr_status load_set(mr_dataset *ds, const char *images, const char *labels, int rank,
-                          const int *shape, int label_width, mr_error *err) {
+                          const int *shape, int label_width, int regression, mr_error *err) {
+    if (regression) return mr_dataset_load_targets(ds, images, labels, label_width, err);
     return label_width > 1 ? mr_dataset_load_multi_hot(ds, images, labels, label_width, err)
                            : mr_dataset_load_input(ds, images, labels, rank, shape, err);
 }
 
 /* On every process: the data, checked against the model. */
 static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, int label_width,
-                           mr_dataset *train, mr_dataset *test, int64_t *n_train, mr_error *err) {
+                           int regression, mr_dataset *train, mr_dataset *test, int64_t *n_train,
+                           mr_error *err) {
     const mr_data_cfg *d = &cfg->data;
     /* an images path may be a folder of class folders, read at the [input]
      * shape; its labels are its subfolders, and the class check names it */
@@ -241,13 +244,15 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, i
     MR_CHECK(need_labels(cfg, "train", d->train_images, d->train_labels, err));
     MR_CHECK(need_labels(cfg, "val", d->val_images, d->val_labels, err));
     MR_CHECK(need_labels(cfg, "test", d->test_images, d->test_labels, err));
-    MR_CHECK(load_set(train, d->train_images, d->train_labels, rank, shape, label_width, err));
+    MR_CHECK(load_set(train, d->train_images, d->train_labels, rank, shape, label_width, regression,
+                      err));
     MR_CHECK(mr_dataset_check_shape(train, rank, shape, d->train_images, err));
     MR_CHECK(mr_dataset_check_row(train, in_size, d->train_images, err));
     MR_CHECK(mr_dataset_check_labels(train, classes, labels_name(d->train_labels, d->train_images),
                                      err));
     if (d->test_images[0] != '\0') {
-        MR_CHECK(load_set(test, d->test_images, d->test_labels, rank, shape, label_width, err));
+        MR_CHECK(load_set(test, d->test_images, d->test_labels, rank, shape, label_width,
+                          regression, err));
         MR_CHECK(mr_dataset_check_shape(test, rank, shape, d->test_images, err));
         MR_CHECK(mr_dataset_check_row(test, in_size, d->test_images, err));
         MR_CHECK(mr_dataset_check_labels(test, classes, labels_name(d->test_labels, d->test_images),
@@ -257,7 +262,8 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, i
         /* Keras's validation_data: the validation rows follow the training
          * rows, and the fit validates on that range */
         mr_dataset val;
-        MR_CHECK(load_set(&val, d->val_images, d->val_labels, rank, shape, label_width, err));
+        MR_CHECK(load_set(&val, d->val_images, d->val_labels, rank, shape, label_width, regression,
+                          err));
         mr_status st = mr_dataset_check_shape(&val, rank, shape, d->val_images, err);
         if (st == MR_OK) st = mr_dataset_check_row(&val, in_size, d->val_images, err);
         if (st == MR_OK)
@@ -297,8 +303,14 @@ static mr_status load_data(const mr_config *cfg, int64_t in_size, int classes, i
  * read, and there is no test set. validation_split, scale and standardize
  * apply as to files. */
 static mr_status synthetic_data(const mr_config *cfg, int64_t n, int classes, int label_width,
-                                mr_dataset *train, int64_t *n_train, mr_error *err) {
+                                int regression, mr_dataset *train, int64_t *n_train,
+                                mr_error *err) {
     const mr_layer_cfg *in = &cfg->layers[0];
+    if (regression)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "%s: --synthetic makes class ids, not the float targets of loss = "
+                            "%s on this last layer: give [data] files",
+                            cfg->path, mr_loss_name(cfg->net.loss));
     if (label_width > 1)
         return mr_error_set(err, MR_ERR_USAGE,
                             "%s: --synthetic makes class ids, not the multi-hot labels of "
@@ -363,7 +375,7 @@ typedef struct train_run {
     mr_strategy_opts opts;
     mr_fault fault; /* opts.fault: outlives the strategy */
     int64_t in_size;
-    int classes, label_width;
+    int classes, label_width, regression;
     mr_device_set *sets; /* every process's devices (check_same_job) */
     /* resume: where a stop's checkpoint goes without [net] checkpoint, and
      * the checkpoint this run goes on from (ck_path "": none) */
@@ -420,7 +432,7 @@ static mr_status stage_load_config(train_run *r) {
     MR_CHECK(r->options_st);
     MR_CHECK(env_st);
     return prepare(&r->c, &r->job, &env, &r->cfg, &r->opts, &r->fault, &r->in_size, &r->classes,
-                   &r->label_width, &r->err);
+                   &r->label_width, &r->regression, &r->err);
 }
 
 /* job table: room for every process's devices */
@@ -583,11 +595,11 @@ static mr_status stage_check_outputs(train_run *r) {
 /* load data: the files (or --synthetic's examples), preprocessed */
 static mr_status stage_load_data(train_run *r) {
     if (r->c.synthetic > 0)
-        MR_CHECK(synthetic_data(&r->cfg, r->c.synthetic, r->classes, r->label_width, &r->train,
-                                &r->n_train, &r->err));
+        MR_CHECK(synthetic_data(&r->cfg, r->c.synthetic, r->classes, r->label_width, r->regression,
+                                &r->train, &r->n_train, &r->err));
     else
-        MR_CHECK(load_data(&r->cfg, r->in_size, r->classes, r->label_width, &r->train, &r->test,
-                           &r->n_train, &r->err));
+        MR_CHECK(load_data(&r->cfg, r->in_size, r->classes, r->label_width, r->regression,
+                           &r->train, &r->test, &r->n_train, &r->err));
     /* a resumed run preprocesses with the statistics it trained with */
     if (r->resuming) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->train, &r->err));
     if (r->resuming && r->test.n) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->test, &r->err));
@@ -782,6 +794,7 @@ static void init_progress(train_run *r) {
     pg->log = r->log;
     pg->device = r->opts.devices.kind;
     pg->top_k = r->cfg.net.top_k;
+    pg->regression = r->regression;
     if (r->resuming) mr_progress_replay(pg, r->ck.state.history, r->ck.state.n_history);
     r->want_tp = c->synthetic > 0 || c->display_every > 0;
     mr_throughput_init(&r->tp, c->warmup_steps >= 0 ? c->warmup_steps : 10,
@@ -914,7 +927,8 @@ static mr_status stage_evaluate(train_run *r) {
     MR_CHECK(mr_strategy_evaluate_detail(r->strategy, &r->test, 0, r->test.n, &r->test_loss,
                                          &r->test_acc, &r->test_detail, &r->err));
     if (!r->lead) return MR_OK;
-    printf("Test loss: %.4f - test accuracy: %.4f", r->test_loss, r->test_acc);
+    printf("Test loss: %.4f - test %s: %.4f", r->test_loss, r->regression ? "mae" : "accuracy",
+           r->test_acc);
     if (r->cfg.net.top_k)
         printf(" - test_sparse_top_k_categorical_accuracy: %.4f", r->test_detail.top_k_accuracy);
     printf("\n");

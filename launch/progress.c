@@ -55,6 +55,11 @@ static void begin_epoch(mr_progress *p, int epoch) {
     if (!p->quiet && p->tty) fprintf(p->out, "Epoch %d/%d\n", epoch + 1, p->epochs);
 }
 
+/* The figure the logs' accuracy fields hold: Keras's metric name. */
+static const char *metric_name(const mr_progress *p) {
+    return p->regression ? "mae" : "accuracy";
+}
+
 void mr_progress_on_step(void *user, const mr_step_info *info) {
     mr_progress *p = user;
     const int64_t step = info->step, steps = info->steps;
@@ -85,15 +90,18 @@ void mr_progress_on_step(void *user, const mr_step_info *info) {
     double eta = step > 0 ? elapsed / (double)step * (double)(steps - step) : 0.0;
     char ts[32];
     format_time(eta, ts, sizeof ts);
-    fprintf(p->out, "\r%*lld/%lld [%s] - ETA: %s - loss: %.4f - accuracy: %.4f\033[K",
+    fprintf(p->out, "\r%*lld/%lld [%s] - ETA: %s - loss: %.4f - %s: %.4f\033[K",
             (int)snprintf(NULL, 0, "%lld", (long long)steps), (long long)step, (long long)steps,
-            bar, ts, loss, acc);
+            bar, ts, loss, metric_name(p), acc);
     flush_out(p);
 }
 
 static void csv_header(mr_progress *p) {
-    /* Keras CSVLogger sorts its columns: val_sparse_top_k_... after val_loss */
-    if (!p->header_done)
+    /* Keras CSVLogger sorts its columns: val_sparse_top_k_... after val_loss; a regression's
+     * mae after loss */
+    if (!p->header_done && p->regression)
+        fprintf(p->csv, "epoch,loss,mae,val_loss,val_mae,learning_rate,samples_per_sec,seconds\n");
+    else if (!p->header_done)
         fprintf(p->csv,
                 "epoch,accuracy,loss,val_accuracy,val_loss,%slearning_rate,samples_per_sec,"
                 "seconds\n",
@@ -106,7 +114,12 @@ static void csv_header(mr_progress *p) {
 static void csv_line(mr_progress *p, const mr_epoch_logs *l, int restored) {
     if (p->csv == NULL) return;
     csv_header(p);
-    if (l->has_val)
+    if (p->regression && l->has_val)
+        fprintf(p->csv, "%d,%.6f,%.6f,%.6f,%.6f", l->epoch, l->loss, l->accuracy, l->val_loss,
+                l->val_accuracy);
+    else if (p->regression)
+        fprintf(p->csv, "%d,%.6f,%.6f,,", l->epoch, l->loss, l->accuracy);
+    else if (l->has_val)
         fprintf(p->csv, "%d,%.6f,%.6f,%.6f,%.6f", l->epoch, l->accuracy, l->loss, l->val_accuracy,
                 l->val_loss);
     else
@@ -161,10 +174,10 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
     char ts[32], val[160] = "";
     format_time(l->train_seconds, ts, sizeof ts);
     if (l->has_val)
-        snprintf(val, sizeof val, " - val_loss: %.4f - val_accuracy: %.4f", l->val_loss,
+        snprintf(val, sizeof val, " - val_loss: %.4f - val_%s: %.4f", l->val_loss, metric_name(p),
                  l->val_accuracy);
     else
-        snprintf(val, sizeof val, " - val_loss: n/a - val_accuracy: n/a");
+        snprintf(val, sizeof val, " - val_loss: n/a - val_%s: n/a", metric_name(p));
     if (p->top_k) {
         size_t used = strlen(val);
         if (l->has_val)
@@ -182,8 +195,8 @@ void mr_progress_on_epoch_end(void *user, const mr_epoch_logs *l) {
         fprintf(p->out, "\r\033[K%lld/%lld [%s] - ", (long long)p->steps, (long long)p->steps, bar);
     } else
         fprintf(p->out, "Epoch %d/%d - ", l->epoch + 1, p->epochs);
-    fprintf(p->out, "%s - loss: %.4f - accuracy: %.4f%s - %.0f samples/s", ts, l->loss, l->accuracy,
-            val, l->samples_per_sec);
+    fprintf(p->out, "%s - loss: %.4f - %s: %.4f%s - %.0f samples/s", ts, l->loss, metric_name(p),
+            l->accuracy, val, l->samples_per_sec);
     /* where the update time went, after the figures that were there before
      * it (they parse as they always have), before the rare skipped count
      * that ends the line */

@@ -7,7 +7,8 @@
  * val_loss, val_accuracy and samples/s ([net] top_k:
  * val_sparse_top_k_categorical_accuracy after val_accuracy), then where
  * the update time went (mr_time_fractions); [net] per_class adds a line of
- * the validation set's per-class accuracy after it. The CSV (--metrics)
+ * the validation set's per-class accuracy after it. A regression shows mae and val_mae
+ * where a classification shows accuracy and val_accuracy. The CSV (--metrics)
  * has Keras CSVLogger's columns, then the learning rate, samples/s and
  * seconds of the epoch; the JSON lines (--log) one object per update. */
 #ifndef MR_PROGRESS_H
@@ -28,6 +29,8 @@ typedef struct mr_progress {
     FILE *log;                 /* one JSON object per update, or NULL */
     const char *device;        /* "cpu" or "gpu", for the log */
     int top_k;                 /* [net] top_k: > 0 adds the top-k accuracy (Keras's name) */
+    int regression;            /* 1: the logs' accuracy fields hold Keras's mae metric, shown as
+                                  mae and val_mae (mr_model_regression) */
     mr_throughput *throughput; /* images/sec per update, or NULL */
     double epoch_start, last_draw;
     int current_epoch;

@@ -212,7 +212,11 @@ static mr_status write_json_file(const char *path, const mr_progress *pg, const 
     }
     mr_json_key(&j, "test_loss");
     has_test ? mr_json_double(&j, test_loss, "%.6f") : mr_json_null(&j);
-    mr_json_key(&j, "test_accuracy");
+    /* a regression's accuracy fields hold Keras's mae metric (progress.h) */
+    const char *metric = pg->regression ? "mae" : "accuracy";
+    char key[32];
+    snprintf(key, sizeof key, "test_%s", metric);
+    mr_json_key(&j, key);
     has_test ? mr_json_double(&j, test_acc, "%.6f") : mr_json_null(&j);
     if (pg->top_k > 0) {
         mr_json_key(&j, "test_sparse_top_k_categorical_accuracy");
@@ -221,10 +225,11 @@ static mr_status write_json_file(const char *path, const mr_progress *pg, const 
     if (has_test && test && test->confusion)
         per_class_json(&j, "test", test->confusion, test->classes);
     mr_json_key(&j, "loss"), mr_json_double(&j, pg->last.loss, "%.6f");
-    mr_json_key(&j, "accuracy"), mr_json_double(&j, pg->last.accuracy, "%.6f");
+    mr_json_key(&j, metric), mr_json_double(&j, pg->last.accuracy, "%.6f");
     if (pg->last.has_val) {
         mr_json_key(&j, "val_loss"), mr_json_double(&j, pg->last.val_loss, "%.6f");
-        mr_json_key(&j, "val_accuracy"), mr_json_double(&j, pg->last.val_accuracy, "%.6f");
+        snprintf(key, sizeof key, "val_%s", metric);
+        mr_json_key(&j, key), mr_json_double(&j, pg->last.val_accuracy, "%.6f");
         if (pg->top_k > 0)
             mr_json_key(&j, "val_sparse_top_k_categorical_accuracy"),
                 mr_json_double(&j, pg->last.val_top_k, "%.6f");

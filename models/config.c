@@ -81,7 +81,11 @@ static const char *const activation_names[] = {"linear",  "relu", "sigmoid",    
                                                "swish",   "silu", NULL};
 static const char *const optimizer_names[] = {"sgd", "adam", "rmsprop", "adamw", NULL};
 static const char *const loss_names[] = {"sparse_categorical_crossentropy",
-                                         "categorical_crossentropy", "mse", "binary_crossentropy",
+                                         "categorical_crossentropy",
+                                         "mse",
+                                         "binary_crossentropy",
+                                         "mae",
+                                         "huber",
                                          NULL};
 static const char *const scaling_names[] = {"linear", "none", NULL};
 static const char *const schedule_names[] = {"constant", "cosine", "steps", NULL};
@@ -136,9 +140,11 @@ static const key_def keys[] = {
      "clipvalue)"},
     {"net", "loss", NULL, 0, KEY_ENUM, NET(loss), "sparse_categorical_crossentropy", 0, 0, 0, 0,
      loss_names, 0,
-     "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels), mse or "
+     "sparse_categorical_crossentropy, categorical_crossentropy (one-hot of the labels), "
      "binary_crossentropy (one sigmoid output, labels 0 and 1; or k sigmoid outputs, "
-     "multi-hot labels (n, k))"},
+     "multi-hot labels (n, k)), or the regression losses mse, mae, huber (delta 1; also "
+     "Keras's mean_squared_error, mean_absolute_error): float targets (n) or (n, k), or one-hot "
+     "class ids on a softmax last layer"},
     {"net", "from_logits", NULL, 0, KEY_BOOL, NET(from_logits), "0", 0, 1, 0, 0, NULL, 0,
      "cross-entropy: the last layer outputs logits, not probabilities (Keras from_logits); "
      "needed with a linear last layer, refused with a softmax one"},
@@ -703,10 +709,23 @@ static int parse_bool(const char *val, void *dst, char *why, size_t why_n) {
     return 0;
 }
 
-/* KEY_ENUM: one of k->names, any case, into an int (its index). */
+/* Other spellings of KEY_ENUM values: Keras's long loss names for the short ones. */
+static const struct {
+    const char *const *names; /* the key's value list */
+    const char *alias;
+    int index; /* the value it names */
+} enum_aliases[] = {
+    {loss_names, "mean_squared_error", MR_LOSS_MSE},
+    {loss_names, "mean_absolute_error", MR_LOSS_MAE},
+};
+
+/* KEY_ENUM: one of k->names or of their enum_aliases, any case, into an int (its index). */
 static int parse_enum(const key_def *k, const char *val, void *dst, char *why, size_t why_n) {
     for (int i = 0; k->names[i]; i++)
         if (strcasecmp(val, k->names[i]) == 0) return *(int *)dst = i, 1;
+    for (size_t i = 0; i < sizeof enum_aliases / sizeof enum_aliases[0]; i++)
+        if (enum_aliases[i].names == k->names && strcasecmp(val, enum_aliases[i].alias) == 0)
+            return *(int *)dst = enum_aliases[i].index, 1;
     char list[256] = "";
     for (int i = 0; k->names[i]; i++) {
         strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);

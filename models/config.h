@@ -91,7 +91,10 @@ typedef enum mr_loss_kind {
     MR_LOSS_CATEGORICAL_CROSSENTROPY,
     MR_LOSS_MSE,
     MR_LOSS_BINARY_CROSSENTROPY,
+    MR_LOSS_MAE,   /* mean absolute error */
+    MR_LOSS_HUBER, /* Keras Huber, delta MR_HUBER_DELTA */
 } mr_loss_kind;
+#define MR_HUBER_DELTA 1.0f /* Keras Huber's default delta */
 typedef enum mr_lr_scaling { MR_LR_SCALING_LINEAR, MR_LR_SCALING_NONE } mr_lr_scaling;
 typedef enum mr_lr_schedule {
     MR_LR_SCHEDULE_CONSTANT,

@@ -141,8 +141,11 @@ static void layer_config(mr_sb *b, const mr_layer *l) {
     mr_sb_printf(b, "}");
 }
 
+/* Keras's name of the loss (compile(loss="...")): its long names for mse and mae. */
 static const char *loss_name(mr_loss_kind k) {
-    return k == MR_LOSS_MSE ? "mean_squared_error" : mr_loss_name(k);
+    return k == MR_LOSS_MSE   ? "mean_squared_error"
+           : k == MR_LOSS_MAE ? "mean_absolute_error"
+                              : mr_loss_name(k);
 }
 
 /* `, "key": v`; with or_null, null where v is 0 ("not set", Keras's None). */
@@ -215,12 +218,15 @@ static void compile_keys(mr_sb *b, const mr_model *m, int archive) {
         mr_sb_printf(b, "\"loss\": \"%s\", ", loss_name(n->loss));
     }
     /* multi-label: Keras's "accuracy" on k > 1 outputs is the argmax's (categorical_accuracy);
-     * ours is binary_accuracy over every output, which Keras must be told by name */
+     * ours is binary_accuracy over every output, which Keras must be told by name; a regression
+     * reports mae */
     mr_sb_printf(b,
                  "\"loss_weights\": null, \"metrics\": [\"%s\"], "
                  "\"weighted_metrics\": null, \"run_eagerly\": false, \"steps_per_execution\": "
                  "1, \"jit_compile\": false",
-                 mr_model_label_width(m) > 1 ? "binary_accuracy" : "accuracy");
+                 mr_model_regression(m)        ? "mae"
+                 : mr_model_label_width(m) > 1 ? "binary_accuracy"
+                                               : "accuracy");
 }
 
 /* The name of a graph's InputLayer: the [input] section's name =, else

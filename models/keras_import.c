@@ -666,11 +666,15 @@ static const arg_def sparse_ce_args[] = {
 static const arg_def ce_args[] = {
     LOSS_ARGS, {"label_smoothing", ARG_NUM, "label_smoothing"}, {"axis", ARG_EQ, "-1"}, END};
 static const arg_def mse_args[] = {{"reduction", ARG_EQ, "\"sum_over_batch_size\""}, END};
+static const arg_def huber_args[] = {
+    {"reduction", ARG_EQ, "\"sum_over_batch_size\""}, {"delta", ARG_EQ, "1.0"}, END};
 static const keras_class losses[] = {
     {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy", 0, sparse_ce_args},
     {"CategoricalCrossentropy", "categorical_crossentropy", 0, ce_args},
     {"BinaryCrossentropy", "binary_crossentropy", 0, ce_args},
     {"MeanSquaredError", "mse", 0, mse_args},
+    {"MeanAbsoluteError", "mae", 0, mse_args},
+    {"Huber", "huber", 0, huber_args},
 };
 /* The loss functions' names (compile(loss="...")). */
 static const struct {
@@ -681,11 +685,14 @@ static const struct {
     {"binary_crossentropy", "binary_crossentropy"},
     {"mse", "mse"},
     {"mean_squared_error", "mse"},
+    {"mae", "mae"},
+    {"mean_absolute_error", "mae"},
+    {"huber", "huber"},
 };
-/* The metrics every run reports already (the loss and the accuracy). */
+/* The metrics every run reports already (the loss, the accuracy, a regression's mae). */
 static const char *const accuracy_names[] = {
-    "accuracy",        "acc", "sparse_categorical_accuracy", "categorical_accuracy",
-    "binary_accuracy", "loss"};
+    "accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy",
+    "loss",     "mae", "mean_absolute_error"};
 
 /* A serialized object {class_name, config} of one of `table`'s classes, as [net] keys. */
 static mr_status put_object(importer *im, const char *what, const char *key,
@@ -715,7 +722,7 @@ static mr_status put_loss(importer *im, const json_t *loss) {
         return put_object(im, "loss", "loss", losses, sizeof losses / sizeof losses[0], loss);
     return bad_value(im, "loss", loss,
                      "sparse_categorical_crossentropy, categorical_crossentropy, "
-                     "binary_crossentropy or mse, one output");
+                     "binary_crossentropy, mse, mae or huber, one output");
 }
 
 /* One metric: an accuracy (reported anyway) or the top-k accuracy. */
@@ -725,8 +732,8 @@ static mr_status put_metric(importer *im, const json_t *m, int *top_k) {
     for (size_t i = 0; s && i < sizeof accuracy_names / sizeof accuracy_names[0]; i++)
         if (strcmp(s, accuracy_names[i]) == 0) return MR_OK;
     const char *cls_names[] = {"Accuracy", "SparseCategoricalAccuracy", "CategoricalAccuracy",
-                               "BinaryAccuracy"};
-    for (size_t i = 0; s && json_is_object(m) && i < 4; i++)
+                               "BinaryAccuracy", "MeanAbsoluteError"};
+    for (size_t i = 0; s && json_is_object(m) && i < 5; i++)
         if (strcmp(s, cls_names[i]) == 0) return MR_OK;
     if (s && strcmp(s, "sparse_top_k_categorical_accuracy") == 0) return *top_k = 5, MR_OK;
     const json_t *k = json_object_get(json_object_get(m, "config"), "k");
@@ -734,8 +741,8 @@ static mr_status put_metric(importer *im, const json_t *m, int *top_k) {
         json_integer_value(k) > 0 && json_integer_value(k) < (1 << 20))
         return *top_k = (int)json_integer_value(k), MR_OK;
     return bad_value(im, "metrics", m,
-                     "accuracy and SparseTopKCategoricalAccuracy(k) are the metrics mirrored "
-                     "reports");
+                     "accuracy, SparseTopKCategoricalAccuracy(k) and a regression's mae are the "
+                     "metrics mirrored reports");
 }
 
 static mr_status put_metrics(importer *im, const json_t *metrics) {

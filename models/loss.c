@@ -1,11 +1,16 @@
-/* loss.c: cross-entropy (sparse and one-hot), mean squared error: which
+/* loss.c: cross-entropy (sparse and one-hot), the regression losses: which
  * losses take logits, and the dispatch to the device's kernels (kernels.h). */
 #include "models/loss.h"
 
 #include "models/kernels.h"
 
 int mr_loss_fuses_softmax(mr_loss_kind kind) {
-    return kind != MR_LOSS_MSE && kind != MR_LOSS_BINARY_CROSSENTROPY;
+    return kind == MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ||
+           kind == MR_LOSS_CATEGORICAL_CROSSENTROPY;
+}
+
+int mr_loss_is_regression(mr_loss_kind kind) {
+    return kind == MR_LOSS_MSE || kind == MR_LOSS_MAE || kind == MR_LOSS_HUBER;
 }
 
 mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax, float smoothing,

@@ -35,6 +35,11 @@ MR_C_BEGIN
  * multi-label: labels (batch, k) multi-hot 0/1, each example's loss the mean over its k outputs
  * (loss_row.h, mr_bce_multi_row), correct the matched outputs (0..k per example), no class
  * weights, no top k.
+ * mse, mae, huber (the mean over the k outputs of (out - t)^2, |out - t|, Keras's Huber with
+ * delta 1): `fused_softmax` says what the labels are. 0: class ids, t the one-hot of the label
+ * (a softmax last layer), correct and top k as the cross-entropies'. MR_LOSS_FLOAT_TARGETS:
+ * regression, labels (batch, k) float32 targets carried as bit patterns in the int32 words
+ * (loss_row.h, mr_label_float), no class weights, correct and in_top_k add 0.
  * Runs on be's device (its kernels, models/kernels.h). */
 mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax, float smoothing,
                           const mr_dfloat *out, const int32_t *labels,
@@ -50,8 +55,14 @@ typedef struct mr_loss_kernels {
                          int64_t *correct, int top_k, int64_t *in_top_k, mr_error *err);
 } mr_loss_kernels;
 
+/* mr_loss_compute's `fused_softmax` for mse, mae and huber on float targets. */
+#define MR_LOSS_FLOAT_TARGETS 1
+
 /* 1 when the loss takes logits from a final softmax (the cross-entropies). */
 int mr_loss_fuses_softmax(mr_loss_kind kind);
+
+/* 1 for mse, mae and huber (float targets unless the last layer is a softmax). */
+int mr_loss_is_regression(mr_loss_kind kind);
 
 MR_C_END
 

@@ -56,17 +56,36 @@ MR_HD static inline float mr_class_weight(const float *cw, int y) {
     return cw ? cw[y] : 1.0f;
 }
 
+/* One output's regression loss for the error e = z - t, and its derivative in *g: mse e^2
+ * (2e), mae |e| (sign e, 0 at 0 as TensorFlow's abs), huber (Keras, delta 1) e^2 / 2 where
+ * |e| <= delta, else delta |e| - delta^2 / 2 (e clipped to [-delta, delta]). */
+MR_HD static inline double mr_regression_term(mr_loss_kind kind, float e, float *g) {
+    const float a = fabsf(e), s = e > 0.0f ? 1.0f : (e < 0.0f ? -1.0f : 0.0f);
+    if (kind == MR_LOSS_MAE) {
+        *g = s;
+        return a;
+    }
+    if (kind == MR_LOSS_HUBER) {
+        const float dl = MR_HUBER_DELTA;
+        *g = a <= dl ? e : dl * s;
+        return a <= dl ? 0.5 * (double)e * e : (double)dl * a - 0.5 * (double)dl * dl;
+    }
+    *g = 2.0f * e;
+    return (double)e * e;
+}
+
 /* The example's loss (double, summed by the caller in row order); when d
  * is not NULL, d (k) = d (loss / global batch) / d z. */
 MR_HD static inline double mr_loss_row(mr_loss_kind kind, int fused_softmax, float ls,
                                        const float *z, int y, int k, float inv, float *d) {
-    if (kind == MR_LOSS_MSE) {
-        /* mean over the k outputs of (out - onehot)^2, as Keras */
+    if (kind == MR_LOSS_MSE || kind == MR_LOSS_MAE || kind == MR_LOSS_HUBER) {
+        /* class ids: mean over the k outputs of the loss of out - onehot, as Keras on one-hot
+         * targets (mr_regression_term) */
         double s = 0.0;
         for (int j = 0; j < k; j++) {
-            float e = z[j] - (j == y ? 1.0f : 0.0f);
-            s += (double)e * e;
-            if (d) d[j] = 2.0f * e / (float)k * inv;
+            float g;
+            s += mr_regression_term(kind, z[j] - (j == y ? 1.0f : 0.0f), &g);
+            if (d) d[j] = g / (float)k * inv;
         }
         return s / k;
     }
@@ -179,17 +198,52 @@ MR_HD static inline int mr_loss_multi_label(mr_loss_kind kind, int k) {
     return kind == MR_LOSS_BINARY_CROSSENTROPY && k > 1;
 }
 
+/* A float target carried in a label word: the regression losses' labels are float32 bit
+ * patterns in the int32 label buffers (runtime/dataset.h), read back here. */
+MR_HD static inline float mr_label_float(int32_t w) {
+    union {
+        int32_t i;
+        float f;
+    } u;
+    u.i = w;
+    return u.f;
+}
+
+/* 1: the loss takes float targets (labels (batch, k) of mr_label_float) when `fused` says so:
+ * mse, mae and huber on any last layer but a softmax (loss.h). */
+MR_HD static inline int mr_loss_float_targets(mr_loss_kind kind, int fused) {
+    return fused && (kind == MR_LOSS_MSE || kind == MR_LOSS_MAE || kind == MR_LOSS_HUBER);
+}
+
+/* A regression example: out z (k), float targets t (k, label words); its loss is the MEAN over
+ * the k outputs (Keras reduces the last axis first), so each output's gradient carries 1 / k:
+ * d (k) = d (loss / global batch) / d z, inv = 1 / the global batch size. */
+MR_HD static inline double mr_regression_row(mr_loss_kind kind, const float *z, const int32_t *t,
+                                             int k, float inv, float *d) {
+    double s = 0.0;
+    for (int j = 0; j < k; j++) {
+        float g;
+        s += mr_regression_term(kind, z[j] - mr_label_float(t[j]), &g);
+        if (d) d[j] = g / (float)k * inv;
+    }
+    return s / k;
+}
+
 /* What a loss kernel computes for example i of out (batch, k), on every device (loss_cpu.c's
  * loop, loss_cuda.cu's thread per row): returns its loss, weighted by its class's cw (k, or NULL:
  * none); *hit its hits (0 or 1; multi-label: its matched outputs, 0..k); *top 1 where top_k > 0
- * and its label is among the top_k outputs, else 0 (multi-label: 0); and, dy not NULL, its row of
- * dy (batch, k). labels as mr_loss_multi_label says, inv = 1 / the global batch size. The caller
- * adds the losses in row order. */
+ * and its label is among the top_k outputs, else 0 (multi-label, regression: 0); and, dy not NULL,
+ * its row of dy (batch, k). labels as mr_loss_float_targets and mr_loss_multi_label say, inv = 1 /
+ * the global batch size. The caller adds the losses in row order. */
 MR_HD static inline double mr_loss_example(mr_loss_kind kind, int fused, float ls, const float *out,
                                            const int32_t *labels, const float *cw, int i, int k,
                                            float inv, int top_k, float *dy, int *hit, int *top) {
     const float *z = out + (int64_t)i * k;
     float *d = dy ? dy + (int64_t)i * k : NULL;
+    if (mr_loss_float_targets(kind, fused)) {
+        *hit = *top = 0; /* no accuracy for regression */
+        return mr_regression_row(kind, z, labels + (int64_t)i * k, k, inv, d);
+    }
     if (mr_loss_multi_label(kind, k)) {
         const int32_t *t = labels + (int64_t)i * k;
         *hit = mr_bce_multi_hits(fused, z, t, k);

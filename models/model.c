@@ -81,6 +81,7 @@ static void adopt_plan(mr_model *m, mr_backend *be, const mr_model_plan *p, int 
     m->fused_softmax = p->fused_softmax;
     m->classes = p->classes;
     m->label_width = p->label_width;
+    m->regression = p->regression;
     m->n_params = p->n_params;
     m->n_state = p->n_state;
     m->graph = p->graph;
@@ -343,6 +344,15 @@ int mr_model_label_width(const mr_model *m) {
     return m->label_width;
 }
 
+int mr_model_regression(const mr_model *m) {
+    return m->regression;
+}
+
+/* mr_loss_compute's `fused_softmax`: the model's, or that the labels are float targets. */
+static int loss_mode(const mr_model *m) {
+    return m->regression ? MR_LOSS_FLOAT_TARGETS : m->fused_softmax;
+}
+
 int mr_model_classes(const mr_model *m) {
     return m->classes;
 }
@@ -512,19 +522,40 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
     return MR_OK;
 }
 
+/* The loss of out (batch, k) against labels, its sum added to *loss_sum (dy, when not NULL, its
+ * gradient), and the metric's numerator to *correct: the correct count (an integer, exact in a
+ * double), or for a regression the sum of |out - t| over every output (the MAE loss's per-example
+ * means times k), so that *correct / (examples x k) is Keras's mae metric as multi-label's matched
+ * outputs / (examples x k) is its binary accuracy. in_top_k as mr_model_eval_batch's. */
+static mr_status loss_and_metric(mr_model *m, const mr_dfloat *out, const int32_t *labels,
+                                 const mr_dfloat *cw, int batch, float norm, mr_dfloat *dy,
+                                 double *loss_sum, double *correct, int64_t *in_top_k,
+                                 mr_error *err) {
+    const int k = (int)m->out_size;
+    int64_t hits = 0;
+    MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, loss_mode(m), m->cfg->net.label_smoothing,
+                             out, labels, cw, batch, k, norm, dy, loss_sum, &hits,
+                             in_top_k ? m->cfg->net.top_k : 0, in_top_k, err));
+    *correct += (double)hits;
+    if (!m->regression) return MR_OK;
+    double abs_sum = 0.0;
+    MR_CHECK(mr_loss_compute(m->be, MR_LOSS_MAE, MR_LOSS_FLOAT_TARGETS, 0.0f, out, labels, NULL,
+                             batch, k, 1.0f, NULL, &abs_sum, &hits, 0, NULL, err));
+    *correct += abs_sum * k;
+    return MR_OK;
+}
+
 /* Forward, loss and backward of `batch` rows starting at `in` (labels
  * alongside); after_layer only when this pass completes the gradients. */
 static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *labels, int batch,
-                            float norm, double *loss_sum, int64_t *correct,
+                            float norm, double *loss_sum, double *correct,
                             void (*after_layer)(void *ctx, int64_t ready), void *ctx) {
     const mr_dfloat *out;
     MR_CHECK(forward_rows(m, in, batch, &out));
-    int k = (int)m->out_size;
     int cur = 0; /* dy lives in dbuf[cur], dx goes to the other one */
     mr_dfloat *dy = m->graph ? m->dacts[m->n_layers - 1] : m->dbuf[cur];
     const span sl = span_begin(m);
-    MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
-                             out, labels, m->class_weight, batch, k, norm, dy, loss_sum, correct, 0,
+    MR_CHECK(loss_and_metric(m, out, labels, m->class_weight, batch, norm, dy, loss_sum, correct,
                              NULL, m->run.err));
     span_end(m, "loss", "loss", sl);
     if (m->graph) return graph_backward(m, in, batch, after_layer, ctx);
@@ -547,7 +578,7 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
 }
 
 mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
-                               double *loss_sum, int64_t *correct,
+                               double *loss_sum, double *correct,
                                void (*after_layer)(void *ctx, int64_t ready), void *ctx,
                                mr_error *err) {
     MR_ASSERT(batch >= 0 && batch <= m->max_batch);
@@ -574,11 +605,10 @@ mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, fl
 }
 
 mr_status mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
-                              int64_t *correct, int64_t *in_top_k, mr_error *err) {
+                              double *correct, int64_t *in_top_k, mr_error *err) {
     MR_CHECK(mr_model_forward(m, batch, 0, err));
-    return mr_loss_compute(m->be, m->cfg->net.loss, m->fused_softmax, m->cfg->net.label_smoothing,
-                           mr_model_output(m), labels, NULL, batch, (int)m->out_size, 1.0f, NULL,
-                           loss_sum, correct, in_top_k ? m->cfg->net.top_k : 0, in_top_k, err);
+    return loss_and_metric(m, mr_model_output(m), labels, NULL, batch, 1.0f, NULL, loss_sum,
+                           correct, in_top_k, err);
 }
 
 mr_status mr_model_predictions(const mr_model *m, int batch, int32_t *pred, float *probs,

@@ -37,6 +37,7 @@ typedef struct mr_model {
     int max_batch;
     int fused_softmax;        /* output is logits; loss applies the softmax */
     int classes, label_width; /* the plan's: mr_model_classes, mr_model_label_width */
+    int regression;           /* the plan's: mr_model_regression */
     /* Training runs forward+backward in passes of at most `pass_rows` rows, so
      * that a pass's activations are still in cache when its backward reads
      * them; with 2 replicas on 2 cores that decides the scaling, since the
@@ -135,6 +136,11 @@ int mr_model_classes(const mr_model *m);
  * accuracy divides the correct sum by examples x this. */
 int mr_model_label_width(const mr_model *m);
 
+/* 1: the loss is a regression on float targets (mse, mae, huber on a last layer other than a
+ * softmax): labels (n, mr_model_label_width) are float32 bit patterns (runtime/dataset.h), the
+ * loss kernels' `correct` stays 0, and there is no accuracy to report. */
+int mr_model_regression(const mr_model *m);
+
 /* Host memory for the next batch (max_batch, in_size floats), for the
  * loader to fill: m->input itself where the context's memory is host
  * memory (no copy), else the next of the two pinned buffers; then
@@ -162,22 +168,25 @@ mr_status mr_model_forward(mr_model *m, int batch, int training, mr_error *err);
 const mr_dfloat *mr_model_output(const mr_model *m);
 
 /* Forward, loss and backward on m->input: ADDS this batch's gradients of
- * (sum of losses / norm) into m->grads. Adds the loss sum and correct count
- * to *loss_sum, *correct. A failure of the device or of a collective inside
- * the model (SyncBN) is returned, with its message in err.
+ * (sum of losses / norm) into m->grads. Adds the loss sum and the metric's numerator to
+ * *loss_sum, *correct: the correct count (an integer; multi-label: matched outputs) or, for a
+ * regression (mr_model_regression), the sum of |out - target| over the batch's outputs, so
+ * that *correct / (examples x mr_model_label_width) is the accuracy, or Keras's mae. A failure of
+ * the device or of a collective inside the model (SyncBN) is returned, with its message in err.
  * `after_layer`, if not NULL, is called after each layer's backward with the
  * number of leading gradient floats now final (for bucketed all-reduce). */
 mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
-                               double *loss_sum, int64_t *correct,
+                               double *loss_sum, double *correct,
                                void (*after_layer)(void *ctx, int64_t ready), void *ctx,
                                mr_error *err);
 
-/* Inference on m->input: adds loss sum and correct count, and, when
+/* Inference on m->input: adds loss sum and correct count (regression: the absolute errors'
+ * sum, as mr_model_train_batch's), and, when
  * in_top_k is not NULL and [net] top_k > 0, the rows whose label is among
  * the top_k largest outputs (loss.h). The loss is not weighted by [net]
  * class_weight (Keras weights the training data only). */
 mr_status mr_model_eval_batch(mr_model *m, const int32_t *labels, int batch, double *loss_sum,
-                              int64_t *correct, int64_t *in_top_k, mr_error *err);
+                              double *correct, int64_t *in_top_k, mr_error *err);
 
 /* The model's answers for the rows of the last forward pass: each row's
  * predicted class (the largest output) into pred (batch), and, when probs

@@ -103,8 +103,9 @@ static mr_status check_loss(const mr_model_plan *p, int act, mr_error *err) {
     }
     if (!ce && (net->from_logits || net->label_smoothing > 0.0f))
         return mr_error_set(err, MR_ERR_CONFIG,
-                            "%s: [net] %s applies to the cross-entropy losses, not to loss = mse",
-                            path, net->from_logits ? "from_logits" : "label_smoothing");
+                            "%s: [net] %s applies to the cross-entropy losses, not to loss = %s",
+                            path, net->from_logits ? "from_logits" : "label_smoothing",
+                            mr_loss_name(net->loss));
     if (net->label_smoothing > 0.0f && net->loss == MR_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
         return mr_error_set(err, MR_ERR_CONFIG,
                             "%s: [net] label_smoothing needs loss = categorical_crossentropy "
@@ -142,6 +143,21 @@ static mr_status check_classes(const mr_model_plan *p, mr_error *err) {
     return MR_OK;
 }
 
+/* Regression (float targets) has no classes: nothing to rank, weigh or tabulate. */
+static mr_status check_regression(const mr_model_plan *p, mr_error *err) {
+    const mr_net_cfg *net = &p->cfg->net;
+    const char *key = net->top_k > 0            ? "top_k"
+                      : net->class_weight.n > 0 ? "class_weight"
+                      : net->per_class          ? "per_class"
+                                                : NULL;
+    if (key == NULL) return MR_OK;
+    return mr_error_set(err, MR_ERR_CONFIG,
+                        "%s:%d: [net] %s needs classes, but loss = %s on this last layer (not a "
+                        "softmax) is a regression on float targets",
+                        p->cfg->path, p->layers[p->n_layers - 1].cfg->line, key,
+                        mr_loss_name(net->loss));
+}
+
 /* The outputs and the loss's reading of them: the classes and labels per
  * example, then the rules above; a softmax (cross-entropies) or a sigmoid
  * (binary_crossentropy) on the last layer is fused with the loss, which
@@ -158,11 +174,12 @@ static mr_status plan_loss(mr_model_plan *p, mr_error *err) {
                             "add [flatten] and a [dense] layer",
                             p->cfg->path, last->cfg->line);
     const int bce = net->loss == MR_LOSS_BINARY_CROSSENTROPY;
-    p->classes = bce && p->out_size == 1 ? 2 : (int)p->out_size; /* labels 0 and 1 */
-    p->label_width = bce && p->out_size > 1 ? (int)p->out_size : 1;
     const int act = output_activation(last);
+    p->regression = mr_loss_is_regression(net->loss) && act != MR_ACTIVATION_SOFTMAX;
+    p->classes = bce && p->out_size == 1 ? 2 : (int)p->out_size; /* labels 0 and 1 */
+    p->label_width = (bce || p->regression) && p->out_size > 1 ? (int)p->out_size : 1;
     MR_CHECK(check_loss(p, act, err));
-    MR_CHECK(check_classes(p, err));
+    MR_CHECK(p->regression ? check_regression(p, err) : check_classes(p, err));
     const int ce = mr_loss_fuses_softmax(net->loss) || bce;
     if (ce && (act == MR_ACTIVATION_SOFTMAX || net->from_logits)) {
         last->logits_out = act == MR_ACTIVATION_SOFTMAX;

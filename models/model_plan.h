@@ -50,8 +50,11 @@ typedef struct mr_model_plan {
     int fused_softmax;
     /* the classes the model predicts (binary_crossentropy's one output: 2)
      * and the labels per example (k for multi-label binary_crossentropy's
-     * k > 1 outputs, else 1): mr_model_classes, mr_model_label_width */
+     * k > 1 outputs and for regression, else 1): mr_model_classes, mr_model_label_width */
     int classes, label_width;
+    /* 1: mse, mae or huber on float targets (a last layer other than a softmax): labels
+     * (n, k) floats, label_width k, no accuracy (mr_model_regression) */
+    int regression;
     /* for sizing the activation buffers and training passes: floats per
      * example of the widest layer output (or of the input, if wider), and
      * whether a layer needs the whole batch in one pass (whole_batch) */

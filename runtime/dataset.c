@@ -151,9 +151,40 @@ mr_status mr_dataset_load_input(mr_dataset *ds, const char *images, const char *
     return st;
 }
 
-/* mr_dataset_load (width 0: class ids) and mr_dataset_load_multi_hot (width k). */
+/* Labels (n, width), or (n) / (n, 1) when width is 1, of a labels array `lab` for n examples;
+ * the message names the file, what they are and what each column is (`per`). */
+static mr_status check_label_shape(const mr_array *lab, int64_t n, int width, const char *what,
+                                   const char *per, const char *labels, mr_error *err) {
+    const int64_t w = lab->ndim == 2 ? lab->dims[1] : (lab->ndim == 1 ? 1 : -1);
+    if (w == width && lab->dims[0] == n) return MR_OK;
+    char shape[64] = "";
+    for (int i = 0; i < lab->ndim && strlen(shape) < 40; i++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ", %lld" : "%lld",
+                 (long long)lab->dims[i]);
+    return mr_error_set(err, MR_ERR_DATA, "%s: %s must be (%lld, %d), %s; got (%s)", labels, what,
+                        (long long)n, width, per, shape);
+}
+
+/* Float targets (n, width) into ds->y as float32 bit patterns; a NaN or infinity is an error. */
+static mr_status read_targets(mr_dataset *ds, const mr_array *lab, int width, const char *labels,
+                              mr_error *err) {
+    MR_CHECK(check_label_shape(lab, ds->n, width, "float targets",
+                               "one per output of the model's last layer", labels, err));
+    for (int64_t i = 0; i < ds->n * width; i++) {
+        const float v = (float)label_value(lab, i);
+        if (!isfinite(v))
+            return mr_error_set(
+                err, MR_ERR_DATA, "%s: target %g at row %lld, column %lld is not a finite float32",
+                labels, label_value(lab, i), (long long)(i / width), (long long)(i % width));
+        memcpy(&ds->y[i], &v, sizeof v);
+    }
+    return MR_OK;
+}
+
+/* mr_dataset_load (width 0: class ids), mr_dataset_load_multi_hot (width k) and
+ * mr_dataset_load_targets (width k, targets 1). */
 static mr_status load(mr_dataset *ds, const char *images, const char *labels, int width,
-                      mr_error *err) {
+                      int targets, mr_error *err) {
     memset(ds, 0, sizeof *ds);
     ds->scale = 1.0f;
     mr_array lab = {0};
@@ -169,6 +200,7 @@ static mr_status load(mr_dataset *ds, const char *images, const char *labels, in
     ds->n = ds->x.dims[0];
     ds->row = mr_array_row_size(&ds->x);
     ds->label_width = width > 1 ? width : 1;
+    ds->targets = targets;
     /* images only: 0 stands in for every label */
     ds->y = calloc((size_t)(ds->n * ds->label_width), sizeof(int32_t));
     if (ds->y == NULL) {
@@ -176,20 +208,16 @@ static mr_status load(mr_dataset *ds, const char *images, const char *labels, in
         goto fail;
     }
     if (labels == NULL) goto notes;
+    if (targets) {
+        if ((st = read_targets(ds, &lab, width, labels, err)) != MR_OK) goto fail;
+        goto notes;
+    }
     if (width > 0) {
         /* multi-hot rows (n, width), or (n) / (n, 1) when width is 1: each value 0 or 1 */
-        const int64_t w = lab.ndim == 2 ? lab.dims[1] : (lab.ndim == 1 ? 1 : -1);
-        if (w != width || lab.dims[0] != ds->x.dims[0]) {
-            char shape[64] = "";
-            for (int i = 0; i < lab.ndim && strlen(shape) < 40; i++)
-                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), i ? ", %lld" : "%lld",
-                         (long long)lab.dims[i]);
-            st = mr_error_set(err, MR_ERR_DATA,
-                              "%s: multi-hot labels must be (%lld, %d), one 0/1 per sigmoid "
-                              "output of the model; got (%s)",
-                              labels, (long long)ds->x.dims[0], width, shape);
-            goto fail;
-        }
+        const int64_t w = width;
+        st = check_label_shape(&lab, ds->n, width, "multi-hot labels",
+                               "one 0/1 per sigmoid output of the model", labels, err);
+        if (st != MR_OK) goto fail;
         for (int64_t i = 0; i < ds->n * w; i++) {
             const double e = label_value(&lab, i);
             if (e != 0.0 && e != 1.0) {
@@ -267,7 +295,7 @@ fail:
 }
 
 mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels, mr_error *err) {
-    return load(ds, images, labels, 0, err);
+    return load(ds, images, labels, 0, 0, err);
 }
 
 mr_status mr_dataset_load_multi_hot(mr_dataset *ds, const char *images, const char *labels,
@@ -280,7 +308,20 @@ mr_status mr_dataset_load_multi_hot(mr_dataset *ds, const char *images, const ch
                             "%s: a folder of class folders gives one class per image; "
                             "multi-label binary_crossentropy needs a multi-hot labels file",
                             images);
-    return load(ds, images, labels, width, err);
+    return load(ds, images, labels, width, 0, err);
+}
+
+mr_status mr_dataset_load_targets(mr_dataset *ds, const char *images, const char *labels, int width,
+                                  mr_error *err) {
+    if (width < 1)
+        return mr_error_set(err, MR_ERR_USAGE, "%s: float targets of width %d",
+                            labels ? labels : images, width);
+    if (mr_image_folder_is(images))
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "%s: a folder of class folders gives one class per image; a "
+                            "regression loss needs a labels file of float targets",
+                            images);
+    return load(ds, images, labels, width, 1, err);
 }
 
 /* Example values of x (U8 or F32) as float32, into f. */
@@ -337,7 +378,8 @@ mr_status mr_dataset_check_labels(const mr_dataset *ds, int classes, const char 
         return mr_error_set(err, MR_ERR_DATA,
                             "%s: %d class folders, but the model has %d outputs (one per class)",
                             labels_path, ds->classes, classes);
-    if (label_width(ds) > 1) return MR_OK; /* multi-hot: 0/1, checked as they were read */
+    if (label_width(ds) > 1 || ds->targets)
+        return MR_OK; /* multi-hot 0/1 or float targets, checked as they were read */
     for (int64_t i = 0; i < ds->n; i++)
         if (ds->y[i] >= classes)
             return mr_error_set(err, MR_ERR_DATA,

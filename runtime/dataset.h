@@ -15,7 +15,8 @@
 
 typedef struct mr_dataset {
     mr_array x;        /* (n, ...) as read: U8 or F32 (I32/I64 images are converted to F32) */
-    int32_t *y;        /* (n, label_width): class ids, or multi-hot rows of 0/1 */
+    int32_t *y;        /* (n, label_width): class ids, multi-hot rows of 0/1, or (targets)
+                          float32 targets as their bit patterns */
     int64_t n;         /* examples */
     int64_t row;       /* values per example */
     float scale;       /* multiply every value by this (1 = none) */
@@ -27,6 +28,7 @@ typedef struct mr_dataset {
     char *file_names;  /* a folder of images to predict: each example's file, one per line */
     int label_width;   /* labels per example: 1 (class ids; 0 reads as 1), or k (multi-hot rows,
                           multi-label binary_crossentropy: mr_dataset_load_multi_hot) */
+    int targets;       /* 1: y holds float targets (mr_dataset_load_targets) */
     /* 1: x is mr_dataset_synthetic's, byte o mr_synthetic_byte(synthetic_key,
      * o) (runtime/rng.h), so a device can make any example itself */
     int synthetic;
@@ -58,6 +60,14 @@ mr_status mr_dataset_load(mr_dataset *ds, const char *images, const char *labels
  * may not be a folder of class folders (its labels are classes); labels NULL: images only. */
 mr_status mr_dataset_load_multi_hot(mr_dataset *ds, const char *images, const char *labels,
                                     int width, mr_error *err);
+
+/* mr_dataset_load for the regression losses (mse, mae, huber on float targets): labels are
+ * (n, k), k = `width` (the model's outputs; (n) or (n, 1) when k is 1), of any dtype, kept as
+ * float32 (float64 rounded) in ds->y as bit patterns, ds->label_width k, ds->targets 1. Another
+ * shape, or a NaN or infinite target, is an error naming the labels file. `images` may not be a
+ * folder of class folders; labels NULL: images only (every target 0). */
+mr_status mr_dataset_load_targets(mr_dataset *ds, const char *images, const char *labels, int width,
+                                  mr_error *err);
 
 /* mr_dataset_load, where `images` may also be a folder of class folders
  * (runtime/image_folder.h: Keras's image_dataset_from_directory), decoded

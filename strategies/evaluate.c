@@ -19,9 +19,12 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
     int B = m->max_batch;
     /* the confusion matrix (k, k) only where asked for (and not for multi-hot labels, which
      * are no classes): it takes the predictions, a read of the outputs */
-    const int k = detail && detail->confusion && mr_model_label_width(m) == 1 ? detail->classes : 0;
-    double loss_sum = 0.0;
-    int64_t correct = 0, in_top_k = 0;
+    const int k =
+        detail && detail->confusion && mr_model_label_width(m) == 1 && !mr_model_regression(m)
+            ? detail->classes
+            : 0;
+    double loss_sum = 0.0, correct = 0.0; /* correct: mr_model_eval_batch's metric numerator */
+    int64_t in_top_k = 0;
     int64_t batches = (count + B - 1) / B;
     /* sums: loss, correct, in top k, then the confusion matrix */
     size_t nsum = 3 + (size_t)k * (size_t)k;
@@ -53,14 +56,14 @@ mr_status strategy_evaluate_replica(replica *rep, const mr_dataset *ds, int64_t 
             sums[3 + (size_t)rep->labels[i] * (size_t)k + (size_t)pred[i]] += 1.0;
         if (probs) detail->on_probs(detail->user, start - begin, n, probs);
     }
-    sums[0] = loss_sum, sums[1] = (double)correct, sums[2] = (double)in_top_k;
+    sums[0] = loss_sum, sums[1] = correct, sums[2] = (double)in_top_k;
     mr_status st = mr_comm_allreduce_sum_f64(s->comm, rep->r, sums, nsum, &rep->err);
     /* kernel_l2: Keras's evaluation loss adds the penalty (0 without) */
     double penalty = 0.0;
     if (st == MR_OK) st = mr_model_l2_penalty(m, &penalty, &rep->err);
     if (st == MR_OK) {
         *loss = count ? sums[0] / (double)count + penalty : 0.0;
-        /* multi-label: correct counts matched outputs, k per example */
+        /* multi-label: correct counts matched outputs, k per example; regression: the mae */
         *acc = count ? sums[1] / ((double)count * mr_model_label_width(m)) : 0.0;
         if (detail && rep->r == 0) {
             detail->top_k_accuracy = count ? sums[2] / (double)count : 0.0;

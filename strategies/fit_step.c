@@ -21,7 +21,7 @@ typedef struct fit_update {
     double t_compute;     /* forward and backward */
     double t_comm;        /* the all-reduces after backward */
     double loss_sum;      /* this replica's sum of its examples' losses */
-    int64_t correct;      /* and its correct count */
+    double correct;       /* and its metric's numerator (mr_model_train_batch) */
     const float *metrics; /* (METRIC_EXTRA(R)) the reduced floats, the same on every replica */
     double penalty;       /* kernel_l2's at the weights the forward ran with (0: none) */
     int skip;             /* 1: on_nan = skip dropped the update */

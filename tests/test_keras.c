@@ -204,6 +204,40 @@ START_TEST(multi_label_metric) {
 }
 END_TEST
 
+/* Regression losses under Keras's names (mean_squared_error, mean_absolute_error, huber) and
+ * its mae metric; a softmax last layer with mse keeps "accuracy" (class ids). */
+START_TEST(regression_loss_names) {
+    const struct {
+        const char *loss, *act, *want_loss, *want_metric;
+    } cases[] = {
+        {"mse", "linear", "mean_squared_error", "mae"},
+        {"mae", "relu", "mean_absolute_error", "mae"},
+        {"huber", "linear", "huber", "mae"},
+        {"mse", "softmax", "mean_squared_error", "accuracy"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char t[512], want[2][96];
+        snprintf(t, sizeof t,
+                 "[net]\nloss=%s\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=3\n"
+                 "[dense]\nunits=2\nactivation=%s\n",
+                 cases[i].loss, cases[i].act);
+        snprintf(want[0], sizeof want[0], "\"loss\": \"%s\"", cases[i].want_loss);
+        snprintf(want[1], sizeof want[1], "\"metrics\": [\"%s\"]", cases[i].want_metric);
+        mr_config cfg;
+        mr_model m;
+        mr_error err = {0};
+        ck_assert_int_eq(mr_config_parse(t, "t.cfg", NULL, &cfg, &err), MR_OK);
+        ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 2, 0, &err) == MR_OK, "%s",
+                      err.msg);
+        char *j = mr_keras_training_config(&m, 0.001f);
+        ck_assert_msg(strstr(j, want[0]) && strstr(j, want[1]), "case %zu: %s", i, j);
+        free(j);
+        mr_model_free(&m);
+        mr_config_free(&cfg);
+    }
+}
+END_TEST
+
 /* elu and leaky_relu under Keras's names (Keras loads them:
  * bench/keras_activations.py) */
 START_TEST(activations_keras_names) {
@@ -925,6 +959,7 @@ int main(void) {
     tcase_add_test(tc, preprocessing_config_as_keras_writes_it);
     tcase_add_test(tc, loss_object_with_from_logits);
     tcase_add_test(tc, multi_label_metric);
+    tcase_add_test(tc, regression_loss_names);
     tcase_add_test(tc, activations_keras_names);
     tcase_add_test(tc, optimizer_and_initializers_as_keras_writes_them);
     tcase_add_loop_test(tc, h5_round_trip_bitwise, 0, 2);

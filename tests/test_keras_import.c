@@ -141,6 +141,66 @@ START_TEST(compile_settings_mapped) {
 }
 END_TEST
 
+/* Keras's regression losses, by name and as objects, and its mae metric, mapped to [net] loss;
+ * the .cfg takes the long names too. */
+START_TEST(regression_losses_mapped) {
+    const struct {
+        const char *loss;
+        mr_loss_kind want;
+    } cases[] = {
+        {"\"mean_squared_error\"", MR_LOSS_MSE},
+        {"\"mean_absolute_error\"", MR_LOSS_MAE},
+        {"\"mae\"", MR_LOSS_MAE},
+        {"\"huber\"", MR_LOSS_HUBER},
+        {"{\"class_name\": \"MeanAbsoluteError\", \"config\": {\"reduction\": "
+         "\"sum_over_batch_size\"}}",
+         MR_LOSS_MAE},
+        {"{\"class_name\": \"Huber\", \"config\": {\"delta\": 1.0, \"reduction\": "
+         "\"sum_over_batch_size\"}}",
+         MR_LOSS_HUBER},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char compile[1024], *text = NULL;
+        mr_error err = {0};
+        snprintf(compile, sizeof compile,
+                 "{\"optimizer\": " ADAM ", \"loss\": %s, \"metrics\": [\"mae\", "
+                 "{\"class_name\": \"MeanAbsoluteError\", \"config\": {}}]}",
+                 cases[i].loss);
+        ck_assert_msg(text_of(DENSE(""), compile, &text, &err) == MR_OK, "case %zu: %s", i,
+                      err.msg);
+        mr_config *cfg = calloc(1, sizeof *cfg);
+        ck_assert_int_eq(mr_config_parse(text, "m.keras", NULL, cfg, &err), MR_OK);
+        ck_assert_int_eq(cfg->net.loss, cases[i].want);
+        mr_config_free(cfg);
+        free(cfg);
+        free(text);
+    }
+    char *text = NULL;
+    mr_error err = {0};
+    ck_assert_int_eq(text_of(DENSE(""),
+                             "{\"optimizer\": " ADAM ", \"loss\": {\"class_name\": \"Huber\", "
+                             "\"config\": {\"delta\": 2.0}}}",
+                             &text, &err),
+                     MR_ERR_CONFIG);
+    ck_assert_msg(strstr(err.msg, "delta") != NULL, "%s", err.msg);
+    const char *names[] = {"mean_squared_error", "mean_absolute_error", "Huber"};
+    const mr_loss_kind kinds[] = {MR_LOSS_MSE, MR_LOSS_MAE, MR_LOSS_HUBER};
+    for (int i = 0; i < 3; i++) {
+        char cfg_text[256];
+        snprintf(cfg_text, sizeof cfg_text,
+                 "[net]\nloss = %s\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=4\n"
+                 "[dense]\nunits=1\n",
+                 names[i]);
+        mr_config *cfg = calloc(1, sizeof *cfg);
+        err = (mr_error){0};
+        ck_assert_msg(mr_config_parse(cfg_text, "t.cfg", NULL, cfg, &err) == MR_OK, "%s", err.msg);
+        ck_assert_int_eq(cfg->net.loss, kinds[i]);
+        mr_config_free(cfg);
+        free(cfg);
+    }
+}
+END_TEST
+
 /* What has no exact counterpart: refused, one line naming the layer or the setting. */
 START_TEST(refusals_named) {
     const char *sgd = "{\"optimizer\": " ADAM ", \"loss\": \"sparse_categorical_crossentropy\"}";
@@ -263,6 +323,7 @@ int main(void) {
     tcase_add_loop_test(tc, functional_with_logits, 0, 2);
     tcase_add_loop_test(tc, unsupported_layer_named, 0, 2);
     tcase_add_test(tc, compile_settings_mapped);
+    tcase_add_test(tc, regression_losses_mapped);
     tcase_add_test(tc, refusals_named);
     tcase_add_loop_test(tc, eval_predicts_as_keras, 0, 4);
     tcase_add_test(tc, train_runs_and_refuses);

@@ -7,7 +7,8 @@
  * included) against cases worked by hand; class weights by hand and by
  * finite differences; binary_crossentropy (fused and on probabilities,
  * smoothed, weighted) by hand and by finite differences; its multi-label rows
- * (k = 3, multi-hot targets) by hand, against Keras, and by finite differences. */
+ * (k = 3, multi-hot targets) by hand, against Keras, and by finite differences; mse, mae and
+ * huber on float targets against Keras and by finite differences. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -138,19 +139,18 @@ START_TEST(test_fd_crossentropy_on_probabilities) {
 }
 END_TEST
 
-/* Mean squared error, h = 1e-2: quadratic, so no truncation error; the
+/* Mean squared error on class ids, h = 1e-2: quadratic, so no truncation error; the
  * float residual (z - onehot) is rounded to ~1e-7 relative before squaring
- * in double, delta ~ 1e-7 and delta / h ~ 1e-5. Bound 1e-3. The fused flag
- * does not apply to MSE: both settings give the same. */
+ * in double, delta ~ 1e-7 and delta / h ~ 1e-5. Bound 1e-3. (The flag's other value,
+ * MR_LOSS_FLOAT_TARGETS, is test_fd_regression's.) */
 START_TEST(test_fd_mse) {
-    for (int fused = 0; fused <= 1; fused++)
-        for (uint32_t seed = 0; seed < 3; seed++) {
-            float out[B * K];
-            int32_t labels[B];
-            make_logits(out, labels, seed);
-            double e = fd_error(MR_LOSS_MSE, fused, out, labels, B, K, (float)B, 1e-2f);
-            ck_assert_msg(e < 1e-3, "fused flag %d seed %u: gradient error %g", fused, seed, e);
-        }
+    for (uint32_t seed = 0; seed < 3; seed++) {
+        float out[B * K];
+        int32_t labels[B];
+        make_logits(out, labels, seed);
+        double e = fd_error(MR_LOSS_MSE, 0, out, labels, B, K, (float)B, 1e-2f);
+        ck_assert_msg(e < 1e-3, "seed %u: gradient error %g", seed, e);
+    }
 }
 END_TEST
 
@@ -715,12 +715,82 @@ START_TEST(test_top_k_by_hand) {
 }
 END_TEST
 
+/* Float targets as label words (mr_label_float's bit patterns). */
+static void targets_to_words(const float *t, int32_t *w, int n) {
+    memcpy(w, t, sizeof(float) * (size_t)n);
+}
+
+/* mse, mae, huber on float targets (batch 2, k 3) against Keras 3.15's MeanSquaredError,
+ * MeanAbsoluteError, Huber (per-example losses, reduction=None) and the gradients TensorFlow
+ * takes of their batch means (e = 0 has gradient 0 for mae and huber). */
+START_TEST(test_regression_keras) {
+    const float z[6] = {0.5f, -1.25f, 2.0f, 3.0f, 0.1f, -0.4f};
+    const float t[6] = {1.0f, 0.25f, -0.5f, 0.5f, 0.1f, -2.0f};
+    int32_t w[6];
+    targets_to_words(t, w, 6);
+    static const struct {
+        mr_loss_kind kind;
+        double loss[2];
+        float grad[6];
+    } cases[] = {
+        {MR_LOSS_MSE, {2.9166667461395264, 2.93666672706604}, {0}},
+        {MR_LOSS_MAE,
+         {1.5, 1.3666666746139526},
+         {-1 / 6.f, -1 / 6.f, 1 / 6.f, 1 / 6.f, 0.0f, 1 / 6.f}},
+        {MR_LOSS_HUBER,
+         {1.0416666269302368, 1.0333333015441895},
+         {-0.0833333358f, -1 / 6.f, 1 / 6.f, 1 / 6.f, 0.0f, 1 / 6.f}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float dy[6];
+        double sum = 0.0;
+        int64_t correct = 7;
+        loss_smoothed(cases[c].kind, MR_LOSS_FLOAT_TARGETS, 0.0f, z, w, 2, 3, 2.0f, dy, &sum,
+                      &correct);
+        ck_assert_msg(fabs(sum - (cases[c].loss[0] + cases[c].loss[1])) < 1e-5, "case %zu: %g", c,
+                      sum);
+        ck_assert_int_eq(correct, 7); /* no accuracy */
+        for (int i = 0; i < 6; i++) {
+            const float want = cases[c].kind == MR_LOSS_MSE ? 2.0f * (z[i] - t[i]) / 3.0f / 2.0f
+                                                            : cases[c].grad[i];
+            ck_assert_msg(fabsf(dy[i] - want) < 1e-6f, "case %zu dy[%d] %g want %g", c, i,
+                          (double)dy[i], (double)want);
+        }
+    }
+}
+END_TEST
+
+/* The regression losses' gradients against finite differences, on float targets and on class
+ * ids (a softmax's one-hot targets), errors kept away from the kinks (0; huber's +-1). */
+START_TEST(test_fd_regression) {
+    const mr_loss_kind kinds[3] = {MR_LOSS_MSE, MR_LOSS_MAE, MR_LOSS_HUBER};
+    float out[B * K], t[B * K];
+    int32_t words[B * K], ids[B] = {0, 4, 2, 1};
+    for (int i = 0; i < B * K; i++) {
+        t[i] = (float)((i * 7) % 5) * 0.6f - 1.2f;
+        out[i] = t[i] + ((i % 3) - 1 ? 0.35f : -2.3f) * (i % 2 ? 1.0f : -1.0f);
+    }
+    targets_to_words(t, words, B * K);
+    for (int c = 0; c < 3; c++) {
+        double e = fd_error(kinds[c], MR_LOSS_FLOAT_TARGETS, out, words, B, K, (float)B, 1e-2f);
+        ck_assert_msg(e < 1e-3, "kind %d on float targets: %g", kinds[c], e);
+        float o[B * K];
+        for (int i = 0; i < B * K; i++)
+            o[i] = 0.3f * (float)(i % 4) + 0.1f - (i % 5 == 2 ? 1.9f : 0.0f);
+        e = fd_error(kinds[c], 0, o, ids, B, K, (float)B, 1e-2f);
+        ck_assert_msg(e < 1e-3, "kind %d on class ids: %g", kinds[c], e);
+    }
+}
+END_TEST
+
 static Suite *loss_suite(void) {
     Suite *s = suite_create("loss");
     TCase *tc = tcase_create("gradients");
     tcase_add_test(tc, test_fd_fused_crossentropy);
     tcase_add_test(tc, test_fd_crossentropy_on_probabilities);
     tcase_add_test(tc, test_fd_mse);
+    tcase_add_test(tc, test_fd_regression);
+    tcase_add_test(tc, test_regression_keras);
     tcase_add_test(tc, test_norm_scaling);
     tcase_add_test(tc, test_fd_label_smoothing);
     tcase_add_test(tc, test_fd_bce);

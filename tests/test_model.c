@@ -146,7 +146,7 @@ static void check_model_gradient(const char *text, uint64_t seed) {
     mr_rng_uniform(seed, 201, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), B * m.in_size);
     mr_model_zero_grads(&m, NULL);
     double loss = 0.0;
-    int64_t correct = 0;
+    double correct = 0;
     const float norm = 5.0f; /* a global batch larger than this shard */
     ck_assert_int_eq(mr_model_train_batch(&m, labels, B, norm, &loss, &correct, NULL, NULL, NULL),
                      MR_OK);
@@ -337,7 +337,7 @@ START_TEST(graph_passes_same_gradients) {
         mr_rng_uniform(8, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), 7 * m.in_size);
         mr_model_zero_grads(&m, NULL);
         double loss = 0.0;
-        int64_t c = 0;
+        double c = 0;
         ck_assert_int_eq(mr_model_train_batch(&m, labels, 7, 7.0f, &loss, &c, NULL, NULL, NULL),
                          MR_OK);
         n = m.n_params;
@@ -491,7 +491,7 @@ START_TEST(resnet20_fits_a_batch) {
     double first = 0.0, last = 0.0;
     for (int t = 1; t <= 15; t++) {
         double loss = 0.0;
-        int64_t c = 0;
+        double c = 0;
         ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
         ck_assert_int_eq(mr_model_train_batch(&m, labels, B, (float)B, &loss, &c, NULL, NULL, &err),
                          MR_OK);
@@ -539,7 +539,7 @@ static float *train_fused(const char *text, const char *like, char *fused, int64
         /* inputs centred on 0, so that the ReLUs cut */
         mr_rng_uniform(9, 1, (uint32_t)t, 0, -1.0f, 1.0f, mr_model_input_host(&m), 6 * m.in_size);
         double loss = 0.0;
-        int64_t c = 0;
+        double c = 0;
         ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
         ck_assert_int_eq(mr_model_train_batch(&m, labels, 6, 6.0f, &loss, &c, NULL, NULL, &err),
                          MR_OK);
@@ -671,7 +671,7 @@ START_TEST(gradients_accumulate) {
     int32_t labels[4] = {1, 2, 3, 4};
     mr_rng_uniform(9, 1, 0, 0, 0.0f, 1.0f, mr_model_input_host(&m), 4 * m.in_size);
     double loss = 0;
-    int64_t c = 0;
+    double c = 0;
     mr_model_zero_grads(&m, NULL);
     mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &c, NULL, NULL, NULL);
     float *once = malloc(sizeof(float) * (size_t)m.n_params);
@@ -709,7 +709,7 @@ START_TEST(after_layer_reports_reverse_order) {
     mr_model_init_weights(&m, 1, NULL);
     int32_t labels[2] = {0, 1};
     double loss = 0;
-    int64_t c = 0;
+    double c = 0;
     last_ready = 0;
     ready_calls = 0;
     mr_model_zero_grads(&m, NULL);
@@ -729,7 +729,7 @@ static const char *pass_cfg = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[i
                               "[dropout]\nrate=0.3\n[dense]\nunits=3\nactivation=softmax\n";
 
 /* Gradients, loss and hits of one batch of 8 rows trained in passes of `pass_rows`. */
-static int64_t train_in_passes(int pass_rows, float *grads, double *loss, int64_t *correct,
+static int64_t train_in_passes(int pass_rows, float *grads, double *loss, double *correct,
                                int *calls) {
     mr_config cfg;
     mr_model m;
@@ -765,7 +765,7 @@ static int64_t train_in_passes(int pass_rows, float *grads, double *loss, int64_
 START_TEST(passes_equal_one_pass) {
     float one[512], three[512];
     double loss1 = 0.0, loss3 = 0.0;
-    int64_t c1 = 0, c3 = 0;
+    double c1 = 0, c3 = 0;
     int calls1, calls3;
     int64_t n = train_in_passes(8, one, &loss1, &c1, &calls1);
     ck_assert_int_eq(train_in_passes(3, three, &loss3, &c3, &calls3), n);
@@ -951,7 +951,13 @@ START_TEST(multi_label_bce_rules) {
         {"binary_crossentropy\nvalidation_split=0.1", "per_class=1", "activation=sigmoid",
          "per_class does not apply", 0},
         {"sparse_categorical_crossentropy", "", "activation=softmax", NULL, 1},
-        {"mse", "", "", NULL, 1},
+        /* regression: float targets, one per output; no classes to weigh */
+        {"mse", "", "", NULL, 3},
+        {"huber", "", "activation=relu", NULL, 3},
+        {"mse", "", "activation=softmax", NULL, 1}, /* one-hot of class ids */
+        {"mae", "class_weight=1,2,3", "",
+         "t.cfg:11: [net] class_weight needs classes, but loss = mae on this last layer", 0},
+        {"mse", "from_logits=1", "", "not to loss = mse", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
@@ -1365,7 +1371,7 @@ static void one_step(const char *text, int staged, float *params, double *eval_l
     mr_rng_uniform(4, 1, 0, 0, 0.0f, 1.0f, in, 4 * m.in_size);
     ck_assert_int_eq(mr_model_input_upload(&m, 4, &err), MR_OK);
     double loss = 0.0;
-    int64_t correct = 0;
+    double correct = 0;
     ck_assert_int_eq(mr_model_zero_grads(&m, &err), MR_OK);
     m.run.seed = 3;
     ck_assert_int_eq(mr_model_train_batch(&m, labels, 4, 4.0f, &loss, &correct, NULL, NULL, &err),
@@ -1385,7 +1391,7 @@ static void one_step(const char *text, int staged, float *params, double *eval_l
             if (wt->trainable) memcpy(params + wt->offset, host, sizeof(float) * (size_t)wt->size);
         }
     *eval_loss = 0.0;
-    correct = 0;
+    correct = 0.0;
     ck_assert_int_eq(mr_model_eval_batch(&m, labels, 4, eval_loss, &correct, NULL, &err), MR_OK);
     ck_assert_int_eq(mr_model_predictions(&m, 4, pred, probs, &err), MR_OK);
     mr_model_free(&m);

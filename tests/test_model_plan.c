@@ -280,7 +280,8 @@ START_TEST(classes_and_label_width) {
     } cases[] = {
         {"", "activation=softmax", 10, 10, 1, 1, 1},
         {"from_logits=1", "", 10, 10, 1, 1, 0},
-        {"loss=mse", "", 4, 4, 1, 0, 0},
+        {"loss=mse", "", 4, 4, 4, 0, 0},                   /* regression: float targets (n, 4) */
+        {"loss=mae", "activation=softmax", 4, 4, 1, 0, 0}, /* one-hot of class ids */
         {"loss=binary_crossentropy", "activation=sigmoid", 1, 2, 1, 1, 1},
         {"loss=binary_crossentropy\nfrom_logits=1", "", 1, 2, 1, 1, 0},
         {"loss=binary_crossentropy", "activation=sigmoid", 3, 3, 3, 1, 1},

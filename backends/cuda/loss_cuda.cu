@@ -11,10 +11,9 @@
 #include "backends/cuda/kernels_cuda.h"
 #include "models/loss_row.h"
 
-/* out (batch, k), labels (batch) or, multi-label binary_crossentropy, (batch, k), cw (k) or
- * NULL -> loss[i] (weighted by its class's cw), hit[i], top[i] (doubles; top only when
- * top_k > 0) and, when dy is not NULL, dy (batch, k): loss_row.h's mr_loss_example, the CPU's
- * code */
+/* out (batch, k), labels (batch) or, multi-label binary_crossentropy and regression, (batch, k), cw
+ * (k) or NULL -> loss[i] (weighted by its class's cw), hit[i], top[i] (doubles; top only when top_k
+ * > 0) and, when dy is not NULL, dy (batch, k): loss_row.h's mr_loss_example, the CPU's code */
 __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float ls,
                                    const float *__restrict__ out,
                                    const int32_t *__restrict__ labels, const float *__restrict__ cw,
@@ -39,8 +38,10 @@ static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
     cudaStream_t s = mr_cuda(be)->stream;
     const int32_t *dlabels;
     double *rows, *host;
-    /* multi-label binary_crossentropy: (batch, k) multi-hot labels, else (batch) */
-    const int width = mr_loss_multi_label(kind, k) ? k : 1;
+    /* multi-label binary_crossentropy: (batch, k) multi-hot labels; regression: (batch, k)
+     * float targets; else (batch) */
+    const int width =
+        mr_loss_multi_label(kind, k) || mr_loss_float_targets(kind, fused_softmax) ? k : 1;
     MR_CHECK(mr_cuda_labels(be, labels, batch * width, &dlabels, err));
     /* rows: batch losses, batch hits, then (top_k > 0) batch top-k hits */
     const size_t nrows = (top_k > 0 ? 3 : 2) * (size_t)batch;
