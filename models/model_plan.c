@@ -143,18 +143,37 @@ static mr_status check_classes(const mr_model_plan *p, mr_error *err) {
     return MR_OK;
 }
 
-/* Regression (float targets) has no classes: nothing to rank, weigh or tabulate. */
+static int watches_accuracy(mr_monitor m) {
+    return m == MR_MONITOR_ACCURACY || m == MR_MONITOR_VAL_ACCURACY;
+}
+
+/* Regression (float targets) has no classes: nothing to rank, weigh or
+ * tabulate, and no accuracy for a callback to watch (its metric is mae). */
 static mr_status check_regression(const mr_model_plan *p, mr_error *err) {
     const mr_net_cfg *net = &p->cfg->net;
+    const int line = p->layers[p->n_layers - 1].cfg->line;
     const char *key = net->top_k > 0            ? "top_k"
                       : net->class_weight.n > 0 ? "class_weight"
                       : net->per_class          ? "per_class"
                                                 : NULL;
+    if (key != NULL)
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s:%d: [net] %s needs classes, but loss = %s on this last layer (not "
+                            "a softmax) is a regression on float targets",
+                            p->cfg->path, line, key, mr_loss_name(net->loss));
+    const mr_monitor m = watches_accuracy(net->early_stopping)   ? net->early_stopping
+                         : watches_accuracy(net->save_best_only) ? net->save_best_only
+                                                                 : net->reduce_lr_on_plateau;
+    key = watches_accuracy(net->early_stopping)   ? "early_stopping"
+          : watches_accuracy(net->save_best_only) ? "save_best_only"
+          : watches_accuracy(m)                   ? "reduce_lr_on_plateau"
+                                                  : NULL;
     if (key == NULL) return MR_OK;
     return mr_error_set(err, MR_ERR_CONFIG,
-                        "%s:%d: [net] %s needs classes, but loss = %s on this last layer (not a "
-                        "softmax) is a regression on float targets",
-                        p->cfg->path, p->layers[p->n_layers - 1].cfg->line, key,
+                        "%s:%d: [net] %s = %s watches an accuracy, but loss = %s on this last "
+                        "layer is a regression, whose metric is mae: watch val_loss or loss",
+                        p->cfg->path, line, key,
+                        m == MR_MONITOR_ACCURACY ? "accuracy" : "val_accuracy",
                         mr_loss_name(net->loss));
 }
 

@@ -230,6 +230,10 @@ START_TEST(refusals_word_for_word) {
         {"loss=binary_crossentropy", "[input]\nshape=6\n[dense]\nunits=1\n",
          "t.cfg:{LINE}: the last layer is linear and the loss a cross-entropy: set [net] "
          "from_logits = 1 (its outputs are logits) or activation = sigmoid"},
+        {"loss=mse\nvalidation_split=0.2\nearly_stopping=val_accuracy",
+         "[input]\nshape=6\n[dense]\nunits=3\n",
+         "t.cfg:{LINE}: [net] early_stopping = val_accuracy watches an accuracy, but loss = mse on "
+         "this last layer is a regression, whose metric is mae: watch val_loss or loss"},
         {"top_k=3", "[input]\nshape=6\n[dense]\nunits=3\nactivation=softmax\n",
          "t.cfg:{LINE}: [net] top_k = 3 must be below the 3 classes the last layer outputs"},
         {"class_weight=1,2", "[input]\nshape=6\n[dense]\nunits=3\nactivation=softmax\n",
