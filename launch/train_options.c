@@ -415,7 +415,22 @@ static size_t data_uses(const mr_train_options *c, const mr_config *cfg, mr_path
     return sizeof all / sizeof all[0];
 }
 
+/* A run with no training data: a Keras model file holds none, a .cfg without [data]. */
+static mr_status check_has_data(const mr_train_options *c, const mr_config *cfg, mr_error *err) {
+    if (c->synthetic > 0 || cfg->data.train_images[0] != '\0') return MR_OK;
+    if (mr_keras_import_is_model(c->cfg_path))
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s: a Keras model file holds no data: give --data FILE.npz (x_train, "
+                            "y_train, x_test, y_test) or --synthetic N",
+                            c->cfg_path);
+    return mr_error_set(err, MR_ERR_CONFIG,
+                        "%s: no [data] train_images: give them there, --data FILE.npz or "
+                        "--synthetic N",
+                        c->cfg_path);
+}
+
 mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, mr_error *err) {
+    MR_CHECK(check_has_data(c, cfg, err));
     mr_path_use u[32];
     size_t n = 0;
     u[n++] = (mr_path_use){"MODEL.cfg", c->cfg_path, 0};

@@ -71,6 +71,8 @@ void mr_train_usage(FILE *out, const char *prog);
 mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_error *err);
 
 /* The files of a run, checked before any is opened (runtime/paths.h):
+ * training data to read (--synthetic, or [data] train_images, which --data
+ * sets; else one line naming MODEL and what to give), and
  * the inputs (MODEL.cfg, the [data] files unless --synthetic, --resume
  * FILE, --init-weights) must be regular files (the data files may be
  * folders of class folders), as must the HDF5 outputs (--save,

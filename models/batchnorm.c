@@ -16,7 +16,13 @@
 #include "runtime/strbuf.h"
 
 static mr_status bn_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
-    (void)max_batch, (void)file, (void)err;
+    (void)max_batch;
+    /* axis counts the batch axis: the last of (B, ..., C) is in.rank */
+    if (l->cfg->axis != -1 && l->cfg->axis != l->in.rank)
+        return mr_error_set(err, MR_ERR_CONFIG,
+                            "%s:%d: [batchnorm] axis = %d is not the input's last axis (-1 or "
+                            "%d): only the channels are normalised",
+                            file, l->cfg->line, l->cfg->axis, l->in.rank);
     int C = l->in.d[l->in.rank - 1];
     l->out = l->in;
     mr_layer_declare_weight(l, "gamma", 1, 1, C, 0, 0, 0);

@@ -57,7 +57,7 @@ typedef enum sec_kind { SEC_NET, SEC_DATA, SEC_AUGMENT, SEC_LAYER } sec_kind;
 enum {
     PY_NONE = 1,  /* None: the key's default (Keras's None means the same here) */
     PY_L2 = 2,    /* l2(x), L2(x), L2(l2=x), "l2" (x 0.01): Keras's L2 regularizer, as x */
-    PY_PAIRS = 4, /* ((t, b), (l, r)) with t = b and l = r: Keras's symmetric padding */
+    PY_PAIRS = 4, /* ((t, b), (l, r)): Keras's ZeroPadding2D padding */
 };
 
 typedef struct key_def {
@@ -354,6 +354,9 @@ static const key_def keys[] = {
      "moving average momentum (Keras default 0.99)"},
     {"batchnorm", "epsilon", NULL, 0, KEY_FLOAT, LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
      "added to the variance (Keras default 0.001)"},
+    {"batchnorm", "axis", NULL, 0, KEY_INT, LAY(axis), "-1", -1, 3, 0, 0, NULL, 0,
+     "the normalised axis, the last (channels): -1, or its index counting the batch axis "
+     "(Keras's axis=3 of images, 1 of feature vectors)"},
     {"batchnorm", "sync", "synchronized", 0, KEY_BOOL, LAY(sync), "0", 0, 1, 0, 0, NULL, 0,
      "batch statistics over the global batch (SyncBatchNormalization)"},
 
@@ -365,9 +368,9 @@ static const key_def keys[] = {
      "the earlier layer (NAME or -N) whose output is joined after the input along the last axis "
      "(channels, or features); the other axes must be equal"},
 
-    {"zeropad", "padding", NULL, PY_PAIRS, KEY_INTS, LAY(pad), "1", 0, 1024, 0, 0, NULL, 2,
-     "zero rows above and below, zero columns left and right: p or ph,pw (Keras padding=(ph, "
-     "pw))"},
+    {"zeropad", "padding", NULL, PY_PAIRS, KEY_INTS, LAY(pad), "1", 0, 1024, 0, 0, NULL, 4,
+     "zero rows above and below, zero columns left and right: p, ph,pw (Keras padding=(ph, pw)) "
+     "or top,bottom,left,right (Keras padding=((top, bottom), (left, right)))"},
 
     {"layernorm", "epsilon", NULL, 0, KEY_FLOAT, LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
      "added to the variance (Keras default 0.001)"},
@@ -803,6 +806,18 @@ static int parse_name(const key_def *k, const char *val, char *dst, char *why, s
 
 /* KEY_INTS: integers separated by ',' or 'x', k->n_ints at most; one for a
  * pair means both (size=3 -> 3x3); a layer's shape records its rank. */
+/* [zeropad] padding's n numbers in out as top,bottom,left,right: p on every side, ph,pw above
+ * and below, left and right, or the four. */
+static int pads_of(int n, int out[4], const char *val, char *why, size_t why_n) {
+    if (n == 3) {
+        snprintf(why, why_n, "'%s' is not p, ph,pw or top,bottom,left,right", val);
+        return 0;
+    }
+    if (n == 1) out[1] = out[2] = out[3] = out[0];
+    if (n == 2) out[3] = out[2] = out[1], out[1] = out[0];
+    return 1;
+}
+
 static int parse_ints(const key_def *k, const char *val, int *out, char *why, size_t why_n) {
     int n = 0;
     const char *p = val;
@@ -833,6 +848,7 @@ static int parse_ints(const key_def *k, const char *val, int *out, char *why, si
         p = end + 1;
     }
     if (k->n_ints == 2 && n == 1) out[1] = out[0];
+    if (k->offset == LAY(pad) && !pads_of(n, out, val, why, why_n)) return 0;
     if (k->offset == LAY(target_shape)) /* remember its rank */
         ((mr_layer_cfg *)((char *)out - LAY(target_shape)))->target_rank = n;
     if (k->offset == LAY(shape)) {
@@ -902,8 +918,8 @@ static char *strip_brackets(char *s) {
     return trim(s);
 }
 
-/* PY_PAIRS: "(t, b), (l, r)" (outer brackets gone) into "t,l" in s, where
- * t = b and l = r: Keras's ZeroPadding2D padding=((t, b), (l, r)). */
+/* PY_PAIRS: "(t, b), (l, r)" (outer brackets gone) into "t,b,l,r" in s: Keras's
+ * ZeroPadding2D padding=((t, b), (l, r)). */
 static int py_pairs(char *s, char *why, size_t why_n) {
     int v[4], n = 0;
     for (char *p = s; *p && n >= 0;) {
@@ -922,14 +938,7 @@ static int py_pairs(char *s, char *why, size_t why_n) {
         snprintf(why, why_n, "'%s' is not p, (ph, pw) or ((top, bottom), (left, right))", s);
         return 0;
     }
-    if (v[0] != v[1] || v[2] != v[3]) {
-        snprintf(why, why_n,
-                 "((%d, %d), (%d, %d)): only symmetric padding is supported (top = bottom, left = "
-                 "right)",
-                 v[0], v[1], v[2], v[3]);
-        return 0;
-    }
-    snprintf(s, strlen(s) + 1, "%d,%d", v[0], v[2]);
+    snprintf(s, strlen(s) + 1, "%d,%d,%d,%d", v[0], v[1], v[2], v[3]);
     return 1;
 }
 
@@ -1576,7 +1585,7 @@ static void py_notes(const key_def *k, char *out, size_t n) {
     if (k->py & PY_L2)
         snprintf(out, n, "l2(x), L2(x), L2(l2=x), 'l2' (x 0.01)");
     else if (k->py & PY_PAIRS)
-        snprintf(out, n, "((t, t), (l, l)): symmetric pairs");
+        snprintf(out, n, "((top, bottom), (left, right))");
     if (k->py & PY_NONE) {
         size_t o = strlen(out);
         snprintf(out + o, n - o, "%sNone: %s", o ? "; " : "", k->def[0] ? k->def : "not given");

@@ -148,7 +148,7 @@ typedef struct mr_layer_cfg {
     float momentum;  /* [batchnorm] */
     float epsilon;   /* [batchnorm], [layernorm] */
     int sync;        /* [batchnorm] global batch statistics across replicas */
-    int pad[2];      /* [zeropad] rows added above and below, columns left and right */
+    int pad[4];      /* [zeropad] rows added above, below; columns left, right */
     int center;      /* [layernorm]: a trainable beta (Keras center) */
     int scale;       /* [layernorm]: a trainable gamma (Keras scale) */
     float rescale;   /* [rescaling] y = x * rescale + offset */
@@ -164,7 +164,7 @@ typedef struct mr_layer_cfg {
     /* [relu]: y = min(x, max_value) above threshold (max_value < 0: none,
      * Keras's None), negative_slope * (x - threshold) below it */
     float max_value, negative_slope, threshold;
-    int axis;            /* [softmax]: -1 only (the last axis) */
+    int axis;            /* [softmax]: -1 only; [batchnorm]: -1 or the last axis's index */
     int keepdims;        /* [globalmaxpool]: (1, 1, C) instead of (C) */
     int target_shape[3]; /* [reshape]: one example's new shape, one -1 allowed */
     int target_rank;     /* how many numbers target_shape had (1 or 3) */

@@ -20,11 +20,11 @@ typedef struct mr_pad2d {
     int top, left;
 } mr_pad2d;
 
-/* [zeropad]'s: the layer's shapes (zeropad.c: padding = ph,pw on every
- * side), so the image sits at (ph, pw). */
+/* [zeropad]'s: the layer's shapes (zeropad.c: padding = top,bottom,left,right),
+ * so the image sits at (top, left). */
 static inline mr_pad2d mr_zeropad_layout(const mr_layer *l) {
     const mr_pad2d p = {l->in.d[0],  l->in.d[1],     l->out.d[0],
-                        l->out.d[1], l->cfg->pad[0], l->cfg->pad[1]};
+                        l->out.d[1], l->cfg->pad[0], l->cfg->pad[2]};
     return p;
 }
 

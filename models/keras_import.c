@@ -34,7 +34,8 @@ typedef enum arg_rule {
     ARG_OPTNUM,  /* null (key left out) or a number -> key */
     ARG_STRIDES, /* null (the pool size) or integers -> key */
     ARG_PADDING, /* "valid" or "same" -> key */
-    ARG_PADS,    /* ZeroPadding2D's int, (h, w) or ((t, b), (l, r)) with t = b, l = r */
+    ARG_PADS,    /* ZeroPadding2D's int, (h, w) or ((t, b), (l, r)) -> key */
+    ARG_SHAPE,   /* one to three integers -> key "a,b,c" (Reshape's target_shape) */
     ARG_ACT,     /* an activation's name -> key */
     ARG_INIT,    /* a kernel initializer -> key where we have it (else it made the file's
                     weights, which are the ones taken) */
@@ -81,7 +82,7 @@ static const arg_def flatten_args[] = {CHANNELS_LAST, END};
 static const arg_def dropout_args[] = {
     {"rate", ARG_NUM, "rate"}, {"seed", ARG_IGNORE, NULL}, {"noise_shape", ARG_NULL, NULL}, END};
 static const arg_def activation_args[] = {{"activation", ARG_ACT, "activation"}, END};
-static const arg_def bn_args[] = {{"axis", ARG_EQ, "-1"},
+static const arg_def bn_args[] = {{"axis", ARG_INT, "axis"},
                                   {"momentum", ARG_NUM, "momentum"},
                                   {"epsilon", ARG_NUM, "epsilon"},
                                   {"center", ARG_EQ, "true"},
@@ -95,11 +96,39 @@ static const arg_def bn_args[] = {{"axis", ARG_EQ, "-1"},
                                   {"beta_constraint", ARG_NULL, NULL},
                                   {"gamma_constraint", ARG_NULL, NULL},
                                   {"synchronized", ARG_BOOL, "sync"},
+                                  {"renorm", ARG_EQ, "false"},
+                                  {"renorm_clipping", ARG_NULL, NULL},
+                                  {"renorm_momentum", ARG_IGNORE, NULL}, /* no effect: renorm off */
                                   END};
 static const arg_def merge_args[] = {END};
 static const arg_def concat_args[] = {{"axis", ARG_EQ, "-1"}, END};
 static const arg_def gap_args[] = {CHANNELS_LAST, {"keepdims", ARG_EQ, "false"}, END};
 static const arg_def zeropad_args[] = {{"padding", ARG_PADS, "padding"}, CHANNELS_LAST, END};
+static const arg_def depthwise_args[] = {{"kernel_size", ARG_INTS, "size"},
+                                         {"strides", ARG_INTS, "stride"},
+                                         {"padding", ARG_PADDING, "padding"},
+                                         CHANNELS_LAST,
+                                         {"dilation_rate", ARG_EQ, "[1, 1]"},
+                                         {"depth_multiplier", ARG_INT, "depth_multiplier"},
+                                         {"activation", ARG_ACT, "activation"},
+                                         {"use_bias", ARG_BOOL, "use_bias"},
+                                         {"depthwise_initializer", ARG_INIT, "kernel_initializer"},
+                                         {"bias_initializer", ARG_IGNORE, NULL},
+                                         {"depthwise_regularizer", ARG_L2, "kernel_l2"},
+                                         {"bias_regularizer", ARG_NULL, NULL},
+                                         {"activity_regularizer", ARG_NULL, NULL},
+                                         {"depthwise_constraint", ARG_NULL, NULL},
+                                         {"bias_constraint", ARG_NULL, NULL},
+                                         END};
+static const arg_def relu_args[] = {{"max_value", ARG_OPTNUM, "max_value"},
+                                    {"negative_slope", ARG_NUM, "negative_slope"},
+                                    {"threshold", ARG_NUM, "threshold"},
+                                    END};
+static const arg_def softmax_args[] = {{"axis", ARG_EQ, "-1"}, END};
+static const arg_def gmp_args[] = {CHANNELS_LAST, {"keepdims", ARG_BOOL, "keepdims"}, END};
+static const arg_def reshape_args[] = {{"target_shape", ARG_SHAPE, "target_shape"}, END};
+static const arg_def spatialdropout_args[] = {
+    {"rate", ARG_NUM, "rate"}, {"seed", ARG_IGNORE, NULL}, CHANNELS_LAST, END};
 static const arg_def ln_args[] = {{"axis", ARG_EQ, "-1"},
                                   {"epsilon", ARG_NUM, "epsilon"},
                                   {"center", ARG_BOOL, "center"},
@@ -143,13 +172,20 @@ static const keras_class classes[] = {
     {"LayerNormalization", "layernorm", 1, ln_args},
     {"Rescaling", "rescaling", 0, rescaling_args},
     {"Normalization", "normalization", 1, normalization_args},
+    {"DepthwiseConv2D", "depthwise", 1, depthwise_args},
+    {"ReLU", "relu", 0, relu_args},
+    {"Softmax", "softmax", 0, softmax_args},
+    {"GlobalMaxPooling2D", "globalmaxpool", 0, gmp_args},
+    {"Reshape", "reshape", 0, reshape_args},
+    {"SpatialDropout2D", "spatialdropout", 0, spatialdropout_args},
 };
 #define N_CLASSES (sizeof classes / sizeof classes[0])
 
 const char *mr_keras_import_classes(void) {
     return "InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Dropout, "
            "Activation, BatchNormalization, Add, Concatenate, GlobalAveragePooling2D, "
-           "ZeroPadding2D, LayerNormalization, Rescaling, Normalization";
+           "ZeroPadding2D, LayerNormalization, Rescaling, Normalization, DepthwiseConv2D, ReLU, "
+           "Softmax, GlobalMaxPooling2D, Reshape, SpatialDropout2D";
 }
 
 /* Keras's activation names that are ours too, in mr_activation's order. */
@@ -297,7 +333,8 @@ static mr_status put_l2(importer *im, const arg_def *a, const json_t *v) {
     return MR_OK;
 }
 
-/* ZeroPadding2D's padding: p, (ph, pw) or ((t, b), (l, r)) with t = b and l = r. */
+/* ZeroPadding2D's padding: p, (ph, pw) or ((t, b), (l, r)), as the .cfg's p, ph,pw or
+ * t,b,l,r. */
 static mr_status put_pads(importer *im, const arg_def *a, const json_t *v) {
     char t[64];
     if (ints_text(v, 2, t, sizeof t)) {
@@ -315,12 +352,12 @@ static mr_status put_pads(importer *im, const arg_def *a, const json_t *v) {
             for (int j = 0; ok && j < 2; j++)
                 p[i][j] = json_integer_value(json_array_get(pair, (size_t)j));
         }
-        if (ok && p[0][0] == p[0][1] && p[1][0] == p[1][1]) {
-            line(im, "%s = %lld,%lld", a->key, p[0][0], p[1][0]);
+        if (ok) {
+            line(im, "%s = %lld,%lld,%lld,%lld", a->key, p[0][0], p[0][1], p[1][0], p[1][1]);
             return MR_OK;
         }
     }
-    return bad_value(im, a->keras, v, "the same padding on both sides of each axis");
+    return bad_value(im, a->keras, v, "p, (ph, pw) or ((top, bottom), (left, right))");
 }
 
 /* One argument of a layer's config by its rule. */
@@ -369,6 +406,10 @@ static mr_status put_arg(importer *im, const arg_def *a, const json_t *v, int ow
     }
     case ARG_PADS:
         return put_pads(im, a, v);
+    case ARG_SHAPE:
+        if (!ints_text(v, 3, t, sizeof t)) return bad_value(im, a->keras, v, "1 to 3 integers");
+        line(im, "%s = %s", a->key, t);
+        return MR_OK;
     case ARG_ACT:
         return put_activation(im, a, v, own_activation);
     case ARG_INIT:
@@ -495,6 +536,22 @@ static mr_status put_args(importer *im, const keras_class *k, const json_t *c) {
     return MR_OK;
 }
 
+/* A call's keyword arguments that change nothing: mask null (Keras writes
+ * BatchNormalization's mask = None), and training null, true or false (the value a layer was
+ * built with, SpatialDropout2D's training = False: fit and predict call the model with
+ * training set, which Keras passes to every layer in its place). */
+static int kwargs_default(const json_t *kwargs) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)kwargs, key, v) {
+        int fine = strcmp(key, "mask") == 0       ? json_is_null(v)
+                   : strcmp(key, "training") == 0 ? json_is_null(v) || json_is_boolean(v)
+                                                  : 0;
+        if (!fine) return 0;
+    }
+    return 1;
+}
+
 /* The layer's inputs in a Functional: the names of inbound_nodes[0]'s tensors (one, or a list
  * of two for Add and Concatenate). */
 static mr_status inbound_names(importer *im, const json_t *layer, const char *names[2], int *n) {
@@ -506,7 +563,7 @@ static mr_status inbound_names(importer *im, const json_t *layer, const char *na
     const json_t *node = json_array_get(nodes, 0);
     const json_t *args = json_object_get(node, "args");
     const json_t *kwargs = json_object_get(node, "kwargs");
-    if (json_object_size(kwargs) != 0)
+    if (!kwargs_default(kwargs))
         return refuse(im, MR_ERR_CONFIG, "call arguments are not supported by mirrored");
     if (json_array_size(args) != 1)
         return refuse(im, MR_ERR_DATA, "inbound node without one input");

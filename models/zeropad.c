@@ -1,6 +1,7 @@
 /* zeropad.c: ZeroPadding2D, zeros around each image (before ResNet-50's
  * 7x7 stem convolution and its max pooling):
- *   x: (B, H, W, C) -> y: (B, H + 2 ph, W + 2 pw, C), [zeropad] padding = ph,pw
+ *   x: (B, H, W, C) -> y: (B, top + H + bottom, left + W + right, C),
+ * [zeropad] padding = top,bottom,left,right (config.c spreads p and ph,pw to the four)
  * The CPU kernels are backends/cpu/zeropad_cpu.c. */
 #include "models/layer.h"
 #include "runtime/strbuf.h"
@@ -12,7 +13,7 @@ static mr_status zeropad_setup(mr_layer *l, int max_batch, const char *file, mr_
                             "%s:%d: [zeropad] needs an image input (H,W,C), got (%d)", file,
                             l->cfg->line, l->in.d[0]);
     const int *p = l->cfg->pad;
-    l->out = (mr_shape){3, {l->in.d[0] + 2 * p[0], l->in.d[1] + 2 * p[1], l->in.d[2]}};
+    l->out = (mr_shape){3, {p[0] + l->in.d[0] + p[1], p[2] + l->in.d[1] + p[3], l->in.d[2]}};
     return MR_OK;
 }
 
@@ -20,7 +21,7 @@ static mr_status zeropad_setup(mr_layer *l, int max_batch, const char *file, mr_
 static void zeropad_keras_config(const mr_layer *l, mr_sb *b) {
     const int *p = l->cfg->pad;
     mr_sb_printf(b, ", \"padding\": [[%d, %d], [%d, %d]], \"data_format\": \"channels_last\"", p[0],
-                 p[0], p[1], p[1]);
+                 p[1], p[2], p[3]);
 }
 
 const mr_layer_ops mr_zeropad_ops = {

@@ -318,7 +318,7 @@ START_TEST(keras_spellings) {
         "kernel_initializer = 'he_normal'\nname = \"c1\"\n"
         "[BatchNormalization]\nsynchronized = True\n"
         "[max_pooling2d]\npool_size = (2, 2)\nstrides = None\n"
-        "[zero_padding2d]\npadding = (1, 1)\n"
+        "[zero_padding2d]\npadding = ((0, 1), (0, 1))\n"
         "[GlobalAveragePooling2D]\n[Dense]\nunits = 10\nactivation = None\n"
         "kernel_regularizer = keras.regularizers.L2(l2=0.5)\n";
     mr_config cfg;
@@ -333,7 +333,9 @@ START_TEST(keras_spellings) {
     ck_assert_int_eq(l[0].shape[1], 8);
     ck_assert_int_eq(l[1].kind, MR_LAYER_ZEROPAD);
     ck_assert_int_eq(l[1].pad[0], 1);
-    ck_assert_int_eq(l[1].pad[1], 2);
+    ck_assert_int_eq(l[1].pad[1], 1);
+    ck_assert_int_eq(l[1].pad[2], 2);
+    ck_assert_int_eq(l[1].pad[3], 2);
     ck_assert_int_eq(l[2].kind, MR_LAYER_CONV2D);
     ck_assert_int_eq(l[2].size[0], 3);
     ck_assert_int_eq(l[2].size[1], 3);
@@ -350,7 +352,10 @@ START_TEST(keras_spellings) {
     ck_assert_int_eq(l[4].kind, MR_LAYER_MAXPOOL);
     ck_assert_int_eq(l[4].stride[0], 2); /* None: the pool size */
     ck_assert_int_eq(l[5].kind, MR_LAYER_ZEROPAD);
+    ck_assert_int_eq(l[5].pad[0], 0); /* MobileNetV2's uneven padding */
     ck_assert_int_eq(l[5].pad[1], 1);
+    ck_assert_int_eq(l[5].pad[2], 0);
+    ck_assert_int_eq(l[5].pad[3], 1);
     ck_assert_int_eq(l[6].kind, MR_LAYER_GLOBALAVGPOOL);
     ck_assert_int_eq(l[7].activation, MR_ACTIVATION_LINEAR);
     ck_assert_float_eq(l[7].kernel_l2, 0.5f);
@@ -409,7 +414,9 @@ START_TEST(keras_spelling_errors) {
         {"[Conv2D]\nfilters = 2\nkernel_size = 3\nkernel_regularizer = l2(x)\n",
          {"t.cfg:10:", "not a number"}},
         {"[Conv2D]\nfilters = 2\nkernel_size = 3\nstrides = None\n", {"t.cfg:10:", "'None'"}},
-        {"[ZeroPadding2D]\npadding = ((1, 2), (1, 1))\n", {"t.cfg:8:", "symmetric"}},
+        {"[ZeroPadding2D]\npadding = ((1, 2), (1,))\n",
+         {"t.cfg:8:", "((top, bottom), (left, right))"}},
+        {"[ZeroPadding2D]\npadding = 1,2,3\n", {"t.cfg:8:", "top,bottom,left,right"}},
         {"[GlobalAveragPooling2D]\n", {"t.cfg:7:", "did you mean [GlobalAveragePooling2D]"}},
         {"[ZeroPading2D]\n", {"t.cfg:7:", "did you mean [ZeroPadding2D]"}},
         {"[Conv2D]\nfilters = 2\nkernel_sise = 3\n", {"t.cfg:9:", "did you mean 'kernel_size'"}},

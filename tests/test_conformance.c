@@ -758,12 +758,13 @@ static void run_residual(cf *h) {
         snprintf(c.name, sizeof c.name, "globalavgpool %dx%dx%d", gap[i][0], gap[i][1], gap[i][2]);
         run_layer(h, &c);
     }
-    static const int pad[][2] = {{1, 1}, {3, 3}, {0, 2}};
-    for (int i = 0; i < 3; i++) {
+    static const int pad[][4] = {{1, 1, 1, 1}, {3, 3, 3, 3}, {0, 0, 2, 2}, {0, 1, 0, 1}};
+    for (int i = 0; i < 4; i++) {
         c = make_case(MR_LAYER_ZEROPAD, img(4, 3, 2), 2, 126 + (uint64_t)i);
-        c.cfg.pad[0] = pad[i][0], c.cfg.pad[1] = pad[i][1];
+        memcpy(c.cfg.pad, pad[i], sizeof c.cfg.pad);
         c.exact = 1; /* copies and zeros */
-        snprintf(c.name, sizeof c.name, "zeropad 4x3x2 %d,%d", pad[i][0], pad[i][1]);
+        snprintf(c.name, sizeof c.name, "zeropad 4x3x2 %d,%d,%d,%d", pad[i][0], pad[i][1],
+                 pad[i][2], pad[i][3]);
         run_layer(h, &c);
     }
 }

@@ -87,6 +87,45 @@ START_TEST(functional_with_logits) {
 }
 END_TEST
 
+/* The MobileNetV2-style Functional: each Keras class of it, its uneven ZeroPadding2D, ReLU(6),
+ * BatchNormalization's settings. */
+START_TEST(functional_mobile) {
+    mr_error err = {0};
+    mr_config *cfg = import("mobile.keras", MR_OK, &err);
+    const mr_layer_kind kinds[] = {
+        MR_LAYER_INPUT,      MR_LAYER_ZEROPAD,   MR_LAYER_CONV2D,         MR_LAYER_BATCHNORM,
+        MR_LAYER_RELU,       MR_LAYER_CONV2D,    MR_LAYER_BATCHNORM,      MR_LAYER_RELU,
+        MR_LAYER_DEPTHWISE,  MR_LAYER_BATCHNORM, MR_LAYER_RELU,           MR_LAYER_CONV2D,
+        MR_LAYER_BATCHNORM,  MR_LAYER_ADD,       MR_LAYER_SPATIALDROPOUT, MR_LAYER_DEPTHWISE,
+        MR_LAYER_ACTIVATION, MR_LAYER_RESHAPE,   MR_LAYER_GLOBALMAXPOOL,  MR_LAYER_DENSE,
+        MR_LAYER_RELU,       MR_LAYER_DENSE,     MR_LAYER_SOFTMAX};
+    const int n = (int)(sizeof kinds / sizeof kinds[0]);
+    ck_assert_msg(cfg->n_layers == n, "%d layers: %s", cfg->n_layers, err.msg);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(cfg->layers[i].kind == kinds[i], "layer %d", i);
+    const mr_layer_cfg *l = cfg->layers;
+    const int pads[4] = {0, 1, 0, 1};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(l[1].pad[i], pads[i]);
+    ck_assert_int_eq(l[2].use_bias, 0);
+    ck_assert_int_eq(l[2].stride[0], 2);
+    ck_assert_float_eq(l[3].momentum, 0.999f);
+    ck_assert_int_eq(l[3].axis, -1);
+    ck_assert_float_eq(l[4].max_value, 6.0f);
+    ck_assert_int_eq(l[8].padding, MR_PADDING_SAME);
+    ck_assert_int_eq(l[13].src[0], 4); /* stem_relu + project_bn */
+    ck_assert_int_eq(l[13].src[1], 12);
+    ck_assert_float_eq(l[14].rate, 0.2f);
+    ck_assert_int_eq(l[15].depth_multiplier, 2);
+    ck_assert_int_eq(l[17].target_shape[2], 4);
+    ck_assert_float_eq(l[20].negative_slope, 0.1f);
+    ck_assert_float_eq(l[20].threshold, 0.05f);
+    ck_assert_float_lt(l[20].max_value, 0.0f); /* None */
+    mr_config_free(cfg);
+    free(cfg);
+}
+END_TEST
+
 START_TEST(unsupported_layer_named) {
     const char *files[] = {"lstm.keras", "lstm.h5"};
     mr_error err = {0};
@@ -224,6 +263,25 @@ START_TEST(refusals_named) {
          "m.keras: layer 'c' (Conv1D): not supported by mirrored"},
         {"{\"class_name\": \"Dense\", \"config\": {\"name\": \"bad-name\", \"units\": 2}}", sgd,
          "layer 'bad-name' (Dense): the name is not supported"},
+        {"{\"class_name\": \"Softmax\", \"config\": {\"name\": \"s\", \"axis\": 1}}", sgd,
+         "layer 's' (Softmax): axis = 1 is not supported"},
+        {"{\"class_name\": \"DepthwiseConv2D\", \"config\": {\"name\": \"w\", \"kernel_size\": 3, "
+         "\"dilation_rate\": [2, 2]}}",
+         sgd, "layer 'w' (DepthwiseConv2D): dilation_rate = [2,2] is not supported"},
+        {"{\"class_name\": \"ReLU\", \"config\": {\"name\": \"r\", \"max_value\": \"six\"}}", sgd,
+         "layer 'r' (ReLU): max_value = \"six\""},
+        {"{\"class_name\": \"GlobalMaxPooling2D\", \"config\": {\"name\": \"g\", \"data_format\": "
+         "\"channels_first\"}}",
+         sgd, "layer 'g' (GlobalMaxPooling2D): data_format = \"channels_first\""},
+        {"{\"class_name\": \"Reshape\", \"config\": {\"name\": \"p\", \"target_shape\": [1, 2, 2, "
+         "1]}}",
+         sgd, "layer 'p' (Reshape): target_shape = [1,2,2,1]"},
+        {"{\"class_name\": \"SpatialDropout2D\", \"config\": {\"name\": \"q\", \"rate\": 0.1, "
+         "\"noise_shape\": null}}",
+         sgd, "layer 'q' (SpatialDropout2D): argument 'noise_shape' is not supported"},
+        {"{\"class_name\": \"ZeroPadding2D\", \"config\": {\"name\": \"z\", \"padding\": [[1, 2], "
+         "[3]]}}",
+         sgd, "layer 'z' (ZeroPadding2D): padding = "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *text = NULL;
@@ -253,8 +311,10 @@ static float *npy(const char *path, size_t *n) {
 /* mirrored_eval MODEL --data x.npy --predict: Keras's model.predict within 1e-4 (softmax of
  * the logits, for the from_logits model: --predict writes probabilities). */
 START_TEST(eval_predicts_as_keras) {
-    const char *models[] = {"cnn.keras", "cnn.h5", "residual.keras", "residual.h5"};
-    const char *stem = _i < 2 ? "cnn" : "residual";
+    const char *models[] = {"cnn.keras", "cnn.h5", "residual.keras", "residual.h5", "mobile.keras"};
+    const char *stems[] = {"cnn", "cnn", "residual", "residual", "mobile"};
+    const char *stem = stems[_i];
+    const int logits = _i == 2 || _i == 3;
     char cmd[2048], name[64];
     char *eval = tu_build_path("launch/mirrored_eval"), *model = golden(models[_i]);
     snprintf(name, sizeof name, "%s.x.npy", stem);
@@ -270,15 +330,15 @@ START_TEST(eval_predicts_as_keras) {
     size_t n_want, n_got;
     float *want = npy(want_path, &n_want), *got = npy(got_path, &n_got);
     ck_assert_uint_eq(n_want, n_got);
-    const int k = _i < 2 ? 3 : 4;
+    const int k = logits ? 4 : 3;
     for (size_t r = 0; r < n_want / (size_t)k; r++) {
         float *w = want + r * (size_t)k, mx = w[0], sum = 0;
-        for (int j = 0; j < k && _i >= 2; j++)
+        for (int j = 0; j < k && logits; j++)
             mx = fmaxf(mx, w[j]);
-        for (int j = 0; j < k && _i >= 2; j++)
+        for (int j = 0; j < k && logits; j++)
             sum += expf(w[j] - mx);
         for (int j = 0; j < k; j++) {
-            float p = _i >= 2 ? expf(w[j] - mx) / sum : w[j];
+            float p = logits ? expf(w[j] - mx) / sum : w[j];
             ck_assert_msg(fabsf(got[r * (size_t)k + (size_t)j] - p) <= 1e-4f, "%s row %zu: %g %g",
                           models[_i], r, got[r * (size_t)k + (size_t)j], p);
         }
@@ -316,17 +376,44 @@ START_TEST(train_runs_and_refuses) {
 }
 END_TEST
 
+/* mirrored_train MODEL.keras with neither --data nor --synthetic: exit 2, one line naming the
+ * file and what to give; mirrored_train MODEL.keras --synthetic trains the mobile model. */
+START_TEST(train_without_data_named) {
+    char cmd[2048];
+    char *train = tu_build_path("launch/mirrored_train"), *cnn = golden("cnn.keras"),
+         *mobile = golden("mobile.keras");
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s --epochs 1 --devices cpu", train, cnn);
+    ck_assert_int_eq(tu_run(cmd, &out), 2);
+    ck_assert_msg(strstr(out,
+                         "cnn.keras: a Keras model file holds no data: give --data "
+                         "FILE.npz (x_train, y_train, x_test, y_test) or --synthetic N") != NULL,
+                  "%s", out);
+    ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --epochs 1 --devices cpu:2 --quiet", train,
+             mobile);
+    ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
+    free(out);
+    free(train);
+    free(cnn);
+    free(mobile);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras_import");
     TCase *tc = tcase_create("keras_import");
     tcase_add_loop_test(tc, sequential_cnn, 0, 2);
     tcase_add_loop_test(tc, functional_with_logits, 0, 2);
+    tcase_add_test(tc, functional_mobile);
     tcase_add_loop_test(tc, unsupported_layer_named, 0, 2);
     tcase_add_test(tc, compile_settings_mapped);
     tcase_add_test(tc, regression_losses_mapped);
     tcase_add_test(tc, refusals_named);
-    tcase_add_loop_test(tc, eval_predicts_as_keras, 0, 4);
+    tcase_add_loop_test(tc, eval_predicts_as_keras, 0, 5);
     tcase_add_test(tc, train_runs_and_refuses);
+    tcase_add_test(tc, train_without_data_named);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

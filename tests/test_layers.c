@@ -103,11 +103,12 @@ START_TEST(zeropad_gradients) {
     gc_layer_result r;
     mr_error err = {0};
     mr_shape img = {3, {3, 2, 2}};
-    int pads[][2] = {{1, 1}, {0, 2}, {3, 0}};
-    for (int i = 0; i < 3; i++) {
-        c.pad[0] = pads[i][0], c.pad[1] = pads[i][1];
+    int pads[][4] = {{1, 1, 1, 1}, {0, 0, 2, 2}, {3, 3, 0, 0}, {0, 1, 0, 1}, {2, 0, 1, 3}};
+    for (int i = 0; i < 5; i++) {
+        memcpy(c.pad, pads[i], sizeof c.pad);
         ck_assert_int_eq(gc_check_layer(&c, img, 2, 8 + (uint64_t)i, &r, &err), MR_OK);
-        ck_assert_msg(r.err_input < 2e-3, "pad %d,%d: %g", c.pad[0], c.pad[1], r.err_input);
+        ck_assert_msg(r.err_input < 2e-3, "pad %d,%d,%d,%d: %g", c.pad[0], c.pad[1], c.pad[2],
+                      c.pad[3], r.err_input);
     }
 }
 END_TEST
@@ -213,7 +214,7 @@ START_TEST(globalavgpool_zeropad_values) {
     float x[2 * 3 * 4 * 2], y[2 * 5 * 8 * 2], g[2 * 2];
     mr_rng_uniform(3, 1, 0, 0, -1.0f, 1.0f, x, B * H * W * C);
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_ZEROPAD);
-    c.pad[0] = 1, c.pad[1] = 2;
+    c.pad[0] = 1, c.pad[1] = 1, c.pad[2] = 2, c.pad[3] = 2;
     mr_layer l = {0};
     l.ops = &mr_zeropad_ops;
     l.cfg = &c;
@@ -468,10 +469,11 @@ END_TEST
 
 /* [zeropad]'s layout: every image pixel has one place in the bordered
  * image and back (mr_pad2d_outer, mr_pad2d_inner), every other pixel of
- * it is border, and the layer's output is the image at (ph, pw). */
+ * it is border, and the layer's output is the image at (top, left), of
+ * uneven borders too. */
 START_TEST(zeropad_layout) {
     mr_layer_cfg c = gc_layer_cfg(MR_LAYER_ZEROPAD);
-    c.pad[0] = 2, c.pad[1] = 1;
+    c.pad[0] = 2, c.pad[1] = 0, c.pad[2] = 1, c.pad[3] = 3;
     mr_layer l = {0};
     l.ops = &mr_zeropad_ops;
     l.cfg = &c;
@@ -479,8 +481,8 @@ START_TEST(zeropad_layout) {
     mr_error err = {0};
     ck_assert_int_eq(gc_setup(&l, 1, "t.cfg", &err), MR_OK);
     const mr_pad2d p = mr_zeropad_layout(&l);
-    ck_assert_int_eq(p.out_h, 7);
-    ck_assert_int_eq(p.out_w, 6);
+    ck_assert_int_eq(p.out_h, 5);
+    ck_assert_int_eq(p.out_w, 8);
     ck_assert_int_eq(p.top, 2);
     ck_assert_int_eq(p.left, 1);
     int inside = 0;
@@ -493,7 +495,7 @@ START_TEST(zeropad_layout) {
                              (int64_t)oy * p.out_w + ox);
         }
     ck_assert_int_eq(inside, p.in_h * p.in_w);
-    ck_assert_int_eq(mr_pad2d_outer(&p, 0, 0), 2 * 6 + 1);
+    ck_assert_int_eq(mr_pad2d_outer(&p, 0, 0), 2 * 8 + 1);
     mr_layer_destroy(&l);
 }
 END_TEST

@@ -1,6 +1,6 @@
 /* zeropad_cpu.c: ZeroPadding2D on the CPU, NHWC (models/zeropad.c says
  * what the layer is).
- *   x: (B, H, W, C) -> y: (B, H + 2 ph, W + 2 pw, C), zeros around x
+ *   x: (B, H, W, C) -> y: (B, top + H + bottom, left + W + right, C), zeros around x
  *   dx = the inner (H, W) window of dy
  * Where each row of x goes is copy_layout.h's mr_pad2d, the CUDA kernels'
  * layout too.
