@@ -4,11 +4,13 @@
  * host pointer, and only when the context says it is host memory. A
  * context is created by its device kind (backends/backends.h). */
 #include "runtime/backend.h"
-#include "runtime/dmem_impl.h"
 
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "runtime/dmem_impl.h"
+#include "runtime/isolate.h"
 
 void mr_backend_destroy(mr_backend *be) {
     if (be == NULL) return;
@@ -87,12 +89,17 @@ mr_status mr_backend_read(mr_backend *be, const mr_dfloat *p, size_t n, float *s
         return MR_OK;
     }
     *host = staging;
+    if (mr_isolate_in_child()) { /* no device there: zeros (mr_isolate_in_child) */
+        memset(staging, 0, sizeof(float) * n);
+        return MR_OK;
+    }
     return mr_backend_to_host(be, staging, p, sizeof(float) * n, err);
 }
 
 mr_status mr_backend_write(mr_backend *be, mr_dfloat *p, const float *host, size_t n,
                            mr_error *err) {
     if (host == mr_backend_host_view(be, p)) return MR_OK; /* filled in place */
+    if (mr_isolate_in_child()) return MR_OK;               /* no device there */
     return mr_backend_to_device(be, p, host, sizeof(float) * n, err);
 }
 

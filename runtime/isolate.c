@@ -38,6 +38,12 @@ mr_status mr_isolate(const char *path, const char *what, mr_status (*fn)(void *a
     return mr_isolate_timed(path, what, fn, arg, MR_ISOLATE_SECONDS, err);
 }
 
+static int in_child;
+
+int mr_isolate_in_child(void) {
+    return in_child;
+}
+
 mr_status mr_isolate_timed(const char *path, const char *what, mr_status (*fn)(void *arg),
                            void *arg, unsigned seconds, mr_error *err) {
     fflush(NULL); /* nothing buffered is written twice */
@@ -45,6 +51,7 @@ mr_status mr_isolate_timed(const char *path, const char *what, mr_status (*fn)(v
     pid_t pid = fork();
     if (pid < 0) return MR_OK;
     if (pid == 0) {
+        in_child = 1;
         child_setup(parent, seconds);
         mr_status st = fn(arg);
         _exit(st == MR_OK ? CHILD_OK : CHILD_REFUSED); /* no atexit: HDF5, leak checks */

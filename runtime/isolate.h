@@ -33,4 +33,10 @@ enum { MR_ISOLATE_SECONDS = 600 };
 mr_status mr_isolate_timed(const char *path, const char *what, mr_status (*fn)(void *arg),
                            void *arg, unsigned seconds, mr_error *err);
 
+/* 1 in the child of mr_isolate: it may read files but has no device (a
+ * GPU context does not survive fork(), and an emulated GPU's stream
+ * threads are not there), so mr_backend_write and mr_backend_read leave
+ * device memory alone there; the trial's values are discarded anyway. */
+int mr_isolate_in_child(void);
+
 #endif

@@ -35,6 +35,26 @@ static mr_status aborts(void *arg) {
     abort();
 }
 
+/* dies where it runs in the child of mr_isolate */
+static mr_status dies_in_child(void *arg) {
+    (void)arg;
+    if (mr_isolate_in_child()) abort();
+    return MR_OK;
+}
+
+/* mr_isolate_in_child: 1 in the child only (the backend leaves device
+ * memory alone there), 0 in the caller before and after. */
+START_TEST(knows_the_child) {
+    mr_error err = {0};
+    ck_assert_int_eq(mr_isolate_in_child(), 0);
+    ck_assert_int_eq(dies_in_child(NULL), MR_OK);
+    ck_assert_int_eq(mr_isolate("f.h5", "the reader", dies_in_child, NULL, &err), MR_ERR_DATA);
+    ck_assert_msg(strstr(err.msg, "f.h5: the reader crashed reading it (SIGABRT)") != NULL, "%s",
+                  err.msg);
+    ck_assert_int_eq(mr_isolate_in_child(), 0);
+}
+END_TEST
+
 START_TEST(child_outcomes) {
     mr_error err = {0};
     int touched = 0;
@@ -99,6 +119,7 @@ int main(void) {
     Suite *s = suite_create("isolate");
     TCase *tc = tcase_create("isolate");
     tcase_add_test(tc, child_outcomes);
+    tcase_add_test(tc, knows_the_child);
     tcase_add_test(tc, child_time_bound);
     tcase_add_test(tc, child_dies_with_parent);
     tcase_set_timeout(tc, 120);

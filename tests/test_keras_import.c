@@ -8,9 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/gpu_list.h"
 #include "models/keras_import.h"
 #include "runtime/array.h"
 #include "tests/testutil.h"
+
+/* the devices of the runs: CPU replicas, or with the argument `gpu` the
+ * GPUs (keras_import_gpu, in the gpu suite: emulated GPUs in an emulated
+ * build), where the file's weights go to device memory */
+static const char *one = "cpu", *two = "cpu:2";
 
 static char *golden(const char *name) {
     char rel[256];
@@ -320,8 +326,8 @@ START_TEST(eval_predicts_as_keras) {
     snprintf(name, sizeof name, "%s.x.npy", stem);
     char *x = golden(name);
     const char *dir = tu_tmpdir();
-    snprintf(cmd, sizeof cmd, "%s %s --data %s --predict %s/p.npy --devices cpu", eval, model, x,
-             dir);
+    snprintf(cmd, sizeof cmd, "%s %s --data %s --predict %s/p.npy --devices %s", eval, model, x,
+             dir, one);
     char *out = NULL;
     ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
     snprintf(name, sizeof name, "%s.predict.npy", stem);
@@ -360,7 +366,8 @@ START_TEST(train_runs_and_refuses) {
     char *train = tu_build_path("launch/mirrored_train"), *cnn = golden("cnn.keras"),
          *lstm = golden("lstm.h5");
     char *out = NULL;
-    snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --epochs 1 --devices cpu --quiet", train, cnn);
+    snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --epochs 1 --devices %s --quiet", train, cnn,
+             two);
     ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --devices cpu", train, lstm);
@@ -391,8 +398,8 @@ START_TEST(train_without_data_named) {
                   "%s", out);
     ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --epochs 1 --devices cpu:2 --quiet", train,
-             mobile);
+    snprintf(cmd, sizeof cmd, "%s %s --synthetic 64 --epochs 1 --devices %s --quiet", train, mobile,
+             two);
     ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
     free(out);
     free(train);
@@ -401,7 +408,24 @@ START_TEST(train_without_data_named) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "gpu") == 0) {
+        const mr_gpu_list *gl = tu_gpus();
+        if (gl->count == 0) {
+            printf("SKIP: no GPU: %s\n", gl->reason[0] ? gl->reason : "none visible");
+            return 77; /* meson's SKIP */
+        }
+        one = "gpu:0";
+        two = gl->count >= 2 ? "gpu:0,1" : "gpu:0";
+        Suite *s = suite_create("keras_import_gpu");
+        TCase *tc = tcase_create("keras_import_gpu");
+        tcase_set_timeout(tc, 600);
+        tcase_add_loop_test(tc, eval_predicts_as_keras, 0, 5);
+        tcase_add_test(tc, train_runs_and_refuses);
+        tcase_add_test(tc, train_without_data_named);
+        suite_add_tcase(s, tc);
+        return tu_run_suite(s);
+    }
     Suite *s = suite_create("keras_import");
     TCase *tc = tcase_create("keras_import");
     tcase_add_loop_test(tc, sequential_cnn, 0, 2);
