@@ -11,8 +11,12 @@ DIR) and runs BUILD_DIR's executables on it:
     (BatchNormalization's moving statistics are set to random values first, so inference
     normalises with something other than 0 and 1);
   - mirrored_train MODEL.keras --synthetic 64 --epochs 1 --devices cpu:2.
+--eval-devices and --train-devices choose other devices: in a build with -Dgpu_emulation=true,
+`--eval-devices gpu:0 --train-devices gpu:0,1` with MIRRORED_EMULATED_GPUS=2 and
+CUDA_VISIBLE_DEVICES=0,1 (without it the script hides every GPU from TensorFlow, and so from
+the emulator) runs them on emulated GPUs.
 Prints a table: model, params, max |ours - keras| of predict (with the largest Keras
-probability beside it, for the scale: 1000 classes), train OK on cpu:2. Exit 1 when a
+probability beside it, for the scale: 1000 classes), whether training ran. Exit 1 when a
 difference exceeds 1e-4 or a run fails. Needs TensorFlow and Keras 3 (a peer venv, never CI);
 the files are too large to keep in the repository (ResNet50: ~100 MB)."""
 import argparse
@@ -53,7 +57,7 @@ def run(cmd):
     return p.returncode, p.stdout
 
 
-def check(name, make, build, folder, rng):
+def check(name, make, build, folder, rng, eval_devices, train_devices):
     keras.utils.set_random_seed(7)
     m = make()
     m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.001),
@@ -66,12 +70,12 @@ def check(name, make, build, folder, rng):
     np.save(xp, x)
     want = m.predict(x, verbose=0)
     rc, out = run([os.path.join(build, "launch/mirrored_eval"), path, "--data", xp,
-                   "--predict", pp, "--devices", "cpu"])
+                   "--predict", pp, "--devices", eval_devices])
     diff = float(np.max(np.abs(np.load(pp) - want))) if rc == 0 else None
     if rc != 0:
         print(f"{name}: mirrored_eval exit {rc}: {out.strip()[-600:]}", file=sys.stderr)
     rc, out = run([os.path.join(build, "launch/mirrored_train"), path, "--synthetic", "64",
-                   "--epochs", "1", "--devices", "cpu:2", "--quiet"])
+                   "--epochs", "1", "--devices", train_devices, "--quiet"])
     if rc != 0:
         print(f"{name}: mirrored_train exit {rc}: {out.strip()[-600:]}", file=sys.stderr)
     return m.count_params(), diff, float(np.max(want)), rc == 0
@@ -82,6 +86,9 @@ def main():
     ap.add_argument("build", help="the meson build folder (launch/mirrored_eval, ...)")
     ap.add_argument("--keep", metavar="DIR", help="save the models in DIR (kept)")
     ap.add_argument("--only", metavar="NAME", help="one model (MobileNetV2, ResNet50, ...)")
+    ap.add_argument("--eval-devices", default="cpu", help="mirrored_eval's --devices (cpu)")
+    ap.add_argument("--train-devices", default="cpu:2",
+                    help="mirrored_train's --devices (cpu:2)")
     a = ap.parse_args()
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,12 +98,13 @@ def main():
         for name, make in MODELS:
             if a.only and name != a.only:
                 continue
-            params, diff, top, trained = check(name, make, a.build, folder, rng)
+            params, diff, top, trained = check(name, make, a.build, folder, rng,
+                                                  a.eval_devices, a.train_devices)
             ok = ok and diff is not None and diff <= 1e-4 and trained
             rows.append((name, params, "failed" if diff is None else f"{diff:.2e}", f"{top:.2e}",
                          "yes" if trained else "no"))
     print(f"{'model':<12} {'params':>10}  {'max |ours - keras|':>18}  {'max keras':>9}  "
-          "train cpu:2")
+          f"train {a.train_devices} (eval on {a.eval_devices})")
     for name, params, diff, top, trained in rows:
         print(f"{name:<12} {params:>10}  {diff:>18}  {top:>9}  {trained}")
     return 0 if ok else 1
