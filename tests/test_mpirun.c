@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -399,10 +401,10 @@ END_TEST
 #define STOP_TIMEOUT_S 5
 #define STOP_MARGIN_S  10
 
-/* Where rank 1 is stopped (SIGSTOP, never continued): at startup, while it
- * opens its training data (a FIFO whose writer stops it the moment rank 1
- * opens it, before the processes agree on the data), or in training, once
- * the job's first checkpoint is written. */
+/* Where rank 1 is stopped (SIGSTOP, never continued): at startup, the
+ * moment it opens its training data (watch_and_stop), before the processes
+ * agree on the data, or in training, once the job's first checkpoint is
+ * written. */
 typedef enum stop_point { STOP_AT_STARTUP, STOP_IN_TRAINING } stop_point;
 
 static double read_seconds(const char *name) {
@@ -423,6 +425,36 @@ static int alive(long pid) {
     return live;
 }
 
+/* A process that stops rank 1 (SIGSTOP; its pid in rank1.pid, written
+ * before it execs mirrored_train) the moment it opens stall/x.npy, which
+ * only rank 1's .cfg names (inotify IN_OPEN, watched before this returns),
+ * and writes the time to stopped_at. It gives up after 60 s. */
+static pid_t watch_and_stop(void) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stall/x.npy", dir);
+    int fd = inotify_init1(IN_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(inotify_add_watch(fd, path, IN_OPEN), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid > 0) {
+        close(fd);
+        return pid;
+    }
+    alarm(60);
+    char event[4096];
+    if (read(fd, event, sizeof event) <= 0) _exit(1);
+    char *text = read_in_dir("rank1.pid");
+    long rank1 = text ? atol(text) : 0;
+    if (rank1 <= 0 || kill((pid_t)rank1, SIGSTOP) != 0) _exit(1);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char when[64];
+    snprintf(when, sizeof when, "%lld.%09ld\n", (long long)now.tv_sec, now.tv_nsec);
+    free(tu_write_text(dir, "stopped_at", when));
+    _exit(0);
+}
+
 /* mpirun -np 2 with rank 1 stopped at `where`: the job ends with exit 1
  * (MPI_Abort) within the collective timeout plus STOP_MARGIN_S of the stop,
  * rank 0 naming rank 1, no heap corruption, and the stopped rank is gone.
@@ -432,8 +464,7 @@ static void stop_rank_once(stop_point where) {
     const char *script =
         where == STOP_AT_STARTUP
             ? "c=good.cfg; if [ $OMPI_COMM_WORLD_RANK = 1 ]; then c=stall/good.cfg; "
-              "echo $$ > rank1.pid; (timeout 60 sh -c \"exec 3>stall/x.npy && kill -STOP $$ "
-              "&& date +%%s.%%N > stopped_at\") & fi; exec $T $c --collective-timeout %d"
+              "echo $$ > rank1.pid; fi; exec $T $c --collective-timeout %d"
             : "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then echo $$ > rank1.pid; (n=0; while [ ! -e "
               "ck/k-step000000020.h5 ] && kill -0 $$ 2>/dev/null && [ $n -lt 6000 ]; do sleep "
               "0.05; n=$((n+1)); done; kill -STOP $$ && date +%%s.%%N > stopped_at) & fi; "
@@ -445,7 +476,12 @@ static void stop_rank_once(stop_point where) {
         "{ cd %s && rm -rf ck stopped_at ended_at rank1.pid && T=%s timeout 60 mpirun -q -np 2 "
         "-x T sh -c '%s'; rc=$?; date +%%s.%%N > ended_at; exit $rc; }",
         dir, exe, body);
+    const pid_t watcher = where == STOP_AT_STARTUP ? watch_and_stop() : 0;
     int rc = tu_run(cmd, &out);
+    if (watcher > 0) {
+        kill(watcher, SIGKILL); /* where it never saw the open */
+        waitpid(watcher, NULL, 0);
+    }
     char *pid_text = read_in_dir("rank1.pid");
     long pid = pid_text ? atol(pid_text) : 0;
     free(pid_text);
@@ -470,8 +506,7 @@ static void stop_rank_once(stop_point where) {
  * training images; the .cfg with a checkpoint every epoch. */
 static void stop_rank_setup(void) {
     char cmd[8192], text[2048];
-    snprintf(cmd, sizeof cmd,
-             "cd %s && mkdir -p stall && cp good.cfg y.npy stall/ && mkfifo stall/x.npy", dir);
+    snprintf(cmd, sizeof cmd, "cd %s && mkdir -p stall && cp good.cfg x.npy y.npy stall/", dir);
     ck_assert_int_eq(tu_run(cmd, NULL), 0);
     snprintf(text, sizeof text, "[net]\ncheckpoint=ck/k.h5\n%s", good_cfg + strlen("[net]\n"));
     free(tu_write_text(dir, "k.cfg", text));

@@ -47,30 +47,35 @@ static const char *error_line(const char *out) {
     return line;
 }
 
-/* n examples of 4 float features in [0, 1) and labels of 3 classes; the
+/* n examples of 4 float features in [0, 1) and their labels: float
+ * targets (n, 3), the one-hot rows of 3 classes, for write_cfg's linear
+ * regression (targets = 1), or the class ids (n) (targets = 0); the
  * examples listed in `huge` get one feature of 3e38 (finite, but its
  * squared error is not). */
 static void write_features(const char *name_x, const char *name_y, int64_t n, const int *huge,
-                           int n_huge) {
+                           int n_huge, int targets) {
     mr_array x = {.dtype = MR_DTYPE_F32, .ndim = 2, .dims = {n, 4}};
-    mr_array y = {.dtype = MR_DTYPE_I32, .ndim = 1, .dims = {n}};
+    mr_array y = targets ? (mr_array){.dtype = MR_DTYPE_F32, .ndim = 2, .dims = {n, 3}}
+                         : (mr_array){.dtype = MR_DTYPE_I32, .ndim = 1, .dims = {n}};
     float *px = malloc(sizeof(float) * (size_t)(n * 4));
-    int32_t *py = malloc(sizeof(int32_t) * (size_t)n);
+    float *pt = calloc((size_t)(n * 3), sizeof(float));
+    int32_t *pc = malloc(sizeof(int32_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++) {
-        py[i] = (int32_t)(i % 3);
+        pt[i * 3 + i % 3] = 1.0f;
+        pc[i] = (int32_t)(i % 3);
         for (int j = 0; j < 4; j++)
             px[i * 4 + j] = (float)((i * 7 + j * 13) % 17) / 17.0f;
     }
     for (int h = 0; h < n_huge; h++)
         px[huge[h] * 4 + 1] = 3e38f;
-    x.data = px, y.data = py;
+    x.data = px, y.data = targets ? (void *)pt : (void *)pc;
     char path[8192];
     mr_error err = {0};
     snprintf(path, sizeof path, "%s/%s", dir, name_x);
     ck_assert_msg(mr_array_write_npy(path, &x, &err) == MR_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/%s", dir, name_y);
     ck_assert_msg(mr_array_write_npy(path, &y, &err) == MR_OK, "%s", err.msg);
-    free(px), free(py);
+    free(px), free(pt), free(pc);
 }
 
 /* A linear model with the squared error: nothing bounds its outputs.
@@ -94,7 +99,7 @@ static void setup(void) {
     snprintf(exe, sizeof exe, "%s", p);
     free(p);
     snprintf(dir, sizeof dir, "%s", tu_tmpdir());
-    write_features("x.npy", "y.npy", 64, NULL, 0);
+    write_features("x.npy", "y.npy", 64, NULL, 0, 1);
 }
 
 /* A learning rate far too high with inputs x100 diverges within a few
@@ -157,7 +162,7 @@ START_TEST(no_checkpoint_of_nonfinite_weights) {
     int huge[8];
     for (int i = 0; i < 8; i++)
         huge[i] = i;
-    write_features("xo.npy", "yo.npy", 8, huge, 8);
+    write_features("xo.npy", "yo.npy", 8, huge, 8, 0);
     /* 3e38 would overflow the logits: scale it to 1e38 */
     free(tu_write_text(dir, "over.cfg",
                        "[net]\nbatch=1\nepochs=1\noptimizer=sgd\nlearning_rate=10\nshuffle=0\n"
@@ -187,7 +192,7 @@ END_TEST
  * well; stop ends at that step. */
 START_TEST(skip_trains_on) {
     const int huge[] = {20};
-    write_features("xh.npy", "yh.npy", 64, huge, 1);
+    write_features("xh.npy", "yh.npy", 64, huge, 1, 1);
     write_cfg("skip.cfg", "learning_rate=0.01\non_nan=skip\n",
               "train_images=xh.npy\ntrain_labels=yh.npy\n");
     char *out;
@@ -231,7 +236,7 @@ END_TEST
  * run ends well, 2 skipped in epoch 1 and 2 in epoch 2. */
 START_TEST(skip_patience) {
     const int huge[] = {0, 8};
-    write_features("xp.npy", "yp.npy", 64, huge, 2);
+    write_features("xp.npy", "yp.npy", 64, huge, 2, 1);
     write_cfg("p2.cfg", "learning_rate=0.01\non_nan=skip\nnan_patience=2\n",
               "train_images=xp.npy\ntrain_labels=yp.npy\n");
     char *out;
