@@ -147,7 +147,8 @@ static mr_status mpi_progress(mr_comm *c, int rank, mr_error *err) {
     return MR_OK;
 }
 
-static mr_status mpi_allreduce_start(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, mr_error *err) {
+static mr_status mpi_allreduce_start(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n,
+                                     mr_error *err) {
     float *buf = mr_dfloat_ptr(dbuf); /* host memory: CPU replicas' device memory */
     (void)rank;
     mpi_comm *mc = (mpi_comm *)c;
@@ -330,10 +331,12 @@ mr_status mr_comm_mpi_create(MPI_Comm comm, double timeout_s, int yield, mr_comm
         return st;
     }
     /* requests of an op: P - 1 receives (from the other members in rank
-     * order), then P - 1 sends */
+     * order), then P - 1 sends (to them, in the same order): a send still
+     * pending at a timeout names its receiver too, which has not taken it */
     int k = 0;
-    for (int q = 0; q < mc->P; q++)
-        if (q != mc->me) mc->peers[k++] = mc->world[q];
+    for (int pass = 0; pass < 2; pass++)
+        for (int q = 0; q < mc->P; q++)
+            if (q != mc->me) mc->peers[k++] = mc->world[q];
     for (; k < 2 * mc->P; k++)
         mc->peers[k] = -1;
     mc->base.vt = &mpi_vt;

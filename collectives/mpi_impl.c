@@ -21,6 +21,14 @@ mr_status mr_mpi_check(int rc, const char *call, mr_error *err) {
  * takes it from a neighbour that shares it. */
 #define YIELD_S 200e-6
 
+/* 1 when a request before i waits for the same peer and is still pending
+ * (already named: a receive and a send to one process count once) */
+static int named_before(MPI_Request *reqs, const int *peers, int i) {
+    for (int j = 0; j < i; j++)
+        if (peers[j] == peers[i] && reqs[j] != MPI_REQUEST_NULL) return 1;
+    return 0;
+}
+
 mr_status mr_mpi_wait(MPI_Request *reqs, int n, const int *peers, double timeout_s, int yield,
                       const char *what, mr_error *err) {
     mr_backoff b = {0};
@@ -44,7 +52,7 @@ mr_status mr_mpi_wait(MPI_Request *reqs, int n, const int *peers, double timeout
             int one = 1;
             if (peers == NULL || peers[i] < 0 || reqs[i] == MPI_REQUEST_NULL) continue;
             MPI_Test(&reqs[i], &one, MPI_STATUS_IGNORE);
-            if (one) continue;
+            if (one || named_before(reqs, peers, i)) continue;
             char num[16];
             snprintf(num, sizeof num, "%s%d", missing[0] ? "," : "", peers[i]);
             strncat(missing, num, sizeof missing - strlen(missing) - 1);
