@@ -77,10 +77,15 @@ static void on_stop_signal(int sig) {
  * when the handler is installed (snprintf is not async-signal-safe). */
 static int early_signals[MR_TRAIN_MAX_STOP_SIGNALS];
 static char early_lines[MR_TRAIN_MAX_STOP_SIGNALS][128];
+/* 1 on a process that does not print the line (not the lead of a job of
+ * processes: a Ctrl-C reaches them all), and once the stages have ended
+ * (a failing job's processes are ended by mpirun's SIGTERM after the one
+ * line that says why) */
+static volatile sig_atomic_t early_quiet;
 
 static void on_early_stop_signal(int sig) {
     for (int i = 0; i < MR_TRAIN_MAX_STOP_SIGNALS; i++)
-        if (early_signals[i] == sig) {
+        if (early_signals[i] == sig && !early_quiet) {
             ssize_t ignored = write(STDERR_FILENO, early_lines[i], strlen(early_lines[i]));
             (void)ignored;
         }
@@ -526,8 +531,8 @@ static mr_status stage_agree_resume(train_run *r) {
               .resuming = r->resuming,
               .ended = r->ended_before},
       *all = NULL;
-    if (r->resuming) /* "PATH (update N)", the path's tail where it is long */
-        snprintf(mine.what, sizeof mine.what, "%s (update %lld)",
+    if (r->resuming) /* "PATH (update N)", the path's last 200 bytes where it is long */
+        snprintf(mine.what, sizeof mine.what, "%.200s (update %lld)",
                  r->ck_path + (strlen(r->ck_path) > 200 ? strlen(r->ck_path) - 200 : 0),
                  (long long)mine.step);
     else
@@ -1089,6 +1094,7 @@ int main(int argc, char **argv) {
     r->options_st = mr_train_parse_options(argc, argv, &r->c, &r->err);
     if (r->options_st == MR_OK && r->c.action != MR_TRAIN_RUN) return answer(r);
     if (r->c.timeout > 0) r->job.timeout_s = r->c.timeout;
+    early_quiet = !r->lead;
     install_stop_signals(&r->c, on_early_stop_signal);
     r->opts.job = &r->job;
     r->label_width = 1;
@@ -1099,5 +1105,6 @@ int main(int argc, char **argv) {
         mr_ckpt_default_stop_path(r->c.save_path, r->c.json_path, r->stop_path,
                                   sizeof r->stop_path);
     run_stages(r);
+    early_quiet = 1;
     return train_run_free(r);
 }
