@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "mirrored.h"
+#include "include/mirrored.h"
 #include "collectives/job.h"
 #include "models/config.h"
 #include "models/model_plan.h"
