@@ -87,6 +87,10 @@ START_TEST(job_version_devices) {
     ck_assert_int_eq(mirrored_list_devices(buf, sizeof buf, &count, &err), MIRRORED_OK);
     ck_assert_int_ge(count, 1);
     ck_assert_msg(strncmp(buf, "cpu:0\n", 6) == 0, "%s", buf);
+    int lines = 0;
+    for (const char *p = buf; *p; p++)
+        lines += *p == '\n';
+    ck_assert_int_eq(lines, count);
     ck_assert_int_eq(mirrored_list_devices(buf, 3, &count, &err), MIRRORED_ERR_USAGE);
     ck_assert_int_eq(mirrored_job(NULL, &size, &err), MIRRORED_ERR_USAGE);
 }
