@@ -330,6 +330,12 @@ START_TEST(parity_with_mirrored_train) {
     mirrored_model *m = NULL;
     mirrored_error err;
     ck_assert_msg(mirrored_model_load(in_dir("d.cfg"), &m, &err) == MIRRORED_OK, "%s", err.message);
+    /* a predict first builds replicas on other devices: the fit still
+     * starts from the seed's weights, as mirrored_train does */
+    static float probs[N * 4];
+    mirrored_array x = x_of(N);
+    ck_assert_msg(mirrored_model_predict(m, "cpu:1", &x, probs, N * 4, &err) == MIRRORED_OK, "%s",
+                  err.message);
     mirrored_fit_options o = mirrored_fit_options_default();
     o.devices = "cpu:2";
     mirrored_fit_result r;
