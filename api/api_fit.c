@@ -320,7 +320,10 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
 
 /* The epochs: in one mr_strategy_fit, or, with an epoch callback that may
  * stop the fit after any epoch, one epoch per call, each going on from
- * where the last ended (its update count and history). */
+ * where the last ended (its update count and history): the replicas of a
+ * job agree on a stop between calls, where no update is in flight. Each
+ * call ends as a fit does, so a cosine decay ([net] lr_schedule) ends at
+ * the epoch under way and restore_best_weights restores after each. */
 static mr_status fit_epochs(mirrored_model *m, fit_run *f, mr_error *err) {
     mr_fit_state from = {.global_step = m->global_step, .history = f->history};
     if (f->o->on_epoch == NULL)

@@ -305,7 +305,17 @@ START_TEST(cfg_data_save_load) {
     ck_assert_msg(mirrored_model_predict(back, "cpu:1", &x, b, N * 4, &err) == MIRRORED_OK, "%s",
                   err.message);
     ck_assert_msg(memcmp(a, b, sizeof a) == 0, "the loaded .h5 predicts otherwise");
-    /* the Keras archive loads too, and predicts the same */
+    /* mirrored_eval reads the .h5, and mirrored_train goes on from it */
+    char *eval = tu_build_path("launch/mirrored_eval"),
+         *train = tu_build_path("launch/mirrored_train");
+    char cmd[16384], *out;
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s m.h5 --devices cpu --quiet && %s d.cfg --resume m.h5 --epochs 3 --quiet",
+             dir, eval, train);
+    const int rc = tu_run(cmd, &out);
+    ck_assert_msg(rc == 0, "'%s' exited %d: %s", cmd, rc, out);
+    free(out), free(eval), free(train);
+    /* the Keras archive loads too */
     mirrored_model *k = NULL;
     ck_assert_msg(mirrored_model_load(in_dir("m.keras"), &k, &err) == MIRRORED_OK, "%s",
                   err.message);
