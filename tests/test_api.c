@@ -4,6 +4,7 @@
  * a stop from another thread, and the same params_hash as mirrored_train. */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -356,6 +357,63 @@ START_TEST(parity_with_mirrored_train) {
 }
 END_TEST
 
+/* float32 inputs (n, 4) read in place, float targets (n) of a regression,
+ * validation_data: the epoch logs have its loss, the metric is mae */
+static int saw_val(void *user, const mirrored_epoch_logs *l) {
+    *(int *)user += l->has_val && l->val_loss > 0.0;
+    return 0;
+}
+
+START_TEST(regression_float_targets) {
+    static const char *cfg = "[net]\nbatch=8\nepochs=3\noptimizer=sgd\nlearning_rate=0.05\n"
+                             "loss=mse\nseed=2\n[data]\ntrain_images =\n"
+                             "[input]\nshape=4\n[dense]\nunits=1\nactivation=linear\n";
+    mirrored_model *m = NULL;
+    mirrored_error err;
+    ck_assert_msg(mirrored_model_from_config(cfg, "lin", NULL, &m, &err) == MIRRORED_OK, "%s",
+                  err.message);
+    mirrored_model_info info;
+    ck_assert_int_eq(mirrored_model_get_info(m, &info, &err), MIRRORED_OK);
+    ck_assert_int_eq(info.regression, 1);
+    ck_assert_str_eq(info.metric, "mae");
+    static float x[64 * 4], t[64];
+    for (int i = 0; i < 64; i++) {
+        for (int j = 0; j < 4; j++)
+            x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f;
+        t[i] = x[i * 4] - 0.5f * x[i * 4 + 1] + 0.25f;
+    }
+    mirrored_array xa = {.dtype = MIRRORED_FLOAT32, .ndim = 2, .shape = {48, 4}, .data = x};
+    mirrored_array ya = {.dtype = MIRRORED_FLOAT32, .ndim = 1, .shape = {48}, .data = t};
+    mirrored_array vx = {
+        .dtype = MIRRORED_FLOAT32, .ndim = 2, .shape = {16, 4}, .data = x + 48 * 4};
+    mirrored_array vy = {.dtype = MIRRORED_FLOAT32, .ndim = 2, .shape = {16, 1}, .data = t + 48};
+    /* class ids are no targets */
+    mirrored_array ids = y_of(48);
+    mirrored_fit_options o = mirrored_fit_options_default();
+    int vals = 0;
+    o.x = &xa, o.y = &ids, o.devices = "cpu:2";
+    ck_assert_int_eq(mirrored_model_fit(m, &o, NULL, &err), MIRRORED_ERR_DATA);
+    o.y = &ya, o.val_x = &vx, o.val_y = &vy, o.on_epoch = saw_val, o.user = &vals;
+    mirrored_fit_result r;
+    ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(vals, 3);
+    ck_assert_int_eq(r.updates, 3 * 48 / 16);
+    double loss, mae;
+    ck_assert_msg(mirrored_model_evaluate(m, "cpu", &vx, &vy, &loss, &mae, &err) == MIRRORED_OK,
+                  "%s", err.message);
+    ck_assert_msg(loss >= 0.0 && mae >= 0.0, "loss %g mae %g", loss, mae);
+    float out[16];
+    ck_assert_msg(mirrored_model_predict(m, "cpu", &vx, out, 16, &err) == MIRRORED_OK, "%s",
+                  err.message);
+    double se = 0.0;
+    for (int i = 0; i < 16; i++)
+        se += (out[i] - t[48 + i]) * (out[i] - t[48 + i]);
+    ck_assert_msg(fabs(se / 16 - loss) < 1e-4 * (1 + loss), "predict's mse %g, evaluate's %g",
+                  se / 16, loss);
+    mirrored_model_destroy(m);
+}
+END_TEST
+
 /* ---- a stop from another thread ---------------------------------------- */
 
 typedef struct stopper {
@@ -424,6 +482,7 @@ int main(void) {
     tcase_add_test(tc, epoch_callback_stops);
     tcase_add_test(tc, cfg_data_save_load);
     tcase_add_test(tc, parity_with_mirrored_train);
+    tcase_add_test(tc, regression_float_targets);
     tcase_add_test(tc, stop_from_another_thread);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
