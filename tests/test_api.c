@@ -330,6 +330,12 @@ START_TEST(cfg_data_save_load) {
 }
 END_TEST
 
+static int count_epochs(void *user, const mirrored_epoch_logs *l) {
+    (void)l;
+    ++*(int *)user;
+    return 0;
+}
+
 /* the same .cfg, seed and devices: the params_hash of mirrored_train --json */
 START_TEST(parity_with_mirrored_train) {
     char *exe = tu_build_path("launch/mirrored_train"), cmd[16384], *out, hash[17], mine[17];
@@ -353,6 +359,15 @@ START_TEST(parity_with_mirrored_train) {
     ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
     snprintf(mine, sizeof mine, "%016llx", (unsigned long long)r.params_hash);
     ck_assert_msg(strcmp(mine, hash) == 0, "mirrored_model_fit %s, mirrored_train %s", mine, hash);
+    mirrored_model_destroy(m);
+    /* with an epoch callback (the fit goes epoch by epoch): the same bits */
+    ck_assert_msg(mirrored_model_load(in_dir("d.cfg"), &m, &err) == MIRRORED_OK, "%s", err.message);
+    int epochs = 0;
+    o.on_epoch = count_epochs, o.user = &epochs;
+    ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(epochs, 2);
+    snprintf(mine, sizeof mine, "%016llx", (unsigned long long)r.params_hash);
+    ck_assert_msg(strcmp(mine, hash) == 0, "epoch by epoch %s, mirrored_train %s", mine, hash);
     mirrored_model_destroy(m);
 }
 END_TEST
