@@ -126,13 +126,13 @@ typedef struct fit_run {
     const mirrored_fit_options *o;
     mr_dataset train; /* rows [0, n_train) train, the n_val after them validate */
     int64_t n_train, n_val;
+    int first;      /* the model's epochs before this fit: its epochs go on from there */
     int epochs;     /* of this fit */
     int stop_after; /* the epoch callback asked to stop */
     float lr;       /* the rate at the end of the last epoch (0: none ended) */
     mr_augment aug, *augp;
     mr_ckpt_run ck_run;
     mr_fit_callbacks cb;
-    mr_epoch_logs *history; /* (epochs) the epochs so far, where the fit goes epoch by epoch */
 } fit_run;
 
 static void on_step(void *user, const mr_step_info *i) {
@@ -149,7 +149,7 @@ static void on_epoch_end(void *user, const mr_epoch_logs *e) {
     fit_run *f = user;
     f->lr = e->lr;
     if (f->o->on_epoch == NULL) return;
-    const mirrored_epoch_logs l = {.epoch = e->epoch,
+    const mirrored_epoch_logs l = {.epoch = e->epoch - f->first,
                                    .epochs = f->epochs,
                                    .loss = e->loss,
                                    .metric = e->accuracy,
@@ -160,6 +160,12 @@ static void on_epoch_end(void *user, const mr_epoch_logs *e) {
                                    .samples_per_sec = e->samples_per_sec,
                                    .lr = e->lr};
     if (f->o->on_epoch(f->o->user, &l) != 0) f->stop_after = 1;
+}
+
+/* the epoch callback's verdict, asked right after it on the same thread */
+static int stop_after_epoch(void *user, const mr_epoch_logs *e) {
+    (void)e;
+    return ((const fit_run *)user)->stop_after;
 }
 
 /* The options' own mistakes, before anything is read. */
@@ -311,39 +317,21 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
     f->cb = (mr_fit_callbacks){.user = f,
                                .on_step = o->on_step ? on_step : NULL,
                                .on_epoch_end = on_epoch_end,
+                               .stop_after_epoch = o->on_epoch ? stop_after_epoch : NULL,
                                .save_user = &f->ck_run,
                                .stop = &m->stop,
                                .on_stop = mr_ckpt_on_stop};
-    f->history = calloc((size_t)f->epochs, sizeof *f->history);
-    return f->history ? MR_OK : mr_error_set(err, MR_ERR_NOMEM, "fit: out of memory");
+    return MR_OK;
 }
 
-/* The epochs: in one mr_strategy_fit, or, with an epoch callback that may
- * stop the fit after any epoch, one epoch per call, each going on from
- * where the last ended (its update count and history): the replicas of a
- * job agree on a stop between calls, where no update is in flight. Each
- * call ends as a fit does, so a cosine decay ([net] lr_schedule) ends at
- * the epoch under way and restore_best_weights restores after each. */
+/* The epochs, going on from the model's last fit: its epoch count (so each
+ * epoch has its own order of the examples, as the epochs of one fit do) and
+ * update count (the learning rate's schedule and Adam's step); fit(1) twice
+ * is fit(2) on the same data. */
 static mr_status fit_epochs(mirrored_model *m, fit_run *f, mr_error *err) {
-    mr_fit_state from = {.global_step = m->global_step, .history = f->history};
-    if (f->o->on_epoch == NULL)
-        return mr_strategy_fit(m->s, &f->train, f->n_train, f->n_train, f->n_val, f->epochs,
-                               f->augp, &from, &f->cb, err);
-    for (int e = 0; e < f->epochs; e++) {
-        MR_CHECK(mr_strategy_fit(m->s, &f->train, f->n_train, f->n_train, f->n_val, e + 1, f->augp,
-                                 &from, &f->cb, err));
-        const mr_fit_state *at = mr_strategy_state(m->s);
-        if (f->stop_after || mr_strategy_stopped(m->s) || mr_strategy_fit_end(m->s).early_stopped ||
-            at->epoch <= e)
-            return MR_OK;
-        for (int h = 0; h < at->n_history && h < f->epochs; h++)
-            f->history[h] = at->history[h];
-        from = (mr_fit_state){.epoch = at->epoch,
-                              .global_step = at->global_step,
-                              .n_history = at->n_history < f->epochs ? at->n_history : f->epochs,
-                              .history = f->history};
-    }
-    return MR_OK;
+    const mr_fit_state from = {.epoch = f->first, .global_step = m->global_step};
+    return mr_strategy_fit(m->s, &f->train, f->n_train, f->n_train, f->n_val, f->first + f->epochs,
+                           f->augp, &from, &f->cb, err);
 }
 
 /* Where the model stands after the fit, and what the caller is told. */
@@ -353,7 +341,7 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
     const int stopped = mr_strategy_stopped(m->s);
     if (stopped) atomic_store(&m->stop, 0);
     m->global_step = at->global_step;
-    m->epochs_done += at->epoch < f->epochs ? at->epoch : f->epochs;
+    m->epochs_done = at->epoch;
     if (f->lr > 0.0f) m->lr = f->lr;
     if (r == NULL) return MR_OK;
     *r = (mirrored_fit_result){.epochs = m->epochs_done,
@@ -371,6 +359,7 @@ static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *
     apply_options(m, o);
     f->o = o;
     f->epochs = m->cfg.net.epochs;
+    f->first = m->epochs_done;
     MR_CHECK(fit_data(m, o, f, err));
     MR_CHECK(fit_augment(m, f, err));
     MR_CHECK(fit_strategy(m, o, f, err));
@@ -394,7 +383,6 @@ MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrore
     const mr_status st = fit(m, o, &f, result, &e);
     restore_options(m);
     api_dataset_free(&f.train, o->x);
-    free(f.history);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 

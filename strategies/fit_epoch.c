@@ -99,8 +99,8 @@ static mr_status epoch_validate(replica *rep, mr_epoch_logs *logs) {
     return MR_OK;
 }
 
-/* Global replica 0: the epoch's logs completed with where its time went
- * (training ended at t1, before validation), kept in the history; the
+/* Each process's replica 0: the epoch's logs completed with where its time
+ * went (training ended at t1, before validation), kept in the history; the
  * state moved on to the next epoch's start; the caller's on_epoch_end. */
 static void epoch_report(fit_loop *loop, mr_epoch_logs *logs, double t1) {
     mr_strategy *s = loop->rep->s;
@@ -140,6 +140,18 @@ static mr_status epoch_checkpoint(fit_loop *loop, int stopping) {
     return MR_OK;
 }
 
+/* The caller's stop_after_epoch, asked on each process's replica 0 and
+ * summed over the job's replicas, so that all end after the same epoch. */
+static mr_status epoch_caller_stop(replica *rep, const mr_epoch_logs *logs, int *stop) {
+    const mr_fit_callbacks *cb = rep->s->cb;
+    *stop = 0;
+    if (cb == NULL || cb->stop_after_epoch == NULL) return MR_OK;
+    double verdict = rep->r == 0 && cb->stop_after_epoch(cb->user, logs) != 0 ? 1.0 : 0.0;
+    MR_CHECK(mr_comm_allreduce_sum_f64(rep->s->comm, rep->r, &verdict, 1, &rep->err));
+    *stop = verdict > 0.0;
+    return MR_OK;
+}
+
 mr_status fit_epoch_end(fit_loop *loop) {
     replica *rep = loop->rep;
     mr_strategy *s = rep->s;
@@ -158,16 +170,17 @@ mr_status fit_epoch_end(fit_loop *loop) {
     logs.lr = loop->lr; /* the rate of this epoch's last update, before any cut */
     if (mr_reduce_lr_epoch(&rep->rlr, &logs)) logs.reduced_lr = rep->rlr.lr;
     if (es == MR_EARLY_STOP_IMPROVED) MR_CHECK(keep_best(rep, loop->epoch));
-    if (rep->g == 0) {
-        epoch_report(loop, &logs, t1);
-        if (sb_better)
-            MR_CHECK(fit_save_best(rep, loop->lr, mr_early_stop_value(&rep->sb, &logs), sb_had,
-                                   sb_before));
-    }
-    MR_CHECK(epoch_checkpoint(loop, es == MR_EARLY_STOP_STOP));
+    if (rep->r == 0) epoch_report(loop, &logs, t1);
+    if (rep->g == 0 && sb_better)
+        MR_CHECK(
+            fit_save_best(rep, loop->lr, mr_early_stop_value(&rep->sb, &logs), sb_had, sb_before));
+    int caller_stop;
+    MR_CHECK(epoch_caller_stop(rep, &logs, &caller_stop));
+    const int stopping = es == MR_EARLY_STOP_STOP || caller_stop;
+    MR_CHECK(epoch_checkpoint(loop, stopping));
     /* --trace: each process's file holds the epochs done so far, whatever happens next */
     if (rep->r == 0 && s->opts.trace) MR_CHECK(mr_trace_write(s->opts.trace, &rep->err));
-    if (es == MR_EARLY_STOP_STOP) {
+    if (stopping) {
         if (rep->r == 0) s->early_stopped = loop->epoch + 1;
         loop->end = FIT_DONE;
     } else if (loop->epoch + 1 >= s->plan.epochs) {

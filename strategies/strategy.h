@@ -117,9 +117,17 @@ typedef struct mr_fit_state {
 /* Progress reporting; called on global replica 0's thread only. Any slot may be NULL. */
 typedef struct mr_fit_callbacks {
     void *user;
-    /* after each update */
+    /* after each update, on the thread of the job's replica 0 */
     void (*on_step)(void *user, const mr_step_info *info);
+    /* after each epoch (validation done), on the thread of each process's
+     * replica 0: the logs are the job's figures, the same on every process */
     void (*on_epoch_end)(void *user, const mr_epoch_logs *logs);
+    /* Keras's model.stop_training: after on_epoch_end, on the same threads;
+     * non-zero from any process ends the fit after this epoch, as early
+     * stopping does (mr_fit_end.early_stopped). Every replica learns the
+     * verdict through one all-reduce of a double, made only where this is
+     * set. NULL: never. */
+    int (*stop_after_epoch)(void *user, const mr_epoch_logs *logs);
     /* Checkpoints: after every `every_steps` updates (0: never), and after
      * every `every_epochs` epochs (0: never), with the model of global
      * replica 0 (every replica holds the same bits) and the state to resume

@@ -247,6 +247,29 @@ START_TEST(fit_arrays_twice) {
 }
 END_TEST
 
+/* a second fit goes on where the first ended (epochs, updates, optimizer
+ * state): fit(1) twice is fit(2) on the same data, bit for bit */
+START_TEST(two_fits_are_one) {
+    mirrored_error err;
+    mirrored_array x = x_of(N), y = y_of(N);
+    mirrored_fit_options o = mirrored_fit_options_default();
+    o.x = &x, o.y = &y, o.devices = "cpu:2";
+    mirrored_fit_result once, twice;
+    mirrored_model *a = tiny(), *b = tiny();
+    o.epochs = 2;
+    ck_assert_msg(mirrored_model_fit(a, &o, &once, &err) == MIRRORED_OK, "%s", err.message);
+    o.epochs = 1;
+    ck_assert_msg(mirrored_model_fit(b, &o, &twice, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_msg(mirrored_model_fit(b, &o, &twice, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(twice.epochs, 2);
+    ck_assert_int_eq(twice.updates, once.updates);
+    ck_assert_msg(twice.params_hash == once.params_hash, "%016llx != %016llx",
+                  (unsigned long long)twice.params_hash, (unsigned long long)once.params_hash);
+    mirrored_model_destroy(a);
+    mirrored_model_destroy(b);
+}
+END_TEST
+
 /* the epoch callback's non-zero return stops after that epoch */
 static int stop_at_first(void *user, const mirrored_epoch_logs *l) {
     int *seen = user;
@@ -494,6 +517,7 @@ int main(void) {
     tcase_add_test(tc, info_and_summary);
     tcase_add_test(tc, data_refusals);
     tcase_add_test(tc, fit_arrays_twice);
+    tcase_add_test(tc, two_fits_are_one);
     tcase_add_test(tc, epoch_callback_stops);
     tcase_add_test(tc, cfg_data_save_load);
     tcase_add_test(tc, parity_with_mirrored_train);

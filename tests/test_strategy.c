@@ -771,6 +771,56 @@ START_TEST(stop_flag_stops_every_replica_at_one_update) {
 }
 END_TEST
 
+/* stop_after_epoch: asked after each epoch's on_epoch_end; a non-zero
+ * verdict ends the fit after that epoch on every replica, as early stopping */
+typedef struct epoch_probe {
+    int seen, stop_at;
+} epoch_probe;
+
+static void count_epoch(void *user, const mr_epoch_logs *logs) {
+    epoch_probe *p = user;
+    ck_assert_int_eq(logs->epoch, p->seen);
+    p->seen++;
+}
+
+static int stop_at_epoch(void *user, const mr_epoch_logs *logs) {
+    const epoch_probe *p = user;
+    return logs->epoch == p->stop_at;
+}
+
+START_TEST(stop_after_epoch_ends_every_replica_there) {
+    mr_config cfg;
+    mr_error err = {0};
+    mr_dataset ds;
+    const int64_t n = 64;
+    mlp_with_data(&cfg, &ds, n);
+    mr_strategy_opts so = {.devices = {.kind = "cpu", .count = 2}, .seed = 3};
+    mr_strategy *s;
+    ck_assert_int_eq(mr_strategy_create(&cfg, &so, n, &s, &err), MR_OK);
+    epoch_probe p = {.stop_at = 1};
+    mr_fit_callbacks cb = {
+        .user = &p, .on_epoch_end = count_epoch, .stop_after_epoch = stop_at_epoch};
+    ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 4, NULL, NULL, &cb, &err), MR_OK);
+    ck_assert_int_eq(p.seen, 2);
+    ck_assert_int_eq(mr_strategy_stopped(s), 0);
+    ck_assert_int_eq(mr_strategy_fit_end(s).early_stopped, 2);
+    ck_assert_int_eq(mr_strategy_state(s)->epoch, 2);
+    ck_assert_int_eq(mr_strategy_state(s)->global_step, 2 * 8);
+    uint64_t h0, h1;
+    ck_assert_int_eq(mr_params_hash(mr_strategy_replica(s, 0), &h0, &err), MR_OK);
+    ck_assert_int_eq(mr_params_hash(mr_strategy_replica(s, 1), &h1, &err), MR_OK);
+    ck_assert(h0 == h1);
+    /* a verdict of 0 every epoch: the whole fit */
+    p = (epoch_probe){.stop_at = -1};
+    ck_assert_int_eq(mr_strategy_fit(s, &ds, n, 0, 0, 3, NULL, NULL, &cb, &err), MR_OK);
+    ck_assert_int_eq(p.seen, 3);
+    ck_assert_int_eq(mr_strategy_fit_end(s).early_stopped, 0);
+    mr_strategy_destroy(s);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("strategy");
     TCase *tc = tcase_create("strategy");
@@ -800,6 +850,7 @@ int main(void) {
     tcase_add_test(tc, top_k_and_per_class_exact_over_replicas);
     tcase_add_test(tc, replicas_pinned_one_per_core);
     tcase_add_test(tc, stop_flag_stops_every_replica_at_one_update);
+    tcase_add_test(tc, stop_after_epoch_ends_every_replica_there);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
