@@ -339,7 +339,6 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
                             mr_error *err) {
     const mr_fit_state *at = mr_strategy_state(m->s);
     const int stopped = mr_strategy_stopped(m->s);
-    if (stopped) atomic_store(&m->stop, 0);
     m->global_step = at->global_step;
     m->epochs_done = at->epoch;
     if (f->lr > 0.0f) m->lr = f->lr;
@@ -381,6 +380,7 @@ MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrore
     mr_error e = {0};
     fit_run f = {0};
     const mr_status st = fit(m, o, &f, result, &e);
+    atomic_store(&m->stop, 0); /* a stop asked after the last update is not the next fit's */
     restore_options(m);
     api_dataset_free(&f.train, o->x);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);

@@ -161,28 +161,31 @@ MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf
 
 /* ---- fit --------------------------------------------------------------- */
 
-/* After each update, on the thread of the job's replica 0 (not the caller's
- * thread: a callback must be quick and thread-safe). */
+/* After each update, on the thread of the job's replica 0 (rank 0's process
+ * under mpirun; not the caller's thread: a callback must be quick and
+ * thread-safe). */
 typedef struct mirrored_step_logs {
-    int epoch;                 /* 0-based */
-    int64_t step, steps;       /* 1-based update in the epoch, updates in the epoch */
-    double loss, metric;       /* running means over the epoch so far */
+    int epoch;           /* 0-based */
+    int64_t step, steps; /* 1-based update in the epoch, updates in the epoch */
+    double loss, metric; /* running means over the epoch so far */
 } mirrored_step_logs;
 
-/* After each epoch (validation done), on the same thread. */
+/* After each epoch (validation done), on the thread of each process's
+ * replica 0: the job's figures, the same on every process. */
 typedef struct mirrored_epoch_logs {
-    int epoch;                 /* 0-based */
-    int epochs;                /* of the fit */
-    double loss, metric;       /* the epoch's training means; metric: accuracy or mae */
+    int epoch;           /* 0-based */
+    int epochs;          /* of the fit */
+    double loss, metric; /* the epoch's training means; metric: accuracy or mae */
     int has_val;
     double val_loss, val_metric;
-    double seconds;            /* training time of the epoch, validation excluded */
+    double seconds; /* training time of the epoch, validation excluded */
     double samples_per_sec;
-    float lr;                  /* learning rate at the end of the epoch */
+    float lr; /* learning rate at the end of the epoch */
 } mirrored_epoch_logs;
 
 /* Return non-zero to stop the fit after this epoch (Keras's
- * model.stop_training = True). */
+ * model.stop_training = True); under mpirun, one process's stop ends the
+ * fit of all. */
 typedef int (*mirrored_epoch_fn)(void *user, const mirrored_epoch_logs *logs);
 typedef void (*mirrored_step_fn)(void *user, const mirrored_step_logs *logs);
 
@@ -196,8 +199,8 @@ typedef struct mirrored_fit_options {
     const mirrored_array *x, *y;
     /* Keras's validation_data (both NULL: none; overrides validation_split). */
     const mirrored_array *val_x, *val_y;
-    int64_t seed;            /* < 0: the .cfg's */
-    int64_t max_steps;       /* end after this many updates in all (0: no limit) */
+    int64_t seed;      /* < 0: the .cfg's */
+    int64_t max_steps; /* end after this many updates in all (0: no limit) */
     /* Where a stop (mirrored_model_request_stop) writes the checkpoint of
      * the update it ended on, as mirrored_train does on SIGTERM; NULL: the
      * stop writes nothing. */
@@ -211,11 +214,11 @@ typedef struct mirrored_fit_options {
 MIRRORED_API mirrored_fit_options mirrored_fit_options_default(void);
 
 typedef struct mirrored_fit_result {
-    int epochs;         /* epochs completed by the model in all (resumed ones included) */
-    int64_t updates;    /* updates applied in all */
-    int stopped;        /* 1: ended by mirrored_model_request_stop */
-    int early_stopped;  /* 1: ended by an epoch callback or [net] early_stopping */
-    int replicas;       /* the job's replicas */
+    int epochs;           /* epochs completed by the model in all (resumed ones included) */
+    int64_t updates;      /* updates applied in all */
+    int stopped;          /* 1: ended by mirrored_model_request_stop */
+    int early_stopped;    /* 1: ended by an epoch callback or [net] early_stopping */
+    int replicas;         /* the job's replicas */
     uint64_t params_hash; /* mirrored_train --json's params_hash of the weights */
 } mirrored_fit_result;
 
@@ -229,8 +232,8 @@ MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrore
 
 /* Asks a running fit to stop after the update in flight, on every replica
  * of the job; its checkpoint goes to the fit's stop_checkpoint. Async-
- * signal-safe and thread-safe. A stop asked with no fit running applies to
- * the next fit's first update. */
+ * signal-safe and thread-safe. A stop asked before a fit starts applies to
+ * its first update; a fit drops any stop request when it returns. */
 MIRRORED_API void mirrored_model_request_stop(mirrored_model *m);
 
 /* ---- evaluate, predict, save ------------------------------------------- */

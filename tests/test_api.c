@@ -270,6 +270,26 @@ START_TEST(two_fits_are_one) {
 }
 END_TEST
 
+/* a stop asked before a fit applies to its first update; the fit drops the
+ * request when it returns, so the next fit runs whole */
+START_TEST(stop_before_fit) {
+    mirrored_error err;
+    mirrored_array x = x_of(N), y = y_of(N);
+    mirrored_fit_options o = mirrored_fit_options_default();
+    o.x = &x, o.y = &y, o.devices = "cpu:2", o.epochs = 1;
+    mirrored_model *m = tiny();
+    mirrored_model_request_stop(m);
+    mirrored_fit_result r;
+    ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(r.stopped, 1);
+    ck_assert_int_eq(r.updates, 1);
+    ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(r.stopped, 0);
+    ck_assert_int_eq(r.updates, 1 + N / 32);
+    mirrored_model_destroy(m);
+}
+END_TEST
+
 /* the epoch callback's non-zero return stops after that epoch */
 static int stop_at_first(void *user, const mirrored_epoch_logs *l) {
     int *seen = user;
@@ -518,6 +538,7 @@ int main(void) {
     tcase_add_test(tc, data_refusals);
     tcase_add_test(tc, fit_arrays_twice);
     tcase_add_test(tc, two_fits_are_one);
+    tcase_add_test(tc, stop_before_fit);
     tcase_add_test(tc, epoch_callback_stops);
     tcase_add_test(tc, cfg_data_save_load);
     tcase_add_test(tc, parity_with_mirrored_train);
