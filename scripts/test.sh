@@ -46,7 +46,8 @@ setup build
 meson test -C build --print-errorlogs --num-processes 1
 echo "== python package: pip install ., pytest, the notebook"
 # without CUDA: the release build above compiles the CUDA backend already
-scripts/test_python.sh -Csetup-args=-Dcuda=disabled -Cbuilddir=build-pip
+scripts/test_python.sh --config-settings=setup-args=-Dcuda=disabled \
+    --config-settings=builddir=build-pip
 
 echo "== address + undefined sanitizers: unit, CLI, export and MPI tests"
 # the GPU tests on emulated GPUs where the CUDA headers are installed

@@ -8,7 +8,7 @@
 #   3. the notebook examples/fashion_mnist.ipynb executed headless in a
 #      Jupyter kernel of that venv (nbconvert --execute), on a few thousand
 #      examples: a cell that fails fails this script.
-# Arguments go to pip (scripts/test.sh passes -Csetup-args=-Dcuda=disabled:
+# Arguments go to pip (scripts/test.sh passes --config-settings=setup-args=-Dcuda=disabled:
 # its release build compiles the CUDA backend already).
 # MIRRORED_VENV: the venv's folder (default build-venv).
 set -euo pipefail
