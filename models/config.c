@@ -1303,11 +1303,12 @@ static int resolve_refs(parse_state *ps) {
     return 1;
 }
 
-/* The sections a model needs: [net], [data], [input] and a layer after it. */
+/* The sections a model needs: [net], [input] and a layer after it. [data] may be
+ * left out, as a Keras model file has none: the data then come from the command
+ * line or the caller's arrays (mirrored.h). */
 static int check_sections(parse_state *ps) {
     const mr_config *cfg = ps->cfg;
     if (!ps->seen[0]) return fail(ps, 1, "missing section [net]");
-    if (!ps->seen[1]) return fail(ps, 1, "missing section [data]");
     if (cfg->n_layers == 0) return fail(ps, 1, "missing section [input] (and the layers after it)");
     if (cfg->n_layers == 1) return fail(ps, cfg->layers[0].line, "no layers after [input]");
     return 1;

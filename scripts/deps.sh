@@ -3,7 +3,9 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libhdf5-dev zlib1g-dev
       libinih-dev libzip-dev libjansson-dev libpng-dev libjpeg62-turbo-dev check librandom123-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      python3-h5py gnuplot-nox clang)
+      python3-h5py gnuplot-nox clang
+      python3-numpy python3-pytest python3-venv python3-mesonpy python3-matplotlib
+      python3-ipykernel python3-nbclient jupyter-nbconvert)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

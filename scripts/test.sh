@@ -2,7 +2,9 @@
 # The whole test suite: builds and runs
 #   1. every test (unit, MPI under mpirun, the command-line integration
 #      tests, some under mpirun, and the slow training on Fashion-MNIST) in a
-#      release build,
+#      release build; then the Python package as a user installs it
+#      (scripts/test_python.sh: pip install . into a venv, its pytest suite,
+#      the notebook in examples/ executed in a kernel of that venv),
 #   2. the unit, CLI (mirrored_train, mirrored_compare, mirrored_export),
 #      checkpoint and MPI tests under AddressSanitizer + UndefinedBehavior
 #      Sanitizer,
@@ -42,6 +44,10 @@ supp=$PWD/tests
 echo "== release build: all tests"
 setup build
 meson test -C build --print-errorlogs --num-processes 1
+echo "== python package: pip install ., pytest, the notebook"
+# without CUDA: the release build above compiles the CUDA backend already
+scripts/test_python.sh --config-settings=setup-args=-Dcuda=disabled \
+    --config-settings=builddir=build-pip
 
 echo "== address + undefined sanitizers: unit, CLI, export and MPI tests"
 # the GPU tests on emulated GPUs where the CUDA headers are installed

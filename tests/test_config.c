@@ -258,6 +258,23 @@ START_TEST(unknown_section_suggests) {
 }
 END_TEST
 
+/* A model without [data], as a Keras model file has none: the data come from
+ * the command line or the caller's arrays; a layer before [input] is still refused */
+START_TEST(no_data_section) {
+    mr_config cfg;
+    mr_error err = {0};
+    const char *text = "[net]\n[InputLayer]\nshape = (4,)\n[Dense]\nunits = 3\n"
+                       "activation = \"softmax\"\n";
+    ck_assert_msg(mr_config_parse(text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_str_eq(cfg.data.train_images, "");
+    ck_assert_int_eq(cfg.n_layers, 2);
+    mr_config_free(&cfg);
+    ck_assert_int_ne(mr_config_parse("[net]\n[Dense]\nunits = 3\n", "t.cfg", NULL, &cfg, &err),
+                     MR_OK);
+    ck_assert_msg(strstr(err.msg, "t.cfg:2:") && strstr(err.msg, "[input]"), "%s", err.msg);
+}
+END_TEST
+
 /* Keras's spellings: the same meaning is accepted, another is a hint */
 START_TEST(keras_names) {
     mr_config cfg;
@@ -1060,6 +1077,7 @@ int main(void) {
     tcase_add_test(tc, unknown_key_suggests);
     tcase_add_test(tc, unknown_section_suggests);
     tcase_add_test(tc, normalization_keys);
+    tcase_add_test(tc, no_data_section);
     tcase_add_test(tc, keras_names);
     tcase_add_test(tc, keras_spellings);
     tcase_add_test(tc, every_kind_by_keras_names);
