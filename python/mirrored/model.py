@@ -47,7 +47,7 @@ class Model:
         self._h = handle
         self.name = name
         self.stop_training = False
-        self.params_hash = None  # the last fit's (mirrored_train --json's params_hash)
+        self.params_hash = None  # the last fit's: mirrored_train --json's params_hash (hex)
         self._devices = None     # the last devices the model ran on
         _lib.track(self)
         self.info = self._get_info()
@@ -188,12 +188,12 @@ class Model:
         progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
         result = _fit.run(self, opts, progress, history, self.info.metric, callbacks)
         del keep
-        self.params_hash = result.params_hash
+        self.params_hash = f"{result.params_hash:016x}"
         history.params.update(verbose=verbose, epochs=epochs or self.info.epochs,
                               steps=progress.steps, replicas=result.replicas,
                               updates=result.updates, stopped=bool(result.stopped),
                               early_stopped=bool(result.early_stopped),
-                              params_hash=result.params_hash)
+                              params_hash=self.params_hash)
         return history
 
 
