@@ -70,7 +70,7 @@ class _Run:
             if kind == "step":
                 progress.step(payload)
                 continue
-            epoch, _epochs, logs, seconds = payload
+            epoch, progress.epochs, logs, seconds = payload
             history.on_epoch_end(epoch, logs)
             progress.epoch_end(epoch, logs, seconds)
             if self.callbacks:

@@ -102,7 +102,10 @@ class Model:
             _lib.lib.mirrored_model_destroy(h)
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
 
     def __enter__(self):
         return self
@@ -125,7 +128,6 @@ class Model:
             devices = self._devices or "auto"
         if not isinstance(devices, str):
             raise ValueError(f"devices={devices!r}: a string such as 'auto', 'cpu:2', 'gpu:0,1'")
-        self._devices = devices
         return devices.encode()
 
     # ---- Keras's methods
@@ -154,6 +156,7 @@ class Model:
                   ctypes.byref(ax) if ax else None, ctypes.byref(ay) if ay else None,
                   ctypes.byref(loss), ctypes.byref(metric))
         del keep
+        self._devices = devices or self._devices
         out = {"loss": loss.value, self.info.metric: metric.value}
         if verbose and _lib.job()[0] == 0:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in out.items()), flush=True)
@@ -166,6 +169,7 @@ class Model:
         _lib.call("mirrored_model_predict", self._handle(), self._devices_arg(devices),
                   ctypes.byref(ax), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                   out.size)
+        self._devices = devices or self._devices
         return out
 
     def fit(self, x=None, y=None, batch_size=None, epochs=None, verbose="auto",
@@ -188,6 +192,7 @@ class Model:
         progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
         result = _fit.run(self, opts, progress, history, self.info.metric, callbacks)
         del keep
+        self._devices = devices or self._devices
         self.params_hash = f"{result.params_hash:016x}"
         history.params.update(verbose=verbose, epochs=epochs or self.info.epochs,
                               steps=progress.steps, replicas=result.replicas,

@@ -52,8 +52,7 @@ def test_fit_validation_data_evaluate_predict(data):
     m = model()
     h = m.fit(x, y, batch_size=64, epochs=2, validation_data=(xv, yv), devices="cpu:1",
               verbose=0)
-    assert len(h.history["val_loss"]) == 2 and h.params["steps"] == len(x) // 64 + (
-        len(x) % 64 > 0) or h.params["steps"] == len(x) // 64
+    assert len(h.history["val_loss"]) == 2 and h.params["steps"] in (9, 10)  # 600 / 64
     loss, acc = m.evaluate(xv, yv, verbose=0)
     assert acc > 0.6 and loss > 0
     d = m.evaluate(xv, yv, return_dict=True, verbose=0)
