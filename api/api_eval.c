@@ -1,0 +1,95 @@
+/* api_eval.c: mirrored_model_evaluate and mirrored_model_predict
+ * (include/mirrored.h): the caller's arrays or the .cfg's test set,
+ * preprocessed as training was, through the replicas that hold the
+ * weights (or ones built on the devices asked for, n_train 0 as
+ * mirrored_eval builds them). */
+#include <string.h>
+
+#include "api/api_internal.h"
+#include "launch/train_load.h"
+
+/* The .cfg's test set (the caller gave no arrays). */
+static mr_status cfg_test_set(const mirrored_model *m, mr_dataset *ds, mr_error *err) {
+    const mr_data_cfg *d = &m->cfg.data;
+    if (d->test_images[0] == '\0')
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "%s: names no test set ([data] test_images): give x and y", m->name);
+    const mr_model_plan *p = &m->plan;
+    return mr_train_load_set(&m->cfg, "test", d->test_images, d->test_labels, p->in_size,
+                             p->classes, p->label_width, p->regression, ds, err);
+}
+
+static mr_status evaluate(mirrored_model *m, const char *devices, const mirrored_array *x,
+                          const mirrored_array *y, mr_dataset *ds, double *loss, double *metric,
+                          mr_error *err) {
+    if (x != NULL)
+        MR_CHECK(api_dataset_from_arrays(m, x, y, "evaluate", ds, err));
+    else
+        MR_CHECK(cfg_test_set(m, ds, err));
+    MR_CHECK(api_apply_stats(m, ds, err));
+    MR_CHECK(api_eval_strategy(m, devices, err));
+    return mr_strategy_evaluate(m->s, ds, 0, ds->n, loss, metric, err);
+}
+
+MIRRORED_API mirrored_status mirrored_model_evaluate(mirrored_model *m, const char *devices,
+                                                     const mirrored_array *x,
+                                                     const mirrored_array *y, double *loss,
+                                                     double *metric, mirrored_error *err) {
+    if (m == NULL || loss == NULL || metric == NULL)
+        return api_usage(err, "mirrored_model_evaluate: model, loss or metric is NULL");
+    if ((x == NULL) != (y == NULL))
+        return api_usage(err, "mirrored_model_evaluate: give x with y (both NULL: the test set)");
+    mr_error e = {0};
+    mr_dataset ds = {0};
+    const mr_status st = evaluate(m, devices, x, y, &ds, loss, metric, &e);
+    api_dataset_free(&ds, x);
+    return st == MR_OK ? api_ok(err) : api_fail(err, &e);
+}
+
+/* where predict's rows go: out (n, outputs); the batch's probabilities
+ * come as (rows, classes), classes 2 for one sigmoid output (1 - p, p) */
+typedef struct predict_out {
+    float *out;
+    int outputs, classes;
+} predict_out;
+
+static void put_rows(void *user, int64_t row, int n, const float *probs) {
+    const predict_out *p = user;
+    float *to = p->out + row * p->outputs;
+    if (p->classes == p->outputs) {
+        memcpy(to, probs, sizeof(float) * (size_t)n * (size_t)p->outputs);
+        return;
+    }
+    for (int i = 0; i < n; i++) /* one sigmoid output: p */
+        to[i] = probs[2 * i + 1];
+}
+
+static mr_status predict(mirrored_model *m, const char *devices, const mirrored_array *x,
+                         float *out, int64_t count, mr_dataset *ds, mr_error *err) {
+    MR_CHECK(api_dataset_from_arrays(m, x, NULL, "predict", ds, err));
+    const int64_t need = ds->n * m->plan.out_size;
+    if (count < need)
+        return mr_error_set(
+            err, MR_ERR_USAGE, "predict: out has room for %lld floats, (%lld, %lld) = %lld needed",
+            (long long)count, (long long)ds->n, (long long)m->plan.out_size, (long long)need);
+    MR_CHECK(api_apply_stats(m, ds, err));
+    MR_CHECK(api_eval_strategy(m, devices, err));
+    predict_out p = {.out = out,
+                     .outputs = (int)m->plan.out_size,
+                     .classes = mr_model_classes(mr_strategy_replica(m->s, 0))};
+    mr_eval_detail detail = {.classes = p.classes, .on_probs = put_rows, .user = &p};
+    double loss, metric;
+    return mr_strategy_evaluate_detail(m->s, ds, 0, ds->n, &loss, &metric, &detail, err);
+}
+
+MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const char *devices,
+                                                    const mirrored_array *x, float *out,
+                                                    int64_t count, mirrored_error *err) {
+    if (m == NULL || x == NULL || out == NULL)
+        return api_usage(err, "mirrored_model_predict: model, x or out is NULL");
+    mr_error e = {0};
+    mr_dataset ds = {0};
+    const mr_status st = predict(m, devices, x, out, count, &ds, &e);
+    api_dataset_free(&ds, x);
+    return st == MR_OK ? api_ok(err) : api_fail(err, &e);
+}

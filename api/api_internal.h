@@ -1,0 +1,110 @@
+/* api_internal.h: the model handle behind include/mirrored.h and what the
+ * api/ files share: the job, errors, the replicas that hold the weights,
+ * caller arrays as datasets. */
+#ifndef MR_API_INTERNAL_H
+#define MR_API_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "include/mirrored.h"
+#include "collectives/job.h"
+#include "models/config.h"
+#include "models/model_plan.h"
+#include "runtime/dataset.h"
+#include "runtime/paths.h"
+#include "strategies/checkpoint.h"
+#include "strategies/strategy.h"
+
+/* where a model's first weights come from */
+typedef enum api_source {
+    API_SOURCE_CFG,   /* the seed's (.cfg file or text) */
+    API_SOURCE_KERAS, /* a Keras model file's */
+    API_SOURCE_CKPT,  /* a mirrored checkpoint's, with its optimizer slots */
+} api_source;
+
+/* What a strategy was built for: another key builds another strategy (the
+ * weights, state and slots move over). */
+typedef struct api_key {
+    mr_device_set devices;
+    int64_t n_train; /* 0: evaluate and predict only */
+    int global_batch;
+    int64_t seed, max_steps;
+} api_key;
+
+struct mirrored_model {
+    mr_config cfg;          /* s points at it */
+    mr_model_plan plan;     /* points into cfg */
+    char name[256];         /* what messages and the summary call the model */
+    char path[MR_PATH_MAX]; /* the file loaded ("" for .cfg text) */
+    api_source source;
+    mr_checkpoint ck; /* API_SOURCE_CKPT: the checkpoint read */
+    /* the .cfg's own [net] values, which a fit's options override for that fit */
+    int cfg_epochs, cfg_batch;
+    int64_t cfg_seed;
+    float cfg_split;
+    /* the replicas that hold the weights now (NULL: none built yet) */
+    mr_strategy *s;
+    api_key key;
+    /* where training stands: updates and epochs done in all, the last rate */
+    int64_t global_step;
+    int epochs_done;
+    float lr;
+    /* the preprocessing the weights were trained with: x * scale, then
+     * (x - mean) * inv_std, (row) each; have_stats 0: none yet */
+    int have_stats;
+    int64_t stats_row;
+    float *mean, *inv_std;
+    atomic_int stop; /* mr_fit_callbacks.stop of every fit */
+};
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag is written by a signal handler");
+
+/* err's status and message from e; returns the status */
+mirrored_status api_fail(mirrored_error *err, const mr_error *e);
+/* err cleared; MIRRORED_OK */
+mirrored_status api_ok(mirrored_error *err);
+/* a usage error with one line */
+mirrored_status api_usage(mirrored_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The process's job, started on first use (mr_cli_job_init). */
+mr_status api_job(mr_job **job, mr_error *err);
+
+/* ---- api_data.c -------------------------------------------------------- */
+
+/* x (n, ...) and y (may be NULL: zero labels, to predict) as a dataset of
+ * the model's: x read in place (ds->x.data is the caller's: free with
+ * api_dataset_free), labels checked against the model; `what` names them
+ * in messages ("x", "validation_data"). */
+mr_status api_dataset_from_arrays(const mirrored_model *m, const mirrored_array *x,
+                                  const mirrored_array *y, const char *what, mr_dataset *ds,
+                                  mr_error *err);
+
+/* Frees ds, except the caller's memory that ds->x may point at. */
+void api_dataset_free(mr_dataset *ds, const mirrored_array *x);
+
+/* The model's preprocessing into ds (its scale, the training statistics
+ * where [data] standardize asks for them). */
+mr_status api_apply_stats(const mirrored_model *m, mr_dataset *ds, mr_error *err);
+
+/* Keeps ds's statistics as the model's (after the first fit standardised). */
+mr_status api_keep_stats(mirrored_model *m, const mr_dataset *ds, mr_error *err);
+
+/* ---- api_fit.c --------------------------------------------------------- */
+
+/* The devices of `spec` (NULL: "auto") on this process; for a fit, "auto"
+ * takes the count the global batch divides into. */
+mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_device_set *set,
+                      mr_error *err);
+
+/* Makes m->s the replicas of `key` (kept where m->s has that key), with the
+ * model's weights: the seed's, the file's, or the last strategy's. */
+mr_status api_strategy(mirrored_model *m, const api_key *key, mr_error *err);
+
+/* A strategy for evaluate, predict, save and summary: m->s where it runs on
+ * `spec`'s devices (NULL or "auto": whichever it runs on), else one with
+ * n_train 0. */
+mr_status api_eval_strategy(mirrored_model *m, const char *spec, mr_error *err);
+
+#endif
