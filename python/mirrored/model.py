@@ -77,10 +77,14 @@ class Model:
     @classmethod
     def from_keras(cls, keras_model):
         """A live keras.Model, through a temporary .keras file."""
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, (getattr(keras_model, "name", None) or "model") + ".keras")
-            keras_model.save(path)
-            return cls.load(path)
+        # the folder lives as long as the model: libmirrored may read the
+        # weights when the model is first built, after load returns
+        tmp = tempfile.TemporaryDirectory(prefix="mirrored-")
+        path = os.path.join(tmp.name, (getattr(keras_model, "name", None) or "model") + ".keras")
+        keras_model.save(path)
+        m = cls.load(path)
+        m._tmp = tmp
+        return m
 
     def to_keras(self):
         """The model as a keras.Model (keras.models.load_model of a .keras)."""
@@ -100,6 +104,9 @@ class Model:
         h, self._h = getattr(self, "_h", None), None
         if h:
             _lib.lib.mirrored_model_destroy(h)
+        tmp, self._tmp = getattr(self, "_tmp", None), None
+        if tmp is not None:
+            tmp.cleanup()
 
     def __del__(self):
         try:
