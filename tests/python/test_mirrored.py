@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -220,3 +221,39 @@ def test_parity_with_mirrored_train(in_tmp):
     got = h.params["params_hash"]
     assert m.params_hash == got
     assert got == want
+
+
+def test_sigint_during_fit(data, in_tmp, monkeypatch):
+    """A real SIGINT (Ctrl-C) while the first update's logs are handled: the
+    main thread gets KeyboardInterrupt, the fit stops, its checkpoint is
+    written where stop_checkpoint says."""
+    import signal
+    x, y = data
+    sent = []
+
+    def ctrl_c_then_hold(run):  # C thread
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 120
+        while not run.stopping and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    monkeypatch.setattr(_fit, "_on_c_step", ctrl_c_then_hold)
+    with pytest.raises(KeyboardInterrupt):
+        model(epochs=50).fit(x, y, verbose=0, stop_checkpoint="here.h5")
+    assert (in_tmp / "here.h5").stat().st_size > 0
+    assert not (in_tmp / "tiny-stopped.h5").exists()
+
+
+def test_import_error_names_where_it_looked(tmp_path):
+    """No library: ImportError naming $MIRRORED_LIBRARY's path."""
+    folder = os.path.dirname(mirrored.__file__)
+    if any(n.startswith("libmirrored.so") for n in os.listdir(folder)):
+        pytest.skip("the package's folder holds a libmirrored")
+    env = dict(os.environ, MIRRORED_LIBRARY=str(tmp_path / "nothing.so"),
+               PYTHONPATH=os.path.dirname(folder))
+    r = subprocess.run([sys.executable, "-c", "import mirrored"], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "ImportError" in r.stderr
+    assert str(tmp_path / "nothing.so") in r.stderr and "MIRRORED_LIBRARY" in r.stderr
