@@ -3,7 +3,6 @@ save and summary; load, from_config and the Keras bridges."""
 import ctypes
 import dataclasses
 import os
-import sys
 import tempfile
 
 import numpy as np
