@@ -97,7 +97,7 @@ mr_status api_strategy(mirrored_model *m, const api_key *key, mr_error *err) {
     mr_strategy *s = NULL;
     MR_CHECK(mr_strategy_create(&m->cfg, &opts, key->n_train, &s, err));
     int share = 1;
-    mr_status st = m->s ? move_weights(m->s, s, err) : first_weights(m, s, &share, err);
+    mr_status st = m->fitted ? move_weights(m->s, s, err) : first_weights(m, s, &share, err);
     if (st == MR_OK && share) st = mr_strategy_sync_model(s, err);
     if (st != MR_OK) {
         mr_strategy_destroy(s);
@@ -288,9 +288,8 @@ static mr_status fit_strategy(mirrored_model *m, const mirrored_fit_options *o, 
                    .seed = m->cfg.net.seed,
                    .max_steps = o->max_steps > 0 ? m->global_step + o->max_steps : 0};
     MR_CHECK(api_devices(m, o->devices, 1, &key.devices, err));
-    const int fresh = m->s == NULL;
     MR_CHECK(api_strategy(m, &key, err));
-    if (!fresh || m->source != API_SOURCE_CFG || m->global_step > 0) return MR_OK;
+    if (m->fitted || m->source != API_SOURCE_CFG) return MR_OK;
     int adapted = 0;
     MR_CHECK(mr_model_adapt(mr_strategy_replica(m->s, 0), &f->train, f->n_train, &adapted, err));
     return adapted ? mr_strategy_sync_model(m->s, err) : MR_OK;
@@ -321,7 +320,10 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
 
 /* The epochs: in one mr_strategy_fit, or, with an epoch callback that may
  * stop the fit after any epoch, one epoch per call, each going on from
- * where the last ended (its update count and history). */
+ * where the last ended (its update count and history): the replicas of a
+ * job agree on a stop between calls, where no update is in flight. Each
+ * call ends as a fit does, so a cosine decay ([net] lr_schedule) ends at
+ * the epoch under way and restore_best_weights restores after each. */
 static mr_status fit_epochs(mirrored_model *m, fit_run *f, mr_error *err) {
     mr_fit_state from = {.global_step = m->global_step, .history = f->history};
     if (f->o->on_epoch == NULL)
@@ -373,6 +375,7 @@ static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *
     MR_CHECK(fit_augment(m, f, err));
     MR_CHECK(fit_strategy(m, o, f, err));
     MR_CHECK(fit_callbacks(m, o, f, err));
+    m->fitted = 1; /* from here the weights are the strategy's */
     MR_CHECK(fit_epochs(m, f, err));
     return fit_result(m, f, r, err);
 }

@@ -46,6 +46,9 @@ struct mirrored_model {
     /* the replicas that hold the weights now (NULL: none built yet) */
     mr_strategy *s;
     api_key key;
+    /* 1 once a fit has run: the weights are the strategy's, not the
+     * seed's or the file's, and move to the next strategy */
+    int fitted;
     /* where training stands: updates and epochs done in all, the last rate */
     int64_t global_step;
     int epochs_done;
@@ -99,7 +102,8 @@ mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_devic
                       mr_error *err);
 
 /* Makes m->s the replicas of `key` (kept where m->s has that key), with the
- * model's weights: the seed's, the file's, or the last strategy's. */
+ * model's weights: the last strategy's once a fit has run, else the
+ * seed's (key->seed) or the file's. */
 mr_status api_strategy(mirrored_model *m, const api_key *key, mr_error *err);
 
 /* A strategy for evaluate, predict, save and summary: m->s where it runs on

@@ -11,6 +11,7 @@
 
 #include "api/api_internal.h"
 #include "launch/cli.h"
+#include "runtime/backend.h"
 #include "launch/train_checkpoints.h"
 #include "launch/train_data.h"
 #include "models/keras_archive.h"
@@ -111,8 +112,12 @@ MIRRORED_API mirrored_status mirrored_list_devices(char *buf, size_t size, int *
     if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
     mr_device_env env = {
         .cores = j->cores, .local_rank = j->local_rank, .local_size = j->local_size};
-    mr_device_set cpu = {0}, gpu = {0};
-    if (mr_devices_parse("cpu", &env, &cpu, &e) != MR_OK) return api_fail(err, &e);
+    /* a CPU replica per core this process may use; every GPU it sees */
+    mr_device_set cpu = {.kind = "cpu", .count = j->cores > 0 ? j->cores : mr_cpu_cores()},
+                  gpu = {0};
+    if (cpu.count > MR_MAX_REPLICAS) cpu.count = MR_MAX_REPLICAS;
+    for (int i = 0; i < cpu.count; i++)
+        cpu.ordinals[i] = i;
     mr_error none = {0};
     if (mr_gpu_count() == 0 || mr_devices_parse("gpu", &env, &gpu, &none) != MR_OK) gpu.count = 0;
     size_t used = 0;
