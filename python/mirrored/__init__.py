@@ -1,0 +1,15 @@
+"""mirrored: data-parallel training on every core, every GPU or the
+processes of an mpirun job, with Keras's names (libmirrored over ctypes).
+
+    import mirrored
+    m = mirrored.load("model.cfg")
+    h = m.fit(x, y, epochs=5, validation_split=0.1, devices="cpu:2")
+    m.evaluate(x_test, y_test); m.predict(x_test); m.save("out.keras")
+"""
+from ._lib import lib as _clib
+from .history import History
+from .model import Model, ModelInfo, list_devices, load
+
+__version__ = _clib.mirrored_version().decode()
+
+__all__ = ["History", "Model", "ModelInfo", "list_devices", "load", "__version__"]

@@ -1,0 +1,213 @@
+"""Model: a libmirrored model handle with Keras's fit, evaluate, predict,
+save and summary; load, from_config and the Keras bridges."""
+import ctypes
+import dataclasses
+import os
+import tempfile
+
+import numpy as np
+
+from . import _arrays, _fit, _lib
+from .history import History
+from .progress import Progress
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    """What the model takes and gives (mirrored_model_get_info)."""
+    input_shape: tuple   # one example's shape, channels last
+    outputs: int         # values per example of the last layer
+    label_width: int     # labels per example: 1 (class ids) or k
+    regression: bool     # mse, mae or huber on float targets
+    params: int
+    epochs: int          # the .cfg's [net] epochs
+    batch_size: int      # the .cfg's global batch
+    has_data: bool       # the .cfg names training data
+    metric: str          # "accuracy" or "mae"
+
+
+def list_devices():
+    """The devices replicas can run on: ['cpu:0', 'cpu:1'] or ['gpu:0', ...]."""
+    _lib.job()
+    buf = ctypes.create_string_buffer(1 << 16)
+    count = ctypes.c_int()
+    _lib.call("mirrored_list_devices", buf, len(buf), ctypes.byref(count))
+    return buf.value.decode().split()
+
+
+def _enc(s):
+    return None if s is None else os.fsencode(s)
+
+
+class Model:
+    """Use load(), Model.from_config() or Model.from_keras() to make one."""
+
+    def __init__(self, handle, name):
+        self._h = handle
+        self.name = name
+        self.stop_training = False
+        self.params_hash = None  # the last fit's: mirrored_train --json's params_hash (hex)
+        self._devices = None     # the last devices the model ran on
+        _lib.track(self)
+        self.info = self._get_info()
+
+    # ---- making and freeing
+    @classmethod
+    def _make(cls, fn, *args, name):
+        _lib.job()
+        h = ctypes.c_void_p()
+        _lib.call(fn, *args, ctypes.byref(h))
+        return cls(h, name)
+
+    @classmethod
+    def load(cls, path):
+        """A .cfg, a Keras .keras or .h5 file, or a mirrored checkpoint."""
+        path = os.fspath(path)
+        stem = os.path.splitext(os.path.basename(path))[0]
+        return cls._make("mirrored_model_load", os.fsencode(path), name=stem)
+
+    @classmethod
+    def from_config(cls, text, name=None, folder=None):
+        """A model from .cfg text; data paths in it are relative to folder
+        (None: the working folder)."""
+        return cls._make("mirrored_model_from_config", text.encode(), _enc(name), _enc(folder),
+                         name=name or "model")
+
+    @classmethod
+    def from_keras(cls, keras_model):
+        """A live keras.Model, through a temporary .keras file."""
+        # the folder lives as long as the model: libmirrored may read the
+        # weights when the model is first built, after load returns
+        tmp = tempfile.TemporaryDirectory(prefix="mirrored-")
+        path = os.path.join(tmp.name, (getattr(keras_model, "name", None) or "model") + ".keras")
+        keras_model.save(path)
+        m = cls.load(path)
+        m._tmp = tmp
+        return m
+
+    def to_keras(self):
+        """The model as a keras.Model (keras.models.load_model of a .keras)."""
+        import keras
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, self.name + ".keras")
+            self.save(path)
+            return keras.models.load_model(path)
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError(f"{self.name}: the model is closed")
+        return self._h
+
+    def close(self):
+        """Frees the model (its replicas and weights)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            _lib.lib.mirrored_model_destroy(h)
+        tmp, self._tmp = getattr(self, "_tmp", None), None
+        if tmp is not None:
+            tmp.cleanup()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<mirrored.Model {self.name!r} params={self.info.params}>"
+
+    def _get_info(self):
+        i = _lib.ModelInfo()
+        _lib.call("mirrored_model_get_info", self._handle(), ctypes.byref(i))
+        return ModelInfo(tuple(i.input_shape[:i.input_ndim]), i.outputs, i.label_width,
+                         bool(i.regression), i.params, i.epochs, i.batch_size, bool(i.has_data),
+                         (i.metric or b"accuracy").decode())
+
+    def _devices_arg(self, devices):
+        if devices is None:
+            devices = self._devices or "auto"
+        if not isinstance(devices, str):
+            raise ValueError(f"devices={devices!r}: a string such as 'auto', 'cpu:2', 'gpu:0,1'")
+        return devices.encode()
+
+    # ---- Keras's methods
+    def summary(self, print_fn=None):
+        """Prints the layers, their output shapes and weights."""
+        buf = ctypes.create_string_buffer(1 << 20)
+        _lib.call("mirrored_model_summary", self._handle(), buf, len(buf))
+        (print_fn or print)(buf.value.decode().rstrip("\n"))
+
+    def save(self, path):
+        """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint."""
+        _lib.call("mirrored_model_save", self._handle(), os.fsencode(os.fspath(path)))
+
+    def evaluate(self, x=None, y=None, devices=None, verbose="auto", return_dict=False):
+        """[loss, metric], or {"loss": .., "accuracy" or "mae": ..}; no x, y:
+        the .cfg's test set."""
+        if (x is None) != (y is None):
+            raise ValueError("evaluate: give both x and y, or neither (the .cfg's test set)")
+        keep, ax, ay = [], None, None
+        if x is not None:
+            ax, xa = _arrays.inputs(x)
+            ay, ya = _arrays.labels(y, self.info)
+            keep = [xa, ya]
+        loss, metric = ctypes.c_double(), ctypes.c_double()
+        _lib.call("mirrored_model_evaluate", self._handle(), self._devices_arg(devices),
+                  ctypes.byref(ax) if ax else None, ctypes.byref(ay) if ay else None,
+                  ctypes.byref(loss), ctypes.byref(metric))
+        del keep
+        self._devices = devices or self._devices
+        out = {"loss": loss.value, self.info.metric: metric.value}
+        if verbose and _lib.job()[0] == 0:
+            print(" - ".join(f"{k}: {v:.4f}" for k, v in out.items()), flush=True)
+        return out if return_dict else list(out.values())
+
+    def predict(self, x, devices=None, verbose=0):
+        """The model's outputs for x: (n, outputs) float32."""
+        ax, xa = _arrays.inputs(x)
+        out = np.empty((xa.shape[0], self.info.outputs), dtype=np.float32)
+        _lib.call("mirrored_model_predict", self._handle(), self._devices_arg(devices),
+                  ctypes.byref(ax), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                  out.size)
+        self._devices = devices or self._devices
+        return out
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=None, verbose="auto",
+            validation_split=None, validation_data=None, devices="auto", seed=None,
+            max_steps=None, stop_checkpoint="auto", callbacks=None):
+        """Trains on x, y (no x, y: the .cfg's [data]) as Keras's fit does;
+        returns a History. Ctrl-C stops it after the update in flight, writes
+        the stop's checkpoint (stop_checkpoint; "auto": NAME-stopped.h5 in the
+        working folder, None: none) and raises KeyboardInterrupt."""
+        from ._fit_options import fit_options
+        opts, keep = fit_options(self, x, y, batch_size, epochs, validation_split,
+                                 validation_data, seed, max_steps, stop_checkpoint)
+        opts.devices = self._devices_arg(devices)
+        callbacks = list(callbacks or [])
+        history = History(self)
+        for cb in callbacks:
+            if hasattr(cb, "set_model"):
+                cb.set_model(self)
+        quiet = _lib.job()[0] != 0
+        progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
+        result = _fit.run(self, opts, progress, history, self.info.metric, callbacks)
+        del keep
+        self._devices = devices or self._devices
+        self.params_hash = f"{result.params_hash:016x}"
+        history.params.update(verbose=verbose, epochs=epochs or self.info.epochs,
+                              steps=progress.steps, replicas=result.replicas,
+                              updates=result.updates, stopped=bool(result.stopped),
+                              early_stopped=bool(result.early_stopped),
+                              params_hash=self.params_hash)
+        return history
+
+
+def load(path):
+    """mirrored.load(path): Model.load."""
+    return Model.load(path)
