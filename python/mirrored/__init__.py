@@ -6,10 +6,11 @@ processes of an mpirun job, with Keras's names (libmirrored over ctypes).
     h = m.fit(x, y, epochs=5, validation_split=0.1, devices="cpu:2")
     m.evaluate(x_test, y_test); m.predict(x_test); m.save("out.keras")
 """
+from ._lib import job
 from ._lib import lib as _clib
 from .history import History
 from .model import Model, ModelInfo, list_devices, load
 
 __version__ = _clib.mirrored_version().decode()
 
-__all__ = ["History", "Model", "ModelInfo", "list_devices", "load", "__version__"]
+__all__ = ["History", "Model", "ModelInfo", "job", "list_devices", "load", "__version__"]

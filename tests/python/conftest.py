@@ -13,9 +13,7 @@ def dense_cfg(epochs=3, loss=None, units=CLASSES, activation="softmax", data="")
           f"learning_rate = 0.01\nseed = 1\n"
     if loss:
         net += f"loss = {loss}\n"
-    # libmirrored's .cfg parser wants [data] train_images even where fit
-    # takes arrays; the file is never opened then
-    data = data or "[data]\ntrain_images = unused.npy\n"
+    # no [data]: fit takes arrays
     return (net + data + f"[input]\nshape = {FEATURES}\n[dense]\nunits = 16\n"
             f"activation = relu\n[dense]\nunits = {units}\nactivation = {activation}\n")
 

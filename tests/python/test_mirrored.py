@@ -20,6 +20,7 @@ def model(**kw):
 
 def test_version_and_devices():
     assert mirrored.__version__.count(".") == 2
+    assert mirrored.job() == (0, 1)
     devices = mirrored.list_devices()
     assert devices and all(d.split(":")[0] in ("cpu", "gpu") for d in devices)
 
