@@ -52,7 +52,7 @@ EXTERNAL = {'cublas_v2.h', 'cuda_runtime_api.h', 'cudnn.h', 'nccl.h', 'mpi.h', '
             'driver_types.h', 'cudnn_cnn.h', 'cudnn_ops.h', 'crt/host_defines.h',
             'device_launch_parameters.h', 'cuda_runtime.h', 'math.h', 'check.h',
             'Random123/philox.h', 'init.cc', 'keras/src/optimizers/adam.py',
-            'keras/src/optimizers/sgd.py', 'model.cfg', 'NAME.cfg', 'models/configs/NAME.cfg'}
+            'keras/src/optimizers/sgd.py', 'model.cfg', 'NAME.cfg', 'models/configs/NAME.cfg', 'my_tool.c'}
 
 
 def placeholder(ref):
