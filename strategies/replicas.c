@@ -1,6 +1,7 @@
 /* replicas.c: this process's replicas as threads: running a task on every
  * replica (the caller is replica 0), pinning each to its core. Relies on
  * the communicator to release the others when one fails. */
+#include <fenv.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -61,8 +62,14 @@ mr_status strategy_run_replicas(mr_strategy *s, mr_status (*task)(replica *), mr
         }
         started[r] = 1;
     }
+    /* the caller is replica 0: its floating-point environment (a CPU
+     * replica's flush-to-zero, backend_cpu.c) is the caller's again after
+     * the task, so a program that embeds mirrored keeps its denormals */
+    fenv_t caller_env;
+    fegetenv(&caller_env);
     thread_main(&s->reps[0]);
-    /* the caller was replica 0: give it back the whole mask */
+    fesetenv(&caller_env);
+    /* and its whole mask */
     if (s->reps[0].cpu >= 0) pthread_setaffinity_np(pthread_self(), sizeof s->cpus, &s->cpus);
     for (int r = 1; r < s->L; r++)
         if (started[r]) pthread_join(tid[r], NULL);

@@ -8,6 +8,7 @@
  * device), and the strategy never reads a replica's device memory itself. */
 #include "strategies/strategy.h"
 
+#include <fenv.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -155,7 +156,13 @@ mr_status mr_strategy_create(const mr_config *cfg, const mr_strategy_opts *opts,
     }
     if (st == MR_OK) {
         strategy_plan_pinning(s);
+        /* make_replicas enters each replica's device on this thread (a CPU
+         * replica's flush-to-zero): the caller's floating-point environment
+         * is its own again after it, as after a task (replicas.c) */
+        fenv_t caller_env;
+        fegetenv(&caller_env);
         st = make_replicas(s, cfg, err);
+        fesetenv(&caller_env);
     }
     if (st == MR_OK) st = make_buckets(s, err);
     /* every process has its replicas (or none has) before the broadcast */

@@ -771,6 +771,29 @@ START_TEST(stop_flag_stops_every_replica_at_one_update) {
 }
 END_TEST
 
+/* The caller's thread is replica 0, which computes with flush-to-zero; the
+ * caller gets its own floating-point environment back: a denormal is still
+ * one after a fit and an evaluation. */
+START_TEST(caller_keeps_its_denormals) {
+    mr_config cfg;
+    mr_error err = {0};
+    mr_dataset ds;
+    mlp_with_data(&cfg, &ds, 64);
+    mr_strategy_opts so = {.devices = {.kind = "cpu", .count = 2}, .seed = 3};
+    mr_strategy *s;
+    ck_assert_int_eq(mr_strategy_create(&cfg, &so, 64, &s, &err), MR_OK);
+    ck_assert_int_eq(mr_strategy_fit(s, &ds, 64, 0, 0, 1, NULL, NULL, NULL, &err), MR_OK);
+    double loss, acc;
+    ck_assert_int_eq(mr_strategy_evaluate(s, &ds, 0, 64, &loss, &acc, &err), MR_OK);
+    volatile float tiny = 1e-40f; /* below 2^-126: a denormal */
+    ck_assert(tiny * 1.0f != 0.0f);
+    ck_assert(tiny / 2.0f != 0.0f);
+    mr_strategy_destroy(s);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 /* stop_after_epoch: asked after each epoch's on_epoch_end; a non-zero
  * verdict ends the fit after that epoch on every replica, as early stopping */
 typedef struct epoch_probe {
@@ -851,6 +874,7 @@ int main(void) {
     tcase_add_test(tc, replicas_pinned_one_per_core);
     tcase_add_test(tc, stop_flag_stops_every_replica_at_one_update);
     tcase_add_test(tc, stop_after_epoch_ends_every_replica_there);
+    tcase_add_test(tc, caller_keeps_its_denormals);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
