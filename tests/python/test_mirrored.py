@@ -90,6 +90,35 @@ def test_load_cfg_file(in_tmp):
     assert m.name == "net" and m.info.params > 0
 
 
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "keras_models")
+
+
+@pytest.mark.parametrize("name", ["cnn.keras", "cnn.h5"])
+def test_keras_file(name, in_tmp):
+    """A model file Keras saved (a committed one: no Keras needed): its
+    weights predict as Keras did; fit on arrays with validation_split,
+    evaluate as a list and a dict, predict, save .keras and .h5."""
+    x = np.load(os.path.join(GOLDEN, "cnn.x.npy"))
+    want = np.load(os.path.join(GOLDEN, "cnn.predict.npy"))
+    m = mirrored.load(os.path.join(GOLDEN, name))
+    assert m.info.input_shape == x.shape[1:] and m.info.outputs == want.shape[1]
+    np.testing.assert_allclose(m.predict(x), want, atol=1e-4)
+    rng = np.random.default_rng(2)
+    xt = rng.normal(size=(320,) + x.shape[1:]).astype(np.float32)
+    yt = rng.integers(0, want.shape[1], size=320)
+    h = m.fit(xt, yt, epochs=2, batch_size=32, validation_split=0.25, devices="cpu:2", verbose=0)
+    assert set(h.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert len(h.history["loss"]) == 2
+    loss, accuracy = m.evaluate(xt, yt, verbose=0)
+    assert m.evaluate(xt, yt, verbose=0, return_dict=True) == {"loss": loss, "accuracy": accuracy}
+    p = m.predict(xt)
+    assert p.shape == (320, want.shape[1]) and p.dtype == np.float32
+    m.save("trained.keras")
+    m.save("trained.h5")
+    np.testing.assert_array_equal(mirrored.load("trained.h5").predict(xt), p)
+    assert os.path.getsize("trained.keras") > 0
+
+
 def test_float64_note(data, capsys):
     x, y = data
     model(epochs=1).fit(x.astype(np.float64), y, verbose=0)
