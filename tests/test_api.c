@@ -403,14 +403,14 @@ START_TEST(parity_with_mirrored_train) {
     snprintf(mine, sizeof mine, "%016llx", (unsigned long long)r.params_hash);
     ck_assert_msg(strcmp(mine, hash) == 0, "mirrored_model_fit %s, mirrored_train %s", mine, hash);
     mirrored_model_destroy(m);
-    /* with an epoch callback (the fit goes epoch by epoch): the same bits */
+    /* with an epoch callback (its verdict agreed after each epoch): the same bits */
     ck_assert_msg(mirrored_model_load(in_dir("d.cfg"), &m, &err) == MIRRORED_OK, "%s", err.message);
     int epochs = 0;
     o.on_epoch = count_epochs, o.user = &epochs;
     ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
     ck_assert_int_eq(epochs, 2);
     snprintf(mine, sizeof mine, "%016llx", (unsigned long long)r.params_hash);
-    ck_assert_msg(strcmp(mine, hash) == 0, "epoch by epoch %s, mirrored_train %s", mine, hash);
+    ck_assert_msg(strcmp(mine, hash) == 0, "with an epoch callback %s, mirrored_train %s", mine, hash);
     mirrored_model_destroy(m);
 }
 END_TEST
