@@ -410,7 +410,8 @@ START_TEST(parity_with_mirrored_train) {
     ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
     ck_assert_int_eq(epochs, 2);
     snprintf(mine, sizeof mine, "%016llx", (unsigned long long)r.params_hash);
-    ck_assert_msg(strcmp(mine, hash) == 0, "with an epoch callback %s, mirrored_train %s", mine, hash);
+    ck_assert_msg(strcmp(mine, hash) == 0, "with an epoch callback %s, mirrored_train %s", mine,
+                  hash);
     mirrored_model_destroy(m);
 }
 END_TEST
