@@ -24,7 +24,7 @@ run=$venv/run
 rm -rf "$run" && mkdir -p "$run"
 cd "$run"
 echo "-- pytest on the installed package"
-MIRRORED_TRAIN=$venv/bin/mirrored_train "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+MIRRORED_TRAIN=$venv/bin/mirrored_train "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
     "$root/tests/python"
 echo "-- the notebook, executed in a kernel of the venv"
 "$venv/bin/python" -m ipykernel install --prefix "$venv" --name mirrored-venv \
