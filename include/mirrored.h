@@ -173,8 +173,8 @@ typedef struct mirrored_step_logs {
 /* After each epoch (validation done), on the thread of each process's
  * replica 0: the job's figures, the same on every process. */
 typedef struct mirrored_epoch_logs {
-    int epoch;           /* 0-based */
-    int epochs;          /* of the fit */
+    int epoch;           /* 0-based, counted in this fit */
+    int epochs;          /* of this fit */
     double loss, metric; /* the epoch's training means; metric: accuracy or mae */
     int has_val;
     double val_loss, val_metric;
@@ -200,7 +200,7 @@ typedef struct mirrored_fit_options {
     /* Keras's validation_data (both NULL: none; overrides validation_split). */
     const mirrored_array *val_x, *val_y;
     int64_t seed;      /* < 0: the .cfg's */
-    int64_t max_steps; /* end after this many updates in all (0: no limit) */
+    int64_t max_steps; /* end after this many updates of this fit (0: no limit) */
     /* Where a stop (mirrored_model_request_stop) writes the checkpoint of
      * the update it ended on, as mirrored_train does on SIGTERM; NULL: the
      * stop writes nothing. */
