@@ -143,7 +143,7 @@ def raise_error(status, err):
     """Raises the exception of a failed call, with the C message as its text."""
     text = err.message.decode("utf-8", "replace") or f"mirrored: status {status}"
     cls = _exception(status)
-    if cls is OSError and (" not found" in text or "No such file" in text):
+    if cls is OSError and (" not found" in text or "no such file" in text.lower()):
         cls = FileNotFoundError
     raise cls(text)
 

@@ -155,7 +155,7 @@ def test_regression_mae(data):
 
 
 def test_missing_file():
-    with pytest.raises(OSError, match="/no/such/dir/model.cfg"):
+    with pytest.raises(FileNotFoundError, match="/no/such/dir/model.cfg"):
         mirrored.load("/no/such/dir/model.cfg")
 
 
