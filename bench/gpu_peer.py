@@ -20,14 +20,16 @@ untimed steps) and times the next ones; in every round the sides alternate
 the medians of --runs rounds: images/s, our figure over each PyTorch
 variant's, and the peak memory (PyTorch: torch.cuda.max_memory_allocated;
 ours: n/a, mirrored_train reports no peak; the notes give the device memory
-its start line says is in use after setup).
+its start line says is in use after setup, and each PyTorch twin's
+trainable parameters against our summary's "Trainable params").
 
 Without a GPU for our side (`mirrored_train --list-devices` says none) it
 says so and exits 0; without torch or without a CUDA GPU for it, the
 PyTorch side prints one line saying it found no GPU and its cells are "-".
 On emulated GPUs (a -Dgpu_emulation=true build, MIRRORED_EMULATED_GPUS=1)
 our side runs end to end: --quick takes every model, the ResNets at tiny
-batches, a few updates each, one round (the meson test `gpu_peer`). Exit status 1 when a run of ours fails or prints no figure.
+batches, a few updates each, one round (the meson test `gpu_peer`). Exit
+status 1 when a run of ours fails or prints no figure.
 
     /usr/bin/python3 bench/gpu_peer.py [--build build] [--runs 3] [--quick]
         [--models fashion_mlp,resnet50] [--compile] [--python PY] [--table]
@@ -66,6 +68,7 @@ QUICK = [("fashion_mlp", 64, 2, 6), ("fashion_mlp", 256, 2, 6), ("fashion_cnn", 
 VARIANTS = ("eager", "channels_last", "graphs")
 GPU_LINE = re.compile(r"^gpu:(\d+): (.*)$")
 MEMORY = re.compile(r"device memory in use gpu:\d+ ([0-9.]+) of ([0-9.]+) GiB")
+PARAMS = re.compile(r"^Trainable params: ([0-9,]+)$", re.M)
 
 
 class OursFailed(Exception):
@@ -94,7 +97,8 @@ def gpu_name(line):
 
 
 def run_ours(build, model, batch, warmup, steps, device):
-    """images/s of one run and the start line's device memory in GiB (or None)."""
+    """images/s of one run, the start line's device memory in GiB and the summary's
+    trainable parameters (each None where not printed)."""
     cfg = os.path.join(ROOT, "models", "configs", MODELS[model][0])
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "s.json")
@@ -111,8 +115,8 @@ def run_ours(build, model, batch, warmup, steps, device):
     ips = j.get("images_per_sec")
     if not ips or ips <= 0:
         raise OursFailed(f"{model} batch {batch}: no images_per_sec in --json ({ips!r})")
-    m = MEMORY.search(r.stdout)
-    return ips, float(m.group(1)) if m else None
+    m, p = MEMORY.search(r.stdout), PARAMS.search(r.stdout)
+    return ips, float(m.group(1)) if m else None, int(p.group(1).replace(",", "")) if p else None
 
 
 def torch_cmd(a, *args):
@@ -133,18 +137,20 @@ def probe_torch(a):
 
 
 def run_torch(a, model, batch, warmup, steps, variants):
-    """{variant: {"images_per_sec", "peak_mib"} or {"error"}} of one run."""
+    """({variant: {"images_per_sec", "peak_mib"} or {"error"}}, the twin's trainable
+    parameters or None) of one run."""
     cmd = torch_cmd(a, "--model", MODELS[model][1], "--batch", str(batch), "--warmup",
                     str(warmup), "--steps", str(steps), "--variants", ",".join(variants))
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired:
-        return {v: {"error": "timed out after 1800 s"} for v in variants}
+        return {v: {"error": "timed out after 1800 s"} for v in variants}, None
     try:
-        return json.loads(r.stdout.strip().splitlines()[-1])["variants"]
+        j = json.loads(r.stdout.strip().splitlines()[-1])
+        return j["variants"], j.get("params")
     except (ValueError, IndexError, KeyError) as e:
         why = f"exit {r.returncode}, {e.__class__.__name__}: {r.stderr.strip()[-300:]}"
-        return {v: {"error": why} for v in variants}
+        return {v: {"error": why} for v in variants}, None
 
 
 def median_or_none(values):
@@ -220,7 +226,8 @@ def measure(a, peer, variants):
     """Every row's runs, the sides alternating; {(model, batch): {...}} as table() reads."""
     got = {}
     for model, batch, _, _ in a.rows:
-        got[(model, batch)] = {"ours": [], "mem": [], **{v: [] for v in variants},
+        got[(model, batch)] = {"ours": [], "mem": [], "params": set(), "twin params": set(),
+                               **{v: [] for v in variants},
                                **{v + " mib": [] for v in variants}}
     for r in range(a.runs):
         for model, batch, warmup, steps in a.rows:
@@ -228,13 +235,15 @@ def measure(a, peer, variants):
             sides = ["ours", "torch"] if peer else ["ours"]
             for side in sides if r % 2 == 0 else sides[::-1]:
                 if side == "ours":
-                    ips, mem = run_ours(a.build, model, batch, warmup, steps, a.device)
+                    ips, mem, params = run_ours(a.build, model, batch, warmup, steps, a.device)
+                    g["params"].add(params)
                     g["ours"].append(ips)
                     g["mem"].append(mem)
                     print(f"round {r + 1}: {model} batch {batch}: mirrored {ips:.1f} images/s",
                           file=sys.stderr, flush=True)
                     continue
-                res = run_torch(a, model, batch, warmup, steps, variants)
+                res, params = run_torch(a, model, batch, warmup, steps, variants)
+                g["twin params"].add(params)
                 for v in variants:
                     x = res.get(v, {"error": "missing"})
                     g[v].append(x.get("images_per_sec"))
@@ -244,6 +253,23 @@ def measure(a, peer, variants):
                     print(f"round {r + 1}: {model} batch {batch}: pytorch {v} {what}",
                           file=sys.stderr, flush=True)
     return got
+
+
+def twins(got):
+    """'fashion_mlp 109,386 = 109,386, ...': the twins are the same models, or MISMATCH."""
+    ours, twin = {}, {}
+    for (m, _), g in got.items():
+        ours.setdefault(m, set()).update(g["params"])
+        twin.setdefault(m, set()).update(g["twin params"])
+    parts = []
+    for m in ours:
+        o, t = sorted(ours[m], key=str), sorted(twin[m], key=str)
+        if len(o) == 1 and o == t and o[0] is not None:
+            parts.append(f"{m} {fmt(o[0])} = {fmt(t[0])}")
+        else:
+            parts.append(f"{m} MISMATCH: ours {', '.join(map(fmt, o))}, "
+                         f"PyTorch {', '.join(map(fmt, t))}")
+    return ", ".join(parts)
 
 
 def notes(a, got, ours_line, peer, no_peer, variants):
@@ -257,6 +283,8 @@ def notes(a, got, ours_line, peer, no_peer, variants):
            "- peak MiB, ours: n/a, mirrored_train reports no peak device memory; its start "
            "line's device memory in use after setup (the whole device's, CUDA context "
            "included), GiB: " + ", ".join(f"{m} {b}: {fmt(x, 2)}" for m, b, x in mems)]
+    if peer:
+        out.append("- trainable parameters, ours and the PyTorch twin's: " + twins(got))
     for (m, b), g in got.items():
         runs = [f"mirrored {', '.join(rate(x) for x in g['ours'])}"]
         runs += [f"{v} {', '.join(rate(x) for x in g[v])}" for v in variants if peer]

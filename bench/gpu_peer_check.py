@@ -9,7 +9,12 @@
    PyTorch side printed one line: that it found no GPU (no torch, or torch
    without CUDA; then its cells are "-"), or the GPU it runs on (then its
    cells are numbers); the block is headed by the GPU's name and the commit.
-2. It can fail: with a mirrored_train that fails, and with one that writes
+2. With a PyTorch side that finds a GPU (a fake --python printing what
+   gpu_peer_torch.py prints: two variants' figures and one variant's
+   error), fashion_mlp's row has its images/s, the ratios and its peak
+   memory, "-" for the failed variant, and the notes hold our trainable
+   parameters against the twin's.
+3. It can fail: with a mirrored_train that fails, and with one that writes
    no images/s, gpu_peer.py exits 1; with one that lists no GPU it says so
    in one line and exits 0 (fakes in a temporary build folder).
 """
@@ -82,6 +87,40 @@ def check_run(build):
             check(all(number(c) for c in peer_cells), f"{model} {batch}: PyTorch's images/s")
 
 
+FAKE_PYTHON = r'''#!/bin/sh
+# a Python whose torch finds a GPU, printing what gpu_peer_torch.py prints
+case " $* " in *" --probe "*)
+    echo '{"torch": "0.0+fake", "gpu": "Fake GPU", "variants": {}}'; exit 0;; esac
+echo '{"torch": "0.0+fake", "gpu": "Fake GPU", "params": 109386, "variants": {"eager":
+{"images_per_sec": 1000.0, "peak_mib": 10.0}, "channels_last": {"images_per_sec": 2000.0,
+"peak_mib": 12.0}, "graphs": {"error": "RuntimeError: fake"}}}' | tr -d '\n'
+'''
+
+
+def check_fake_peer(build):
+    with tempfile.TemporaryDirectory() as tmp:
+        py = os.path.join(tmp, "python")
+        with open(py, "w") as f:
+            f.write(FAKE_PYTHON)
+        os.chmod(py, 0o755)
+        r = run(build, "--models", "fashion_mlp", "--python", py)
+    check(r.returncode == 0 and "pytorch side: torch 0.0+fake on cuda:0: Fake GPU" in r.stdout,
+          f"a PyTorch side with a GPU: its line (exit {r.returncode})")
+    row = [l for l in r.stdout.splitlines() if l.startswith("| fashion_mlp | 64 |")]
+    cells = [c.strip() for c in row[0].strip("|").split("|")] if row else []
+    check(len(cells) == 11, f"a PyTorch side with a GPU: fashion_mlp's row ({row})")
+    if len(cells) == 11:
+        check(cells[3:6] == ["1,000", "2,000", "-"], f"PyTorch's images/s ({cells[3:6]})")
+        # ours / 1000 and ours / 2000, each rounded to 2 decimals; none against the error
+        r1, r2 = (number(c[:-1]) if re.fullmatch(r"[0-9,]+\.\d\dx", c) else None
+                  for c in cells[6:8])
+        check(r1 is not None and r2 is not None and abs(r1 - 2 * r2) <= 0.011
+              and cells[8] == "-", f"the ratios ({cells[6:9]})")
+        check(cells[9:] == ["n/a", "10 / 12 / -"], f"the peak memory ({cells[9:]})")
+    check("fashion_mlp 109,386 = 109,386" in r.stdout, "our trainable parameters against the "
+          "twin's (mirrored_train's summary: Trainable params)")
+
+
 FAKE = r'''#!/bin/sh
 # a mirrored_train that lists one GPU and then {what}
 if [ "$1" = --list-devices ]; then echo "gpu:0: Fake GPU, 1.0 GiB"; exit 0; fi
@@ -105,6 +144,7 @@ def check_fails(what, body):
 def main():
     build = os.path.abspath(sys.argv[1])
     check_run(build)
+    check_fake_peer(build)
     check_fails("fails", "echo 'out of memory' >&2; exit 1")
     check_fails("writes no images/s",
                 "echo '" + json.dumps({"images_per_sec": None}) + "' > \"$out\"; exit 0")

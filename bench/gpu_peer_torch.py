@@ -19,8 +19,8 @@ untimed steps, then --steps timed ones between two torch.cuda.synchronize();
 its peak memory is torch.cuda.max_memory_allocated() from the model's
 construction on. Prints one JSON line:
 
-    {"torch": "2.5.1", "gpu": "NVIDIA H200", "variants": {"eager":
-     {"images_per_sec": ..., "peak_mib": ...}, ...}}
+    {"torch": "2.5.1", "gpu": "NVIDIA H200", "params": 109386, "variants":
+     {"eager": {"images_per_sec": ..., "peak_mib": ...}, ...}}
 
 or, without torch or without a CUDA GPU, {"torch": VERSION or null, "gpu":
 null, "reason": "..."} and exit 0. --probe prints that line only.
@@ -235,8 +235,11 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
+    torch.cuda.set_device(a.device)
     out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(a.device), "variants": {}}
     if not a.probe:
+        # what gpu_peer.py holds against our summary's "Trainable params"
+        out["params"] = sum(p.numel() for p in build(torch, a.model)[0].parameters())
         for v in variants:
             try:
                 out["variants"][v] = run_variant(torch, a, v)
