@@ -278,6 +278,7 @@ def notes(a, got, ours_line, peer, no_peer, variants):
     out = [f"- ours: gpu:{a.device}: {ours_line} (`mirrored_train --list-devices`)",
            "- PyTorch: " + (f"torch {peer['torch']} on {peer['gpu']}" if peer
                             else no_peer.removeprefix("pytorch side: ")),
+           "- ours / X: our images/s over PyTorch's variant X (above 1: ours is faster)",
            "- updates timed after the warm-up: "
            + ", ".join(f"{m} {b}: {w} + {s}" for m, b, w, s in rows),
            "- peak MiB, ours: n/a, mirrored_train reports no peak device memory; its start "
@@ -314,7 +315,7 @@ def main(argv=None):
         return 1
     lines = table(a.rows, variants, got)
     if a.table:
-        quick = " --quick" if a.quick else ""
+        quick = (" --quick" if a.quick else "") + (" --compile" if a.compile else "")
         print(f"_`bench/gpu_peer.py{quick}` on {gpu_name(ours_line)}, commit `{commit()}`, "
               f"{datetime.date.today().isoformat()}: images/s, medians of {a.runs} "
               f"round{'s' if a.runs > 1 else ''}"
