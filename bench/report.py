@@ -26,8 +26,8 @@ picks its kernel for the CPU it runs on.
 --quick takes fewer runs and updates: enough to see that a section works,
 not figures to publish (its header says quick). Sections whose needs are
 missing (PyTorch for the PyTorch peers, --keras-python for Keras and
-TensorFlow, mpirun, --native-build) are skipped with the reason, and
-their tables left as they are.
+TensorFlow, mpirun, --native-build, a GPU for gpu_peer) are skipped with
+the reason, and their tables left as they are.
 """
 import argparse
 import datetime
@@ -365,6 +365,19 @@ def sec_resnet50(ctx):
                         "--steps", "4", "--sides", "3,4"])
 
 
+def sec_gpu_peer(ctx):
+    """bench/gpu_peer.py's block: ours against PyTorch on this machine's GPU 0."""
+    cmd = [ctx.system_python, "bench/gpu_peer.py", "--build", ctx.build, "--table", "--python",
+           ctx.system_python] + (["--quick"] if ctx.quick else []) + (
+               ["--runs", str(ctx.runs)] if ctx.runs else [])
+    o = run(cmd, ctx).strip()
+    if "found no GPU" in o.split("\n", 1)[0]:
+        raise Skip(o.removeprefix("gpu_peer: "))
+    if "on Emulated GPU" in o.split("\n", 1)[0] and not ctx.print:
+        raise Skip("emulated GPUs (-Dgpu_emulation=true): not figures to publish; see --print")
+    return o
+
+
 def sec_native(ctx):
     if not ctx.native_build:
         raise Skip("needs --native-build DIR (meson setup DIR -Dnative_arch=true)")
@@ -437,6 +450,7 @@ SECTIONS = {
     "oversub": (PERF, "more replicas than cores", sec_oversub),
     "contention": (PERF, "a busy-looping neighbour on core 1", sec_contention),
     "native": (PERF, "portable against -Dnative_arch=true", sec_native),
+    "gpu_peer": (PERF, "one GPU against PyTorch (bench/gpu_peer.py)", sec_gpu_peer),
     "resnet20": (PERF, "ResNet-20 on synthetic data against Keras", sec_resnet20),
     "resnet50": (PERF, "ResNet-50 on synthetic data against Keras", sec_resnet50),
     "resnet20_layers": (PERF, "bench_layers on ResNet-20 at batch 64", sec_resnet20_layers),
