@@ -14,6 +14,8 @@
  *     configs' layers (MLP, CNN, BN + ReLU and an unfused [activation], a
  *     residual graph with Add + ReLU and a plain Add) train an epoch on one
  *     GPU with no device-to-device copy at all;
+ *   - on a GPU the model fuses those ReLUs as on the CPU (relu_fused on the
+ *     BN or Add, the [activation] fused), the Conv2D's not;
  *   - the count is real: a linear [activation] (the identity, which the
  *     model cannot skip) is a copy each way, and shows in it.
  *
@@ -27,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backends.h"
 #include "backends/gpu_list.h"
+#include "models/model.h"
 #include "strategies/strategy.h"
 #include "tests/strategyutil.h"
 #include "tests/testutil.h"
@@ -103,6 +107,39 @@ START_TEST(the_count_sees_a_copy) {
 }
 END_TEST
 
+/* The layers of `text` on a GPU context (gpu:0) as fused[] ('R':
+ * relu_fused, 'F': a fused activation, '.' neither, one a layer). */
+static void fusion_of(const char *text, char *fused) {
+    char cfg_text[2048];
+    snprintf(cfg_text, sizeof cfg_text, text, su_sgd);
+    mr_config cfg;
+    mr_model m;
+    mr_backend *be = NULL;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(cfg_text, "t.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_backend_create(mr_backend_kind_find("gpu"), 0, &be, &err) == MR_OK, "%s",
+                  err.msg);
+    ck_assert_msg(mr_model_init(&m, be, &cfg, 4, 0, &err) == MR_OK, "%s", err.msg);
+    for (int i = 0; i < m.n_layers; i++)
+        fused[i] = m.layers[i].fused ? 'F' : m.layers[i].relu_fused ? 'R' : '.';
+    fused[m.n_layers] = '\0';
+    mr_model_free(&m);
+    mr_backend_destroy(be);
+    mr_config_free(&cfg);
+}
+
+START_TEST(relus_fuse_into_bn_and_add) {
+    char text[1024], f[MR_MAX_LAYERS + 1];
+    /* conv, relu (its own pass), conv, BN (R), relu (F), flatten, dense */
+    fusion_of(chain(text, sizeof text, "relu"), f);
+    ck_assert_str_eq(f, "...RF..");
+    /* stem, conv, BN, add (R), relu "block" (F), zeropad, down, 1x1 conv,
+     * add (no ReLU after it), pool, dense */
+    fusion_of(su_res_text, f);
+    ck_assert_str_eq(f, "...RF......");
+}
+END_TEST
+
 int main(void) {
     const mr_gpu_list *gl = tu_gpus();
     if (gl->count == 0) {
@@ -114,6 +151,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, a_step_copies_nothing);
     tcase_add_test(tc, the_count_sees_a_copy);
+    tcase_add_test(tc, relus_fuse_into_bn_and_add);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
