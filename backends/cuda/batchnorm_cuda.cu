@@ -24,7 +24,7 @@
  * the model decides): the apply writes relu(y), and backward masks dy by
  * y > 0 where it reads it (partials_kernel, dx_kernel), elementwise.h's
  * mr_relu and mr_relu_grad, the activation kernel's math: the bits of the
- * unfused layers, with one pass over the output and none over dy less.
+ * unfused layers, without the activation's own pass each way.
  * The edits for it are marked [fused ReLU].
  * Relies on: kernels_cuda.h, layer.h (mr_exec_ctx.sync_sum),
  * batchnorm_stats.h, runtime/elementwise.h (mr_relu, mr_relu_grad). */
