@@ -268,6 +268,7 @@ typedef struct lcase {
     int exact;      /* results are copies or selections: bit for bit */
     int logits_out; /* the last layer before a fused softmax + cross-entropy */
     int sync;       /* BN: mr_exec_ctx.sync_sum set, as one replica of a synced run */
+    int relu_fused; /* a ReLU [activation] fused in (layer.h; kernels with fuses_relu) */
     float x_lo, x_hi;
     uint64_t seed;
 } lcase;
@@ -393,6 +394,7 @@ static void run_layer(cf *h, const lcase *c) {
         l->in = c->in;
         l->in2 = c->in2.rank ? c->in2 : c->in; /* a merge's second input */
         l->logits_out = c->logits_out;
+        l->relu_fused = c->relu_fused;
         snprintf(l->name, sizeof l->name, "%s", mr_layer_kind_name(c->cfg.kind));
         if (!cf_ok(h, k, mr_layer_setup(l, be[k], max_batch, "conformance.cfg", &err), &err,
                    "setup"))
@@ -740,6 +742,13 @@ static void run_residual(cf *h) {
     c.exact = 1;
     snprintf(c.name, sizeof c.name, "add 37");
     run_layer(h, &c);
+    /* a fused ReLU (BN+ReLU and Add+ReLU, model.c's fuse_relus): relu(x +
+     * x2), and both gradients masked by y > 0, the same bits */
+    c = make_case(MR_LAYER_ADD, img(5, 4, 3), 3, 125);
+    c.exact = 1;
+    c.relu_fused = 1;
+    snprintf(c.name, sizeof c.name, "add 5x4x3 relu_fused");
+    run_layer(h, &c);
     /* Concatenate: channels of two images, features of two vectors */
     c = make_case(MR_LAYER_CONCATENATE, img(5, 4, 3), 3, 130);
     c.in2 = img(5, 4, 2);
@@ -882,19 +891,22 @@ static void run_batchnorm(cf *h) {
         {{3, {3, 4, 5}}, 3, 0, 0}, /* inference: the moving statistics */
         {{1, {6, 0, 0}}, 5, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        lcase c = make_case(MR_LAYER_BATCHNORM, cases[i].in, cases[i].batch, 110 + i);
-        c.cfg.momentum = 0.9f;
-        c.cfg.epsilon = 1e-3f;
-        c.cfg.sync = cases[i].sync;
-        c.sync = cases[i].sync;
-        c.training = c.backward = cases[i].training;
-        c.x_lo = -0.5f, c.x_hi = 1.5f; /* a mean away from 0 */
-        snprintf(c.name, sizeof c.name, "batchnorm rank %d B=%d %s%s", cases[i].in.rank,
-                 cases[i].batch, cases[i].training ? "training" : "inference",
-                 cases[i].sync ? " sync" : "");
-        run_layer(h, &c);
-    }
+    /* and each with a fused ReLU: relu(y), dy masked by y > 0 as it is read */
+    for (int fused = 0; fused < 2; fused++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            lcase c = make_case(MR_LAYER_BATCHNORM, cases[i].in, cases[i].batch, 110 + i);
+            c.cfg.momentum = 0.9f;
+            c.cfg.epsilon = 1e-3f;
+            c.cfg.sync = cases[i].sync;
+            c.sync = cases[i].sync;
+            c.training = c.backward = cases[i].training;
+            c.relu_fused = fused;
+            c.x_lo = -0.5f, c.x_hi = 1.5f; /* a mean away from 0 */
+            snprintf(c.name, sizeof c.name, "batchnorm rank %d B=%d %s%s%s", cases[i].in.rank,
+                     cases[i].batch, cases[i].training ? "training" : "inference",
+                     cases[i].sync ? " sync" : "", fused ? " relu_fused" : "");
+            run_layer(h, &c);
+        }
 }
 
 static void run_layernorm(cf *h) {

@@ -23,14 +23,31 @@ mr_status mr_cuda_activation_forward(mr_backend *be, mr_activation act, float *y
  * (bias NULL: none): the output of Dense and Conv2D after their products. */
 mr_status mr_cuda_bias_activation_forward(mr_backend *be, mr_activation act, float *y,
                                           const float *bias, int rows, int width, mr_error *err);
+/* y (rows, width) = act(x + bias), x read and y written in one pass (y
+ * may be x; bias NULL: none), and pre = x + bias as well where pre is not
+ * NULL (the z that gelu's and swish's backward read): the [activation]
+ * layer's output, and Conv2D's with its z. The same bits as the in-place
+ * calls above on a copy of x. Linear without bias or pre is the identity:
+ * a copy where y is not x. */
+mr_status mr_cuda_activation_forward_to(mr_backend *be, mr_activation act, const float *x, float *y,
+                                        float *pre, const float *bias, int rows, int width,
+                                        mr_error *err);
 /* dy (rows, width) *= d act / d x, expressed through the output y
  * (softmax: dx_j = y_j (dy_j - sum_k dy_k y_k), per row). */
 mr_status mr_cuda_activation_backward(mr_backend *be, mr_activation act, const float *y, float *dy,
                                       int rows, int width, mr_error *err);
+/* dx (rows, width) = dy * d act / d x through y, in one pass (dx may be
+ * dy: the call above); linear: a copy where dx is not dy. */
+mr_status mr_cuda_activation_backward_to(mr_backend *be, mr_activation act, const float *y,
+                                         const float *dy, float *dx, int rows, int width,
+                                         mr_error *err);
 /* dy (n) *= d act / d x through the input x, for the activations that
  * need it (mr_activation_needs_input: gelu, swish, silu). */
 mr_status mr_cuda_activation_backward_x(mr_backend *be, mr_activation act, const float *x,
                                         float *dy, size_t n, mr_error *err);
+/* dx (n) = dy * d act / d x through x, in one pass (dx may be dy). */
+mr_status mr_cuda_activation_backward_x_to(mr_backend *be, mr_activation act, const float *x,
+                                           const float *dy, float *dx, size_t n, mr_error *err);
 
 MR_C_END
 

@@ -20,10 +20,17 @@
  * __fadd_rn, __dmul_rn, which nvcc never contracts into FMAs), so the
  * results match the CPU's rounding (a CPU build that contracts,
  * -march=native with FMA, differs in the last bits).
+ * A ReLU [activation] after it may be fused in (layer.h, relu_fused;
+ * the model decides): the apply writes relu(y), and backward masks dy by
+ * y > 0 where it reads it (partials_kernel, dx_kernel), elementwise.h's
+ * mr_relu and mr_relu_grad, the activation kernel's math: the bits of the
+ * unfused layers, without the activation's own pass each way.
+ * The edits for it are marked [fused ReLU].
  * Relies on: kernels_cuda.h, layer.h (mr_exec_ctx.sync_sum),
- * batchnorm_stats.h. */
+ * batchnorm_stats.h, runtime/elementwise.h (mr_relu, mr_relu_grad). */
 #include <stdlib.h>
 
+#include "runtime/elementwise.h"
 #include "models/batchnorm_stats.h"
 #include "backends/cuda/kernels_cuda.h"
 
@@ -53,11 +60,13 @@ __global__ static void shift_kernel(const float *__restrict__ x, const float *__
  * part[j][1][c] = the float sums f1, f2 of mr_bn_sum_terms over the
  * block's rows in order (ua NULL: 0; vs NULL: 1):
  *   forward:  u = v = x, ua = vb = shift   (sums of x - s and (x - s)^2)
- *   backward: u = dy, v = x, vb = mean, vs = inv_std   (dy, dy * xhat) */
-__global__ static void partials_kernel(const float *__restrict__ u, const float *__restrict__ ua,
-                                       const float *__restrict__ v, const float *__restrict__ vb,
-                                       const float *__restrict__ vs, int64_t rows, int C,
-                                       float *__restrict__ part) {
+ *   backward: u = dy, v = x, vb = mean, vs = inv_std   (dy, dy * xhat)
+ * [fused ReLU] mask: NULL, or the fused ReLU's output y (backward), by
+ * whose relu' each u is masked as it is read (the activation's math). */
+__global__ static void partials_kernel(const float *__restrict__ u, const float *__restrict__ mask,
+                                       const float *__restrict__ ua, const float *__restrict__ v,
+                                       const float *__restrict__ vb, const float *__restrict__ vs,
+                                       int64_t rows, int C, float *__restrict__ part) {
     const int64_t n = mr_bn_blocks(rows) * C;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -68,7 +77,9 @@ __global__ static void partials_kernel(const float *__restrict__ u, const float 
         const float uac = ua ? ua[c] : 0.0f, vbc = vb[c], vsc = vs ? vs[c] : 1.0f;
         float f1 = 0.0f, f2 = 0.0f;
         for (int64_t r = r0; r < r1; r++)
-            mr_bn_sum_terms(u[r * C + c], uac, v[r * C + c], vbc, vsc, &f1, &f2);
+            mr_bn_sum_terms(mask ? u[r * C + c] * mr_relu_grad(mask[r * C + c]) /* fused ReLU */
+                                 : u[r * C + c],
+                            uac, v[r * C + c], vbc, vsc, &f1, &f2);
         part[j * 2 * C + c] = f1;
         part[j * 2 * C + C + c] = f2;
     }
@@ -141,15 +152,17 @@ __global__ static void infer_scale_kernel(const float *__restrict__ gamma,
         scale[c] = mr_bn_infer_scale(gamma[c], mv[c], eps);
 }
 
-/* y (n / C, C) = (x - mean) * scale + beta, per channel */
+/* y (n / C, C) = (x - mean) * scale + beta, per channel; [fused ReLU]
+ * then relu(y) where relu (the activation's mr_relu, in the same pass) */
 __global__ static void normalize_kernel(const float *__restrict__ x, const float *__restrict__ mean,
                                         const float *__restrict__ scale,
-                                        const float *__restrict__ beta, size_t n, int C,
+                                        const float *__restrict__ beta, size_t n, int C, int relu,
                                         float *__restrict__ y) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
-        y[i] = mr_bn_normalize(x[i], mean[c], scale[c], beta[c]);
+        const float v = mr_bn_normalize(x[i], mean[c], scale[c], beta[c]);
+        y[i] = relu ? mr_relu(v) : v;
     }
 }
 
@@ -168,32 +181,35 @@ __global__ static void factors_kernel(const double *__restrict__ s1, const doubl
     }
 }
 
-/* dx = fa * (dy - fm) - fb * (x - mean), per channel */
+/* dx = fa * (dy - fm) - fb * (x - mean), per channel; [fused ReLU] dy
+ * masked by relu'(mask) as it is read where mask (y) is not NULL */
 __global__ static void dx_kernel(const float *__restrict__ x, const float *__restrict__ dy,
-                                 const float *__restrict__ mean, const float *__restrict__ fa,
-                                 const float *__restrict__ fb, const float *__restrict__ fm,
-                                 size_t n, int C, float *__restrict__ dx) {
+                                 const float *__restrict__ mask, const float *__restrict__ mean,
+                                 const float *__restrict__ fa, const float *__restrict__ fb,
+                                 const float *__restrict__ fm, size_t n, int C,
+                                 float *__restrict__ dx) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
-        dx[i] = mr_bn_dx(dy[i], x[i], mean[c], fa[c], fb[c], fm[c]);
+        const float g = mask ? dy[i] * mr_relu_grad(mask[i]) : dy[i]; /* fused ReLU */
+        dx[i] = mr_bn_dx(g, x[i], mean[c], fa[c], fb[c], fm[c]);
     }
 }
 
 /* ---- host side ---- */
 
 /* p->s1, p->s2 = the per-channel sums over M rows (partials_kernel's u,
- * ua, v, vb, vs); add1 / add2 += them and buf = (s1, s2, count) where not
- * NULL (totals_kernel). */
-static mr_status channel_sums(bn_priv *p, mr_backend *be, const float *u, const float *ua,
-                              const float *v, const float *vb, const float *vs, int64_t M,
-                              float *add1, float *add2, float *buf, mr_error *err) {
+ * mask, ua, v, vb, vs); add1 / add2 += them and buf = (s1, s2, count)
+ * where not NULL (totals_kernel). */
+static mr_status channel_sums(bn_priv *p, mr_backend *be, const float *u, const float *mask,
+                              const float *ua, const float *v, const float *vb, const float *vs,
+                              int64_t M, float *add1, float *add2, float *buf, mr_error *err) {
     const int C = p->C;
     const int64_t blocks = mr_bn_blocks(M);
     cudaStream_t s = mr_cuda(be)->stream;
     if (blocks > 0) {
         MR_CUDA_LAUNCH(partials_kernel, mr_cuda_blocks((size_t)(blocks * C)), MR_CUDA_THREADS, s, u,
-                       ua, v, vb, vs, M, C, p->part);
+                       mask, ua, v, vb, vs, M, C, p->part);
         mr_cuda_launched(be, err, "partials_kernel");
     }
     MR_CUDA_LAUNCH(totals_kernel, mr_cuda_blocks((size_t)C), MR_CUDA_THREADS, s, p->part, blocks, C,
@@ -254,7 +270,7 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
         MR_CUDA_LAUNCH(infer_scale_kernel, cb, MR_CUDA_THREADS, s, gamma, mv, eps, C, p->scale);
         mr_cuda_launched(be, err, "infer_scale_kernel");
         MR_CUDA_LAUNCH(normalize_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, mm, p->scale,
-                       beta, n, C, y);
+                       beta, n, C, l->relu_fused, y);
         mr_cuda_launched(be, err, "normalize_kernel");
         return MR_OK;
     }
@@ -266,7 +282,7 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
                    C, p->shift);
     mr_cuda_launched(be, err, "shift_kernel");
     float *buf = sync ? mr_dfloat_ptr(run->scratch) : NULL;
-    MR_CHECK(channel_sums(p, be, x, p->shift, x, p->shift, NULL, M, NULL, NULL, buf, err));
+    MR_CHECK(channel_sums(p, be, x, NULL, p->shift, x, p->shift, NULL, M, NULL, NULL, buf, err));
     /* with sync, the sums and count of every replica's batch */
     if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)mr_bn_sync_floats(C)));
     MR_CUDA_LAUNCH(stats_kernel, cb, MR_CUDA_THREADS, s, p->s1, p->s2, buf, (double)M, C, p->shift,
@@ -274,7 +290,7 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
     mr_cuda_launched(be, err, "stats_kernel");
     if (n == 0) return MR_OK;
     MR_CUDA_LAUNCH(normalize_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, p->mean, p->scale,
-                   beta, n, C, y);
+                   beta, n, C, l->relu_fused, y);
     mr_cuda_launched(be, err, "normalize_kernel");
     return MR_OK;
 }
@@ -285,7 +301,6 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
  * the means over the rows of the channel (of the global batch with sync). */
 static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_dfloat *xd,
                              const mr_dfloat *yd, mr_dfloat *dyd, mr_dfloat *dxd) {
-    (void)yd;
     mr_backend *be = run->be;
     mr_error *err = run->err;
     bn_priv *p = (bn_priv *)l->priv;
@@ -294,12 +309,14 @@ static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
     const size_t n = (size_t)M * C;
     cudaStream_t s = mr_cuda(be)->stream;
     const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd);
+    /* [fused ReLU] dy is the ReLU's output gradient, masked by y > 0 as it is read */
+    const float *mask = l->relu_fused ? mr_dfloat_cptr(yd) : NULL;
     const int sync = use_sync(l, run) && dxd != NULL; /* only dx needs the global means */
     if (M == 0 && !sync) return MR_OK;                /* adds nothing, writes nothing */
     /* s1 = sum dy, s2 = sum dy * xhat; this replica's into the weight
      * gradients (the strategy sums those) */
     float *buf = sync ? mr_dfloat_ptr(run->scratch) : NULL;
-    MR_CHECK(channel_sums(p, be, dy, NULL, x, p->mean, p->inv_std, M,
+    MR_CHECK(channel_sums(p, be, dy, mask, NULL, x, p->mean, p->inv_std, M,
                           mr_dfloat_ptr(l->w[MR_BN_BETA].grad),
                           mr_dfloat_ptr(l->w[MR_BN_GAMMA].grad), buf, err));
     if (dxd == NULL) return MR_OK;
@@ -309,8 +326,8 @@ static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
                    mr_dfloat_cptr(l->w[MR_BN_GAMMA].data), p->inv_std, p->fa, p->fb, p->fm);
     mr_cuda_launched(be, err, "factors_kernel");
     if (n == 0) return MR_OK;
-    MR_CUDA_LAUNCH(dx_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, dy, p->mean, p->fa, p->fb,
-                   p->fm, n, C, mr_dfloat_ptr(dxd));
+    MR_CUDA_LAUNCH(dx_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, dy, mask, p->mean, p->fa,
+                   p->fb, p->fm, n, C, mr_dfloat_ptr(dxd));
     mr_cuda_launched(be, err, "dx_kernel");
     return MR_OK;
 }
@@ -328,5 +345,5 @@ const mr_layer_kernels mr_batchnorm_cuda = {
     .backward = bn_backward,
     .destroy = bn_cuda_destroy,
     .describe = NULL,
-    .fuses_relu = 0,
+    .fuses_relu = 1, /* normalize_kernel, partials_kernel and dx_kernel honour relu_fused */
 };

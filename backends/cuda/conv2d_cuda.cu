@@ -5,9 +5,13 @@
  * filter is KCRS or, with CUDNN_TENSOR_NHWC, KRSC: (F, kh, kw, C). Keras's
  * HWIO kernel is neither, but read as a (K, F) matrix (K = kh*kw*C, in
  * KRSC's (ky, kx, c) order) it is the transpose of KRSC's (F, K); so the
- * passes transpose the kernel into wT first (the weights change every
- * step), and the filter gradient comes back through the same transpose,
- * added into the kernel's gradient (backward accumulates).
+ * forward transposes the kernel into wT first (the weights change every
+ * step; backward reuses that wT), and the filter gradient comes back
+ * through the same transpose, added into the kernel's gradient (backward
+ * accumulates). The flat weights and gradients stay in Keras's order (the
+ * all-reduce, the optimizer and checkpoints read them so), hence these two
+ * transposes a step; gelu and swish keep z (pre) from the same pass that
+ * writes y.
  * cuDNN pads symmetrically, while Keras's SAME puts an odd padding row or
  * column at the bottom or right (conv_geometry.h): such a layer pads its
  * input into scratch itself (zeropad_cuda.cu's mr_cuda_pad2d) and has
@@ -54,7 +58,11 @@ typedef struct conv_priv {
     size_t pad_floats; /* xp at max_batch: (max_batch, cin_h, cin_w, C) */
     int max_rows;      /* max_batch * OH * OW */
     float *wT, *dwT;   /* (F, K) each: the kernel in KRSC, its gradient from cuDNN */
-    float *ones;       /* (max_rows) ones: the bias gradient's GEMM */
+    /* 1: wT holds the kernel of the last forward, which the backward after
+     * it reads (layer.h: backward follows its forward; the weights change
+     * between steps, not between a forward and its backward) */
+    int wT_ready;
+    float *ones; /* (max_rows) ones: the bias gradient's GEMM */
     float *pre; /* gelu, swish: z (max_rows, F) before the activation, kept for backward; or NULL */
     cudnnTensorDescriptor_t x_desc, y_desc; /* set to the call's batch size */
     cudnnFilterDescriptor_t w_desc;
@@ -316,6 +324,7 @@ static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     void *ws;
     MR_CHECK(prepare(l, be, batch, &a, &ws, err));
     MR_CHECK(kernel_to_krsc(l, be, err));
+    p->wT_ready = 1;
     const float *in;
     MR_CHECK(conv_input(p, be, batch, mr_dfloat_cptr(xd), mr_dfloat_ptr(run->scratch), &in, err));
     float *y = mr_dfloat_ptr(yd);
@@ -329,13 +338,10 @@ static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     const int rows = batch * p->g.out_h * p->g.out_w;
     const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
     if (p->pre != NULL && mr_activation_needs_input(mr_layer_activation(l))) {
-        /* gelu, swish: z = y + bias kept for backward, then the activation */
-        MR_CHECK(
-            mr_cuda_bias_activation_forward(be, MR_ACTIVATION_LINEAR, y, bias, rows, p->F, err));
-        MR_CUDA_TRY(be, err,
-                    cudaMemcpyAsync(p->pre, y, sizeof(float) * (size_t)rows * (size_t)p->F,
-                                    cudaMemcpyDeviceToDevice, mr_cuda(be)->stream));
-        return mr_cuda_activation_forward(be, mr_layer_activation(l), y, rows, p->F, err);
+        /* gelu, swish: z = y + bias kept for backward, and y = act(z),
+         * in one pass */
+        return mr_cuda_activation_forward_to(be, mr_layer_activation(l), y, y, p->pre, bias, rows,
+                                             p->F, err);
     }
     MR_CHECK(mr_cuda_bias_activation_forward(be, mr_layer_activation(l), y, bias, rows, p->F, err));
     return MR_OK;
@@ -383,9 +389,9 @@ static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch, const m
     mr_cuda_launched(be, err, "add_hwio_kernel");
     if (dxd == NULL) return MR_OK;
 
-    /* dx = dy (*)^T kernel; the kernel is transposed again, as the CPU
-     * reads the weights as they are now */
-    MR_CHECK(kernel_to_krsc(l, be, err));
+    /* dx = dy (*)^T kernel, through the forward's wT (the same weights: no
+     * second transpose); transposed here only after no forward */
+    if (!p->wT_ready) MR_CHECK(kernel_to_krsc(l, be, err));
     float *dx = mr_dfloat_ptr(dxd);
     MR_CUDNN_TRY(be, err,
                  cudnnConvolutionBackwardData(h, &one, p->w_desc, p->wT, p->y_desc, dy,
