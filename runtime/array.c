@@ -187,7 +187,8 @@ mr_status array_gz_open(const char *path, gzFile *gz, mr_error *err) {
     if (*gz == NULL) {
         /* zlib leaves errno at 0 when it was its own allocation that failed */
         if (errno == 0) return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", path);
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return mr_error_set(err, errno == ENOENT ? MR_ERR_NOT_FOUND : MR_ERR_IO,
+                            "%s: cannot open: %s", path, strerror(errno));
     }
     gzbuffer(*gz, 1u << 20); /* the 8 KiB default makes large files slow */
     return MR_OK;
@@ -536,7 +537,8 @@ static mr_status read_h5_now(const char *path, const char *dataset, mr_array *ou
      * a missing or unreadable file is an I/O error with the real reason */
     FILE *probe = fopen(path, "rb");
     if (probe == NULL)
-        return mr_error_set(err, MR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return mr_error_set(err, errno == ENOENT ? MR_ERR_NOT_FOUND : MR_ERR_IO,
+                            "%s: cannot open: %s", path, strerror(errno));
     fclose(probe);
 
     /* silence HDF5's own printing to stderr for our calls only */

@@ -35,7 +35,8 @@ mr_status array_narrow_f64(const char *path, mr_array *out, mr_error *err);
 /* The size of the regular file at `path`, or -1 (not a regular file). */
 int64_t array_file_size(const char *path);
 
-/* Opens `path` for gzread (plain or gzip), with a 1 MiB buffer. */
+/* Opens `path` for gzread (plain or gzip), with a 1 MiB buffer; a path
+ * that does not exist is MR_ERR_NOT_FOUND. */
 mr_status array_gz_open(const char *path, gzFile *gz, mr_error *err);
 
 /* Reads up to n bytes; returns how many were read (less only at end of

@@ -431,15 +431,15 @@ END_TEST
 
 START_TEST(test_missing_file) {
     char *p = tmp_path("no-such-file-idx3-ubyte.gz");
-    expect_fail(p, p, MR_ERR_IO, "cannot open: No such file or directory");
+    expect_fail(p, p, MR_ERR_NOT_FOUND, "cannot open: No such file or directory");
     free(p);
     p = tmp_path("missing.npy");
-    expect_fail(p, p, MR_ERR_IO, "cannot open: No such file or directory");
+    expect_fail(p, p, MR_ERR_NOT_FOUND, "cannot open: No such file or directory");
     free(p);
     p = tmp_path("missing.h5");
     char spec[4200];
     snprintf(spec, sizeof spec, "%s:/x", p);
-    expect_fail(spec, p, MR_ERR_IO, "cannot open: No such file or directory");
+    expect_fail(spec, p, MR_ERR_NOT_FOUND, "cannot open: No such file or directory");
     free(p);
 }
 END_TEST

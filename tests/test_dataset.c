@@ -469,9 +469,9 @@ START_TEST(test_load_missing_files) {
     char *lp = write_idx_u8("lab_ok", 1, (uint32_t[]){3}, lab);
     char missing[4200];
     snprintf(missing, sizeof missing, "%s/no_such_file", tmp_dir);
-    load_fail(missing, lp, MR_ERR_IO, missing);
+    load_fail(missing, lp, MR_ERR_NOT_FOUND, missing);
     /* images read, labels missing: the images are freed (ASan checks) */
-    load_fail(ip, missing, MR_ERR_IO, missing);
+    load_fail(ip, missing, MR_ERR_NOT_FOUND, missing);
     free(ip), free(lp);
 }
 END_TEST
