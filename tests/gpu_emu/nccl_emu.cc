@@ -469,6 +469,7 @@ ncclResult_t collective(const char *call, Kind kind, const void *send, void *rec
         st->pending++;
     }
     auto launch = [st, meta, send, recv, dt, op, stream] {
+        emu_count_library(stream, EmuLibrary::nccl);
         emu_enqueue(stream, [st, meta, send, recv, dt, op] { run_collective(st, meta, send, recv, dt, op); });
     };
     if (group_depth > 0) {
