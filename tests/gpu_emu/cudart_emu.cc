@@ -274,6 +274,7 @@ struct StreamState {
     std::deque<Op> q;
     uint64_t enq = 0, done = 0;
     uint64_t demand = 0;  // highest ticket someone waits for
+    uint64_t observed = 0;  // highest ticket a cudaStreamQuery found complete
     bool closing = false;
     std::mt19937_64 rng;
     std::shared_ptr<Capture> cap; // while capturing (under m)
@@ -457,6 +458,7 @@ struct CUstream_st {
 struct CUevent_st {
     std::mutex m;
     Dep rec;  // the most recent record's capture; none before the first
+    Dep seen;  // the last record a query found complete (counted as a host sync)
     unsigned flags = 0;
     // A timing event's most recent record: the steady clock (ms) when its
     // stream ran it, written by the stream's worker before the ticket
@@ -538,7 +540,10 @@ uint64_t enqueue_run(const std::shared_ptr<StreamState> &s, std::function<void()
 // is 0 for a captured one (nothing to wait for).
 uint64_t enqueue(const std::shared_ptr<StreamState> &s, std::function<void()> op,
                  bool wait = false) {
-    COUNT(s->device, ops, 1);
+    if (wait)
+        COUNT(s->device, waits, 1);
+    else
+        COUNT(s->device, ops, 1);
     {
         std::lock_guard lk(s->m);
         if (s->cap) {
@@ -1226,6 +1231,18 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return wait_ticket(s, tail(s).t);
 }
 
+namespace {
+// The first cudaStreamQuery that finds ticket t of s complete is a host
+// sync (a host polls until the stream is idle).
+void count_observed(const std::shared_ptr<StreamState> &s, uint64_t t) {
+    std::lock_guard lk(s->m);
+    if (t > s->observed) {
+        s->observed = t;
+        COUNT(s->device, host_syncs, 1);
+    }
+}
+}  // namespace
+
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
     auto s = stream_of(stream);
     if (!s) return bad_stream(stream);
@@ -1233,6 +1250,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     COUNT(s->device, queries, 1);
     Dep d = tail(s);
     if (!dep_done(d, true)) return cudaErrorNotReady;  // not an error: not recorded
+    count_observed(s, d.t);
     return fail(sticky(s->device));
 }
 
@@ -1321,6 +1339,15 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     // A query is someone waiting: a late stream stops holding the work.
     if (d.s) COUNT(d.s->device, queries, 1);
     if (!dep_done(d, true)) return cudaErrorNotReady;
+    if (d.s) {
+        // Polling until the event completes is how a host waits: the first
+        // query that finds this record complete is the host sync.
+        std::lock_guard lk(event->m);
+        if (event->seen.s != d.s || event->seen.t != d.t) {
+            event->seen = d;
+            COUNT(d.s->device, host_syncs, 1);
+        }
+    }
     return d.s ? fail(sticky(d.s->device)) : cudaSuccess;
 }
 

@@ -31,13 +31,18 @@ typedef struct mr_emu_counters {
     uint64_t blas_calls;                   /* cuBLAS calls that queue work */
     uint64_t dnn_calls;                    /* cuDNN calls that queue work */
     uint64_t nccl_calls;                   /* NCCL collectives */
-    uint64_t ops;                          /* operations queued on streams: the above,
-                                              copies, memsets, event records and waits */
-    uint64_t host_syncs;                   /* calls that made the host wait for the device:
-                                              cudaStreamSynchronize, cudaDeviceSynchronize,
-                                              cudaEventSynchronize, a cudaMemcpy(Async) that
-                                              returns with the copy done, cudaFree */
-    uint64_t queries;                      /* cudaStreamQuery, cudaEventQuery (polls) */
+    uint64_t ops;            /* work queued on streams: the above, copies
+                                and memsets */
+    uint64_t waits;          /* event records and stream waits queued */
+    uint64_t host_syncs;     /* the host waited for the device: each
+                                cudaStreamSynchronize, cudaDeviceSynchronize,
+                                cudaEventSynchronize, cudaFree(Host), each
+                                cudaMemcpy(Async) that returns with the copy
+                                done, and the first cudaEventQuery (or
+                                cudaStreamQuery) that finds a record (the
+                                stream's work) complete: a host polling until
+                                then has waited once */
+    uint64_t queries;        /* cudaStreamQuery, cudaEventQuery calls */
     uint64_t copies[MR_EMU_COPY_DIRS];     /* memcpy calls by direction */
     uint64_t copy_bytes[MR_EMU_COPY_DIRS]; /* their bytes */
     uint64_t memsets;
