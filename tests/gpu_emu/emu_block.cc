@@ -21,6 +21,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -266,6 +267,8 @@ void wait_at(Wait kind) {
         // thread t's, and the threads after it are fibers.
         b.fibered = true;
         b.main = t;
+        for (unsigned u = t + 1; u < b.n; u++)
+            b.th[u].st = St::unstarted;
 #ifdef EMU_TSAN
         b.main_tsan = __tsan_get_current_fiber();
 #endif
@@ -294,19 +297,28 @@ void wait_at(Wait kind) {
 
 } // namespace
 
+// The worker's block state, made on its first block and reused (a launch
+// runs up to 65536 blocks: no allocation per block).
+thread_local std::unique_ptr<Block> worker_block;
+
 void emu_block_run(const EmuBlockFns &fns, unsigned nthreads) {
     if (nthreads > kMaxThreads) die("a block of more than 1024 threads");
-    Block *b = new Block;
+    if (cur_block) die("a block run inside a block");
+    if (!worker_block) worker_block = std::make_unique<Block>();
+    Block *b = worker_block.get();
     b->fns = fns;
     b->n = nthreads;
     b->live = nthreads;
-    for (unsigned w = 0; w < kMaxThreads / kWarp; w++) {
+    b->cur = b->main = 0;
+    b->fibered = false;
+    b->arrived = 0;
+    b->gen = 0;
+    for (unsigned w = 0; w * kWarp < nthreads; w++) {
         unsigned lo = w * kWarp;
-        b->warp_live[w] = lo >= nthreads ? 0 : nthreads - lo < kWarp ? nthreads - lo : kWarp;
+        b->warp_live[w] = nthreads - lo < kWarp ? nthreads - lo : kWarp;
         b->warp_arrived[w] = 0;
         b->warp_gen[w] = 0;
     }
-    Block *outer = cur_block;
     cur_block = b;
     for (unsigned t = 0; t < nthreads && !b->fibered; t++) {
         b->cur = t;
@@ -314,9 +326,8 @@ void emu_block_run(const EmuBlockFns &fns, unsigned nthreads) {
         fns.run(fns.ctx, t);
         thread_returned(*b, t);
     }
-    if (b->fibered) schedule(*b, false); // main returned: the others finish
-    cur_block = outer;
-    delete b;
+    if (b->fibered) schedule(*b, false);  // main returned: the others finish
+    cur_block = nullptr;
 }
 
 void emu_block_barrier() {
