@@ -13,6 +13,10 @@
 // for a warp likewise over the warp's lanes.
 // Relies on: glibc ucontext, Linux mmap; the sanitizer fiber interfaces
 // (ASan: __sanitizer_start/finish_switch_fiber, TSan: __tsan_*_fiber).
+// Under ASan a process whose kernels meet at a barrier prints once "ASan
+// doesn't fully support makecontext/swapcontext functions and may produce
+// false positives in some cases": the switch annotations below are what it
+// needs to know the live stack (the gpu suite runs clean under ASan and TSan).
 #include "tests/gpu_emu/emu_block.h"
 
 #include <sys/mman.h>
