@@ -322,6 +322,46 @@ START_TEST(barrier_divergence) {
 }
 END_TEST
 
+// A kernel launched into a capture runs at each launch of the graph, with
+// the arguments of the capture (not run by the capture itself).
+START_TEST(captured_kernel) {
+    const int n = 1000;
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    float *x, *y;
+    CU(cudaMalloc((void **)&x, n * sizeof(float)));
+    CU(cudaMalloc((void **)&y, n * sizeof(float)));
+    std::vector<float> hx(n), hy(n);
+    for (int i = 0; i < n; i++)
+        hx[i] = (float)i, hy[i] = 1.0f;
+    CU(cudaMemcpy(x, hx.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(y, hy.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    float a = 2.0f;
+    MR_CUDA_LAUNCH(saxpy_kernel, 4, 256, s, a, x, y, n);
+    a = 100.0f;  // after the launch: the graph keeps 2
+    cudaGraph_t g;
+    CU(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t ex;
+    CU(cudaGraphInstantiate(&ex, g, 0));
+    CU(cudaStreamSynchronize(s));
+    CU(cudaMemcpy(hy.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost));
+    ck_assert_float_eq(hy[7], 1.0f);  // not run by the capture
+    for (int k = 1; k <= 2; k++) {
+        CU(cudaGraphLaunch(ex, s));
+        CU(cudaStreamSynchronize(s));
+        CU(cudaMemcpy(hy.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; i++)
+            ck_assert_float_eq(hy[i], 1.0f + (float)k * 2.0f * (float)i);
+    }
+    CU(cudaGraphExecDestroy(ex));
+    CU(cudaGraphDestroy(g));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+    CU(cudaStreamDestroy(s));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("gpu_emu_kernel");
     TCase *tc = tcase_create("kernel");
@@ -333,6 +373,7 @@ int main(void) {
     tcase_add_test(tc, shared_memory_and_barriers);
     tcase_add_test(tc, warp_shuffles);
     tcase_add_test(tc, atomics);
+    tcase_add_test(tc, captured_kernel);
     tcase_add_test_raise_signal(tc, barrier_divergence, SIGABRT);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
