@@ -1088,9 +1088,12 @@ cudaError_t memcpy_on(void *dst, const void *src, size_t count, cudaMemcpyKind k
     if (cudaError_t e = sticky(s->device)) return fail(e);
     if (cudaError_t e = capture_ok(s)) return fail(e);
     // Synchronous with the host below (host to host, device to pageable
-    // memory): forbidden on a capturing stream.
+    // memory): forbidden on a capturing stream. So is a copy from pageable
+    // memory, whose source is read at the call (staged), which a graph's
+    // replays could not repeat: a test relying on it fails, not a stale copy.
     bool synchronous = (!dd && !sd) || (sd && wd == Where::pageable);
-    if (synchronous && capturing_invalidate(s)) return fail(cudaErrorStreamCaptureUnsupported);
+    if ((synchronous || (dd && ws == Where::pageable)) && capturing_invalidate(s))
+        return fail(cudaErrorStreamCaptureUnsupported);
     int dir =
         dd ? (sd ? MR_EMU_COPY_D2D : MR_EMU_COPY_H2D) : (sd ? MR_EMU_COPY_D2H : MR_EMU_COPY_H2H);
     count_at(s->device, offsetof(mr_emu_counters, copies) + dir * sizeof(uint64_t), 1);
@@ -1212,6 +1215,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
         if (!live_handles().erase(stream)) return fail(cudaErrorInvalidResourceHandle);
     }
     auto s = stream->st;
+    if (auto c = capture_of(s)) {
+        // A capture that can no longer end: no longer one that forbids calls.
+        std::lock_guard lk(captures_m);
+        auto &v = captures();
+        v.erase(std::remove(v.begin(), v.end(), c), v.end());
+    }
     {
         std::lock_guard lk(s->m);
         s->closing = true;

@@ -593,13 +593,17 @@ START_TEST(capture_invalidated) {
         case 2: return cudaMalloc(&q, 16);
         case 3: return cudaStreamQuery(s);
         case 4: return cudaFree(p);
+        case 5: {
+            char h[64] = {0};  // pageable: read at the call, not at each replay
+            return cudaMemcpyAsync(p, h, 64, cudaMemcpyHostToDevice, s);
+        }
         default: {
             char h[64];  // pageable: the copy would wait
             return cudaMemcpyAsync(h, p, 64, cudaMemcpyDeviceToHost, s);
         }
         }
     };
-    for (int which = 0; which < 6; which++) {
+    for (int which = 0; which < 7; which++) {
         CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
         ck_assert_int_eq(forbidden(which), cudaErrorStreamCaptureUnsupported);
         cudaStreamCaptureStatus st;
@@ -620,6 +624,13 @@ START_TEST(capture_invalidated) {
     cudaGraph_t g;
     CU(cudaStreamEndCapture(s, &g));
     CU(cudaGraphDestroy(g));
+    CU(cudaFree(q));
+    // a stream destroyed while capturing leaves no capture that forbids calls
+    cudaStream_t s2;
+    CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CU(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
+    CU(cudaStreamDestroy(s2));
+    CU(cudaMalloc(&q, 16));
     CU(cudaFree(q));
     CU(cudaFree(p));
     CU(cudaStreamDestroy(s));
