@@ -10,7 +10,7 @@
 
 #include "api/api_internal.h"
 #include "strategies/checkpoint.h"
-#include "launch/train_checkpoints.h"
+#include "session/session_checkpoints.h"
 
 static const char *dtype_name(mirrored_dtype t) {
     switch (t) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "api/api_internal.h"
-#include "launch/train_load.h"
+#include "session/session_data.h"
 
 /* The .cfg's test set (the caller gave no arrays). */
 static mr_status cfg_test_set(const mirrored_model *m, mr_dataset *ds, mr_error *err) {
@@ -15,8 +15,8 @@ static mr_status cfg_test_set(const mirrored_model *m, mr_dataset *ds, mr_error 
         return mr_error_set(err, MR_ERR_USAGE,
                             "%s: names no test set ([data] test_images): give x and y", m->name);
     const mr_model_plan *p = &m->plan;
-    return mr_train_load_set(&m->cfg, "test", d->test_images, d->test_labels, p->in_size,
-                             p->classes, p->label_width, p->regression, ds, err);
+    return mr_session_load_set(&m->cfg, "test", d->test_images, d->test_labels, p->in_size,
+                               p->classes, p->label_width, p->regression, ds, err);
 }
 
 static mr_status evaluate(mirrored_model *m, const char *devices, const mirrored_array *x,

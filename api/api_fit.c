@@ -1,8 +1,8 @@
 /* api_fit.c: mirrored_model_fit and mirrored_model_request_stop
  * (include/mirrored.h), and the replicas that hold a model's weights
  * between calls. A fit goes as mirrored_train's stages do (launch/): the
- * devices (mr_train_choose_devices), the data (the .cfg's through
- * mr_train_load_data, or the caller's arrays), the strategy with the
+ * devices (mr_session_choose_devices), the data (the .cfg's through
+ * mr_session_load_data, or the caller's arrays), the strategy with the
  * model's weights, normalization's adapt on a fresh model, then
  * mr_strategy_fit with the caller's callbacks, the stop flag and a stop's
  * checkpoint (mr_ckpt_on_stop, as on SIGTERM). */
@@ -10,8 +10,9 @@
 #include <string.h>
 
 #include "api/api_internal.h"
-#include "launch/train_checkpoints.h"
-#include "launch/train_load.h"
+#include "session/session_checkpoints.h"
+#include "session/session_data.h"
+#include "session/session_devices.h"
 #include "models/keras.h"
 #include "strategies/check_sync.h"
 
@@ -24,8 +25,8 @@ mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_devic
     MR_CHECK(mr_devices_job_env(j, &env, conflict, sizeof conflict, err));
     spec = spec != NULL ? spec : "auto";
     *set = (mr_device_set){0};
-    if (for_fit) return mr_train_choose_devices(spec, j, &env, &m->cfg, set, err);
-    return mr_devices_parse(spec, &env, set, err);
+    if (for_fit) return mr_session_choose_devices(spec, j, &env, &m->cfg, NULL, set, err);
+    return mr_session_parse_devices(spec, &env, NULL, set, err);
 }
 
 static int same_devices(const mr_device_set *a, const mr_device_set *b) {
@@ -215,7 +216,7 @@ static void restore_options(mirrored_model *m) {
 
 /* x and y, then validation_data after them (a copy: the rows are joined)
  * or the last validation_split of x held out; preprocessing as a .cfg's
- * data gets it (mr_train_load_data). */
+ * data gets it (mr_session_load_data). */
 static mr_status arrays_data(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                              mr_error *err) {
     MR_CHECK(api_dataset_from_arrays(m, o->x, o->y, "fit", &f->train, err));
@@ -255,8 +256,8 @@ static mr_status fit_data(mirrored_model *m, const mirrored_fit_options *o, fit_
     } else {
         mr_dataset test = {0};
         const mr_model_plan *p = &m->plan;
-        mr_status st = mr_train_load_data(&m->cfg, p->in_size, p->classes, p->label_width,
-                                          p->regression, &f->train, &test, &f->n_train, err);
+        mr_status st = mr_session_load_data(&m->cfg, p->in_size, p->classes, p->label_width,
+                                            p->regression, &f->train, &test, &f->n_train, err);
         mr_dataset_free(&test);
         MR_CHECK(st);
         if (m->source == API_SOURCE_CKPT)

@@ -71,7 +71,7 @@ mirrored_status api_ok(mirrored_error *err);
 mirrored_status api_usage(mirrored_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* The process's job, started on first use (mr_cli_job_init). */
+/* The process's job, started on first use (mr_session_job_init). */
 mr_status api_job(mr_job **job, mr_error *err);
 
 /* ---- api_data.c -------------------------------------------------------- */

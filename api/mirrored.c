@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 
 #include "api/api_internal.h"
-#include "launch/cli.h"
 #include "runtime/backend.h"
-#include "launch/train_checkpoints.h"
-#include "launch/train_data.h"
+#include "session/session_checkpoints.h"
+#include "session/session_job.h"
+#include "session/session_overrides.h"
 #include "models/keras_archive.h"
 #include "models/keras_import.h"
 
@@ -61,7 +61,7 @@ mirrored_status api_usage(mirrored_error *err, const char *fmt, ...) {
 mr_status api_job(mr_job **out, mr_error *err) {
     *out = &job;
     if (job_started) return MR_OK;
-    MR_CHECK(mr_cli_job_init(NULL, NULL, &job, err));
+    MR_CHECK(mr_session_job_init(NULL, NULL, &job, err));
     job_started = 1;
     return MR_OK;
 }
@@ -73,7 +73,7 @@ MIRRORED_API const char *mirrored_version(void) {
 MIRRORED_API mirrored_status mirrored_init(int *argc, char ***argv, mirrored_error *err) {
     mr_error e = {0};
     if (job_started) return api_ok(err);
-    if (mr_cli_job_init(argc, argv, &job, &e) != MR_OK) return api_fail(err, &e);
+    if (mr_session_job_init(argc, argv, &job, &e) != MR_OK) return api_fail(err, &e);
     job_started = 1;
     return api_ok(err);
 }
@@ -137,8 +137,8 @@ MIRRORED_API mirrored_status mirrored_list_devices(char *buf, size_t size, int *
  * member by member, and its own [net] values kept. */
 static mr_status model_ready(mirrored_model *m, mr_error *err) {
     MR_CHECK(mr_model_plan_make(&m->plan, &m->cfg, err));
-    mr_train_options none = {.epochs = -1, .seed = -1, .validation_split = -1.0};
-    MR_CHECK(mr_train_apply_options(&none, &m->cfg, NULL, err));
+    const mr_session_overrides none = MR_SESSION_OVERRIDES_NONE;
+    MR_CHECK(mr_session_apply_overrides(&none, &m->cfg, NULL, NULL, err));
     m->cfg_epochs = m->cfg.net.epochs;
     m->cfg_batch = m->cfg.net.global_batch;
     m->cfg_seed = m->cfg.net.seed;

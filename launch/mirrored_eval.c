@@ -34,7 +34,8 @@
 #include "strategies/checkpoint.h"
 #include "strategies/devices.h"
 #include "strategies/strategy.h"
-#include "launch/train_checkpoints.h"
+#include "session/session_checkpoints.h"
+#include "session/session_job.h"
 #include "launch/cli.h"
 #include "runtime/atomic_file.h"
 #include "runtime/paths.h"
@@ -498,8 +499,8 @@ static mr_status stage_load(eval_run *r) {
     MR_CHECK(mr_path_check_regular("--cfg", r->c.cfg, 0, &r->err));
     MR_CHECK(load_config(&r->c, &r->ck, &r->has_ck, &r->cfg, &r->err));
     MR_CHECK(mr_devices_parse(r->c.devices, &env, &r->opts.devices, &r->err));
-    if (r->lead) MR_CHECK(mr_cli_check_writable("--json", r->c.json, &r->err));
-    if (r->lead) MR_CHECK(mr_cli_check_writable("--predict", r->c.predict, &r->err));
+    if (r->lead) MR_CHECK(mr_path_check_writable("--json", r->c.json, &r->err));
+    if (r->lead) MR_CHECK(mr_path_check_writable("--predict", r->c.predict, &r->err));
     MR_CHECK(choose_data(r));
     MR_CHECK(check_paths(r));
     return load_data(r);
@@ -690,7 +691,7 @@ static eval_run run = {.pred = {.fd = -1}};
 
 int main(int argc, char **argv) {
     eval_run *r = &run;
-    if (mr_cli_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
+    if (mr_session_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
         int rc = mr_cli_die(prog, &r->err);
         mr_job_finalize(&r->job);
         return rc;

@@ -1,4 +1,4 @@
-/* paths.c: input kinds and output collisions (paths.h). */
+/* paths.c: input kinds, output collisions and writable outputs (paths.h). */
 #include "runtime/paths.h"
 
 #include <limits.h>
@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "runtime/atomic_file.h"
 
 const char *mr_path_kind(mode_t mode) {
     if (S_ISREG(mode)) return NULL;
@@ -99,5 +101,21 @@ mr_status mr_path_check_distinct(const mr_path_use *uses, size_t n, mr_error *er
                                 uses[i].opt, uses[i].path, uses[j].opt, uses[j].path);
         }
     }
+    return MR_OK;
+}
+
+mr_status mr_path_check_writable(const char *opt, const char *path, mr_error *err) {
+    if (path == NULL) return MR_OK;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: Is a directory", opt, path);
+    /* a device or a pipe is written in place (an HDF5 file must be regular) */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return MR_OK;
+    /* the temporary an atomic write of path would make (runtime/atomic_file.h) */
+    char tmp[4200];
+    mr_error why = {0};
+    if (mr_atomic_path_begin(path, tmp, sizeof tmp, &why) != MR_OK)
+        return mr_error_set(err, MR_ERR_IO, "%s %s", opt, why.msg);
+    mr_atomic_path_abort(tmp);
     return MR_OK;
 }

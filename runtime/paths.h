@@ -46,6 +46,12 @@ int mr_path_same(const char *a, const char *b);
  * regular file (/dev/null, /dev/stdout) may be named twice. */
 mr_status mr_path_check_distinct(const mr_path_use *uses, size_t n, mr_error *err);
 
+/* Fails early, before any work, if `path` cannot be created (NULL: fine):
+ * a folder, or a place where the temporary of an atomic write
+ * (runtime/atomic_file.h) cannot go, is MR_ERR_IO "OPT PATH: ...". A
+ * device or a pipe is written in place and passes. */
+mr_status mr_path_check_writable(const char *opt, const char *path, mr_error *err);
+
 MR_C_END
 
 #endif

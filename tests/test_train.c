@@ -1,9 +1,9 @@
-/* test_train.c: mirrored_train's modules one function at a time (the
+/* test_train.c: mirrored_train's modules and session/'s one function at a time (the
  * executable end to end: test_cli.c, test_resume.c, test_mpirun.c): the
  * command line (train_options.h), what a job's processes agree on
  * (train_job.h), the model's name and the JSON summary (train_report.h),
  * the options applied to the .cfg and --write-data (train_data.h), and a planned stop's parts:
- * --stop-signals, where its checkpoint goes, --resume auto's choice (train_checkpoints.h) and the
+ * --stop-signals, where its checkpoint goes, --resume auto's choice (session_checkpoints.h) and the
  * --metrics file it leaves (progress.h). */
 #include <check.h>
 #include <getopt.h>
@@ -18,7 +18,8 @@
 
 #include "launch/progress.h"
 #include "launch/throughput.h"
-#include "launch/train_checkpoints.h"
+#include "session/session_checkpoints.h"
+#include "session/session_devices.h"
 #include "launch/train_data.h"
 #include "launch/train_job.h"
 #include "launch/train_options.h"
@@ -309,18 +310,18 @@ static void config(mr_config *cfg, const char *net) {
 
 START_TEST(job_rules) {
     mr_device_set cpu = {.kind = "cpu", .count = 2};
-    ck_assert_int_eq(mr_train_numbered_across_job(&cpu), 1);
+    ck_assert_int_eq(mr_session_numbered_across_job(&cpu), 1);
     mr_device_set none = {.kind = "tpu", .count = 1};
-    ck_assert_int_eq(mr_train_numbered_across_job(&none), 0);
+    ck_assert_int_eq(mr_session_numbered_across_job(&none), 0);
     mr_config cfg;
     config(&cfg, "batch=4");
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 2, 6), 6); /* no fixed global batch: every core */
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 2, 6), 6); /* no fixed global batch: every core */
     mr_config_free(&cfg);
     config(&cfg, "global_batch=24\naccumulate=2");
     /* 12 per micro-batch: the most replicas per process, of 5 cores, that 2 processes divide */
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 2, 5), 3);
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 1, 5), 4);
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 5, 5), 1);
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 2, 5), 3);
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 1, 5), 4);
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 5, 5), 1);
     /* one process: its devices, nothing to compare */
     int argc = 1;
     char *args[] = {"test_train", NULL}, **argv = args;

@@ -1,21 +1,23 @@
-/* train_checkpoints.h: the checkpoint side of mirrored_train: [net] checkpoint
- * with checkpoint_every, --save, --keep, --resume and --init-weights.
+/* session_checkpoints.h: the checkpoints of a run: [net] checkpoint with
+ * checkpoint_every, the model saved at the end, how many to keep, which one
+ * a run resumes from (auto: the most advanced of the pattern's, the stop's
+ * and the end's files), a stop's and the best epoch's files, and the end a
+ * run records. Lines go to the face through events (session_events.h).
  * Only the process of global replica 0 writes (`lead`); every process reads
  * a checkpoint it resumes from, as it reads the .cfg and the data. */
-#ifndef MR_TRAIN_CHECKPOINTS_H
-#define MR_TRAIN_CHECKPOINTS_H
-
-#include <stdio.h>
+#ifndef MR_SESSION_CHECKPOINTS_H
+#define MR_SESSION_CHECKPOINTS_H
 
 #include "runtime/dataset.h"
+#include "session/session_events.h"
 #include "strategies/checkpoint.h"
 #include "strategies/strategy.h"
 
 typedef struct mr_ckpt_run {
-    const char *pattern; /* [net] checkpoint, or NULL */
-    int keep;            /* --keep: checkpoints of the pattern to keep (0: all) */
-    int lead;            /* this process writes */
-    FILE *out;           /* "Saved ..." lines, or NULL */
+    const char *pattern;             /* [net] checkpoint, or NULL */
+    int keep;                        /* --keep: checkpoints of the pattern to keep (0: all) */
+    int lead;                        /* this process writes */
+    const mr_session_events *events; /* "Saved ..." lines (MR_SESSION_LINE_INFO), or NULL */
     /* what every checkpoint records besides the model and the fit state */
     const mr_config *cfg;
     const char *cfg_path;
@@ -48,8 +50,9 @@ mr_status mr_ckpt_check_pattern(const char *pattern, mr_error *err);
 
 /* Fails early, before any training, if a checkpoint could not be written:
  * the pattern's folder (made if missing, with its parents) and --save's
- * must take a file. */
-mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr_error *err);
+ * must take a file (save_what names it in a message: "--save"). */
+mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_what, const char *save_path,
+                                 mr_error *err);
 
 /* Removes the temporaries that killed writers left (runtime/atomic_file.h,
  * mr_atomic_remove_stale) of the pattern's checkpoints, of r->stop_path
@@ -112,11 +115,11 @@ void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, cha
  * most updates (on a tie --save's, then the stop's), into path; "" when
  * there is none yet (start fresh). A damaged file, and a --save file that
  * is no checkpoint (it will be replaced at the run's end), are named in a
- * line to `note` (NULL: none). Neither a pattern nor a stop_path: an
+ * line to `note` (MR_SESSION_LINE_NOTE; NULL: none). Neither a pattern nor a stop_path: an
  * MR_ERR_USAGE. */
 mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
-                              const char *save_path, char *path, size_t n, FILE *note,
-                              mr_error *err);
+                              const char *save_path, char *path, size_t n,
+                              const mr_session_events *note, mr_error *err);
 
 /* 1 when a checkpoint is where the run ends: its `epochs` done (and no
  * update into the next), or --max-steps (max_steps > 0) reached, or its

@@ -1,11 +1,11 @@
-/* train_checkpoints.c: see train_checkpoints.h. */
-#include "launch/train_checkpoints.h"
+/* session_checkpoints.c: see session_checkpoints.h. */
+#include "session/session_checkpoints.h"
 
-#include "launch/cli.h"
 #include "models/keras_archive.h"
 #include "strategies/early_stop.h"
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
+#include "runtime/paths.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -56,7 +56,8 @@ static int make_folders(const char *folder) {
     return mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr_error *err) {
+mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_what, const char *save_path,
+                                 mr_error *err) {
     if (!r->lead) return MR_OK;
     if (r->pattern != NULL) {
         char folder[MR_PATH_MAX], name[MR_PATH_MAX + 80];
@@ -66,9 +67,9 @@ mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr
             return mr_error_set(err, MR_ERR_IO, "[net] checkpoint %s: cannot make its folder: %s",
                                 r->pattern, strerror(errno));
         mr_checkpoint_name(r->pattern, 0, name, sizeof name);
-        MR_CHECK(mr_cli_check_writable("[net] checkpoint", name, err));
+        MR_CHECK(mr_path_check_writable("[net] checkpoint", name, err));
     }
-    if (save_path != NULL) MR_CHECK(mr_cli_check_writable("--save", save_path, err));
+    if (save_path != NULL) MR_CHECK(mr_path_check_writable(save_what, save_path, err));
     return MR_OK;
 }
 
@@ -157,18 +158,16 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
     /* the write is durable here (mr_checkpoint_save syncs before the rename):
      * what a stop must fit in its budget */
     r->last_save_s = mr_now_s() - t0;
-    if (r->out) {
-        fprintf(r->out, "Saved %s (epoch %d, step %lld) in %.2f s\n", path,
-                state->epoch + (state->step > 0), (long long)state->global_step, r->last_save_s);
-        /* a stop on a signal would take at least this long: say so now,
-         * not when the VM is going */
-        if (r->stop_budget > 0 && r->last_save_s > r->stop_budget)
-            fprintf(r->out,
-                    "Warning: this save took %.2f s, more than --stop-budget %g s: a stop on a "
-                    "signal would not fit\n",
-                    r->last_save_s, r->stop_budget);
-        fflush(r->out);
-    }
+    mr_session_say(r->events, MR_SESSION_LINE_INFO, "Saved %s (epoch %d, step %lld) in %.2f s",
+                   path, state->epoch + (state->step > 0), (long long)state->global_step,
+                   r->last_save_s);
+    /* a stop on a signal would take at least this long: say so now, not
+     * when the VM is going */
+    if (r->stop_budget > 0 && r->last_save_s > r->stop_budget)
+        mr_session_say(r->events, MR_SESSION_LINE_INFO,
+                       "Warning: this save took %.2f s, more than --stop-budget %g s: a stop on a "
+                       "signal would not fit",
+                       r->last_save_s, r->stop_budget);
     return MR_OK;
 }
 
@@ -212,12 +211,14 @@ mr_status mr_ckpt_on_save_best(void *user, const mr_fit_state *state, const mr_m
     mr_ckpt_run *r = user;
     if (!r->lead || r->best_path == NULL) return MR_OK;
     const char *name = mr_monitor_name(r->cfg->net.save_best_only);
-    if (r->out && had_best)
-        fprintf(r->out, "Epoch %d: %s improved from %.5f to %.5f, saving model to %s\n",
-                state->epoch, name, best_before, value, r->best_path);
-    else if (r->out) /* Keras starts from inf, or -inf for an accuracy */
-        fprintf(r->out, "Epoch %d: %s improved from %sinf to %.5f, saving model to %s\n",
-                state->epoch, name, strstr(name, "accuracy") ? "-" : "", value, r->best_path);
+    if (had_best)
+        mr_session_say(r->events, MR_SESSION_LINE_INFO,
+                       "Epoch %d: %s improved from %.5f to %.5f, saving model to %s", state->epoch,
+                       name, best_before, value, r->best_path);
+    else /* Keras starts from inf, or -inf for an accuracy */
+        mr_session_say(r->events, MR_SESSION_LINE_INFO,
+                       "Epoch %d: %s improved from %sinf to %.5f, saving model to %s", state->epoch,
+                       name, strstr(name, "accuracy") ? "-" : "", value, r->best_path);
     MR_CHECK(mr_ckpt_write(r, r->best_path, state, m, lr, MR_RUN_END_NONE, err));
     r->best_saves++;
     return MR_OK;
@@ -251,15 +252,37 @@ void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, cha
     snprintf(path, n, "%.*s-stopped.h5", stem, base);
 }
 
+/* mr_checkpoint_skip_damaged, its lines (which it writes to a stream) said
+ * through note. */
+static mr_status skip_damaged(const char *pattern, char *path, size_t n,
+                              const mr_session_events *note, mr_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *lines = open_memstream(&text, &len);
+    if (lines == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    const mr_status st = mr_checkpoint_skip_damaged(pattern, path, n, lines, err);
+    fclose(lines);
+    for (char *line = text, *end; line != NULL && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (end == NULL)
+            end = line + strlen(line) - 1;
+        else
+            *end = '\0';
+        mr_session_say(note, MR_SESSION_LINE_NOTE, "%s", line);
+    }
+    free(text);
+    return st;
+}
+
 /* --resume auto's file of the pattern: its newest intact checkpoint, or
  * "" when it has none yet (a first start). */
-static mr_status newest_of_pattern(const char *pattern, char *path, size_t n, FILE *note,
-                                   mr_error *err) {
+static mr_status newest_of_pattern(const char *pattern, char *path, size_t n,
+                                   const mr_session_events *note, mr_error *err) {
     mr_error none = {0};
     path[0] = '\0';
     /* the newest intact one: a damaged newest is named and skipped */
     if (mr_checkpoint_newest(pattern, path, n, &none) == MR_OK)
-        return mr_checkpoint_skip_damaged(pattern, path, n, note, err);
+        return skip_damaged(pattern, path, n, note, err);
     path[0] = '\0';
     /* no folder yet, or no file in it: a first start; a folder that
      * cannot be read is an error, not a reason to start over */
@@ -277,13 +300,13 @@ static mr_status newest_of_pattern(const char *pattern, char *path, size_t n, FI
  * is missing is skipped; one that does not load is named to `note` as
  * `what` says. */
 static void consider(const char *path, const char *what, int64_t *best, char *choice, size_t n,
-                     FILE *note) {
+                     const mr_session_events *note) {
     struct stat sb;
     if (path == NULL || path[0] == '\0' || stat(path, &sb) != 0) return;
     mr_checkpoint c;
     mr_error e = {0};
     if (mr_checkpoint_load(path, &c, &e) != MR_OK) {
-        if (note != NULL) fprintf(note, "--resume auto: %s: %s\n", e.msg, what);
+        mr_session_say(note, MR_SESSION_LINE_NOTE, "--resume auto: %s: %s", e.msg, what);
         return;
     }
     if (c.state.global_step >= *best) {
@@ -296,18 +319,18 @@ static void consider(const char *path, const char *what, int64_t *best, char *ch
 /* --resume auto with --save x.keras: the archive is the model Keras loads,
  * never a state to go on from (the stop's checkpoint, x-stopped.h5, is);
  * when it exists, a line says so. */
-static void say_archive_skipped(const char *save_path, FILE *note) {
+static void say_archive_skipped(const char *save_path, const mr_session_events *note) {
     struct stat sb;
-    if (note != NULL && stat(save_path, &sb) == 0)
-        fprintf(note,
-                "--resume auto: %s is a Keras archive, not a checkpoint to resume from: skipped, "
-                "and this run replaces it when it ends\n",
-                save_path);
+    if (stat(save_path, &sb) == 0)
+        mr_session_say(note, MR_SESSION_LINE_NOTE,
+                       "--resume auto: %s is a Keras archive, not a checkpoint to resume from: "
+                       "skipped, and this run replaces it when it ends",
+                       save_path);
 }
 
 mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
-                              const char *save_path, char *path, size_t n, FILE *note,
-                              mr_error *err) {
+                              const char *save_path, char *path, size_t n,
+                              const mr_session_events *note, mr_error *err) {
     if (strcmp(arg, "auto") != 0) {
         snprintf(path, n, "%s", arg);
         return MR_OK;
