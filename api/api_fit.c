@@ -295,6 +295,11 @@ static mr_status fit_strategy(mirrored_model *m, const mirrored_fit_options *o, 
                    .seed = m->cfg.net.seed,
                    .max_steps = o->max_steps > 0 ? m->global_step + o->max_steps : 0};
     MR_CHECK(api_devices(m, o->devices, 1, &key.devices, err));
+    if (o->batch_size > 0) {
+        mr_job *j;
+        MR_CHECK(api_job(&j, err));
+        MR_CHECK(mr_session_check_batch(o->batch_size, &m->cfg, &key.devices, j, NULL, err));
+    }
     MR_CHECK(api_strategy(m, &key, err));
     if (m->fitted || m->source != API_SOURCE_CFG) return MR_OK;
     int adapted = 0;

@@ -161,6 +161,9 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
     MR_CHECK(mr_train_check_paths(c, cfg, err));
     MR_CHECK(mr_session_choose_devices(c->devices_spec, job, env, cfg, &mr_cli_words,
                                        &opts->devices, err));
+    if (c->batch_size > 0)
+        MR_CHECK(
+            mr_session_check_batch(c->batch_size, cfg, &opts->devices, job, &mr_cli_words, err));
     opts->seed = (uint64_t)cfg->net.seed;
     opts->check_sync = (int)c->check_sync;
     opts->max_steps = c->max_steps;
