@@ -74,17 +74,11 @@ static mr_status move_weights(mr_strategy *a, mr_strategy *b, mr_error *err) {
     return MR_OK;
 }
 
-/* The model's first weights into s's replica 0: a checkpoint's (with its
- * optimizer slots where the optimizer is the same), a Keras file's; the
- * seed's are there already. *loaded: 1 where they are to be shared. */
+/* The model's first weights into s's replica 0 (mr_session_first_weights);
+ * *loaded: 1 where they are to be shared. */
 static mr_status first_weights(mirrored_model *m, mr_strategy *s, int *loaded, mr_error *err) {
-    mr_model *m0 = mr_strategy_replica(s, 0);
-    *loaded = m->source != API_SOURCE_CFG;
-    if (m->source == API_SOURCE_CKPT)
-        return mr_checkpoint_load_model(m->path, m0, mr_ckpt_compare_cfg(&m->ck, &m->cfg, NULL, 0),
-                                        err);
-    if (m->source == API_SOURCE_KERAS) return mr_keras_load(m->path, m0, 0, NULL, err);
-    return MR_OK;
+    return mr_session_first_weights(m->path, m->source, &m->ck, &m->cfg, mr_strategy_replica(s, 0),
+                                    loaded, err);
 }
 
 mr_status api_strategy(mirrored_model *m, const api_key *key, mr_error *err) {
@@ -240,7 +234,7 @@ static mr_status arrays_data(mirrored_model *m, const mirrored_fit_options *o, f
                                 "fit: validation_split %g leaves no training examples of %lld",
                                 split, (long long)f->train.n);
     }
-    if (m->source == API_SOURCE_CKPT) return api_apply_stats(m, &f->train, err);
+    if (m->source == MR_SESSION_SOURCE_CKPT) return api_apply_stats(m, &f->train, err);
     f->train.scale = m->cfg.data.scale;
     if (m->cfg.data.standardize)
         MR_CHECK(mr_dataset_standardize(&f->train, &f->train, 0, f->n_train, err));
@@ -260,7 +254,7 @@ static mr_status fit_data(mirrored_model *m, const mirrored_fit_options *o, fit_
                                             p->regression, &f->train, &test, &f->n_train, err);
         mr_dataset_free(&test);
         MR_CHECK(st);
-        if (m->source == API_SOURCE_CKPT)
+        if (m->source == MR_SESSION_SOURCE_CKPT)
             MR_CHECK(mr_ckpt_apply_preprocessing(&m->ck, &f->train, err));
     }
     f->n_val = f->train.n - f->n_train;
@@ -301,7 +295,7 @@ static mr_status fit_strategy(mirrored_model *m, const mirrored_fit_options *o, 
         MR_CHECK(mr_session_check_batch(o->batch_size, &m->cfg, &key.devices, j, NULL, err));
     }
     MR_CHECK(api_strategy(m, &key, err));
-    if (m->fitted || m->source != API_SOURCE_CFG) return MR_OK;
+    if (m->fitted || m->source != MR_SESSION_SOURCE_CFG) return MR_OK;
     int adapted = 0;
     MR_CHECK(mr_model_adapt(mr_strategy_replica(m->s, 0), &f->train, f->n_train, &adapted, err));
     return adapted ? mr_strategy_sync_model(m->s, err) : MR_OK;

@@ -13,15 +13,9 @@
 #include "models/model_plan.h"
 #include "runtime/dataset.h"
 #include "runtime/paths.h"
+#include "session/session_model.h"
 #include "strategies/checkpoint.h"
 #include "strategies/strategy.h"
-
-/* where a model's first weights come from */
-typedef enum api_source {
-    API_SOURCE_CFG,   /* the seed's (.cfg file or text) */
-    API_SOURCE_KERAS, /* a Keras model file's */
-    API_SOURCE_CKPT,  /* a mirrored checkpoint's, with its optimizer slots */
-} api_source;
 
 /* What a strategy was built for: another key builds another strategy (the
  * weights, state and slots move over). */
@@ -33,12 +27,12 @@ typedef struct api_key {
 } api_key;
 
 struct mirrored_model {
-    mr_config cfg;          /* s points at it */
-    mr_model_plan plan;     /* points into cfg */
-    char name[256];         /* what messages and the summary call the model */
-    char path[MR_PATH_MAX]; /* the file loaded ("" for .cfg text) */
-    api_source source;
-    mr_checkpoint ck; /* API_SOURCE_CKPT: the checkpoint read */
+    mr_config cfg;            /* s points at it */
+    mr_model_plan plan;       /* points into cfg */
+    char name[256];           /* what messages and the summary call the model */
+    char path[MR_PATH_MAX];   /* the file loaded ("" for .cfg text) */
+    mr_session_source source; /* where its first weights come from (session/session_model.h) */
+    mr_checkpoint ck;         /* MR_SESSION_SOURCE_CKPT: the checkpoint read */
     /* the .cfg's own [net] values, which a fit's options override for that fit */
     int cfg_epochs, cfg_batch;
     int64_t cfg_seed;

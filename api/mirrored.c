@@ -147,29 +147,16 @@ static mr_status model_ready(mirrored_model *m, mr_error *err) {
     return MR_OK;
 }
 
-/* A mirrored checkpoint: its .cfg text, parsed as mirrored_eval does (data
- * paths from the folder the .cfg was read from); its preprocessing and
- * where its training stood. */
-static mr_status load_checkpoint(mirrored_model *m, mr_error *err) {
-    char folder[MR_PATH_MAX];
-    snprintf(folder, sizeof folder, "%s", m->ck.cfg_path);
-    MR_CHECK(mr_config_parse(m->ck.cfg_text, m->ck.cfg_path, dirname(folder), &m->cfg, err));
-    m->source = API_SOURCE_CKPT;
+/* What path is (a checkpoint, a Keras model file, or a .cfg: the one
+ * loader, session/session_model.h); a checkpoint's training stood where
+ * it was written, at its rate. */
+static mr_status load_file(mirrored_model *m, const char *path, mr_error *err) {
+    MR_CHECK(mr_session_open(path, MR_SESSION_OPEN_ANY, &m->cfg, &m->ck, &m->source, err));
+    if (m->source != MR_SESSION_SOURCE_CKPT) return MR_OK;
     m->global_step = m->ck.state.global_step;
     m->epochs_done = m->ck.state.epoch;
+    m->lr = m->ck.lr;
     return MR_OK;
-}
-
-/* What path is: a checkpoint, a Keras model file, or a .cfg. */
-static mr_status load_file(mirrored_model *m, const char *path, mr_error *err) {
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return mr_error_set(err, MR_ERR_IO, "%s: no such file", path);
-    mr_error ck_err = {0};
-    if (mr_checkpoint_load(path, &m->ck, &ck_err) == MR_OK) return load_checkpoint(m, err);
-    mr_checkpoint_free(&m->ck);
-    m->source = mr_keras_import_is_model(path) ? API_SOURCE_KERAS : API_SOURCE_CFG;
-    return mr_keras_import_config_load(path, &m->cfg, err);
 }
 
 static mirrored_status model_new(mirrored_model **out, mirrored_error *err) {
@@ -211,7 +198,7 @@ MIRRORED_API mirrored_status mirrored_model_from_config(const char *cfg_text, co
     if (model_new(&m, err) != MIRRORED_OK) return err ? err->status : MIRRORED_ERR_NOMEM;
     mr_error e = {0};
     snprintf(m->name, sizeof m->name, "%s", name ? name : "<string>");
-    m->source = API_SOURCE_CFG;
+    m->source = MR_SESSION_SOURCE_CFG;
     if (mr_config_parse(cfg_text, m->name, folder, &m->cfg, &e) != MR_OK ||
         model_ready(m, &e) != MR_OK) {
         mirrored_model_destroy(m);

@@ -54,6 +54,7 @@
 #include "session/session_data.h"
 #include "session/session_devices.h"
 #include "session/session_job.h"
+#include "session/session_model.h"
 #include "launch/train_options.h"
 #include "launch/train_report.h"
 
@@ -156,7 +157,9 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
                          mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
                          int *classes, int *label_width, int *regression, mr_error *err) {
     MR_CHECK(mr_path_check_regular(NULL, c->cfg_path, 0, err));
-    MR_CHECK(mr_keras_import_config_load(c->cfg_path, cfg, err));
+    mr_session_source source; /* the weights are --init-weights' or --resume's */
+    MR_CHECK(mr_session_open(c->cfg_path, MR_SESSION_OPEN_CFG | MR_SESSION_OPEN_KERAS, cfg, NULL,
+                             &source, err));
     MR_CHECK(mr_train_apply_options(c, cfg, job->rank == 0 && !c->quiet ? stdout : NULL, err));
     MR_CHECK(mr_train_check_paths(c, cfg, err));
     MR_CHECK(mr_session_choose_devices(c->devices_spec, job, env, cfg, &mr_cli_words,
