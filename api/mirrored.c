@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "api/api_internal.h"
+#include "backends/backends.h"
 #include "runtime/backend.h"
 #include "session/session_checkpoints.h"
 #include "session/session_job.h"
@@ -218,6 +219,13 @@ MIRRORED_API void mirrored_model_destroy(mirrored_model *m) {
     free(m);
 }
 
+/* what mirrored_model_info.source calls it */
+static const char *source_name(mr_session_source s) {
+    return s == MR_SESSION_SOURCE_CKPT    ? "checkpoint"
+           : s == MR_SESSION_SOURCE_KERAS ? "keras"
+                                          : "cfg";
+}
+
 MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
                                                      mirrored_model_info *info,
                                                      mirrored_error *err) {
@@ -232,7 +240,18 @@ MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
                                   .epochs = m->cfg_epochs,
                                   .batch_size = m->cfg_batch,
                                   .has_data = m->cfg.data.train_images[0] != '\0',
-                                  .metric = m->plan.regression ? "mae" : "accuracy"};
+                                  .metric = m->plan.regression ? "mae" : "accuracy",
+                                  .source = source_name(m->source),
+                                  .layers = m->plan.n_layers,
+                                  .optimizer = mr_optimizer_name(m->cfg.net.optimizer),
+                                  .updates = m->global_step};
+    if (m->source == MR_SESSION_SOURCE_CKPT) {
+        info->scale = m->ck.scale;
+        info->standardized = m->ck.mean != NULL;
+    } else {
+        info->scale = m->cfg.data.scale;
+        info->standardized = m->cfg.data.standardize;
+    }
     for (int i = 0; i < in->shape_rank; i++)
         info->input_shape[i] = in->shape[i];
     return api_ok(err);
@@ -278,6 +297,24 @@ static mr_status save_checkpoint(mirrored_model *m, const char *path, mr_error *
     return mr_ckpt_write(&r, path, &state, mr_strategy_replica(m->s, 0), lr, MR_RUN_END_NONE, err);
 }
 
+/* PATH.keras of a model no call has built replicas for: its weights read
+ * from its file into a model on a CPU context (host memory, one replica),
+ * and written as Keras saves them. */
+static mr_status save_keras_on_host(mirrored_model *m, const char *path, mr_error *err) {
+    mr_backend *be = NULL;
+    mr_model host = {0};
+    int loaded;
+    mr_status st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, err);
+    if (st == MR_OK) st = mr_model_init(&host, be, &m->cfg, 1, 0, err);
+    if (st == MR_OK)
+        st = mr_session_first_weights(m->path, m->source, &m->ck, &m->cfg, &host, &loaded, err);
+    const float lr = m->lr > 0.0f ? m->lr : m->cfg.net.learning_rate;
+    if (st == MR_OK) st = mr_keras_archive_save(path, &host, m->global_step, lr, err);
+    mr_model_free(&host); /* safe on a model never initialised */
+    if (be != NULL) mr_backend_destroy(be);
+    return st;
+}
+
 MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
                                                  mirrored_error *err) {
     if (m == NULL || path == NULL)
@@ -291,8 +328,13 @@ MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *
                          path);
     mr_error e = {0};
     mr_job *j;
-    if (api_job(&j, &e) != MR_OK || api_eval_strategy(m, NULL, &e) != MR_OK)
-        return api_fail(err, &e);
+    if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
+    /* a file's weights as they were read: no replicas needed */
+    if (!h5 && m->s == NULL && m->source != MR_SESSION_SOURCE_CFG) {
+        const mr_status st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
+        return st == MR_OK ? api_ok(err) : api_fail(err, &e);
+    }
+    if (api_eval_strategy(m, NULL, &e) != MR_OK) return api_fail(err, &e);
     mr_status st = MR_OK;
     if (h5)
         st = save_checkpoint(m, path, &e);
