@@ -57,6 +57,8 @@ struct mirrored_model {
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag is written by a signal handler");
 
+/* ---- api_job.c ---------------------------------------------------------- */
+
 /* err's status and message from e; returns the status */
 mirrored_status api_fail(mirrored_error *err, const mr_error *e);
 /* err cleared; MIRRORED_OK */
@@ -88,7 +90,7 @@ mr_status api_apply_stats(const mirrored_model *m, mr_dataset *ds, mr_error *err
 /* Keeps ds's statistics as the model's (after the first fit standardised). */
 mr_status api_keep_stats(mirrored_model *m, const mr_dataset *ds, mr_error *err);
 
-/* ---- api_fit.c --------------------------------------------------------- */
+/* ---- api_replicas.c ---------------------------------------------------- */
 
 /* The devices of `spec` (NULL: "auto") on this process; for a fit, "auto"
  * takes the count the global batch divides into. */
