@@ -13,6 +13,7 @@
 #include "session/session_checkpoints.h"
 #include "session/session_data.h"
 #include "session/session_devices.h"
+#include "session/session_overrides.h"
 #include "models/keras.h"
 #include "strategies/check_sync.h"
 
@@ -84,22 +85,7 @@ static mr_status check_options(const mirrored_model *m, const mirrored_fit_optio
         return mr_error_set(err, MR_ERR_USAGE,
                             "%s: names no training data ([data] train_images): give x and y",
                             m->name);
-    if (o->x == NULL && o->validation_split > 0.0 && m->cfg.data.val_images[0] != '\0')
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "fit: validation_split %g: [data] val_images of %s is the validation "
-                            "set already",
-                            o->validation_split, m->name);
     return MR_OK;
-}
-
-/* The options over the .cfg's [net], as mirrored_train's --epochs,
- * --batch-size, --seed and --validation-split (mr_train_apply_options). */
-static void apply_options(mirrored_model *m, const mirrored_fit_options *o) {
-    mr_net_cfg *net = &m->cfg.net;
-    net->epochs = o->epochs > 0 ? o->epochs : m->cfg_epochs;
-    net->global_batch = o->batch_size > 0 ? (int)o->batch_size : m->cfg_batch;
-    net->seed = o->seed >= 0 ? o->seed : m->cfg_seed;
-    net->validation_split = o->validation_split >= 0.0 ? (float)o->validation_split : m->cfg_split;
 }
 
 static void restore_options(mirrored_model *m) {
@@ -108,6 +94,19 @@ static void restore_options(mirrored_model *m) {
     net->global_batch = m->cfg_batch;
     net->seed = m->cfg_seed;
     net->validation_split = m->cfg_split;
+}
+
+/* The options over the .cfg's [net] for this fit, as mirrored_train's
+ * --epochs, --batch-size, --seed and --validation-split: the same session
+ * call (mr_session_apply_overrides), its refusals in Keras's words. */
+static mr_status apply_options(mirrored_model *m, const mirrored_fit_options *o, mr_error *err) {
+    restore_options(m);
+    const mr_session_overrides over = {.epochs = o->epochs,
+                                       .seed = o->seed,
+                                       .batch_size = o->batch_size,
+                                       .validation_split = o->validation_split,
+                                       .arrays = o->x != NULL};
+    return mr_session_apply_overrides(&over, &m->cfg, NULL, NULL, err);
 }
 
 /* x and y, then validation_data after them (a copy: the rows are joined)
@@ -165,18 +164,8 @@ static mr_status fit_data(mirrored_model *m, const mirrored_fit_options *o, fit_
 
 /* [augment] on an image input, as mirrored_train's augment stage. */
 static mr_status fit_augment(const mirrored_model *m, fit_run *f, mr_error *err) {
-    const mr_config *cfg = &m->cfg;
-    if (!cfg->augment.flip && !cfg->augment.shift) return MR_OK;
-    const mr_layer_cfg *in = &cfg->layers[0];
-    if (in->shape_rank != 3)
-        return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",
-                            m->name, cfg->augment.line);
-    f->aug = (mr_augment){.flip = cfg->augment.flip,
-                          .shift = cfg->augment.shift,
-                          .h = in->shape[0],
-                          .w = in->shape[1],
-                          .c = in->shape[2],
-                          .seed = (uint64_t)cfg->net.seed};
+    if (!m->cfg.augment.flip && !m->cfg.augment.shift) return MR_OK;
+    MR_CHECK(mr_session_augment(&m->cfg, m->name, &f->aug, err));
     f->augp = &f->aug;
     return MR_OK;
 }
@@ -257,7 +246,7 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
 static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                      mirrored_fit_result *r, mr_error *err) {
     MR_CHECK(check_options(m, o, err));
-    apply_options(m, o);
+    MR_CHECK(apply_options(m, o, err));
     f->o = o;
     f->epochs = m->cfg.net.epochs;
     f->first = m->epochs_done;

@@ -549,17 +549,7 @@ static int wants_augment(const train_run *r) {
 
 /* augment: [augment] on an image input (the same .cfg everywhere: the same verdict) */
 static mr_status stage_augment(train_run *r) {
-    const mr_layer_cfg *in = &r->cfg.layers[0];
-    if (in->shape_rank != 3)
-        return mr_error_set(&r->err, MR_ERR_CONFIG,
-                            "%s:%d: [augment] needs an image input shape H,W,C", r->c.cfg_path,
-                            r->cfg.augment.line);
-    r->aug = (mr_augment){.flip = r->cfg.augment.flip,
-                          .shift = r->cfg.augment.shift,
-                          .h = in->shape[0],
-                          .w = in->shape[1],
-                          .c = in->shape[2],
-                          .seed = r->opts.seed};
+    MR_CHECK(mr_session_augment(&r->cfg, r->c.cfg_path, &r->aug, &r->err));
     r->augp = &r->aug;
     return MR_OK;
 }

@@ -132,6 +132,21 @@ mr_status mr_session_synthetic_data(const mr_config *cfg, int64_t n, int classes
     return MR_OK;
 }
 
+mr_status mr_session_augment(const mr_config *cfg, const char *name, mr_augment *aug,
+                             mr_error *err) {
+    const mr_layer_cfg *in = &cfg->layers[0];
+    if (in->shape_rank != 3)
+        return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",
+                            name, cfg->augment.line);
+    *aug = (mr_augment){.flip = cfg->augment.flip,
+                        .shift = cfg->augment.shift,
+                        .h = in->shape[0],
+                        .w = in->shape[1],
+                        .c = in->shape[2],
+                        .seed = (uint64_t)cfg->net.seed};
+    return MR_OK;
+}
+
 mr_status mr_session_load_set(const mr_config *cfg, const char *set, const char *images,
                               const char *labels, int64_t in_size, int classes, int label_width,
                               int regression, mr_dataset *ds, mr_error *err) {

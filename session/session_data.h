@@ -33,4 +33,10 @@ mr_status mr_session_load_set(const mr_config *cfg, const char *set, const char 
                               const char *labels, int64_t in_size, int classes, int label_width,
                               int regression, mr_dataset *ds, mr_error *err);
 
+/* [augment] of cfg (flip, shift; keyed by [net] seed) on an image input:
+ * *aug filled; an input that is no image (H,W,C) is MR_ERR_CONFIG naming
+ * `name` (the model's file) and the section's line. */
+mr_status mr_session_augment(const mr_config *cfg, const char *name, mr_augment *aug,
+                             mr_error *err);
+
 #endif

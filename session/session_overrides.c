@@ -49,12 +49,12 @@ static mr_status apply_npz(const char *path, mr_config *cfg, const mr_session_wo
 }
 
 /* validation_split, and a validation set for the [net] keys that watch one. */
-static mr_status apply_split(double split, mr_config *cfg, const mr_session_words *words,
-                             mr_error *err) {
+static mr_status apply_split(double split, int arrays, mr_config *cfg,
+                             const mr_session_words *words, mr_error *err) {
     char value[64], word[128];
     if (split >= 0.0) {
         snprintf(value, sizeof value, "%g", split);
-        if (split > 0.0 && cfg->data.val_images[0] != '\0')
+        if (!arrays && split > 0.0 && cfg->data.val_images[0] != '\0')
             return mr_error_set(
                 err, MR_ERR_USAGE,
                 "%s: [data] val_images of %s is the validation set already: give "
@@ -63,7 +63,7 @@ static mr_status apply_split(double split, mr_config *cfg, const mr_session_word
                 cfg->path);
         cfg->net.validation_split = (float)split;
     }
-    if (cfg->data.val_images[0] != '\0' || cfg->net.validation_split > 0.0f) return MR_OK;
+    if (arrays || cfg->data.val_images[0] != '\0' || cfg->net.validation_split > 0.0f) return MR_OK;
     const struct {
         const char *key;
         mr_monitor mon;
@@ -87,7 +87,7 @@ mr_status mr_session_apply_overrides(const mr_session_overrides *o, mr_config *c
     if (o->seed >= 0) cfg->net.seed = o->seed;
     if (o->batch_size > 0) cfg->net.global_batch = (int)o->batch_size;
     if (o->data != NULL) MR_CHECK(apply_npz(o->data, cfg, words, ev, err));
-    MR_CHECK(apply_split(o->validation_split, cfg, words, err));
+    MR_CHECK(apply_split(o->validation_split, o->arrays, cfg, words, err));
     /* [data] naming a whole archive: each set's x_ and y_ members */
     mr_data_cfg *d = &cfg->data;
     char images[MR_PATH_MAX], labels[MR_PATH_MAX];

@@ -23,6 +23,11 @@ typedef struct mr_session_overrides {
     const char *data;        /* an .npz: [data] train from x_train/y_train, test from
                                 x_test/y_test (none when it lacks them: a line says so), no
                                 val_images; NULL: not given */
+    /* 1: the run trains on the caller's arrays (the library's fit(x, y)),
+     * which bring their own validation (validation_data, or
+     * validation_split of them): [data] val_images and the [net] keys
+     * that watch a validation set are not the .cfg's to judge */
+    int arrays;
 } mr_session_overrides;
 
 /* Nothing given: the .cfg as it is. */

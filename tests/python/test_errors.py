@@ -76,3 +76,18 @@ def test_the_command_line_names_its_flags(tmp_path):
     assert run.returncode == 2, run.stderr
     assert "--batch-size 64 does not divide evenly over 3 replicas" in run.stderr, run.stderr
     assert "batch_size=" not in run.stderr, run.stderr
+
+
+def test_validation_split_beside_val_images(tmp_path):
+    """The .cfg's own validation set and a validation_split: one of them."""
+    x, y = separable(96)
+    for name, a in (("x", x), ("y", y.astype(np.int32)), ("vx", x[:32]),
+                    ("vy", y[:32].astype(np.int32))):
+        np.save(tmp_path / f"{name}.npy", a)
+    data = ("[data]\ntrain_images = x.npy\ntrain_labels = y.npy\n"
+            "val_images = vx.npy\nval_labels = vy.npy\n")
+    m = mirrored.Model.from_config(dense_cfg(data=data), name="val", folder=str(tmp_path))
+    with pytest.raises(Exception) as e:
+        m.fit(epochs=1, validation_split=0.25, devices="cpu:1", verbose=0)
+    text = str(e.value)
+    assert "validation_split=0.25: [data] val_images" in text and no_flag(text), text
