@@ -12,14 +12,32 @@
 #include <unistd.h>
 
 const mr_session_words mr_cli_words = {
-    .arg = {
-        [MR_SESSION_ARG_DEVICES] = "--devices %s",
-        [MR_SESSION_ARG_EPOCHS] = "--epochs %s",
-        [MR_SESSION_ARG_SEED] = "--seed %s",
-        [MR_SESSION_ARG_BATCH_SIZE] = "--batch-size %s",
-        [MR_SESSION_ARG_VALIDATION_SPLIT] = "--validation-split %s",
-        [MR_SESSION_ARG_DATA] = "--data %s",
-    }};
+    .arg = {[MR_SESSION_ARG_DEVICES] = "--devices %s",
+            [MR_SESSION_ARG_EPOCHS] = "--epochs %s",
+            [MR_SESSION_ARG_SEED] = "--seed %s",
+            [MR_SESSION_ARG_BATCH_SIZE] = "--batch-size %s",
+            [MR_SESSION_ARG_VALIDATION_SPLIT] = "--validation-split %s",
+            [MR_SESSION_ARG_DATA] = "--data %s",
+            [MR_SESSION_ARG_SAVE] = "--save %s",
+            [MR_SESSION_ARG_RESUME] = "--resume %s",
+            [MR_SESSION_ARG_INIT_WEIGHTS] = "--init-weights %s",
+            [MR_SESSION_ARG_STOP_CHECKPOINT] = "--checkpoint-on-signal %s",
+            [MR_SESSION_ARG_STOP_BUDGET] = "--stop-budget %s",
+            [MR_SESSION_ARG_SYNTHETIC] = "--synthetic %s",
+            [MR_SESSION_ARG_JSON] = "--json %s"},
+    .name = {[MR_SESSION_ARG_DEVICES] = "--devices",
+             [MR_SESSION_ARG_EPOCHS] = "--epochs",
+             [MR_SESSION_ARG_SEED] = "--seed",
+             [MR_SESSION_ARG_BATCH_SIZE] = "--batch-size",
+             [MR_SESSION_ARG_VALIDATION_SPLIT] = "--validation-split",
+             [MR_SESSION_ARG_DATA] = "--data",
+             [MR_SESSION_ARG_SAVE] = "--save",
+             [MR_SESSION_ARG_RESUME] = "--resume",
+             [MR_SESSION_ARG_INIT_WEIGHTS] = "--init-weights",
+             [MR_SESSION_ARG_STOP_CHECKPOINT] = "--checkpoint-on-signal",
+             [MR_SESSION_ARG_STOP_BUDGET] = "--stop-budget",
+             [MR_SESSION_ARG_SYNTHETIC] = "--synthetic",
+             [MR_SESSION_ARG_JSON] = "--json"}};
 
 void mr_cli_line(void *user, mr_session_line kind, const char *text) {
     (void)kind;

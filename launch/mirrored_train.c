@@ -357,17 +357,17 @@ static int best_ended(train_run *r) {
  * (--resume auto with no checkpoint yet: a first start, the same command) */
 static mr_status stage_resume(train_run *r) {
     const char *stop_path = r->stop_path[0] ? r->stop_path : NULL;
-    MR_CHECK(mr_ckpt_check_pattern(pattern_of(r), &r->err));
+    MR_CHECK(mr_ckpt_check_pattern(pattern_of(r), &mr_cli_words, &r->err));
     const mr_session_events note = {.user = stderr, .line = r->lead ? mr_cli_line : NULL};
     MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, resume_save_path(r),
-                                 r->ck_path, sizeof r->ck_path, &note, &r->err));
+                                 r->ck_path, sizeof r->ck_path, &note, &mr_cli_words, &r->err));
     r->resuming = r->ck_path[0] != '\0';
     if (r->resuming) {
         MR_CHECK(mr_path_check_regular("--resume", r->ck_path, 0, &r->err));
         MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
     }
     if ((r->resuming && finished_before(r)) || best_ended(r) || !r->resuming) return MR_OK;
-    MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &r->err));
+    MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &mr_cli_words, &r->err));
     if (r->c.max_steps > 0 && r->ck.state.global_step >= r->c.max_steps)
         return mr_error_set(&r->err, MR_ERR_USAGE,
                             "--resume %s: the checkpoint has done %lld updates, --max-steps %lld: "
@@ -439,8 +439,9 @@ static mr_status stage_check_outputs(train_run *r) {
     if (r->job.rank != 0) return MR_OK;
     /* a dry run makes no checkpoint folder (it still checks --save) */
     mr_ckpt_run probe = {.pattern = pattern_of(r) && !r->c.dry_run ? pattern_of(r) : NULL,
-                         .lead = 1};
-    MR_CHECK(mr_ckpt_check_writable(&probe, "--save", r->c.save_path, &r->err));
+                         .lead = 1,
+                         .words = &mr_cli_words};
+    MR_CHECK(mr_ckpt_check_writable(&probe, r->c.save_path, &r->err));
     if (pattern_of(r) == NULL && r->stop_path[0])
         MR_CHECK(mr_path_check_writable("--checkpoint-on-signal", r->stop_path, &r->err));
     if (r->c.dry_run) return MR_OK;
@@ -459,7 +460,8 @@ static mr_status stage_check_outputs(train_run *r) {
 static mr_status stage_load_data(train_run *r) {
     if (r->c.synthetic > 0)
         MR_CHECK(mr_session_synthetic_data(&r->cfg, r->c.synthetic, r->classes, r->label_width,
-                                           r->regression, &r->train, &r->n_train, &r->err));
+                                           r->regression, &r->train, &r->n_train, &mr_cli_words,
+                                           &r->err));
     else
         MR_CHECK(mr_session_load_data(&r->cfg, r->in_size, r->classes, r->label_width,
                                       r->regression, &r->train, &r->test, &r->n_train, &r->err));
@@ -518,7 +520,7 @@ static mr_status stage_load_weights(train_run *r) {
                                           mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err));
         /* the checkpoint of this model: then, data it can go on with */
         return mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
-                                    sizeof r->data_note, &r->err);
+                                    sizeof r->data_note, &mr_cli_words, &r->err);
     }
     /* a Keras model file starts from its own weights unless --init-weights names others */
     const char *init = r->c.init_weights != NULL                 ? r->c.init_weights
@@ -627,6 +629,7 @@ static void init_checkpoints(train_run *r) {
         .keep = (int)c->keep,
         .lead = r->lead,
         .events = &r->saves,
+        .words = &mr_cli_words,
         .cfg = &r->cfg,
         .cfg_path = c->cfg_path,
         .plan = r->plan,

@@ -260,7 +260,7 @@ static mr_status write_json_file(const char *path, const mr_progress *pg, const 
         for (int i = 0; i < job->replicas[p]; i++)
             mr_json_stringf(&j, "%s:%d", sets[p].kind,
                             mr_session_numbered_across_job(&sets[p]) ? job->first[p] + i
-                                                                   : sets[p].ordinals[i]);
+                                                                     : sets[p].ordinals[i]);
     mr_json_end_array(&j);
     mr_json_key(&j, "ranks");
     mr_json_begin_array(&j, MR_JSON_INLINE);

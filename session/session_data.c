@@ -105,18 +105,19 @@ mr_status mr_session_load_data(const mr_config *cfg, int64_t in_size, int classe
  * apply as to files. */
 mr_status mr_session_synthetic_data(const mr_config *cfg, int64_t n, int classes, int label_width,
                                     int regression, mr_dataset *train, int64_t *n_train,
-                                    mr_error *err) {
+                                    const mr_session_words *words, mr_error *err) {
+    const char *synthetic = mr_session_name(words, MR_SESSION_ARG_SYNTHETIC);
     const mr_layer_cfg *in = &cfg->layers[0];
     if (regression)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "%s: --synthetic makes class ids, not the float targets of loss = "
-                            "%s on this last layer: give [data] files",
-                            cfg->path, mr_loss_name(cfg->net.loss));
+                            "%s: %s makes class ids, not the float targets of loss = %s on this "
+                            "last layer: give [data] files",
+                            cfg->path, synthetic, mr_loss_name(cfg->net.loss));
     if (label_width > 1)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "%s: --synthetic makes class ids, not the multi-hot labels of "
-                            "multi-label binary_crossentropy: give [data] files",
-                            cfg->path);
+                            "%s: %s makes class ids, not the multi-hot labels of multi-label "
+                            "binary_crossentropy: give [data] files",
+                            cfg->path, synthetic);
     MR_CHECK(mr_dataset_synthetic(train, n, in->shape_rank, in->shape, classes,
                                   (uint64_t)cfg->net.seed, err));
     train->scale = cfg->data.scale;

@@ -8,6 +8,7 @@
 
 #include "models/config.h"
 #include "runtime/dataset.h"
+#include "session/session_events.h"
 
 /* The .cfg's [data]: the training set in train (with [data] val_images'
  * rows appended after its *n_train training rows, else the last
@@ -24,7 +25,7 @@ mr_status mr_session_load_data(const mr_config *cfg, int64_t in_size, int classe
  * validation_split, scale and standardize apply as to files. */
 mr_status mr_session_synthetic_data(const mr_config *cfg, int64_t n, int classes, int label_width,
                                     int regression, mr_dataset *train, int64_t *n_train,
-                                    mr_error *err);
+                                    const mr_session_words *words, mr_error *err);
 
 /* One set of [data] (`set`: "train", "val" or "test", for messages):
  * images and labels read as mr_session_load_data reads them and checked

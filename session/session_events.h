@@ -28,14 +28,23 @@ typedef enum mr_session_arg {
     MR_SESSION_ARG_BATCH_SIZE,       /* the global batch, [net] global_batch */
     MR_SESSION_ARG_VALIDATION_SPLIT, /* [net] validation_split */
     MR_SESSION_ARG_DATA,             /* an .npz archive of keras.datasets' arrays */
+    MR_SESSION_ARG_SAVE,             /* where the model goes at the end */
+    MR_SESSION_ARG_RESUME,           /* the checkpoint a run goes on from ("auto": the newest) */
+    MR_SESSION_ARG_INIT_WEIGHTS,     /* a file of first weights */
+    MR_SESSION_ARG_STOP_CHECKPOINT,  /* where a stop's checkpoint goes */
+    MR_SESSION_ARG_STOP_BUDGET,      /* the seconds a stop may take */
+    MR_SESSION_ARG_SYNTHETIC,        /* random examples in place of data */
+    MR_SESSION_ARG_JSON,             /* a summary file */
     MR_SESSION_ARG_COUNT
 } mr_session_arg;
 
-/* How a face names an argument with its value: one printf format per
+/* How a face names an argument: with its value, one printf format per
  * argument, each with one %s for the value ("--devices %s" on the command
- * line, "devices='%s'" in Python). */
+ * line, "devices='%s'" in Python); alone, its name ("--devices",
+ * "devices"). */
 typedef struct mr_session_words {
     const char *arg[MR_SESSION_ARG_COUNT];
+    const char *name[MR_SESSION_ARG_COUNT];
 } mr_session_words;
 
 /* The library's words: Keras's argument names (devices='gpu', batch_size=64). */
@@ -49,5 +58,9 @@ void mr_session_say(const mr_session_events *ev, mr_session_line kind, const cha
  * 64", "batch_size=64"); words NULL: the library's. Returns buf. */
 const char *mr_session_word(const mr_session_words *words, mr_session_arg a, const char *value,
                             char *buf, size_t n);
+
+/* Argument a's name alone as words name it ("--save", "save"); words
+ * NULL: the library's. */
+const char *mr_session_name(const mr_session_words *words, mr_session_arg a);
 
 #endif
