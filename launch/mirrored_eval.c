@@ -35,6 +35,7 @@
 #include "strategies/devices.h"
 #include "strategies/strategy.h"
 #include "session/session_checkpoints.h"
+#include "session/session_devices.h"
 #include "session/session_job.h"
 #include "session/session_model.h"
 #include "launch/cli.h"
@@ -170,12 +171,13 @@ static mr_status parse(int argc, char **argv, eval_cli *c, mr_error *err) {
  * loader (session/session_model.h); or --cfg's for weights Keras wrote. */
 static mr_status load_config(const eval_cli *c, mr_checkpoint *ck, int *has_ck, mr_config *cfg,
                              mr_error *err) {
+    mr_session_source source = MR_SESSION_SOURCE_CFG;
     if (c->cfg != NULL) {
         mr_error ck_err = {0};
         *has_ck = mr_checkpoint_load(c->checkpoint, ck, &ck_err) == MR_OK;
-        return mr_keras_import_config_load(c->cfg, cfg, err);
+        return mr_session_open(c->cfg, MR_SESSION_OPEN_CFG | MR_SESSION_OPEN_KERAS, cfg, NULL,
+                               &source, err);
     }
-    mr_session_source source = MR_SESSION_SOURCE_CFG;
     mr_error e = {0};
     const mr_status st = mr_session_open(
         c->checkpoint, MR_SESSION_OPEN_CKPT | MR_SESSION_OPEN_KERAS, cfg, ck, &source, &e);
@@ -499,7 +501,8 @@ static mr_status stage_load(eval_run *r) {
     MR_CHECK(mr_path_check_regular(NULL, r->c.checkpoint, 0, &r->err));
     MR_CHECK(mr_path_check_regular("--cfg", r->c.cfg, 0, &r->err));
     MR_CHECK(load_config(&r->c, &r->ck, &r->has_ck, &r->cfg, &r->err));
-    MR_CHECK(mr_devices_parse(r->c.devices, &env, &r->opts.devices, &r->err));
+    MR_CHECK(
+        mr_session_parse_devices(r->c.devices, &env, &mr_cli_words, &r->opts.devices, &r->err));
     if (r->lead) MR_CHECK(mr_path_check_writable("--json", r->c.json, &r->err));
     if (r->lead) MR_CHECK(mr_path_check_writable("--predict", r->c.predict, &r->err));
     MR_CHECK(choose_data(r));
