@@ -13,7 +13,7 @@
 #include "session/session_events.h"
 #include "session/session_model.h"
 #include "session/session_overrides.h"
-#include "testutil.h"
+#include "tests/testutil.h"
 
 static const char *cfg_text = "[net]\nglobal_batch=64\nseed=1\n[input]\nshape=8,8,1\n[flatten]\n"
                               "[dense]\nunits=4\nactivation=softmax\n";
