@@ -48,15 +48,15 @@ static void reword(const char *spec, const mr_session_words *words, mr_error *er
 
 mr_status mr_session_check_batch(int64_t batch_size, const mr_config *cfg, const mr_device_set *d,
                                  const mr_job *job, const mr_session_words *words, mr_error *err) {
-    const int processes = job->size > 0 ? job->size : 1;
-    const int64_t replicas = (int64_t)d->count * processes;
+    /* several processes may hold different counts ("auto" on nodes of
+     * other sizes): the job's total is the strategy's to check */
+    if (job->size > 1) return MR_OK;
+    const int64_t replicas = d->count;
     const int64_t per_update = replicas * cfg->net.accumulate;
     char value[32], word[128], who[96];
     snprintf(value, sizeof value, "%lld", (long long)batch_size);
     mr_session_word(words, MR_SESSION_ARG_BATCH_SIZE, value, word, sizeof word);
     snprintf(who, sizeof who, "%lld replica%s", (long long)replicas, replicas > 1 ? "s" : "");
-    if (processes > 1)
-        snprintf(who + strlen(who), sizeof who - strlen(who), " on %d processes", processes);
     const char *acc = cfg->net.accumulate > 1 ? " x accumulate micro-batches" : "";
     if (batch_size < per_update)
         return mr_error_set(err, MR_ERR_USAGE,

@@ -35,11 +35,12 @@ mr_status mr_session_choose_devices(const char *spec, const mr_job *job, const m
                                     mr_device_set *d, mr_error *err);
 
 /* A global batch the run's arguments set (batch_size, over [net]
- * global_batch) against the replicas of d on each of the job's
- * processes: at least one example per replica (and per accumulated
- * micro-batch), and a multiple of them; else MR_ERR_USAGE naming the
- * argument as `words` do (NULL: the library's, batch_size=64). The .cfg's
- * own global_batch is the strategy's to check, in the .cfg's words. */
+ * global_batch) against the replicas of d in a job of one process: at
+ * least one example per replica (and per accumulated micro-batch), and a
+ * multiple of them; else MR_ERR_USAGE naming the argument as `words` do
+ * (NULL: the library's, batch_size=64). The .cfg's own global_batch, and a
+ * job of several processes (whose counts may differ), are the strategy's
+ * to check, in the .cfg's words. */
 mr_status mr_session_check_batch(int64_t batch_size, const mr_config *cfg, const mr_device_set *d,
                                  const mr_job *job, const mr_session_words *words, mr_error *err);
 
