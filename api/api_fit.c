@@ -175,10 +175,10 @@ static mr_status fit_augment(const mirrored_model *m, fit_run *f, mr_error *err)
  * load weights stage does. */
 static mr_status fit_strategy(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                               mr_error *err) {
-    api_key key = {.n_train = f->n_train,
-                   .global_batch = m->cfg.net.global_batch,
-                   .seed = m->cfg.net.seed,
-                   .max_steps = o->max_steps > 0 ? m->global_step + o->max_steps : 0};
+    mr_session_key key = {.n_train = f->n_train,
+                          .global_batch = m->cfg.net.global_batch,
+                          .seed = m->cfg.net.seed,
+                          .max_steps = o->max_steps > 0 ? m->global_step + o->max_steps : 0};
     MR_CHECK(api_devices(m, o->devices, 1, &key.devices, err));
     if (o->batch_size > 0) {
         mr_job *j;
@@ -186,10 +186,11 @@ static mr_status fit_strategy(mirrored_model *m, const mirrored_fit_options *o, 
         MR_CHECK(mr_session_check_batch(o->batch_size, &m->cfg, &key.devices, j, NULL, err));
     }
     MR_CHECK(api_strategy(m, &key, err));
-    if (m->fitted || m->source != MR_SESSION_SOURCE_CFG) return MR_OK;
+    if (m->reps.fitted || m->source != MR_SESSION_SOURCE_CFG) return MR_OK;
     int adapted = 0;
-    MR_CHECK(mr_model_adapt(mr_strategy_replica(m->s, 0), &f->train, f->n_train, &adapted, err));
-    return adapted ? mr_strategy_sync_model(m->s, err) : MR_OK;
+    MR_CHECK(
+        mr_model_adapt(mr_strategy_replica(m->reps.s, 0), &f->train, f->n_train, &adapted, err));
+    return adapted ? mr_strategy_sync_model(m->reps.s, err) : MR_OK;
 }
 
 /* The caller's callbacks, the stop flag and where a stop's checkpoint goes. */
@@ -200,7 +201,7 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
     f->ck_run = (mr_ckpt_run){.lead = j->rank == 0,
                               .cfg = &m->cfg,
                               .cfg_path = m->path[0] ? m->path : m->name,
-                              .plan = mr_strategy_plan(m->s),
+                              .plan = mr_strategy_plan(m->reps.s),
                               .processes = j->size,
                               .train = &f->train,
                               .train_examples = f->n_train,
@@ -221,15 +222,15 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
  * is fit(2) on the same data. */
 static mr_status fit_epochs(mirrored_model *m, fit_run *f, mr_error *err) {
     const mr_fit_state from = {.epoch = f->first, .global_step = m->global_step};
-    return mr_strategy_fit(m->s, &f->train, f->n_train, f->n_train, f->n_val, f->first + f->epochs,
-                           f->augp, &from, &f->cb, err);
+    return mr_strategy_fit(m->reps.s, &f->train, f->n_train, f->n_train, f->n_val,
+                           f->first + f->epochs, f->augp, &from, &f->cb, err);
 }
 
 /* Where the model stands after the fit, and what the caller is told. */
 static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_result *r,
                             mr_error *err) {
-    const mr_fit_state *at = mr_strategy_state(m->s);
-    const int stopped = mr_strategy_stopped(m->s);
+    const mr_fit_state *at = mr_strategy_state(m->reps.s);
+    const int stopped = mr_strategy_stopped(m->reps.s);
     m->global_step = at->global_step;
     m->epochs_done = at->epoch;
     if (f->lr > 0.0f) m->lr = f->lr;
@@ -237,10 +238,10 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
     *r = (mirrored_fit_result){.epochs = m->epochs_done,
                                .updates = m->global_step,
                                .stopped = stopped,
-                               .early_stopped =
-                                   f->stop_after || mr_strategy_fit_end(m->s).early_stopped > 0,
-                               .replicas = mr_strategy_plan(m->s)->replicas};
-    return mr_params_hash(mr_strategy_replica(m->s, 0), &r->params_hash, err);
+                               .early_stopped = f->stop_after ||
+                                                mr_strategy_fit_end(m->reps.s).early_stopped > 0,
+                               .replicas = mr_strategy_plan(m->reps.s)->replicas};
+    return mr_params_hash(mr_strategy_replica(m->reps.s, 0), &r->params_hash, err);
 }
 
 static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
@@ -254,7 +255,7 @@ static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *
     MR_CHECK(fit_augment(m, f, err));
     MR_CHECK(fit_strategy(m, o, f, err));
     MR_CHECK(fit_callbacks(m, o, f, err));
-    m->fitted = 1; /* from here the weights are the strategy's */
+    m->reps.fitted = 1; /* from here the weights are the strategy's */
     MR_CHECK(fit_epochs(m, f, err));
     return fit_result(m, f, r, err);
 }

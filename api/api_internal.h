@@ -14,20 +14,12 @@
 #include "runtime/dataset.h"
 #include "runtime/paths.h"
 #include "session/session_model.h"
+#include "session/session_replicas.h"
 #include "strategies/checkpoint.h"
 #include "strategies/strategy.h"
 
-/* What a strategy was built for: another key builds another strategy (the
- * weights, state and slots move over). */
-typedef struct api_key {
-    mr_device_set devices;
-    int64_t n_train; /* 0: evaluate and predict only */
-    int global_batch;
-    int64_t seed, max_steps;
-} api_key;
-
 struct mirrored_model {
-    mr_config cfg;            /* s points at it */
+    mr_config cfg;            /* reps.s points at it */
     mr_model_plan plan;       /* points into cfg */
     char name[256];           /* what messages and the summary call the model */
     char path[MR_PATH_MAX];   /* the file loaded ("" for .cfg text) */
@@ -37,12 +29,8 @@ struct mirrored_model {
     int cfg_epochs, cfg_batch;
     int64_t cfg_seed;
     float cfg_split;
-    /* the replicas that hold the weights now (NULL: none built yet) */
-    mr_strategy *s;
-    api_key key;
-    /* 1 once a fit has run: the weights are the strategy's, not the
-     * seed's or the file's, and move to the next strategy */
-    int fitted;
+    /* the replicas that hold the weights now (session/session_replicas.h) */
+    mr_session_replicas reps;
     /* where training stands: updates and epochs done in all, the last rate */
     int64_t global_step;
     int epochs_done;
@@ -100,7 +88,7 @@ mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_devic
 /* Makes m->s the replicas of `key` (kept where m->s has that key), with the
  * model's weights: the last strategy's once a fit has run, else the
  * seed's (key->seed) or the file's. */
-mr_status api_strategy(mirrored_model *m, const api_key *key, mr_error *err);
+mr_status api_strategy(mirrored_model *m, const mr_session_key *key, mr_error *err);
 
 /* A strategy for evaluate, predict, save and summary: m->s where it runs on
  * `spec`'s devices (NULL or "auto": whichever it runs on), else one with

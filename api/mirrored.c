@@ -94,7 +94,7 @@ MIRRORED_API mirrored_status mirrored_model_from_config(const char *cfg_text, co
 
 MIRRORED_API void mirrored_model_destroy(mirrored_model *m) {
     if (m == NULL) return;
-    mr_strategy_destroy(m->s);
+    mr_session_replicas_free(&m->reps);
     mr_checkpoint_free(&m->ck);
     mr_config_free(&m->cfg);
     free(m->mean);
@@ -153,7 +153,7 @@ MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf
         mr_error_set(&e, MR_ERR_NOMEM, "out of memory for the summary");
         return api_fail(err, &e);
     }
-    mr_model_summary(mr_strategy_replica(m->s, 0), m->name, f);
+    mr_model_summary(mr_strategy_replica(m->reps.s, 0), m->name, f);
     fclose(f);
     snprintf(buf, size, "%s", text ? text : "");
     free(text);
@@ -171,13 +171,14 @@ static mr_status save_checkpoint(mirrored_model *m, const char *path, mr_error *
     mr_ckpt_run r = {.lead = j->rank == 0,
                      .cfg = &m->cfg,
                      .cfg_path = m->path[0] ? m->path : m->name,
-                     .plan = mr_strategy_plan(m->s),
+                     .plan = mr_strategy_plan(m->reps.s),
                      .processes = j->size,
                      .train = &pre};
     const mr_fit_state state = {.epoch = m->epochs_done, .global_step = m->global_step};
     if (!r.lead) return MR_OK;
     const float lr = m->lr > 0.0f ? m->lr : r.plan->base_lr;
-    return mr_ckpt_write(&r, path, &state, mr_strategy_replica(m->s, 0), lr, MR_RUN_END_NONE, err);
+    return mr_ckpt_write(&r, path, &state, mr_strategy_replica(m->reps.s, 0), lr, MR_RUN_END_NONE,
+                         err);
 }
 
 /* PATH.keras of a model no call has built replicas for: its weights read
@@ -213,7 +214,7 @@ MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *
     mr_job *j;
     if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
     /* a file's weights as they were read: no replicas needed */
-    if (!h5 && m->s == NULL && m->source != MR_SESSION_SOURCE_CFG) {
+    if (!h5 && m->reps.s == NULL && m->source != MR_SESSION_SOURCE_CFG) {
         const mr_status st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
         return st == MR_OK ? api_ok(err) : api_fail(err, &e);
     }
@@ -222,7 +223,7 @@ MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *
     if (h5)
         st = save_checkpoint(m, path, &e);
     else if (j->rank == 0)
-        st = mr_keras_archive_save(path, mr_strategy_replica(m->s, 0), m->global_step,
-                                   m->lr > 0.0f ? m->lr : mr_strategy_plan(m->s)->base_lr, &e);
+        st = mr_keras_archive_save(path, mr_strategy_replica(m->reps.s, 0), m->global_step,
+                                   m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
