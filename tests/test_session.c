@@ -12,7 +12,10 @@
 #include "session/session_devices.h"
 #include "session/session_events.h"
 #include "session/session_model.h"
+#include "session/session_job.h"
 #include "session/session_overrides.h"
+#include "session/session_replicas.h"
+#include "strategies/check_sync.h"
 #include "tests/testutil.h"
 
 static const char *cfg_text = "[net]\nglobal_batch=64\nseed=1\n[input]\nshape=8,8,1\n[flatten]\n"
@@ -166,6 +169,48 @@ START_TEST(augment_needs_an_image) {
 }
 END_TEST
 
+/* replicas are kept for their key and made anew for another, the weights
+ * moving over once a fit has trained them */
+START_TEST(replicas_for_a_key) {
+    mr_config cfg;
+    parse(&cfg, cfg_text);
+    mr_job job;
+    mr_error err = {0};
+    ck_assert_msg(mr_session_job_init(NULL, NULL, &job, &err) == MR_OK, "%s", err.msg);
+    const mr_device_set one = {.kind = "cpu", .count = 1, .ordinals = {0}},
+                        two = {.kind = "cpu", .count = 2, .ordinals = {0, 1}};
+    ck_assert(mr_session_same_devices(&one, &one) && !mr_session_same_devices(&one, &two));
+    mr_session_replicas r = {0};
+    mr_session_key key = {.devices = one, .global_batch = 64, .seed = 1};
+    ck_assert_msg(mr_session_replicas_make(&r, &cfg, &key, &job, "", MR_SESSION_SOURCE_CFG, NULL,
+                                           &err) == MR_OK,
+                  "%s", err.msg);
+    mr_strategy *first = r.s;
+    ck_assert_ptr_nonnull(first);
+    ck_assert_int_eq(
+        mr_session_replicas_make(&r, &cfg, &key, &job, "", MR_SESSION_SOURCE_CFG, NULL, &err),
+        MR_OK);
+    ck_assert_ptr_eq(r.s, first);
+    uint64_t h1, h2;
+    ck_assert_int_eq(mr_params_hash(mr_strategy_replica(r.s, 0), &h1, &err), MR_OK);
+    /* other devices (and another seed, whose own weights differ): other
+     * replicas; fitted, they take the last weights, not the seed's */
+    r.fitted = 1;
+    key.devices = two;
+    key.seed = 2;
+    ck_assert_msg(mr_session_replicas_make(&r, &cfg, &key, &job, "", MR_SESSION_SOURCE_CFG, NULL,
+                                           &err) == MR_OK,
+                  "%s", err.msg);
+    ck_assert_int_eq(mr_strategy_plan(r.s)->replicas, 2);
+    ck_assert_int_eq(mr_params_hash(mr_strategy_replica(r.s, 0), &h2, &err), MR_OK);
+    ck_assert(h1 == h2);
+    mr_session_replicas_free(&r);
+    ck_assert_ptr_null(r.s);
+    mr_job_finalize(&job);
+    mr_config_free(&cfg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("session");
     TCase *tc = tcase_create("session");
@@ -174,6 +219,7 @@ int main(void) {
     tcase_add_test(tc, overrides_in_keras_words);
     tcase_add_test(tc, one_loader);
     tcase_add_test(tc, augment_needs_an_image);
+    tcase_add_test(tc, replicas_for_a_key);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
