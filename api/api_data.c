@@ -10,7 +10,7 @@
 
 #include "api/api_internal.h"
 #include "strategies/checkpoint.h"
-#include "launch/train_checkpoints.h"
+#include "session/session_checkpoints.h"
 
 static const char *dtype_name(mirrored_dtype t) {
     switch (t) {
@@ -144,7 +144,7 @@ void api_dataset_free(mr_dataset *ds, const mirrored_array *x) {
 }
 
 mr_status api_apply_stats(const mirrored_model *m, mr_dataset *ds, mr_error *err) {
-    if (m->source == API_SOURCE_CKPT) return mr_ckpt_apply_preprocessing(&m->ck, ds, err);
+    if (m->source == MR_SESSION_SOURCE_CKPT) return mr_ckpt_apply_preprocessing(&m->ck, ds, err);
     ds->scale = m->cfg.data.scale;
     if (!m->cfg.data.standardize) return MR_OK;
     if (!m->have_stats)
@@ -166,7 +166,7 @@ mr_status api_apply_stats(const mirrored_model *m, mr_dataset *ds, mr_error *err
 }
 
 mr_status api_keep_stats(mirrored_model *m, const mr_dataset *ds, mr_error *err) {
-    if (ds->mean == NULL || m->source == API_SOURCE_CKPT) return MR_OK;
+    if (ds->mean == NULL || m->source == MR_SESSION_SOURCE_CKPT) return MR_OK;
     const size_t bytes = sizeof(float) * (size_t)ds->row;
     float *mean = malloc(bytes), *inv_std = malloc(bytes);
     if (mean == NULL || inv_std == NULL) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "api/api_internal.h"
-#include "launch/train_load.h"
+#include "session/session_data.h"
 
 /* The .cfg's test set (the caller gave no arrays). */
 static mr_status cfg_test_set(const mirrored_model *m, mr_dataset *ds, mr_error *err) {
@@ -15,8 +15,8 @@ static mr_status cfg_test_set(const mirrored_model *m, mr_dataset *ds, mr_error 
         return mr_error_set(err, MR_ERR_USAGE,
                             "%s: names no test set ([data] test_images): give x and y", m->name);
     const mr_model_plan *p = &m->plan;
-    return mr_train_load_set(&m->cfg, "test", d->test_images, d->test_labels, p->in_size,
-                             p->classes, p->label_width, p->regression, ds, err);
+    return mr_session_load_set(&m->cfg, "test", d->test_images, d->test_labels, p->in_size,
+                               p->classes, p->label_width, p->regression, ds, err);
 }
 
 static mr_status evaluate(mirrored_model *m, const char *devices, const mirrored_array *x,
@@ -28,7 +28,7 @@ static mr_status evaluate(mirrored_model *m, const char *devices, const mirrored
         MR_CHECK(cfg_test_set(m, ds, err));
     MR_CHECK(api_apply_stats(m, ds, err));
     MR_CHECK(api_eval_strategy(m, devices, err));
-    return mr_strategy_evaluate(m->s, ds, 0, ds->n, loss, metric, err);
+    return mr_strategy_evaluate(m->reps.s, ds, 0, ds->n, loss, metric, err);
 }
 
 MIRRORED_API mirrored_status mirrored_model_evaluate(mirrored_model *m, const char *devices,
@@ -76,10 +76,10 @@ static mr_status predict(mirrored_model *m, const char *devices, const mirrored_
     MR_CHECK(api_eval_strategy(m, devices, err));
     predict_out p = {.out = out,
                      .outputs = (int)m->plan.out_size,
-                     .classes = mr_model_classes(mr_strategy_replica(m->s, 0))};
+                     .classes = mr_model_classes(mr_strategy_replica(m->reps.s, 0))};
     mr_eval_detail detail = {.classes = p.classes, .on_probs = put_rows, .user = &p};
     double loss, metric;
-    return mr_strategy_evaluate_detail(m->s, ds, 0, ds->n, &loss, &metric, &detail, err);
+    return mr_strategy_evaluate_detail(m->reps.s, ds, 0, ds->n, &loss, &metric, &detail, err);
 }
 
 MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const char *devices,

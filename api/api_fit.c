@@ -1,123 +1,21 @@
 /* api_fit.c: mirrored_model_fit and mirrored_model_request_stop
- * (include/mirrored.h), and the replicas that hold a model's weights
- * between calls. A fit goes as mirrored_train's stages do (launch/): the
- * devices (mr_train_choose_devices), the data (the .cfg's through
- * mr_train_load_data, or the caller's arrays), the strategy with the
- * model's weights, normalization's adapt on a fresh model, then
- * mr_strategy_fit with the caller's callbacks, the stop flag and a stop's
- * checkpoint (mr_ckpt_on_stop, as on SIGTERM). */
+ * (include/mirrored.h). A fit goes as mirrored_train's stages do, over
+ * session/: the devices (mr_session_choose_devices), the batch the
+ * arguments set (mr_session_check_batch), the data (the .cfg's through
+ * mr_session_load_data, or the caller's arrays), the replicas with the
+ * model's weights (api_replicas.c), normalization's adapt on a fresh model,
+ * then mr_strategy_fit with the caller's callbacks, the stop flag and a
+ * stop's checkpoint (mr_ckpt_on_stop, as on SIGTERM). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/api_internal.h"
-#include "launch/train_checkpoints.h"
-#include "launch/train_load.h"
+#include "session/session_checkpoints.h"
+#include "session/session_data.h"
+#include "session/session_devices.h"
+#include "session/session_overrides.h"
 #include "models/keras.h"
 #include "strategies/check_sync.h"
-
-mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_device_set *set,
-                      mr_error *err) {
-    mr_job *j;
-    MR_CHECK(api_job(&j, err));
-    mr_device_env env;
-    char conflict[sizeof err->msg];
-    MR_CHECK(mr_devices_job_env(j, &env, conflict, sizeof conflict, err));
-    spec = spec != NULL ? spec : "auto";
-    *set = (mr_device_set){0};
-    if (for_fit) return mr_train_choose_devices(spec, j, &env, &m->cfg, set, err);
-    return mr_devices_parse(spec, &env, set, err);
-}
-
-static int same_devices(const mr_device_set *a, const mr_device_set *b) {
-    if (strcmp(a->kind, b->kind) != 0 || a->count != b->count) return 0;
-    for (int i = 0; i < a->count; i++)
-        if (a->ordinals[i] != b->ordinals[i]) return 0;
-    return 1;
-}
-
-static int same_key(const api_key *a, const api_key *b) {
-    return same_devices(&a->devices, &b->devices) && a->n_train == b->n_train &&
-           a->global_batch == b->global_batch && a->seed == b->seed && a->max_steps == b->max_steps;
-}
-
-/* n floats of src's memory `from` into dst's `to`, through the host in
- * pieces the models' staging buffers hold. */
-static mr_status copy_floats(const mr_model *src, const mr_dfloat *from, mr_model *dst,
-                             mr_dfloat *to, int64_t n, mr_error *err) {
-    if (from == NULL || to == NULL || n <= 0) return MR_OK;
-    int64_t piece = n;
-    if (src->host_floats > 0 && (int64_t)src->host_floats < piece)
-        piece = (int64_t)src->host_floats;
-    if (dst->host_floats > 0 && (int64_t)dst->host_floats < piece)
-        piece = (int64_t)dst->host_floats;
-    for (int64_t at = 0; at < n; at += piece) {
-        const size_t c = (size_t)(n - at < piece ? n - at : piece);
-        const float *h;
-        MR_CHECK(mr_model_read(src, mr_dfloat_at_c(from, at), c, &h, err));
-        mr_dfloat *t = mr_dfloat_at(to, at);
-        float *w = mr_model_host_for(dst, t);
-        memmove(w, h, c * sizeof(float));
-        MR_CHECK(mr_model_write(dst, t, w, c, err));
-    }
-    return MR_OK;
-}
-
-/* The weights, state and optimizer slots of a's replica 0 into b's. */
-static mr_status move_weights(mr_strategy *a, mr_strategy *b, mr_error *err) {
-    const mr_model *s = mr_strategy_replica(a, 0);
-    mr_model *d = mr_strategy_replica(b, 0);
-    MR_CHECK(copy_floats(s, s->params, d, d->params, s->n_params, err));
-    MR_CHECK(copy_floats(s, s->state, d, d->state, s->n_state, err));
-    for (int k = 0; k < 2; k++)
-        MR_CHECK(copy_floats(s, s->slots[k], d, d->slots[k], s->n_params, err));
-    return MR_OK;
-}
-
-/* The model's first weights into s's replica 0: a checkpoint's (with its
- * optimizer slots where the optimizer is the same), a Keras file's; the
- * seed's are there already. *loaded: 1 where they are to be shared. */
-static mr_status first_weights(mirrored_model *m, mr_strategy *s, int *loaded, mr_error *err) {
-    mr_model *m0 = mr_strategy_replica(s, 0);
-    *loaded = m->source != API_SOURCE_CFG;
-    if (m->source == API_SOURCE_CKPT)
-        return mr_checkpoint_load_model(m->path, m0, mr_ckpt_compare_cfg(&m->ck, &m->cfg, NULL, 0),
-                                        err);
-    if (m->source == API_SOURCE_KERAS) return mr_keras_load(m->path, m0, 0, NULL, err);
-    return MR_OK;
-}
-
-mr_status api_strategy(mirrored_model *m, const api_key *key, mr_error *err) {
-    if (m->s != NULL && same_key(&m->key, key)) return MR_OK;
-    mr_job *j;
-    MR_CHECK(api_job(&j, err));
-    const mr_strategy_opts opts = {.devices = key->devices,
-                                   .job = j,
-                                   .seed = (uint64_t)key->seed,
-                                   .max_steps = key->max_steps};
-    mr_strategy *s = NULL;
-    MR_CHECK(mr_strategy_create(&m->cfg, &opts, key->n_train, &s, err));
-    int share = 1;
-    mr_status st = m->fitted ? move_weights(m->s, s, err) : first_weights(m, s, &share, err);
-    if (st == MR_OK && share) st = mr_strategy_sync_model(s, err);
-    if (st != MR_OK) {
-        mr_strategy_destroy(s);
-        return st;
-    }
-    mr_strategy_destroy(m->s);
-    m->s = s;
-    m->key = *key;
-    return MR_OK;
-}
-
-mr_status api_eval_strategy(mirrored_model *m, const char *spec, mr_error *err) {
-    if (m->s != NULL && (spec == NULL || strcmp(spec, "auto") == 0)) return MR_OK;
-    mr_device_set set;
-    MR_CHECK(api_devices(m, spec, 0, &set, err));
-    if (m->s != NULL && same_devices(&m->key.devices, &set)) return MR_OK;
-    const api_key key = {
-        .devices = set, .global_batch = m->cfg.net.global_batch, .seed = m->cfg.net.seed};
-    return api_strategy(m, &key, err);
-}
 
 /* ---- one fit ----------------------------------------------------------- */
 
@@ -187,22 +85,7 @@ static mr_status check_options(const mirrored_model *m, const mirrored_fit_optio
         return mr_error_set(err, MR_ERR_USAGE,
                             "%s: names no training data ([data] train_images): give x and y",
                             m->name);
-    if (o->x == NULL && o->validation_split > 0.0 && m->cfg.data.val_images[0] != '\0')
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "fit: validation_split %g: [data] val_images of %s is the validation "
-                            "set already",
-                            o->validation_split, m->name);
     return MR_OK;
-}
-
-/* The options over the .cfg's [net], as mirrored_train's --epochs,
- * --batch-size, --seed and --validation-split (mr_train_apply_options). */
-static void apply_options(mirrored_model *m, const mirrored_fit_options *o) {
-    mr_net_cfg *net = &m->cfg.net;
-    net->epochs = o->epochs > 0 ? o->epochs : m->cfg_epochs;
-    net->global_batch = o->batch_size > 0 ? (int)o->batch_size : m->cfg_batch;
-    net->seed = o->seed >= 0 ? o->seed : m->cfg_seed;
-    net->validation_split = o->validation_split >= 0.0 ? (float)o->validation_split : m->cfg_split;
 }
 
 static void restore_options(mirrored_model *m) {
@@ -213,9 +96,22 @@ static void restore_options(mirrored_model *m) {
     net->validation_split = m->cfg_split;
 }
 
+/* The options over the .cfg's [net] for this fit, as mirrored_train's
+ * --epochs, --batch-size, --seed and --validation-split: the same session
+ * call (mr_session_apply_overrides), its refusals in Keras's words. */
+static mr_status apply_options(mirrored_model *m, const mirrored_fit_options *o, mr_error *err) {
+    restore_options(m);
+    const mr_session_overrides over = {.epochs = o->epochs,
+                                       .seed = o->seed,
+                                       .batch_size = o->batch_size,
+                                       .validation_split = o->validation_split,
+                                       .arrays = o->x != NULL};
+    return mr_session_apply_overrides(&over, &m->cfg, NULL, NULL, err);
+}
+
 /* x and y, then validation_data after them (a copy: the rows are joined)
  * or the last validation_split of x held out; preprocessing as a .cfg's
- * data gets it (mr_train_load_data). */
+ * data gets it (mr_session_load_data). */
 static mr_status arrays_data(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                              mr_error *err) {
     MR_CHECK(api_dataset_from_arrays(m, o->x, o->y, "fit", &f->train, err));
@@ -239,7 +135,7 @@ static mr_status arrays_data(mirrored_model *m, const mirrored_fit_options *o, f
                                 "fit: validation_split %g leaves no training examples of %lld",
                                 split, (long long)f->train.n);
     }
-    if (m->source == API_SOURCE_CKPT) return api_apply_stats(m, &f->train, err);
+    if (m->source == MR_SESSION_SOURCE_CKPT) return api_apply_stats(m, &f->train, err);
     f->train.scale = m->cfg.data.scale;
     if (m->cfg.data.standardize)
         MR_CHECK(mr_dataset_standardize(&f->train, &f->train, 0, f->n_train, err));
@@ -255,11 +151,11 @@ static mr_status fit_data(mirrored_model *m, const mirrored_fit_options *o, fit_
     } else {
         mr_dataset test = {0};
         const mr_model_plan *p = &m->plan;
-        mr_status st = mr_train_load_data(&m->cfg, p->in_size, p->classes, p->label_width,
-                                          p->regression, &f->train, &test, &f->n_train, err);
+        mr_status st = mr_session_load_data(&m->cfg, p->in_size, p->classes, p->label_width,
+                                            p->regression, &f->train, &test, &f->n_train, err);
         mr_dataset_free(&test);
         MR_CHECK(st);
-        if (m->source == API_SOURCE_CKPT)
+        if (m->source == MR_SESSION_SOURCE_CKPT)
             MR_CHECK(mr_ckpt_apply_preprocessing(&m->ck, &f->train, err));
     }
     f->n_val = f->train.n - f->n_train;
@@ -268,18 +164,8 @@ static mr_status fit_data(mirrored_model *m, const mirrored_fit_options *o, fit_
 
 /* [augment] on an image input, as mirrored_train's augment stage. */
 static mr_status fit_augment(const mirrored_model *m, fit_run *f, mr_error *err) {
-    const mr_config *cfg = &m->cfg;
-    if (!cfg->augment.flip && !cfg->augment.shift) return MR_OK;
-    const mr_layer_cfg *in = &cfg->layers[0];
-    if (in->shape_rank != 3)
-        return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",
-                            m->name, cfg->augment.line);
-    f->aug = (mr_augment){.flip = cfg->augment.flip,
-                          .shift = cfg->augment.shift,
-                          .h = in->shape[0],
-                          .w = in->shape[1],
-                          .c = in->shape[2],
-                          .seed = (uint64_t)cfg->net.seed};
+    if (!m->cfg.augment.flip && !m->cfg.augment.shift) return MR_OK;
+    MR_CHECK(mr_session_augment(&m->cfg, m->name, &f->aug, err));
     f->augp = &f->aug;
     return MR_OK;
 }
@@ -289,16 +175,22 @@ static mr_status fit_augment(const mirrored_model *m, fit_run *f, mr_error *err)
  * load weights stage does. */
 static mr_status fit_strategy(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                               mr_error *err) {
-    api_key key = {.n_train = f->n_train,
-                   .global_batch = m->cfg.net.global_batch,
-                   .seed = m->cfg.net.seed,
-                   .max_steps = o->max_steps > 0 ? m->global_step + o->max_steps : 0};
+    mr_session_key key = {.n_train = f->n_train,
+                          .global_batch = m->cfg.net.global_batch,
+                          .seed = m->cfg.net.seed,
+                          .max_steps = o->max_steps > 0 ? m->global_step + o->max_steps : 0};
     MR_CHECK(api_devices(m, o->devices, 1, &key.devices, err));
+    if (o->batch_size > 0) {
+        mr_job *j;
+        MR_CHECK(api_job(&j, err));
+        MR_CHECK(mr_session_check_batch(o->batch_size, &m->cfg, &key.devices, j, NULL, err));
+    }
     MR_CHECK(api_strategy(m, &key, err));
-    if (m->fitted || m->source != API_SOURCE_CFG) return MR_OK;
+    if (m->reps.fitted || m->source != MR_SESSION_SOURCE_CFG) return MR_OK;
     int adapted = 0;
-    MR_CHECK(mr_model_adapt(mr_strategy_replica(m->s, 0), &f->train, f->n_train, &adapted, err));
-    return adapted ? mr_strategy_sync_model(m->s, err) : MR_OK;
+    MR_CHECK(
+        mr_model_adapt(mr_strategy_replica(m->reps.s, 0), &f->train, f->n_train, &adapted, err));
+    return adapted ? mr_strategy_sync_model(m->reps.s, err) : MR_OK;
 }
 
 /* The caller's callbacks, the stop flag and where a stop's checkpoint goes. */
@@ -309,7 +201,7 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
     f->ck_run = (mr_ckpt_run){.lead = j->rank == 0,
                               .cfg = &m->cfg,
                               .cfg_path = m->path[0] ? m->path : m->name,
-                              .plan = mr_strategy_plan(m->s),
+                              .plan = mr_strategy_plan(m->reps.s),
                               .processes = j->size,
                               .train = &f->train,
                               .train_examples = f->n_train,
@@ -330,15 +222,15 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
  * is fit(2) on the same data. */
 static mr_status fit_epochs(mirrored_model *m, fit_run *f, mr_error *err) {
     const mr_fit_state from = {.epoch = f->first, .global_step = m->global_step};
-    return mr_strategy_fit(m->s, &f->train, f->n_train, f->n_train, f->n_val, f->first + f->epochs,
-                           f->augp, &from, &f->cb, err);
+    return mr_strategy_fit(m->reps.s, &f->train, f->n_train, f->n_train, f->n_val,
+                           f->first + f->epochs, f->augp, &from, &f->cb, err);
 }
 
 /* Where the model stands after the fit, and what the caller is told. */
 static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_result *r,
                             mr_error *err) {
-    const mr_fit_state *at = mr_strategy_state(m->s);
-    const int stopped = mr_strategy_stopped(m->s);
+    const mr_fit_state *at = mr_strategy_state(m->reps.s);
+    const int stopped = mr_strategy_stopped(m->reps.s);
     m->global_step = at->global_step;
     m->epochs_done = at->epoch;
     if (f->lr > 0.0f) m->lr = f->lr;
@@ -346,16 +238,16 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
     *r = (mirrored_fit_result){.epochs = m->epochs_done,
                                .updates = m->global_step,
                                .stopped = stopped,
-                               .early_stopped =
-                                   f->stop_after || mr_strategy_fit_end(m->s).early_stopped > 0,
-                               .replicas = mr_strategy_plan(m->s)->replicas};
-    return mr_params_hash(mr_strategy_replica(m->s, 0), &r->params_hash, err);
+                               .early_stopped = f->stop_after ||
+                                                mr_strategy_fit_end(m->reps.s).early_stopped > 0,
+                               .replicas = mr_strategy_plan(m->reps.s)->replicas};
+    return mr_params_hash(mr_strategy_replica(m->reps.s, 0), &r->params_hash, err);
 }
 
 static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                      mirrored_fit_result *r, mr_error *err) {
     MR_CHECK(check_options(m, o, err));
-    apply_options(m, o);
+    MR_CHECK(apply_options(m, o, err));
     f->o = o;
     f->epochs = m->cfg.net.epochs;
     f->first = m->epochs_done;
@@ -363,7 +255,7 @@ static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *
     MR_CHECK(fit_augment(m, f, err));
     MR_CHECK(fit_strategy(m, o, f, err));
     MR_CHECK(fit_callbacks(m, o, f, err));
-    m->fitted = 1; /* from here the weights are the strategy's */
+    m->reps.fitted = 1; /* from here the weights are the strategy's */
     MR_CHECK(fit_epochs(m, f, err));
     return fit_result(m, f, r, err);
 }

@@ -13,42 +13,24 @@
 #include "models/model_plan.h"
 #include "runtime/dataset.h"
 #include "runtime/paths.h"
+#include "session/session_model.h"
+#include "session/session_replicas.h"
 #include "strategies/checkpoint.h"
 #include "strategies/strategy.h"
 
-/* where a model's first weights come from */
-typedef enum api_source {
-    API_SOURCE_CFG,   /* the seed's (.cfg file or text) */
-    API_SOURCE_KERAS, /* a Keras model file's */
-    API_SOURCE_CKPT,  /* a mirrored checkpoint's, with its optimizer slots */
-} api_source;
-
-/* What a strategy was built for: another key builds another strategy (the
- * weights, state and slots move over). */
-typedef struct api_key {
-    mr_device_set devices;
-    int64_t n_train; /* 0: evaluate and predict only */
-    int global_batch;
-    int64_t seed, max_steps;
-} api_key;
-
 struct mirrored_model {
-    mr_config cfg;          /* s points at it */
-    mr_model_plan plan;     /* points into cfg */
-    char name[256];         /* what messages and the summary call the model */
-    char path[MR_PATH_MAX]; /* the file loaded ("" for .cfg text) */
-    api_source source;
-    mr_checkpoint ck; /* API_SOURCE_CKPT: the checkpoint read */
+    mr_config cfg;            /* reps.s points at it */
+    mr_model_plan plan;       /* points into cfg */
+    char name[256];           /* what messages and the summary call the model */
+    char path[MR_PATH_MAX];   /* the file loaded ("" for .cfg text) */
+    mr_session_source source; /* where its first weights come from (session/session_model.h) */
+    mr_checkpoint ck;         /* MR_SESSION_SOURCE_CKPT: the checkpoint read */
     /* the .cfg's own [net] values, which a fit's options override for that fit */
     int cfg_epochs, cfg_batch;
     int64_t cfg_seed;
     float cfg_split;
-    /* the replicas that hold the weights now (NULL: none built yet) */
-    mr_strategy *s;
-    api_key key;
-    /* 1 once a fit has run: the weights are the strategy's, not the
-     * seed's or the file's, and move to the next strategy */
-    int fitted;
+    /* the replicas that hold the weights now (session/session_replicas.h) */
+    mr_session_replicas reps;
     /* where training stands: updates and epochs done in all, the last rate */
     int64_t global_step;
     int epochs_done;
@@ -63,6 +45,8 @@ struct mirrored_model {
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag is written by a signal handler");
 
+/* ---- api_job.c ---------------------------------------------------------- */
+
 /* err's status and message from e; returns the status */
 mirrored_status api_fail(mirrored_error *err, const mr_error *e);
 /* err cleared; MIRRORED_OK */
@@ -71,7 +55,7 @@ mirrored_status api_ok(mirrored_error *err);
 mirrored_status api_usage(mirrored_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* The process's job, started on first use (mr_cli_job_init). */
+/* The process's job, started on first use (mr_session_job_init). */
 mr_status api_job(mr_job **job, mr_error *err);
 
 /* ---- api_data.c -------------------------------------------------------- */
@@ -94,7 +78,7 @@ mr_status api_apply_stats(const mirrored_model *m, mr_dataset *ds, mr_error *err
 /* Keeps ds's statistics as the model's (after the first fit standardised). */
 mr_status api_keep_stats(mirrored_model *m, const mr_dataset *ds, mr_error *err);
 
-/* ---- api_fit.c --------------------------------------------------------- */
+/* ---- api_replicas.c ---------------------------------------------------- */
 
 /* The devices of `spec` (NULL: "auto") on this process; for a fit, "auto"
  * takes the count the global batch divides into. */
@@ -104,7 +88,7 @@ mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_devic
 /* Makes m->s the replicas of `key` (kept where m->s has that key), with the
  * model's weights: the last strategy's once a fit has run, else the
  * seed's (key->seed) or the file's. */
-mr_status api_strategy(mirrored_model *m, const api_key *key, mr_error *err);
+mr_status api_strategy(mirrored_model *m, const mr_session_key *key, mr_error *err);
 
 /* A strategy for evaluate, predict, save and summary: m->s where it runs on
  * `spec`'s devices (NULL or "auto": whichever it runs on), else one with

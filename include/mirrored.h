@@ -152,6 +152,17 @@ typedef struct mirrored_model_info {
     int64_t batch_size; /* the .cfg's global batch */
     int has_data;       /* 1: the .cfg names training data ([data] train_images) */
     const char *metric; /* "accuracy" or "mae" */
+    /* where the model comes from: "cfg" (the seed's weights), "keras" (a
+     * model Keras saved) or "checkpoint" (a mirrored checkpoint's weights
+     * and optimizer state) */
+    const char *source;
+    int layers;            /* layers after the input */
+    const char *optimizer; /* the .cfg's [net] optimizer: "sgd", "adam", ... */
+    int64_t updates;       /* updates trained so far (a checkpoint's, then the fits') */
+    /* the preprocessing the inputs get: x * scale, then standardised with
+     * the training statistics where standardized is 1 */
+    double scale;
+    int standardized;
 } mirrored_model_info;
 MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
                                                      mirrored_model_info *info,

@@ -1,7 +1,6 @@
-/* cli.c: exit codes, errors, option values and output files (cli.h);
+/* cli.c: exit codes, errors and option values (cli.h);
  * the job's part is cli_job.c. */
 #include "launch/cli.h"
-#include "runtime/atomic_file.h"
 
 #include <getopt.h>
 
@@ -11,6 +10,40 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+const mr_session_words mr_cli_words = {
+    .arg = {[MR_SESSION_ARG_DEVICES] = "--devices %s",
+            [MR_SESSION_ARG_EPOCHS] = "--epochs %s",
+            [MR_SESSION_ARG_SEED] = "--seed %s",
+            [MR_SESSION_ARG_BATCH_SIZE] = "--batch-size %s",
+            [MR_SESSION_ARG_VALIDATION_SPLIT] = "--validation-split %s",
+            [MR_SESSION_ARG_DATA] = "--data %s",
+            [MR_SESSION_ARG_SAVE] = "--save %s",
+            [MR_SESSION_ARG_RESUME] = "--resume %s",
+            [MR_SESSION_ARG_INIT_WEIGHTS] = "--init-weights %s",
+            [MR_SESSION_ARG_STOP_CHECKPOINT] = "--checkpoint-on-signal %s",
+            [MR_SESSION_ARG_STOP_BUDGET] = "--stop-budget %s",
+            [MR_SESSION_ARG_SYNTHETIC] = "--synthetic %s",
+            [MR_SESSION_ARG_JSON] = "--json %s"},
+    .name = {[MR_SESSION_ARG_DEVICES] = "--devices",
+             [MR_SESSION_ARG_EPOCHS] = "--epochs",
+             [MR_SESSION_ARG_SEED] = "--seed",
+             [MR_SESSION_ARG_BATCH_SIZE] = "--batch-size",
+             [MR_SESSION_ARG_VALIDATION_SPLIT] = "--validation-split",
+             [MR_SESSION_ARG_DATA] = "--data",
+             [MR_SESSION_ARG_SAVE] = "--save",
+             [MR_SESSION_ARG_RESUME] = "--resume",
+             [MR_SESSION_ARG_INIT_WEIGHTS] = "--init-weights",
+             [MR_SESSION_ARG_STOP_CHECKPOINT] = "--checkpoint-on-signal",
+             [MR_SESSION_ARG_STOP_BUDGET] = "--stop-budget",
+             [MR_SESSION_ARG_SYNTHETIC] = "--synthetic",
+             [MR_SESSION_ARG_JSON] = "--json"}};
+
+void mr_cli_line(void *user, mr_session_line kind, const char *text) {
+    (void)kind;
+    fprintf(user, "%s\n", text);
+    fflush(user);
+}
 
 int mr_cli_exit_code(mr_status st) {
     switch (st) {
@@ -45,22 +78,6 @@ int mr_cli_parse_long(const char *opt, const char *s, long long lo, long long hi
     }
     *out = v;
     return 1;
-}
-
-mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err) {
-    if (path == NULL) return MR_OK;
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: Is a directory", opt, path);
-    /* a device or a pipe is written in place (an HDF5 file must be regular: paths.h) */
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return MR_OK;
-    /* the temporary an atomic write of path would make (runtime/atomic_file.h) */
-    char tmp[4200];
-    mr_error why = {0};
-    if (mr_atomic_path_begin(path, tmp, sizeof tmp, &why) != MR_OK)
-        return mr_error_set(err, MR_ERR_IO, "%s %s", opt, why.msg);
-    mr_atomic_path_abort(tmp);
-    return MR_OK;
 }
 
 mr_status mr_cli_bad_option(char *const *argv, mr_error *err) {

@@ -1,6 +1,6 @@
 /* cli.h: what the executables share: exit codes, one-line errors, option
- * values, output files checked before the work, and starting the job of
- * processes (mpirun) with its one-message failure rules. */
+ * values, and the job of processes (mpirun) with its one-message failure
+ * rules (the job itself starts in session/session_job.h). */
 #ifndef MR_CLI_H
 #define MR_CLI_H
 
@@ -8,6 +8,7 @@
 
 #include "collectives/job.h"
 #include "runtime/error.h"
+#include "session/session_events.h"
 
 enum { MR_EXIT_OK = 0, MR_EXIT_FAILURE = 1, MR_EXIT_BAD_INPUT = 2 };
 
@@ -18,23 +19,23 @@ int mr_cli_exit_code(mr_status st);
 /* "prog: message" on stderr; returns the exit code. */
 int mr_cli_die(const char *prog, const mr_error *err);
 
+/* How the command line names a run's arguments in session/'s messages:
+ * its flags ("--devices %s", "--batch-size %s"). */
+extern const mr_session_words mr_cli_words;
+
+/* mr_session_events.line of the executables: text and a newline on the
+ * FILE * user, flushed (a line before a failure comes before it). */
+void mr_cli_line(void *user, mr_session_line kind, const char *text);
+
 /* An integer option value in [lo, hi]; 0 (err filled) if it is not one. */
 int mr_cli_parse_long(const char *opt, const char *s, long long lo, long long hi, long long *out,
                       mr_error *err);
-
-/* Fails early, before any work, if `path` cannot be created (NULL: fine). */
-mr_status mr_cli_check_writable(const char *opt, const char *path, mr_error *err);
 
 /* The getopt_long failure just seen (an unknown option or a missing
  * value), as a usage error naming it. */
 mr_status mr_cli_bad_option(char *const *argv, mr_error *err);
 
 /* cli_job.c: */
-
-/* Starts the job (mpirun's processes, or this one), reading
- * MIRRORED_RANKS_PER_NODE and MIRRORED_COMM_TIMEOUT (either set to a bad
- * value: MR_ERR_USAGE naming it). */
-mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err);
 
 /* A failure of this process alone: printed with its rank and host in a job
  * of several processes, which it then ends (the others may wait for it in

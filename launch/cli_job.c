@@ -1,31 +1,11 @@
-/* cli_job.c: starting the job of processes and its failure rules (cli.h),
- * for the executables that train or evaluate (not mirrored_compare). */
+/* cli_job.c: the job's failure rules (cli.h), for the executables that
+ * train or evaluate (not mirrored_compare); session/session_job.h starts
+ * the job. */
 #include "launch/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-mr_status mr_cli_job_init(int *argc, char ***argv, mr_job *job, mr_error *err) {
-    int ranks_per_node = 0;
-    const char *rpn = getenv("MIRRORED_RANKS_PER_NODE");
-    if (rpn != NULL && rpn[0] != '\0') {
-        long long v;
-        if (!mr_cli_parse_long("MIRRORED_RANKS_PER_NODE", rpn, 1, 1 << 20, &v, err)) {
-            memset(job, 0, sizeof *job);
-            return err->status;
-        }
-        ranks_per_node = (int)v;
-    }
-    /* a value that is set but wrong is refused, not replaced by the default */
-    const char *timeout = getenv("MIRRORED_COMM_TIMEOUT");
-    if (timeout != NULL && timeout[0] != '\0' && mr_comm_parse_timeout(timeout) <= 0.0) {
-        memset(job, 0, sizeof *job);
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "MIRRORED_COMM_TIMEOUT=%s: expected a number of seconds > 0", timeout);
-    }
-    return mr_job_init(argc, argv, ranks_per_node, mr_comm_default_timeout(), job, err);
-}
 
 /* err's message; a failure without one is named by its status (in buf),
  * never an empty line */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "launch/cli.h"
+#include "runtime/paths.h"
 #include "launch/compare/compare.h"
 #include "launch/compare/metrics_csv.h"
 #include "launch/compare/plot.h"
@@ -177,8 +178,8 @@ int main(int argc, char **argv) {
                               "--plot: the output path and the run names may not contain "
                               "control characters (use --labels)");
     }
-    if (st == MR_OK) st = mr_cli_check_writable("--plot", c.plot_path, &err);
-    if (st == MR_OK) st = mr_cli_check_writable("--json", c.json_path, &err);
+    if (st == MR_OK) st = mr_atomic_check_writable("--plot", c.plot_path, &err);
+    if (st == MR_OK) st = mr_atomic_check_writable("--json", c.json_path, &err);
     if (st != MR_OK) goto fail;
 
     mr_cmp_print_report(stdout, &cmp);

@@ -34,7 +34,10 @@
 #include "strategies/checkpoint.h"
 #include "strategies/devices.h"
 #include "strategies/strategy.h"
-#include "launch/train_checkpoints.h"
+#include "session/session_checkpoints.h"
+#include "session/session_devices.h"
+#include "session/session_job.h"
+#include "session/session_model.h"
 #include "launch/cli.h"
 #include "runtime/atomic_file.h"
 #include "runtime/paths.h"
@@ -164,26 +167,27 @@ static mr_status parse(int argc, char **argv, eval_cli *c, mr_error *err) {
 }
 
 /* The model's .cfg: the checkpoint's own (its data paths start from the
- * folder the .cfg was read from), or --cfg's for a file Keras wrote. */
+ * folder the .cfg was read from) or a Keras model file's, through the one
+ * loader (session/session_model.h); or --cfg's for weights Keras wrote. */
 static mr_status load_config(const eval_cli *c, mr_checkpoint *ck, int *has_ck, mr_config *cfg,
                              mr_error *err) {
-    mr_error ck_err = {0};
-    mr_status st = mr_checkpoint_load(c->checkpoint, ck, &ck_err);
-    *has_ck = st == MR_OK;
-    if (c->cfg != NULL) return mr_keras_import_config_load(c->cfg, cfg, err);
-    if (st != MR_OK && mr_keras_import_is_model(c->checkpoint))
-        return mr_keras_import_load(c->checkpoint, cfg, err); /* a model Keras saved */
-    if (st != MR_OK) {
-        if (st == MR_ERR_DATA && strstr(ck_err.msg, "no /mirrored group"))
-            return mr_error_set(err, MR_ERR_DATA,
-                                "%s: not a mirrored checkpoint (no /mirrored group); for weights "
-                                "Keras wrote, name the architecture with --cfg MODEL.cfg",
-                                c->checkpoint);
-        return mr_error_set(err, st, "%s", ck_err.msg);
+    mr_session_source source = MR_SESSION_SOURCE_CFG;
+    if (c->cfg != NULL) {
+        mr_error ck_err = {0};
+        *has_ck = mr_checkpoint_load(c->checkpoint, ck, &ck_err) == MR_OK;
+        return mr_session_open(c->cfg, MR_SESSION_OPEN_CFG | MR_SESSION_OPEN_KERAS, cfg, NULL,
+                               &source, err);
     }
-    char folder[MR_PATH_MAX];
-    snprintf(folder, sizeof folder, "%s", ck->cfg_path);
-    return mr_config_parse(ck->cfg_text, ck->cfg_path, dirname(folder), cfg, err);
+    mr_error e = {0};
+    const mr_status st = mr_session_open(
+        c->checkpoint, MR_SESSION_OPEN_CKPT | MR_SESSION_OPEN_KERAS, cfg, ck, &source, &e);
+    *has_ck = st == MR_OK && source == MR_SESSION_SOURCE_CKPT;
+    if (st == MR_ERR_DATA && strstr(e.msg, "no /mirrored group"))
+        return mr_error_set(err, MR_ERR_DATA,
+                            "%s: not a mirrored checkpoint (no /mirrored group); for weights "
+                            "Keras wrote, name the architecture with --cfg MODEL.cfg",
+                            c->checkpoint);
+    return st == MR_OK ? MR_OK : mr_error_set(err, st, "%s", e.msg);
 }
 
 /* --predict: an NPY 1.0 header for (n, k) float32, then rows written by
@@ -497,9 +501,10 @@ static mr_status stage_load(eval_run *r) {
     MR_CHECK(mr_path_check_regular(NULL, r->c.checkpoint, 0, &r->err));
     MR_CHECK(mr_path_check_regular("--cfg", r->c.cfg, 0, &r->err));
     MR_CHECK(load_config(&r->c, &r->ck, &r->has_ck, &r->cfg, &r->err));
-    MR_CHECK(mr_devices_parse(r->c.devices, &env, &r->opts.devices, &r->err));
-    if (r->lead) MR_CHECK(mr_cli_check_writable("--json", r->c.json, &r->err));
-    if (r->lead) MR_CHECK(mr_cli_check_writable("--predict", r->c.predict, &r->err));
+    MR_CHECK(
+        mr_session_parse_devices(r->c.devices, &env, &mr_cli_words, &r->opts.devices, &r->err));
+    if (r->lead) MR_CHECK(mr_atomic_check_writable("--json", r->c.json, &r->err));
+    if (r->lead) MR_CHECK(mr_atomic_check_writable("--predict", r->c.predict, &r->err));
     MR_CHECK(choose_data(r));
     MR_CHECK(check_paths(r));
     return load_data(r);
@@ -690,7 +695,7 @@ static eval_run run = {.pred = {.fd = -1}};
 
 int main(int argc, char **argv) {
     eval_run *r = &run;
-    if (mr_cli_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
+    if (mr_session_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
         int rc = mr_cli_die(prog, &r->err);
         mr_job_finalize(&r->job);
         return rc;

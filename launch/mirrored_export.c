@@ -2,27 +2,29 @@
  *
  *   mirrored_export CHECKPOINT.h5 OUT.keras
  *
- * The model is rebuilt from the .cfg text the checkpoint carries, its
- * weights and optimizer slots read, and the archive written as Keras 3.15
- * writes it (models/keras_archive.h: metadata.json, config.json with the
- * Sequential or the Functional, model.weights.h5 with the optimizer's
- * variables). keras.models.load_model reads it back with the optimizer
- * state, so model.fit goes on from it. Nothing half-written is left: OUT
- * is replaced only by a complete archive. */
-#include <libgen.h>
+ * A client of the public API alone (include/mirrored.h), as
+ * examples/fit.c is: mirrored_model_load reads the checkpoint (the model of
+ * the .cfg text it carries, its weights and optimizer slots),
+ * mirrored_model_save writes the archive as Keras 3.15 writes it
+ * (metadata.json, config.json with the Sequential or the Functional,
+ * model.weights.h5 with the optimizer's variables). keras.models.load_model
+ * reads it back with the optimizer state, so model.fit goes on from it.
+ * Nothing half-written is left: OUT is replaced only by a complete
+ * archive. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "backends/backends.h"
-#include "models/keras.h"
-#include "models/keras_archive.h"
-#include "runtime/atomic_file.h"
-#include "runtime/paths.h"
-#include "strategies/checkpoint.h"
-#include "launch/cli.h"
+#include "include/mirrored.h"
 
 static const char *prog = "mirrored_export";
+
+enum { EXIT_BAD_INPUT = 2 };
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -43,44 +45,90 @@ typedef struct export_paths {
     const char *checkpoint, *out;
 } export_paths;
 
-/* Fails before any work if no file can be created beside OUT (the
- * temporary an atomic write makes, runtime/atomic_file.h). */
-static mr_status check_writable(const export_paths *p, mr_error *err) {
-    char tmp[MR_PATH_MAX + 32];
-    MR_CHECK(mr_atomic_path_begin(p->out, tmp, sizeof tmp, err));
-    mr_atomic_path_abort(tmp);
-    return MR_OK;
+/* One line on stderr; the exit code of the status (2: bad input). */
+static int fail(const mirrored_error *err) {
+    fprintf(stderr, "%s: %s\n", prog, err->message);
+    switch (err->status) {
+    case MIRRORED_ERR_USAGE:
+    case MIRRORED_ERR_CONFIG:
+    case MIRRORED_ERR_IO:
+    case MIRRORED_ERR_NOT_FOUND:
+    case MIRRORED_ERR_DATA:
+    case MIRRORED_ERR_UNSUPPORTED:
+        return EXIT_BAD_INPUT;
+    default:
+        return EXIT_FAILURE;
+    }
+}
+
+/* err = status and a formatted line; returns the status */
+static mirrored_status say(mirrored_error *err, mirrored_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static mirrored_status say(mirrored_error *err, mirrored_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return err->status = st;
+}
+
+/* "a FIFO", "a character device", ... for a file that is not a regular one */
+static const char *kind_of(mode_t mode) {
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISDIR(mode)) return "a folder";
+    return "not a regular file";
 }
 
 /* Before any work: the checkpoint is a regular file (a FIFO or a device
- * would block or never end), and OUT is not the checkpoint. */
-static mr_status check_paths(const export_paths *p, mr_error *err) {
-    MR_CHECK(mr_path_check_regular(NULL, p->checkpoint, 0, err));
-    const mr_path_use uses[] = {{"CHECKPOINT.h5", p->checkpoint, 0}, {"OUT.keras", p->out, 1}};
-    return mr_path_check_distinct(uses, 2, err);
+ * would block or never end), OUT is not the checkpoint, and a file can be
+ * created beside OUT (the temporary an atomic write makes). */
+static mirrored_status check_paths(const export_paths *p, mirrored_error *err) {
+    struct stat in, out;
+    if (stat(p->checkpoint, &in) == 0 && !S_ISREG(in.st_mode))
+        return say(err, MIRRORED_ERR_IO, "%s: not a regular file (%s)", p->checkpoint,
+                   kind_of(in.st_mode));
+    const int out_exists = stat(p->out, &out) == 0;
+    if (out_exists && stat(p->checkpoint, &in) == 0 && in.st_dev == out.st_dev &&
+        in.st_ino == out.st_ino)
+        return say(err, MIRRORED_ERR_USAGE,
+                   "OUT.keras %s is also CHECKPOINT.h5 (%s): an output may not overwrite an "
+                   "input or another output",
+                   p->out, p->checkpoint);
+    if (out_exists && S_ISDIR(out.st_mode))
+        return say(err, MIRRORED_ERR_IO, "%s: cannot write: %s", p->out, strerror(EISDIR));
+    if (out_exists && !S_ISREG(out.st_mode))
+        return say(err, MIRRORED_ERR_IO, "%s: cannot write: not a regular file (%s)", p->out,
+                   kind_of(out.st_mode));
+    char tmp[8192];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", p->out, (int)getpid());
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return say(err, MIRRORED_ERR_IO, "%s: cannot write: %s", p->out, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return MIRRORED_OK;
 }
 
-/* The model of the checkpoint: its .cfg (relative paths from the folder it
- * was read from; only the layers matter here), weights and optimizer slots. */
-static mr_status load_model(const export_paths *p, mr_checkpoint *ck, mr_config *cfg, mr_model *m,
-                            mr_backend *be, mr_error *err) {
-    mr_error ck_err = {0};
-    mr_status st = mr_checkpoint_load(p->checkpoint, ck, &ck_err);
-    if (st == MR_ERR_DATA && strstr(ck_err.msg, "no /mirrored group"))
-        return mr_error_set(err, MR_ERR_DATA,
-                            "%s: not a mirrored checkpoint (no /mirrored group): mirrored_export "
-                            "needs the file mirrored_train --save writes",
-                            p->checkpoint);
-    if (st != MR_OK) return mr_error_set(err, st, "%s", ck_err.msg);
-    char folder[MR_PATH_MAX];
-    snprintf(folder, sizeof folder, "%s", ck->cfg_path);
-    MR_CHECK(mr_config_parse(ck->cfg_text, ck->cfg_path, dirname(folder), cfg, err));
-    MR_CHECK(mr_model_init(m, be, cfg, 1, 0, err));
-    return mr_checkpoint_load_model(p->checkpoint, m, 1, err);
+/* The checkpoint's model (only a checkpoint: a .cfg or a model Keras saved
+ * is no checkpoint to export). */
+static mirrored_status load(const export_paths *p, mirrored_model **m, mirrored_model_info *info,
+                            mirrored_error *err) {
+    static const char need[] = "mirrored_export needs the file mirrored_train --save writes";
+    mirrored_status st = mirrored_model_load(p->checkpoint, m, err);
+    if (st == MIRRORED_ERR_DATA && strstr(err->message, "no /mirrored group"))
+        return say(err, st, "%s: not a mirrored checkpoint (no /mirrored group): %s", p->checkpoint,
+                   need);
+    if (st == MIRRORED_OK) st = mirrored_model_get_info(*m, info, err);
+    if (st == MIRRORED_OK && strcmp(info->source, "checkpoint") != 0)
+        return say(err, MIRRORED_ERR_DATA, "%s: not a mirrored checkpoint (a %s model): %s",
+                   p->checkpoint, info->source, need);
+    return st;
 }
 
-static mr_status parse(int argc, char **argv, export_paths *p, int *help, int *version,
-                       mr_error *err) {
+static mirrored_status parse(int argc, char **argv, export_paths *p, int *help, int *version,
+                             mirrored_error *err) {
     *help = *version = 0;
     const char *pos[2];
     int n = 0, options = 1;
@@ -90,74 +138,66 @@ static mr_status parse(int argc, char **argv, export_paths *p, int *help, int *v
             options = 0;
         } else if (options && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
             *help = 1;
-            return MR_OK;
+            return MIRRORED_OK;
         } else if (options && strcmp(a, "--version") == 0) {
             *version = 1;
-            return MR_OK;
+            return MIRRORED_OK;
         } else if (options && a[0] == '-' && a[1] != '\0') {
-            return mr_error_set(err, MR_ERR_USAGE, "%s: unknown option (see --help)", a);
+            return say(err, MIRRORED_ERR_USAGE, "%s: unknown option (see --help)", a);
         } else if (n == 2) {
-            return mr_error_set(
-                err, MR_ERR_USAGE,
-                "%s: unexpected argument (give one CHECKPOINT.h5 and one OUT.keras)", a);
+            return say(err, MIRRORED_ERR_USAGE,
+                       "%s: unexpected argument (give one CHECKPOINT.h5 and one OUT.keras)", a);
         } else {
             pos[n++] = a;
         }
     }
     if (n < 2)
-        return mr_error_set(err, MR_ERR_USAGE, "missing %s (usage: %s CHECKPOINT.h5 OUT.keras)",
-                            n == 0 ? "CHECKPOINT.h5 and OUT.keras" : "OUT.keras", prog);
+        return say(err, MIRRORED_ERR_USAGE, "missing %s (usage: %s CHECKPOINT.h5 OUT.keras)",
+                   n == 0 ? "CHECKPOINT.h5 and OUT.keras" : "OUT.keras", prog);
     p->checkpoint = pos[0];
     p->out = pos[1];
-    if (!mr_keras_archive_named(p->out))
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "%s: the archive's name must end in .keras (Keras loads no other)",
-                            p->out);
-    if (strlen(p->out) >= MR_PATH_MAX)
-        return mr_error_set(err, MR_ERR_USAGE, "%s: path too long", p->out);
-    return MR_OK;
+    const char *slash = strrchr(p->out, '/'), *base = slash ? slash + 1 : p->out;
+    const size_t len = strlen(p->out), blen = strlen(base);
+    if (blen <= 6 || strcmp(base + blen - 6, ".keras") != 0)
+        return say(err, MIRRORED_ERR_USAGE,
+                   "%s: the archive's name must end in .keras (Keras loads no other)", p->out);
+    if (len >= 4096) return say(err, MIRRORED_ERR_USAGE, "%s: path too long", p->out);
+    return MIRRORED_OK;
 }
 
 int main(int argc, char **argv) {
-    mr_error err = {0};
+    mirrored_error err = {0};
     export_paths p = {0};
     int help, version;
-    mr_status st = parse(argc, argv, &p, &help, &version, &err);
-    if (st == MR_OK && (help || version)) {
+    mirrored_status st = parse(argc, argv, &p, &help, &version, &err);
+    if (st == MIRRORED_OK && (help || version)) {
         if (help) usage(stdout);
-        if (version) printf("mirrored %s\n", MR_VERSION);
-        return MR_EXIT_OK;
+        if (version) printf("mirrored %s\n", mirrored_version());
+        return EXIT_SUCCESS;
     }
-    if (st != MR_OK) return mr_cli_die(prog, &err);
-    mr_checkpoint ck = {0};
-    mr_config cfg = {0};
-    mr_model m = {0};
-    mr_backend *be = NULL; /* the model lives in host memory: a CPU context */
+    if (st != MIRRORED_OK) return fail(&err);
+    mirrored_model *m = NULL;
+    mirrored_model_info info;
     st = check_paths(&p, &err);
-    if (st == MR_OK) st = check_writable(&p, &err);
-    if (st == MR_OK) st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, &err);
-    if (st == MR_OK) st = load_model(&p, &ck, &cfg, &m, be, &err);
-    if (st == MR_OK) {
+    if (st == MIRRORED_OK) st = load(&p, &m, &info, &err);
+    if (st == MIRRORED_OK) {
         /* the paths were checked: a failure now (a full disk) is one while
          * running (exit 1); OUT stays as it was */
-        st = mr_keras_archive_save(p.out, &m, ck.state.global_step, ck.lr, &err);
-        if (st == MR_ERR_IO) err.status = st = MR_ERR_RUNTIME;
+        st = mirrored_model_save(m, p.out, &err);
+        if (st == MIRRORED_ERR_IO) err.status = st = MIRRORED_ERR_RUNTIME;
     }
-    int rc = MR_EXIT_OK;
-    if (st != MR_OK) {
-        rc = mr_cli_die(prog, &err);
+    int rc = EXIT_SUCCESS;
+    if (st != MIRRORED_OK) {
+        rc = fail(&err);
     } else {
-        printf("%s: %d layers, %lld parameters, %s at update %lld", p.out, m.n_layers,
-               (long long)(m.n_params + m.n_state), mr_optimizer_name(cfg.net.optimizer),
-               (long long)ck.state.global_step);
-        printf("; inputs are x * %g%s\n", (double)ck.scale,
-               ck.mean != NULL ? " then standardised with the training statistics (not in the "
-                                 "archive)"
-                               : "");
+        printf("%s: %d layers, %lld parameters, %s at update %lld", p.out, info.layers,
+               (long long)info.params, info.optimizer, (long long)info.updates);
+        printf("; inputs are x * %g%s\n", info.scale,
+               info.standardized ? " then standardised with the training statistics (not in the "
+                                   "archive)"
+                                 : "");
     }
-    mr_model_free(&m); /* safe on a model never initialised */
-    if (be != NULL) mr_backend_destroy(be);
-    mr_config_free(&cfg);
-    mr_checkpoint_free(&ck);
+    mirrored_model_destroy(m);
+    mirrored_finalize();
     return rc;
 }

@@ -22,8 +22,9 @@
  * This file is main(), its stages and their helpers; beside it: the command line
  * (train_options.c), what the processes must agree on (train_job.c), the
  * start line and JSON summary (train_report.c), --write-data
- * (train_data.c), checkpoints (train_checkpoints.c), progress
- * (progress.c); the weights' hash is strategies/check_sync.h's. */
+ * (train_data.c), progress (progress.c); under them session/: the
+ * devices, the data, checkpoints and resume (session_checkpoints.c), the
+ * job; the weights' hash is strategies/check_sync.h's. */
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -36,6 +37,7 @@
 #include "models/keras.h"
 #include "models/keras_import.h"
 #include "models/model.h"
+#include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 #include "runtime/dataset.h"
 #include "runtime/paths.h"
@@ -47,10 +49,13 @@
 #include "strategies/strategy.h"
 #include "launch/cli.h"
 #include "launch/progress.h"
-#include "launch/train_checkpoints.h"
+#include "session/session_checkpoints.h"
 #include "launch/train_data.h"
 #include "launch/train_job.h"
-#include "launch/train_load.h"
+#include "session/session_data.h"
+#include "session/session_devices.h"
+#include "session/session_job.h"
+#include "session/session_model.h"
 #include "launch/train_options.h"
 #include "launch/train_report.h"
 
@@ -146,17 +151,23 @@ static int report_stop(int lead, const mr_train_options *c, const mr_ckpt_run *r
     return 128 + sig;
 }
 
-/* On every process: the .cfg, the devices (mr_train_choose_devices), the model's
+/* On every process: the .cfg, the devices (mr_session_choose_devices), the model's
  * shapes and (on the writing process) the output files. No collective: it
  * may return early on one process. */
 static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_device_env *env,
                          mr_config *cfg, mr_strategy_opts *opts, mr_fault *fault, int64_t *in_size,
                          int *classes, int *label_width, int *regression, mr_error *err) {
     MR_CHECK(mr_path_check_regular(NULL, c->cfg_path, 0, err));
-    MR_CHECK(mr_keras_import_config_load(c->cfg_path, cfg, err));
+    mr_session_source source; /* the weights are --init-weights' or --resume's */
+    MR_CHECK(mr_session_open(c->cfg_path, MR_SESSION_OPEN_CFG | MR_SESSION_OPEN_KERAS, cfg, NULL,
+                             &source, err));
     MR_CHECK(mr_train_apply_options(c, cfg, job->rank == 0 && !c->quiet ? stdout : NULL, err));
     MR_CHECK(mr_train_check_paths(c, cfg, err));
-    MR_CHECK(mr_train_choose_devices(c->devices_spec, job, env, cfg, &opts->devices, err));
+    MR_CHECK(mr_session_choose_devices(c->devices_spec, job, env, cfg, &mr_cli_words,
+                                       &opts->devices, err));
+    if (c->batch_size > 0)
+        MR_CHECK(
+            mr_session_check_batch(c->batch_size, cfg, &opts->devices, job, &mr_cli_words, err));
     opts->seed = (uint64_t)cfg->net.seed;
     opts->check_sync = (int)c->check_sync;
     opts->max_steps = c->max_steps;
@@ -173,11 +184,11 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
     *label_width = plan.label_width;
     *regression = plan.regression;
     if (job->rank == 0) {
-        MR_CHECK(mr_cli_check_writable("--metrics", c->metrics_path, err));
-        MR_CHECK(mr_cli_check_writable("--json", c->json_path, err));
-        MR_CHECK(mr_cli_check_writable("--log", c->log_path, err));
-        MR_CHECK(mr_cli_check_writable("--trace", c->trace_path, err));
-        MR_CHECK(mr_cli_check_writable("--write-data", c->data_out, err));
+        MR_CHECK(mr_atomic_check_writable("--metrics", c->metrics_path, err));
+        MR_CHECK(mr_atomic_check_writable("--json", c->json_path, err));
+        MR_CHECK(mr_atomic_check_writable("--log", c->log_path, err));
+        MR_CHECK(mr_atomic_check_writable("--trace", c->trace_path, err));
+        MR_CHECK(mr_atomic_check_writable("--write-data", c->data_out, err));
     }
     return MR_OK;
 }
@@ -248,6 +259,7 @@ typedef struct train_run {
     /* fit */
     FILE *csv, *log;
     mr_ckpt_run ck_run;
+    mr_session_events saves; /* ck_run's lines: on stdout */
     mr_progress pg;
     mr_throughput tp; /* images/sec; freed by train_run_free */
     int want_tp;
@@ -346,16 +358,17 @@ static int best_ended(train_run *r) {
  * (--resume auto with no checkpoint yet: a first start, the same command) */
 static mr_status stage_resume(train_run *r) {
     const char *stop_path = r->stop_path[0] ? r->stop_path : NULL;
-    MR_CHECK(mr_ckpt_check_pattern(pattern_of(r), &r->err));
+    MR_CHECK(mr_ckpt_check_pattern(pattern_of(r), &mr_cli_words, &r->err));
+    const mr_session_events note = {.user = stderr, .line = r->lead ? mr_cli_line : NULL};
     MR_CHECK(mr_ckpt_resume_path(r->c.resume, pattern_of(r), stop_path, resume_save_path(r),
-                                 r->ck_path, sizeof r->ck_path, r->lead ? stderr : NULL, &r->err));
+                                 r->ck_path, sizeof r->ck_path, &note, &mr_cli_words, &r->err));
     r->resuming = r->ck_path[0] != '\0';
     if (r->resuming) {
         MR_CHECK(mr_path_check_regular("--resume", r->ck_path, 0, &r->err));
         MR_CHECK(mr_checkpoint_load(r->ck_path, &r->ck, &r->err));
     }
     if ((r->resuming && finished_before(r)) || best_ended(r) || !r->resuming) return MR_OK;
-    MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &r->err));
+    MR_CHECK(mr_ckpt_check_epochs(r->ck_path, &r->ck, r->cfg.net.epochs, &mr_cli_words, &r->err));
     if (r->c.max_steps > 0 && r->ck.state.global_step >= r->c.max_steps)
         return mr_error_set(&r->err, MR_ERR_USAGE,
                             "--resume %s: the checkpoint has done %lld updates, --max-steps %lld: "
@@ -427,10 +440,11 @@ static mr_status stage_check_outputs(train_run *r) {
     if (r->job.rank != 0) return MR_OK;
     /* a dry run makes no checkpoint folder (it still checks --save) */
     mr_ckpt_run probe = {.pattern = pattern_of(r) && !r->c.dry_run ? pattern_of(r) : NULL,
-                         .lead = 1};
+                         .lead = 1,
+                         .words = &mr_cli_words};
     MR_CHECK(mr_ckpt_check_writable(&probe, r->c.save_path, &r->err));
     if (pattern_of(r) == NULL && r->stop_path[0])
-        MR_CHECK(mr_cli_check_writable("--checkpoint-on-signal", r->stop_path, &r->err));
+        MR_CHECK(mr_atomic_check_writable("--checkpoint-on-signal", r->stop_path, &r->err));
     if (r->c.dry_run) return MR_OK;
     /* what killed writers left of this run's files */
     probe.stop_path = r->stop_path[0] ? r->stop_path : NULL;
@@ -446,11 +460,12 @@ static mr_status stage_check_outputs(train_run *r) {
 /* load data: the files (or --synthetic's examples), preprocessed */
 static mr_status stage_load_data(train_run *r) {
     if (r->c.synthetic > 0)
-        MR_CHECK(mr_train_synthetic_data(&r->cfg, r->c.synthetic, r->classes, r->label_width,
-                                         r->regression, &r->train, &r->n_train, &r->err));
+        MR_CHECK(mr_session_synthetic_data(&r->cfg, r->c.synthetic, r->classes, r->label_width,
+                                           r->regression, &r->train, &r->n_train, &mr_cli_words,
+                                           &r->err));
     else
-        MR_CHECK(mr_train_load_data(&r->cfg, r->in_size, r->classes, r->label_width, r->regression,
-                                    &r->train, &r->test, &r->n_train, &r->err));
+        MR_CHECK(mr_session_load_data(&r->cfg, r->in_size, r->classes, r->label_width,
+                                      r->regression, &r->train, &r->test, &r->n_train, &r->err));
     /* a resumed run preprocesses with the statistics it trained with */
     if (r->resuming) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->train, &r->err));
     if (r->resuming && r->test.n) MR_CHECK(mr_ckpt_apply_preprocessing(&r->ck, &r->test, &r->err));
@@ -506,7 +521,7 @@ static mr_status stage_load_weights(train_run *r) {
                                           mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err));
         /* the checkpoint of this model: then, data it can go on with */
         return mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
-                                    sizeof r->data_note, &r->err);
+                                    sizeof r->data_note, &mr_cli_words, &r->err);
     }
     /* a Keras model file starts from its own weights unless --init-weights names others */
     const char *init = r->c.init_weights != NULL                 ? r->c.init_weights
@@ -537,17 +552,7 @@ static int wants_augment(const train_run *r) {
 
 /* augment: [augment] on an image input (the same .cfg everywhere: the same verdict) */
 static mr_status stage_augment(train_run *r) {
-    const mr_layer_cfg *in = &r->cfg.layers[0];
-    if (in->shape_rank != 3)
-        return mr_error_set(&r->err, MR_ERR_CONFIG,
-                            "%s:%d: [augment] needs an image input shape H,W,C", r->c.cfg_path,
-                            r->cfg.augment.line);
-    r->aug = (mr_augment){.flip = r->cfg.augment.flip,
-                          .shift = r->cfg.augment.shift,
-                          .h = in->shape[0],
-                          .w = in->shape[1],
-                          .c = in->shape[2],
-                          .seed = r->opts.seed};
+    MR_CHECK(mr_session_augment(&r->cfg, r->c.cfg_path, &r->aug, &r->err));
     r->augp = &r->aug;
     return MR_OK;
 }
@@ -618,11 +623,14 @@ static mr_status stage_dry_run(train_run *r) {
 /* The checkpoints fit writes: [net] checkpoint, a stop's, the best epoch's. */
 static void init_checkpoints(train_run *r) {
     const mr_train_options *c = &r->c;
+    r->saves =
+        (mr_session_events){.user = stdout, .line = r->lead && !c->quiet ? mr_cli_line : NULL};
     r->ck_run = (mr_ckpt_run){
         .pattern = pattern_of(r),
         .keep = (int)c->keep,
         .lead = r->lead,
-        .out = r->lead && !c->quiet ? stdout : NULL,
+        .events = &r->saves,
+        .words = &mr_cli_words,
         .cfg = &r->cfg,
         .cfg_path = c->cfg_path,
         .plan = r->plan,
@@ -931,7 +939,7 @@ static train_run run;
 
 int main(int argc, char **argv) {
     train_run *r = &run;
-    if (mr_cli_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
+    if (mr_session_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
         int rc = mr_cli_die(prog, &r->err);
         mr_job_finalize(&r->job);
         return rc;

@@ -1,4 +1,6 @@
-/* train_data.c: the command line's data options, and --write-data (train_data.h). */
+/* train_data.c: the command line's data options over the .cfg
+ * (session/session_overrides.h in the CLI's words), and --write-data
+ * (train_data.h). */
 #include "launch/train_data.h"
 
 #include <stdio.h>
@@ -6,92 +8,24 @@
 #include <string.h>
 
 #include "runtime/h5file.h"
-#include "runtime/npz.h"
+#include "launch/cli.h"
+#include "session/session_overrides.h"
 
-/* dst (a [data] path, MR_PATH_MAX bytes) = "archive:member". */
-static mr_status set_member(char *dst, const char *archive, const char *member, mr_error *err) {
-    int n = snprintf(dst, MR_PATH_MAX, "%s:%s", archive, member);
-    if (n < 0 || n >= MR_PATH_MAX)
-        return mr_error_set(err, MR_ERR_USAGE, "--data %s: path too long", archive);
-    return MR_OK;
-}
-
-/* --data F.npz: the [data] files become the archive's arrays by keras.datasets' names. */
-static mr_status apply_npz(const char *path, mr_config *cfg, FILE *say, mr_error *err) {
-    mr_data_cfg *d = &cfg->data;
-    if (!mr_npz_is_archive(path))
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "--data %s: expected an .npz archive with x_train and y_train (as "
-                            "keras.datasets' files); other files go in the .cfg's [data]",
-                            path);
-    char list[1024];
-    MR_CHECK(mr_npz_members(path, list, sizeof list, err));
-    if (!mr_npz_has(path, "x_train") || !mr_npz_has(path, "y_train"))
-        return mr_error_set(err, MR_ERR_DATA,
-                            "%s: no x_train and y_train (keras.datasets' names: x_train, y_train, "
-                            "x_test, y_test); the archive has: %s",
-                            path, list[0] ? list : "no members");
-    MR_CHECK(set_member(d->train_images, path, "x_train", err));
-    MR_CHECK(set_member(d->train_labels, path, "y_train", err));
-    d->val_images[0] = d->val_labels[0] = '\0';
-    if (mr_npz_has(path, "x_test") && mr_npz_has(path, "y_test")) {
-        MR_CHECK(set_member(d->test_images, path, "x_test", err));
-        return set_member(d->test_labels, path, "y_test", err);
-    }
-    d->test_images[0] = d->test_labels[0] = '\0';
-    if (say) fprintf(say, "%s has no x_test and y_test: no test evaluation\n", path);
-    return MR_OK;
-}
-
-/* --validation-split, and a validation set for the [net] keys that watch one. */
-static mr_status apply_split(const mr_train_options *c, mr_config *cfg, mr_error *err) {
-    if (c->validation_split >= 0.0) {
-        if (c->validation_split > 0.0 && cfg->data.val_images[0] != '\0')
-            return mr_error_set(err, MR_ERR_USAGE,
-                                "--validation-split %g: [data] val_images of %s is the validation "
-                                "set already: give one of them",
-                                c->validation_split, cfg->path);
-        cfg->net.validation_split = (float)c->validation_split;
-    }
-    if (cfg->data.val_images[0] != '\0' || cfg->net.validation_split > 0.0f) return MR_OK;
-    const struct {
-        const char *key;
-        mr_monitor mon;
-    } watchers[] = {{"early_stopping", cfg->net.early_stopping},
-                    {"save_best_only", cfg->net.save_best_only},
-                    {"reduce_lr_on_plateau", cfg->net.reduce_lr_on_plateau}};
-    for (size_t i = 0; i < sizeof watchers / sizeof watchers[0]; i++)
-        if (watchers[i].mon == MR_MONITOR_VAL_LOSS || watchers[i].mon == MR_MONITOR_VAL_ACCURACY)
-            return mr_error_set(err, MR_ERR_USAGE,
-                                "%s: [net] %s watches the validation set, and the command line "
-                                "leaves none: give --validation-split F",
-                                cfg->path, watchers[i].key);
-    return MR_OK;
+/* the face's lines: a test set left out, on `say` */
+static void say_line(void *user, mr_session_line kind, const char *text) {
+    (void)kind;
+    fprintf(user, "%s\n", text);
 }
 
 mr_status mr_train_apply_options(const mr_train_options *c, mr_config *cfg, FILE *say,
                                  mr_error *err) {
-    if (c->epochs > 0) cfg->net.epochs = (int)c->epochs;
-    if (c->seed >= 0) cfg->net.seed = c->seed;
-    if (c->batch_size > 0) cfg->net.global_batch = (int)c->batch_size;
-    if (c->data_path != NULL) MR_CHECK(apply_npz(c->data_path, cfg, say, err));
-    MR_CHECK(apply_split(c, cfg, err));
-    /* [data] naming a whole archive: each set's x_ and y_ members */
-    mr_data_cfg *d = &cfg->data;
-    char images[MR_PATH_MAX], labels[MR_PATH_MAX];
-    struct {
-        const char *set;
-        char *images, *labels;
-    } sets[] = {{"train", d->train_images, d->train_labels},
-                {"val", d->val_images, d->val_labels},
-                {"test", d->test_images, d->test_labels}};
-    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
-        MR_CHECK(mr_npz_data_paths(sets[i].images, sets[i].labels, sets[i].set, images, labels,
-                                   sizeof images, err));
-        memcpy(sets[i].images, images, sizeof images);
-        memcpy(sets[i].labels, labels, sizeof labels);
-    }
-    return MR_OK;
+    const mr_session_overrides o = {.epochs = c->epochs,
+                                    .seed = c->seed,
+                                    .batch_size = c->batch_size,
+                                    .validation_split = c->validation_split,
+                                    .data = c->data_path};
+    const mr_session_events ev = {.user = say, .line = say ? say_line : NULL};
+    return mr_session_apply_overrides(&o, cfg, &mr_cli_words, &ev, err);
 }
 
 /* --write-data: the examples as the model sees them (scaled, standardised),

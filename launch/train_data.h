@@ -3,8 +3,8 @@
  * [data]'s whole .npz archives named member by member; and --write-data,
  * the training and test examples as the model sees them, into one HDF5 file
  * a later job trains on, and the [data] lines that train on it, printed.
- * Relies on runtime/dataset.h (the examples, preprocessed), runtime/npz.h
- * and runtime/h5file.h. */
+ * Relies on session/session_overrides.h, runtime/dataset.h (the examples,
+ * preprocessed) and runtime/h5file.h. */
 #ifndef MR_TRAIN_DATA_H
 #define MR_TRAIN_DATA_H
 
@@ -21,7 +21,8 @@
  *   --data F.npz              [data] train from F's x_train/y_train, test from x_test/y_test
  *                             (none when the archive lacks them: a line to `say` says so),
  *                             no val_images
- * then a set's images naming a whole .npz take its x_<set> and y_<set> (mr_npz_data_paths).
+ * then a set's images naming a whole .npz take its x_<set> and y_<set>: the command line's
+ * face of mr_session_apply_overrides (session/session_overrides.h), a refusal in flag names.
  * `say` NULL: silent. A wrong value or archive is one line naming the option or file. */
 mr_status mr_train_apply_options(const mr_train_options *c, mr_config *cfg, FILE *say,
                                  mr_error *err);

@@ -1,38 +1,13 @@
-/* train_job.c: what every process of a job must agree on (train_job.h). */
+/* train_job.c: the options every process of a job must get alike
+ * (train_job.h); session/session_job.c compares them. */
 #include "launch/train_job.h"
 
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "runtime/hash.h"
-
-/* 1: the replicas of set's kind are threads on the cores (the CPU), so
- * they are numbered across the job, in rank order; 0: they are devices,
- * named by their ordinal on their node (GPUs). */
-int mr_train_numbered_across_job(const mr_device_set *set) {
-    const mr_backend_kind *kind = mr_devices_kind(set);
-    return kind != NULL && kind->discover == NULL;
-}
-
-/* "GPUs", "CPUs" */
-static const char *plural(const mr_device_set *set) {
-    const mr_backend_kind *kind = mr_devices_kind(set);
-    return kind != NULL ? kind->plural : set->kind;
-}
-
-/* --devices auto with a global batch fixed by the .cfg: the most replicas,
- * up to one per core, over which the global batch divides evenly (on every
- * process alike, so that the job's total divides too). */
-int mr_train_auto_replicas(const mr_config *cfg, int processes, int cores) {
-    const mr_net_cfg *net = &cfg->net;
-    if (net->global_batch <= 0 || net->global_batch % net->accumulate != 0) return cores;
-    int per = net->global_batch / net->accumulate;
-    for (int c = cores; c > 1; c--)
-        if (per % (c * processes) == 0) return c;
-    return 1;
-}
+#include "launch/cli.h"
+#include "session/session_job.h"
 
 /* The options that change what the job computes or which collectives it
  * runs, in the order they are compared: every process must get them alike.
@@ -121,80 +96,15 @@ static void format_option(const mr_train_options *c, size_t i, int exact, char *
     }
 }
 
-/* What process p compares: the .cfg text's hash, each agreed option's. */
-typedef struct job_fingerprint {
-    uint64_t text, options[N_AGREED];
-    char path[240]; /* its .cfg, for the message */
-} job_fingerprint;
-
-static void fingerprint(const mr_train_options *c, const mr_config *cfg, job_fingerprint *f) {
-    memset(f, 0, sizeof *f);
-    f->text = mr_fnv1a(cfg->text, strlen(cfg->text), MR_FNV1A_INIT);
-    for (size_t i = 0; i < N_AGREED; i++) {
-        char buf[MR_PATH_MAX + 64];
-        format_option(c, i, 1, buf, sizeof buf);
-        f->options[i] = mr_fnv1a(buf, strlen(buf), MR_FNV1A_INIT);
-    }
-    snprintf(f->path, sizeof f->path, "%s", c->cfg_path);
+/* mr_session_agreed.format over the table: option i of c */
+static void format_agreed(const void *user, size_t i, int exact, char *buf, size_t n) {
+    format_option(user, i, exact, buf, n);
 }
 
-/* Option i differs between rank p and rank 0: every process gathers its
- * own text of it (a collective, as every process found the same p and i),
- * and the message names both. */
-static mr_status differing_option(const mr_train_options *c, mr_job *job, int p, size_t i,
-                                  mr_error *err) {
-    typedef struct {
-        char text[512];
-    } option_text;
-    option_text mine, *all = calloc((size_t)job->size, sizeof *all);
-    if (all == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    format_option(c, i, 0, mine.text, sizeof mine.text);
-    mr_status st = mr_job_allgather(job, &mine, sizeof mine, all, err);
-    if (st == MR_OK)
-        st = mr_error_set(err, MR_ERR_USAGE,
-                          "rank %d (%s) was started with %s and rank 0 (%s) with %s: every "
-                          "process of a job must get the same options",
-                          p, job->hosts[p], all[p].text, job->hosts[0], all[0].text);
-    free(all);
-    return st;
-}
-
-/* Every process must train the same model with the same settings (a .cfg
- * edited while mpirun started the processes, or different files on two
- * nodes, would train different models or wait in different collectives):
- * the .cfg text and the agreed options are hashed and compared, then the
- * kind of device. The same verdict on every process. */
 mr_status mr_train_check_same_job(const mr_train_options *c, mr_job *job, const mr_config *cfg,
                                   const mr_strategy_opts *opts, mr_device_set *sets,
                                   mr_error *err) {
-    sets[job->rank] = opts->devices;
-    if (job->size == 1) return MR_OK;
-    /* every process's devices, for rank 0's start line and summary */
-    MR_CHECK(mr_job_allgather(job, &opts->devices, sizeof opts->devices, sets, err));
-    job_fingerprint mine, *all = calloc((size_t)job->size, sizeof mine);
-    if (all == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    fingerprint(c, cfg, &mine);
-    mr_status st = mr_job_allgather(job, &mine, sizeof mine, all, err);
-    for (int p = 1; st == MR_OK && p < job->size; p++) {
-        if (all[p].text != all[0].text) {
-            st = mr_error_set(err, MR_ERR_CONFIG,
-                              "rank %d (%s) read %s with other contents than rank 0 (%s) read in "
-                              "%s: every process must train the same .cfg (was it edited "
-                              "during the launch?)",
-                              p, job->hosts[p], all[p].path, job->hosts[0], all[0].path);
-            break;
-        }
-        for (size_t i = 0; i < N_AGREED; i++)
-            if (all[p].options[i] != all[0].options[i]) {
-                free(all);
-                return differing_option(c, job, p, i, err);
-            }
-        if (strcmp(sets[p].kind, sets[0].kind) != 0) /* one communicator joins them all */
-            st = mr_error_set(err, MR_ERR_USAGE,
-                              "rank %d (%s) trains on %s and rank 0 (%s) on %s: every process of "
-                              "a job must use the same kind of device (--devices)",
-                              p, job->hosts[p], plural(&sets[p]), job->hosts[0], plural(&sets[0]));
-    }
-    free(all);
-    return st;
+    const mr_session_agreed options = {
+        .n = N_AGREED, .user = c, .format = format_agreed, .words = &mr_cli_words};
+    return mr_session_check_same_job(job, cfg, c->cfg_path, &options, &opts->devices, sets, err);
 }

@@ -10,6 +10,7 @@
 
 #include "collectives/hierarchical.h"
 #include "launch/train_job.h"
+#include "session/session_devices.h"
 #include "runtime/atomic_file.h"
 #include "runtime/json.h"
 
@@ -17,7 +18,7 @@
  * "cpu:2,3" or "gpu:0,1". */
 static void rank_devices(const mr_job *job, const mr_device_set *sets, int p, char *buf, size_t n) {
     mr_device_set set = sets[p];
-    if (mr_train_numbered_across_job(&set)) {
+    if (mr_session_numbered_across_job(&set)) {
         set.count = job->replicas[p];
         for (int i = 0; i < set.count && i < MR_MAX_REPLICAS; i++)
             set.ordinals[i] = job->first[p] + i;
@@ -47,7 +48,7 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
         for (int p = 0; p < job->size; p++) {
             rank_devices(job, sets, p, buf, sizeof buf);
             printf("%s%s: rank %d %s", p ? "; " : "", job->hosts[p], p, buf);
-            if (mr_train_numbered_across_job(&sets[p]) &&
+            if (mr_session_numbered_across_job(&sets[p]) &&
                 strcmp(job->hosts[p], job->hosts[job->rank]) == 0)
                 on_node += job->replicas[p];
         }
@@ -75,7 +76,7 @@ void mr_train_print_plan(const mr_job *job, mr_strategy *strategy, const mr_devi
             printf(", shared-memory all-reduce (local)");
         }
     }
-    if (!mr_train_numbered_across_job(&sets[job->rank])) {
+    if (!mr_session_numbered_across_job(&sets[job->rank])) {
         /* after the models are built: what each of this process's GPUs holds */
         printf(", device memory in use");
         for (int r = 0; r < plan->local_replicas; r++) {
@@ -258,8 +259,8 @@ static mr_status write_json_file(const char *path, const mr_progress *pg, const 
     for (int p = 0; p < job->size; p++)
         for (int i = 0; i < job->replicas[p]; i++)
             mr_json_stringf(&j, "%s:%d", sets[p].kind,
-                            mr_train_numbered_across_job(&sets[p]) ? job->first[p] + i
-                                                                   : sets[p].ordinals[i]);
+                            mr_session_numbered_across_job(&sets[p]) ? job->first[p] + i
+                                                                     : sets[p].ordinals[i]);
     mr_json_end_array(&j);
     mr_json_key(&j, "ranks");
     mr_json_begin_array(&j, MR_JSON_INLINE);

@@ -200,3 +200,19 @@ mr_status mr_atomic_remove_stale(const char *dir, mr_atomic_target_fn is_target,
     closedir(d);
     return st;
 }
+
+mr_status mr_atomic_check_writable(const char *opt, const char *path, mr_error *err) {
+    if (path == NULL) return MR_OK;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return mr_error_set(err, MR_ERR_IO, "%s %s: cannot write: Is a directory", opt, path);
+    /* a device or a pipe is written in place (an HDF5 file must be regular) */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return MR_OK;
+    /* the temporary an atomic write of path would make (runtime/atomic_file.h) */
+    char tmp[4200];
+    mr_error why = {0};
+    if (mr_atomic_path_begin(path, tmp, sizeof tmp, &why) != MR_OK)
+        return mr_error_set(err, MR_ERR_IO, "%s %s", opt, why.msg);
+    mr_atomic_path_abort(tmp);
+    return MR_OK;
+}

@@ -79,6 +79,12 @@ typedef int (*mr_atomic_target_fn)(const char *name, void *user);
 mr_status mr_atomic_remove_stale(const char *dir, mr_atomic_target_fn is_target, void *user,
                                  int *removed, char *first, size_t n, mr_error *err);
 
+/* Fails early, before any work, if `path` cannot be created (NULL: fine):
+ * a folder, or a place where the temporary of an atomic write cannot
+ * go, is MR_ERR_IO "OPT PATH: ...". A
+ * device or a pipe is written in place and passes. */
+mr_status mr_atomic_check_writable(const char *opt, const char *path, mr_error *err);
+
 MR_C_END
 
 #endif

@@ -1,4 +1,4 @@
-/* paths.c: input kinds and output collisions (paths.h). */
+/* paths.c: input kinds, output collisions and writable outputs (paths.h). */
 #include "runtime/paths.h"
 
 #include <limits.h>

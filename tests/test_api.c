@@ -173,6 +173,11 @@ START_TEST(info_and_summary) {
     ck_assert_int_eq(info.params, 64 * 16 + 16 + 16 * 4 + 4);
     ck_assert_int_eq(info.has_data, 0);
     ck_assert_str_eq(info.metric, "accuracy");
+    ck_assert_str_eq(info.source, "cfg");
+    ck_assert_int_eq(info.layers, 3);         /* flatten, dense, dense */
+    ck_assert_str_eq(info.optimizer, "adam"); /* the default */
+    ck_assert_int_eq(info.updates, 0);
+    ck_assert(info.scale == (double)(1.0f / 255.0f) && info.standardized == 0);
     char buf[8192];
     ck_assert_int_eq(mirrored_model_summary(m, buf, sizeof buf, &err), MIRRORED_OK);
     ck_assert_msg(strstr(buf, "1,108") != NULL || strstr(buf, "1108") != NULL, "%s", buf);
@@ -370,6 +375,12 @@ START_TEST(cfg_data_save_load) {
     ck_assert_msg(mirrored_model_predict(back, "cpu:1", &x, b, N * 4, &err) == MIRRORED_OK, "%s",
                   err.message);
     ck_assert_msg(memcmp(a, b, sizeof a) == 0, "the loaded .h5 predicts otherwise");
+    /* the .h5 says where it comes from and where training stood */
+    mirrored_model_info back_info;
+    ck_assert_int_eq(mirrored_model_get_info(back, &back_info, &err), MIRRORED_OK);
+    ck_assert_str_eq(back_info.source, "checkpoint");
+    ck_assert_int_eq(back_info.updates, r.updates);
+    ck_assert_int_eq(back_info.layers, info.layers);
     /* mirrored_eval reads the .h5, and mirrored_train goes on from it */
     char *eval = tu_build_path("launch/mirrored_eval"),
          *train = tu_build_path("launch/mirrored_train");
@@ -384,6 +395,24 @@ START_TEST(cfg_data_save_load) {
     mirrored_model *k = NULL;
     ck_assert_msg(mirrored_model_load(in_dir("m.keras"), &k, &err) == MIRRORED_OK, "%s",
                   err.message);
+    ck_assert_int_eq(mirrored_model_get_info(k, &info, &err), MIRRORED_OK);
+    ck_assert_str_eq(info.source, "keras");
+    ck_assert_msg(mirrored_model_predict(k, "cpu:1", &x, b, N * 4, &err) == MIRRORED_OK, "%s",
+                  err.message);
+    mirrored_model_destroy(k);
+    /* a loaded checkpoint saves as .keras before any replica is built
+     * (mirrored_export's way): the archive of the fitted model's weights,
+     * which predicts as m.keras does */
+    mirrored_model *ck = NULL;
+    ck_assert_msg(mirrored_model_load(in_dir("m.h5"), &ck, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_msg(mirrored_model_save(ck, in_dir("ck.keras"), &err) == MIRRORED_OK, "%s",
+                  err.message);
+    mirrored_model_destroy(ck);
+    ck_assert_msg(mirrored_model_load(in_dir("ck.keras"), &k, &err) == MIRRORED_OK, "%s",
+                  err.message);
+    ck_assert_msg(mirrored_model_predict(k, "cpu:1", &x, a, N * 4, &err) == MIRRORED_OK, "%s",
+                  err.message);
+    ck_assert_msg(memcmp(a, b, sizeof a) == 0, "the .keras of the loaded .h5 predicts otherwise");
     mirrored_model_destroy(k);
     /* the .h5 goes on training: its update count is the checkpoint's */
     mirrored_fit_result r2;

@@ -311,6 +311,27 @@ START_TEST(remove_stale_temporaries) {
 }
 END_TEST
 
+/* A folder or a missing parent fails before any work, naming the option;
+ * a new file in a writable folder and a device pass, leaving nothing. */
+START_TEST(check_writable) {
+    char path[8300];
+    mr_error err = {0};
+    ck_assert_int_eq(mr_atomic_check_writable("--save", NULL, &err), MR_OK);
+    in_dir("new.h5", path, sizeof path);
+    ck_assert_int_eq(mr_atomic_check_writable("--save", path, &err), MR_OK);
+    ck_assert_int_eq(count_entries(dir), 0);
+    ck_assert_int_eq(mr_atomic_check_writable("--log", "/dev/null", &err), MR_OK);
+    ck_assert_int_eq(mr_atomic_check_writable("--save", dir, &err), MR_ERR_IO);
+    ck_assert_msg(strncmp(err.msg, "--save ", 7) == 0 && strstr(err.msg, "Is a directory"), "%s",
+                  err.msg);
+    mr_error_clear(&err);
+    in_dir("none/new.h5", path, sizeof path);
+    ck_assert_int_eq(mr_atomic_check_writable("--json", path, &err), MR_ERR_IO);
+    ck_assert_msg(strncmp(err.msg, "--json ", 7) == 0, "%s", err.msg);
+    ck_assert_msg(strchr(err.msg, '\n') == NULL, "not one line: %s", err.msg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("atomic_file");
     TCase *tc = tcase_create("atomic_file");
@@ -323,6 +344,7 @@ int main(void) {
     tcase_add_test(tc, path_commit_and_abort);
     tcase_add_test(tc, path_failures);
     tcase_add_test(tc, remove_stale_temporaries);
+    tcase_add_test(tc, check_writable);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

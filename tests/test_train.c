@@ -1,9 +1,9 @@
-/* test_train.c: mirrored_train's modules one function at a time (the
+/* test_train.c: mirrored_train's modules and session/'s one function at a time (the
  * executable end to end: test_cli.c, test_resume.c, test_mpirun.c): the
  * command line (train_options.h), what a job's processes agree on
  * (train_job.h), the model's name and the JSON summary (train_report.h),
  * the options applied to the .cfg and --write-data (train_data.h), and a planned stop's parts:
- * --stop-signals, where its checkpoint goes, --resume auto's choice (train_checkpoints.h) and the
+ * --stop-signals, where its checkpoint goes, --resume auto's choice (session_checkpoints.h) and the
  * --metrics file it leaves (progress.h). */
 #include <check.h>
 #include <getopt.h>
@@ -16,9 +16,11 @@
 #include <sys/stat.h>
 #include <zip.h>
 
+#include "launch/cli.h"
 #include "launch/progress.h"
 #include "launch/throughput.h"
-#include "launch/train_checkpoints.h"
+#include "session/session_checkpoints.h"
+#include "session/session_devices.h"
 #include "launch/train_data.h"
 #include "launch/train_job.h"
 #include "launch/train_options.h"
@@ -310,18 +312,19 @@ static void config(mr_config *cfg, const char *net) {
 
 START_TEST(job_rules) {
     mr_device_set cpu = {.kind = "cpu", .count = 2};
-    ck_assert_int_eq(mr_train_numbered_across_job(&cpu), 1);
+    ck_assert_int_eq(mr_session_numbered_across_job(&cpu), 1);
     mr_device_set none = {.kind = "tpu", .count = 1};
-    ck_assert_int_eq(mr_train_numbered_across_job(&none), 0);
+    ck_assert_int_eq(mr_session_numbered_across_job(&none), 0);
     mr_config cfg;
     config(&cfg, "batch=4");
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 2, 6), 6); /* no fixed global batch: every core */
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 2, 6),
+                     6); /* no fixed global batch: every core */
     mr_config_free(&cfg);
     config(&cfg, "global_batch=24\naccumulate=2");
     /* 12 per micro-batch: the most replicas per process, of 5 cores, that 2 processes divide */
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 2, 5), 3);
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 1, 5), 4);
-    ck_assert_int_eq(mr_train_auto_replicas(&cfg, 5, 5), 1);
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 2, 5), 3);
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 1, 5), 4);
+    ck_assert_int_eq(mr_session_auto_replicas(&cfg, 5, 5), 1);
     /* one process: its devices, nothing to compare */
     int argc = 1;
     char *args[] = {"test_train", NULL}, **argv = args;
@@ -490,10 +493,10 @@ END_TEST
  * is the end of the run (--resume auto then does nothing). */
 START_TEST(checkpoint_pattern_and_end) {
     mr_error err = {0};
-    ck_assert_int_eq(mr_ckpt_check_pattern(NULL, &err), MR_OK);
-    ck_assert_int_eq(mr_ckpt_check_pattern("ck/", &err), MR_OK);
-    ck_assert_int_eq(mr_ckpt_check_pattern("/tmp/ck/run.h5", &err), MR_OK);
-    ck_assert_int_eq(mr_ckpt_check_pattern("//", &err), MR_ERR_CONFIG);
+    ck_assert_int_eq(mr_ckpt_check_pattern(NULL, &mr_cli_words, &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_check_pattern("ck/", &mr_cli_words, &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_check_pattern("/tmp/ck/run.h5", &mr_cli_words, &err), MR_OK);
+    ck_assert_int_eq(mr_ckpt_check_pattern("//", &mr_cli_words, &err), MR_ERR_CONFIG);
     ck_assert_msg(strncmp(err.msg, "[net] checkpoint //: the root folder", 36) == 0, "%s", err.msg);
     mr_error_clear(&err);
     mr_checkpoint c = {.state = {.epoch = 2, .step = 0, .global_step = 40}};
@@ -543,25 +546,40 @@ START_TEST(where_a_stop_checkpoint_goes) {
     mr_error err = {0};
     snprintf(pattern, sizeof pattern, "%s/ck/run.h5", d);
     snprintf(stop, sizeof stop, "%s/s-stopped.h5", d);
-    ck_assert_int_eq(mr_ckpt_resume_path("f.h5", NULL, NULL, NULL, path, sizeof path, NULL, &err),
-                     MR_OK);
+    ck_assert_int_eq(
+        mr_ckpt_resume_path("f.h5", NULL, NULL, NULL, path, sizeof path, NULL, &mr_cli_words, &err),
+        MR_OK);
     ck_assert_str_eq(path, "f.h5");
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, NULL, NULL, path, sizeof path, NULL, &err),
-                     MR_ERR_USAGE);
+    ck_assert_int_eq(
+        mr_ckpt_resume_path("auto", NULL, NULL, NULL, path, sizeof path, NULL, &mr_cli_words, &err),
+        MR_ERR_USAGE);
     ck_assert_msg(strncmp(err.msg, "--resume auto: the .cfg has no [net] checkpoint", 47) == 0,
                   "%s", err.msg);
+    /* the library's words (NULL) name its calls and arguments, no flag */
     mr_error_clear(&err);
     ck_assert_int_eq(
-        mr_ckpt_resume_path("auto", pattern, stop, NULL, path, sizeof path, NULL, &err), MR_OK);
-    ck_assert_str_eq(path, ""); /* no folder yet */
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, NULL, path, sizeof path, NULL, &err),
+        mr_ckpt_resume_path("auto", NULL, NULL, NULL, path, sizeof path, NULL, NULL, &err),
+        MR_ERR_USAGE);
+    ck_assert_msg(strstr(err.msg, "load('auto'): the .cfg has no [net] checkpoint") &&
+                      strstr(err.msg, "no stop_checkpoint, save() or json") &&
+                      !strstr(err.msg, "--"),
+                  "%s", err.msg);
+    mr_error_clear(&err);
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", pattern, stop, NULL, path, sizeof path, NULL,
+                                         &mr_cli_words, &err),
                      MR_OK);
+    ck_assert_str_eq(path, ""); /* no folder yet */
+    ck_assert_int_eq(
+        mr_ckpt_resume_path("auto", NULL, stop, NULL, path, sizeof path, NULL, &mr_cli_words, &err),
+        MR_OK);
     ck_assert_str_eq(path, "");
     /* a stop's file that is no checkpoint is skipped (a good one:
      * test_resume.c, which also has --save's file) */
     free(tu_write_text(d, "s-stopped.h5", "x"));
-    ck_assert_int_eq(mr_ckpt_resume_path("auto", NULL, stop, NULL, path, sizeof path, NULL, &err),
-                     MR_OK);
+    ck_assert_int_eq(
+        mr_ckpt_resume_path("auto", NULL, stop, NULL, path, sizeof path, NULL, &mr_cli_words, &err),
+        MR_OK);
     ck_assert_str_eq(path, "");
     char ck[4096];
     snprintf(ck, sizeof ck, "%s/ck", d);
@@ -569,9 +587,9 @@ START_TEST(where_a_stop_checkpoint_goes) {
     free(tu_write_text(ck, "run-step000000007.h5", "x"));
     /* the pattern's file comes first, and it is verified: this one is no
      * checkpoint (a good one: test_signals.c), and there is none older */
-    ck_assert_int_eq(
-        mr_ckpt_resume_path("auto", pattern, stop, NULL, path, sizeof path, NULL, &err),
-        MR_ERR_DATA);
+    ck_assert_int_eq(mr_ckpt_resume_path("auto", pattern, stop, NULL, path, sizeof path, NULL,
+                                         &mr_cli_words, &err),
+                     MR_ERR_DATA);
     ck_assert_msg(strstr(err.msg, "/ck/run-step000000007.h5") != NULL, "%s", err.msg);
     mr_error_clear(&err);
     /* a stop with nowhere to write, or on a process that does not write:

@@ -43,7 +43,9 @@ class ModelInfo(Structure):
     _fields_ = [("input_ndim", c_int), ("input_shape", c_int64 * MAX_DIMS), ("outputs", c_int),
                 ("label_width", c_int), ("regression", c_int), ("params", c_int64),
                 ("epochs", c_int), ("batch_size", c_int64), ("has_data", c_int),
-                ("metric", c_char_p)]
+                ("metric", c_char_p), ("source", c_char_p), ("layers", c_int),
+                ("optimizer", c_char_p), ("updates", c_int64), ("scale", c_double),
+                ("standardized", c_int)]
 
 
 class StepLogs(Structure):

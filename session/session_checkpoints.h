@@ -1,21 +1,24 @@
-/* train_checkpoints.h: the checkpoint side of mirrored_train: [net] checkpoint
- * with checkpoint_every, --save, --keep, --resume and --init-weights.
+/* session_checkpoints.h: the checkpoints of a run: [net] checkpoint with
+ * checkpoint_every, the model saved at the end, how many to keep, which one
+ * a run resumes from (auto: the most advanced of the pattern's, the stop's
+ * and the end's files), a stop's and the best epoch's files, and the end a
+ * run records. Lines go to the face through events (session_events.h).
  * Only the process of global replica 0 writes (`lead`); every process reads
  * a checkpoint it resumes from, as it reads the .cfg and the data. */
-#ifndef MR_TRAIN_CHECKPOINTS_H
-#define MR_TRAIN_CHECKPOINTS_H
-
-#include <stdio.h>
+#ifndef MR_SESSION_CHECKPOINTS_H
+#define MR_SESSION_CHECKPOINTS_H
 
 #include "runtime/dataset.h"
+#include "session/session_events.h"
 #include "strategies/checkpoint.h"
 #include "strategies/strategy.h"
 
 typedef struct mr_ckpt_run {
-    const char *pattern; /* [net] checkpoint, or NULL */
-    int keep;            /* --keep: checkpoints of the pattern to keep (0: all) */
-    int lead;            /* this process writes */
-    FILE *out;           /* "Saved ..." lines, or NULL */
+    const char *pattern;             /* [net] checkpoint, or NULL */
+    int keep;                        /* --keep: checkpoints of the pattern to keep (0: all) */
+    int lead;                        /* this process writes */
+    const mr_session_events *events; /* "Saved ..." lines (MR_SESSION_LINE_INFO), or NULL */
+    const mr_session_words *words;   /* how the face names its arguments (NULL: the library's) */
     /* what every checkpoint records besides the model and the fit state */
     const mr_config *cfg;
     const char *cfg_path;
@@ -44,11 +47,11 @@ typedef struct mr_ckpt_run {
 /* [net] checkpoint names a file pattern ("ck/run.h5": ck/run-step<N>.h5)
  * or, ending in '/', a folder ("ck/": ck/step<N>.h5); the root folder
  * alone is refused (MR_ERR_CONFIG), as is "" (no pattern: pass NULL). */
-mr_status mr_ckpt_check_pattern(const char *pattern, mr_error *err);
+mr_status mr_ckpt_check_pattern(const char *pattern, const mr_session_words *words, mr_error *err);
 
 /* Fails early, before any training, if a checkpoint could not be written:
  * the pattern's folder (made if missing, with its parents) and --save's
- * must take a file. */
+ * must take a file (r->words name it in a message: "--save"). */
 mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr_error *err);
 
 /* Removes the temporaries that killed writers left (runtime/atomic_file.h,
@@ -112,10 +115,11 @@ void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, cha
  * most updates (on a tie --save's, then the stop's), into path; "" when
  * there is none yet (start fresh). A damaged file, and a --save file that
  * is no checkpoint (it will be replaced at the run's end), are named in a
- * line to `note` (NULL: none). Neither a pattern nor a stop_path: an
+ * line to `note` (MR_SESSION_LINE_NOTE; NULL: none). Neither a pattern nor a stop_path: an
  * MR_ERR_USAGE. */
 mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
-                              const char *save_path, char *path, size_t n, FILE *note,
+                              const char *save_path, char *path, size_t n,
+                              const mr_session_events *note, const mr_session_words *words,
                               mr_error *err);
 
 /* 1 when a checkpoint is where the run ends: its `epochs` done (and no
@@ -145,7 +149,8 @@ int mr_ckpt_best_ended(const char *best_path, int64_t step, int epochs, int64_t 
  * examples at an epoch's end, the files) is written into buf, "" if
  * nothing did. n_train: this run's training rows. */
 mr_status mr_ckpt_compare_data(const char *path, const mr_checkpoint *c, const mr_config *cfg,
-                               int64_t n_train, char *buf, size_t n, mr_error *err);
+                               int64_t n_train, char *buf, size_t n, const mr_session_words *words,
+                               mr_error *err);
 
 /* Puts a checkpoint's preprocessing into a dataset in place of its own (a
  * resumed run and mirrored_eval use the statistics training used). */
@@ -154,7 +159,8 @@ mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr
 /* Fails (MR_ERR_USAGE, naming path) when the checkpoint is beyond the run's
  * `epochs`: past their end, or into the last one or later. One that ends
  * exactly there passes (nothing to train: mr_train_print_resume says so). */
-mr_status mr_ckpt_check_epochs(const char *path, const mr_checkpoint *c, int epochs, mr_error *err);
+mr_status mr_ckpt_check_epochs(const char *path, const mr_checkpoint *c, int epochs,
+                               const mr_session_words *words, mr_error *err);
 
 /* Compares the checkpoint's [net] (its .cfg text, and its seed) with cfg's:
  * writes "key old -> new, ...; what is kept and what is dropped" into buf

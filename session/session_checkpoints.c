@@ -1,11 +1,11 @@
-/* train_checkpoints.c: see train_checkpoints.h. */
-#include "launch/train_checkpoints.h"
+/* session_checkpoints.c: see session_checkpoints.h. */
+#include "session/session_checkpoints.h"
 
-#include "launch/cli.h"
 #include "models/keras_archive.h"
 #include "strategies/early_stop.h"
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
+#include "runtime/paths.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,16 +18,20 @@
 #include <unistd.h>
 
 /* A checkpoint to resume from is HDF5: a .keras archive has no training state. */
-static mr_status keras_refused(const char *what, const char *path, mr_error *err) {
+static mr_status keras_refused(const char *what, const char *path, const mr_session_words *words,
+                               mr_error *err) {
+    char save[64];
     return mr_error_set(err, MR_ERR_CONFIG,
                         "%s %s: a checkpoint is an HDF5 file (.h5); a .keras archive holds no "
-                        "training state to resume from (--save x.keras writes one)",
-                        what, path);
+                        "training state to resume from (%s writes one)",
+                        what, path,
+                        mr_session_word(words, MR_SESSION_ARG_SAVE, "x.keras", save, sizeof save));
 }
 
-mr_status mr_ckpt_check_pattern(const char *pattern, mr_error *err) {
+mr_status mr_ckpt_check_pattern(const char *pattern, const mr_session_words *words, mr_error *err) {
     if (pattern == NULL) return MR_OK;
-    if (mr_keras_archive_named(pattern)) return keras_refused("[net] checkpoint", pattern, err);
+    if (mr_keras_archive_named(pattern))
+        return keras_refused("[net] checkpoint", pattern, words, err);
     if (pattern[0] != '\0' && strspn(pattern, "/") < strlen(pattern)) return MR_OK;
     return mr_error_set(err, MR_ERR_CONFIG,
                         "[net] checkpoint %s: the root folder is no place for checkpoints: name a "
@@ -60,15 +64,17 @@ mr_status mr_ckpt_check_writable(const mr_ckpt_run *r, const char *save_path, mr
     if (!r->lead) return MR_OK;
     if (r->pattern != NULL) {
         char folder[MR_PATH_MAX], name[MR_PATH_MAX + 80];
-        MR_CHECK(mr_ckpt_check_pattern(r->pattern, err));
+        MR_CHECK(mr_ckpt_check_pattern(r->pattern, r->words, err));
         pattern_folder(r->pattern, folder, sizeof folder);
         if (make_folders(folder) != 0)
             return mr_error_set(err, MR_ERR_IO, "[net] checkpoint %s: cannot make its folder: %s",
                                 r->pattern, strerror(errno));
         mr_checkpoint_name(r->pattern, 0, name, sizeof name);
-        MR_CHECK(mr_cli_check_writable("[net] checkpoint", name, err));
+        MR_CHECK(mr_atomic_check_writable("[net] checkpoint", name, err));
     }
-    if (save_path != NULL) MR_CHECK(mr_cli_check_writable("--save", save_path, err));
+    if (save_path != NULL)
+        MR_CHECK(mr_atomic_check_writable(mr_session_name(r->words, MR_SESSION_ARG_SAVE), save_path,
+                                          err));
     return MR_OK;
 }
 
@@ -157,18 +163,17 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
     /* the write is durable here (mr_checkpoint_save syncs before the rename):
      * what a stop must fit in its budget */
     r->last_save_s = mr_now_s() - t0;
-    if (r->out) {
-        fprintf(r->out, "Saved %s (epoch %d, step %lld) in %.2f s\n", path,
-                state->epoch + (state->step > 0), (long long)state->global_step, r->last_save_s);
-        /* a stop on a signal would take at least this long: say so now,
-         * not when the VM is going */
-        if (r->stop_budget > 0 && r->last_save_s > r->stop_budget)
-            fprintf(r->out,
-                    "Warning: this save took %.2f s, more than --stop-budget %g s: a stop on a "
-                    "signal would not fit\n",
-                    r->last_save_s, r->stop_budget);
-        fflush(r->out);
-    }
+    mr_session_say(r->events, MR_SESSION_LINE_INFO, "Saved %s (epoch %d, step %lld) in %.2f s",
+                   path, state->epoch + (state->step > 0), (long long)state->global_step,
+                   r->last_save_s);
+    /* a stop on a signal would take at least this long: say so now, not
+     * when the VM is going */
+    if (r->stop_budget > 0 && r->last_save_s > r->stop_budget)
+        mr_session_say(r->events, MR_SESSION_LINE_INFO,
+                       "Warning: this save took %.2f s, more than %s %g s: a stop on a signal "
+                       "would not fit",
+                       r->last_save_s, mr_session_name(r->words, MR_SESSION_ARG_STOP_BUDGET),
+                       r->stop_budget);
     return MR_OK;
 }
 
@@ -212,12 +217,14 @@ mr_status mr_ckpt_on_save_best(void *user, const mr_fit_state *state, const mr_m
     mr_ckpt_run *r = user;
     if (!r->lead || r->best_path == NULL) return MR_OK;
     const char *name = mr_monitor_name(r->cfg->net.save_best_only);
-    if (r->out && had_best)
-        fprintf(r->out, "Epoch %d: %s improved from %.5f to %.5f, saving model to %s\n",
-                state->epoch, name, best_before, value, r->best_path);
-    else if (r->out) /* Keras starts from inf, or -inf for an accuracy */
-        fprintf(r->out, "Epoch %d: %s improved from %sinf to %.5f, saving model to %s\n",
-                state->epoch, name, strstr(name, "accuracy") ? "-" : "", value, r->best_path);
+    if (had_best)
+        mr_session_say(r->events, MR_SESSION_LINE_INFO,
+                       "Epoch %d: %s improved from %.5f to %.5f, saving model to %s", state->epoch,
+                       name, best_before, value, r->best_path);
+    else /* Keras starts from inf, or -inf for an accuracy */
+        mr_session_say(r->events, MR_SESSION_LINE_INFO,
+                       "Epoch %d: %s improved from %sinf to %.5f, saving model to %s", state->epoch,
+                       name, strstr(name, "accuracy") ? "-" : "", value, r->best_path);
     MR_CHECK(mr_ckpt_write(r, r->best_path, state, m, lr, MR_RUN_END_NONE, err));
     r->best_saves++;
     return MR_OK;
@@ -251,15 +258,42 @@ void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, cha
     snprintf(path, n, "%.*s-stopped.h5", stem, base);
 }
 
+/* mr_checkpoint_skip_damaged, its lines (which it writes to a stream,
+ * each "--resume auto: ...") said through note, in the face's words
+ * (auto_word). */
+static mr_status skip_damaged(const char *pattern, char *path, size_t n,
+                              const mr_session_events *note, const char *auto_word, mr_error *err) {
+    static const char prefix[] = "--resume auto: ";
+    char *text = NULL;
+    size_t len = 0;
+    FILE *lines = open_memstream(&text, &len);
+    if (lines == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    const mr_status st = mr_checkpoint_skip_damaged(pattern, path, n, lines, err);
+    fclose(lines);
+    for (char *line = text, *end; line != NULL && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (end == NULL)
+            end = line + strlen(line) - 1;
+        else
+            *end = '\0';
+        const int ours = strncmp(line, prefix, sizeof prefix - 1) == 0;
+        mr_session_say(note, MR_SESSION_LINE_NOTE, "%s%s%s", ours ? auto_word : "",
+                       ours ? ": " : "", ours ? line + sizeof prefix - 1 : line);
+    }
+    free(text);
+    return st;
+}
+
 /* --resume auto's file of the pattern: its newest intact checkpoint, or
  * "" when it has none yet (a first start). */
-static mr_status newest_of_pattern(const char *pattern, char *path, size_t n, FILE *note,
+static mr_status newest_of_pattern(const char *pattern, char *path, size_t n,
+                                   const mr_session_events *note, const char *auto_word,
                                    mr_error *err) {
     mr_error none = {0};
     path[0] = '\0';
     /* the newest intact one: a damaged newest is named and skipped */
     if (mr_checkpoint_newest(pattern, path, n, &none) == MR_OK)
-        return mr_checkpoint_skip_damaged(pattern, path, n, note, err);
+        return skip_damaged(pattern, path, n, note, auto_word, err);
     path[0] = '\0';
     /* no folder yet, or no file in it: a first start; a folder that
      * cannot be read is an error, not a reason to start over */
@@ -277,13 +311,13 @@ static mr_status newest_of_pattern(const char *pattern, char *path, size_t n, FI
  * is missing is skipped; one that does not load is named to `note` as
  * `what` says. */
 static void consider(const char *path, const char *what, int64_t *best, char *choice, size_t n,
-                     FILE *note) {
+                     const mr_session_events *note, const char *auto_word) {
     struct stat sb;
     if (path == NULL || path[0] == '\0' || stat(path, &sb) != 0) return;
     mr_checkpoint c;
     mr_error e = {0};
     if (mr_checkpoint_load(path, &c, &e) != MR_OK) {
-        if (note != NULL) fprintf(note, "--resume auto: %s: %s\n", e.msg, what);
+        mr_session_say(note, MR_SESSION_LINE_NOTE, "%s: %s: %s", auto_word, e.msg, what);
         return;
     }
     if (c.state.global_step >= *best) {
@@ -296,43 +330,52 @@ static void consider(const char *path, const char *what, int64_t *best, char *ch
 /* --resume auto with --save x.keras: the archive is the model Keras loads,
  * never a state to go on from (the stop's checkpoint, x-stopped.h5, is);
  * when it exists, a line says so. */
-static void say_archive_skipped(const char *save_path, FILE *note) {
+static void say_archive_skipped(const char *save_path, const mr_session_events *note,
+                                const char *auto_word) {
     struct stat sb;
-    if (note != NULL && stat(save_path, &sb) == 0)
-        fprintf(note,
-                "--resume auto: %s is a Keras archive, not a checkpoint to resume from: skipped, "
-                "and this run replaces it when it ends\n",
-                save_path);
+    if (stat(save_path, &sb) == 0)
+        mr_session_say(note, MR_SESSION_LINE_NOTE,
+                       "%s: %s is a Keras archive, not a checkpoint to resume from: skipped, and "
+                       "this run replaces it when it ends",
+                       auto_word, save_path);
 }
 
 mr_status mr_ckpt_resume_path(const char *arg, const char *pattern, const char *stop_path,
-                              const char *save_path, char *path, size_t n, FILE *note,
+                              const char *save_path, char *path, size_t n,
+                              const mr_session_events *note, const mr_session_words *words,
                               mr_error *err) {
     if (strcmp(arg, "auto") != 0) {
         snprintf(path, n, "%s", arg);
         return MR_OK;
     }
+    char auto_word[64], save_said[256];
+    mr_session_word(words, MR_SESSION_ARG_RESUME, "auto", auto_word, sizeof auto_word);
     if (pattern == NULL && stop_path == NULL)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "--resume auto: the .cfg has no [net] checkpoint to look for (and "
-                            "there is no --checkpoint-on-signal, --save or --json to look beside)");
+                            "%s: the .cfg has no [net] checkpoint to look for (and there is no %s, "
+                            "%s or %s to look beside)",
+                            auto_word, mr_session_name(words, MR_SESSION_ARG_STOP_CHECKPOINT),
+                            mr_session_name(words, MR_SESSION_ARG_SAVE),
+                            mr_session_name(words, MR_SESSION_ARG_JSON));
     char newest[MR_PATH_MAX + 64] = "";
-    if (pattern != NULL) MR_CHECK(newest_of_pattern(pattern, newest, sizeof newest, note, err));
+    if (pattern != NULL)
+        MR_CHECK(newest_of_pattern(pattern, newest, sizeof newest, note, auto_word, err));
     /* the most updates wins; a tie goes to the later candidate: the same
      * state, and --save's file is the run's own end */
     int64_t best = -1;
     path[0] = '\0';
     if (newest[0]) snprintf(path, n, "%s", newest), best = 0;
-    consider(newest, "", &best, path, n, NULL);
+    consider(newest, "", &best, path, n, NULL, auto_word);
     if (stop_path != NULL && (save_path == NULL || strcmp(stop_path, save_path) != 0))
-        consider(stop_path, "skipped", &best, path, n, note);
+        consider(stop_path, "skipped", &best, path, n, note, auto_word);
+    snprintf(save_said, sizeof save_said,
+             "%s's file is no checkpoint to resume from: skipped, and this run replaces it when "
+             "it ends",
+             mr_session_name(words, MR_SESSION_ARG_SAVE));
     if (save_path != NULL && mr_keras_archive_named(save_path))
-        say_archive_skipped(save_path, note);
+        say_archive_skipped(save_path, note, auto_word);
     else
-        consider(save_path,
-                 "--save's file is no checkpoint to resume from: skipped, and this run replaces "
-                 "it when it ends",
-                 &best, path, n, note);
+        consider(save_path, save_said, &best, path, n, note, auto_word);
     return MR_OK;
 }
 
@@ -390,7 +433,7 @@ mr_status mr_ckpt_apply_preprocessing(const mr_checkpoint *c, mr_dataset *ds, mr
 }
 
 mr_status mr_ckpt_check_epochs(const char *path, const mr_checkpoint *c, int epochs,
-                               mr_error *err) {
+                               const mr_session_words *words, mr_error *err) {
     const mr_fit_state *s = &c->state;
     if (s->epoch < epochs || (s->epoch == epochs && s->step == 0)) return MR_OK;
     char where[96];
@@ -400,10 +443,13 @@ mr_status mr_ckpt_check_epochs(const char *path, const mr_checkpoint *c, int epo
     else
         snprintf(where, sizeof where, "is %lld update%s into epoch %d", (long long)s->step,
                  s->step == 1 ? "" : "s", s->epoch + 1);
-    return mr_error_set(err, MR_ERR_USAGE,
-                        "--resume %s: the checkpoint %s, beyond the %d epoch%s asked for "
-                        "(--epochs or [net] epochs): nothing to train",
-                        path, where, epochs, epochs == 1 ? "" : "s");
+    char resume[MR_PATH_MAX + 64];
+    return mr_error_set(
+        err, MR_ERR_USAGE,
+        "%s: the checkpoint %s, beyond the %d epoch%s asked for (%s or [net] epochs): nothing to "
+        "train",
+        mr_session_word(words, MR_SESSION_ARG_RESUME, path, resume, sizeof resume), where, epochs,
+        epochs == 1 ? "" : "s", mr_session_name(words, MR_SESSION_ARG_EPOCHS));
 }
 
 /* The [net] keys whose change a resumed run reports: a float or an int (or
@@ -548,27 +594,33 @@ static void say_files(const mr_data_cfg *a, const mr_data_cfg *b, char *buf, siz
 /* The preprocessing a resume cannot change: the weights were trained on
  * inputs of the checkpoint's. */
 static mr_status check_preprocessing(const char *path, const mr_checkpoint *c, const mr_config *cfg,
-                                     mr_error *err) {
-    const char *how = "undo the edit, or start a new run from its weights with --init-weights";
+                                     const mr_session_words *words, mr_error *err) {
+    char how[128], resume[MR_PATH_MAX + 64];
+    snprintf(how, sizeof how, "undo the edit, or start a new run from its weights with %s",
+             mr_session_name(words, MR_SESSION_ARG_INIT_WEIGHTS));
+    mr_session_word(words, MR_SESSION_ARG_RESUME, path, resume, sizeof resume);
     if (c->scale != cfg->data.scale)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "--resume %s: [data] scale %g -> %g: its weights were trained on "
-                            "inputs of scale %g; %s %s",
-                            path, (double)c->scale, (double)cfg->data.scale, (double)c->scale, how,
-                            path);
+                            "%s: [data] scale %g -> %g: its weights were trained on inputs of "
+                            "scale %g; %s %s",
+                            resume, (double)c->scale, (double)cfg->data.scale, (double)c->scale,
+                            how, path);
     if ((c->mean != NULL) != (cfg->data.standardize != 0))
         return mr_error_set(err, MR_ERR_USAGE,
-                            "--resume %s: [data] standardize %d -> %d: its weights were trained on "
-                            "inputs %s standardisation; %s %s",
-                            path, c->mean != NULL, cfg->data.standardize != 0,
+                            "%s: [data] standardize %d -> %d: its weights were trained on inputs "
+                            "%s standardisation; %s %s",
+                            resume, c->mean != NULL, cfg->data.standardize != 0,
                             c->mean != NULL ? "with" : "without", how, path);
     return MR_OK;
 }
 
 mr_status mr_ckpt_compare_data(const char *path, const mr_checkpoint *c, const mr_config *cfg,
-                               int64_t n_train, char *buf, size_t n, mr_error *err) {
+                               int64_t n_train, char *buf, size_t n, const mr_session_words *words,
+                               mr_error *err) {
     if (n) buf[0] = '\0';
-    MR_CHECK(check_preprocessing(path, c, cfg, err));
+    MR_CHECK(check_preprocessing(path, c, cfg, words, err));
+    char resume[MR_PATH_MAX + 64];
+    mr_session_word(words, MR_SESSION_ARG_RESUME, path, resume, sizeof resume);
     char files[1024] = "", dir[MR_PATH_MAX];
     mr_config old;
     mr_error perr = {0};
@@ -582,11 +634,11 @@ mr_status mr_ckpt_compare_data(const char *path, const mr_checkpoint *c, const m
     const int more = c->train_examples > 0 && c->train_examples != n_train;
     if (more && s->step > 0)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "--resume %s: the checkpoint is %lld updates into epoch %d of %lld "
-                            "training examples, and the data has %lld now%s%s: its place in that "
-                            "epoch is not one of this data; undo the edit, or resume from a "
-                            "checkpoint at an epoch's end",
-                            path, (long long)s->step, s->epoch + 1, (long long)c->train_examples,
+                            "%s: the checkpoint is %lld updates into epoch %d of %lld training "
+                            "examples, and the data has %lld now%s%s: its place in that epoch is "
+                            "not one of this data; undo the edit, or resume from a checkpoint at "
+                            "an epoch's end",
+                            resume, (long long)s->step, s->epoch + 1, (long long)c->train_examples,
                             (long long)n_train, files[0] ? ": " : "", files);
     if (more)
         snprintf(

@@ -1,40 +1,11 @@
-/* train_load.c: the training data of a .cfg ([data] files, or --synthetic's
- * examples) checked against the model, and the devices a run trains on;
- * shared by mirrored_train and the public API (api/). */
-#include "launch/train_load.h"
+/* session_data.c: the training data of a .cfg ([data] files, or synthetic
+ * examples) checked against the model (session_data.h). */
+#include "session/session_data.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "launch/train_job.h"
 #include "runtime/image_folder.h"
-
-/* --devices on this process (env: its cores and GPUs, mr_devices_job_env):
- * "auto" on CPU replicas takes the count that the .cfg's global batch
- * divides into, and under mpirun cpu:N may not ask for more cores than the
- * process has. */
-mr_status mr_train_choose_devices(const char *spec, const mr_job *job, const mr_device_env *env,
-                                  const mr_config *cfg, mr_device_set *d, mr_error *err) {
-    MR_CHECK(mr_devices_parse(spec, env, d, err));
-    if (mr_train_numbered_across_job(d) && strcmp(spec, "auto") == 0) {
-        d->count = mr_train_auto_replicas(cfg, job->size, d->count);
-        for (int i = 0; i < d->count; i++)
-            d->ordinals[i] = i;
-    }
-    if (job->size > 1 && mr_train_numbered_across_job(d) && d->count > job->cores) {
-        char why[128];
-        if (job->bound || job->local_size == 1)
-            snprintf(why, sizeof why, "its binding");
-        else
-            snprintf(why, sizeof why, "%d cores of the node shared by %d processes",
-                     job->node_cores, job->local_size);
-        return mr_error_set(err, MR_ERR_USAGE,
-                            "--devices %s: this process has %d core%s (%s); use --devices auto, "
-                            "at most cpu:%d, or fewer processes per node",
-                            spec, job->cores, job->cores == 1 ? "" : "s", why, job->cores);
-    }
-    return MR_OK;
-}
 
 /* What the class check names: the labels file, or the image folder whose
  * subfolders are the labels. */
@@ -64,9 +35,9 @@ static mr_status load_set(mr_dataset *ds, const char *images, const char *labels
 }
 
 /* On every process: the data, checked against the model. */
-mr_status mr_train_load_data(const mr_config *cfg, int64_t in_size, int classes, int label_width,
-                             int regression, mr_dataset *train, mr_dataset *test, int64_t *n_train,
-                             mr_error *err) {
+mr_status mr_session_load_data(const mr_config *cfg, int64_t in_size, int classes, int label_width,
+                               int regression, mr_dataset *train, mr_dataset *test,
+                               int64_t *n_train, mr_error *err) {
     const mr_data_cfg *d = &cfg->data;
     /* an images path may be a folder of class folders, read at the [input]
      * shape; its labels are its subfolders, and the class check names it */
@@ -132,20 +103,21 @@ mr_status mr_train_load_data(const mr_config *cfg, int64_t in_size, int classes,
  * the same on every process (keyed by the seed); the [data] files are not
  * read, and there is no test set. validation_split, scale and standardize
  * apply as to files. */
-mr_status mr_train_synthetic_data(const mr_config *cfg, int64_t n, int classes, int label_width,
-                                  int regression, mr_dataset *train, int64_t *n_train,
-                                  mr_error *err) {
+mr_status mr_session_synthetic_data(const mr_config *cfg, int64_t n, int classes, int label_width,
+                                    int regression, mr_dataset *train, int64_t *n_train,
+                                    const mr_session_words *words, mr_error *err) {
+    const char *synthetic = mr_session_name(words, MR_SESSION_ARG_SYNTHETIC);
     const mr_layer_cfg *in = &cfg->layers[0];
     if (regression)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "%s: --synthetic makes class ids, not the float targets of loss = "
-                            "%s on this last layer: give [data] files",
-                            cfg->path, mr_loss_name(cfg->net.loss));
+                            "%s: %s makes class ids, not the float targets of loss = %s on this "
+                            "last layer: give [data] files",
+                            cfg->path, synthetic, mr_loss_name(cfg->net.loss));
     if (label_width > 1)
         return mr_error_set(err, MR_ERR_USAGE,
-                            "%s: --synthetic makes class ids, not the multi-hot labels of "
-                            "multi-label binary_crossentropy: give [data] files",
-                            cfg->path);
+                            "%s: %s makes class ids, not the multi-hot labels of multi-label "
+                            "binary_crossentropy: give [data] files",
+                            cfg->path, synthetic);
     MR_CHECK(mr_dataset_synthetic(train, n, in->shape_rank, in->shape, classes,
                                   (uint64_t)cfg->net.seed, err));
     train->scale = cfg->data.scale;
@@ -161,9 +133,24 @@ mr_status mr_train_synthetic_data(const mr_config *cfg, int64_t n, int classes, 
     return MR_OK;
 }
 
-mr_status mr_train_load_set(const mr_config *cfg, const char *set, const char *images,
-                            const char *labels, int64_t in_size, int classes, int label_width,
-                            int regression, mr_dataset *ds, mr_error *err) {
+mr_status mr_session_augment(const mr_config *cfg, const char *name, mr_augment *aug,
+                             mr_error *err) {
+    const mr_layer_cfg *in = &cfg->layers[0];
+    if (in->shape_rank != 3)
+        return mr_error_set(err, MR_ERR_CONFIG, "%s:%d: [augment] needs an image input shape H,W,C",
+                            name, cfg->augment.line);
+    *aug = (mr_augment){.flip = cfg->augment.flip,
+                        .shift = cfg->augment.shift,
+                        .h = in->shape[0],
+                        .w = in->shape[1],
+                        .c = in->shape[2],
+                        .seed = (uint64_t)cfg->net.seed};
+    return MR_OK;
+}
+
+mr_status mr_session_load_set(const mr_config *cfg, const char *set, const char *images,
+                              const char *labels, int64_t in_size, int classes, int label_width,
+                              int regression, mr_dataset *ds, mr_error *err) {
     const int rank = cfg->layers[0].shape_rank, *shape = cfg->layers[0].shape;
     MR_CHECK(need_labels(cfg, set, images, labels, err));
     MR_CHECK(load_set(ds, images, labels, rank, shape, label_width, regression, err));

@@ -1,0 +1,35 @@
+/* api_replicas.c: the devices a call of the public C API asks for and the
+ * replicas that hold a model's weights between calls (api_internal.h),
+ * over session/session_replicas.h. */
+#include <string.h>
+
+#include "api/api_internal.h"
+#include "session/session_devices.h"
+
+mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_device_set *set,
+                      mr_error *err) {
+    mr_job *j;
+    MR_CHECK(api_job(&j, err));
+    mr_device_env env;
+    char conflict[sizeof err->msg];
+    MR_CHECK(mr_devices_job_env(j, &env, conflict, sizeof conflict, err));
+    spec = spec != NULL ? spec : "auto";
+    *set = (mr_device_set){0};
+    if (for_fit) return mr_session_choose_devices(spec, j, &env, &m->cfg, NULL, set, err);
+    return mr_session_parse_devices(spec, &env, NULL, set, err);
+}
+
+mr_status api_strategy(mirrored_model *m, const mr_session_key *key, mr_error *err) {
+    mr_job *j;
+    MR_CHECK(api_job(&j, err));
+    return mr_session_replicas_make(&m->reps, &m->cfg, key, j, m->path, m->source, &m->ck, err);
+}
+mr_status api_eval_strategy(mirrored_model *m, const char *spec, mr_error *err) {
+    if (m->reps.s != NULL && (spec == NULL || strcmp(spec, "auto") == 0)) return MR_OK;
+    mr_device_set set;
+    MR_CHECK(api_devices(m, spec, 0, &set, err));
+    if (m->reps.s != NULL && mr_session_same_devices(&m->reps.key.devices, &set)) return MR_OK;
+    const mr_session_key key = {
+        .devices = set, .global_batch = m->cfg.net.global_batch, .seed = m->cfg.net.seed};
+    return api_strategy(m, &key, err);
+}
