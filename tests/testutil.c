@@ -260,3 +260,17 @@ char *tu_write_png(const char *dir, const char *name, int h, int w, int c, const
     fclose(f);
     return path;
 }
+
+int tu_selected(const char *name) {
+    const char *want = getenv("MR_TEST");
+    if (want == NULL || want[0] == '\0') return 1;
+    const size_t n = strlen(name);
+    for (const char *p = want; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (end == NULL) break;
+        p = end + 1;
+    }
+    return 0;
+}

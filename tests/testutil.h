@@ -2,8 +2,26 @@
 #ifndef MR_TESTUTIL_H
 #define MR_TESTUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* One test case alone: MR_TEST=NAME (a START_TEST's name, or several
+ * separated by commas) adds only those to their TCase, so
+ *     MR_TEST=one_loader meson test -C build session -v
+ * runs one case of tests/test_session.c (Check's CK_RUN_CASE picks a whole
+ * TCase). Unset, every case runs. */
+int tu_selected(const char *name);
+#undef tcase_add_test
+#define tcase_add_test(tc, tf)                                                                     \
+    do {                                                                                           \
+        if (tu_selected(#tf)) _tcase_add_test((tc), (tf), 0, 0, 0, 1);                             \
+    } while (0)
+#undef tcase_add_loop_test
+#define tcase_add_loop_test(tc, tf, s, e)                                                          \
+    do {                                                                                           \
+        if (tu_selected(#tf)) _tcase_add_test((tc), (tf), 0, 0, (s), (e));                         \
+    } while (0)
 
 /* Makes a fresh temporary directory (under $TMPDIR or /tmp) and returns its
  * path in a static buffer; each call makes a new one. */
