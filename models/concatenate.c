@@ -8,6 +8,7 @@
  * kernels are backends/cpu/concatenate_cpu.c and
  * backends/cuda/concatenate_cuda.cu. */
 #include "models/layer.h"
+#include "models/config_keys.h"
 #include "models/model.h" /* mr_shape_format */
 #include "runtime/strbuf.h"
 
@@ -36,9 +37,19 @@ static void concatenate_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, ", \"axis\": -1");
 }
 
+/* [concatenate]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key concatenate_keys[] = {
+    {"concatenate", "from", NULL, 0, MR_KEY_REF, MR_LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
+     "the earlier layer (NAME or -N) whose output is joined after the input along the last axis "
+     "(channels, or features); the other axes must be equal"},
+};
+
 const mr_layer_ops mr_concatenate_ops = {
     .class_name = "Concatenate",
     .keras_name = "concatenate",
+    .section_help =
+        "the input and an earlier layer's output joined along the last axis (Keras Concatenate)",
+    .keys = MR_KEYS(concatenate_keys),
     .setup = concatenate_setup,
     .keras_config = concatenate_keras_config,
 };

@@ -42,29 +42,13 @@ static inline int mr_activation_needs_input(mr_activation a) {
     return a == MR_ACTIVATION_GELU || a == MR_ACTIVATION_SWISH || a == MR_ACTIVATION_SILU;
 }
 
+/* The layer kinds, in the order of models/layer_kinds.def (the one list of
+ * them); MR_LAYER_INPUT, the model's input, first. */
 typedef enum mr_layer_kind {
     MR_LAYER_INPUT,
-    MR_LAYER_FLATTEN,
-    MR_LAYER_DENSE,
-    MR_LAYER_ACTIVATION,
-    MR_LAYER_CONV2D,
-    MR_LAYER_MAXPOOL,
-    MR_LAYER_AVGPOOL,
-    MR_LAYER_DROPOUT,
-    MR_LAYER_BATCHNORM,
-    MR_LAYER_ADD,
-    MR_LAYER_GLOBALAVGPOOL,
-    MR_LAYER_ZEROPAD,
-    MR_LAYER_LAYERNORM,
-    MR_LAYER_RESCALING,
-    MR_LAYER_NORMALIZATION,
-    MR_LAYER_CONCATENATE,
-    MR_LAYER_DEPTHWISE,
-    MR_LAYER_RELU,           /* Keras ReLU: max_value, negative_slope, threshold */
-    MR_LAYER_SOFTMAX,        /* Keras Softmax(axis=-1): an activation layer of softmax */
-    MR_LAYER_GLOBALMAXPOOL,  /* Keras GlobalMaxPooling2D */
-    MR_LAYER_RESHAPE,        /* Keras Reshape */
-    MR_LAYER_SPATIALDROPOUT, /* Keras SpatialDropout2D */
+#define MR_LAYER_KIND(ENUM, section, kernels) MR_LAYER_##ENUM,
+#include "models/layer_kinds.def"
+#undef MR_LAYER_KIND
     MR_LAYER_KIND_COUNT,
 } mr_layer_kind;
 
@@ -144,7 +128,7 @@ typedef struct mr_layer_cfg {
     int use_bias;
     mr_initializer kernel_initializer; /* [dense], [conv2d] */
     float kernel_l2; /* [dense], [conv2d]: Keras kernel_regularizer=L2(kernel_l2); 0 none */
-    float rate;      /* [dropout], [spatialdropout] */
+    float rate;      /* the dropouts' */
     float momentum;  /* [batchnorm] */
     float epsilon;   /* [batchnorm], [layernorm] */
     int sync;        /* [batchnorm] global batch statistics across replicas */

@@ -2,6 +2,7 @@
  * row-major per example, so this is a copy with a new shape; the model
  * skips even the copy (.view, layer.h). */
 #include "models/layer.h"
+#include "models/config_keys.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -21,6 +22,7 @@ static void flatten_keras_config(const mr_layer *l, mr_sb *b) {
 const mr_layer_ops mr_flatten_ops = {
     .class_name = "Flatten",
     .keras_name = "flatten",
+    .section_help = "reshape to one feature vector (no keys)",
     .keras_config = flatten_keras_config,
     .keras_build_config = 1,
     .setup = flatten_setup,

@@ -3,6 +3,7 @@
  *   x: (B, H, W, C) -> y: (B, C)
  * The CPU kernels are backends/cpu/globalavgpool_cpu.c. */
 #include "models/layer.h"
+#include "models/config_keys.h"
 #include "runtime/strbuf.h"
 
 static mr_status gap_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -24,6 +25,8 @@ static void gap_keras_config(const mr_layer *l, mr_sb *b) {
 const mr_layer_ops mr_globalavgpool_ops = {
     .class_name = "GlobalAveragePooling2D",
     .keras_name = "global_average_pooling2d",
+    .section_help =
+        "mean over height and width, (H, W, C) -> (C) (GlobalAveragePooling2D; no keys)",
     .keras_config = gap_keras_config,
     .setup = gap_setup,
 };

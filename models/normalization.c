@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/config_keys.h"
 #include "models/model.h"
 #include "runtime/dataset.h"
 #include "runtime/elementwise.h"
@@ -60,9 +61,24 @@ static void normalization_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, ", \"axis\": [-1], \"invert\": false, \"mean\": null, \"variance\": null");
 }
 
+/* [normalization]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key normalization_keys[] = {
+    {"normalization", "mean", NULL, MR_PY_NONE, MR_KEY_FLOATS, MR_LAY(mean), "", -MR_KEY_BIG,
+     MR_KEY_BIG, 0, 0, NULL, MR_MAX_FLOATS,
+     "the mean of each channel (last axis), or one for all; with variance; not given: adapted "
+     "to the training data at the start of a fresh fit (Keras adapt)"},
+    {"normalization", "variance", NULL, MR_PY_NONE, MR_KEY_FLOATS, MR_LAY(variance), "", 0,
+     MR_KEY_BIG, 0, 0, NULL, MR_MAX_FLOATS,
+     "the variance of each channel, or one for all; with mean"},
+};
+
 const mr_layer_ops mr_normalization_ops = {
     .class_name = "Normalization",
     .keras_name = "normalization",
+    .section_help =
+        "(x - mean) / max(sqrt(variance), 1e-7) per channel (Normalization: preprocessing in the "
+        "model)",
+    .keys = MR_KEYS(normalization_keys),
     .keras_config = normalization_keras_config,
     .keras_build_config = 1,
     .setup = normalization_setup,

@@ -6,6 +6,7 @@
  * MobileNet's ReLU6. The kernels are backends/cpu/relu_cpu.c and
  * backends/cuda/relu_cuda.cu. */
 #include "models/layer.h"
+#include "models/config_keys.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -34,9 +35,21 @@ static void relu_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_float(b, l->cfg->threshold);
 }
 
+/* [relu]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key relu_keys[] = {
+    {"relu", "max_value", NULL, MR_PY_NONE, MR_KEY_FLOAT, MR_LAY(max_value), "-1", -1, MR_KEY_BIG,
+     0, 0, NULL, 0, "the output's maximum, at least 0 (6: ReLU6, MobileNet's); -1 or None: none"},
+    {"relu", "negative_slope", NULL, 0, MR_KEY_FLOAT, MR_LAY(negative_slope), "0", 0, MR_KEY_BIG, 0,
+     0, NULL, 0, "the slope below the threshold: y = negative_slope * (x - threshold)"},
+    {"relu", "threshold", NULL, 0, MR_KEY_FLOAT, MR_LAY(threshold), "0", 0, MR_KEY_BIG, 0, 0, NULL,
+     0, "x is passed above it (y = x for x > threshold), else 0 or the slope's line"},
+};
+
 const mr_layer_ops mr_relu_ops = {
     .class_name = "ReLU",
     .keras_name = "re_lu",
+    .section_help = "rectified linear unit with a maximum, slope and threshold (ReLU)",
+    .keys = MR_KEYS(relu_keys),
     .keras_config = relu_keras_config,
     .setup = relu_setup,
 };
