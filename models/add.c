@@ -6,6 +6,7 @@
  * CPU kernels are backends/cpu/add_cpu.c. */
 #include "models/layer.h"
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/model.h" /* mr_shape_format */
 
 static mr_status add_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -26,6 +27,9 @@ static mr_status add_setup(mr_layer *l, int max_batch, const char *file, mr_erro
     return MR_OK;
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg merge_keras_args[] = {MR_KERAS_ARGS_END};
+
 /* [add]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key add_keys[] = {
     {"add", "from", NULL, 0, MR_KEY_REF, MR_LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
@@ -36,6 +40,7 @@ static const mr_config_key add_keys[] = {
 const mr_layer_ops mr_add_ops = {
     .class_name = "Add",
     .keras_name = "add",
+    .keras_args = merge_keras_args,
     .section_help = "element-wise sum of the input and an earlier layer's output (Keras Add)",
     .keys = MR_KEYS(add_keys),
     .setup = add_setup,

@@ -10,6 +10,7 @@
 #include "runtime/strbuf.h"
 #include "models/layer.h"
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 
 static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -65,6 +66,17 @@ static void conv_keras_config(const mr_layer *l, mr_sb *b) {
                     "\"kernel_constraint\": null, \"bias_constraint\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg conv_keras_args[] = {{"filters", MR_ARG_INT, "filters"},
+                                               {"kernel_size", MR_ARG_INTS, "size"},
+                                               {"strides", MR_ARG_INTS, "stride"},
+                                               {"padding", MR_ARG_PADDING, "padding"},
+                                               MR_KERAS_CHANNELS_LAST,
+                                               {"dilation_rate", MR_ARG_EQ, "[1, 1]"},
+                                               {"groups", MR_ARG_EQ, "1"},
+                                               MR_KERAS_KERNEL_ARGS,
+                                               MR_KERAS_ARGS_END};
+
 /* [conv2d]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key conv2d_keys[] = {
     {"conv2d", "filters", NULL, 0, MR_KEY_INT, MR_LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
@@ -93,6 +105,8 @@ static const mr_config_key conv2d_keys[] = {
 const mr_layer_ops mr_conv2d_ops = {
     .class_name = "Conv2D",
     .keras_name = "conv2d",
+    .keras_args = conv_keras_args,
+    .keras_has_weights = 1,
     .section_help = "2-D convolution, NHWC; kernel (kh, kw, in, filters), bias (filters)",
     .keys = MR_KEYS(conv2d_keys),
     .keras_config = conv_keras_config,

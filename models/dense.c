@@ -5,6 +5,7 @@
 
 #include "models/layer.h"
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -46,6 +47,10 @@ static void dense_keras_config(const mr_layer *l, mr_sb *b) {
                     "\"bias_constraint\": null, \"quantization_config\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg dense_keras_args[] = {
+    {"units", MR_ARG_INT, "units"}, MR_KERAS_KERNEL_ARGS, MR_KERAS_ARGS_END};
+
 /* [dense]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key dense_keys[] = {
     {"dense", "units", NULL, 0, MR_KEY_INT, MR_LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0,
@@ -68,6 +73,8 @@ static const mr_config_key dense_keys[] = {
 const mr_layer_ops mr_dense_ops = {
     .class_name = "Dense",
     .keras_name = "dense",
+    .keras_args = dense_keras_args,
+    .keras_has_weights = 1,
     .section_help = "fully connected layer; kernel (in, units), bias (units)",
     .keys = MR_KEYS(dense_keys),
     .keras_config = dense_keras_config,

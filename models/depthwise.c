@@ -12,6 +12,7 @@
 #include "runtime/strbuf.h"
 #include "models/layer.h"
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 
 static mr_status depthwise_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -63,6 +64,25 @@ static void depthwise_keras_config(const mr_layer *l, mr_sb *b) {
                     "\"depthwise_constraint\": null, \"bias_constraint\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg depthwise_keras_args[] = {
+    {"kernel_size", MR_ARG_INTS, "size"},
+    {"strides", MR_ARG_INTS, "stride"},
+    {"padding", MR_ARG_PADDING, "padding"},
+    MR_KERAS_CHANNELS_LAST,
+    {"dilation_rate", MR_ARG_EQ, "[1, 1]"},
+    {"depth_multiplier", MR_ARG_INT, "depth_multiplier"},
+    {"activation", MR_ARG_ACT, "activation"},
+    {"use_bias", MR_ARG_BOOL, "use_bias"},
+    {"depthwise_initializer", MR_ARG_INIT, "kernel_initializer"},
+    {"bias_initializer", MR_ARG_IGNORE, NULL},
+    {"depthwise_regularizer", MR_ARG_L2, "kernel_l2"},
+    {"bias_regularizer", MR_ARG_NULL, NULL},
+    {"activity_regularizer", MR_ARG_NULL, NULL},
+    {"depthwise_constraint", MR_ARG_NULL, NULL},
+    {"bias_constraint", MR_ARG_NULL, NULL},
+    MR_KERAS_ARGS_END};
+
 /* [depthwise]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key depthwise_keys[] = {
     {"depthwise", "size", "kernel_size", 0, MR_KEY_INTS, MR_LAY(size), NULL, 1, 1024, 0, 0, NULL, 2,
@@ -93,6 +113,8 @@ static const mr_config_key depthwise_keys[] = {
 const mr_layer_ops mr_depthwise_ops = {
     .class_name = "DepthwiseConv2D",
     .keras_name = "depthwise_conv2d",
+    .keras_args = depthwise_keras_args,
+    .keras_has_weights = 1,
     .section_help =
         "depthwise 2-D convolution, NHWC: each channel with its own depth_multiplier filters "
         "(DepthwiseConv2D); kernel (kh, kw, in, depth_multiplier), bias (in x depth_multiplier)",

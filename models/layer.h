@@ -31,6 +31,7 @@ MR_C_BEGIN
 
 struct mr_sb;         /* runtime/strbuf.h */
 struct mr_config_key; /* models/config_keys.h */
+struct mr_keras_arg;  /* models/keras_args.h */
 
 /* Shape of one example (no batch axis): rank 3 is (H, W, C), rank 1 is (F). */
 typedef struct mr_shape {
@@ -97,6 +98,14 @@ typedef struct mr_layer_ops {
      * read them here. */
     const struct mr_config_key *keys;
     int n_keys;
+    /* The arguments of its Keras class's config, each mapped to a .cfg key,
+     * held to one value or of no effect here (models/keras_args.h), ending
+     * with MR_KERAS_ARGS_END; the importer reads them. NULL: the class is
+     * not imported. */
+    const struct mr_keras_arg *keras_args;
+    /* 1: the Keras class has weights: trainable = false is refused (every
+     * weight is trained here). */
+    int keras_has_weights;
     /* Appends the Keras config keys of the class that follow "name",
      * "trainable" and "dtype", in the order Keras 3.15 writes them
      * (", \"units\": 4, ..."; models/keras.h has the shared pieces). NULL:

@@ -12,6 +12,7 @@
  * Relies on: layer.h (the layer contract), keras.h (initializer JSON). */
 #include "models/layer.h"
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -49,6 +50,20 @@ static void ln_keras_config(const mr_layer *l, mr_sb *b) {
                  mr_keras_initializer("Zeros"), mr_keras_initializer("Ones"));
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg ln_keras_args[] = {{"axis", MR_ARG_EQ, "-1"},
+                                             {"epsilon", MR_ARG_NUM, "epsilon"},
+                                             {"center", MR_ARG_BOOL, "center"},
+                                             {"scale", MR_ARG_BOOL, "scale"},
+                                             {"rms_scaling", MR_ARG_EQ, "false"},
+                                             {"beta_initializer", MR_ARG_IGNORE, NULL},
+                                             {"gamma_initializer", MR_ARG_IGNORE, NULL},
+                                             {"beta_regularizer", MR_ARG_NULL, NULL},
+                                             {"gamma_regularizer", MR_ARG_NULL, NULL},
+                                             {"beta_constraint", MR_ARG_NULL, NULL},
+                                             {"gamma_constraint", MR_ARG_NULL, NULL},
+                                             MR_KERAS_ARGS_END};
+
 /* [layernorm]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key layernorm_keys[] = {
     {"layernorm", "epsilon", NULL, 0, MR_KEY_FLOAT, MR_LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
@@ -62,6 +77,8 @@ static const mr_config_key layernorm_keys[] = {
 const mr_layer_ops mr_layernorm_ops = {
     .class_name = "LayerNormalization",
     .keras_name = "layer_normalization",
+    .keras_args = ln_keras_args,
+    .keras_has_weights = 1,
     .section_help = "normalisation of each example over the last axis (LayerNormalization)",
     .keys = MR_KEYS(layernorm_keys),
     .keras_config = ln_keras_config,

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/model.h"
 #include "runtime/dataset.h"
 #include "runtime/elementwise.h"
@@ -61,6 +62,13 @@ static void normalization_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, ", \"axis\": [-1], \"invert\": false, \"mean\": null, \"variance\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg normalization_keras_args[] = {{"axis", MR_ARG_EQ, "-1"},
+                                                        {"mean", MR_ARG_NUMS, "mean"},
+                                                        {"variance", MR_ARG_NUMS, "variance"},
+                                                        {"invert", MR_ARG_EQ, "false"},
+                                                        MR_KERAS_ARGS_END};
+
 /* [normalization]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key normalization_keys[] = {
     {"normalization", "mean", NULL, MR_PY_NONE, MR_KEY_FLOATS, MR_LAY(mean), "", -MR_KEY_BIG,
@@ -75,6 +83,8 @@ static const mr_config_key normalization_keys[] = {
 const mr_layer_ops mr_normalization_ops = {
     .class_name = "Normalization",
     .keras_name = "normalization",
+    .keras_args = normalization_keras_args,
+    .keras_has_weights = 1,
     .section_help =
         "(x - mean) / max(sqrt(variance), 1e-7) per channel (Normalization: preprocessing in the "
         "model)",

@@ -5,6 +5,7 @@
  * for callers with separate buffers. */
 #include "models/layer.h"
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "runtime/strbuf.h"
 
 static mr_status reshape_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -47,6 +48,10 @@ static void reshape_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, "]");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg reshape_keras_args[] = {{"target_shape", MR_ARG_SHAPE, "target_shape"},
+                                                  MR_KERAS_ARGS_END};
+
 /* [reshape]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key reshape_keys[] = {
     {"reshape", "target_shape", NULL, 0, MR_KEY_INTS, MR_LAY(target_shape), NULL, -1, 1 << 24, 0, 0,
@@ -58,6 +63,7 @@ static const mr_config_key reshape_keys[] = {
 const mr_layer_ops mr_reshape_ops = {
     .class_name = "Reshape",
     .keras_name = "reshape",
+    .keras_args = reshape_keras_args,
     .section_help = "the same values in a new shape (Reshape)",
     .keys = MR_KEYS(reshape_keys),
     .keras_config = reshape_keras_config,

@@ -5,6 +5,7 @@
  * The CPU kernels are backends/cpu/zeropad_cpu.c. */
 #include "models/layer.h"
 #include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "runtime/strbuf.h"
 
 static mr_status zeropad_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -25,6 +26,10 @@ static void zeropad_keras_config(const mr_layer *l, mr_sb *b) {
                  p[1], p[2], p[3]);
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg zeropad_keras_args[] = {
+    {"padding", MR_ARG_PADS, "padding"}, MR_KERAS_CHANNELS_LAST, MR_KERAS_ARGS_END};
+
 /* [zeropad]'s own .cfg keys (models/config_keys.h). */
 static const mr_config_key zeropad_keys[] = {
     {"zeropad", "padding", NULL, MR_PY_PAIRS, MR_KEY_INTS, MR_LAY(pad), "1", 0, 1024, 0, 0, NULL, 4,
@@ -35,6 +40,7 @@ static const mr_config_key zeropad_keys[] = {
 const mr_layer_ops mr_zeropad_ops = {
     .class_name = "ZeroPadding2D",
     .keras_name = "zero_padding2d",
+    .keras_args = zeropad_keras_args,
     .section_help = "zero padding of height and width (ZeroPadding2D)",
     .keys = MR_KEYS(zeropad_keys),
     .keras_config = zeropad_keras_config,
