@@ -152,6 +152,7 @@ typedef struct mr_layer_cfg {
     int keepdims;        /* [globalmaxpool]: (1, 1, C) instead of (C) */
     int target_shape[3]; /* [reshape]: one example's new shape, one -1 allowed */
     int target_rank;     /* how many numbers target_shape had (1 or 3) */
+    int flip_mode;       /* [randomflip]: models/randomflip.h's MR_RANDOMFLIP_* */
     /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
      * `input = NAME or -N` (its input; -1, the section just before, by
      * default) and, for [add] and [concatenate], `from = NAME or -N` (the
