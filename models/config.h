@@ -1,11 +1,14 @@
-/* config.h: the model .cfg file, parsed with inih, validated by one key table.
+/* config.h: the model .cfg file, parsed with inih, validated by the key tables.
  *
  * A .cfg is INI: [net], [data], an optional [augment], then layer sections in
- * order, starting with [input]. One table (config.c, `mr_config_keys`) holds
- * every key with its type, default, allowed range and help text; it drives
- * parsing, validation, the error messages and docs/usage.md's table and the --help reference.
- * Layer sections also answer to the Keras names of their kind (mr_layer_ops), keys to a Keras
- * argument name the table gives, and values may be spelled as Python writes them. */
+ * order, starting with [input]. The key tables (models/config_keys.h: the
+ * generic one in config_keys.c, each layer kind's own in its definition,
+ * mr_layer_ops.keys) hold every key with its type, default, allowed range
+ * and help text; they drive parsing, validation, the error messages,
+ * docs/usage.md's table and the --help reference. Layer sections also
+ * answer to the Keras names of their kind (mr_layer_ops), keys to a Keras
+ * argument name the table gives, and values may be spelled as Python
+ * writes them. The layer kinds are models/layer_kinds.def's. */
 #ifndef MR_CONFIG_H
 #define MR_CONFIG_H
 
@@ -270,7 +273,7 @@ mr_status mr_config_parse(const char *text, const char *name, const char *base_d
 
 void mr_config_free(mr_config *cfg);
 
-/* Section name of a layer kind ("dense"). */
+/* Section name of a layer kind ("dense"; models/layer_kinds.c). */
 const char *mr_layer_kind_name(mr_layer_kind kind);
 /* 1 for the kinds that merge a second input, `from =` ([add],
  * [concatenate]), 0 for the others. */

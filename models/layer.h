@@ -85,7 +85,7 @@ typedef struct mr_layer mr_layer;
 /* What a layer kind is, on every device. */
 typedef struct mr_layer_ops {
     /* Keras class name for the summary and checkpoints: "Dense", "Conv2D";
-     * a .cfg section of the kind may be named so too (config.c). */
+     * a .cfg section of the kind may be named so too (config_keys.c). */
     const char *class_name;
     /* Keras's automatic name for such a layer: "dense", then "dense_1",
      * ... ("max_pooling2d" for MaxPooling2D); a .cfg section name too. */

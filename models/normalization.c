@@ -105,7 +105,7 @@ mr_status mr_model_adapt(mr_model *m, const mr_dataset *ds, int64_t count, int *
         mr_layer *l = &m->layers[i];
         if (l->cfg->kind != MR_LAYER_NORMALIZATION || l->cfg->mean.n > 0) continue;
         /* the [rescaling] layers between the input and this one, input
-         * first (config.c allows no other kind there) */
+         * first (config_check.c allows no other kind there) */
         const mr_layer_cfg *chain[MR_MAX_LAYERS];
         int n_chain = 0;
         for (int j = l->cfg->src[0]; j > 0; j = m->cfg->layers[j].src[0])

@@ -1,7 +1,7 @@
 /* zeropad.c: ZeroPadding2D, zeros around each image (before ResNet-50's
  * 7x7 stem convolution and its max pooling):
  *   x: (B, H, W, C) -> y: (B, top + H + bottom, left + W + right, C),
- * [zeropad] padding = top,bottom,left,right (config.c spreads p and ph,pw to the four)
+ * [zeropad] padding = top,bottom,left,right (config_values.c spreads p and ph,pw to the four)
  * The CPU kernels are backends/cpu/zeropad_cpu.c. */
 #include "models/layer.h"
 #include "models/config_keys.h"
