@@ -43,5 +43,6 @@ const mr_layer_ops mr_add_ops = {
     .keras_args = merge_keras_args,
     .section_help = "element-wise sum of the input and an earlier layer's output (Keras Add)",
     .keys = MR_KEYS(add_keys),
+    .merges = 1,
     .setup = add_setup,
 };

@@ -55,6 +55,7 @@ const mr_layer_ops mr_concatenate_ops = {
     .section_help =
         "the input and an earlier layer's output joined along the last axis (Keras Concatenate)",
     .keys = MR_KEYS(concatenate_keys),
+    .merges = 1,
     .setup = concatenate_setup,
     .keras_config = concatenate_keras_config,
 };

@@ -266,7 +266,8 @@ int mr_cfg_section_keys(int s, int own_only, const mr_config_key **out) {
 }
 
 int mr_layer_kind_merges(mr_layer_kind kind) {
-    return kind == MR_LAYER_ADD || kind == MR_LAYER_CONCATENATE;
+    const mr_layer_ops *ops = mr_layer_ops_for(kind);
+    return ops != NULL && ops->merges;
 }
 
 const char *mr_activation_name(mr_activation a) {

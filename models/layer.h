@@ -137,6 +137,10 @@ typedef struct mr_layer_ops {
     /* 1: training needs the whole batch in one pass (batch statistics); the
      * model then never splits a batch into passes (model.h, pass_rows). */
     int whole_batch;
+    /* 1: a merge: the layer takes a second input, its section's `from =`
+     * (Add, Concatenate; mr_layer_kind_merges), which the parser resolves,
+     * the plan shapes (in2) and the model hands it (x2, dx2). */
+    int merges;
     /* 1: the layer applies its section's `activation` to its output (Dense,
      * Conv2D, Activation). On the last layer, that activation (softmax,
      * sigmoid, linear) decides what the loss takes: probabilities or
