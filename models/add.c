@@ -5,6 +5,8 @@
  * The model gives the second input (layer.h, in2, x2, dx2; model.c). The
  * CPU kernels are backends/cpu/add_cpu.c. */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/model.h" /* mr_shape_format */
 
 static mr_status add_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -25,8 +27,22 @@ static mr_status add_setup(mr_layer *l, int max_batch, const char *file, mr_erro
     return MR_OK;
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg merge_keras_args[] = {MR_KERAS_ARGS_END};
+
+/* [add]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key add_keys[] = {
+    {"add", "from", NULL, 0, MR_KEY_REF, MR_LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
+     "the earlier layer (NAME or -N) whose output is added to the input (a residual "
+     "connection); the shapes must be equal"},
+};
+
 const mr_layer_ops mr_add_ops = {
     .class_name = "Add",
     .keras_name = "add",
+    .keras_args = merge_keras_args,
+    .section_help = "element-wise sum of the input and an earlier layer's output (Keras Add)",
+    .keys = MR_KEYS(add_keys),
+    .merges = 1,
     .setup = add_setup,
 };

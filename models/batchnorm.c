@@ -12,6 +12,8 @@
  * CPU kernels are batchnorm_cpu.c.
  * Relies on: layer.h (the layer contract, mr_exec_ctx.sync_sum). */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -60,9 +62,47 @@ static void bn_keras_config(const mr_layer *l, mr_sb *b) {
                  c->sync ? "true" : "false");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg bn_keras_args[] = {
+    {"axis", MR_ARG_INT, "axis"},
+    {"momentum", MR_ARG_NUM, "momentum"},
+    {"epsilon", MR_ARG_NUM, "epsilon"},
+    {"center", MR_ARG_EQ, "true"},
+    {"scale", MR_ARG_EQ, "true"},
+    {"beta_initializer", MR_ARG_IGNORE, NULL},
+    {"gamma_initializer", MR_ARG_IGNORE, NULL},
+    {"moving_mean_initializer", MR_ARG_IGNORE, NULL},
+    {"moving_variance_initializer", MR_ARG_IGNORE, NULL},
+    {"beta_regularizer", MR_ARG_NULL, NULL},
+    {"gamma_regularizer", MR_ARG_NULL, NULL},
+    {"beta_constraint", MR_ARG_NULL, NULL},
+    {"gamma_constraint", MR_ARG_NULL, NULL},
+    {"synchronized", MR_ARG_BOOL, "sync"},
+    {"renorm", MR_ARG_EQ, "false"},
+    {"renorm_clipping", MR_ARG_NULL, NULL},
+    {"renorm_momentum", MR_ARG_IGNORE, NULL}, /* no effect: renorm off */
+    MR_KERAS_ARGS_END};
+
+/* [batchnorm]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key batchnorm_keys[] = {
+    {"batchnorm", "momentum", NULL, 0, MR_KEY_FLOAT, MR_LAY(momentum), "0.99", 0, 1, 0, 1, NULL, 0,
+     "moving average momentum (Keras default 0.99)"},
+    {"batchnorm", "epsilon", NULL, 0, MR_KEY_FLOAT, MR_LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
+     "added to the variance (Keras default 0.001)"},
+    {"batchnorm", "axis", NULL, 0, MR_KEY_INT, MR_LAY(axis), "-1", -1, 3, 0, 0, NULL, 0,
+     "the normalised axis, the last (channels): -1, or its index counting the batch axis "
+     "(Keras's axis=3 of images, 1 of feature vectors)"},
+    {"batchnorm", "sync", "synchronized", 0, MR_KEY_BOOL, MR_LAY(sync), "0", 0, 1, 0, 0, NULL, 0,
+     "batch statistics over the global batch (SyncBatchNormalization)"},
+};
+
 const mr_layer_ops mr_batchnorm_ops = {
     .class_name = "BatchNormalization",
     .keras_name = "batch_normalization",
+    .keras_args = bn_keras_args,
+    .keras_has_weights = 1,
+    .section_help = "batch normalisation over the channels (last axis)",
+    .keys = MR_KEYS(batchnorm_keys),
     .keras_config = bn_keras_config,
     .keras_build_config = 1,
     .setup = bn_setup,

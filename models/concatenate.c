@@ -8,6 +8,8 @@
  * kernels are backends/cpu/concatenate_cpu.c and
  * backends/cuda/concatenate_cuda.cu. */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/model.h" /* mr_shape_format */
 #include "runtime/strbuf.h"
 
@@ -36,9 +38,24 @@ static void concatenate_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, ", \"axis\": -1");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg concat_keras_args[] = {{"axis", MR_ARG_EQ, "-1"}, MR_KERAS_ARGS_END};
+
+/* [concatenate]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key concatenate_keys[] = {
+    {"concatenate", "from", NULL, 0, MR_KEY_REF, MR_LAY(from_ref), NULL, 0, 0, 0, 0, NULL, 0,
+     "the earlier layer (NAME or -N) whose output is joined after the input along the last axis "
+     "(channels, or features); the other axes must be equal"},
+};
+
 const mr_layer_ops mr_concatenate_ops = {
     .class_name = "Concatenate",
     .keras_name = "concatenate",
+    .keras_args = concat_keras_args,
+    .section_help =
+        "the input and an earlier layer's output joined along the last axis (Keras Concatenate)",
+    .keys = MR_KEYS(concatenate_keys),
+    .merges = 1,
     .setup = concatenate_setup,
     .keras_config = concatenate_keras_config,
 };

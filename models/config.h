@@ -1,11 +1,14 @@
-/* config.h: the model .cfg file, parsed with inih, validated by one key table.
+/* config.h: the model .cfg file, parsed with inih, validated by the key tables.
  *
  * A .cfg is INI: [net], [data], an optional [augment], then layer sections in
- * order, starting with [input]. One table (config.c, `mr_config_keys`) holds
- * every key with its type, default, allowed range and help text; it drives
- * parsing, validation, the error messages and docs/usage.md's table and the --help reference.
- * Layer sections also answer to the Keras names of their kind (mr_layer_ops), keys to a Keras
- * argument name the table gives, and values may be spelled as Python writes them. */
+ * order, starting with [input]. The key tables (models/config_keys.h: the
+ * generic one in config_keys.c, each layer kind's own in its definition,
+ * mr_layer_ops.keys) hold every key with its type, default, allowed range
+ * and help text; they drive parsing, validation, the error messages,
+ * docs/usage.md's table and the --help reference. Layer sections also
+ * answer to the Keras names of their kind (mr_layer_ops), keys to a Keras
+ * argument name the table gives, and values may be spelled as Python
+ * writes them. The layer kinds are models/layer_kinds.def's. */
 #ifndef MR_CONFIG_H
 #define MR_CONFIG_H
 
@@ -42,29 +45,13 @@ static inline int mr_activation_needs_input(mr_activation a) {
     return a == MR_ACTIVATION_GELU || a == MR_ACTIVATION_SWISH || a == MR_ACTIVATION_SILU;
 }
 
+/* The layer kinds, in the order of models/layer_kinds.def (the one list of
+ * them); MR_LAYER_INPUT, the model's input, first. */
 typedef enum mr_layer_kind {
     MR_LAYER_INPUT,
-    MR_LAYER_FLATTEN,
-    MR_LAYER_DENSE,
-    MR_LAYER_ACTIVATION,
-    MR_LAYER_CONV2D,
-    MR_LAYER_MAXPOOL,
-    MR_LAYER_AVGPOOL,
-    MR_LAYER_DROPOUT,
-    MR_LAYER_BATCHNORM,
-    MR_LAYER_ADD,
-    MR_LAYER_GLOBALAVGPOOL,
-    MR_LAYER_ZEROPAD,
-    MR_LAYER_LAYERNORM,
-    MR_LAYER_RESCALING,
-    MR_LAYER_NORMALIZATION,
-    MR_LAYER_CONCATENATE,
-    MR_LAYER_DEPTHWISE,
-    MR_LAYER_RELU,           /* Keras ReLU: max_value, negative_slope, threshold */
-    MR_LAYER_SOFTMAX,        /* Keras Softmax(axis=-1): an activation layer of softmax */
-    MR_LAYER_GLOBALMAXPOOL,  /* Keras GlobalMaxPooling2D */
-    MR_LAYER_RESHAPE,        /* Keras Reshape */
-    MR_LAYER_SPATIALDROPOUT, /* Keras SpatialDropout2D */
+#define MR_LAYER_KIND(ENUM, section, kernels) MR_LAYER_##ENUM,
+#include "models/layer_kinds.def"
+#undef MR_LAYER_KIND
     MR_LAYER_KIND_COUNT,
 } mr_layer_kind;
 
@@ -144,7 +131,7 @@ typedef struct mr_layer_cfg {
     int use_bias;
     mr_initializer kernel_initializer; /* [dense], [conv2d] */
     float kernel_l2; /* [dense], [conv2d]: Keras kernel_regularizer=L2(kernel_l2); 0 none */
-    float rate;      /* [dropout], [spatialdropout] */
+    float rate;      /* the dropouts' */
     float momentum;  /* [batchnorm] */
     float epsilon;   /* [batchnorm], [layernorm] */
     int sync;        /* [batchnorm] global batch statistics across replicas */
@@ -168,6 +155,7 @@ typedef struct mr_layer_cfg {
     int keepdims;        /* [globalmaxpool]: (1, 1, C) instead of (C) */
     int target_shape[3]; /* [reshape]: one example's new shape, one -1 allowed */
     int target_rank;     /* how many numbers target_shape had (1 or 3) */
+    int flip_mode;       /* [randomflip]: models/randomflip.h's MR_RANDOMFLIP_* */
     /* Any layer: `name = NAME` (NAME "" when not given) and what it takes:
      * `input = NAME or -N` (its input; -1, the section just before, by
      * default) and, for [add] and [concatenate], `from = NAME or -N` (the
@@ -285,7 +273,7 @@ mr_status mr_config_parse(const char *text, const char *name, const char *base_d
 
 void mr_config_free(mr_config *cfg);
 
-/* Section name of a layer kind ("dense"). */
+/* Section name of a layer kind ("dense"; models/layer_kinds.c). */
 const char *mr_layer_kind_name(mr_layer_kind kind);
 /* 1 for the kinds that merge a second input, `from =` ([add],
  * [concatenate]), 0 for the others. */

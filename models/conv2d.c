@@ -9,6 +9,8 @@
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 
 static mr_status conv_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -64,9 +66,49 @@ static void conv_keras_config(const mr_layer *l, mr_sb *b) {
                     "\"kernel_constraint\": null, \"bias_constraint\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg conv_keras_args[] = {{"filters", MR_ARG_INT, "filters"},
+                                               {"kernel_size", MR_ARG_INTS, "size"},
+                                               {"strides", MR_ARG_INTS, "stride"},
+                                               {"padding", MR_ARG_PADDING, "padding"},
+                                               MR_KERAS_CHANNELS_LAST,
+                                               {"dilation_rate", MR_ARG_EQ, "[1, 1]"},
+                                               {"groups", MR_ARG_EQ, "1"},
+                                               MR_KERAS_KERNEL_ARGS,
+                                               MR_KERAS_ARGS_END};
+
+/* [conv2d]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key conv2d_keys[] = {
+    {"conv2d", "filters", NULL, 0, MR_KEY_INT, MR_LAY(filters), NULL, 1, 1 << 16, 0, 0, NULL, 0,
+     "output channels"},
+    {"conv2d", "size", "kernel_size", 0, MR_KEY_INTS, MR_LAY(size), NULL, 1, 1024, 0, 0, NULL, 2,
+     "kernel size: k or kh,kw"},
+    {"conv2d", "stride", "strides", 0, MR_KEY_INTS, MR_LAY(stride), "1", 1, 1024, 0, 0, NULL, 2,
+     "stride: s or sh,sw"},
+    {"conv2d", "padding", NULL, 0, MR_KEY_ENUM, MR_LAY(padding), "valid", 0, 0, 0, 0,
+     mr_padding_names, 0, "valid or same (as Keras)"},
+    {"conv2d", "activation", NULL, MR_PY_NONE, MR_KEY_ENUM, MR_LAY(activation), "linear", 0, 0, 0,
+     0, mr_activation_names, 0,
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
+    {"conv2d", "use_bias", NULL, 0, MR_KEY_BOOL, MR_LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0,
+     "add a bias"},
+    {"conv2d", "kernel_initializer", NULL, 0, MR_KEY_ENUM, MR_LAY(kernel_initializer),
+     "glorot_uniform", 0, 0, 0, 0, mr_initializer_names, 0,
+     "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
+    {"conv2d", "kernel_l2", "kernel_regularizer", MR_PY_NONE | MR_PY_L2, MR_KEY_FLOAT,
+     MR_LAY(kernel_l2), "0", 0, 1, 0, 1, NULL, 0,
+     "L2 penalty x * sum(kernel^2) in the loss (Keras kernel_regularizer=L2(x)): gradient 2x * "
+     "kernel; in the reported losses too, as Keras reports them"},
+};
+
 const mr_layer_ops mr_conv2d_ops = {
     .class_name = "Conv2D",
     .keras_name = "conv2d",
+    .keras_args = conv_keras_args,
+    .keras_has_weights = 1,
+    .section_help = "2-D convolution, NHWC; kernel (kh, kw, in, filters), bias (filters)",
+    .keys = MR_KEYS(conv2d_keys),
     .keras_config = conv_keras_config,
     .keras_build_config = 1,
     .setup = conv_setup,

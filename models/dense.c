@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -45,9 +47,36 @@ static void dense_keras_config(const mr_layer *l, mr_sb *b) {
                     "\"bias_constraint\": null, \"quantization_config\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg dense_keras_args[] = {
+    {"units", MR_ARG_INT, "units"}, MR_KERAS_KERNEL_ARGS, MR_KERAS_ARGS_END};
+
+/* [dense]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key dense_keys[] = {
+    {"dense", "units", NULL, 0, MR_KEY_INT, MR_LAY(units), NULL, 1, 1 << 20, 0, 0, NULL, 0,
+     "output features"},
+    {"dense", "activation", NULL, MR_PY_NONE, MR_KEY_ENUM, MR_LAY(activation), "linear", 0, 0, 0, 0,
+     mr_activation_names, 0,
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
+    {"dense", "use_bias", NULL, 0, MR_KEY_BOOL, MR_LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0,
+     "add a bias"},
+    {"dense", "kernel_initializer", NULL, 0, MR_KEY_ENUM, MR_LAY(kernel_initializer),
+     "glorot_uniform", 0, 0, 0, 0, mr_initializer_names, 0,
+     "the kernel's initial values (Keras's names; he_normal for ReLU networks, He et al. 2015)"},
+    {"dense", "kernel_l2", "kernel_regularizer", MR_PY_NONE | MR_PY_L2, MR_KEY_FLOAT,
+     MR_LAY(kernel_l2), "0", 0, 1, 0, 1, NULL, 0,
+     "L2 penalty x * sum(kernel^2) in the loss (Keras kernel_regularizer=L2(x)): gradient 2x * "
+     "kernel; in the reported losses too, as Keras reports them"},
+};
+
 const mr_layer_ops mr_dense_ops = {
     .class_name = "Dense",
     .keras_name = "dense",
+    .keras_args = dense_keras_args,
+    .keras_has_weights = 1,
+    .section_help = "fully connected layer; kernel (in, units), bias (units)",
+    .keys = MR_KEYS(dense_keys),
     .keras_config = dense_keras_config,
     .keras_build_config = 1,
     .setup = dense_setup,

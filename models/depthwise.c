@@ -11,6 +11,8 @@
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 
 static mr_status depthwise_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -62,9 +64,61 @@ static void depthwise_keras_config(const mr_layer *l, mr_sb *b) {
                     "\"depthwise_constraint\": null, \"bias_constraint\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg depthwise_keras_args[] = {
+    {"kernel_size", MR_ARG_INTS, "size"},
+    {"strides", MR_ARG_INTS, "stride"},
+    {"padding", MR_ARG_PADDING, "padding"},
+    MR_KERAS_CHANNELS_LAST,
+    {"dilation_rate", MR_ARG_EQ, "[1, 1]"},
+    {"depth_multiplier", MR_ARG_INT, "depth_multiplier"},
+    {"activation", MR_ARG_ACT, "activation"},
+    {"use_bias", MR_ARG_BOOL, "use_bias"},
+    {"depthwise_initializer", MR_ARG_INIT, "kernel_initializer"},
+    {"bias_initializer", MR_ARG_IGNORE, NULL},
+    {"depthwise_regularizer", MR_ARG_L2, "kernel_l2"},
+    {"bias_regularizer", MR_ARG_NULL, NULL},
+    {"activity_regularizer", MR_ARG_NULL, NULL},
+    {"depthwise_constraint", MR_ARG_NULL, NULL},
+    {"bias_constraint", MR_ARG_NULL, NULL},
+    MR_KERAS_ARGS_END};
+
+/* [depthwise]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key depthwise_keys[] = {
+    {"depthwise", "size", "kernel_size", 0, MR_KEY_INTS, MR_LAY(size), NULL, 1, 1024, 0, 0, NULL, 2,
+     "kernel size: k or kh,kw"},
+    {"depthwise", "stride", "strides", 0, MR_KEY_INTS, MR_LAY(stride), "1", 1, 1024, 0, 0, NULL, 2,
+     "stride: s or sh,sw"},
+    {"depthwise", "padding", NULL, 0, MR_KEY_ENUM, MR_LAY(padding), "valid", 0, 0, 0, 0,
+     mr_padding_names, 0, "valid or same (as Keras)"},
+    {"depthwise", "depth_multiplier", NULL, 0, MR_KEY_INT, MR_LAY(depth_multiplier), "1", 1,
+     1 << 12, 0, 0, NULL, 0, "output channels per input channel"},
+    {"depthwise", "dilation", "dilation_rate", 0, MR_KEY_INTS, MR_LAY(dilation), "1", 1, 1, 0, 0,
+     NULL, 2, "1 only (Keras's default; dilated windows are not supported)"},
+    {"depthwise", "activation", NULL, MR_PY_NONE, MR_KEY_ENUM, MR_LAY(activation), "linear", 0, 0,
+     0, 0, mr_activation_names, 0,
+     "linear, relu, sigmoid, tanh, softmax, elu (alpha 1), leaky_relu (slope 0.2), gelu (exact) "
+     "or swish/silu, as Keras"},
+    {"depthwise", "use_bias", NULL, 0, MR_KEY_BOOL, MR_LAY(use_bias), "1", 0, 1, 0, 0, NULL, 0,
+     "add a bias"},
+    {"depthwise", "kernel_initializer", "depthwise_initializer", 0, MR_KEY_ENUM,
+     MR_LAY(kernel_initializer), "glorot_uniform", 0, 0, 0, 0, mr_initializer_names, 0,
+     "the kernel's initial values (Keras's names)"},
+    {"depthwise", "kernel_l2", "depthwise_regularizer", MR_PY_NONE | MR_PY_L2, MR_KEY_FLOAT,
+     MR_LAY(kernel_l2), "0", 0, 1, 0, 1, NULL, 0,
+     "L2 penalty x * sum(kernel^2) in the loss (Keras depthwise_regularizer=L2(x)), as "
+     "[conv2d]'s"},
+};
+
 const mr_layer_ops mr_depthwise_ops = {
     .class_name = "DepthwiseConv2D",
     .keras_name = "depthwise_conv2d",
+    .keras_args = depthwise_keras_args,
+    .keras_has_weights = 1,
+    .section_help =
+        "depthwise 2-D convolution, NHWC: each channel with its own depth_multiplier filters "
+        "(DepthwiseConv2D); kernel (kh, kw, in, depth_multiplier), bias (in x depth_multiplier)",
+    .keys = MR_KEYS(depthwise_keys),
     .keras_config = depthwise_keras_config,
     .keras_build_config = 1,
     .setup = depthwise_setup,

@@ -2,6 +2,8 @@
  * row-major per example, so this is a copy with a new shape; the model
  * skips even the copy (.view, layer.h). */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -18,9 +20,14 @@ static void flatten_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, ", \"data_format\": \"channels_last\"");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg flatten_keras_args[] = {MR_KERAS_CHANNELS_LAST, MR_KERAS_ARGS_END};
+
 const mr_layer_ops mr_flatten_ops = {
     .class_name = "Flatten",
     .keras_name = "flatten",
+    .keras_args = flatten_keras_args,
+    .section_help = "reshape to one feature vector (no keys)",
     .keras_config = flatten_keras_config,
     .keras_build_config = 1,
     .setup = flatten_setup,

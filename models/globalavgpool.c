@@ -3,6 +3,8 @@
  *   x: (B, H, W, C) -> y: (B, C)
  * The CPU kernels are backends/cpu/globalavgpool_cpu.c. */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "runtime/strbuf.h"
 
 static mr_status gap_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -21,9 +23,16 @@ static void gap_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, ", \"data_format\": \"channels_last\", \"keepdims\": false");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg gap_keras_args[] = {
+    MR_KERAS_CHANNELS_LAST, {"keepdims", MR_ARG_EQ, "false"}, MR_KERAS_ARGS_END};
+
 const mr_layer_ops mr_globalavgpool_ops = {
     .class_name = "GlobalAveragePooling2D",
     .keras_name = "global_average_pooling2d",
+    .keras_args = gap_keras_args,
+    .section_help =
+        "mean over height and width, (H, W, C) -> (C) (GlobalAveragePooling2D; no keys)",
     .keras_config = gap_keras_config,
     .setup = gap_setup,
 };

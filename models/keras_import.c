@@ -1,11 +1,12 @@
 /* keras_import.c: a Keras-saved model's JSON as .cfg text (keras_import.h).
  *
- * Each Keras class taken has a table of its config arguments: each one maps to a .cfg key, is
- * held to the one value we compute (data_format "channels_last", dilation_rate (1, 1), a
- * constraint null), or has no effect here (a seed, the initializers of weights the file
- * holds). An argument outside its class's table, a value off its rule, an unknown class or
- * compile setting is refused by name: nothing is approximated. The text is then parsed by
- * mr_config_parse, whose messages name the layer the failing line belongs to. */
+ * Each Keras class taken has a table of its config arguments, in its layer kind's definition
+ * (mr_layer_ops.keras_args, models/keras_args.h): each one maps to a .cfg key, is held to the
+ * one value we compute (data_format "channels_last", dilation_rate (1, 1), a constraint null),
+ * or has no effect here (a seed, the initializers of weights the file holds). An argument outside
+ * its class's table, a value off its rule, an unknown class or compile setting is refused by name:
+ * nothing is approximated. The text is then parsed by mr_config_parse, whose messages name the
+ * layer the failing line belongs to. */
 #include "models/keras_import.h"
 
 #include <hdf5.h>
@@ -21,171 +22,44 @@
 #include "runtime/h5file.h"
 #include "runtime/isolate.h"
 #include "runtime/strbuf.h"
+#include "models/keras_args.h"
+#include "models/layer.h"
 
 /* ---- the classes and their arguments --------------------------------- */
 
-typedef enum arg_rule {
-    ARG_IGNORE,  /* no effect here: a seed, an initializer of a weight the file holds */
-    ARG_INT,     /* integer -> key */
-    ARG_NUM,     /* number -> key */
-    ARG_BOOL,    /* true/false -> key */
-    ARG_INTS,    /* integer or list of integers -> key "a,b" */
-    ARG_NUMS,    /* null (key left out) or number or list of numbers -> key */
-    ARG_OPTNUM,  /* null (key left out) or a number -> key */
-    ARG_STRIDES, /* null (the pool size) or integers -> key */
-    ARG_PADDING, /* "valid" or "same" -> key */
-    ARG_PADS,    /* ZeroPadding2D's int, (h, w) or ((t, b), (l, r)) -> key */
-    ARG_SHAPE,   /* one to three integers -> key "a,b,c" (Reshape's target_shape) */
-    ARG_ACT,     /* an activation's name -> key */
-    ARG_INIT,    /* a kernel initializer -> key where we have it (else it made the file's
-                    weights, which are the ones taken) */
-    ARG_L2,      /* null or L2(l2) -> key */
-    ARG_NULL,    /* must be null */
-    ARG_EQ,      /* must equal the JSON in `key` */
-} arg_rule;
-
-typedef struct arg_def {
-    const char *keras;
-    arg_rule rule;
-    const char *key; /* the .cfg key, or ARG_EQ's JSON */
-} arg_def;
-
-#define CHANNELS_LAST                                                                              \
-    { "data_format", ARG_EQ, "\"channels_last\"" }
-#define KERNEL_ARGS                                                                                \
-    {"activation", ARG_ACT, "activation"}, {"use_bias", ARG_BOOL, "use_bias"},                     \
-        {"kernel_initializer", ARG_INIT, "kernel_initializer"},                                    \
-        {"bias_initializer", ARG_IGNORE, NULL}, {"kernel_regularizer", ARG_L2, "kernel_l2"},       \
-        {"bias_regularizer", ARG_NULL, NULL}, {"activity_regularizer", ARG_NULL, NULL},            \
-        {"kernel_constraint", ARG_NULL, NULL}, {"bias_constraint", ARG_NULL, NULL},                \
-        {"quantization_config", ARG_NULL, NULL}, {"lora_rank", ARG_NULL, NULL}, {                  \
-        "lora_alpha", ARG_IGNORE, NULL                                                             \
-    }
-#define POOL_ARGS                                                                                  \
-    {"pool_size", ARG_INTS, "size"}, {"strides", ARG_STRIDES, "stride"},                           \
-        {"padding", ARG_PADDING, "padding"}, CHANNELS_LAST
-#define END                                                                                        \
-    { NULL, ARG_IGNORE, NULL }
-
-static const arg_def dense_args[] = {{"units", ARG_INT, "units"}, KERNEL_ARGS, END};
-static const arg_def conv_args[] = {{"filters", ARG_INT, "filters"},
-                                    {"kernel_size", ARG_INTS, "size"},
-                                    {"strides", ARG_INTS, "stride"},
-                                    {"padding", ARG_PADDING, "padding"},
-                                    CHANNELS_LAST,
-                                    {"dilation_rate", ARG_EQ, "[1, 1]"},
-                                    {"groups", ARG_EQ, "1"},
-                                    KERNEL_ARGS,
-                                    END};
-static const arg_def pool_args[] = {POOL_ARGS, END};
-static const arg_def flatten_args[] = {CHANNELS_LAST, END};
-static const arg_def dropout_args[] = {
-    {"rate", ARG_NUM, "rate"}, {"seed", ARG_IGNORE, NULL}, {"noise_shape", ARG_NULL, NULL}, END};
-static const arg_def activation_args[] = {{"activation", ARG_ACT, "activation"}, END};
-static const arg_def bn_args[] = {{"axis", ARG_INT, "axis"},
-                                  {"momentum", ARG_NUM, "momentum"},
-                                  {"epsilon", ARG_NUM, "epsilon"},
-                                  {"center", ARG_EQ, "true"},
-                                  {"scale", ARG_EQ, "true"},
-                                  {"beta_initializer", ARG_IGNORE, NULL},
-                                  {"gamma_initializer", ARG_IGNORE, NULL},
-                                  {"moving_mean_initializer", ARG_IGNORE, NULL},
-                                  {"moving_variance_initializer", ARG_IGNORE, NULL},
-                                  {"beta_regularizer", ARG_NULL, NULL},
-                                  {"gamma_regularizer", ARG_NULL, NULL},
-                                  {"beta_constraint", ARG_NULL, NULL},
-                                  {"gamma_constraint", ARG_NULL, NULL},
-                                  {"synchronized", ARG_BOOL, "sync"},
-                                  {"renorm", ARG_EQ, "false"},
-                                  {"renorm_clipping", ARG_NULL, NULL},
-                                  {"renorm_momentum", ARG_IGNORE, NULL}, /* no effect: renorm off */
-                                  END};
-static const arg_def merge_args[] = {END};
-static const arg_def concat_args[] = {{"axis", ARG_EQ, "-1"}, END};
-static const arg_def gap_args[] = {CHANNELS_LAST, {"keepdims", ARG_EQ, "false"}, END};
-static const arg_def zeropad_args[] = {{"padding", ARG_PADS, "padding"}, CHANNELS_LAST, END};
-static const arg_def depthwise_args[] = {{"kernel_size", ARG_INTS, "size"},
-                                         {"strides", ARG_INTS, "stride"},
-                                         {"padding", ARG_PADDING, "padding"},
-                                         CHANNELS_LAST,
-                                         {"dilation_rate", ARG_EQ, "[1, 1]"},
-                                         {"depth_multiplier", ARG_INT, "depth_multiplier"},
-                                         {"activation", ARG_ACT, "activation"},
-                                         {"use_bias", ARG_BOOL, "use_bias"},
-                                         {"depthwise_initializer", ARG_INIT, "kernel_initializer"},
-                                         {"bias_initializer", ARG_IGNORE, NULL},
-                                         {"depthwise_regularizer", ARG_L2, "kernel_l2"},
-                                         {"bias_regularizer", ARG_NULL, NULL},
-                                         {"activity_regularizer", ARG_NULL, NULL},
-                                         {"depthwise_constraint", ARG_NULL, NULL},
-                                         {"bias_constraint", ARG_NULL, NULL},
-                                         END};
-static const arg_def relu_args[] = {{"max_value", ARG_OPTNUM, "max_value"},
-                                    {"negative_slope", ARG_NUM, "negative_slope"},
-                                    {"threshold", ARG_NUM, "threshold"},
-                                    END};
-static const arg_def softmax_args[] = {{"axis", ARG_EQ, "-1"}, END};
-static const arg_def gmp_args[] = {CHANNELS_LAST, {"keepdims", ARG_BOOL, "keepdims"}, END};
-static const arg_def reshape_args[] = {{"target_shape", ARG_SHAPE, "target_shape"}, END};
-static const arg_def spatialdropout_args[] = {
-    {"rate", ARG_NUM, "rate"}, {"seed", ARG_IGNORE, NULL}, CHANNELS_LAST, END};
-static const arg_def ln_args[] = {{"axis", ARG_EQ, "-1"},
-                                  {"epsilon", ARG_NUM, "epsilon"},
-                                  {"center", ARG_BOOL, "center"},
-                                  {"scale", ARG_BOOL, "scale"},
-                                  {"rms_scaling", ARG_EQ, "false"},
-                                  {"beta_initializer", ARG_IGNORE, NULL},
-                                  {"gamma_initializer", ARG_IGNORE, NULL},
-                                  {"beta_regularizer", ARG_NULL, NULL},
-                                  {"gamma_regularizer", ARG_NULL, NULL},
-                                  {"beta_constraint", ARG_NULL, NULL},
-                                  {"gamma_constraint", ARG_NULL, NULL},
-                                  END};
-static const arg_def rescaling_args[] = {
-    {"scale", ARG_NUM, "scale"}, {"offset", ARG_NUM, "offset"}, END};
-static const arg_def normalization_args[] = {{"axis", ARG_EQ, "-1"},
-                                             {"mean", ARG_NUMS, "mean"},
-                                             {"variance", ARG_NUMS, "variance"},
-                                             {"invert", ARG_EQ, "false"},
-                                             END};
-
+/* A class of the compile config (an optimizer, a loss): the [net] value it is and its
+ * arguments (has_weights: unused there). */
 typedef struct keras_class {
     const char *cls;
     const char *section;
-    int has_weights; /* trainable = false is refused (we train every weight) */
-    const arg_def *args;
+    int has_weights;
+    const mr_keras_arg *args;
 } keras_class;
+#define END MR_KERAS_ARGS_END
 
-static const keras_class classes[] = {
-    {"Dense", "dense", 1, dense_args},
-    {"Conv2D", "conv2d", 1, conv_args},
-    {"MaxPooling2D", "maxpool", 0, pool_args},
-    {"AveragePooling2D", "avgpool", 0, pool_args},
-    {"Flatten", "flatten", 0, flatten_args},
-    {"Dropout", "dropout", 0, dropout_args},
-    {"Activation", "activation", 0, activation_args},
-    {"BatchNormalization", "batchnorm", 1, bn_args},
-    {"Add", "add", 0, merge_args},
-    {"Concatenate", "concatenate", 0, concat_args},
-    {"GlobalAveragePooling2D", "globalavgpool", 0, gap_args},
-    {"ZeroPadding2D", "zeropad", 0, zeropad_args},
-    {"LayerNormalization", "layernorm", 1, ln_args},
-    {"Rescaling", "rescaling", 0, rescaling_args},
-    {"Normalization", "normalization", 1, normalization_args},
-    {"DepthwiseConv2D", "depthwise", 1, depthwise_args},
-    {"ReLU", "relu", 0, relu_args},
-    {"Softmax", "softmax", 0, softmax_args},
-    {"GlobalMaxPooling2D", "globalmaxpool", 0, gmp_args},
-    {"Reshape", "reshape", 0, reshape_args},
-    {"SpatialDropout2D", "spatialdropout", 0, spatialdropout_args},
-};
-#define N_CLASSES (sizeof classes / sizeof classes[0])
+/* The layer kind whose Keras class is cls (its definition's class_name, with an argument
+ * table), or -1. */
+static int kind_of_class(const char *cls) {
+    for (int k = MR_LAYER_INPUT + 1; cls && k < MR_LAYER_KIND_COUNT; k++) {
+        const mr_layer_ops *ops = mr_layer_ops_for((mr_layer_kind)k);
+        if (ops->keras_args != NULL && strcmp(ops->class_name, cls) == 0) return k;
+    }
+    return -1;
+}
 
 const char *mr_keras_import_classes(void) {
-    return "InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Dropout, "
-           "Activation, BatchNormalization, Add, Concatenate, GlobalAveragePooling2D, "
-           "ZeroPadding2D, LayerNormalization, Rescaling, Normalization, DepthwiseConv2D, ReLU, "
-           "Softmax, GlobalMaxPooling2D, Reshape, SpatialDropout2D";
+    /* each thread its own copy: the text is the same, the writes are not shared */
+    static _Thread_local char text[1024];
+    mr_sb b;
+    mr_sb_init(&b);
+    mr_sb_printf(&b, "InputLayer");
+    for (int k = MR_LAYER_INPUT + 1; k < MR_LAYER_KIND_COUNT; k++) {
+        const mr_layer_ops *ops = mr_layer_ops_for((mr_layer_kind)k);
+        if (ops->keras_args != NULL) mr_sb_printf(&b, ", %s", ops->class_name);
+    }
+    snprintf(text, sizeof text, "%s", b.s && !b.failed ? b.s : "InputLayer");
+    mr_sb_free(&b);
+    return text;
 }
 
 /* Keras's activation names that are ours too, in mr_activation's order. */
@@ -296,7 +170,7 @@ static int activation_of(const char *name) {
     return -1;
 }
 
-static mr_status put_activation(importer *im, const arg_def *a, const json_t *v, int own) {
+static mr_status put_activation(importer *im, const mr_keras_arg *a, const json_t *v, int own) {
     int act = json_is_null(v) ? 0 : json_is_string(v) ? activation_of(json_string_value(v)) : -1;
     if (act < 0)
         return bad_value(im, a->keras, v,
@@ -311,7 +185,7 @@ static mr_status put_activation(importer *im, const arg_def *a, const json_t *v,
 
 /* kernel_initializer: ours where we have the class; another one made the file's weights,
  * which are the ones the model starts from, so it is only not written down. */
-static mr_status put_initializer(importer *im, const arg_def *a, const json_t *v) {
+static mr_status put_initializer(importer *im, const mr_keras_arg *a, const json_t *v) {
     const char *cls = json_string_value(json_object_get(v, "class_name"));
     if (cls == NULL) cls = json_string_value(v);
     for (size_t i = 0; cls && i < sizeof initializers / sizeof initializers[0]; i++)
@@ -320,7 +194,7 @@ static mr_status put_initializer(importer *im, const arg_def *a, const json_t *v
     return MR_OK;
 }
 
-static mr_status put_l2(importer *im, const arg_def *a, const json_t *v) {
+static mr_status put_l2(importer *im, const mr_keras_arg *a, const json_t *v) {
     if (json_is_null(v)) return MR_OK;
     const char *cls = json_string_value(json_object_get(v, "class_name"));
     const json_t *cfg = json_object_get(v, "config");
@@ -335,7 +209,7 @@ static mr_status put_l2(importer *im, const arg_def *a, const json_t *v) {
 
 /* ZeroPadding2D's padding: p, (ph, pw) or ((t, b), (l, r)), as the .cfg's p, ph,pw or
  * t,b,l,r. */
-static mr_status put_pads(importer *im, const arg_def *a, const json_t *v) {
+static mr_status put_pads(importer *im, const mr_keras_arg *a, const json_t *v) {
     char t[64];
     if (ints_text(v, 2, t, sizeof t)) {
         line(im, "%s = %s", a->key, t);
@@ -361,64 +235,68 @@ static mr_status put_pads(importer *im, const arg_def *a, const json_t *v) {
 }
 
 /* One argument of a layer's config by its rule. */
-static mr_status put_arg(importer *im, const arg_def *a, const json_t *v, int own_activation) {
+static mr_status put_arg(importer *im, const mr_keras_arg *a, const json_t *v, int own_activation) {
     char t[256];
     switch (a->rule) {
-    case ARG_IGNORE:
+    case MR_ARG_IGNORE:
         return MR_OK;
-    case ARG_INT:
+    case MR_ARG_STRING:
+        if (!json_is_string(v)) return bad_value(im, a->keras, v, "a string");
+        line(im, "%s = %s", a->key, json_string_value(v));
+        return MR_OK;
+    case MR_ARG_INT:
         if (!json_is_integer(v)) return bad_value(im, a->keras, v, "an integer");
         line(im, "%s = %lld", a->key, (long long)json_integer_value(v));
         return MR_OK;
-    case ARG_NUM:
+    case MR_ARG_NUM:
         if (!json_is_number(v)) return bad_value(im, a->keras, v, "a number");
         num_text(json_number_value(v), t);
         line(im, "%s = %s", a->key, t);
         return MR_OK;
-    case ARG_BOOL:
+    case MR_ARG_BOOL:
         if (!json_is_boolean(v)) return bad_value(im, a->keras, v, "true or false");
         line(im, "%s = %d", a->key, json_is_true(v));
         return MR_OK;
-    case ARG_INTS:
-    case ARG_STRIDES:
-        if (a->rule == ARG_STRIDES && json_is_null(v)) return MR_OK;
+    case MR_ARG_INTS:
+    case MR_ARG_STRIDES:
+        if (a->rule == MR_ARG_STRIDES && json_is_null(v)) return MR_OK;
         if (!ints_text(v, 2, t, sizeof t)) return bad_value(im, a->keras, v, "one or two integers");
         line(im, "%s = %s", a->key, t);
         return MR_OK;
-    case ARG_OPTNUM:
+    case MR_ARG_OPTNUM:
         if (json_is_null(v)) return MR_OK;
         if (!json_is_number(v)) return bad_value(im, a->keras, v, "null or a number");
         num_text(json_number_value(v), t);
         line(im, "%s = %s", a->key, t);
         return MR_OK;
-    case ARG_NUMS:
+    case MR_ARG_NUMS:
         if (json_is_null(v)) return MR_OK;
         if (!nums_text(v, MR_MAX_FLOATS, t, sizeof t))
             return bad_value(im, a->keras, v, "null, or at most 8 numbers");
         line(im, "%s = %s", a->key, t);
         return MR_OK;
-    case ARG_PADDING: {
+    case MR_ARG_PADDING: {
         const char *p = json_string_value(v);
         if (p == NULL || (strcmp(p, "valid") != 0 && strcmp(p, "same") != 0))
             return bad_value(im, a->keras, v, "valid or same");
         line(im, "%s = %s", a->key, p);
         return MR_OK;
     }
-    case ARG_PADS:
+    case MR_ARG_PADS:
         return put_pads(im, a, v);
-    case ARG_SHAPE:
+    case MR_ARG_SHAPE:
         if (!ints_text(v, 3, t, sizeof t)) return bad_value(im, a->keras, v, "1 to 3 integers");
         line(im, "%s = %s", a->key, t);
         return MR_OK;
-    case ARG_ACT:
+    case MR_ARG_ACT:
         return put_activation(im, a, v, own_activation);
-    case ARG_INIT:
+    case MR_ARG_INIT:
         return put_initializer(im, a, v);
-    case ARG_L2:
+    case MR_ARG_L2:
         return put_l2(im, a, v);
-    case ARG_NULL:
+    case MR_ARG_NULL:
         return json_is_null(v) ? MR_OK : bad_value(im, a->keras, v, "only null");
-    case ARG_EQ: {
+    case MR_ARG_EQ: {
         json_t *want = json_loads(a->key, JSON_DECODE_ANY, NULL);
         int same = want != NULL && json_equal((json_t *)v, want);
         json_decref(want);
@@ -505,14 +383,9 @@ static mr_status put_input(importer *im, const json_t *layer) {
     return MR_OK;
 }
 
-static const keras_class *class_of(const char *cls) {
-    for (size_t i = 0; cls && i < N_CLASSES; i++)
-        if (strcmp(classes[i].cls, cls) == 0) return &classes[i];
-    return NULL;
-}
-
 /* A layer's config arguments: every one in its class's table, by its rule. */
-static mr_status put_args(importer *im, const keras_class *k, const json_t *c) {
+static mr_status put_args(importer *im, const char *cls, int has_weights, const mr_keras_arg *args,
+                          const json_t *c) {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)c, key, v) {
@@ -522,16 +395,16 @@ static mr_status put_args(importer *im, const keras_class *k, const json_t *c) {
             continue;
         }
         if (strcmp(key, "trainable") == 0) {
-            if (k->has_weights && !json_is_true(v))
+            if (has_weights && !json_is_true(v))
                 return bad_value(im, key, v, "every weight is trained");
             continue;
         }
-        const arg_def *a = k->args;
+        const mr_keras_arg *a = args;
         while (a->keras && strcmp(a->keras, key) != 0)
             a++;
         if (a->keras == NULL)
             return refuse(im, MR_ERR_CONFIG, "argument '%s' is not supported by mirrored", key);
-        MR_CHECK(put_arg(im, a, v, strcmp(k->cls, "Activation") == 0));
+        MR_CHECK(put_arg(im, a, v, strcmp(cls, "Activation") == 0));
     }
     return MR_OK;
 }
@@ -598,12 +471,13 @@ static mr_status put_layer(importer *im, const json_t *layer, int functional) {
     const char *name = json_string_value(json_object_get(c, "name"));
     im->cur_name = name ? name : "?";
     im->cur_cls = cls ? cls : "?";
-    const keras_class *k = class_of(cls);
-    if (k == NULL)
+    const int kind = kind_of_class(cls);
+    if (kind < 0)
         return refuse(im, MR_ERR_CONFIG, "not supported by mirrored (supported: %s)",
                       mr_keras_import_classes());
     if (!json_is_object(c)) return refuse(im, MR_ERR_DATA, "no config object");
-    int merges = strcmp(k->section, "add") == 0 || strcmp(k->section, "concatenate") == 0;
+    const mr_layer_ops *k = mr_layer_ops_for((mr_layer_kind)kind);
+    const int merges = mr_layer_kind_merges((mr_layer_kind)kind);
     const char *in[2] = {NULL, NULL};
     int n_in = 1;
     if (functional) MR_CHECK(inbound_names(im, layer, in, &n_in));
@@ -615,10 +489,10 @@ static mr_status put_layer(importer *im, const json_t *layer, int functional) {
     for (int i = 0; i < n_in && in[i]; i++)
         if (layer_index(im, in[i]) < 0)
             return refuse(im, MR_ERR_CONFIG, "input '%s' is not a layer before it", in[i]);
-    MR_CHECK(begin_layer(im, k->section, im->cur_name, im->cur_cls));
+    MR_CHECK(begin_layer(im, mr_layer_kind_name((mr_layer_kind)kind), im->cur_name, im->cur_cls));
     if (functional) line(im, "input = %s", in[0]);
     if (functional && merges) line(im, "from = %s", in[1]);
-    return put_args(im, k, c);
+    return put_args(im, k->class_name, k->keras_has_weights, k->keras_args, c);
 }
 
 /* Functional: one input (the first layer, an InputLayer) and one output (the last layer). */
@@ -667,7 +541,7 @@ static mr_status put_model(importer *im, const json_t *model) {
     for (size_t i = 1; i < json_array_size(layers); i++) {
         const json_t *layer = json_array_get(layers, i);
         const char *lc = json_string_value(json_object_get(layer, "class_name"));
-        if (class_of(lc) != NULL) continue;
+        if (kind_of_class(lc) >= 0) continue;
         const char *ln =
             json_string_value(json_object_get(json_object_get(layer, "config"), "name"));
         im->cur_name = ln ? ln : "?";
@@ -686,27 +560,30 @@ static mr_status put_model(importer *im, const json_t *model) {
 /* ---- the compile config -------------------------------------------------- */
 
 #define OPTIMIZER_ARGS                                                                             \
-    {"learning_rate", ARG_NUM, "learning_rate"}, {"weight_decay", ARG_OPTNUM, "weight_decay"},     \
-        {"clipnorm", ARG_OPTNUM, "clipnorm"}, {"global_clipnorm", ARG_OPTNUM, "global_clipnorm"},  \
-        {"clipvalue", ARG_OPTNUM, "clipvalue"}, {"use_ema", ARG_EQ, "false"},                      \
-        {"ema_momentum", ARG_IGNORE, NULL}, {"ema_overwrite_frequency", ARG_IGNORE, NULL},         \
-        {"loss_scale_factor", ARG_NULL, NULL}, {                                                   \
-        "gradient_accumulation_steps", ARG_NULL, NULL                                              \
+    {"learning_rate", MR_ARG_NUM, "learning_rate"},                                                \
+        {"weight_decay", MR_ARG_OPTNUM, "weight_decay"}, {"clipnorm", MR_ARG_OPTNUM, "clipnorm"},  \
+        {"global_clipnorm", MR_ARG_OPTNUM, "global_clipnorm"},                                     \
+        {"clipvalue", MR_ARG_OPTNUM, "clipvalue"}, {"use_ema", MR_ARG_EQ, "false"},                \
+        {"ema_momentum", MR_ARG_IGNORE, NULL}, {"ema_overwrite_frequency", MR_ARG_IGNORE, NULL},   \
+        {"loss_scale_factor", MR_ARG_NULL, NULL}, {                                                \
+        "gradient_accumulation_steps", MR_ARG_NULL, NULL                                           \
     }
-static const arg_def sgd_args[] = {
-    OPTIMIZER_ARGS, {"momentum", ARG_NUM, "momentum"}, {"nesterov", ARG_BOOL, "nesterov"}, END};
-static const arg_def adam_args[] = {OPTIMIZER_ARGS,
-                                    {"beta_1", ARG_NUM, "beta1"},
-                                    {"beta_2", ARG_NUM, "beta2"},
-                                    {"epsilon", ARG_NUM, "epsilon"},
-                                    {"amsgrad", ARG_EQ, "false"},
-                                    END};
-static const arg_def rmsprop_args[] = {OPTIMIZER_ARGS,
-                                       {"rho", ARG_NUM, "rho"},
-                                       {"momentum", ARG_NUM, "momentum"},
-                                       {"epsilon", ARG_NUM, "epsilon"},
-                                       {"centered", ARG_EQ, "false"},
-                                       END};
+static const mr_keras_arg sgd_args[] = {OPTIMIZER_ARGS,
+                                        {"momentum", MR_ARG_NUM, "momentum"},
+                                        {"nesterov", MR_ARG_BOOL, "nesterov"},
+                                        END};
+static const mr_keras_arg adam_args[] = {OPTIMIZER_ARGS,
+                                         {"beta_1", MR_ARG_NUM, "beta1"},
+                                         {"beta_2", MR_ARG_NUM, "beta2"},
+                                         {"epsilon", MR_ARG_NUM, "epsilon"},
+                                         {"amsgrad", MR_ARG_EQ, "false"},
+                                         END};
+static const mr_keras_arg rmsprop_args[] = {OPTIMIZER_ARGS,
+                                            {"rho", MR_ARG_NUM, "rho"},
+                                            {"momentum", MR_ARG_NUM, "momentum"},
+                                            {"epsilon", MR_ARG_NUM, "epsilon"},
+                                            {"centered", MR_ARG_EQ, "false"},
+                                            END};
 static const keras_class optimizers[] = {
     {"SGD", "sgd", 0, sgd_args},
     {"Adam", "adam", 0, adam_args},
@@ -715,16 +592,16 @@ static const keras_class optimizers[] = {
 };
 
 #define LOSS_ARGS                                                                                  \
-    {"reduction", ARG_EQ, "\"sum_over_batch_size\""}, {                                            \
-        "from_logits", ARG_BOOL, "from_logits"                                                     \
+    {"reduction", MR_ARG_EQ, "\"sum_over_batch_size\""}, {                                         \
+        "from_logits", MR_ARG_BOOL, "from_logits"                                                  \
     }
-static const arg_def sparse_ce_args[] = {
-    LOSS_ARGS, {"ignore_class", ARG_NULL, NULL}, {"axis", ARG_EQ, "-1"}, END};
-static const arg_def ce_args[] = {
-    LOSS_ARGS, {"label_smoothing", ARG_NUM, "label_smoothing"}, {"axis", ARG_EQ, "-1"}, END};
-static const arg_def mse_args[] = {{"reduction", ARG_EQ, "\"sum_over_batch_size\""}, END};
-static const arg_def huber_args[] = {
-    {"reduction", ARG_EQ, "\"sum_over_batch_size\""}, {"delta", ARG_EQ, "1.0"}, END};
+static const mr_keras_arg sparse_ce_args[] = {
+    LOSS_ARGS, {"ignore_class", MR_ARG_NULL, NULL}, {"axis", MR_ARG_EQ, "-1"}, END};
+static const mr_keras_arg ce_args[] = {
+    LOSS_ARGS, {"label_smoothing", MR_ARG_NUM, "label_smoothing"}, {"axis", MR_ARG_EQ, "-1"}, END};
+static const mr_keras_arg mse_args[] = {{"reduction", MR_ARG_EQ, "\"sum_over_batch_size\""}, END};
+static const mr_keras_arg huber_args[] = {
+    {"reduction", MR_ARG_EQ, "\"sum_over_batch_size\""}, {"delta", MR_ARG_EQ, "1.0"}, END};
 static const keras_class losses[] = {
     {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy", 0, sparse_ce_args},
     {"CategoricalCrossentropy", "categorical_crossentropy", 0, ce_args},
@@ -761,7 +638,7 @@ static mr_status put_object(importer *im, const char *what, const char *key,
             if (!json_is_object(c))
                 return refuse(im, MR_ERR_DATA, "%s %s without a config", what, cls);
             line(im, "%s = %s", key, table[i].section);
-            return put_args(im, &table[i], c);
+            return put_args(im, table[i].cls, table[i].has_weights, table[i].args, c);
         }
     char shown[96];
     json_brief(cls ? json_object_get(v, "class_name") : v, shown);
@@ -997,8 +874,9 @@ static void name_the_layer(const char *text, const char *file, mr_error *err) {
         p = p ? p + 1 : NULL;
     }
     const char *cls = strcmp(section, "input") == 0 ? "InputLayer" : NULL;
-    for (size_t i = 0; !cls && i < N_CLASSES; i++)
-        if (strcmp(classes[i].section, section) == 0) cls = classes[i].cls;
+    for (int k = MR_LAYER_INPUT + 1; !cls && k < MR_LAYER_KIND_COUNT; k++)
+        if (strcmp(mr_layer_kind_name((mr_layer_kind)k), section) == 0)
+            cls = mr_layer_ops_for((mr_layer_kind)k)->class_name;
     char rest[sizeof err->msg];
     snprintf(rest, sizeof rest, "%s", end + 2);
     if (cls && name[0])

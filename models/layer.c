@@ -11,33 +11,13 @@
 #include "runtime/rng.h"
 #include "models/kernels.h"
 
-/* The layer kinds' definitions, by kind (config.h): adding a layer kind
- * adds its line here (docs/architecture.md, "Adding a layer"); a kind
- * without one fails the static assertion below (when it is the last kind)
- * and tests/test_kinds.c (wherever it is). */
+/* The layer kinds' definitions, by kind: one per line of
+ * models/layer_kinds.def, mr_<section>_ops of the kind's own file. */
 static const mr_layer_ops *const ops_by_kind[] = {
     [MR_LAYER_INPUT] = NULL, /* the model's input: no computation */
-    [MR_LAYER_FLATTEN] = &mr_flatten_ops,
-    [MR_LAYER_DENSE] = &mr_dense_ops,
-    [MR_LAYER_ACTIVATION] = &mr_activation_ops,
-    [MR_LAYER_CONV2D] = &mr_conv2d_ops,
-    [MR_LAYER_MAXPOOL] = &mr_maxpool_ops,
-    [MR_LAYER_AVGPOOL] = &mr_avgpool_ops,
-    [MR_LAYER_DROPOUT] = &mr_dropout_ops,
-    [MR_LAYER_BATCHNORM] = &mr_batchnorm_ops,
-    [MR_LAYER_ADD] = &mr_add_ops,
-    [MR_LAYER_GLOBALAVGPOOL] = &mr_globalavgpool_ops,
-    [MR_LAYER_ZEROPAD] = &mr_zeropad_ops,
-    [MR_LAYER_LAYERNORM] = &mr_layernorm_ops,
-    [MR_LAYER_RESCALING] = &mr_rescaling_ops,
-    [MR_LAYER_NORMALIZATION] = &mr_normalization_ops,
-    [MR_LAYER_CONCATENATE] = &mr_concatenate_ops,
-    [MR_LAYER_DEPTHWISE] = &mr_depthwise_ops,
-    [MR_LAYER_RELU] = &mr_relu_ops,
-    [MR_LAYER_SOFTMAX] = &mr_softmax_ops,
-    [MR_LAYER_GLOBALMAXPOOL] = &mr_globalmaxpool_ops,
-    [MR_LAYER_RESHAPE] = &mr_reshape_ops,
-    [MR_LAYER_SPATIALDROPOUT] = &mr_spatialdropout_ops,
+#define MR_LAYER_KIND(ENUM, section, kernels) [MR_LAYER_##ENUM] = &mr_##section##_ops,
+#include "models/layer_kinds.def"
+#undef MR_LAYER_KIND
 };
 _Static_assert(sizeof ops_by_kind / sizeof ops_by_kind[0] == MR_LAYER_KIND_COUNT,
                "ops_by_kind: one entry per mr_layer_kind");

@@ -29,7 +29,9 @@
 
 MR_C_BEGIN
 
-struct mr_sb; /* runtime/strbuf.h */
+struct mr_sb;         /* runtime/strbuf.h */
+struct mr_config_key; /* models/config_keys.h */
+struct mr_keras_arg;  /* models/keras_args.h */
 
 /* Shape of one example (no batch axis): rank 3 is (H, W, C), rank 1 is (F). */
 typedef struct mr_shape {
@@ -83,11 +85,27 @@ typedef struct mr_layer mr_layer;
 /* What a layer kind is, on every device. */
 typedef struct mr_layer_ops {
     /* Keras class name for the summary and checkpoints: "Dense", "Conv2D";
-     * a .cfg section of the kind may be named so too (config.c). */
+     * a .cfg section of the kind may be named so too (config_keys.c). */
     const char *class_name;
     /* Keras's automatic name for such a layer: "dense", then "dense_1",
      * ... ("max_pooling2d" for MaxPooling2D); a .cfg section name too. */
     const char *keras_name;
+    /* Its .cfg section's line in the reference (--help-config). */
+    const char *section_help;
+    /* Its section's own .cfg keys (models/config_keys.h; MR_KEYS(table)),
+     * in the order the reference lists them; NULL, 0: none (the keys of
+     * every layer section only). The parser, its checks and the reference
+     * read them here. */
+    const struct mr_config_key *keys;
+    int n_keys;
+    /* The arguments of its Keras class's config, each mapped to a .cfg key,
+     * held to one value or of no effect here (models/keras_args.h), ending
+     * with MR_KERAS_ARGS_END; the importer reads them. NULL: the class is
+     * not imported. */
+    const struct mr_keras_arg *keras_args;
+    /* 1: the Keras class has weights: trainable = false is refused (every
+     * weight is trained here). */
+    int keras_has_weights;
     /* Appends the Keras config keys of the class that follow "name",
      * "trainable" and "dtype", in the order Keras 3.15 writes them
      * (", \"units\": 4, ..."; models/keras.h has the shared pieces). NULL:
@@ -119,6 +137,10 @@ typedef struct mr_layer_ops {
     /* 1: training needs the whole batch in one pass (batch statistics); the
      * model then never splits a batch into passes (model.h, pass_rows). */
     int whole_batch;
+    /* 1: a merge: the layer takes a second input, its section's `from =`
+     * (Add, Concatenate; mr_layer_kind_merges), which the parser resolves,
+     * the plan shapes (in2) and the model hands it (x2, dx2). */
+    int merges;
     /* 1: the layer applies its section's `activation` to its output (Dense,
      * Conv2D, Activation). On the last layer, that activation (softmax,
      * sigmoid, linear) decides what the loss takes: probabilities or
@@ -241,30 +263,11 @@ void mr_layer_declare_weight(mr_layer *l, const char *name, int trainable, int r
 void mr_layer_init_kernel(const mr_layer *l, int weight, uint64_t seed, int fan_in, int fan_out,
                           float *out);
 
-/* Layer kinds, one file each in models/. */
-extern const mr_layer_ops mr_flatten_ops;       /* flatten.c */
-extern const mr_layer_ops mr_dense_ops;         /* dense.c */
-extern const mr_layer_ops mr_activation_ops;    /* activation.c */
-extern const mr_layer_ops mr_conv2d_ops;        /* conv2d.c */
-extern const mr_layer_ops mr_maxpool_ops;       /* pool.c */
-extern const mr_layer_ops mr_avgpool_ops;       /* pool.c */
-extern const mr_layer_ops mr_dropout_ops;       /* dropout.c */
-extern const mr_layer_ops mr_batchnorm_ops;     /* batchnorm.c */
-extern const mr_layer_ops mr_add_ops;           /* add.c */
-extern const mr_layer_ops mr_concatenate_ops;   /* concatenate.c */
-extern const mr_layer_ops mr_depthwise_ops;     /* depthwise.c */
-extern const mr_layer_ops mr_globalavgpool_ops; /* globalavgpool.c */
-extern const mr_layer_ops mr_zeropad_ops;       /* zeropad.c */
-extern const mr_layer_ops mr_layernorm_ops;     /* layernorm.c */
-extern const mr_layer_ops mr_rescaling_ops;     /* rescaling.c */
-extern const mr_layer_ops mr_normalization_ops; /* normalization.c */
-
-/* The kinds of Keras's image models' own layers. */
-extern const mr_layer_ops mr_relu_ops;           /* relu.c */
-extern const mr_layer_ops mr_softmax_ops;        /* softmax.c */
-extern const mr_layer_ops mr_globalmaxpool_ops;  /* globalmaxpool.c */
-extern const mr_layer_ops mr_reshape_ops;        /* reshape.c */
-extern const mr_layer_ops mr_spatialdropout_ops; /* spatialdropout.c */
+/* The layer kinds' definitions, mr_<section>_ops of each line of
+ * models/layer_kinds.def, each in its own file of models/. */
+#define MR_LAYER_KIND(ENUM, section, kernels) extern const mr_layer_ops mr_##section##_ops;
+#include "models/layer_kinds.def"
+#undef MR_LAYER_KIND
 
 MR_C_END
 

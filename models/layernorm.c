@@ -11,6 +11,8 @@
  * kernels are backends/cpu/layernorm_cpu.c.
  * Relies on: layer.h (the layer contract), keras.h (initializer JSON). */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -48,9 +50,37 @@ static void ln_keras_config(const mr_layer *l, mr_sb *b) {
                  mr_keras_initializer("Zeros"), mr_keras_initializer("Ones"));
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg ln_keras_args[] = {{"axis", MR_ARG_EQ, "-1"},
+                                             {"epsilon", MR_ARG_NUM, "epsilon"},
+                                             {"center", MR_ARG_BOOL, "center"},
+                                             {"scale", MR_ARG_BOOL, "scale"},
+                                             {"rms_scaling", MR_ARG_EQ, "false"},
+                                             {"beta_initializer", MR_ARG_IGNORE, NULL},
+                                             {"gamma_initializer", MR_ARG_IGNORE, NULL},
+                                             {"beta_regularizer", MR_ARG_NULL, NULL},
+                                             {"gamma_regularizer", MR_ARG_NULL, NULL},
+                                             {"beta_constraint", MR_ARG_NULL, NULL},
+                                             {"gamma_constraint", MR_ARG_NULL, NULL},
+                                             MR_KERAS_ARGS_END};
+
+/* [layernorm]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key layernorm_keys[] = {
+    {"layernorm", "epsilon", NULL, 0, MR_KEY_FLOAT, MR_LAY(epsilon), "0.001", 0, 1, 1, 0, NULL, 0,
+     "added to the variance (Keras default 0.001)"},
+    {"layernorm", "center", NULL, 0, MR_KEY_BOOL, MR_LAY(center), "1", 0, 1, 0, 0, NULL, 0,
+     "add a trainable offset beta (Keras center); 0: no beta weight"},
+    {"layernorm", "scale", NULL, 0, MR_KEY_BOOL, MR_LAY(scale), "1", 0, 1, 0, 0, NULL, 0,
+     "multiply by a trainable gamma (Keras scale); 0: no gamma weight"},
+};
+
 const mr_layer_ops mr_layernorm_ops = {
     .class_name = "LayerNormalization",
     .keras_name = "layer_normalization",
+    .keras_args = ln_keras_args,
+    .keras_has_weights = 1,
+    .section_help = "normalisation of each example over the last axis (LayerNormalization)",
+    .keys = MR_KEYS(layernorm_keys),
     .keras_config = ln_keras_config,
     .keras_build_config = 1,
     .setup = ln_setup,

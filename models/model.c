@@ -480,7 +480,7 @@ static mr_status graph_backward(mr_model *m, const mr_dfloat *in, int batch,
     done[m->n_layers - 1] = 1;
     for (int i = m->n_layers - 1; i >= 0; i--) {
         mr_layer *l = &m->layers[i];
-        MR_ASSERT(done[i]); /* config.c: every output but the last feeds a later layer */
+        MR_ASSERT(done[i]); /* config_check.c: every output but the last feeds a later layer */
         if (l->fused) {
             /* its gradient is its producer's buffer already (the one
              * consumer of it), which masks it in its own backward */

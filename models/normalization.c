@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/model.h"
 #include "runtime/dataset.h"
 #include "runtime/elementwise.h"
@@ -60,9 +62,33 @@ static void normalization_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, ", \"axis\": [-1], \"invert\": false, \"mean\": null, \"variance\": null");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg normalization_keras_args[] = {{"axis", MR_ARG_EQ, "-1"},
+                                                        {"mean", MR_ARG_NUMS, "mean"},
+                                                        {"variance", MR_ARG_NUMS, "variance"},
+                                                        {"invert", MR_ARG_EQ, "false"},
+                                                        MR_KERAS_ARGS_END};
+
+/* [normalization]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key normalization_keys[] = {
+    {"normalization", "mean", NULL, MR_PY_NONE, MR_KEY_FLOATS, MR_LAY(mean), "", -MR_KEY_BIG,
+     MR_KEY_BIG, 0, 0, NULL, MR_MAX_FLOATS,
+     "the mean of each channel (last axis), or one for all; with variance; not given: adapted "
+     "to the training data at the start of a fresh fit (Keras adapt)"},
+    {"normalization", "variance", NULL, MR_PY_NONE, MR_KEY_FLOATS, MR_LAY(variance), "", 0,
+     MR_KEY_BIG, 0, 0, NULL, MR_MAX_FLOATS,
+     "the variance of each channel, or one for all; with mean"},
+};
+
 const mr_layer_ops mr_normalization_ops = {
     .class_name = "Normalization",
     .keras_name = "normalization",
+    .keras_args = normalization_keras_args,
+    .keras_has_weights = 1,
+    .section_help =
+        "(x - mean) / max(sqrt(variance), 1e-7) per channel (Normalization: preprocessing in the "
+        "model)",
+    .keys = MR_KEYS(normalization_keys),
     .keras_config = normalization_keras_config,
     .keras_build_config = 1,
     .setup = normalization_setup,
@@ -79,7 +105,7 @@ mr_status mr_model_adapt(mr_model *m, const mr_dataset *ds, int64_t count, int *
         mr_layer *l = &m->layers[i];
         if (l->cfg->kind != MR_LAYER_NORMALIZATION || l->cfg->mean.n > 0) continue;
         /* the [rescaling] layers between the input and this one, input
-         * first (config.c allows no other kind there) */
+         * first (config_check.c allows no other kind there) */
         const mr_layer_cfg *chain[MR_MAX_LAYERS];
         int n_chain = 0;
         for (int j = l->cfg->src[0]; j > 0; j = m->cfg->layers[j].src[0])

@@ -10,6 +10,8 @@
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 
 static mr_status pool_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
     (void)max_batch;
@@ -44,16 +46,49 @@ static void pool_keras_config(const mr_layer *l, mr_sb *b) {
                  c->size[0], c->size[1], mr_keras_padding(c->padding), c->stride[0], c->stride[1]);
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg pool_keras_args[] = {{"pool_size", MR_ARG_INTS, "size"},
+                                               {"strides", MR_ARG_STRIDES, "stride"},
+                                               {"padding", MR_ARG_PADDING, "padding"},
+                                               MR_KERAS_CHANNELS_LAST,
+                                               MR_KERAS_ARGS_END};
+
+/* [maxpool]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key maxpool_keys[] = {
+    {"maxpool", "size", "pool_size", 0, MR_KEY_INTS, MR_LAY(size), "2", 1, 1024, 0, 0, NULL, 2,
+     "pool size: p or ph,pw"},
+    {"maxpool", "stride", "strides", MR_PY_NONE, MR_KEY_INTS, MR_LAY(stride), "0", 0, 1024, 0, 0,
+     NULL, 2, "stride: s or sh,sw (0: the pool size, as Keras)"},
+    {"maxpool", "padding", NULL, 0, MR_KEY_ENUM, MR_LAY(padding), "valid", 0, 0, 0, 0,
+     mr_padding_names, 0, "valid or same"},
+};
+
 const mr_layer_ops mr_maxpool_ops = {
     .class_name = "MaxPooling2D",
     .keras_name = "max_pooling2d",
+    .keras_args = pool_keras_args,
+    .section_help = "2-D max pooling",
+    .keys = MR_KEYS(maxpool_keys),
     .keras_config = pool_keras_config,
     .setup = pool_setup,
+};
+
+/* [avgpool]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key avgpool_keys[] = {
+    {"avgpool", "size", "pool_size", 0, MR_KEY_INTS, MR_LAY(size), "2", 1, 1024, 0, 0, NULL, 2,
+     "pool size: p or ph,pw"},
+    {"avgpool", "stride", "strides", MR_PY_NONE, MR_KEY_INTS, MR_LAY(stride), "0", 0, 1024, 0, 0,
+     NULL, 2, "stride: s or sh,sw (0: the pool size, as Keras)"},
+    {"avgpool", "padding", NULL, 0, MR_KEY_ENUM, MR_LAY(padding), "valid", 0, 0, 0, 0,
+     mr_padding_names, 0, "valid or same (same: averages over the valid cells only, as Keras)"},
 };
 
 const mr_layer_ops mr_avgpool_ops = {
     .class_name = "AveragePooling2D",
     .keras_name = "average_pooling2d",
+    .keras_args = pool_keras_args,
+    .section_help = "2-D average pooling",
+    .keys = MR_KEYS(avgpool_keys),
     .keras_config = pool_keras_config,
     .setup = pool_setup,
 };

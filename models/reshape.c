@@ -4,6 +4,8 @@
  * (layer.h): the model hands the buffers on; the kernels (Flatten's) copy
  * for callers with separate buffers. */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "runtime/strbuf.h"
 
 static mr_status reshape_setup(mr_layer *l, int max_batch, const char *file, mr_error *err) {
@@ -46,9 +48,24 @@ static void reshape_keras_config(const mr_layer *l, mr_sb *b) {
     mr_sb_printf(b, "]");
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg reshape_keras_args[] = {{"target_shape", MR_ARG_SHAPE, "target_shape"},
+                                                  MR_KERAS_ARGS_END};
+
+/* [reshape]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key reshape_keys[] = {
+    {"reshape", "target_shape", NULL, 0, MR_KEY_INTS, MR_LAY(target_shape), NULL, -1, 1 << 24, 0, 0,
+     NULL, 3,
+     "one example's new shape, H,W,C or F, of as many values as the input; one of them may be "
+     "-1: what the others leave"},
+};
+
 const mr_layer_ops mr_reshape_ops = {
     .class_name = "Reshape",
     .keras_name = "reshape",
+    .keras_args = reshape_keras_args,
+    .section_help = "the same values in a new shape (Reshape)",
+    .keys = MR_KEYS(reshape_keys),
     .keras_config = reshape_keras_config,
     .setup = reshape_setup,
     .view = 1,

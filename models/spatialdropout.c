@@ -7,6 +7,8 @@
  * replica. The kernels are backends/cpu/spatialdropout_cpu.c and
  * backends/cuda/spatialdropout_cuda.cu. */
 #include "models/layer.h"
+#include "models/config_keys.h"
+#include "models/keras_args.h"
 #include "models/keras.h"
 #include "runtime/strbuf.h"
 
@@ -31,9 +33,25 @@ static void sdrop_keras_config(const mr_layer *l, mr_sb *b) {
                  l->name);
 }
 
+/* Its Keras class's config arguments, for the importer (models/keras_args.h). */
+static const mr_keras_arg spatialdropout_keras_args[] = {{"rate", MR_ARG_NUM, "rate"},
+                                                         {"seed", MR_ARG_IGNORE, NULL},
+                                                         MR_KERAS_CHANNELS_LAST,
+                                                         MR_KERAS_ARGS_END};
+
+/* [spatialdropout]'s own .cfg keys (models/config_keys.h). */
+static const mr_config_key spatialdropout_keys[] = {
+    {"spatialdropout", "rate", NULL, 0, MR_KEY_FLOAT, MR_LAY(rate), NULL, 0, 1, 0, 1, NULL, 0,
+     "fraction of channels zeroed in training, whole feature maps per example (inverted "
+     "dropout)"},
+};
+
 const mr_layer_ops mr_spatialdropout_ops = {
     .class_name = "SpatialDropout2D",
     .keras_name = "spatial_dropout2d",
+    .keras_args = spatialdropout_keras_args,
+    .section_help = "dropout of whole channels per example, training only (SpatialDropout2D)",
+    .keys = MR_KEYS(spatialdropout_keys),
     .keras_config = sdrop_keras_config,
     .keras_whole_config = 1,
     .setup = sdrop_setup,

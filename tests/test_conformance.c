@@ -879,6 +879,16 @@ static void run_keras_layers(cf *h) {
                  (double)sd[i].rate, sd[i].ch, sd[i].training ? "training" : "inference");
         run_layer(h, &c);
     }
+    for (int i = 0; i < 4; i++) {
+        /* the three modes in training, then the identity of inference */
+        c = make_case(MR_LAYER_RANDOMFLIP, img(3, 4, 2 + i), 6, 170 + (uint64_t)i);
+        c.cfg.flip_mode = i % 3;
+        c.training = c.backward = i < 3;
+        c.exact = 1;
+        snprintf(c.name, sizeof c.name, "randomflip mode %d 3x4x%d %s", i % 3, 2 + i,
+                 i < 3 ? "training" : "inference");
+        run_layer(h, &c);
+    }
 }
 
 static void run_batchnorm(cf *h) {

@@ -1,12 +1,12 @@
-/* test_kinds.c: every table indexed by mr_layer_kind (models/config.h) has
- * an entry for every kind: the layer definitions (mr_layer_ops_for,
- * models/layer.c), each device kind's kernels (backends/cpu/kernels_cpu.c,
- * backends/cuda/kernels_cuda.c), the .cfg section names
- * (mr_layer_kind_name, models/config.c) and their place among the
- * sections the parser and the reference know. Each of those tables
- * checks its size against MR_LAYER_KIND_COUNT at compile time, which
- * catches a new last kind without an entry; this test catches a missing
- * entry anywhere. */
+/* test_kinds.c: every table made from the list of layer kinds
+ * (models/layer_kinds.def) has an entry for every kind: the layer
+ * definitions (mr_layer_ops_for, models/layer.c) with what the .cfg
+ * reader and the Keras importer read in them, each device kind's kernels
+ * (backends/cpu/kernels_cpu.c, backends/cuda/kernels_cuda.c), the .cfg
+ * section names (mr_layer_kind_name, models/layer_kinds.c) and their
+ * place among the sections the parser and the reference know. Each of
+ * those tables checks its size against MR_LAYER_KIND_COUNT at compile
+ * time; this test checks what the compiler cannot: an entry's contents. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 
 #include "backends/backends.h"
 #include "models/config.h"
+#include "models/config_keys.h"
 #include "models/kernels.h"
 #include "tests/testutil.h"
 
@@ -81,6 +82,13 @@ START_TEST(every_kind_defined) {
         ck_assert_msg(ops != NULL, "[%s] has no mr_layer_ops (models/layer.c)", name);
         ck_assert_msg(ops->setup != NULL, "[%s] has no setup", name);
         ck_assert_msg(ops->class_name && ops->keras_name, "[%s] has no Keras names", name);
+        ck_assert_msg(ops->section_help && ops->section_help[0], "[%s] has no section_help", name);
+        ck_assert_msg(ops->keras_args != NULL, "[%s] has no Keras import table", name);
+        ck_assert_msg((ops->keys == NULL) == (ops->n_keys == 0), "[%s]: keys and n_keys", name);
+        /* each key row names its own section, as the reference prints it */
+        for (int i = 0; i < ops->n_keys; i++)
+            ck_assert_msg(strcmp(ops->keys[i].section, name) == 0, "[%s] key %s is of [%s]", name,
+                          ops->keys[i].key, ops->keys[i].section);
     }
     ck_assert_ptr_null(mr_layer_ops_for(MR_LAYER_KIND_COUNT));
     ck_assert_ptr_null(mr_layer_ops_for((mr_layer_kind)-1));

@@ -21,26 +21,12 @@ extern const mr_kernels mr_cpu_kernels;
 void mr_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
-extern const mr_layer_kernels mr_flatten_cpu;       /* flatten_cpu.c */
-extern const mr_layer_kernels mr_dense_cpu;         /* dense_cpu.c */
-extern const mr_layer_kernels mr_activation_cpu;    /* activation_cpu.c */
-extern const mr_layer_kernels mr_conv2d_cpu;        /* conv2d_cpu.c */
-extern const mr_layer_kernels mr_pool_cpu;          /* pool_cpu.c: max and average */
-extern const mr_layer_kernels mr_dropout_cpu;       /* dropout_cpu.c */
-extern const mr_layer_kernels mr_batchnorm_cpu;     /* batchnorm_cpu.c */
-extern const mr_layer_kernels mr_add_cpu;           /* add_cpu.c */
-extern const mr_layer_kernels mr_concatenate_cpu;   /* concatenate_cpu.c */
-extern const mr_layer_kernels mr_depthwise_cpu;     /* depthwise_cpu.c */
-extern const mr_layer_kernels mr_globalavgpool_cpu; /* globalavgpool_cpu.c */
-extern const mr_layer_kernels mr_zeropad_cpu;       /* zeropad_cpu.c */
-extern const mr_layer_kernels mr_layernorm_cpu;     /* layernorm_cpu.c */
-extern const mr_layer_kernels mr_rescaling_cpu;     /* rescaling_cpu.c */
-extern const mr_layer_kernels mr_normalization_cpu; /* normalization_cpu.c */
-
-/* The kinds of Keras's image models' own layers. */
-extern const mr_layer_kernels mr_relu_cpu;           /* relu_cpu.c */
-extern const mr_layer_kernels mr_globalmaxpool_cpu;  /* globalmaxpool_cpu.c */
-extern const mr_layer_kernels mr_spatialdropout_cpu; /* spatialdropout_cpu.c */
+/* Each layer kind's kernels, mr_<kernels>_cpu of each line of
+ * models/layer_kinds.def, in backends/cpu/<kernels>_cpu.c (a table two kinds
+ * share is declared twice, which C allows). */
+#define MR_LAYER_KIND(ENUM, section, kernels) extern const mr_layer_kernels mr_##kernels##_cpu;
+#include "models/layer_kinds.def"
+#undef MR_LAYER_KIND
 
 extern const mr_loss_kernels mr_loss_cpu;           /* loss_cpu.c */
 extern const mr_optimizer_kernels mr_optimizer_cpu; /* optimizer_cpu.c */

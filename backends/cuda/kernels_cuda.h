@@ -18,26 +18,12 @@
 
 MR_C_BEGIN
 
-extern const mr_layer_kernels mr_flatten_cuda;       /* flatten_cuda.cu */
-extern const mr_layer_kernels mr_dense_cuda;         /* dense_cuda.cu */
-extern const mr_layer_kernels mr_activation_cuda;    /* activation_cuda.cu */
-extern const mr_layer_kernels mr_conv2d_cuda;        /* conv2d_cuda.cu */
-extern const mr_layer_kernels mr_pool_cuda;          /* pool_cuda.cu: max and average */
-extern const mr_layer_kernels mr_dropout_cuda;       /* dropout_cuda.cu */
-extern const mr_layer_kernels mr_batchnorm_cuda;     /* batchnorm_cuda.cu */
-extern const mr_layer_kernels mr_add_cuda;           /* add_cuda.cu */
-extern const mr_layer_kernels mr_concatenate_cuda;   /* concatenate_cuda.cu */
-extern const mr_layer_kernels mr_depthwise_cuda;     /* depthwise_cuda.cu */
-extern const mr_layer_kernels mr_globalavgpool_cuda; /* globalavgpool_cuda.cu */
-extern const mr_layer_kernels mr_zeropad_cuda;       /* zeropad_cuda.cu */
-extern const mr_layer_kernels mr_layernorm_cuda;     /* layernorm_cuda.cu */
-extern const mr_layer_kernels mr_rescaling_cuda;     /* rescaling_cuda.cu */
-extern const mr_layer_kernels mr_normalization_cuda; /* normalization_cuda.cu */
-
-/* The kinds of Keras's image models' own layers. */
-extern const mr_layer_kernels mr_relu_cuda;           /* relu_cuda.cu */
-extern const mr_layer_kernels mr_globalmaxpool_cuda;  /* globalmaxpool_cuda.cu */
-extern const mr_layer_kernels mr_spatialdropout_cuda; /* spatialdropout_cuda.cu */
+/* Each layer kind's kernels, mr_<kernels>_cuda of each line of
+ * models/layer_kinds.def, in backends/cuda/<kernels>_cuda.cu (a table two kinds
+ * share is declared twice, which C allows). */
+#define MR_LAYER_KIND(ENUM, section, kernels) extern const mr_layer_kernels mr_##kernels##_cuda;
+#include "models/layer_kinds.def"
+#undef MR_LAYER_KIND
 
 extern const mr_loss_kernels mr_loss_cuda;           /* loss_cuda.cu */
 extern const mr_optimizer_kernels mr_optimizer_cuda; /* optimizer_cuda.cu */
