@@ -21,7 +21,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,18 +38,6 @@ static const struct {
      "did you mean 'global_batch' (Keras's batch_size under MirroredStrategy: the global batch) "
      "or 'batch' (per replica)?"},
 };
-
-int mr_cfg_fail(mr_cfg_parse *ps, int line, const char *fmt, ...) {
-    if (ps->failed) return 0;
-    char what[700];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    mr_error_set(ps->err, MR_ERR_CONFIG, "%s:%d: %s", ps->name, line, what);
-    ps->failed = 1;
-    return 0;
-}
 
 static void *section_base(mr_cfg_parse *ps) {
     switch (mr_cfg_section_kind(ps->sec)) {

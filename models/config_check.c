@@ -5,8 +5,24 @@
  * keys. */
 #include "models/config_impl.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The parse's one failure is recorded here, where most of them are found
+ * (config.c's reading calls it too, one way: this file calls none of it). */
+int mr_cfg_fail(mr_cfg_parse *ps, int line, const char *fmt, ...) {
+    if (ps->failed) return 0;
+    char what[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    mr_error_set(ps->err, MR_ERR_CONFIG, "%s:%d: %s", ps->name, line, what);
+    ps->failed = 1;
+    return 0;
+}
 
 /* The section a reference (`input =` or `from =` of section i, text ref,
  * "" for -1) names, or -1 after failing. Only an earlier section may be
