@@ -369,13 +369,21 @@ static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *
 }
 
 MIRRORED_API mirrored_fit_options mirrored_fit_options_default(void) {
-    return (mirrored_fit_options){.devices = "auto", .validation_split = -1.0, .seed = -1};
+    return (mirrored_fit_options){.struct_version = MIRRORED_FIT_OPTIONS_VERSION,
+                                  .devices = "auto",
+                                  .validation_split = -1.0,
+                                  .seed = -1};
 }
 
 MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrored_fit_options *o,
                                                 mirrored_fit_result *result, mirrored_error *err) {
     if (m == NULL || o == NULL)
         return api_usage(err, "mirrored_model_fit: model or options is NULL");
+    if (o->struct_version != MIRRORED_FIT_OPTIONS_VERSION)
+        return api_usage(err,
+                         "mirrored_model_fit: options of struct_version %d; this library reads "
+                         "version %d (start from mirrored_fit_options_default())",
+                         o->struct_version, MIRRORED_FIT_OPTIONS_VERSION);
     if (result != NULL) *result = (mirrored_fit_result){0};
     mr_error e = {0};
     fit_run f = {0};

@@ -27,6 +27,7 @@ _Static_assert(MIRRORED_ERR_NOMEM == (int)MR_ERR_NOMEM, "status");
 _Static_assert(MIRRORED_ERR_UNSUPPORTED == (int)MR_ERR_UNSUPPORTED, "status");
 _Static_assert(MIRRORED_ERR_RUNTIME == (int)MR_ERR_RUNTIME, "status");
 _Static_assert(MIRRORED_ERR_ABORTED == (int)MR_ERR_ABORTED, "status");
+_Static_assert(MIRRORED_ERR_NOT_FOUND == (int)MR_ERR_NOT_FOUND, "status");
 _Static_assert(sizeof(((mirrored_error *)0)->message) == sizeof(((mr_error *)0)->msg), "message");
 
 /* One job per process. */
@@ -164,7 +165,7 @@ static mr_status load_checkpoint(mirrored_model *m, mr_error *err) {
 static mr_status load_file(mirrored_model *m, const char *path, mr_error *err) {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return mr_error_set(err, MR_ERR_IO, "%s: no such file", path);
+        return mr_error_set(err, MR_ERR_NOT_FOUND, "%s: no such file", path);
     mr_error ck_err = {0};
     if (mr_checkpoint_load(path, &m->ck, &ck_err) == MR_OK) return load_checkpoint(m, err);
     mr_checkpoint_free(&m->ck);

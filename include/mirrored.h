@@ -22,6 +22,8 @@
  * Rules that hold for every call:
  *   - A call returns MIRRORED_OK or a status, and fills `err` (may be NULL)
  *     with one line naming the path, the .cfg line or the argument at fault.
+ *     A file that is not there is MIRRORED_ERR_NOT_FOUND, whatever the
+ *     message says.
  *     No call exits or aborts the process on bad input.
  *   - Arrays are the caller's, C-contiguous, channels last; the library
  *     reads them during the call and keeps no pointer after it returns
@@ -66,6 +68,7 @@ typedef enum mirrored_status {
     MIRRORED_ERR_UNSUPPORTED, /* asked for what this build or machine cannot do (gpu:0 here) */
     MIRRORED_ERR_RUNTIME,     /* failure while running: a collective timed out, NaN loss */
     MIRRORED_ERR_ABORTED,     /* another process of the job failed first */
+    MIRRORED_ERR_NOT_FOUND,   /* a file or folder that does not exist (an I/O error) */
 } mirrored_status;
 
 typedef struct mirrored_error {
@@ -189,7 +192,14 @@ typedef struct mirrored_epoch_logs {
 typedef int (*mirrored_epoch_fn)(void *user, const mirrored_epoch_logs *logs);
 typedef void (*mirrored_step_fn)(void *user, const mirrored_step_logs *logs);
 
+/* The layout of mirrored_fit_options this header describes. A program
+ * built against another header passes its own: mirrored_model_fit refuses
+ * a version it does not know (MIRRORED_ERR_USAGE) rather than read fields
+ * that are not there. */
+#define MIRRORED_FIT_OPTIONS_VERSION 1
+
 typedef struct mirrored_fit_options {
+    int struct_version;      /* MIRRORED_FIT_OPTIONS_VERSION (mirrored_fit_options_default) */
     const char *devices;     /* "auto" (NULL: auto), "cpu:2", "gpu:0,1" */
     int epochs;              /* 0: the .cfg's */
     int64_t batch_size;      /* the global batch; 0: the .cfg's */
@@ -210,7 +220,8 @@ typedef struct mirrored_fit_options {
     void *user;
 } mirrored_fit_options;
 
-/* The defaults above: devices auto, the .cfg's epochs, batch, split and seed. */
+/* The defaults above: this header's struct_version, devices auto, the
+ * .cfg's epochs, batch, split and seed. */
 MIRRORED_API mirrored_fit_options mirrored_fit_options_default(void);
 
 typedef struct mirrored_fit_result {

@@ -19,6 +19,7 @@ int mr_cli_exit_code(mr_status st) {
     case MR_ERR_USAGE:
     case MR_ERR_CONFIG:
     case MR_ERR_IO:
+    case MR_ERR_NOT_FOUND:
     case MR_ERR_DATA:
     case MR_ERR_UNSUPPORTED:
         return MR_EXIT_BAD_INPUT;

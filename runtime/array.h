@@ -1,4 +1,6 @@
 /* array.h: n-dimensional arrays read from data files (IDX, NPY, NPZ members, HDF5).
+ * The type and the IDX and HDF5 readers are array.c, mr_array_read
+ * array_read.c; NPY files are runtime/npy.h, .npz archives runtime/npz.h.
  *
  * The loader keeps images in the dtype they arrive in (uint8 stays uint8, a
  * quarter of the memory of float32) and converts per batch. Readers check
@@ -44,7 +46,7 @@ int64_t mr_array_row_size(const mr_array *a);
 /* Reads an array, choosing the format from the spec:
  *   "file.h5:/group/dataset" or "file.hdf5:/dataset"  -> HDF5 dataset
  *   "file.npz:member" (member with or without .npy)   -> a member of an .npz (runtime/npz.h)
- *   "*.npy"                                           -> NPY
+ *   "*.npy"                                           -> NPY (runtime/npy.h)
  *   anything else                                     -> IDX (raw or gzip, detected by content)
  * A float array with a NaN or an infinity is refused (MR_ERR_DATA, naming
  * the spec, the example, i.e. the index along dims[0], and the element).
@@ -56,21 +58,9 @@ mr_status mr_array_read(const char *spec, mr_array *out, mr_error *err);
  * on disk) and 0x0D (float32 -> F32, big-endian on disk). */
 mr_status mr_array_read_idx(const char *path, mr_array *out, mr_error *err);
 
-/* NPY version 1.0/2.0/3.0, C order only. dtypes: |u1 (U8), <i4 (I32), <i8 (I64), <f4 (F32),
- * <f8 (F32, from_float64 set); the other integer widths widen: |i1, <i2, <u2 to I32, <u4 and
- * <u8 to I64 (a uint64 above int64's range is refused). */
-mr_status mr_array_read_npy(const char *path, mr_array *out, mr_error *err);
-
-/* mr_array_read_npy on an open descriptor at the start of the NPY bytes (an .npz member copied
- * out, runtime/npz.h); `name` names it in messages ("file.npz:x_train"). Closes fd. */
-mr_status mr_array_read_npy_fd(int fd, const char *name, mr_array *out, mr_error *err);
-
 /* One HDF5 dataset; native types mapped to U8, I32, I64 or F32
  * (other integer widths are converted to I64, other floats to F32). */
 mr_status mr_array_read_h5(const char *path, const char *dataset, mr_array *out, mr_error *err);
-
-/* Writes an NPY 1.0 file (used by tests and tools). */
-mr_status mr_array_write_npy(const char *path, const mr_array *a, mr_error *err);
 
 /* Frees the data and zeroes the struct. Safe on a zeroed array. */
 void mr_array_free(mr_array *a);

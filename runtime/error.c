@@ -40,6 +40,8 @@ const char *mr_status_name(mr_status status) {
         return "runtime error";
     case MR_ERR_ABORTED:
         return "aborted";
+    case MR_ERR_NOT_FOUND:
+        return "file not found";
     }
     return "unknown error";
 }

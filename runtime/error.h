@@ -26,6 +26,8 @@ typedef enum mr_status {
     MR_ERR_RUNTIME,     /* failure while running: a collective timed out, replicas diverged */
     MR_ERR_ABORTED,     /* released from a collective because another participant failed:
                            an echo, the real error is that participant's */
+    MR_ERR_NOT_FOUND,   /* a file or folder that does not exist: an I/O error whose cause
+                           callers can act on (the Python package's FileNotFoundError) */
 } mr_status;
 
 typedef struct mr_error {

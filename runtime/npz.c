@@ -1,6 +1,7 @@
 /* npz.c: .npz archives (npz.h). A member is inflated by libzip into an
  * anonymous memory file (memfd), which the NPY reader then reads as it
  * reads a .npy on disk, with the same checks and messages. */
+#include "runtime/npy.h"
 #include "runtime/npz.h"
 
 #include <errno.h>
@@ -128,7 +129,7 @@ static mr_status read_member(zip_t *za, zip_int64_t i, const char *name, mr_arra
         close(fd);
         return st;
     }
-    return mr_array_read_npy_fd(fd, name, out, err);
+    return mr_npy_read_fd(fd, name, out, err);
 }
 
 mr_status mr_npz_read(const char *path, const char *member, mr_array *out, mr_error *err) {

@@ -2,7 +2,7 @@
  * deflated), as Keras's dataset files are (keras.datasets' mnist.npz holds
  * x_train, y_train, x_test, y_test). An archive is a zip of .npy members:
  * libzip opens it and each member goes through the NPY reader
- * (runtime/array.h), so a member is checked as a .npy file is.
+ * (runtime/npy.h), so a member is checked as a .npy file is.
  *
  * In [data] and on the command line an archive is named two ways:
  *   "f.npz:x_train"  one member (".npy" may be added or left off)

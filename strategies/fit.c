@@ -2,11 +2,10 @@
  * task_fit on its thread, fit_begin (where the checkpoint left off, the
  * epoch callbacks replayed), then epochs of updates, each opened by
  * fit_epoch_begin, made of fit_step (fit_step.c) and closed by
- * fit_epoch_end (fit_epoch.c), then fit_finish. Its state is a fit_loop
- * (fit_impl.h). */
+ * fit_epoch_end (fit_epoch.c), then fit_finish. Its state is a fit_loop,
+ * which fit_loop.c alone sets up and moves on (fit_loop_impl.h). */
 #include <stdlib.h>
 
-#include "runtime/clock.h"
 #include "runtime/rng.h"
 #include "strategies/fit_impl.h"
 
@@ -14,17 +13,15 @@
  * the checkpoint left (s->from), with the epoch callbacks' state replayed
  * from its finished epochs. */
 static mr_status fit_begin(fit_loop *loop, replica *rep) {
-    mr_strategy *s = rep->s;
-    *loop = (fit_loop){
-        .rep = rep, .end = FIT_RUNNING, .global_step = s->from.global_step, .epoch = s->from.epoch};
+    const mr_strategy *s = rep->s;
+    fit_loop_begin(loop, rep);
     MR_CHECK(fit_epoch_replay(loop));
     if (loop->epoch >= s->plan.epochs) loop->end = FIT_DONE;
     return MR_OK;
 }
 
 /* An epoch's start: its order (every process computes the same
- * permutation), its augmentation, and its sums and position: zero, or
- * where the checkpoint left a resumed epoch. */
+ * permutation), then the loop's state for it (fit_loop_epoch_begin). */
 static mr_status fit_epoch_begin(fit_loop *loop) {
     replica *rep = loop->rep;
     mr_strategy *s = rep->s;
@@ -38,26 +35,7 @@ static mr_status fit_epoch_begin(fit_loop *loop) {
     }
     /* everyone sees the permutation before using it */
     MR_CHECK(mr_comm_barrier(s->comm, rep->r, &rep->err));
-    loop->augp = NULL;
-    if (s->aug != NULL) {
-        loop->aug = *s->aug;
-        loop->aug.epoch = loop->epoch;
-        loop->augp = &loop->aug;
-    }
-    const mr_fit_state *from = &s->from;
-    const int resumed = loop->epoch == from->epoch;
-    loop->t0 = mr_now_s();
-    loop->epoch_loss = resumed ? from->epoch_loss : 0.0;
-    loop->epoch_correct = resumed ? from->epoch_correct : 0.0;
-    loop->seconds_before = resumed ? from->epoch_seconds : 0.0;
-    loop->seen = resumed ? from->seen : 0;
-    loop->lr = 0.0f;
-    loop->g = resumed ? from->step : 0;
-    loop->gbegin = resumed ? from->position : 0;
-    loop->loaded = 0;
-    loop->e_compute = loop->e_comm = loop->e_data = loop->e_step = 0.0;
-    loop->slowest = -1;
-    loop->skipped = 0;
+    fit_loop_epoch_begin(loop);
     return MR_OK;
 }
 
@@ -120,13 +98,8 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
         free(history);
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory for the permutation");
     }
-    s->from = from ? *from : (mr_fit_state){0};
-    if (s->from.position > n_train) s->from.position = n_train;
     free(s->state.history);
-    s->state = (mr_fit_state){
-        .epoch = s->from.epoch, .global_step = s->from.global_step, .history = history};
-    for (int e = 0; from && e < from->n_history && e < epochs; e++)
-        history[s->state.n_history++] = from->history[e];
+    fit_loop_prepare(s, from, epochs, n_train, history);
     s->ds = train;
     s->n_train = n_train;
     s->val_begin = val_begin;

@@ -99,28 +99,12 @@ static mr_status epoch_validate(replica *rep, mr_epoch_logs *logs) {
     return MR_OK;
 }
 
-/* Each process's replica 0: the epoch's logs completed with where its time
- * went (training ended at t1, before validation), kept in the history; the
- * state moved on to the next epoch's start; the caller's on_epoch_end. */
+/* Each process's replica 0: the epoch's logs completed and kept
+ * (fit_loop_record_epoch), then the caller's on_epoch_end. */
 static void epoch_report(fit_loop *loop, mr_epoch_logs *logs, double t1) {
-    mr_strategy *s = loop->rep->s;
-    mr_fit_state *state = &s->state;
-    logs->train_seconds = loop->seconds_before + t1 - loop->t0;
-    logs->samples_per_sec = (double)s->n_train / logs->train_seconds;
-    logs->lr = loop->lr;
-    logs->skipped = loop->skipped;
-    logs->compute_seconds = loop->e_compute;
-    logs->comm_seconds = loop->e_comm;
-    logs->data_seconds = loop->e_data;
-    logs->step_seconds = loop->e_step;
-    logs->slowest_replica = s->R > 1 ? loop->slowest : -1; /* one replica: no straggler */
-    state->history[state->n_history] = *logs;
-    state->history[state->n_history++].val_confusion = NULL; /* the buffer moves on */
-    *state = (mr_fit_state){.epoch = loop->epoch + 1,
-                            .global_step = loop->global_step,
-                            .n_history = state->n_history,
-                            .history = state->history};
-    if (s->cb && s->cb->on_epoch_end) s->cb->on_epoch_end(s->cb->user, logs);
+    const mr_fit_callbacks *cb = loop->rep->s->cb;
+    fit_loop_record_epoch(loop, logs, t1);
+    if (cb && cb->on_epoch_end) cb->on_epoch_end(cb->user, logs);
 }
 
 /* The epoch's checkpoint: after every every_epochs epochs, or where
@@ -159,9 +143,7 @@ mr_status fit_epoch_end(fit_loop *loop) {
     mr_epoch_logs logs = {.epoch = loop->epoch};
     if (s->n_val > 0) MR_CHECK(epoch_validate(rep, &logs));
     /* an accuracy's outputs per example: what `correct` counts (multi-label: k) */
-    const double w = (double)mr_model_label_width(&rep->model);
-    logs.loss = loop->seen ? loop->epoch_loss / (double)loop->seen : 0.0;
-    logs.accuracy = loop->seen ? loop->epoch_correct / ((double)loop->seen * w) : 0.0;
+    fit_loop_epoch_figures(loop, mr_model_label_width(&rep->model), &logs);
     /* every replica decides alike: the same logs everywhere */
     const mr_early_stop_action es = mr_early_stop_epoch(&rep->es, &logs);
     const int sb_had = rep->sb.have_best;
@@ -180,13 +162,7 @@ mr_status fit_epoch_end(fit_loop *loop) {
     MR_CHECK(epoch_checkpoint(loop, stopping));
     /* --trace: each process's file holds the epochs done so far, whatever happens next */
     if (rep->r == 0 && s->opts.trace) MR_CHECK(mr_trace_write(s->opts.trace, &rep->err));
-    if (stopping) {
-        if (rep->r == 0) s->early_stopped = loop->epoch + 1;
-        loop->end = FIT_DONE;
-    } else if (loop->epoch + 1 >= s->plan.epochs) {
-        loop->end = FIT_DONE; /* the last epoch */
-    } else if (fit_max_steps_reached(loop)) {
-        loop->end = FIT_PAUSED; /* --max-steps before the last epoch: nothing restored */
-    }
+    if (stopping && rep->r == 0) s->early_stopped = loop->epoch + 1;
+    fit_loop_epoch_close(loop, stopping);
     return MR_OK;
 }

@@ -1,5 +1,6 @@
-/* fit_impl.h: the training loop's state (fit_loop) and the functions its
- * files share (only strategies/fit*.c include it):
+/* fit_impl.h: the functions the training loop's files share (only
+ * strategies/fit*.c include it); the loop's state, fit_loop, and its one
+ * owner are fit_loop_impl.h and fit_loop.c:
  *   fit.c             mr_strategy_fit and the loop every replica runs:
  *                     fit_begin, epochs of fit_step closed by
  *                     fit_epoch_end, fit_finish;
@@ -14,51 +15,15 @@
  *   fit_checkpoint.c  the hand-offs to the caller's checkpoint callbacks
  *                     (never weights with NaN or Inf).
  * Each replica runs the loop on its thread with a fit_loop of its own; all
- * decide on the reduced figures, the same everywhere. */
+ * decide on the reduced figures, the same everywhere. fit.c calls the
+ * others; none of them calls fit.c, and each moves the loop's state only
+ * through fit_loop.c. */
 #ifndef MR_FIT_IMPL_H
 #define MR_FIT_IMPL_H
 
 #include <stdint.h>
 
-#include "strategies/strategy_impl.h"
-
-/* How the fit stands. */
-typedef enum fit_end {
-    FIT_RUNNING,
-    FIT_DONE,   /* ran its epochs, or early stopping ended it: restore_best_weights applies */
-    FIT_PAUSED, /* a stop request or --max-steps: the state says where to resume, nothing
-                   restored */
-} fit_end;
-
-typedef struct fit_loop {
-    replica *rep;
-    fit_end end;
-    /* across epochs */
-    int64_t global_step; /* updates done in all */
-    int nan_in_row;      /* on_nan = skip: skipped updates in a row */
-    /* this epoch (fit_epoch_begin sets them) */
-    int epoch;                        /* 0-based */
-    mr_augment aug;                   /* s->aug with this epoch's number */
-    const mr_augment *augp;           /* &aug, or NULL: no augmentation */
-    double t0;                        /* this run's start of the epoch */
-    double seconds_before;            /* a resumed epoch's training seconds before this run */
-    double epoch_loss, epoch_correct; /* the global batches' sums, skipped updates left out */
-    int64_t seen;                     /* examples they are over */
-    float lr;                         /* the rate of the epoch's last update (0: none yet) */
-    int64_t g;                        /* the epoch's next update, 0-based */
-    int64_t gbegin;                   /* its first row in the epoch's order (s->perm) */
-    int loaded;                       /* 1: the next shard is in the model's input already */
-    /* where the epoch's update time goes (mr_epoch_logs), this run's updates */
-    double e_compute, e_comm, e_data, e_step;
-    int slowest;     /* the job-wide replica with the most compute seconds (-1: none yet) */
-    int64_t skipped; /* on_nan = skip: updates dropped this epoch */
-} fit_loop;
-
-/* --max-steps: the fit has made the updates it may (opts.max_steps 0: no limit). */
-static inline int fit_max_steps_reached(const fit_loop *loop) {
-    const int64_t max_steps = loop->rep->s->opts.max_steps;
-    return max_steps > 0 && loop->global_step >= max_steps;
-}
+#include "strategies/fit_loop_impl.h"
 
 /* ---- fit_step.c --------------------------------------------------------- */
 

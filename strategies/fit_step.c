@@ -310,17 +310,7 @@ static void step_account(fit_loop *loop, const fit_update *u) {
 static void step_report(fit_loop *loop, const fit_update *u) {
     mr_strategy *s = loop->rep->s;
     const mr_fit_callbacks *cb = s->cb;
-    mr_fit_state *state = &s->state;
-    *state = (mr_fit_state){.epoch = loop->epoch,
-                            .step = loop->g + 1,
-                            .position = loop->gbegin + u->ga,
-                            .global_step = loop->global_step,
-                            .epoch_loss = loop->epoch_loss,
-                            .epoch_correct = loop->epoch_correct,
-                            .seen = loop->seen,
-                            .epoch_seconds = loop->seconds_before + mr_now_s() - loop->t0,
-                            .n_history = state->n_history,
-                            .history = state->history};
+    fit_loop_record_step(loop, u->ga);
     if (cb == NULL || cb->on_step == NULL) return;
     /* an accuracy's outputs per example: what `correct` counts (multi-label: k) */
     const double w = (double)mr_model_label_width(&loop->rep->model);

@@ -125,10 +125,31 @@ START_TEST(null_handles_refused) {
 }
 END_TEST
 
+/* mirrored_fit_options carries its layout's version: the default has this
+ * header's; another is refused before a field is read, and the model is
+ * left as it was (a fit after it runs). */
+START_TEST(fit_options_version) {
+    mirrored_error err;
+    mirrored_fit_options o = mirrored_fit_options_default();
+    ck_assert_int_eq(o.struct_version, MIRRORED_FIT_OPTIONS_VERSION);
+    mirrored_model *m = tiny();
+    for (int v = 0; v < 3; v += 2) { /* 0: not set; 2: a newer header's */
+        o.struct_version = MIRRORED_FIT_OPTIONS_VERSION + v - 1;
+        o.devices = "no-such-device:7"; /* never read */
+        ck_assert_int_eq(mirrored_model_fit(m, &o, NULL, &err), MIRRORED_ERR_USAGE);
+        ck_assert_msg(strstr(err.message, "struct_version") != NULL, "%s", err.message);
+    }
+    ck_assert_int_eq(err.status, MIRRORED_ERR_USAGE);
+    mirrored_model_destroy(m);
+}
+END_TEST
+
 START_TEST(load_refusals) {
     mirrored_error err;
     mirrored_model *m = (mirrored_model *)1;
-    ck_assert_int_eq(mirrored_model_load("/nonexistent/m.cfg", &m, &err), MIRRORED_ERR_IO);
+    /* a missing file has its own status (the Python package's FileNotFoundError) */
+    ck_assert_int_eq(mirrored_model_load("/nonexistent/m.cfg", &m, &err), MIRRORED_ERR_NOT_FOUND);
+    ck_assert_int_eq(err.status, MIRRORED_ERR_NOT_FOUND);
     ck_assert_ptr_null(m);
     ck_assert_msg(strstr(err.message, "/nonexistent/m.cfg") != NULL, "%s", err.message);
     free(tu_write_text(dir, "junk.h5", "not a model at all\n"));
@@ -535,6 +556,7 @@ int main(void) {
     tcase_add_test(tc, job_version_devices);
     tcase_add_test(tc, null_handles_refused);
     tcase_add_test(tc, load_refusals);
+    tcase_add_test(tc, fit_options_version);
     tcase_add_test(tc, info_and_summary);
     tcase_add_test(tc, data_refusals);
     tcase_add_test(tc, fit_arrays_twice);

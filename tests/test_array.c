@@ -1,10 +1,10 @@
-/* test_array.c: unit tests of runtime/array.c (IDX, NPY and HDF5 readers, NPY
- * writer). Every file is generated here in a temporary directory: IDX and
- * NPY byte by byte (so the tests do not trust the code they test), HDF5
- * through the HDF5 API. Every bad-input case checks the status, that the
- * message names the file, and that nothing is left in the output array. */
+/* test_array.c: unit tests of runtime/array.c and array_read.c (the IDX and
+ * HDF5 readers, and NPY files read through mr_array_read; the NPY module's
+ * own functions are tests/test_npy.c). Every file is generated here in a
+ * temporary directory: IDX and NPY byte by byte (so the tests do not trust the code they test),
+ * HDF5 through the HDF5 API. Every bad-input case checks the status, that the message names the
+ * file, and that nothing is left in the output array. */
 #include <check.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "tests/testutil.h"
 
 #define FASHION_TRAIN_IMAGES "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
@@ -232,7 +233,7 @@ END_TEST
 
 /* ---- NPY ----------------------------------------------------------------- */
 
-/* Writes with mr_array_write_npy, checks numpy's layout, reads it back. */
+/* Writes with mr_npy_write, checks numpy's layout, reads it back. */
 static void npy_round_trip(const char *name, mr_dtype dtype, int ndim, const int64_t *dims,
                            const char *descr, const char *shape_text) {
     mr_array a = {.dtype = dtype, .ndim = ndim};
@@ -243,7 +244,7 @@ static void npy_round_trip(const char *name, mr_dtype dtype, int ndim, const int
         ((uint8_t *)a.data)[i] = (uint8_t)(i * 31 + 7);
     char *path = tmp_path(name);
     mr_error err = {0};
-    ck_assert_msg(mr_array_write_npy(path, &a, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(path, &a, &err) == MR_OK, "%s", err.msg);
 
     size_t flen;
     char *file = tu_read_file(path, &flen);
@@ -430,15 +431,15 @@ END_TEST
 
 START_TEST(test_missing_file) {
     char *p = tmp_path("no-such-file-idx3-ubyte.gz");
-    expect_fail(p, p, MR_ERR_IO, "cannot open: No such file or directory");
+    expect_fail(p, p, MR_ERR_NOT_FOUND, "cannot open: No such file or directory");
     free(p);
     p = tmp_path("missing.npy");
-    expect_fail(p, p, MR_ERR_IO, "cannot open: No such file or directory");
+    expect_fail(p, p, MR_ERR_NOT_FOUND, "cannot open: No such file or directory");
     free(p);
     p = tmp_path("missing.h5");
     char spec[4200];
     snprintf(spec, sizeof spec, "%s:/x", p);
-    expect_fail(spec, p, MR_ERR_IO, "cannot open: No such file or directory");
+    expect_fail(spec, p, MR_ERR_NOT_FOUND, "cannot open: No such file or directory");
     free(p);
 }
 END_TEST
@@ -735,30 +736,6 @@ START_TEST(test_npy_integer_widths) {
 }
 END_TEST
 
-/* mr_array_read_npy_fd: an open descriptor, named in messages as the caller says. */
-START_TEST(test_npy_fd) {
-    const float v[2] = {1.5f, -2.0f};
-    char *p = write_npy_raw(
-        "fd.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", v, sizeof v);
-    mr_array a;
-    mr_error err = {0};
-    int fd = open(p, O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(mr_array_read_npy_fd(fd, "some.npz:x", &a, &err), MR_OK);
-    ck_assert_int_eq(a.dtype, MR_DTYPE_F32);
-    ck_assert(((float *)a.data)[0] == 1.5f && ((float *)a.data)[1] == -2.0f);
-    mr_array_free(&a);
-    free(p);
-    p = write_npy_raw("fd2.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (9,), }", v,
-                      sizeof v);
-    fd = open(p, O_RDONLY);
-    ck_assert_int_eq(mr_array_read_npy_fd(fd, "some.npz:x", &a, &err), MR_ERR_DATA);
-    ck_assert_msg(strstr(err.msg, "some.npz:x: truncated") == err.msg, "%s", err.msg);
-    assert_zeroed(&a);
-    free(p);
-}
-END_TEST
-
 START_TEST(test_npy_unsupported_dtype) {
     const double v[2] = {0};
     char *p = write_npy_raw("f2.npy", 1,
@@ -839,18 +816,6 @@ START_TEST(test_h5_missing_dataset) {
 }
 END_TEST
 
-START_TEST(test_write_npy_errors) {
-    char *p = tmp_path("no-such-dir/x.npy");
-    uint8_t v[2] = {1, 2};
-    mr_array a = {.dtype = MR_DTYPE_U8, .ndim = 1, .dims = {2}, .data = v};
-    mr_error err = {0};
-    ck_assert_int_eq(mr_array_write_npy(p, &a, &err), MR_ERR_IO);
-    ck_assert_ptr_eq(strstr(err.msg, p), err.msg);
-    ck_assert_ptr_nonnull(strstr(err.msg, "cannot create"));
-    free(p);
-}
-END_TEST
-
 /* ---- real data ----------------------------------------------------------- */
 
 START_TEST(test_fashion_mnist) {
@@ -906,13 +871,11 @@ static Suite *array_suite(void) {
     tcase_add_test(tc, test_npy_float64);
     tcase_add_test(tc, test_npy_unsupported_dtype);
     tcase_add_test(tc, test_npy_integer_widths);
-    tcase_add_test(tc, test_npy_fd);
     tcase_add_test(tc, test_nonfinite_refused);
     tcase_add_test(tc, test_npy_truncated);
     tcase_add_test(tc, test_npy_bad_header);
     tcase_add_test(tc, test_h5_not_hdf5);
     tcase_add_test(tc, test_h5_missing_dataset);
-    tcase_add_test(tc, test_write_npy_errors);
     suite_add_tcase(s, tc);
 
     /* only where the data set is installed; absent, it is not run at all

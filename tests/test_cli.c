@@ -13,6 +13,7 @@
 #include <zip.h>
 
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "runtime/dataset.h"
 #include "runtime/h5file.h"
 #include "strategies/devices.h"
@@ -246,7 +247,7 @@ START_TEST(bad_data) {
     char p[8192];
     mr_error err = {0};
     snprintf(p, sizeof p, "%s/x10.npy", dir);
-    ck_assert(mr_array_write_npy(p, &x, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &x, &err) == MR_OK);
     free(x.data);
     expect_data_error("x10.npy", "y.npy", "[input] shape");
 }
@@ -590,7 +591,7 @@ START_TEST(multi_label_bce_trains) {
         char p[8192];
         mr_error err = {0};
         snprintf(p, sizeof p, "%s/ym3bad.npy", dir);
-        ck_assert(mr_array_write_npy(p, &y, &err) == MR_OK);
+        ck_assert(mr_npy_write(p, &y, &err) == MR_OK);
         free(py);
     }
     free(tu_write_text(dir, "ml_bad.cfg", text));
@@ -699,7 +700,7 @@ START_TEST(float64_and_one_hot_data) {
         hot[i * 4 + ((uint8_t *)y.data)[i]] = 1;
     mr_array h = {.dtype = MR_DTYPE_U8, .ndim = 2, .dims = {n, 4}, .data = hot};
     snprintf(p, sizeof p, "%s/yhot.npy", dir);
-    ck_assert(mr_array_write_npy(p, &h, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &h, &err) == MR_OK);
     free(hot);
     mr_array_free(&x), mr_array_free(&y);
     const char *cfg = "[net]\nbatch=8\nepochs=1\nseed=3\n"
@@ -888,7 +889,7 @@ static void write_rows(const char *name, int64_t begin, int64_t n, const char *o
     part.dims[0] = n;
     part.data = (char *)a.data + (size_t)(begin * row) * size;
     snprintf(p, sizeof p, "%s/%s", dir, out);
-    ck_assert_msg(mr_array_write_npy(p, &part, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(p, &part, &err) == MR_OK, "%s", err.msg);
     mr_array_free(&a);
 }
 
@@ -1052,9 +1053,9 @@ START_TEST(image_folder_data) {
             free(tu_write_png(dir, name, 8, 8, 1, img));
         }
     snprintf(p, sizeof p, "%s/xs.npy", dir);
-    ck_assert(mr_array_write_npy(p, &xs, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &xs, &err) == MR_OK);
     snprintf(p, sizeof p, "%s/ys.npy", dir);
-    ck_assert(mr_array_write_npy(p, &ys, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &ys, &err) == MR_OK);
     mr_array_free(&xs), mr_array_free(&ys), mr_dataset_free(&ds);
     const char *model = "scale=1/255\n[input]\nshape=8,8,1\n[flatten]\n[dense]\nunits=16\n"
                         "activation=relu\n[dense]\nunits=4\nactivation=softmax\n";

@@ -1,5 +1,5 @@
 /* test_dataset.c: unit tests of runtime/dataset.c: loading images and labels
- * (IDX written byte by byte here, NPY through mr_array_write_npy), the label
+ * (IDX written byte by byte here, NPY through mr_npy_write), the label
  * and row checks and their messages, per-batch conversion with scaling and
  * standardisation (checked against sums done by hand in double), and random
  * augmentation (flips and zero-filled shifts, keyed by sample so a sample's
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "runtime/dataset.h"
 #include "runtime/rng.h"
 #include "tests/testutil.h"
@@ -51,7 +52,7 @@ static char *write_npy(const char *name, mr_dtype dtype, int ndim, const int64_t
     for (int i = 0; i < ndim; i++)
         a.dims[i] = dims[i];
     mr_error err = {0};
-    ck_assert_msg(mr_array_write_npy(path, &a, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(path, &a, &err) == MR_OK, "%s", err.msg);
     return path;
 }
 
@@ -468,9 +469,9 @@ START_TEST(test_load_missing_files) {
     char *lp = write_idx_u8("lab_ok", 1, (uint32_t[]){3}, lab);
     char missing[4200];
     snprintf(missing, sizeof missing, "%s/no_such_file", tmp_dir);
-    load_fail(missing, lp, MR_ERR_IO, missing);
+    load_fail(missing, lp, MR_ERR_NOT_FOUND, missing);
     /* images read, labels missing: the images are freed (ASan checks) */
-    load_fail(ip, missing, MR_ERR_IO, missing);
+    load_fail(ip, missing, MR_ERR_NOT_FOUND, missing);
     free(ip), free(lp);
 }
 END_TEST

@@ -93,10 +93,11 @@ START_TEST(test_status_names) {
         {MR_ERR_UNSUPPORTED, "unsupported"},
         {MR_ERR_RUNTIME, "runtime error"},
         {MR_ERR_ABORTED, "aborted"},
+        {MR_ERR_NOT_FOUND, "file not found"},
     };
     const int n = (int)(sizeof want / sizeof want[0]);
     /* the table above must cover every status */
-    ck_assert_int_eq(n, MR_ERR_ABORTED + 1);
+    ck_assert_int_eq(n, MR_ERR_NOT_FOUND + 1);
     for (int i = 0; i < n; i++) {
         const char *name = mr_status_name(want[i].st);
         ck_assert_ptr_nonnull(name);

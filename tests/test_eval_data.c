@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "tests/testutil.h"
 
 static char train_exe[4096], eval_exe[4096], dir[4096];
@@ -86,9 +87,9 @@ START_TEST(class_names_in_eval) {
     char p[8192];
     mr_error err = {0};
     snprintf(p, sizeof p, "%s/x.npy", dir);
-    ck_assert(mr_array_write_npy(p, &x, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &x, &err) == MR_OK);
     snprintf(p, sizeof p, "%s/y.npy", dir);
-    ck_assert(mr_array_write_npy(p, &y, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &y, &err) == MR_OK);
     rc = run(eval_exe, "ck.h5 --devices cpu --data x.npy,y.npy --per-class", &out);
     ck_assert_msg(rc == 0 && strstr(out, "  dog\n"), "exit %d: %s", rc, out);
     free(out);
@@ -143,7 +144,7 @@ static void write_zeros(const char *name, int ndim, const int64_t *dims, int64_t
     char p[8192];
     mr_error err = {0};
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    ck_assert(mr_array_write_npy(p, &x, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &x, &err) == MR_OK);
     mr_array_free(&x);
 }
 
@@ -182,7 +183,7 @@ static void write_floats(const char *name, const float *v, int64_t n, int64_t co
     char p[8192];
     mr_error err = {0};
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    ck_assert(mr_array_write_npy(p, &a, &err) == MR_OK);
+    ck_assert(mr_npy_write(p, &a, &err) == MR_OK);
 }
 
 /* A regression's --metrics row `row` (1: the first epoch): Keras CSVLogger's columns epoch, loss,

@@ -11,6 +11,7 @@
 #include "backends/gpu_list.h"
 #include "models/keras_import.h"
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "tests/testutil.h"
 
 /* the devices of the runs: CPU replicas, or with the argument `gpu` the
@@ -306,7 +307,7 @@ END_TEST
 static float *npy(const char *path, size_t *n) {
     mr_array a;
     mr_error err = {0};
-    ck_assert_msg(mr_array_read_npy(path, &a, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_read(path, &a, &err) == MR_OK, "%s", err.msg);
     ck_assert_int_eq(a.dtype, MR_DTYPE_F32);
     *n = 1;
     for (int d = 0; d < a.ndim; d++)

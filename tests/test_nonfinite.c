@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "backends/gpu_list.h"
 #include "models/config.h"
 #include "models/model.h"
@@ -72,9 +73,9 @@ static void write_features(const char *name_x, const char *name_y, int64_t n, co
     char path[8192];
     mr_error err = {0};
     snprintf(path, sizeof path, "%s/%s", dir, name_x);
-    ck_assert_msg(mr_array_write_npy(path, &x, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(path, &x, &err) == MR_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/%s", dir, name_y);
-    ck_assert_msg(mr_array_write_npy(path, &y, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(path, &y, &err) == MR_OK, "%s", err.msg);
     free(px), free(pt), free(pc);
 }
 
@@ -278,9 +279,9 @@ START_TEST(gradients_alone_nonfinite) {
     char path[8192];
     mr_error err = {0};
     snprintf(path, sizeof path, "%s/xg.npy", dir);
-    ck_assert_msg(mr_array_write_npy(path, &x, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(path, &x, &err) == MR_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/yg.npy", dir);
-    ck_assert_msg(mr_array_write_npy(path, &y, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(path, &y, &err) == MR_OK, "%s", err.msg);
     const char *cfg = "[net]\nbatch=1\nepochs=1\noptimizer=sgd\nlearning_rate=0.01\nloss=mse\n"
                       "shuffle=0\nseed=2\n%s"
                       "[data]\ntrain_images=xg.npy\ntrain_labels=yg.npy\n"
@@ -323,7 +324,7 @@ START_TEST(refused_at_load) {
     char path[8192];
     mr_error err = {0};
     snprintf(path, sizeof path, "%s/xn.npy", dir);
-    ck_assert_msg(mr_array_write_npy(path, &x, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(path, &x, &err) == MR_OK, "%s", err.msg);
     write_cfg("nan.cfg", "", "train_images=xn.npy\ntrain_labels=y.npy\n");
     char *out;
     int rc = run("nan.cfg", &out);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "runtime/h5file.h"
 #include "tests/testutil.h"
 
@@ -660,7 +661,7 @@ START_TEST(augment_error_names_its_line) {
     char p[8192];
     mr_error err = {0};
     snprintf(p, sizeof p, "%s/xf.npy", dir);
-    ck_assert_msg(mr_array_write_npy(p, &xf, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_npy_write(p, &xf, &err) == MR_OK, "%s", err.msg);
     free(tu_write_text(
         dir, "aug.cfg",
         "[net]\nbatch=8\n[data]\ntrain_images=xf.npy\ntrain_labels=y.npy\n"

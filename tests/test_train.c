@@ -24,6 +24,7 @@
 #include "launch/train_options.h"
 #include "launch/train_report.h"
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "runtime/h5file.h"
 #include "tests/testutil.h"
 
@@ -149,7 +150,7 @@ static char *write_npz(const char *dir, const char *name, const char *const *mem
     mr_error err = {0};
     char npy[8192];
     snprintf(npy, sizeof npy, "%s/member.npy", dir);
-    ck_assert_int_eq(mr_array_write_npy(npy, &a, &err), MR_OK);
+    ck_assert_int_eq(mr_npy_write(npy, &a, &err), MR_OK);
     zip_t *za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, NULL);
     ck_assert_ptr_nonnull(za);
     for (int i = 0; i < n; i++) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/array.h"
+#include "runtime/npy.h"
 #include "runtime/backend.h"
 #include "runtime/rng.h"
 
@@ -170,9 +171,9 @@ void tu_write_image_data(const char *dir, const char *name_x, const char *name_y
     char path[8192];
     mr_error err = {0};
     snprintf(path, sizeof path, "%s/%s", dir, name_x);
-    ck_assert(mr_array_write_npy(path, &x, &err) == MR_OK);
+    ck_assert(mr_npy_write(path, &x, &err) == MR_OK);
     snprintf(path, sizeof path, "%s/%s", dir, name_y);
-    ck_assert(mr_array_write_npy(path, &y, &err) == MR_OK);
+    ck_assert(mr_npy_write(path, &y, &err) == MR_OK);
     free(px), free(py), free(u);
 }
 
@@ -187,7 +188,7 @@ void tu_write_multi_hot_labels(const char *dir, const char *name_y, int64_t n) {
     char path[8192];
     mr_error err = {0};
     snprintf(path, sizeof path, "%s/%s", dir, name_y);
-    ck_assert(mr_array_write_npy(path, &y, &err) == MR_OK);
+    ck_assert(mr_npy_write(path, &y, &err) == MR_OK);
     free(py);
 }
 

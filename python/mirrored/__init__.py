@@ -8,9 +8,16 @@ processes of an mpirun job, with Keras's names (libmirrored over ctypes).
 """
 from ._lib import job
 from ._lib import lib as _clib
+from . import errors
+from .errors import (AbortedError, ConfigError, DataError, Error, FileError,
+                     InvalidArgumentError, NotFoundError, ResourceExhaustedError, RunError,
+                     UnsupportedError)
 from .history import History
 from .model import Model, ModelInfo, list_devices, load
 
-__version__ = _clib.mirrored_version().decode()
+__version__: str = _clib.mirrored_version().decode()
 
-__all__ = ["History", "Model", "ModelInfo", "job", "list_devices", "load", "__version__"]
+__all__ = ["AbortedError", "ConfigError", "DataError", "Error", "FileError", "History", "errors",
+           "InvalidArgumentError", "Model", "ModelInfo", "NotFoundError",
+           "ResourceExhaustedError", "RunError", "UnsupportedError", "job", "list_devices",
+           "load", "__version__"]

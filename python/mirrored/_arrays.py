@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from . import _lib
+from .errors import DataError, InvalidArgumentError
 
 _DTYPES = {np.dtype(np.uint8): _lib.UINT8, np.dtype(np.int32): _lib.INT32,
            np.dtype(np.float32): _lib.FLOAT32}
@@ -30,7 +31,8 @@ def to_c(a):
     ndarray alive while the C call runs."""
     a = np.ascontiguousarray(a)
     if a.ndim < 1 or a.ndim > _lib.MAX_DIMS:
-        raise ValueError(f"an array of {a.ndim} dimensions (1 to {_lib.MAX_DIMS} are taken)")
+        raise InvalidArgumentError(
+            f"an array of {a.ndim} dimensions (1 to {_lib.MAX_DIMS} are taken)")
     arr = _lib.Array()
     arr.dtype = _DTYPES[a.dtype]
     arr.ndim = a.ndim
@@ -56,17 +58,17 @@ def _class_ids(y, name, classes):
         zeros = (y == 0).sum(axis=1)
         bad = np.nonzero((ones != 1) | (ones + zeros != y.shape[1]))[0]
         if bad.size:
-            raise ValueError(f"{name}: row {bad[0]} is not one-hot ({y.shape[1]} columns: "
+            raise DataError(f"{name}: row {bad[0]} is not one-hot ({y.shape[1]} columns: "
                              f"class ids or one-hot rows are taken)")
         if classes and y.shape[1] != classes:
-            raise ValueError(f"{name}: one-hot rows of {y.shape[1]} columns for a model of "
+            raise DataError(f"{name}: one-hot rows of {y.shape[1]} columns for a model of "
                              f"{classes} classes")
         return np.argmax(y, axis=1).astype(np.int32)
     if y.dtype.kind == "f":
         if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
-            raise ValueError(f"{name}: class ids must be whole numbers")
+            raise DataError(f"{name}: class ids must be whole numbers")
     elif y.dtype.kind not in "iub":
-        raise ValueError(f"{name}: labels of dtype {y.dtype} (class ids or one-hot rows)")
+        raise DataError(f"{name}: labels of dtype {y.dtype} (class ids or one-hot rows)")
     return y.astype(np.int32, copy=False)
 
 

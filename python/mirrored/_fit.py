@@ -30,7 +30,7 @@ class _Run:
         self.step_fn = _lib.STEP_FN(self._on_step)
         self.epoch_fn = _lib.EPOCH_FN(self._on_epoch)
         self.result = _lib.FitResult()
-        self.err = _lib.Error()
+        self.err = _lib.CError()
         self.status = _lib.ERR_RUNTIME
 
     # ---- on the C thread: queue only

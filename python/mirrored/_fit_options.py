@@ -4,11 +4,12 @@ import ctypes
 import os
 
 from . import _arrays, _lib
+from .errors import InvalidArgumentError
 
 
 def _data(model, x, y, what):
     if x is None or y is None:
-        raise ValueError(f"fit: {what} needs both x and y")
+        raise InvalidArgumentError(f"fit: {what} needs both x and y")
     ax, xa = _arrays.inputs(x, "x" if what == "training" else "validation x")
     ay, ya = _arrays.labels(y, model.info, "y" if what == "training" else "validation y")
     return ax, ay, [ax, ay, xa, ya]
@@ -26,6 +27,9 @@ def fit_options(model, x, y, batch_size, epochs, validation_split, validation_da
                 max_steps, stop_checkpoint):
     """(mirrored_fit_options, objects to keep alive)."""
     o = _lib.lib.mirrored_fit_options_default()
+    # this package's layout, whatever the library's is: a library that reads
+    # another refuses it rather than misread the fields
+    o.struct_version = _lib.FIT_OPTIONS_VERSION
     keep = []
     if x is not None or y is not None:
         ax, ay, k = _data(model, x, y, "training")
@@ -33,7 +37,7 @@ def fit_options(model, x, y, batch_size, epochs, validation_split, validation_da
         keep += k
     if validation_data is not None:
         if len(validation_data) != 2:
-            raise ValueError("fit: validation_data is (x_val, y_val)")
+            raise InvalidArgumentError("fit: validation_data is (x_val, y_val)")
         vx, vy, k = _data(model, *validation_data, "validation")
         o.val_x, o.val_y = ctypes.pointer(vx), ctypes.pointer(vy)
         keep += k

@@ -1,9 +1,15 @@
 """ctypes bindings of libmirrored (include/mirrored.h): the structs, the
-functions' argument and result types, and the status -> exception mapping.
+functions' argument and result types, and failed calls raised as the
+status's exception (errors.py).
+
+The structs' layouts are checked against the header's by
+tests/python/test_abi.py (sizes and offsets from a C compiler).
 
 The library is looked for in this order: the path in $MIRRORED_LIBRARY,
 libmirrored.so* in this package's folder (where the wheel installs it), then
 ctypes.util.find_library('mirrored')."""
+from __future__ import annotations
+
 import atexit
 import ctypes
 import ctypes.util
@@ -13,16 +19,18 @@ import weakref
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float,
                     c_int, c_int64, c_size_t, c_uint64, c_void_p)
 
-MAX_DIMS = 8
+from .errors import ERR_RUNTIME, OK, raise_status  # noqa: F401 (ERR_RUNTIME: _fit.py's)
 
-# mirrored_status
-OK, ERR_USAGE, ERR_CONFIG, ERR_IO, ERR_DATA, ERR_NOMEM, ERR_UNSUPPORTED, ERR_RUNTIME, \
-    ERR_ABORTED = range(9)
+MAX_DIMS = 8
+# the layout of FitOptions below (MIRRORED_FIT_OPTIONS_VERSION)
+FIT_OPTIONS_VERSION = 1
+
 # mirrored_dtype
 UINT8, INT32, FLOAT32 = range(3)
 
 
-class Error(Structure):
+class CError(Structure):
+    """mirrored_error."""
     _fields_ = [("status", c_int), ("message", c_char * 1024)]
 
 
@@ -54,7 +62,7 @@ EPOCH_FN = CFUNCTYPE(c_int, c_void_p, POINTER(EpochLogs))
 
 
 class FitOptions(Structure):
-    _fields_ = [("devices", c_char_p), ("epochs", c_int), ("batch_size", c_int64),
+    _fields_ = [("struct_version", c_int), ("devices", c_char_p), ("epochs", c_int), ("batch_size", c_int64),
                 ("validation_split", c_double), ("x", POINTER(Array)), ("y", POINTER(Array)),
                 ("val_x", POINTER(Array)), ("val_y", POINTER(Array)), ("seed", c_int64),
                 ("max_steps", c_int64), ("stop_checkpoint", c_char_p), ("on_step", STEP_FN),
@@ -67,7 +75,7 @@ class FitResult(Structure):
 
 
 _ModelP = c_void_p  # mirrored_model * (opaque)
-_ErrP = POINTER(Error)
+_ErrP = POINTER(CError)
 _ArrP = POINTER(Array)
 
 # name: (restype, argtypes), one per function of mirrored.h
@@ -129,28 +137,15 @@ for _name, (_res, _args) in _SIGNATURES.items():
     _fn.argtypes = _args
 
 
-def _exception(status):
-    if status in (ERR_USAGE, ERR_CONFIG, ERR_DATA, ERR_UNSUPPORTED):
-        return ValueError
-    if status == ERR_IO:
-        return OSError
-    if status == ERR_NOMEM:
-        return MemoryError
-    return RuntimeError
-
-
 def raise_error(status, err):
-    """Raises the exception of a failed call, with the C message as its text."""
-    text = err.message.decode("utf-8", "replace") or f"mirrored: status {status}"
-    cls = _exception(status)
-    if cls is OSError and (" not found" in text or "no such file" in text.lower()):
-        cls = FileNotFoundError
-    raise cls(text)
+    """Raises the exception of a failed call's status (errors.py), with the
+    C message as its text."""
+    raise_status(status, err.message.decode("utf-8", "replace"))
 
 
 def call(name, *args):
     """Calls a function that ends with a mirrored_error *; raises on failure."""
-    err = Error()
+    err = CError()
     status = getattr(lib, name)(*args, ctypes.byref(err))
     if status != OK:
         raise_error(status, err)
@@ -160,7 +155,7 @@ _live_models = weakref.WeakSet()  # models to destroy before mirrored_finalize
 _job = None  # (rank, size) once the job has started
 
 
-def job():
+def job() -> tuple[int, int]:
     """(rank, size) of this process in the job; starts the job on the first
     call (MPI under mpirun), which should be from the main thread."""
     global _job

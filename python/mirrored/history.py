@@ -1,4 +1,7 @@
 """History: what Model.fit returns, as Keras's keras.callbacks.History."""
+from __future__ import annotations
+
+from typing import Any, Optional
 
 
 class History:
@@ -8,22 +11,22 @@ class History:
     (verbose, epochs, steps, replicas, updates, stopped, params_hash);
     model: the Model."""
 
-    def __init__(self, model=None, params=None):
+    def __init__(self, model: Any = None, params: Optional[dict[str, Any]] = None):
         self.model = model
-        self.params = dict(params or {})
-        self.history = {}
-        self.epoch = []
+        self.params: dict[str, Any] = dict(params or {})
+        self.history: dict[str, list[float]] = {}
+        self.epoch: list[int] = []
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch: int, logs: dict[str, float]) -> None:
         self.epoch.append(epoch)
         for key, value in logs.items():
             self.history.setdefault(key, []).append(value)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<mirrored.History epochs={len(self.epoch)} keys={list(self.history)}>"
 
 
-def epoch_logs(logs, metric):
+def epoch_logs(logs: Any, metric: str) -> dict[str, float]:
     """The Keras logs dict of a mirrored_epoch_logs."""
     out = {"loss": logs.loss, metric: logs.metric}
     if logs.has_val:

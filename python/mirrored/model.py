@@ -1,21 +1,29 @@
 """Model: a libmirrored model handle with Keras's fit, evaluate, predict,
 save and summary; load, from_config and the Keras bridges."""
+from __future__ import annotations
+
 import ctypes
 import dataclasses
 import os
 import tempfile
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _arrays, _fit, _lib
+from .errors import InvalidArgumentError
 from .history import History
 from .progress import Progress
+
+# what a path argument may be: str, bytes or an os.PathLike (pathlib.Path)
+PathLike = Union[str, bytes, os.PathLike]
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelInfo:
     """What the model takes and gives (mirrored_model_get_info)."""
-    input_shape: tuple   # one example's shape, channels last
+    input_shape: tuple[int, ...]  # one example's shape, channels last
     outputs: int         # values per example of the last layer
     label_width: int     # labels per example: 1 (class ids) or k
     regression: bool     # mse, mae or huber on float targets
@@ -26,7 +34,7 @@ class ModelInfo:
     metric: str          # "accuracy" or "mae"
 
 
-def list_devices():
+def list_devices() -> list[str]:
     """The devices replicas can run on: ['cpu:0', 'cpu:1'] or ['gpu:0', ...]."""
     _lib.job()
     buf = ctypes.create_string_buffer(1 << 16)
@@ -42,12 +50,12 @@ def _enc(s):
 class Model:
     """Use load(), Model.from_config() or Model.from_keras() to make one."""
 
-    def __init__(self, handle, name):
+    def __init__(self, handle: ctypes.c_void_p, name: str):
         self._h = handle
         self.name = name
         self.stop_training = False
-        self.params_hash = None  # the last fit's: mirrored_train --json's params_hash (hex)
-        self._devices = None     # the last devices the model ran on
+        self.params_hash: Optional[str] = None  # the last fit's: mirrored_train --json's params_hash (hex)
+        self._devices: Optional[str] = None  # the last devices the model ran on
         _lib.track(self)
         self.info = self._get_info()
 
@@ -60,21 +68,22 @@ class Model:
         return cls(h, name)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: PathLike) -> Model:
         """A .cfg, a Keras .keras or .h5 file, or a mirrored checkpoint."""
         path = os.fspath(path)
         stem = os.path.splitext(os.path.basename(path))[0]
         return cls._make("mirrored_model_load", os.fsencode(path), name=stem)
 
     @classmethod
-    def from_config(cls, text, name=None, folder=None):
+    def from_config(cls, text: str, name: Optional[str] = None,
+                    folder: Optional[PathLike] = None) -> Model:
         """A model from .cfg text; data paths in it are relative to folder
         (None: the working folder)."""
         return cls._make("mirrored_model_from_config", text.encode(), _enc(name), _enc(folder),
                          name=name or "model")
 
     @classmethod
-    def from_keras(cls, keras_model):
+    def from_keras(cls, keras_model: Any) -> Model:
         """A live keras.Model, through a temporary .keras file."""
         # the folder lives as long as the model: libmirrored may read the
         # weights when the model is first built, after load returns
@@ -85,7 +94,7 @@ class Model:
         m._tmp = tmp
         return m
 
-    def to_keras(self):
+    def to_keras(self) -> Any:
         """The model as a keras.Model (keras.models.load_model of a .keras)."""
         import keras
         with tempfile.TemporaryDirectory() as tmp:
@@ -95,10 +104,10 @@ class Model:
 
     def _handle(self):
         if not self._h:
-            raise ValueError(f"{self.name}: the model is closed")
+            raise InvalidArgumentError(f"{self.name}: the model is closed")
         return self._h
 
-    def close(self):
+    def close(self) -> None:
         """Frees the model (its replicas and weights)."""
         h, self._h = getattr(self, "_h", None), None
         if h:
@@ -113,13 +122,13 @@ class Model:
         except Exception:  # interpreter shutdown: the library may be gone
             pass
 
-    def __enter__(self):
+    def __enter__(self) -> Model:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<mirrored.Model {self.name!r} params={self.info.params}>"
 
     def _get_info(self):
@@ -133,25 +142,29 @@ class Model:
         if devices is None:
             devices = self._devices or "auto"
         if not isinstance(devices, str):
-            raise ValueError(f"devices={devices!r}: a string such as 'auto', 'cpu:2', 'gpu:0,1'")
+            raise InvalidArgumentError(
+                f"devices={devices!r}: a string such as 'auto', 'cpu:2', 'gpu:0,1'")
         return devices.encode()
 
     # ---- Keras's methods
-    def summary(self, print_fn=None):
+    def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
         """Prints the layers, their output shapes and weights."""
         buf = ctypes.create_string_buffer(1 << 20)
         _lib.call("mirrored_model_summary", self._handle(), buf, len(buf))
         (print_fn or print)(buf.value.decode().rstrip("\n"))
 
-    def save(self, path):
+    def save(self, path: PathLike) -> None:
         """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint."""
         _lib.call("mirrored_model_save", self._handle(), os.fsencode(os.fspath(path)))
 
-    def evaluate(self, x=None, y=None, devices=None, verbose="auto", return_dict=False):
+    def evaluate(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
+                 devices: Optional[str] = None, verbose: Union[str, int] = "auto",
+                 return_dict: bool = False) -> Union[list[float], dict[str, float]]:
         """[loss, metric], or {"loss": .., "accuracy" or "mae": ..}; no x, y:
         the .cfg's test set."""
         if (x is None) != (y is None):
-            raise ValueError("evaluate: give both x and y, or neither (the .cfg's test set)")
+            raise InvalidArgumentError(
+                "evaluate: give both x and y, or neither (the .cfg's test set)")
         keep, ax, ay = [], None, None
         if x is not None:
             ax, xa = _arrays.inputs(x)
@@ -168,7 +181,8 @@ class Model:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in out.items()), flush=True)
         return out if return_dict else list(out.values())
 
-    def predict(self, x, devices=None, verbose=0):
+    def predict(self, x: npt.ArrayLike, devices: Optional[str] = None,
+                verbose: Union[str, int] = 0) -> np.ndarray:
         """The model's outputs for x: (n, outputs) float32."""
         ax, xa = _arrays.inputs(x)
         out = np.empty((xa.shape[0], self.info.outputs), dtype=np.float32)
@@ -178,9 +192,13 @@ class Model:
         self._devices = devices or self._devices
         return out
 
-    def fit(self, x=None, y=None, batch_size=None, epochs=None, verbose="auto",
-            validation_split=None, validation_data=None, devices="auto", seed=None,
-            max_steps=None, stop_checkpoint="auto", callbacks=None):
+    def fit(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
+            batch_size: Optional[int] = None, epochs: Optional[int] = None,
+            verbose: Union[str, int] = "auto", validation_split: Optional[float] = None,
+            validation_data: Optional[Sequence[npt.ArrayLike]] = None,
+            devices: Optional[str] = "auto", seed: Optional[int] = None,
+            max_steps: Optional[int] = None, stop_checkpoint: Optional[PathLike] = "auto",
+            callbacks: Optional[Iterable[Any]] = None) -> History:
         """Trains on x, y (no x, y: the .cfg's [data]) as Keras's fit does;
         returns a History. Ctrl-C stops it after the update in flight, writes
         the stop's checkpoint (stop_checkpoint; "auto": NAME-stopped.h5 in the
@@ -208,6 +226,6 @@ class Model:
         return history
 
 
-def load(path):
+def load(path: PathLike) -> Model:
     """mirrored.load(path): Model.load."""
     return Model.load(path)

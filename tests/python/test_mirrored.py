@@ -159,6 +159,49 @@ def test_missing_file():
         mirrored.load("/no/such/dir/model.cfg")
 
 
+def test_errors_by_status(data, tmp_path):
+    """One base class, mirrored.Error, and the built-ins where they fit; the
+    class comes from the C status, whatever the message says."""
+    with pytest.raises(mirrored.NotFoundError) as e:
+        mirrored.load("/no/such/dir/model.cfg")
+    assert all(isinstance(e.value, c) for c in (mirrored.Error, FileNotFoundError, OSError))
+    assert e.value.status == mirrored.errors.ERR_NOT_FOUND
+    # a missing file is told by its status, not by its text
+    with pytest.raises(mirrored.NotFoundError, match="^quiet$"):
+        mirrored.errors.raise_status(mirrored.errors.ERR_NOT_FOUND, "quiet")
+    with pytest.raises(mirrored.FileError) as e:
+        mirrored.errors.raise_status(mirrored.errors.ERR_IO, "x: no such file")
+    assert not isinstance(e.value, FileNotFoundError) and isinstance(e.value, OSError)
+    cfg = tmp_path / "bad.cfg"
+    cfg.write_text("[net]\nno_such_key = 1\n")
+    with pytest.raises(mirrored.ConfigError) as e:
+        mirrored.load(cfg)
+    assert isinstance(e.value, ValueError) and e.value.status == mirrored.errors.ERR_CONFIG
+    with pytest.raises(mirrored.InvalidArgumentError):
+        model().predict(data[0], devices="tpu:0")
+    for status, builtin in [(mirrored.errors.ERR_NOMEM, MemoryError),
+                            (mirrored.errors.ERR_RUNTIME, RuntimeError),
+                            (mirrored.errors.ERR_ABORTED, RuntimeError),
+                            (mirrored.errors.ERR_DATA, ValueError),
+                            (mirrored.errors.ERR_UNSUPPORTED, ValueError)]:
+        with pytest.raises(builtin) as e:
+            mirrored.errors.raise_status(status, "m")
+        assert isinstance(e.value, mirrored.Error) and e.value.status == status
+
+
+def test_fit_options_of_another_version(data):
+    """A struct_version the library does not read is refused, not misread."""
+    import ctypes
+    from mirrored import _lib
+    m = model()
+    o = _lib.lib.mirrored_fit_options_default()
+    o.struct_version = _lib.FIT_OPTIONS_VERSION + 1
+    err = _lib.CError()
+    status = _lib.lib.mirrored_model_fit(m._handle(), ctypes.byref(o), None, ctypes.byref(err))
+    assert status == mirrored.errors.ERR_USAGE
+    assert b"struct_version" in err.message
+
+
 def test_bad_devices(data):
     with pytest.raises(ValueError):
         model().predict(data[0], devices="tpu:0")
