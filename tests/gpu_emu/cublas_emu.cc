@@ -188,6 +188,7 @@ cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float *alpha, 
         return CUBLAS_STATUS_SUCCESS;
     }
     Scalar a = scalar(handle, alpha);
+    emu_count_library(handle->stream, EmuLibrary::blas);
     emu_enqueue(handle->stream, [=] { cblas_sscal(n, a.get(), x, incx); });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -225,6 +226,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
     Scalar a = scalar(handle, alpha), b = scalar(handle, beta);
     auto op = [](cublasOperation_t t) { return t == CUBLAS_OP_N ? CblasNoTrans : CblasTrans; };
     CBLAS_TRANSPOSE ta = op(transa), tb = op(transb);
+    emu_count_library(handle->stream, EmuLibrary::blas);
     emu_enqueue(handle->stream, [=] {
         float av = a.get(), bv = b.get();
         if (bv == 0.0f) {

@@ -15,6 +15,10 @@
 //               steady clock when the stream reaches it
 //   schedule    MIRRORED_EMU_SCHEDULE=fifo | delay:SEED | late:SEED[:MS]
 //   host access MIRRORED_EMU_CHECK_HOST_ACCESS=1 (best effort, see below)
+//   counters    per device, what the device was given (emu_counters.h)
+//   capture     cudaStreamBeginCapture ... cudaGraphLaunch on one stream:
+//               captured operations are kept, not run, and replayed in
+//               order by each launch; the calls a capture forbids fail it
 // Relies on: the real NVIDIA headers for every type and prototype, C++20
 // threads, Linux mmap/mprotect.
 #include "tests/gpu_emu/emu.h"
@@ -42,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gpu_emu/emu_counters.h"
 #include "tests/gpu_emu/emu_kernel.h"
 
 namespace {
@@ -145,6 +150,20 @@ cudaError_t fail(cudaError_t e) {
 
 thread_local int current_device = 0;
 
+// ---------------------------------------------------------------- counters
+
+constexpr int kMaxDevices = 64; // MIRRORED_EMULATED_GPUS's limit
+constexpr size_t kCounts = sizeof(mr_emu_counters) / sizeof(uint64_t);
+static_assert(sizeof(mr_emu_counters) == kCounts * sizeof(uint64_t), "counters are uint64_t only");
+std::atomic<uint64_t> counts[kMaxDevices][kCounts];
+
+// Adds n to the counter at byte offset `at` of mr_emu_counters, on device dev.
+void count_at(int dev, size_t at, uint64_t n) {
+    if (dev < 0 || dev >= kMaxDevices) return;
+    counts[dev][at / sizeof(uint64_t)].fetch_add(n, std::memory_order_relaxed);
+}
+#define COUNT(dev, field, n) count_at((dev), offsetof(mr_emu_counters, field), (n))
+
 // ---------------------------------------------------------------- memory
 
 struct Alloc {
@@ -236,6 +255,7 @@ void install_segv_handler() {
 // ---------------------------------------------------------------- streams
 
 struct Device;
+struct Capture;
 
 // One stream: a FIFO of operations run in order by a worker thread.
 // Tickets count operations: the n-th enqueued has ticket n; done is the
@@ -254,11 +274,31 @@ struct StreamState {
     std::deque<Op> q;
     uint64_t enq = 0, done = 0;
     uint64_t demand = 0;  // highest ticket someone waits for
+    uint64_t observed = 0;  // highest ticket a cudaStreamQuery found complete
     bool closing = false;
     std::mt19937_64 rng;
+    std::shared_ptr<Capture> cap; // while capturing (under m)
 
     void run();
 };
+
+// A capture sequence (cudaStreamBeginCapture): the operations it recorded,
+// in stream order, and whether a forbidden call has invalidated it.
+struct Capture {
+    std::vector<StreamState::Op> ops; // under the stream's m
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+    std::thread::id thread; // the thread that began it
+    std::atomic<bool> invalid{false};
+};
+
+// Every ongoing capture sequence, for the calls that are forbidden "if any
+// other thread has a concurrent capture sequence initiated with
+// cudaStreamCaptureModeGlobal" (cudaThreadExchangeStreamCaptureMode).
+std::mutex captures_m;
+std::vector<std::shared_ptr<Capture>> &captures() {
+    static auto *v = new std::vector<std::shared_ptr<Capture>>;
+    return *v;
+}
 
 // The host's steady clock in milliseconds: what a timing event's record
 // reads when its stream runs it (cudaEventElapsedTime subtracts two).
@@ -418,6 +458,7 @@ struct CUstream_st {
 struct CUevent_st {
     std::mutex m;
     Dep rec;  // the most recent record's capture; none before the first
+    Dep seen;  // the last record a query found complete (counted as a host sync)
     unsigned flags = 0;
     // A timing event's most recent record: the steady clock (ms) when its
     // stream ran it, written by the stream's worker before the ticket
@@ -471,7 +512,7 @@ cudaError_t bad_stream(cudaStream_t s) {
 // may run concurrently with work in stream 0 (the NULL stream), and that the
 // created stream should perform no implicit synchronization with stream 0".
 // Returns the operation's ticket.
-uint64_t enqueue(const std::shared_ptr<StreamState> &s, std::function<void()> op, bool wait = false) {
+uint64_t enqueue_run(const std::shared_ptr<StreamState> &s, std::function<void()> op, bool wait) {
     std::vector<Dep> deps;
     if (s->legacy || s->blocking) {
         std::lock_guard lk(devices()[s->device]->m);
@@ -490,6 +531,76 @@ uint64_t enqueue(const std::shared_ptr<StreamState> &s, std::function<void()> op
     uint64_t t = ++s->enq;
     s->cv.notify_all();
     return t;
+}
+
+// Puts op on s (enqueue_run), or, while s is capturing, records it in the
+// capture: "When a stream is in capture mode, all operations pushed into the
+// stream will not be executed, but will instead be captured into a graph"
+// (cudaStreamBeginCapture). Counted as an operation either way; the ticket
+// is 0 for a captured one (nothing to wait for).
+uint64_t enqueue(const std::shared_ptr<StreamState> &s, std::function<void()> op,
+                 bool wait = false) {
+    if (wait)
+        COUNT(s->device, waits, 1);
+    else
+        COUNT(s->device, ops, 1);
+    {
+        std::lock_guard lk(s->m);
+        if (s->cap) {
+            if (!s->cap->invalid) s->cap->ops.push_back({std::move(op), wait});
+            return 0;
+        }
+    }
+    return enqueue_run(s, std::move(op), wait);
+}
+
+// The capture s is in, or null.
+std::shared_ptr<Capture> capture_of(const std::shared_ptr<StreamState> &s) {
+    std::lock_guard lk(s->m);
+    return s->cap;
+}
+
+// For work put on s: cudaErrorStreamCaptureInvalidated if s's capture was
+// invalidated ("The current capture sequence on the stream has been
+// invalidated due to a previous error"), else cudaSuccess.
+cudaError_t capture_ok(const std::shared_ptr<StreamState> &s) {
+    auto c = capture_of(s);
+    return c && c->invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+}
+
+// A call that stream capture forbids (it waits for the device, or is not
+// stream-ordered: "During stream capture (see cudaStreamBeginCapture), some
+// actions, such as a call to cudaMalloc, may be unsafe"): true, after
+// invalidating the captures that forbid it, when one does. In the default
+// mode "If the local thread has an ongoing capture sequence that was not
+// initiated with cudaStreamCaptureModeRelaxed ..., or if any other thread has
+// a concurrent capture sequence initiated with cudaStreamCaptureModeGlobal,
+// this thread is prohibited from potentially unsafe API calls." The call
+// then fails with cudaErrorStreamCaptureUnsupported ("The operation is not
+// permitted when the stream is capturing").
+bool forbidden_by_capture() {
+    std::lock_guard lk(captures_m);
+    bool hit = false;
+    for (auto &c : captures()) {
+        bool mine = c->thread == std::this_thread::get_id();
+        if (c->mode == cudaStreamCaptureModeGlobal ||
+            (mine && c->mode == cudaStreamCaptureModeThreadLocal)) {
+            c->invalid = true;
+            hit = true;
+        }
+    }
+    return hit;
+}
+
+// Invalidates s's capture, if any, and says whether there was one: a
+// synchronisation or a query of a capturing stream is forbidden ("It is
+// invalid to synchronize or query the execution status of a stream which is
+// being captured", CUDA C++ Programming Guide, Stream Capture: Prohibited
+// and Unhandled Operations).
+bool capturing_invalidate(const std::shared_ptr<StreamState> &s) {
+    auto c = capture_of(s);
+    if (c) c->invalid = true;
+    return c != nullptr;
 }
 
 cudaError_t sticky(int device) {
@@ -519,7 +630,30 @@ void emu_enqueue(cudaStream_t s, std::function<void()> task) {
         bad_stream(s);
         return;
     }
+    if (cudaError_t e = capture_ok(st)) {
+        fail(e);
+        return;
+    }
     enqueue(st, std::move(task));
+}
+
+void emu_count_launch(cudaStream_t s) {
+    COUNT(emu_stream_device(s), launches, 1);
+}
+
+void emu_count_library(cudaStream_t s, EmuLibrary lib) {
+    int dev = emu_stream_device(s);
+    switch (lib) {
+    case EmuLibrary::blas:
+        COUNT(dev, blas_calls, 1);
+        break;
+    case EmuLibrary::dnn:
+        COUNT(dev, dnn_calls, 1);
+        break;
+    case EmuLibrary::nccl:
+        COUNT(dev, nccl_calls, 1);
+        break;
+    }
 }
 
 int emu_device_of(const void *p, size_t *bytes_left) {
@@ -621,6 +755,16 @@ const ErrText err_texts[] = {
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState",
+     "the operation cannot be performed in the present state"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
+     "capture was not initiated in this stream"},
+    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+     "attempt to terminate a thread-local capture sequence from another thread"},
 };
 const ErrText *err_text(cudaError_t e) {
     for (auto &t : err_texts)
@@ -711,6 +855,22 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
 cudaError_t cudaDeviceSynchronize(void) {
     Device *d = cur_dev();
     if (!d) return no_device();
+    // "It is also invalid to query the execution status of or synchronize a
+    // broader handle which encompasses an active stream capture, such as a
+    // device or context handle" (Programming Guide, Stream Capture).
+    bool capturing = false;
+    {
+        std::lock_guard lk(d->m);
+        for (auto &st : d->streams) {
+            std::lock_guard sl(st->m);
+            if (st->cap) {
+                st->cap->invalid = true;
+                capturing = true;
+            }
+        }
+    }
+    if (capturing || forbidden_by_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+    COUNT(d->ordinal, host_syncs, 1);
     sync_device(d);
     return fail(sticky(d->ordinal));
 }
@@ -726,6 +886,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
     Device *d = cur_dev();
     if (!d) return no_device();
     *devPtr = nullptr;
+    if (forbidden_by_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+    COUNT(d->ordinal, allocs, 1);
     if (size == 0) return cudaSuccess;  // as the real runtime: a null pointer
     long page = sysconf(_SC_PAGESIZE);
     size_t mapped = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
@@ -771,6 +933,9 @@ cudaError_t cudaFree(void *devPtr) {
         dev = a->second.device;
         left = a->second.size;
     }
+    if (forbidden_by_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+    COUNT(dev, frees, 1);
+    COUNT(dev, host_syncs, 1);
     // "For all other pointers, this API may perform implicit
     // synchronization": the project relies on it (cudaFree waits for the
     // device), so the emulator always does.
@@ -793,6 +958,8 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
     if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
         return fail(cudaErrorInvalidValue);
     *pHost = nullptr;
+    if (forbidden_by_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+    COUNT(current_device, allocs, 1);
     if (size == 0) return cudaSuccess;
     long page = sysconf(_SC_PAGESIZE);
     size_t mapped = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
@@ -815,6 +982,9 @@ cudaError_t cudaFreeHost(void *ptr) {
         if (a == nullptr || a->first != (uintptr_t)ptr || a->second.device >= 0)
             return fail(cudaErrorInvalidValue);
     }
+    if (forbidden_by_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+    COUNT(current_device, frees, 1);
+    COUNT(current_device, host_syncs, 1);
     // The real cudaFreeHost synchronises the device: a queued copy may still
     // read or write the buffer.
     for (Device *d : devices())
@@ -878,8 +1048,16 @@ cudaError_t wait_ticket(const std::shared_ptr<StreamState> &s, uint64_t t) {
     return fail(sticky(s->device));
 }
 
+// A copy that returns with the copy done: a host synchronisation, which a
+// capturing stream cannot make (Programming Guide, Stream Capture).
+cudaError_t copy_wait(const std::shared_ptr<StreamState> &s, uint64_t t) {
+    COUNT(s->device, host_syncs, 1);
+    return wait_ticket(s, t);
+}
+
 cudaError_t memcpy_on(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
-                      const std::shared_ptr<StreamState> &s) {
+                      const std::shared_ptr<StreamState> &s, bool *waited) {
+    *waited = false;
     if (count == 0) return cudaSuccess;
     if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
     bool dst_ok, src_ok;
@@ -908,11 +1086,24 @@ cudaError_t memcpy_on(void *dst, const void *src, size_t count, cudaMemcpyKind k
         return fail(cudaErrorInvalidMemcpyDirection);
     }
     if (cudaError_t e = sticky(s->device)) return fail(e);
+    if (cudaError_t e = capture_ok(s)) return fail(e);
+    // Synchronous with the host below (host to host, device to pageable
+    // memory): forbidden on a capturing stream. So is a copy from pageable
+    // memory, whose source is read at the call (staged), which a graph's
+    // replays could not repeat: a test relying on it fails, not a stale copy.
+    bool synchronous = (!dd && !sd) || (sd && wd == Where::pageable);
+    if ((synchronous || (dd && ws == Where::pageable)) && capturing_invalidate(s))
+        return fail(cudaErrorStreamCaptureUnsupported);
+    int dir =
+        dd ? (sd ? MR_EMU_COPY_D2D : MR_EMU_COPY_H2D) : (sd ? MR_EMU_COPY_D2H : MR_EMU_COPY_H2H);
+    count_at(s->device, offsetof(mr_emu_counters, copies) + dir * sizeof(uint64_t), 1);
+    count_at(s->device, offsetof(mr_emu_counters, copy_bytes) + dir * sizeof(uint64_t), count);
+    *waited = synchronous;
     if (!dd && !sd) {
         // "For transfers from any host memory to any host memory, the
         // function is fully synchronous with respect to the host."
         uint64_t t = enqueue(s, [=] { memcpy(dst, src, count); });
-        return wait_ticket(s, t);
+        return copy_wait(s, t);
     }
     if (dd && ws == Where::pageable) {
         // "If pageable memory must first be staged to pinned memory, the
@@ -931,7 +1122,7 @@ cudaError_t memcpy_on(void *dst, const void *src, size_t count, cudaMemcpyKind k
         // memory it is ("For transfers from device to either pageable or
         // pinned host memory, the function returns only once the copy has
         // completed"), so the host may read dst at once.
-        return wait_ticket(s, t);
+        return copy_wait(s, t);
     }
     // "For all other transfers, the function should be fully asynchronous."
     return cudaSuccess;
@@ -943,6 +1134,8 @@ cudaError_t memset_on(void *devPtr, int value, size_t count, const std::shared_p
     if (devPtr == nullptr || where(devPtr, count, &ok) != Where::device || !ok)
         return fail(cudaErrorInvalidValue);
     if (cudaError_t e = sticky(s->device)) return fail(e);
+    if (cudaError_t e = capture_ok(s)) return fail(e);
+    COUNT(s->device, memsets, 1);
     enqueue(s, [=] { memset(devPtr, value, count); });
     return cudaSuccess;
 }
@@ -953,14 +1146,19 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpy
                             cudaStream_t stream) {
     auto s = stream_of(stream);
     if (!s) return bad_stream(stream);
-    return memcpy_on(dst, src, count, kind, s);
+    bool waited;
+    return memcpy_on(dst, src, count, kind, s, &waited);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
     auto s = stream_of(nullptr);
     if (!s) return no_device();
-    cudaError_t e = memcpy_on(dst, src, count, kind, s);
-    if (e != cudaSuccess) return e;
+    // Synchronous, on the legacy stream: a potentially unsafe call during
+    // a capture.
+    if (forbidden_by_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+    bool waited;
+    cudaError_t e = memcpy_on(dst, src, count, kind, s, &waited);
+    if (e != cudaSuccess || waited) return e;
     // "For transfers from device memory to device memory, no host-side
     // synchronization is performed." Every other cudaMemcpy returns with
     // the copy done (pinned host to device: "synchronous with respect to
@@ -968,7 +1166,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind 
     bool ok;
     if (where(dst, count, &ok) == Where::device && where(src, count, &ok) == Where::device)
         return cudaSuccess;
-    return wait_ticket(s, tail(s).t);
+    return copy_wait(s, tail(s).t);
 }
 
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
@@ -1017,6 +1215,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
         if (!live_handles().erase(stream)) return fail(cudaErrorInvalidResourceHandle);
     }
     auto s = stream->st;
+    if (auto c = capture_of(s)) {
+        // A capture that can no longer end: no longer one that forbids calls.
+        std::lock_guard lk(captures_m);
+        auto &v = captures();
+        v.erase(std::remove(v.begin(), v.end(), c), v.end());
+    }
     {
         std::lock_guard lk(s->m);
         s->closing = true;
@@ -1031,14 +1235,31 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     // "Blocks until stream has completed all operations."
     auto s = stream_of(stream);
     if (!s) return bad_stream(stream);
+    if (capturing_invalidate(s)) return fail(cudaErrorStreamCaptureUnsupported);
+    COUNT(s->device, host_syncs, 1);
     return wait_ticket(s, tail(s).t);
 }
+
+namespace {
+// The first cudaStreamQuery that finds ticket t of s complete is a host
+// sync (a host polls until the stream is idle).
+void count_observed(const std::shared_ptr<StreamState> &s, uint64_t t) {
+    std::lock_guard lk(s->m);
+    if (t > s->observed) {
+        s->observed = t;
+        COUNT(s->device, host_syncs, 1);
+    }
+}
+}  // namespace
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
     auto s = stream_of(stream);
     if (!s) return bad_stream(stream);
+    if (capturing_invalidate(s)) return fail(cudaErrorStreamCaptureUnsupported);
+    COUNT(s->device, queries, 1);
     Dep d = tail(s);
     if (!dep_done(d, true)) return cudaErrorNotReady;  // not an error: not recorded
+    count_observed(s, d.t);
     return fail(sticky(s->device));
 }
 
@@ -1052,6 +1273,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     auto s = stream_of(stream);
     if (!s) return bad_stream(stream);
     if (event == nullptr || !live(event)) return fail(cudaErrorInvalidResourceHandle);
+    if (capturing_invalidate(s))
+        return fail(cudaErrorStreamCaptureUnsupported); // as cudaEventRecord
     Dep d;
     {
         std::lock_guard lk(event->m);
@@ -1090,6 +1313,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (event == nullptr || !live(event)) return fail(cudaErrorInvalidResourceHandle);
     auto s = stream_of(stream);
     if (!s) return bad_stream(stream);
+    // Events in a capture (fork and join of captured streams) are not
+    // emulated: the call fails and invalidates the capture, so a test that
+    // would rely on them fails instead of passing on a wrong graph.
+    if (capturing_invalidate(s)) return fail(cudaErrorStreamCaptureUnsupported);
     // Stream 0 records after the blocking streams too (legacy semantics):
     // queue a no-op that carries those barriers. A timing event queues an
     // operation that reads the clock (it carries the same barriers).
@@ -1119,7 +1346,17 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
         d = event->rec;
     }
     // A query is someone waiting: a late stream stops holding the work.
+    if (d.s) COUNT(d.s->device, queries, 1);
     if (!dep_done(d, true)) return cudaErrorNotReady;
+    if (d.s) {
+        // Polling until the event completes is how a host waits: the first
+        // query that finds this record complete is the host sync.
+        std::lock_guard lk(event->m);
+        if (event->seen.s != d.s || event->seen.t != d.t) {
+            event->seen = d;
+            COUNT(d.s->device, host_syncs, 1);
+        }
+    }
     return d.s ? fail(sticky(d.s->device)) : cudaSuccess;
 }
 
@@ -1131,6 +1368,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
         std::lock_guard lk(event->m);
         d = event->rec;
     }
+    if (d.s) COUNT(d.s->device, host_syncs, 1);
     wait_dep(d);
     return d.s ? fail(sticky(d.s->device)) : cudaSuccess;
 }
@@ -1180,4 +1418,166 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 
+// ---- stream capture and graphs (one stream; see the file comment)
+
 }  // extern "C"
+
+// The opaque graph handles of driver_types.h: a captured sequence, and its
+// executable copy.
+struct CUgraph_st {
+    std::vector<StreamState::Op> ops;
+};
+struct CUgraphExec_st {
+    std::vector<StreamState::Op> ops;
+};
+
+extern "C" {
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    // "Capture may not be initiated if stream is cudaStreamLegacy. Capture
+    // must be ended on the same stream in which it was initiated, and it may
+    // only be initiated if the stream is not already in capture mode."
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+        mode != cudaStreamCaptureModeRelaxed)
+        return fail(cudaErrorInvalidValue);
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    if (s->legacy) return fail(cudaErrorStreamCaptureUnsupported);
+    auto c = std::make_shared<Capture>();
+    c->mode = mode;
+    c->thread = std::this_thread::get_id();
+    {
+        std::lock_guard lk(s->m);
+        if (s->cap) return fail(cudaErrorIllegalState);
+        s->cap = c;
+    }
+    std::lock_guard lk(captures_m);
+    captures().push_back(c);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
+    // "End capture on stream, returning the captured graph via pGraph.
+    // Capture must have been initiated on stream via a call to
+    // cudaStreamBeginCapture. If capture was invalidated, due to a violation
+    // of the rules of stream capture, then a NULL graph will be returned."
+    // "If the mode argument to cudaStreamBeginCapture was not
+    // cudaStreamCaptureModeRelaxed, this call must be from the same thread
+    // as cudaStreamBeginCapture."
+    if (pGraph == nullptr) return fail(cudaErrorInvalidValue);
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    std::shared_ptr<Capture> c;
+    {
+        std::lock_guard lk(s->m);
+        if (!s->cap) return fail(cudaErrorStreamCaptureUnmatched);
+        if (s->cap->mode != cudaStreamCaptureModeRelaxed &&
+            s->cap->thread != std::this_thread::get_id())
+            return fail(cudaErrorStreamCaptureWrongThread);
+        c = std::move(s->cap);
+        s->cap = nullptr;
+    }
+    {
+        std::lock_guard lk(captures_m);
+        auto &v = captures();
+        v.erase(std::remove(v.begin(), v.end(), c), v.end());
+    }
+    *pGraph = nullptr;
+    if (c->invalid) return fail(cudaErrorStreamCaptureInvalidated);
+    *pGraph = new CUgraph_st{std::move(c->ops)};
+    std::lock_guard lk(handles_m);
+    live_handles().insert(*pGraph);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *pCaptureStatus) {
+    // "cudaStreamCaptureStatusNone: The stream is not capturing.
+    // cudaStreamCaptureStatusActive: The stream is capturing.
+    // cudaStreamCaptureStatusInvalidated: The stream was capturing but an
+    // error has invalidated the capture sequence."
+    if (pCaptureStatus == nullptr) return fail(cudaErrorInvalidValue);
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    auto c = capture_of(s);
+    *pCaptureStatus = !c           ? cudaStreamCaptureStatusNone
+                      : c->invalid ? cudaStreamCaptureStatusInvalidated
+                                   : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+    // "Instantiates graph as an executable graph": a copy, so the graph may be
+    // destroyed while the executable graph lives.
+    if (pGraphExec == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
+    if (graph == nullptr || !live(graph)) return fail(cudaErrorInvalidValue);
+    *pGraphExec = new CUgraphExec_st{graph->ops};
+    std::lock_guard lk(handles_m);
+    live_handles().insert(*pGraphExec);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+    // "Executes graphExec in stream. ... Each launch is ordered behind both
+    // any previous work in stream and any previous launches of graphExec":
+    // the captured operations, in their captured order, on stream.
+    if (graphExec == nullptr || !live(graphExec)) return fail(cudaErrorInvalidValue);
+    auto s = stream_of(stream);
+    if (!s) return bad_stream(stream);
+    if (cudaError_t e = capture_ok(s)) return fail(e);
+    if (cudaError_t e = sticky(s->device)) return fail(e);
+    COUNT(s->device, graph_launches, 1);
+    {
+        std::lock_guard lk(s->m);
+        if (s->cap) { // a graph launched into a capture: its operations are captured
+            if (!s->cap->invalid)
+                s->cap->ops.insert(s->cap->ops.end(), graphExec->ops.begin(), graphExec->ops.end());
+            return cudaSuccess;
+        }
+    }
+    COUNT(s->device, ops_replayed, graphExec->ops.size());
+    for (auto &op : graphExec->ops)
+        enqueue_run(s, op.fn, op.wait);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+    // Queued replays hold their own copies of the operations.
+    if (graphExec == nullptr) return fail(cudaErrorInvalidValue);
+    {
+        std::lock_guard lk(handles_m);
+        if (!live_handles().erase(graphExec)) return fail(cudaErrorInvalidValue);
+    }
+    delete graphExec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    if (graph == nullptr) return fail(cudaErrorInvalidValue);
+    {
+        std::lock_guard lk(handles_m);
+        if (!live_handles().erase(graph)) return fail(cudaErrorInvalidValue);
+    }
+    delete graph;
+    return cudaSuccess;
+}
+
+}  // extern "C"
+
+// ================================================================ emu_counters.h
+
+void mr_emu_counters_get(int device, mr_emu_counters *out) {
+    uint64_t v[kCounts] = {};
+    for (int d = 0; d < kMaxDevices; d++) {
+        if (device != -1 && d != device) continue;
+        for (size_t i = 0; i < kCounts; i++)
+            v[i] += counts[d][i].load(std::memory_order_relaxed);
+    }
+    memcpy(out, v, sizeof *out);
+}
+
+void mr_emu_counters_reset(void) {
+    for (auto &dev : counts)
+        for (auto &c : dev)
+            c.store(0, std::memory_order_relaxed);
+}

@@ -1051,6 +1051,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
     const float a = scalar(alpha), b = scalar(beta);
     const float *xp = (const float *)x, *wp = (const float *)w;
     float *yp = (float *)y;
+    emu_count_library(handle->stream, EmuLibrary::dnn);
     emu_enqueue(handle->stream, [=] {
         std::vector<float> xc, wc, yc(conv_y_size(s));
         const float *xin = xp, *win = wp;
@@ -1105,6 +1106,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
     const float a = scalar(alpha), b = scalar(beta);
     const float *wp = (const float *)w, *dyp = (const float *)dy;
     float *dxp = (float *)dx;
+    emu_count_library(handle->stream, EmuLibrary::dnn);
     emu_enqueue(handle->stream, [=] {
         std::vector<float> dyc, wc, dxc(conv_x_size(s));
         const float *dyin = dyp, *win = wp;
@@ -1159,6 +1161,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
     const float a = scalar(alpha), b = scalar(beta);
     const float *xp = (const float *)x, *dyp = (const float *)dy;
     float *dwp = (float *)dw;
+    emu_count_library(handle->stream, EmuLibrary::dnn);
     emu_enqueue(handle->stream, [=] {
         std::vector<float> xc, dyc, dwc(conv_w_size(s));
         const float *xin = xp, *dyin = dyp;

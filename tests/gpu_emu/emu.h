@@ -30,6 +30,11 @@ void emu_set_last_error(cudaError_t e);
 
 // ---- extensions (not needed by every client) ----
 
+// Counts a library call that queues work on s (emu_counters.h), before its
+// emu_enqueue.
+enum class EmuLibrary { blas, dnn, nccl };
+void emu_count_library(cudaStream_t s, EmuLibrary lib);
+
 // The device a stream belongs to (stream 0: the calling thread's current
 // device); -1 for an unknown stream handle.
 int emu_stream_device(cudaStream_t s);

@@ -17,9 +17,21 @@
 //   operations; with -ffp-contract=off, a*b+c is not fused, as __fmul_rn
 //   and __fadd_rn promise.
 // - mr_emu_launch: the launch (kernels_cuda.h's MR_CUDA_LAUNCH without nvcc).
-// Relies on: the project's kernels being grid-stride loops without
-// __shared__ memory or __syncthreads, so that running the threads one after
-// another is a valid schedule.
+// - __shared__: `static thread_local`. A block's threads run on its
+//   stream's worker thread (emu_block.h: fibers that switch at barriers)
+//   and blocks run one after another there, so one instance per worker is
+//   one per block; blocks of other streams run on their own workers. As on
+//   a GPU, nothing clears it between blocks: a block reads what the
+//   previous block left, never zeros it may rely on (except the very
+//   first). Dynamic shared memory (extern __shared__) is not supported.
+// - __syncthreads, __syncwarp, the warp shuffles: emu_block.h's barriers.
+// - atomicAdd: std::atomic_ref (blocks of other streams may run at the
+//   same time). On hardware a float atomicAdd's order of arrival varies
+//   from run to run, so the sum's rounding does; the project uses it only
+//   where the order cannot change a bit (integers, or one adder per
+//   address), and the emulator, which adds in thread order, cannot show
+//   such a nondeterminism.
+// Relies on: emu_block.cc (libmr_emu_cudart) for the block's threads.
 #pragma once
 
 #ifdef __CUDACC__
@@ -34,10 +46,17 @@
 #include <cmath>
 #include <functional>
 #include <tuple>
+#include <atomic>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
 #include "tests/gpu_emu/emu.h"
+#include "tests/gpu_emu/emu_block.h"
+
+// Per block (see above); the real header makes it an empty annotation.
+#undef __shared__
+#define __shared__ static thread_local
 
 // The built-in index variables of the thread being emulated.
 inline thread_local uint3 threadIdx;
@@ -67,28 +86,104 @@ static inline float __fdividef(float a, float b) { return a / b; }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
+// __syncthreads(): every thread of the block waits here for the others.
+static inline void __syncthreads() { emu_block_barrier(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    (void)mask;  // every lane of the warp that has not returned takes part
+    emu_warp_barrier();
+}
+
+// The warp shuffles: each lane puts var in its slot, the warp meets, each
+// reads its source lane's slot, and the warp meets again (so that no lane
+// overwrites its slot before all have read). As documented ("Threads may
+// only read data from another thread which is actively participating in
+// the __shfl_sync() command"), mask must name every lane of the warp that
+// has not returned; a source lane outside the caller's group of width
+// lanes gives the caller its own var.
+template <class T> static inline T emu_shfl(T var, int src, bool own) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "a shuffle of a scalar");
+    uint64_t *slots = emu_block_slots();
+    unsigned t = emu_block_thread();
+    memcpy(&slots[t], &var, sizeof var);
+    emu_warp_barrier();
+    T out = var;
+    if (!own) memcpy(&out, &slots[t - t % warpSize + (unsigned)src], sizeof out);
+    emu_warp_barrier();
+    return out;
+}
+template <class T> static inline T __shfl_sync(unsigned mask, T var, int src, int width = 32) {
+    (void)mask;
+    int lane = (int)(emu_block_thread() % warpSize);
+    return emu_shfl(var, lane - lane % width + src % width, false);
+}
+template <class T>
+static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    (void)mask;
+    int lane = (int)(emu_block_thread() % warpSize);
+    int src = lane + (int)delta;
+    return emu_shfl(var, src, src / width != lane / width);
+}
+template <class T>
+static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    (void)mask;
+    int lane = (int)(emu_block_thread() % warpSize);
+    int src = lane - (int)delta;
+    return emu_shfl(var, src, src < 0 || src / width != lane / width);
+}
+template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
+    (void)mask;
+    int lane = (int)(emu_block_thread() % warpSize);
+    int src = lane ^ lane_mask;
+    return emu_shfl(var, src, src / width != lane / width);
+}
+
+// atomicAdd (int, unsigned, unsigned long long, float, double): returns the
+// old value. See the header comment on the order of float additions.
+template <class T> static inline T atomicAdd(T *address, T val) {
+    static_assert(std::is_arithmetic_v<T>, "atomicAdd of a number");
+    return std::atomic_ref<T>(*address).fetch_add(val);
+}
+
 // Checks a launch configuration and stream (cudart_emu.cc); false after
 // recording the launch error for cudaGetLastError.
 bool emu_launch_check(dim3 grid, dim3 block, cudaStream_t s);
 
-// Runs f once for every (block, thread) index of a launch on s, blocks and
-// threads in order, with the built-in variables set (a task of s's worker).
-template <class F>
-void mr_emu_launch_task(dim3 grid, dim3 block, cudaStream_t s, F f) {
+// Counts a kernel launch on s (cudart_emu.cc; emu_counters.h).
+void emu_count_launch(cudaStream_t s);
+
+// One launch's kernel body and block shape, for emu_block_run.
+template <class F> struct EmuLaunch {
+    const F *f;
+    dim3 block;
+    static void index(void *ctx, unsigned t) {
+        const dim3 &b = static_cast<EmuLaunch *>(ctx)->block;
+        threadIdx = uint3{t % b.x, t / b.x % b.y, t / (b.x * b.y)};
+    }
+    static void run(void *ctx, unsigned t) {
+        index(ctx, t);
+        (*static_cast<EmuLaunch *>(ctx)->f)();
+    }
+};
+
+// Runs f once for every (block, thread) index of a launch on s, blocks in
+// order, each block's threads as emu_block_run schedules them (in order
+// unless they meet at barriers), with the built-in variables set (a task
+// of s's worker).
+template <class F> void mr_emu_launch_task(dim3 grid, dim3 block, cudaStream_t s, F f) {
     if (!emu_launch_check(grid, block, s)) return;
+    emu_count_launch(s);
     emu_enqueue(s, [grid, block, f] {
         gridDim = grid;
         blockDim = block;
+        EmuLaunch<F> l{&f, block};
+        EmuBlockFns fns{EmuLaunch<F>::index, EmuLaunch<F>::run, &l};
+        unsigned threads = block.x * block.y * block.z;
         for (unsigned bz = 0; bz < grid.z; bz++)
             for (unsigned by = 0; by < grid.y; by++)
                 for (unsigned bx = 0; bx < grid.x; bx++) {
                     blockIdx = uint3{bx, by, bz};
-                    for (unsigned tz = 0; tz < block.z; tz++)
-                        for (unsigned ty = 0; ty < block.y; ty++)
-                            for (unsigned tx = 0; tx < block.x; tx++) {
-                                threadIdx = uint3{tx, ty, tz};
-                                f();
-                            }
+                    emu_block_run(fns, threads);
                 }
     });
 }

@@ -390,8 +390,10 @@ void reduce(const RankState &st, void *out, size_t n, ncclDataType_t t, ncclRedO
 enum Kind { kAllReduce = 1, kBroadcast = 2 };
 
 // The collective, on the rank's stream worker.
+// counted: the call counted it in `pending` (not one captured into a CUDA
+// graph, which runs at each graph launch, or never).
 void run_collective(const std::shared_ptr<RankState> &st, OpMeta meta, const void *send, void *recv,
-                    ncclDataType_t dt, ncclRedOp_t op) {
+                    ncclDataType_t dt, ncclRedOp_t op, bool counted) {
     RankState &s = *st;
     size_t es = type_size(dt);
     size_t per = kChunk / es;
@@ -425,7 +427,7 @@ void run_collective(const std::shared_ptr<RankState> &st, OpMeta meta, const voi
         ok = s.barrier();  // before the slots are written again
     }
     if (!ok) s.note_failure();
-    s.done_one();
+    if (counted) s.done_one();
 }
 
 ncclResult_t check_comm(ncclComm_t comm, const char *call) {
@@ -464,12 +466,23 @@ ncclResult_t collective(const char *call, Kind kind, const void *send, void *rec
     // Numbered at the call: the order of calls is what ranks must agree on.
     OpMeta meta{++st->seq, count, kind, (int32_t)dt, kind == kAllReduce ? (int32_t)op : 0,
                 kind == kBroadcast ? root : 0};
-    {
-        std::lock_guard lk(st->pm);
-        st->pending++;
-    }
     auto launch = [st, meta, send, recv, dt, op, stream] {
-        emu_enqueue(stream, [st, meta, send, recv, dt, op] { run_collective(st, meta, send, recv, dt, op); });
+        // "Starting with NCCL 2.9, NCCL operations can be captured by CUDA
+        // Graphs" (NCCL User Guide, Using NCCL with CUDA Graphs): captured,
+        // a collective runs at each launch of the graph, so it is no pending
+        // work of the communicator. "The launch of a graph ... containing a
+        // captured NCCL operation is considered collective for the same set
+        // of ranks that were present in the capture": replays keep the
+        // captured sequence number, the same on every rank.
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        bool counted = cudaStreamIsCapturing(stream, &cs) != cudaSuccess || cs == cudaStreamCaptureStatusNone;
+        if (counted) {
+            std::lock_guard lk(st->pm);
+            st->pending++;
+        }
+        emu_count_library(stream, EmuLibrary::nccl);
+        emu_enqueue(stream,
+                    [st, meta, send, recv, dt, op, counted] { run_collective(st, meta, send, recv, dt, op, counted); });
     };
     if (group_depth > 0) {
         Deferred d;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/gpu_emu/emu.h"
+#include "tests/gpu_emu/emu_counters.h"
 
 // after the C++ headers: check.h defines a macro `fail`
 #include <check.h>
@@ -527,6 +528,178 @@ START_TEST(host_access_check) {
 }
 END_TEST
 
+// A capture records the stream's operations without running them; each
+// launch of the instantiated graph runs them again, in order, on the
+// launch's stream.
+START_TEST(capture_replayed) {
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int *d;
+    CU(cudaMalloc((void **)&d, sizeof(int)));
+    int *pinned;
+    CU(cudaMallocHost((void **)&pinned, sizeof(int)));
+    CU(cudaMemset(d, 0, sizeof(int)));
+    CU(cudaDeviceSynchronize());
+    auto runs = std::make_shared<std::atomic<int>>(0);
+    cudaStreamCaptureStatus st;
+    CU(cudaStreamIsCapturing(s, &st));
+    ck_assert_int_eq(st, cudaStreamCaptureStatusNone);
+    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CU(cudaStreamIsCapturing(s, &st));
+    ck_assert_int_eq(st, cudaStreamCaptureStatusActive);
+    emu_enqueue(s, [runs, d] { *d = ++*runs * 10; });  // a "kernel"
+    CU(cudaMemcpyAsync(pinned, d, sizeof(int), cudaMemcpyDeviceToHost, s));
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
+    cudaGraph_t g;
+    CU(cudaStreamEndCapture(s, &g));
+    ck_assert_ptr_nonnull(g);
+    CU(cudaStreamSynchronize(s));
+    ck_assert_int_eq(runs->load(), 0);  // captured, not run
+    cudaGraphExec_t x;
+    CU(cudaGraphInstantiate(&x, g, 0));
+    CU(cudaGraphDestroy(g));  // the executable graph is a copy
+    for (int k = 1; k <= 3; k++) {
+        *pinned = -1;
+        CU(cudaGraphLaunch(x, s));
+        CU(cudaStreamSynchronize(s));
+        ck_assert_int_eq(runs->load(), k);
+        ck_assert_int_eq(*pinned, 10 * k);
+    }
+    CU(cudaGraphExecDestroy(x));
+    ck_assert_int_eq(cudaGraphExecDestroy(x), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureUnmatched);
+    ck_assert_int_eq(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal),
+                     cudaErrorStreamCaptureUnsupported);  // the legacy stream
+    cudaGetLastError();
+    CU(cudaFreeHost(pinned));
+    CU(cudaFree(d));
+    CU(cudaStreamDestroy(s));
+}
+END_TEST
+
+// The calls a capture forbids fail and invalidate it: then the work queued
+// on the stream is refused, and the end of the capture gives no graph.
+START_TEST(capture_invalidated) {
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    void *p = nullptr;
+    CU(cudaMalloc(&p, 64));
+    // each forbidden call, in a capture of its own
+    auto forbidden = [&](int which) -> cudaError_t {
+        void *q = nullptr;
+        switch (which) {
+        case 0: return cudaStreamSynchronize(s);
+        case 1: return cudaDeviceSynchronize();
+        case 2: return cudaMalloc(&q, 16);
+        case 3: return cudaStreamQuery(s);
+        case 4: return cudaFree(p);
+        case 5: {
+            char h[64] = {0};  // pageable: read at the call, not at each replay
+            return cudaMemcpyAsync(p, h, 64, cudaMemcpyHostToDevice, s);
+        }
+        default: {
+            char h[64];  // pageable: the copy would wait
+            return cudaMemcpyAsync(h, p, 64, cudaMemcpyDeviceToHost, s);
+        }
+        }
+    };
+    for (int which = 0; which < 7; which++) {
+        CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        ck_assert_int_eq(forbidden(which), cudaErrorStreamCaptureUnsupported);
+        cudaStreamCaptureStatus st;
+        CU(cudaStreamIsCapturing(s, &st));
+        ck_assert_int_eq(st, cudaStreamCaptureStatusInvalidated);
+        ck_assert_int_eq(cudaMemsetAsync(p, 0, 64, s), cudaErrorStreamCaptureInvalidated);
+        cudaGraph_t g = (cudaGraph_t)&st;
+        ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+        ck_assert_ptr_null(g);
+        CU(cudaStreamIsCapturing(s, &st));
+        ck_assert_int_eq(st, cudaStreamCaptureStatusNone);
+        cudaGetLastError();
+    }
+    // relaxed mode allows an allocation (not stream-ordered, not captured)
+    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    void *q = nullptr;
+    CU(cudaMalloc(&q, 16));
+    cudaGraph_t g;
+    CU(cudaStreamEndCapture(s, &g));
+    CU(cudaGraphDestroy(g));
+    CU(cudaFree(q));
+    // a stream destroyed while capturing leaves no capture that forbids calls
+    cudaStream_t s2;
+    CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CU(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
+    CU(cudaStreamDestroy(s2));
+    CU(cudaMalloc(&q, 16));
+    CU(cudaFree(q));
+    CU(cudaFree(p));
+    CU(cudaStreamDestroy(s));
+}
+END_TEST
+
+// The counters see each call once, on the stream's device; a graph's
+// operations count when captured, and its launches as graph launches.
+START_TEST(counters) {
+    mr_emu_counters_reset();
+    mr_emu_counters c;
+    mr_emu_counters_get(-1, &c);
+    ck_assert_uint_eq(c.ops + c.allocs + c.host_syncs, 0);
+    CU(cudaSetDevice(1));
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    float *d, *d2, *pinned;
+    CU(cudaMalloc((void **)&d, 1000));
+    CU(cudaMalloc((void **)&d2, 1000));
+    CU(cudaMallocHost((void **)&pinned, 1000));
+    CU(cudaMemcpyAsync(d, pinned, 1000, cudaMemcpyHostToDevice, s));
+    CU(cudaMemcpyAsync(d2, d, 600, cudaMemcpyDeviceToDevice, s));
+    CU(cudaMemcpyAsync(d2, d, 400, cudaMemcpyDefault, s));
+    CU(cudaMemcpyAsync(pinned, d2, 1000, cudaMemcpyDeviceToHost, s));
+    CU(cudaStreamSynchronize(s));
+    float h[4];
+    CU(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));  // waits
+    mr_emu_counters_get(1, &c);
+    ck_assert_uint_eq(c.allocs, 3);
+    ck_assert_uint_eq(c.copies[MR_EMU_COPY_H2D], 1);
+    ck_assert_uint_eq(c.copy_bytes[MR_EMU_COPY_H2D], 1000);
+    ck_assert_uint_eq(c.copies[MR_EMU_COPY_D2D], 2);
+    ck_assert_uint_eq(c.copy_bytes[MR_EMU_COPY_D2D], 1000);
+    ck_assert_uint_eq(c.copies[MR_EMU_COPY_D2H], 2);
+    ck_assert_uint_eq(c.copy_bytes[MR_EMU_COPY_D2H], 1000 + sizeof h);
+    ck_assert_uint_eq(c.host_syncs, 2);  // the stream synchronize, the cudaMemcpy
+    ck_assert_uint_eq(c.ops, 5);
+    mr_emu_counters d0;
+    mr_emu_counters_get(0, &d0);
+    ck_assert_uint_eq(d0.ops + d0.allocs, 0);  // all on device 1
+    // captured once, launched twice
+    mr_emu_counters_reset();
+    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CU(cudaMemsetAsync(d, 0, 1000, s));
+    emu_enqueue(s, [] {});
+    cudaGraph_t g;
+    CU(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t x;
+    CU(cudaGraphInstantiate(&x, g, 0));
+    CU(cudaGraphLaunch(x, s));
+    CU(cudaGraphLaunch(x, s));
+    CU(cudaStreamSynchronize(s));
+    mr_emu_counters_get(-1, &c);
+    ck_assert_uint_eq(c.memsets, 1);
+    ck_assert_uint_eq(c.ops, 2);
+    ck_assert_uint_eq(c.graph_launches, 2);
+    ck_assert_uint_eq(c.ops_replayed, 4);
+    ck_assert_uint_eq(c.host_syncs, 1);
+    CU(cudaGraphExecDestroy(x));
+    CU(cudaGraphDestroy(g));
+    CU(cudaFree(d));
+    CU(cudaFree(d2));
+    CU(cudaFreeHost(pinned));
+    mr_emu_counters_get(-1, &c);
+    ck_assert_uint_eq(c.frees, 3);
+    CU(cudaStreamDestroy(s));
+}
+END_TEST
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--child") == 0) {
         for (auto &sc : scenarios)
@@ -551,6 +724,9 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, schedule_delay);
     tcase_add_test(tc, schedule_late);
     tcase_add_test(tc, host_access_check);
+    tcase_add_test(tc, capture_replayed);
+    tcase_add_test(tc, capture_invalidated);
+    tcase_add_test(tc, counters);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

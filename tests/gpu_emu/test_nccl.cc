@@ -242,6 +242,62 @@ START_TEST(init_all_grouped) {
 }
 END_TEST
 
+START_TEST(captured_allreduce) {
+    // All-reduces captured into one CUDA graph per rank (one thread drives
+    // both ranks, in a group), replayed twice: each launch sums the
+    // buffers' current contents; the communicator has no pending work
+    // left by the capture (its destruction does not wait for it).
+    const int nranks = 2;
+    std::vector<int> devs = {0, 1};
+    std::vector<ncclComm_t> comms(nranks);
+    NC(ncclCommInitAll(comms.data(), nranks, devs.data()));
+    std::vector<cudaStream_t> s(nranks);
+    std::vector<float *> d(nranks);
+    std::vector<cudaGraphExec_t> x(nranks);
+    for (int r = 0; r < nranks; r++) {
+        CU(cudaSetDevice(r));
+        CU(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
+        CU(cudaMalloc((void **)&d[r], kCount * sizeof(float)));
+    }
+    for (int r = 0; r < nranks; r++)
+        CU(cudaStreamBeginCapture(s[r], cudaStreamCaptureModeGlobal));
+    NC(ncclGroupStart());
+    for (int r = 0; r < nranks; r++)
+        NC(ncclAllReduce(d[r], d[r], kCount, ncclFloat, ncclSum, comms[r], s[r]));
+    NC(ncclGroupEnd());
+    for (int r = 0; r < nranks; r++) {
+        cudaGraph_t g;
+        CU(cudaStreamEndCapture(s[r], &g));
+        CU(cudaGraphInstantiate(&x[r], g, 0));
+        CU(cudaGraphDestroy(g));
+    }
+    for (int rep = 0; rep < 2; rep++) {
+        for (int r = 0; r < nranks; r++) {
+            CU(cudaSetDevice(r));
+            std::vector<float> h(kCount);
+            for (size_t i = 0; i < kCount; i++)
+                h[i] = pattern<float>(r, i);
+            CU(cudaMemcpyAsync(d[r], h.data(), kCount * sizeof(float), cudaMemcpyHostToDevice, s[r]));
+            CU(cudaGraphLaunch(x[r], s[r]));
+        }
+        for (int r = 0; r < nranks; r++) {
+            CU(cudaSetDevice(r));
+            std::vector<float> h(kCount);
+            CU(cudaMemcpyAsync(h.data(), d[r], kCount * sizeof(float), cudaMemcpyDeviceToHost, s[r]));
+            for (size_t i = 0; i < kCount; i += 7)
+                ck_assert(h[i] == expected_sum<float>(nranks, i));
+        }
+    }
+    for (int r = 0; r < nranks; r++) {
+        CU(cudaSetDevice(r));
+        CU(cudaGraphExecDestroy(x[r]));
+        CU(cudaFree(d[r]));
+        CU(cudaStreamDestroy(s[r]));
+        NC(ncclCommDestroy(comms[r]));
+    }
+}
+END_TEST
+
 START_TEST(argument_errors) {
     ncclComm_t comms[2];
     int devs[2] = {0, 1};
@@ -380,6 +436,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, threads);
     tcase_add_test(tc, processes);
     tcase_add_test(tc, init_all_grouped);
+    tcase_add_test(tc, captured_allreduce);
     tcase_add_test(tc, argument_errors);
     tcase_add_test(tc, duplicate_gpu);
     tcase_add_test(tc, mismatched_collectives);

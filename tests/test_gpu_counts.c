@@ -1,0 +1,148 @@
+/* test_gpu_counts.c: what one training step gives an emulated GPU (meson
+ * test `gpu_counts`, -Dgpu_emulation=true builds only), held to budgets.
+ *
+ * Each shipped Fashion-MNIST config (models/configs/) trains on 1 emulated
+ * GPU at batch 64 on synthetic 28x28x1 images converted on the host and
+ * uploaded, as a user's files are. Three runs of 2, 3 and 4 steps: the
+ * differences 3-2 and 4-3 are one steady step each (creating the strategy,
+ * the first step and the end of the epoch cancel out); they must be equal,
+ * and each count at most its budget below. The budgets are the counts of
+ * today's step: a change that adds a host synchronisation, a copy, an
+ * allocation or a launch to a step fails here, and one that removes some
+ * should lower the budget in the same commit.
+ *
+ * Counts come from the emulator (tests/gpu_emu/emu_counters.h): kernel
+ * launches, library calls, operations queued on streams, host syncs,
+ * copies by direction and their bytes, allocations. Prints them all. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategies/strategy.h"
+#include "tests/gpu_emu/emu_counters.h"
+#include "tests/testutil.h"
+
+/* Today's per-step counts on one GPU at batch 64 (budgets: at most). */
+typedef struct budget {
+    const char *cfg;
+    uint64_t ops, launches, host_syncs, d2d_copies, d2d_bytes, allocs;
+} budget;
+
+static const budget budgets[] = {
+    /* config                 ops  launches  syncs  D2D copies, bytes  allocations */
+    {"fashion_mlp.cfg", 28, 10, 6, 0, 0, 0},
+    {"fashion_cnn.cfg", 25, 10, 6, 0, 0, 0},
+    {"fashion_cnn_bn.cfg", 64, 40, 6, 4, 19267584, 0},
+    {"fashion_resnet20.cfg", 449, 319, 6, 56, 107577344, 0},
+};
+#define N_BUDGETS (int)(sizeof budgets / sizeof budgets[0])
+
+enum { BATCH = 64 };
+
+/* The counters of device 0 after a one-epoch fit of `steps` steps of cfg
+ * (a fresh strategy each time). */
+static mr_emu_counters fit_steps(const char *cfg_name, int steps) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/configs/%s", cfg_name);
+    char *path = tu_source_path(rel);
+    char *text = tu_read_file(path, NULL);
+    ck_assert_ptr_nonnull(text);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, path, NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    cfg.net.batch = BATCH;
+    cfg.net.global_batch = BATCH;
+    const int64_t n = (int64_t)steps * BATCH;
+    const int dims[3] = {28, 28, 1};
+    mr_dataset ds;
+    ck_assert_msg(mr_dataset_synthetic(&ds, n, 3, dims, 10, 9, &err) == MR_OK, "%s", err.msg);
+    ds.scale = 1.0f / 255.0f;
+    ds.synthetic = 0; /* the host converts and uploads each batch, as for files */
+    mr_strategy_opts so = {0};
+    snprintf(so.devices.kind, sizeof so.devices.kind, "gpu");
+    so.devices.count = 1;
+    so.devices.ordinals[0] = 0;
+    so.seed = 5;
+    mr_strategy *s = NULL;
+    mr_emu_counters_reset();
+    ck_assert_msg(mr_strategy_create(&cfg, &so, n, &s, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_strategy_fit(s, &ds, n, n, 0, 1, NULL, NULL, NULL, &err) == MR_OK, "%s",
+                  err.msg);
+    mr_strategy_destroy(s);
+    mr_emu_counters c;
+    mr_emu_counters_get(0, &c);
+    mr_dataset_free(&ds);
+    mr_config_free(&cfg);
+    free(text);
+    free(path);
+    return c;
+}
+
+/* b - a, field by field (every field is a uint64_t count). */
+static mr_emu_counters diff(const mr_emu_counters *b, const mr_emu_counters *a) {
+    mr_emu_counters d;
+    const uint64_t *pa = (const uint64_t *)a, *pb = (const uint64_t *)b;
+    uint64_t *pd = (uint64_t *)&d;
+    for (size_t i = 0; i < sizeof d / sizeof(uint64_t); i++)
+        pd[i] = pb[i] - pa[i];
+    return d;
+}
+
+static void print_step(const char *cfg, const mr_emu_counters *c) {
+    printf(
+        "%s, one step at batch %d on 1 GPU: %llu ops queued, %llu kernel launches, "
+        "%llu cuBLAS, %llu cuDNN, %llu NCCL calls, %llu event records and waits, %llu host syncs, "
+        "copies H2D %llu (%llu B), D2H %llu (%llu B), D2D %llu (%llu B), %llu memsets, "
+        "%llu allocations, %llu frees, %llu graph launches\n",
+        cfg, BATCH, (unsigned long long)c->ops, (unsigned long long)c->launches,
+        (unsigned long long)c->blas_calls, (unsigned long long)c->dnn_calls,
+        (unsigned long long)c->nccl_calls, (unsigned long long)c->waits,
+        (unsigned long long)c->host_syncs, (unsigned long long)c->copies[MR_EMU_COPY_H2D],
+        (unsigned long long)c->copy_bytes[MR_EMU_COPY_H2D],
+        (unsigned long long)c->copies[MR_EMU_COPY_D2H],
+        (unsigned long long)c->copy_bytes[MR_EMU_COPY_D2H],
+        (unsigned long long)c->copies[MR_EMU_COPY_D2D],
+        (unsigned long long)c->copy_bytes[MR_EMU_COPY_D2D], (unsigned long long)c->memsets,
+        (unsigned long long)c->allocs, (unsigned long long)c->frees,
+        (unsigned long long)c->graph_launches);
+    fflush(stdout);
+}
+
+#define AT_MOST(cfg, what, got, budget)                                                            \
+    ck_assert_msg((got) <= (budget), "%s: %s per step %llu, over its budget %llu", cfg, what,      \
+                  (unsigned long long)(got), (unsigned long long)(budget))
+
+START_TEST(steady_step_within_budget) {
+    const budget *b = &budgets[_i];
+    mr_emu_counters c2 = fit_steps(b->cfg, 2), c3 = fit_steps(b->cfg, 3), c4 = fit_steps(b->cfg, 4);
+    mr_emu_counters s3 = diff(&c3, &c2), s4 = diff(&c4, &c3);
+    s3.queries = s4.queries = 0; /* how often a host polls depends on timing */
+    print_step(b->cfg, &s4);
+    ck_assert_msg(memcmp(&s3, &s4, sizeof s3) == 0,
+                  "%s: steps 3 and 4 differ: the step is not steady (see the two lines above)",
+                  b->cfg);
+    AT_MOST(b->cfg, "operations queued", s4.ops, b->ops);
+    AT_MOST(b->cfg, "kernel launches", s4.launches, b->launches);
+    AT_MOST(b->cfg, "host syncs", s4.host_syncs, b->host_syncs);
+    AT_MOST(b->cfg, "device-to-device copies", s4.copies[MR_EMU_COPY_D2D], b->d2d_copies);
+    AT_MOST(b->cfg, "device-to-device bytes", s4.copy_bytes[MR_EMU_COPY_D2D], b->d2d_bytes);
+    AT_MOST(b->cfg, "allocations", s4.allocs, b->allocs);
+    /* what a step allocates it frees: no growth */
+    ck_assert_uint_eq(s4.allocs, s4.frees);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("gpu_counts");
+    TCase *tc = tcase_create("counts");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_loop_test(tc, steady_step_within_budget, 0, N_BUDGETS);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
