@@ -5,7 +5,9 @@
  * CPU does), its hit (argmax, first maximum wins), whether its label is in
  * the top k (top_k > 0) and its dy; the rows go
  * to the host, which sums them in row order as the CPU loop does, so the
- * sums repeat bitwise and need no atomics.
+ * sums repeat bitwise and need no atomics. A training step's loss
+ * (compute_queued) sums them on the device instead, one thread in the same
+ * row order, so the step waits for nothing between forward and backward.
  * Relies on: kernels_cuda.h, cuda_impl.h (mr_cuda_labels, mr_cuda_rows,
  * mr_cuda_wait). */
 #include "backends/cuda/kernels_cuda.h"
