@@ -769,6 +769,12 @@ mr_status mr_model_write_extra(mr_model *m, const float *v, size_t n, mr_error *
     return mr_backend_write_queued(m->be, dst, host, n, err);
 }
 
+int mr_model_queues_sums(const mr_model *m) {
+    const mr_kernels *kern = mr_kernels_for(m->be);
+    return kern != NULL && kern->loss->compute_queued != NULL && kern->loss->take_sums != NULL &&
+           kern->optimizer->nonfinite_begin != NULL && !m->regression;
+}
+
 mr_status mr_model_take_sums(mr_model *m, mr_error *err) {
     MR_ASSERT(m->grads_extra >= 3);
     return mr_loss_take_sums(m->be, mr_dfloat_at(m->grads, m->n_params), err);

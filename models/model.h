@@ -241,6 +241,11 @@ mr_status mr_model_first_nonfinite_layer(const mr_model *m, int *layer, mr_error
  * write is queued (no wait for the device): the model's host staging holds
  * them until the next read through it (mr_model_read_extra), so nothing may
  * write through that staging in between. */
+/* 1 if m's device queues the step's loss sums and the check for NaN and
+ * Inf (a GPU: mr_loss_compute_queued, mr_model_grads_nonfinite_begin) and
+ * the loss has no host-only sum (not a regression), else 0 (the CPU). */
+int mr_model_queues_sums(const mr_model *m);
+
 /* Queued: the first 3 extra floats = the device's loss sum and correct
  * count since the last take, as floats, and 1.0 if the loss sum is NaN or
  * +-Inf (mr_loss_take_sums), after whatever mr_model_write_extra queued. */

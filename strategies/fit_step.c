@@ -32,7 +32,7 @@ typedef struct fit_update {
  * backward, and they reach the metric floats there (mr_model_take_sums).
  * A regression's mae numerator has no device sum: the host's, as the CPU. */
 static int sums_on_device(const replica *rep) {
-    return !rep->be->host_memory && !rep->model.regression;
+    return mr_model_queues_sums(&rep->model);
 }
 
 /* Shard s of `total` rows split over `parts`: as even as possible, in order.
@@ -268,7 +268,7 @@ static mr_status step_update(fit_loop *loop, fit_update *u) {
      * the metrics: the read's wait is the step's only one, and serves both
      * (the flag is read at once: a later check would reuse its memory) */
     const double *gflag = NULL;
-    if (!rep->be->host_memory) MR_CHECK(mr_model_grads_nonfinite_begin(m, &gflag, &rep->err));
+    if (sums_on_device(rep)) MR_CHECK(mr_model_grads_nonfinite_begin(m, &gflag, &rep->err));
     MR_CHECK(mr_model_read_extra(m, rep->extra, METRIC_EXTRA(s->R), &rep->err));
     u->metrics = rep->extra;
     const int grads_bad = gflag != NULL && *gflag != 0.0;

@@ -190,6 +190,7 @@ START_TEST(queued_sums_are_the_hosts) {
                   err.msg);
     mr_model m;
     ck_assert_msg(mr_model_init(&m, be, &cfg, B, 3, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_queues_sums(&m), 1);
     float *in = mr_model_input_host(&m);
     for (int i = 0; i < B * 28 * 28; i++)
         in[i] = (float)((i * 37) % 101) / 101.0f;
