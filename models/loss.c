@@ -13,6 +13,31 @@ int mr_loss_is_regression(mr_loss_kind kind) {
     return kind == MR_LOSS_MSE || kind == MR_LOSS_MAE || kind == MR_LOSS_HUBER;
 }
 
+/* The device's loss kernels with the queued pair, else NULL (*err set). */
+static const mr_loss_kernels *queued_kernels(mr_backend *be, mr_error *err) {
+    const mr_kernels *kern = mr_kernels_for(be);
+    if (kern != NULL && kern->loss->compute_queued != NULL && kern->loss->take_sums != NULL)
+        return kern->loss;
+    mr_error_set(err, MR_ERR_UNSUPPORTED, "no queued %s loss sums", be->ops->name);
+    return NULL;
+}
+
+mr_status mr_loss_compute_queued(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                                 float smoothing, const mr_dfloat *out, const int32_t *labels,
+                                 const mr_dfloat *class_weight, int batch, int k, float norm,
+                                 mr_dfloat *dy, mr_error *err) {
+    const mr_loss_kernels *q = queued_kernels(be, err);
+    if (q == NULL) return MR_ERR_UNSUPPORTED;
+    return q->compute_queued(be, kind, fused_softmax, smoothing, out, labels, class_weight, batch,
+                             k, norm, dy, err);
+}
+
+mr_status mr_loss_take_sums(mr_backend *be, mr_dfloat *dst, mr_error *err) {
+    const mr_loss_kernels *q = queued_kernels(be, err);
+    if (q == NULL) return MR_ERR_UNSUPPORTED;
+    return q->take_sums(be, dst, err);
+}
+
 mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax, float smoothing,
                           const mr_dfloat *out, const int32_t *labels,
                           const mr_dfloat *class_weight, int batch, int k, float norm,

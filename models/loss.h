@@ -47,12 +47,33 @@ mr_status mr_loss_compute(mr_backend *be, mr_loss_kind kind, int fused_softmax, 
                           mr_dfloat *dy, double *loss_sum, int64_t *correct, int top_k,
                           int64_t *in_top_k, mr_error *err);
 
-/* A device kind's implementation of mr_loss_compute (same contract). */
+/* mr_loss_compute without a host wait (a GPU's training step): the batch's
+ * loss sum and correct count are added, in the same order and so to the same
+ * bits as mr_loss_compute's host sums, to the device's step sums (two
+ * doubles: loss, correct, as `*loss_sum += sum; *correct += (double)hits`
+ * would), which mr_loss_take_sums hands over. No top k. MR_ERR_UNSUPPORTED
+ * where the device has no queue (the CPU). */
+mr_status mr_loss_compute_queued(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                                 float smoothing, const mr_dfloat *out, const int32_t *labels,
+                                 const mr_dfloat *class_weight, int batch, int k, float norm,
+                                 mr_dfloat *dy, mr_error *err);
+/* Queued: dst (3 floats of device memory) = the step sums as floats (loss,
+ * correct) and 1.0 if the loss sum is NaN or +-Inf, else 0.0; the sums
+ * start again from 0. */
+mr_status mr_loss_take_sums(mr_backend *be, mr_dfloat *dst, mr_error *err);
+
+/* A device kind's implementation of mr_loss_compute (same contract), and
+ * (NULL on the CPU) of the queued pair. */
 typedef struct mr_loss_kernels {
     mr_status (*compute)(mr_backend *be, mr_loss_kind kind, int fused_softmax, float smoothing,
                          const mr_dfloat *out, const int32_t *labels, const mr_dfloat *class_weight,
                          int batch, int k, float norm, mr_dfloat *dy, double *loss_sum,
                          int64_t *correct, int top_k, int64_t *in_top_k, mr_error *err);
+    mr_status (*compute_queued)(mr_backend *be, mr_loss_kind kind, int fused_softmax,
+                                float smoothing, const mr_dfloat *out, const int32_t *labels,
+                                const mr_dfloat *class_weight, int batch, int k, float norm,
+                                mr_dfloat *dy, mr_error *err);
+    mr_status (*take_sums)(mr_backend *be, mr_dfloat *dst, mr_error *err);
 } mr_loss_kernels;
 
 /* mr_loss_compute's `fused_softmax` for mse, mae and huber on float targets. */

@@ -533,6 +533,12 @@ static mr_status loss_and_metric(mr_model *m, const mr_dfloat *out, const int32_
                                  mr_error *err) {
     const int k = (int)m->out_size;
     int64_t hits = 0;
+    if (loss_sum == NULL) { /* the sums stay on the device (mr_model_train_batch) */
+        MR_ASSERT(!m->regression && in_top_k == NULL);
+        return mr_loss_compute_queued(m->be, m->cfg->net.loss, loss_mode(m),
+                                      m->cfg->net.label_smoothing, out, labels, cw, batch, k, norm,
+                                      dy, err);
+    }
     MR_CHECK(mr_loss_compute(m->be, m->cfg->net.loss, loss_mode(m), m->cfg->net.label_smoothing,
                              out, labels, cw, batch, k, norm, dy, loss_sum, &hits,
                              in_top_k ? m->cfg->net.top_k : 0, in_top_k, err));
@@ -717,6 +723,10 @@ mr_status mr_model_grads_nonfinite(mr_model *m, int *any, mr_error *err) {
     return mr_optimizer_nonfinite(m->be, m->grads, (size_t)m->n_params, any, err);
 }
 
+mr_status mr_model_grads_nonfinite_begin(mr_model *m, const double **flag, mr_error *err) {
+    return mr_optimizer_nonfinite_begin(m->be, m->grads, (size_t)m->n_params, flag, err);
+}
+
 mr_status mr_model_params_nonfinite(mr_model *m, int *any, mr_error *err) {
     MR_CHECK(mr_optimizer_nonfinite(m->be, m->params, (size_t)m->n_params, any, err));
     if (*any || m->n_state == 0) return MR_OK;
@@ -754,7 +764,20 @@ mr_status mr_model_write_extra(mr_model *m, const float *v, size_t n, mr_error *
     mr_dfloat *dst = mr_dfloat_at(m->grads, m->n_params);
     float *host = mr_model_host_for(m, dst);
     memcpy(host, v, sizeof(float) * n);
-    return mr_backend_write(m->be, dst, host, n, err);
+    /* queued, no wait: the staging is next touched by mr_model_read_extra
+     * (or another read), whose copy back runs after this one */
+    return mr_backend_write_queued(m->be, dst, host, n, err);
+}
+
+int mr_model_queues_sums(const mr_model *m) {
+    const mr_kernels *kern = mr_kernels_for(m->be);
+    return kern != NULL && kern->loss->compute_queued != NULL && kern->loss->take_sums != NULL &&
+           kern->optimizer->nonfinite_begin != NULL && !m->regression;
+}
+
+mr_status mr_model_take_sums(mr_model *m, mr_error *err) {
+    MR_ASSERT(m->grads_extra >= 3);
+    return mr_loss_take_sums(m->be, mr_dfloat_at(m->grads, m->n_params), err);
 }
 
 mr_status mr_model_read_extra(const mr_model *m, float *v, size_t n, mr_error *err) {

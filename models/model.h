@@ -174,7 +174,10 @@ const mr_dfloat *mr_model_output(const mr_model *m);
  * that *correct / (examples x mr_model_label_width) is the accuracy, or Keras's mae. A failure of
  * the device or of a collective inside the model (SyncBN) is returned, with its message in err.
  * `after_layer`, if not NULL, is called after each layer's backward with the
- * number of leading gradient floats now final (for bucketed all-reduce). */
+ * number of leading gradient floats now final (for bucketed all-reduce).
+ * loss_sum and correct NULL (a GPU, not a regression): the sums stay on the
+ * device (mr_loss_compute_queued), nothing waits between forward and
+ * backward, and mr_model_take_sums hands them over. */
 mr_status mr_model_train_batch(mr_model *m, const int32_t *labels, int batch, float norm,
                                double *loss_sum, double *correct,
                                void (*after_layer)(void *ctx, int64_t ready), void *ctx,
@@ -218,6 +221,11 @@ mr_status mr_model_apply_update(mr_model *m, float lr, int64_t t, int *bad, mr_e
  * only pass over memory the step's on_nan check adds. */
 mr_status mr_model_grads_nonfinite(mr_model *m, int *any, mr_error *err);
 
+/* mr_model_grads_nonfinite queued on a GPU, no host wait: *flag (host)
+ * reads 1.0 or 0.0 once the host has next waited for the device (the
+ * next read, mr_model_read_extra); MR_ERR_UNSUPPORTED on the CPU. */
+mr_status mr_model_grads_nonfinite_begin(mr_model *m, const double **flag, mr_error *err);
+
 /* The same for the weights, trainable (m->params) and not (m->state):
  * before a checkpoint is written. */
 mr_status mr_model_params_nonfinite(mr_model *m, int *any, mr_error *err);
@@ -229,7 +237,20 @@ mr_status mr_model_params_nonfinite(mr_model *m, int *any, mr_error *err);
 mr_status mr_model_first_nonfinite_layer(const mr_model *m, int *layer, mr_error *err);
 
 /* The `grads_extra` floats after the gradients (metrics that ride along in
- * the all-reduce): n <= grads_extra of them from or to host memory v. */
+ * the all-reduce): n <= grads_extra of them from or to host memory v. The
+ * write is queued (no wait for the device): the model's host staging holds
+ * them until the next read through it (mr_model_read_extra), so nothing may
+ * write through that staging in between. */
+/* 1 if m's device queues the step's loss sums and the check for NaN and
+ * Inf (a GPU: mr_loss_compute_queued, mr_model_grads_nonfinite_begin) and
+ * the loss has no host-only sum (not a regression), else 0 (the CPU). */
+int mr_model_queues_sums(const mr_model *m);
+
+/* Queued: the first 3 extra floats = the device's loss sum and correct
+ * count since the last take, as floats, and 1.0 if the loss sum is NaN or
+ * +-Inf (mr_loss_take_sums), after whatever mr_model_write_extra queued. */
+mr_status mr_model_take_sums(mr_model *m, mr_error *err);
+
 mr_status mr_model_write_extra(mr_model *m, const float *v, size_t n, mr_error *err);
 mr_status mr_model_read_extra(const mr_model *m, float *v, size_t n, mr_error *err);
 

@@ -107,6 +107,16 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
     return kern->optimizer->sgd(be, opt, &r, w, g, slot0, slot1, n, bad, err);
 }
 
+mr_status mr_optimizer_nonfinite_begin(mr_backend *be, const mr_dfloat *x, size_t n,
+                                       const double **flag, mr_error *err) {
+    const mr_kernels *kern = mr_kernels_for(be);
+    *flag = NULL;
+    if (kern == NULL || kern->optimizer->nonfinite_begin == NULL)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "no queued %s check for NaN and Inf",
+                            be->ops->name);
+    return kern->optimizer->nonfinite_begin(be, x, n, flag, err);
+}
+
 mr_status mr_optimizer_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, int *any,
                                  mr_error *err) {
     const mr_kernels *kern = mr_kernels_for(be);

@@ -93,6 +93,13 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
 mr_status mr_optimizer_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, int *any,
                                  mr_error *err);
 
+/* mr_optimizer_nonfinite queued (the kernels' nonfinite_begin): *flag
+ * (host) reads 1.0 if one of the n floats of x is NaN or +-Inf, else 0.0,
+ * once the host has next waited for be's device; MR_ERR_UNSUPPORTED where
+ * the device has no queue (the CPU). */
+mr_status mr_optimizer_nonfinite_begin(mr_backend *be, const mr_dfloat *x, size_t n,
+                                       const double **flag, mr_error *err);
+
 #define MR_SUMSQ_PARTS 256
 
 /* One update's loop over n elements on a device (elementwise.h's math):
@@ -112,6 +119,12 @@ typedef struct mr_optimizer_kernels {
      * (mr_nonfinite), else 0; reads x only. The step runs it on the reduced
      * gradients before the update (on_nan), a checkpoint on the weights. */
     mr_status (*nonfinite)(mr_backend *be, const mr_dfloat *x, size_t n, int *any, mr_error *err);
+    /* The same check queued on the device, without a host wait: *host
+     * points at the flag (1.0 or 0.0), valid once the host has next waited
+     * for the device (a read of its memory) and until the next check. May
+     * be NULL (the CPU: nothing to wait for). */
+    mr_status (*nonfinite_begin)(mr_backend *be, const mr_dfloat *x, size_t n, const double **host,
+                                 mr_error *err);
     /* *sum (host) = the sum of the squares of x's n floats, in double: in
      * MR_SUMSQ_PARTS partial sums (part t: elements t, t + PARTS, ...),
      * then those in order; every device sums in that order, so every

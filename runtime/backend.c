@@ -103,6 +103,15 @@ mr_status mr_backend_write(mr_backend *be, mr_dfloat *p, const float *host, size
     return mr_backend_to_device(be, p, host, sizeof(float) * n, err);
 }
 
+mr_status mr_backend_write_queued(mr_backend *be, mr_dfloat *p, const float *host, size_t n,
+                                  mr_error *err) {
+    if (host == mr_backend_host_view(be, p)) return MR_OK; /* filled in place */
+    if (mr_isolate_in_child()) return MR_OK;               /* no device there */
+    if (be->ops->queue_to_device == NULL)
+        return mr_backend_to_device(be, p, host, sizeof(float) * n, err);
+    return be->ops->queue_to_device(be, p, host, sizeof(float) * n, err);
+}
+
 mr_status mr_backend_reserve_scratch(mr_backend *be, size_t n, mr_error *err) {
     if (be->scratch != NULL && n <= be->scratch_floats) return MR_OK;
     mr_backend_free(be, be->scratch);

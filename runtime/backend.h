@@ -64,6 +64,11 @@ typedef struct mr_backend_ops {
     /* n bytes host -> device, device -> host (on the CPU both are memcpy). */
     mr_status (*to_device)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
     mr_status (*to_host)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
+    /* n bytes host staging -> device, queued after the work queued so far,
+     * without waiting for it (mr_backend_write_queued). May be NULL:
+     * to_device. */
+    mr_status (*queue_to_device)(mr_backend *be, void *dst, const void *src, size_t n,
+                                 mr_error *err);
     /* n bytes host staging -> device without waiting for the copy (the
      * input batches, mr_backend_upload). May be NULL: to_device. */
     mr_status (*upload)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
@@ -169,6 +174,12 @@ mr_status mr_backend_read(mr_backend *be, const mr_dfloat *p, size_t n, float *s
  * host view (the caller filled p in place), else a copy. */
 mr_status mr_backend_write(mr_backend *be, mr_dfloat *p, const float *host, size_t n,
                            mr_error *err);
+/* mr_backend_write without the wait: `host` is host staging
+ * (mr_backend_alloc_host) that the caller leaves alone until the host next
+ * waits for the device (a read of device memory), so the copy runs when the
+ * device gets to it, in order with the work queued before and after. */
+mr_status mr_backend_write_queued(mr_backend *be, mr_dfloat *p, const float *host, size_t n,
+                                  mr_error *err);
 
 /* Makes the context's scratch at least n floats (grows, never shrinks; the
  * contents are not kept). The layers of a model declare what they need and

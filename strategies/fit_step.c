@@ -27,6 +27,14 @@ typedef struct fit_update {
     int skip;             /* 1: on_nan = skip dropped the update */
 } fit_update;
 
+/* A GPU keeps the step's loss sum and correct count on the device (in the
+ * host's order, to the same bits): nothing waits between forward and
+ * backward, and they reach the metric floats there (mr_model_take_sums).
+ * A regression's mae numerator has no device sum: the host's, as the CPU. */
+static int sums_on_device(const replica *rep) {
+    return mr_model_queues_sums(&rep->model);
+}
+
 /* Shard s of `total` rows split over `parts`: as even as possible, in order.
  * For a full global batch every shard is exactly B rows at s*B. */
 static void shard_range(int64_t total, int parts, int s, int64_t *start, int64_t *count) {
@@ -129,9 +137,10 @@ static mr_status step_forward_backward(fit_loop *loop, fit_update *u) {
         m->run.seed = s->opts.seed;
         m->run.step = loop->global_step;
         m->run.sample_base = start;
-        mr_status st =
-            mr_model_train_batch(m, rep->labels, (int)cnt, (float)u->ga, &u->loss_sum, &u->correct,
-                                 s->n_buckets ? bucket_ready : NULL, rep, &rep->err);
+        const int dev = sums_on_device(rep);
+        mr_status st = mr_model_train_batch(m, rep->labels, (int)cnt, (float)u->ga,
+                                            dev ? NULL : &u->loss_sum, dev ? NULL : &u->correct,
+                                            s->n_buckets ? bucket_ready : NULL, rep, &rep->err);
         double t3 = mr_now_s();
         if (st == MR_OK) MR_CHECK(prefetch_shard(loop, k));
         u->t_data += t2 - t1 + mr_now_s() - t3, u->t_compute += t3 - t2;
@@ -167,12 +176,15 @@ static mr_status step_allreduce(fit_loop *loop, fit_update *u) {
     float *sums = rep->extra;
     for (size_t i = 0; i < n_extra; i++)
         sums[i] = 0.0f;
-    sums[METRIC_LOSS] = (float)u->loss_sum;
+    sums[METRIC_LOSS] = (float)u->loss_sum; /* 0 where sums_on_device: see below */
     sums[METRIC_CORRECT] = (float)u->correct;
     sums[METRIC_NONFINITE] = !isfinite(u->loss_sum);
     sums[METRIC_STOP] = asked;
     sums[METRIC_FLOATS + rep->g] = (float)loop->e_compute;
     MR_CHECK(mr_model_write_extra(m, sums, n_extra, &rep->err));
+    /* a GPU's LOSS, CORRECT and NONFINITE come from the device, over the
+     * zeros above, in the same queue: no wait */
+    if (sums_on_device(rep)) MR_CHECK(mr_model_take_sums(m, &rep->err));
     const int64_t reduced_before = rep->reduced;
     MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
                                      (size_t)(np + (int64_t)n_extra - rep->reduced), &rep->err));
@@ -252,18 +264,27 @@ static mr_status step_update(fit_loop *loop, fit_update *u) {
      * Inf in the loss is there for free, one in the gradients takes a read
      * of them (the reduced ones: a non-finite value on any replica is one
      * in the sum) */
+    /* a GPU queues the check of the reduced gradients before the read of
+     * the metrics: the read's wait is the step's only one, and serves both
+     * (the flag is read at once: a later check would reuse its memory) */
+    const double *gflag = NULL;
+    if (sums_on_device(rep)) MR_CHECK(mr_model_grads_nonfinite_begin(m, &gflag, &rep->err));
     MR_CHECK(mr_model_read_extra(m, rep->extra, METRIC_EXTRA(s->R), &rep->err));
     u->metrics = rep->extra;
+    const int grads_bad = gflag != NULL && *gflag != 0.0;
     /* kernel_l2: Keras's reported loss is the batch's mean loss plus the
      * penalty at the weights this forward ran with (0 without) */
     MR_CHECK(mr_model_l2_penalty(m, &u->penalty, &rep->err));
     /* The gradients: on_nan = skip must know before the update (one read
      * of them, mr_model_grads_nonfinite); stop learns it from the update's
      * own read of them, at no extra pass: the update is then applied, but
-     * the fit ends with an error and nothing saves these weights. */
+     * the fit ends with an error and nothing saves these weights. A GPU
+     * has both from the flag above, and the update no wait of its own. */
     int bad = u->metrics[METRIC_NONFINITE] != 0.0f || !isfinite(u->metrics[METRIC_LOSS]), late = 0;
     const int check_first = s->cfg->net.on_nan == MR_ON_NAN_SKIP;
-    if (!bad && check_first) MR_CHECK(mr_model_grads_nonfinite(m, &bad, &rep->err));
+    if (!bad && check_first && gflag != NULL) bad = grads_bad;
+    if (!bad && check_first && gflag == NULL)
+        MR_CHECK(mr_model_grads_nonfinite(m, &bad, &rep->err));
     if (bad)
         MR_CHECK(on_nonfinite(loop, u));
     else
@@ -277,7 +298,8 @@ static mr_status step_update(fit_loop *loop, fit_update *u) {
     const int du = mr_device_trace_begin(m->dtrace);
     if (!u->skip)
         MR_CHECK(mr_model_apply_update(m, loop->lr, loop->global_step + 1,
-                                       check_first ? NULL : &late, &rep->err));
+                                       check_first || gflag != NULL ? NULL : &late, &rep->err));
+    if (gflag != NULL && !check_first) late = grads_bad;
     mr_trace_end(m->trace, "optimizer", "update", tu);
     mr_device_trace_end(m->dtrace, "optimizer", "update", du);
     if (late) /* on_nan = stop: ends the fit here */

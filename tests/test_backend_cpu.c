@@ -347,6 +347,11 @@ START_TEST(test_host_views) {
         memcpy(into, src, sizeof src);
         ck_assert_int_eq(mr_backend_write(be, d, into, N, NULL), MR_OK);
         ck_assert_mem_eq(mr_dfloat_ptr(d), src, sizeof src);
+        /* the queued write: the CPU has no queue, so it is the same copy */
+        mr_backend_zero(be, d, sizeof(float) * N, NULL);
+        memcpy(into, src, sizeof src);
+        ck_assert_int_eq(mr_backend_write_queued(be, d, into, N, NULL), MR_OK);
+        ck_assert_mem_eq(mr_dfloat_ptr(d), src, sizeof src);
         /* read: the view itself, or a copy in staging */
         memset(staging, 0, sizeof staging);
         const float *got = NULL;

@@ -11,14 +11,23 @@
  * allocation or a launch to a step fails here, and one that removes some
  * should lower the budget in the same commit.
  *
+ * On 2 emulated GPUs the MLP's steady step is held the same way on each
+ * replica, with the gradients' all-reduce its only NCCL call (one replica
+ * makes none). And the device's loss sums, which let a step wait once, are
+ * checked against the host's, bit for bit.
+ *
  * Counts come from the emulator (tests/gpu_emu/emu_counters.h): kernel
  * launches, library calls, operations queued on streams, host syncs,
  * copies by direction and their bytes, allocations. Prints them all. */
 #include <check.h>
+#include <math.h>
+#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backends.h"
+#include "models/model.h"
 #include "strategies/strategy.h"
 #include "tests/gpu_emu/emu_counters.h"
 #include "tests/testutil.h"
@@ -31,18 +40,18 @@ typedef struct budget {
 
 static const budget budgets[] = {
     /* config                 ops  launches  syncs  D2D copies, bytes  allocations */
-    {"fashion_mlp.cfg", 28, 10, 6, 0, 0, 0},
-    {"fashion_cnn.cfg", 25, 10, 6, 0, 0, 0},
-    {"fashion_cnn_bn.cfg", 64, 40, 6, 4, 19267584, 0},
-    {"fashion_resnet20.cfg", 449, 319, 6, 56, 107577344, 0},
+    {"fashion_mlp.cfg", 29, 13, 1, 0, 0, 0},
+    {"fashion_cnn.cfg", 26, 13, 1, 0, 0, 0},
+    {"fashion_cnn_bn.cfg", 56, 38, 1, 0, 0, 0},
+    {"fashion_resnet20.cfg", 345, 273, 1, 0, 0, 0},
 };
 #define N_BUDGETS (int)(sizeof budgets / sizeof budgets[0])
 
 enum { BATCH = 64 };
 
-/* The counters of device 0 after a one-epoch fit of `steps` steps of cfg
- * (a fresh strategy each time). */
-static mr_emu_counters fit_steps(const char *cfg_name, int steps) {
+/* The counters of `device` after a one-epoch fit of `steps` steps of cfg
+ * on `gpus` emulated GPUs at batch 64 each (a fresh strategy each time). */
+static mr_emu_counters fit_steps_on(const char *cfg_name, int steps, int gpus, int device) {
     char rel[256];
     snprintf(rel, sizeof rel, "models/configs/%s", cfg_name);
     char *path = tu_source_path(rel);
@@ -52,8 +61,8 @@ static mr_emu_counters fit_steps(const char *cfg_name, int steps) {
     mr_error err = {0};
     ck_assert_msg(mr_config_parse(text, path, NULL, &cfg, &err) == MR_OK, "%s", err.msg);
     cfg.net.batch = BATCH;
-    cfg.net.global_batch = BATCH;
-    const int64_t n = (int64_t)steps * BATCH;
+    cfg.net.global_batch = BATCH * gpus;
+    const int64_t n = (int64_t)steps * BATCH * gpus;
     const int dims[3] = {28, 28, 1};
     mr_dataset ds;
     ck_assert_msg(mr_dataset_synthetic(&ds, n, 3, dims, 10, 9, &err) == MR_OK, "%s", err.msg);
@@ -61,8 +70,9 @@ static mr_emu_counters fit_steps(const char *cfg_name, int steps) {
     ds.synthetic = 0; /* the host converts and uploads each batch, as for files */
     mr_strategy_opts so = {0};
     snprintf(so.devices.kind, sizeof so.devices.kind, "gpu");
-    so.devices.count = 1;
-    so.devices.ordinals[0] = 0;
+    so.devices.count = gpus;
+    for (int g = 0; g < gpus; g++)
+        so.devices.ordinals[g] = g;
     so.seed = 5;
     mr_strategy *s = NULL;
     mr_emu_counters_reset();
@@ -71,12 +81,16 @@ static mr_emu_counters fit_steps(const char *cfg_name, int steps) {
                   err.msg);
     mr_strategy_destroy(s);
     mr_emu_counters c;
-    mr_emu_counters_get(0, &c);
+    mr_emu_counters_get(device, &c);
     mr_dataset_free(&ds);
     mr_config_free(&cfg);
     free(text);
     free(path);
     return c;
+}
+
+static mr_emu_counters fit_steps(const char *cfg_name, int steps) {
+    return fit_steps_on(cfg_name, steps, 1, 0);
 }
 
 /* b - a, field by field (every field is a uint64_t count). */
@@ -89,13 +103,13 @@ static mr_emu_counters diff(const mr_emu_counters *b, const mr_emu_counters *a) 
     return d;
 }
 
-static void print_step(const char *cfg, const mr_emu_counters *c) {
+static void print_step(const char *cfg, int gpus, const mr_emu_counters *c) {
     printf(
-        "%s, one step at batch %d on 1 GPU: %llu ops queued, %llu kernel launches, "
+        "%s, one step at batch %d on %d GPU(s): %llu ops queued, %llu kernel launches, "
         "%llu cuBLAS, %llu cuDNN, %llu NCCL calls, %llu event records and waits, %llu host syncs, "
         "copies H2D %llu (%llu B), D2H %llu (%llu B), D2D %llu (%llu B), %llu memsets, "
         "%llu allocations, %llu frees, %llu graph launches\n",
-        cfg, BATCH, (unsigned long long)c->ops, (unsigned long long)c->launches,
+        cfg, BATCH, gpus, (unsigned long long)c->ops, (unsigned long long)c->launches,
         (unsigned long long)c->blas_calls, (unsigned long long)c->dnn_calls,
         (unsigned long long)c->nccl_calls, (unsigned long long)c->waits,
         (unsigned long long)c->host_syncs, (unsigned long long)c->copies[MR_EMU_COPY_H2D],
@@ -118,7 +132,7 @@ START_TEST(steady_step_within_budget) {
     mr_emu_counters c2 = fit_steps(b->cfg, 2), c3 = fit_steps(b->cfg, 3), c4 = fit_steps(b->cfg, 4);
     mr_emu_counters s3 = diff(&c3, &c2), s4 = diff(&c4, &c3);
     s3.queries = s4.queries = 0; /* how often a host polls depends on timing */
-    print_step(b->cfg, &s4);
+    print_step(b->cfg, 1, &s4);
     ck_assert_msg(memcmp(&s3, &s4, sizeof s3) == 0,
                   "%s: steps 3 and 4 differ: the step is not steady (see the two lines above)",
                   b->cfg);
@@ -133,11 +147,104 @@ START_TEST(steady_step_within_budget) {
 }
 END_TEST
 
+/* On 2 emulated GPUs (when the emulator has them), each replica's steady
+ * step: at most these host syncs, and the gradients' all-reduce is its only
+ * NCCL call (the MLP: no BN statistics to average, one bucket). */
+enum { SYNCS_2GPU = 2, NCCL_2GPU = 1 };
+
+START_TEST(two_gpus_within_budget) {
+    int count = 0;
+    ck_assert_int_eq(cudaGetDeviceCount(&count), cudaSuccess);
+    if (count < 2) return; /* MIRRORED_EMULATED_GPUS=1 */
+    for (int d = 0; d < 2; d++) {
+        mr_emu_counters c2 = fit_steps_on("fashion_mlp.cfg", 2, 2, d),
+                        c3 = fit_steps_on("fashion_mlp.cfg", 3, 2, d),
+                        c4 = fit_steps_on("fashion_mlp.cfg", 4, 2, d);
+        mr_emu_counters s3 = diff(&c3, &c2), s4 = diff(&c4, &c3);
+        s3.queries = s4.queries = 0;
+        printf("gpu:%d of 2: ", d);
+        print_step("fashion_mlp.cfg", 2, &s4);
+        ck_assert_msg(memcmp(&s3, &s4, sizeof s3) == 0, "2 GPUs: steps 3 and 4 differ");
+        AT_MOST("fashion_mlp.cfg on 2 GPUs", "host syncs", s4.host_syncs, SYNCS_2GPU);
+        AT_MOST("fashion_mlp.cfg on 2 GPUs", "NCCL calls", s4.nccl_calls, NCCL_2GPU);
+        AT_MOST("fashion_mlp.cfg on 2 GPUs", "device-to-device copies", s4.copies[MR_EMU_COPY_D2D],
+                0);
+    }
+}
+END_TEST
+
+/* What the one sync rests on: the loss sums a GPU keeps on the device
+ * (mr_model_train_batch with NULL sums, mr_model_take_sums) are the host's
+ * sums to the bit, and the queued check for NaN and Inf
+ * (mr_model_grads_nonfinite_begin) reads what the waiting one does, both
+ * read after one mr_model_read_extra. */
+START_TEST(queued_sums_are_the_hosts) {
+    char *path = tu_source_path("models/configs/fashion_mlp.cfg");
+    char *text = tu_read_file(path, NULL);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, path, NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    enum { B = 8 };
+    mr_backend *be = NULL;
+    ck_assert_msg(mr_backend_create(mr_backend_kind_find("gpu"), 0, &be, &err) == MR_OK, "%s",
+                  err.msg);
+    mr_model m;
+    ck_assert_msg(mr_model_init(&m, be, &cfg, B, 3, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_queues_sums(&m), 1);
+    float *in = mr_model_input_host(&m);
+    for (int i = 0; i < B * 28 * 28; i++)
+        in[i] = (float)((i * 37) % 101) / 101.0f;
+    ck_assert_int_eq(mr_model_input_upload(&m, B, &err), MR_OK);
+    int32_t labels[B];
+    for (int i = 0; i < B; i++)
+        labels[i] = (i * 3) % 10;
+    double loss = 0.0, correct = 0.0;
+    for (int r = 0; r < 2; r++) /* the host's sums of two batches */
+        ck_assert_msg(mr_model_train_batch(&m, labels, B, (float)B, &loss, &correct, NULL, NULL,
+                                           &err) == MR_OK,
+                      "%s", err.msg);
+    for (int r = 0; r < 2; r++) /* the device's */
+        ck_assert_msg(mr_model_train_batch(&m, labels, B, (float)B, NULL, NULL, NULL, NULL, &err) ==
+                          MR_OK,
+                      "%s", err.msg);
+    const double *flag = NULL;
+    ck_assert_int_eq(mr_model_take_sums(&m, &err), MR_OK);
+    ck_assert_int_eq(mr_model_grads_nonfinite_begin(&m, &flag, &err), MR_OK);
+    float got[3];
+    ck_assert_int_eq(mr_model_read_extra(&m, got, 3, &err), MR_OK);
+    printf("loss sum %.9g (host %.9g), correct %g (host %g)\n", (double)got[0], loss,
+           (double)got[1], correct);
+    ck_assert(isfinite(loss) && loss > 0.0);
+    ck_assert_mem_eq(&got[0], &(float){(float)loss}, sizeof(float));
+    ck_assert_mem_eq(&got[1], &(float){(float)correct}, sizeof(float));
+    ck_assert(got[2] == 0.0f);
+    int any = 1;
+    ck_assert_int_eq(mr_model_grads_nonfinite(&m, &any, &err), MR_OK);
+    ck_assert(*flag == (double)any && any == 0);
+    /* a NaN in the last gradient: both checks see it */
+    const float nan = NAN;
+    ck_assert_int_eq(mr_model_write(&m, mr_dfloat_at(m.grads, m.n_params - 1), &nan, 1, &err),
+                     MR_OK);
+    ck_assert_int_eq(mr_model_grads_nonfinite_begin(&m, &flag, &err), MR_OK);
+    ck_assert_int_eq(mr_model_read_extra(&m, got, 3, &err), MR_OK);
+    ck_assert(*flag == 1.0);
+    ck_assert_int_eq(mr_model_grads_nonfinite(&m, &any, &err), MR_OK);
+    ck_assert_int_eq(any, 1);
+    mr_model_free(&m);
+    mr_backend_destroy(be);
+    mr_config_free(&cfg);
+    free(text);
+    free(path);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("gpu_counts");
     TCase *tc = tcase_create("counts");
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, steady_step_within_budget, 0, N_BUDGETS);
+    tcase_add_test(tc, two_gpus_within_budget);
+    tcase_add_test(tc, queued_sums_are_the_hosts);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

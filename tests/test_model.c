@@ -1047,6 +1047,7 @@ START_TEST(host_access_in_place) {
     ck_assert_int_eq(mr_model_read(&m, m.params, 10, &view, NULL), MR_OK);
     ck_assert_ptr_eq(view, mr_dfloat_ptr(m.params));
     ck_assert_ptr_eq(mr_model_host_for(&m, m.state ? m.state : m.params), mr_dfloat_ptr(m.params));
+    ck_assert_int_eq(mr_model_queues_sums(&m), 0); /* the CPU sums on the host */
     /* the extra floats after the gradients */
     const float v[2] = {3.5f, 17.0f};
     float back[2] = {0};

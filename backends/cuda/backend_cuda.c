@@ -101,8 +101,13 @@ static mr_status wait_event(mr_backend *be, cudaEvent_t ev, const char *what, mr
 
 mr_status mr_cuda_wait(mr_backend *be, const char *what, mr_error *err) {
     mr_cuda_ctx *c = mr_cuda(be);
+    const long uploads = c->uploads, label_copies = c->label_copies;
     MR_CUDA_TRY(be, err, cudaEventRecord(c->idle, c->stream));
-    return wait_event(be, c->idle, what, err);
+    MR_CHECK(wait_event(be, c->idle, what, err));
+    /* the compute stream waited for every upload queued before this record */
+    c->settled = uploads;
+    c->labels_settled = label_copies; /* and every labels' copy before it */
+    return MR_OK;
 }
 
 static mr_status cuda_to_device(mr_backend *be, void *dst, const void *src, size_t n,
@@ -111,6 +116,14 @@ static mr_status cuda_to_device(mr_backend *be, void *dst, const void *src, size
     MR_CUDA_TRY(be, err, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
     /* the caller may reuse src as soon as this returns */
     return mr_cuda_wait(be, "a copy to the device", err);
+}
+
+/* backend.h's queue_to_device: the copy joins the compute stream's queue
+ * and the host goes on; src (pinned) is read when the device gets to it. */
+static mr_status cuda_queue_to_device(mr_backend *be, void *dst, const void *src, size_t n,
+                                      mr_error *err) {
+    MR_CUDA_TRY(be, err, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, mr_cuda(be)->stream));
+    return MR_OK;
 }
 
 static mr_status cuda_to_host(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err) {
@@ -127,8 +140,10 @@ static mr_status cuda_to_host(mr_backend *be, void *dst, const void *src, size_t
 static mr_status cuda_upload(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err) {
     mr_cuda_ctx *c = mr_cuda(be);
     if (c->uploads > 0) {
-        /* the previous copy is done: its staging may be filled again */
-        MR_CHECK(wait_event(be, c->upload_copied, "the previous batch's copy", err));
+        /* the previous copy is done: its staging may be filled again (known
+         * without a wait where the host waited for the device since) */
+        if (c->settled < c->uploads)
+            MR_CHECK(wait_event(be, c->upload_copied, "the previous batch's copy", err));
     } else {
         /* the first: after everything queued so far (the buffer's zeroing) */
         MR_CUDA_TRY(be, err, cudaEventRecord(c->upload_fence, c->stream));
@@ -204,11 +219,17 @@ mr_status mr_cuda_labels(mr_backend *be, const int32_t *labels, int n, const int
         c->labels_n = (size_t)n;
     }
     /* through the context's pinned copy: the caller's array is free at
-     * once, and the host does not wait for the device here */
+     * once, and the host does not wait for the device here; it waits for
+     * the copy before filling the copy again only where no wait since has
+     * (two losses queued with no wait between: mr_loss_compute_queued) */
+    if (c->labels_settled < c->label_copies)
+        MR_CHECK(wait_event(be, c->labels_copied, "the previous labels' copy", err));
     memcpy(c->labels_host, labels, sizeof(int32_t) * (size_t)n);
     MR_CUDA_TRY(be, err,
                 cudaMemcpyAsync(c->labels, c->labels_host, sizeof(int32_t) * (size_t)n,
                                 cudaMemcpyHostToDevice, c->stream));
+    MR_CUDA_TRY(be, err, cudaEventRecord(c->labels_copied, c->stream));
+    c->label_copies++;
     *dev = c->labels;
     return MR_OK;
 }
@@ -283,6 +304,7 @@ static void cuda_destroy(mr_backend *be) {
         if (c->idle) cudaEventDestroy(c->idle);
         if (c->upload_fence) cudaEventDestroy(c->upload_fence);
         if (c->upload_copied) cudaEventDestroy(c->upload_copied);
+        if (c->labels_copied) cudaEventDestroy(c->labels_copied);
         for (int i = 0; i < c->n_marks; i++)
             cudaEventDestroy(c->marks[i]);
         free(c->marks);
@@ -291,6 +313,9 @@ static void cuda_destroy(mr_backend *be) {
         mr_backend_free_host(be, c->labels_host);
         mr_backend_free(be, c->rows);
         mr_backend_free_host(be, c->rows_host);
+        mr_backend_free(be, c->flag);
+        mr_backend_free_host(be, c->flag_host);
+        mr_backend_free(be, c->sums);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) mr_cublas.destroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -310,6 +335,7 @@ const mr_backend_ops mr_cuda_ops = {
     .alloc_host = cuda_alloc_host,
     .free_host = cuda_free_host,
     .to_device = cuda_to_device,
+    .queue_to_device = cuda_queue_to_device,
     .to_host = cuda_to_host,
     .upload = cuda_upload,
     .zero = cuda_zero,
@@ -339,6 +365,7 @@ static mr_status cuda_setup(mr_backend *be, mr_cuda_ctx *c, mr_error *err) {
     MR_CUDA_TRY(be, err, cudaEventCreateWithFlags(&c->idle, cudaEventDisableTiming));
     MR_CUDA_TRY(be, err, cudaEventCreateWithFlags(&c->upload_fence, cudaEventDisableTiming));
     MR_CUDA_TRY(be, err, cudaEventCreateWithFlags(&c->upload_copied, cudaEventDisableTiming));
+    MR_CUDA_TRY(be, err, cudaEventCreateWithFlags(&c->labels_copied, cudaEventDisableTiming));
     MR_CHECK(mr_cublas_load(err));
     MR_CUBLAS_TRY(be, err, mr_cublas.create(&c->cublas));
     MR_CUBLAS_TRY(be, err, mr_cublas.set_stream(c->cublas, c->stream));

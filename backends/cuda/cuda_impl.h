@@ -49,16 +49,24 @@ typedef struct mr_cuda_ctx {
     int32_t *labels;      /* device copy of a batch's labels (mr_cuda_labels) */
     int32_t *labels_host; /* and its pinned staging */
     size_t labels_n;
-    double *rows;      /* per-row results of the loss (mr_cuda_rows): device */
-    double *rows_host; /* and their pinned host copy */
+    cudaEvent_t labels_copied;         /* the last copy out of labels_host */
+    long label_copies, labels_settled; /* copies queued; known done (mr_cuda_wait) */
+    double *rows;                      /* per-row results of the loss (mr_cuda_rows): device */
+    double *rows_host;                 /* and their pinned host copy */
     size_t rows_n;
-    cudaEvent_t idle; /* compute stream: what mr_cuda_wait waits for */
+    double *sums;      /* (2) the step's loss sum and correct count (mr_loss_compute_queued) */
+    double *flag;      /* the queued check for NaN and Inf (nonfinite_begin): device */
+    double *flag_host; /* and its pinned copy, read after the host's next wait */
+    cudaEvent_t idle;  /* compute stream: what mr_cuda_wait waits for */
     /* mr_backend_upload: `fence` on the compute stream marks the work
      * queued before the previous upload (the copy after it waits for it);
      * `copied` on the copy stream marks the last copy (the compute stream
      * and the next upload's host wait wait for it) */
     cudaEvent_t upload_fence, upload_copied;
-    int uploads; /* so far: the first has no previous upload to wait for */
+    long uploads; /* so far: the first has no previous upload to wait for */
+    long settled; /* uploads known done: the compute stream waited for each
+                     before the host's last mr_cuda_wait (cuda_upload skips
+                     its wait for them) */
     /* mr_backend_mark: timing events on the compute stream (--trace's
      * device time), n_marks of them; NULL until marks_reserve */
     cudaEvent_t *marks;

@@ -5,7 +5,9 @@
  * CPU does), its hit (argmax, first maximum wins), whether its label is in
  * the top k (top_k > 0) and its dy; the rows go
  * to the host, which sums them in row order as the CPU loop does, so the
- * sums repeat bitwise and need no atomics.
+ * sums repeat bitwise and need no atomics. A training step's loss
+ * (compute_queued) sums them on the device instead, one thread in the same
+ * row order, so the step waits for nothing between forward and backward.
  * Relies on: kernels_cuda.h, cuda_impl.h (mr_cuda_labels, mr_cuda_rows,
  * mr_cuda_wait). */
 #include "backends/cuda/kernels_cuda.h"
@@ -27,6 +29,79 @@ __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float l
         hit[i] = (double)h;
         if (top_k > 0) top[i] = (double)t;
     }
+}
+
+/* One thread, in row order, as cuda_loss's host loop: sums[0] += the rows'
+ * loss sum, sums[1] += their hit count (an int64, then a double): the same
+ * additions in the same order, so the same bits as the host's sums. */
+__global__ static void sum_rows_kernel(const double *__restrict__ rows, int batch, double *sums) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    double total = 0.0;
+    int64_t right = 0;
+    for (int i = 0; i < batch; i++) {
+        total += rows[i];
+        right += (int64_t)rows[batch + i];
+    }
+    sums[0] += total;
+    sums[1] += (double)right;
+}
+
+/* dst (3 floats) = (float) loss sum, (float) correct, whether the loss sum
+ * is NaN or +-Inf (fit_step's metric floats); the sums start again. */
+__global__ static void take_sums_kernel(double *sums, float *dst) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    dst[0] = (float)sums[0];
+    dst[1] = (float)sums[1];
+    dst[2] = isfinite(sums[0]) ? 0.0f : 1.0f;
+    sums[0] = sums[1] = 0.0;
+}
+
+/* The device's step sums, zeroed on first use. */
+static mr_status step_sums(mr_backend *be, double **sums, mr_error *err) {
+    mr_cuda_ctx *c = mr_cuda(be);
+    if (c->sums == NULL) {
+        c->sums = (double *)mr_backend_alloc(be, 2 * sizeof(double));
+        if (c->sums == NULL)
+            return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for the loss sums",
+                                be->ordinal);
+    }
+    *sums = c->sums;
+    return MR_OK;
+}
+
+/* loss.h's mr_loss_compute_queued: the rows stay on the device and are
+ * summed there, in row order, into the step sums; no copy, no wait. The
+ * rows' buffer is the context's: the next loss queued after this one on
+ * the same stream overwrites it only after this sum has read it. */
+static mr_status cuda_loss_queued(mr_backend *be, mr_loss_kind kind, int fused_softmax, float ls,
+                                  const mr_dfloat *out, const int32_t *labels,
+                                  const mr_dfloat *class_weight, int batch, int k, float norm,
+                                  mr_dfloat *dy, mr_error *err) {
+    if (batch == 0) return MR_OK;
+    cudaStream_t s = mr_cuda(be)->stream;
+    const int32_t *dlabels;
+    double *rows, *host, *sums = NULL;
+    const int width =
+        mr_loss_multi_label(kind, k) || mr_loss_float_targets(kind, fused_softmax) ? k : 1;
+    MR_CHECK(mr_cuda_labels(be, labels, batch * width, &dlabels, err));
+    MR_CHECK(mr_cuda_rows(be, 2 * (size_t)batch, &rows, &host, err));
+    MR_CHECK(step_sums(be, &sums, err));
+    MR_CUDA_LAUNCH(loss_kernel, mr_cuda_blocks((size_t)batch), MR_CUDA_THREADS, s, kind,
+                   fused_softmax, ls, mr_dfloat_cptr(out), dlabels,
+                   class_weight ? mr_dfloat_cptr(class_weight) : NULL, batch, k, 1.0f / norm,
+                   dy ? mr_dfloat_ptr(dy) : NULL, rows, rows + batch, 0, (double *)NULL);
+    mr_cuda_launched(be, err, "loss_kernel");
+    MR_CUDA_LAUNCH(sum_rows_kernel, 1, 1, s, rows, batch, sums);
+    mr_cuda_launched(be, err, "sum_rows_kernel");
+    return MR_OK;
+}
+
+static mr_status cuda_take_sums(mr_backend *be, mr_dfloat *dst, mr_error *err) {
+    double *sums = NULL;
+    MR_CHECK(step_sums(be, &sums, err));
+    MR_CUDA_LAUNCH(take_sums_kernel, 1, 1, mr_cuda(be)->stream, sums, mr_dfloat_ptr(dst));
+    mr_cuda_launched(be, err, "take_sums_kernel");
+    return MR_OK;
 }
 
 static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax, float ls,
@@ -69,4 +144,5 @@ static mr_status cuda_loss(mr_backend *be, mr_loss_kind kind, int fused_softmax,
     return MR_OK;
 }
 
-const mr_loss_kernels mr_loss_cuda = {.compute = cuda_loss};
+const mr_loss_kernels mr_loss_cuda = {
+    .compute = cuda_loss, .compute_queued = cuda_loss_queued, .take_sums = cuda_take_sums};

@@ -72,6 +72,13 @@ typedef struct nccl_comm {
     atomic_int failed;     /* a rank's NCCL communicator was aborted: destroy aborts the rest */
 } nccl_comm;
 
+/* One replica in the whole job: every collective is the identity (the sum
+ * over one replica is the value itself, bit for bit, as NCCL's in-place
+ * 1-rank all-reduce leaves it), so none makes an NCCL call or a host wait. */
+static int solo(const nccl_comm *nc) {
+    return nc->base.world_size == 1;
+}
+
 static int replica(const nccl_comm *nc, const nccl_rank *k) {
     return nc->base.world_offset + (int)(k - nc->ranks);
 }
@@ -249,7 +256,7 @@ static mr_status queue_float(nccl_comm *nc, nccl_rank *k, float *buf, size_t n, 
                              const char *what, mr_error *err) {
     MR_CHECK(begin(nc, k, what, err));
     mr_status st = MR_OK;
-    if (n > 0) {
+    if (n > 0 && !solo(nc)) {
         mr_cuda_ctx *cx = mr_cuda(k->be);
         CUDA_GOTO(cudaEventRecord(k->ready, cx->stream));
         CUDA_GOTO(cudaStreamWaitEvent(cx->comm_stream, k->ready, 0));
@@ -291,6 +298,10 @@ static mr_status nccl_wait_all(mr_comm *c, int rank, mr_error *err) {
     const char *what = "all-reduce";
     MR_CHECK(begin(nc, k, what, err));
     mr_status st = MR_OK;
+    if (solo(nc)) { /* nothing was queued */
+        pthread_mutex_unlock(&k->lock);
+        return MR_OK;
+    }
     CUDA_GOTO(cudaStreamWaitEvent(mr_cuda(k->be)->stream, k->done, 0));
     pthread_mutex_unlock(&k->lock);
     return host_wait(nc, k, what, err);
@@ -309,6 +320,7 @@ static mr_status nccl_broadcast(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n,
     nccl_comm *nc = (nccl_comm *)c;
     nccl_rank *k = &nc->ranks[rank];
     MR_CHECK(queue_float(nc, k, buf, n, root, 1, "broadcast", err));
+    if (solo(nc)) return MR_OK;
     return host_wait(nc, k, "broadcast", err);
 }
 
@@ -319,6 +331,10 @@ static mr_status nccl_barrier(mr_comm *c, int rank, mr_error *err) {
     const char *what = "barrier";
     MR_CHECK(begin(nc, k, what, err));
     mr_status st = MR_OK;
+    if (solo(nc)) {
+        pthread_mutex_unlock(&k->lock);
+        return MR_OK;
+    }
     mr_cuda_ctx *cx = mr_cuda(k->be);
     NCCL_GOTO(ncclAllReduce(k->one, k->one, 1, ncclFloat, ncclSum, k->comm, cx->comm_stream));
     CUDA_GOTO(cudaEventRecord(k->done, cx->comm_stream));
@@ -354,7 +370,8 @@ static mr_status nccl_allreduce_f64(mr_comm *c, int rank, double *buf, size_t n,
     nccl_comm *nc = (nccl_comm *)c;
     nccl_rank *k = &nc->ranks[rank];
     const char *what = "f64 all-reduce";
-    if (n == 0) return atomic_load(&nc->aborted_by) >= 0 ? aborted(nc, k, what, err) : MR_OK;
+    if (n == 0 || solo(nc))
+        return atomic_load(&nc->aborted_by) >= 0 ? aborted(nc, k, what, err) : MR_OK;
     MR_CHECK(grow_staging(k, n, err));
     MR_CHECK(begin(nc, k, what, err));
     mr_status st = MR_OK;
@@ -463,8 +480,7 @@ static mr_status setup_rank(nccl_rank *k, mr_error *err) {
      * against the non-blocking streams of the context (and is asynchronous
      * for device memory), so the first barrier could read the float before
      * it is zero (found by ThreadSanitizer on the emulated GPUs) */
-    MR_CUDA_TRY(k->be, err,
-                cudaMemsetAsync(k->one, 0, sizeof(float), mr_cuda(k->be)->comm_stream));
+    MR_CUDA_TRY(k->be, err, cudaMemsetAsync(k->one, 0, sizeof(float), mr_cuda(k->be)->comm_stream));
     return MR_OK;
 }
 

@@ -154,6 +154,30 @@ static mr_status cuda_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, in
     return MR_OK;
 }
 
+/* The check queued, no wait: its flag's copy lands in pinned memory that
+ * the host reads once it has next waited for the stream (optimizer.h). */
+static mr_status cuda_nonfinite_begin(mr_backend *be, const mr_dfloat *x, size_t n,
+                                      const double **host, mr_error *err) {
+    mr_cuda_ctx *c = mr_cuda(be);
+    cudaStream_t s = c->stream;
+    if (c->flag == NULL) {
+        c->flag = (double *)mr_backend_alloc(be, sizeof(double));
+        c->flag_host = (double *)mr_backend_alloc_host(be, sizeof(double));
+        if (c->flag == NULL || c->flag_host == NULL)
+            return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for a flag", be->ordinal);
+    }
+    MR_CUDA_TRY(be, err, cudaMemsetAsync(c->flag, 0, sizeof(double), s));
+    if (n > 0) {
+        MR_CUDA_LAUNCH(nonfinite_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, mr_dfloat_cptr(x),
+                       n, c->flag);
+        mr_cuda_launched(be, err, "nonfinite_kernel");
+    }
+    MR_CUDA_TRY(be, err,
+                cudaMemcpyAsync(c->flag_host, c->flag, sizeof(double), cudaMemcpyDeviceToHost, s));
+    *host = c->flag_host;
+    return MR_OK;
+}
+
 /* The sum of squares: MR_SUMSQ_PARTS threads each sum a fixed stride of x
  * in double, and the host adds their partial sums in order (as the loss's
  * rows, mr_cuda_rows): optimizer.h's order, the CPU's too. No shared memory, so the emulated GPUs
@@ -206,5 +230,6 @@ const mr_optimizer_kernels mr_optimizer_cuda = {.adam = cuda_adam,
                                                 .sgd = cuda_sgd,
                                                 .rmsprop = cuda_rmsprop,
                                                 .nonfinite = cuda_nonfinite,
+                                                .nonfinite_begin = cuda_nonfinite_begin,
                                                 .sumsq = cuda_sumsq,
                                                 .axpy = cuda_axpy};
