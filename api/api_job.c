@@ -112,7 +112,8 @@ MIRRORED_API mirrored_status mirrored_list_devices(char *buf, size_t size, int *
     for (int i = 0; i < cpu.count; i++)
         cpu.ordinals[i] = i;
     mr_error none = {0};
-    if (mr_gpu_count() == 0 || mr_devices_parse("gpu", &env, &gpu, &none) != MR_OK) gpu.count = 0;
+    if (mr_gpu_count() == 0 || mr_devices_parse("gpu", &env, NULL, &gpu, &none) != MR_OK)
+        gpu.count = 0;
     size_t used = 0;
     buf[0] = '\0';
     put_names(&cpu, buf, size, &used);

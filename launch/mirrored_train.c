@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "collectives/job.h"
-#include "models/keras.h"
 #include "models/keras_import.h"
 #include "models/model.h"
 #include "runtime/atomic_file.h"
@@ -515,10 +514,11 @@ static mr_status stage_build_strategy(train_run *r) {
  * training rows, as a Keras user calls adapt(x_train) before fit (every
  * process computes the same bits from the same data) */
 static mr_status stage_load_weights(train_run *r) {
+    /* the first weights load as the library's do (session_model.h): a
+     * checkpoint's with its optimizer slots, a Keras file's */
     if (r->resuming) {
-        r->share_weights = 1;
-        MR_CHECK(mr_checkpoint_load_model(r->ck_path, r->model0,
-                                          mr_ckpt_compare_cfg(&r->ck, &r->cfg, NULL, 0), &r->err));
+        MR_CHECK(mr_session_first_weights(r->ck_path, MR_SESSION_SOURCE_CKPT, &r->ck, &r->cfg,
+                                          r->model0, &r->share_weights, &r->err));
         /* the checkpoint of this model: then, data it can go on with */
         return mr_ckpt_compare_data(r->ck_path, &r->ck, &r->cfg, r->n_train, r->data_note,
                                     sizeof r->data_note, &mr_cli_words, &r->err);
@@ -527,10 +527,9 @@ static mr_status stage_load_weights(train_run *r) {
     const char *init = r->c.init_weights != NULL                 ? r->c.init_weights
                        : mr_keras_import_is_model(r->c.cfg_path) ? r->c.cfg_path
                                                                  : NULL;
-    if (init != NULL) {
-        r->share_weights = 1;
-        return mr_keras_load(init, r->model0, 0, NULL, &r->err);
-    }
+    if (init != NULL)
+        return mr_session_first_weights(init, MR_SESSION_SOURCE_KERAS, NULL, &r->cfg, r->model0,
+                                        &r->share_weights, &r->err);
     return mr_model_adapt(r->model0, &r->train, r->n_train, &r->share_weights, &r->err);
 }
 

@@ -258,30 +258,24 @@ void mr_ckpt_default_stop_path(const char *save_path, const char *json_path, cha
     snprintf(path, n, "%.*s-stopped.h5", stem, base);
 }
 
-/* mr_checkpoint_skip_damaged, its lines (which it writes to a stream,
- * each "--resume auto: ...") said through note, in the face's words
- * (auto_word). */
+/* Where mr_checkpoint_skip_damaged's lines go: the face's events, each
+ * line after the argument as the face names it. */
+typedef struct skip_note {
+    const mr_session_events *events;
+    const char *auto_word; /* "--resume auto", "load('auto')" */
+} skip_note;
+
+static void say_skipped(void *user, const char *line) {
+    const skip_note *n = user;
+    mr_session_say(n->events, MR_SESSION_LINE_NOTE, "%s: %s", n->auto_word, line);
+}
+
+/* mr_checkpoint_skip_damaged, its lines said through note in the face's
+ * words (auto_word). */
 static mr_status skip_damaged(const char *pattern, char *path, size_t n,
                               const mr_session_events *note, const char *auto_word, mr_error *err) {
-    static const char prefix[] = "--resume auto: ";
-    char *text = NULL;
-    size_t len = 0;
-    FILE *lines = open_memstream(&text, &len);
-    if (lines == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
-    const mr_status st = mr_checkpoint_skip_damaged(pattern, path, n, lines, err);
-    fclose(lines);
-    for (char *line = text, *end; line != NULL && *line; line = end + 1) {
-        end = strchr(line, '\n');
-        if (end == NULL)
-            end = line + strlen(line) - 1;
-        else
-            *end = '\0';
-        const int ours = strncmp(line, prefix, sizeof prefix - 1) == 0;
-        mr_session_say(note, MR_SESSION_LINE_NOTE, "%s%s%s", ours ? auto_word : "",
-                       ours ? ": " : "", ours ? line + sizeof prefix - 1 : line);
-    }
-    free(text);
-    return st;
+    skip_note said = {.events = note, .auto_word = auto_word};
+    return mr_checkpoint_skip_damaged(pattern, path, n, say_skipped, &said, err);
 }
 
 /* --resume auto's file of the pattern: its newest intact checkpoint, or

@@ -18,34 +18,6 @@ int mr_session_auto_replicas(const mr_config *cfg, int processes, int cores) {
     return 1;
 }
 
-/* strategies/devices.c names the devices as "--devices SPEC" (its
- * messages start so, and may suggest another, "use --devices cpu"): each
- * such name is put in `words`' terms. The value runs to a space, a comma,
- * a parenthesis or the end, except the leading one, which is `spec`. */
-static void reword(const char *spec, const mr_session_words *words, mr_error *err) {
-    static const char flag[] = "--devices ";
-    char out[sizeof err->msg], value[256], word[300];
-    size_t o = 0;
-    const char *p = err->msg;
-    while (*p && o + 1 < sizeof out) {
-        if (strncmp(p, flag, sizeof flag - 1) != 0) {
-            out[o++] = *p++;
-            continue;
-        }
-        p += sizeof flag - 1;
-        size_t len = strcspn(p, " ,)");
-        if (p == err->msg + sizeof flag - 1 && strncmp(p, spec, strlen(spec)) == 0)
-            len = strlen(spec);
-        snprintf(value, sizeof value, "%.*s", (int)len, p);
-        p += len;
-        mr_session_word(words, MR_SESSION_ARG_DEVICES, value, word, sizeof word);
-        o += (size_t)snprintf(out + o, sizeof out - o, "%s", word);
-        if (o >= sizeof out) o = sizeof out - 1;
-    }
-    out[o] = '\0';
-    memcpy(err->msg, out, o + 1);
-}
-
 mr_status mr_session_check_batch(int64_t batch_size, const mr_config *cfg, const mr_device_set *d,
                                  const mr_job *job, const mr_session_words *words, mr_error *err) {
     /* several processes may hold different counts ("auto" on nodes of
@@ -70,9 +42,9 @@ mr_status mr_session_check_batch(int64_t batch_size, const mr_config *cfg, const
 
 mr_status mr_session_parse_devices(const char *spec, const mr_device_env *env,
                                    const mr_session_words *words, mr_device_set *d, mr_error *err) {
-    const mr_status st = mr_devices_parse(spec, env, d, err);
-    if (st != MR_OK) reword(spec, words, err);
-    return st;
+    /* strategies/ words its refusals with the argument as the face names it */
+    const mr_session_words *w = words != NULL ? words : &mr_session_keras_words;
+    return mr_devices_parse(spec, env, w->arg[MR_SESSION_ARG_DEVICES], d, err);
 }
 
 mr_status mr_session_choose_devices(const char *spec, const mr_job *job, const mr_device_env *env,

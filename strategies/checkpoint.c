@@ -411,8 +411,7 @@ mr_status mr_checkpoint_newest(const char *pattern, char *buf, size_t n, mr_erro
         char dir[MR_PATH_MAX], stem[MR_PATH_MAX], ext[MR_PATH_MAX];
         split_pattern(pattern, dir, stem, ext, sizeof dir);
         free(steps);
-        return mr_error_set(err, MR_ERR_IO, "--resume auto: no checkpoint %s*%s in %s", stem, ext,
-                            dir);
+        return mr_error_set(err, MR_ERR_IO, "no checkpoint %s*%s in %s", stem, ext, dir);
     }
     mr_checkpoint_name(pattern, steps[count - 1], buf, n);
     free(steps);
@@ -426,8 +425,8 @@ mr_status mr_checkpoint_verify(const char *path, mr_error *err) {
     return MR_OK;
 }
 
-mr_status mr_checkpoint_skip_damaged(const char *pattern, char *path, size_t n, FILE *note,
-                                     mr_error *err) {
+mr_status mr_checkpoint_skip_damaged(const char *pattern, char *path, size_t n,
+                                     mr_checkpoint_note note, void *user, mr_error *err) {
     if (mr_checkpoint_verify(path, err) == MR_OK) return MR_OK;
     mr_error first = *err; /* reported when no older file is intact */
     int64_t *steps;
@@ -441,8 +440,11 @@ mr_status mr_checkpoint_skip_damaged(const char *pattern, char *path, size_t n, 
         char name[MR_PATH_MAX + 64];
         mr_checkpoint_name(pattern, steps[i], name, sizeof name);
         if (strcmp(name, path) >= 0) continue; /* 9-digit steps: names sort */
-        if (note != NULL)
-            fprintf(note, "--resume auto: %s; trying the previous checkpoint %s\n", why, name);
+        if (note != NULL) {
+            char line[sizeof why + sizeof name + 64];
+            snprintf(line, sizeof line, "%s; trying the previous checkpoint %s", why, name);
+            note(user, line);
+        }
         mr_error_clear(err);
         st = mr_checkpoint_verify(name, err);
         if (st == MR_OK)

@@ -96,19 +96,25 @@ mr_status mr_checkpoint_set_ended(const char *path, const mr_checkpoint_end *end
  * N zero-padded to 9 digits so that names sort by step. */
 void mr_checkpoint_name(const char *pattern, int64_t step, char *buf, size_t n);
 
-/* The checkpoint of PATTERN with the most updates (--resume auto), into
- * buf; MR_ERR_IO naming the folder when there is none. */
+/* The checkpoint of PATTERN with the most updates (a resume from the
+ * newest), into buf; MR_ERR_IO naming the folder when there is none (its
+ * message names no argument: the caller's face does). */
 mr_status mr_checkpoint_newest(const char *pattern, char *buf, size_t n, mr_error *err);
 
 /* Checks path's checksums (runtime/h5file.h): MR_OK when it is intact. */
 mr_status mr_checkpoint_verify(const char *path, mr_error *err);
 
-/* --resume auto's fall-back: when path (PATTERN's newest) is damaged, the
- * newest older checkpoint of PATTERN that is intact replaces it in path,
- * and a line to `note` (NULL: none) names each damaged file. When none is
+/* A line for the caller to say as its face does (one line, without its
+ * newline, naming no argument: the caller adds its own words). */
+typedef void (*mr_checkpoint_note)(void *user, const char *line);
+
+/* A resume from the newest's fall-back: when path (PATTERN's newest) is
+ * damaged, the newest older checkpoint of PATTERN that is intact replaces
+ * it in path, and note(user, line) (note NULL: nothing) names each damaged
+ * file ("<why>; trying the previous checkpoint <older>"). When none is
  * intact, the newest's error. */
-mr_status mr_checkpoint_skip_damaged(const char *pattern, char *path, size_t n, FILE *note,
-                                     mr_error *err);
+mr_status mr_checkpoint_skip_damaged(const char *pattern, char *path, size_t n,
+                                     mr_checkpoint_note note, void *user, mr_error *err);
 
 /* Deletes all but the newest `keep` checkpoints of PATTERN (keep >= 1). */
 mr_status mr_checkpoint_prune(const char *pattern, int keep, mr_error *err);

@@ -1,4 +1,4 @@
-/* devices.c: --devices parsing and device listing (see devices.h). */
+/* devices.c: device spec parsing and device listing (see devices.h). */
 #include "strategies/devices.h"
 
 #include <ctype.h>
@@ -22,14 +22,27 @@ const mr_backend_kind *mr_devices_kind(const mr_device_set *set) {
     return mr_backend_kind_find(set->kind);
 }
 
-static mr_status no_gpu(const char *spec, const mr_gpu_list *gpus, mr_error *err) {
-    return mr_error_set(err, MR_ERR_UNSUPPORTED,
-                        "--devices %s: no GPU available (%s); use --devices cpu or cpu:N", spec,
-                        gpus->reason[0] ? gpus->reason : "the CUDA runtime sees no GPU");
+/* The devices argument with `value`, as the caller names it (`named`, a
+ * printf format with one %s; NULL: "devices 'gpu'"), into buf[n]. */
+static const char *arg(const char *named, const char *value, char *buf, size_t n) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(buf, n, named != NULL ? named : "devices '%s'", value);
+#pragma GCC diagnostic pop
+    return buf;
+}
+
+static mr_status no_gpu(const char *spec, const char *named, const mr_gpu_list *gpus,
+                        mr_error *err) {
+    char asked[300], instead[300];
+    return mr_error_set(err, MR_ERR_UNSUPPORTED, "%s: no GPU available (%s); use %s or cpu:N",
+                        arg(named, spec, asked, sizeof asked),
+                        gpus->reason[0] ? gpus->reason : "the CUDA runtime sees no GPU",
+                        arg(named, "cpu", instead, sizeof instead));
 }
 
 /* "0,2" into out->ordinals: indices of visible GPUs, each once. */
-static mr_status parse_gpu_list(const char *spec, const char *p, const mr_gpu_list *gpus,
+static mr_status parse_gpu_list(const char *said, const char *p, const mr_gpu_list *gpus,
                                 mr_device_set *out, mr_error *err) {
     while (1) {
         char *end;
@@ -37,19 +50,16 @@ static mr_status parse_gpu_list(const char *spec, const char *p, const mr_gpu_li
         long i = strtol(p, &end, 10);
         if (end == p || errno || !isdigit((unsigned char)*p) || (*end != ',' && *end != '\0'))
             return mr_error_set(err, MR_ERR_USAGE,
-                                "--devices %s: '%s' is not a list of GPU indices (use gpu:0,2)",
-                                spec, p);
+                                "%s: '%s' is not a list of GPU indices (use gpu:0,2)", said, p);
         if (i >= gpus->count)
             return mr_error_set(err, MR_ERR_UNSUPPORTED,
-                                "--devices %s: there is no GPU %ld (%d visible: 0..%d)", spec, i,
-                                gpus->count, gpus->count - 1);
+                                "%s: there is no GPU %ld (%d visible: 0..%d)", said, i, gpus->count,
+                                gpus->count - 1);
         for (int k = 0; k < out->count; k++)
             if (out->ordinals[k] == (int)i)
-                return mr_error_set(err, MR_ERR_USAGE, "--devices %s: GPU %ld listed twice", spec,
-                                    i);
+                return mr_error_set(err, MR_ERR_USAGE, "%s: GPU %ld listed twice", said, i);
         if (out->count == MR_MAX_REPLICAS)
-            return mr_error_set(err, MR_ERR_USAGE, "--devices %s: more than %d GPUs", spec,
-                                MR_MAX_REPLICAS);
+            return mr_error_set(err, MR_ERR_USAGE, "%s: more than %d GPUs", said, MR_MAX_REPLICAS);
         out->ordinals[out->count++] = (int)i;
         if (*end == '\0') return MR_OK;
         p = end + 1;
@@ -59,15 +69,16 @@ static mr_status parse_gpu_list(const char *spec, const char *p, const mr_gpu_li
 /* The GPUs of "gpu", "gpu:LIST" (or "auto" with GPUs), then this process's
  * part of them when the node has several processes that see the same GPUs
  * (with GPUs of its own, it takes them all). */
-static mr_status parse_gpus(const char *spec, const mr_device_env *env, const mr_gpu_list *gpus,
-                            mr_device_set *out, mr_error *err) {
+static mr_status parse_gpus(const char *spec, const char *named, const char *said,
+                            const mr_device_env *env, const mr_gpu_list *gpus, mr_device_set *out,
+                            mr_error *err) {
     snprintf(out->kind, sizeof out->kind, "gpu");
     /* first: a process that sees no GPU says why the node's setup is wrong, as the others do */
     if (env->gpus_conflict != NULL)
-        return mr_error_set(err, MR_ERR_UNSUPPORTED, "--devices %s: %s", spec, env->gpus_conflict);
-    if (gpus->count == 0) return no_gpu(spec, gpus, err);
+        return mr_error_set(err, MR_ERR_UNSUPPORTED, "%s: %s", said, env->gpus_conflict);
+    if (gpus->count == 0) return no_gpu(spec, named, gpus, err);
     if (strncmp(spec, "gpu:", 4) == 0) {
-        MR_CHECK(parse_gpu_list(spec, spec + 4, gpus, out, err));
+        MR_CHECK(parse_gpu_list(said, spec + 4, gpus, out, err));
     } else {
         out->count = gpus->count < MR_MAX_REPLICAS ? gpus->count : MR_MAX_REPLICAS;
         for (int i = 0; i < out->count; i++)
@@ -77,9 +88,9 @@ static mr_status parse_gpus(const char *spec, const mr_device_env *env, const mr
     if (procs == 1) return MR_OK;
     if (out->count < procs)
         return mr_error_set(err, MR_ERR_UNSUPPORTED,
-                            "--devices %s: %d processes on this node but %d GPU%s for them (one "
+                            "%s: %d processes on this node but %d GPU%s for them (one "
                             "GPU or more per process: mpirun -np at most the GPUs of a node)",
-                            spec, procs, out->count, out->count == 1 ? "" : "s");
+                            said, procs, out->count, out->count == 1 ? "" : "s");
     /* process k of n takes the k-th of n equal parts, in list order */
     int per = out->count / procs;
     memmove(out->ordinals, out->ordinals + env->local_rank * per, sizeof(int) * (size_t)per);
@@ -172,15 +183,17 @@ mr_status mr_devices_job_env(mr_job *job, mr_device_env *env, char *conflict, si
     return st;
 }
 
-mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, mr_device_set *out,
-                           mr_error *err) {
+mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, const char *named,
+                           mr_device_set *out, mr_error *err) {
+    char said[300]; /* the argument, as the caller names it: each message's start */
+    arg(named, spec, said, sizeof said);
     mr_device_env env = env_in ? *env_in : (mr_device_env){0};
     const mr_gpu_list *gpus = env.gpus ? env.gpus : gpus_seen();
     memset(out, 0, sizeof *out);
     snprintf(out->kind, sizeof out->kind, "cpu");
     out->cores = env.cores > 0 ? env.cores : mr_cpu_cores();
     if (strcmp(spec, "auto") == 0) {
-        if (gpus->count > 0) return parse_gpus(spec, &env, gpus, out, err);
+        if (gpus->count > 0) return parse_gpus(spec, named, said, &env, gpus, out, err);
         out->count = out->cores < MR_MAX_REPLICAS ? out->cores : MR_MAX_REPLICAS;
     } else if (strcmp(spec, "cpu") == 0) {
         out->count = 1;
@@ -191,22 +204,21 @@ mr_status mr_devices_parse(const char *spec, const mr_device_env *env_in, mr_dev
         long n = strtol(p, &end, 10);
         if (end == p || *end != '\0' || errno || !isdigit((unsigned char)*p))
             return mr_error_set(err, MR_ERR_USAGE,
-                                "--devices %s: '%s' is not a replica count (use cpu:N with N >= 1)",
-                                spec, p);
+                                "%s: '%s' is not a replica count (use cpu:N with N >= 1)", said, p);
         if (n < 1 || n > MR_MAX_REPLICAS)
             return mr_error_set(err, MR_ERR_USAGE,
-                                "--devices %s: cpu:N is a count of replica threads, 1 to %d, not "
+                                "%s: cpu:N is a count of replica threads, 1 to %d, not "
                                 "an index like TensorFlow's /CPU:0 (gpu:N is an index: gpu:0 is "
                                 "the first GPU); one CPU replica is cpu or cpu:1",
-                                spec, MR_MAX_REPLICAS);
+                                said, MR_MAX_REPLICAS);
         out->count = (int)n;
     } else if (strcmp(spec, "gpu") == 0 || strncmp(spec, "gpu:", 4) == 0) {
-        return parse_gpus(spec, &env, gpus, out, err);
+        return parse_gpus(spec, named, said, &env, gpus, out, err);
     } else {
         return mr_error_set(err, MR_ERR_USAGE,
-                            "--devices %s: unknown device spec (use auto, cpu, cpu:N, gpu or "
+                            "%s: unknown device spec (use auto, cpu, cpu:N, gpu or "
                             "gpu:0,2; cpu:N is a count of replica threads, gpu:N a GPU index)",
-                            spec);
+                            said);
     }
     for (int i = 0; i < out->count; i++)
         out->ordinals[i] = i;

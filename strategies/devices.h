@@ -1,4 +1,4 @@
-/* devices.h: which devices a job trains on (--devices) and what the runtime sees.
+/* devices.h: which devices a job trains on (a device spec) and what the runtime sees.
  *
  * Specs: "auto" (every GPU the CUDA runtime shows, else one CPU replica per
  * core), "cpu" (one CPU replica), "cpu:N" (N CPU replica threads), "gpu"
@@ -64,13 +64,17 @@ int mr_gpu_count(void);
  * build). */
 const mr_backend_kind *mr_devices_kind(const mr_device_set *set);
 
-/* Parses a --devices spec for a process in `env` (NULL: alone, all its
+/* Parses a device spec for a process in `env` (NULL: alone, all its
  * cores, the GPUs found): "auto" is every GPU, else one CPU replica per
  * core. A malformed spec is MR_ERR_USAGE, GPUs asked for where there are
  * none (or too few for the node's processes, or env->gpus_conflict)
- * MR_ERR_UNSUPPORTED; one line each, starting "--devices SPEC:". */
-mr_status mr_devices_parse(const char *spec, const mr_device_env *env, mr_device_set *out,
-                           mr_error *err);
+ * MR_ERR_UNSUPPORTED; one line each, starting with the argument as the
+ * caller names it: `named` is a printf format with one %s for a spec
+ * (a face's words: "--devices %s", "devices='%s'"; NULL: "devices '%s'"),
+ * which also names the spec a message suggests instead ("use
+ * devices 'cpu'"). strategies/ knows no face's flags or arguments. */
+mr_status mr_devices_parse(const char *spec, const mr_device_env *env, const char *named,
+                           mr_device_set *out, mr_error *err);
 
 /* How the processes of one node share its GPUs, from the GPUs each sees
  * (lists[k]: node-local process k's, as its GPU kind discovers them; n

@@ -1,4 +1,4 @@
-/* test_devices.c: --devices parsing and listing, on this machine's devices
+/* test_devices.c: device spec parsing and listing, on this machine's devices
  * and on made-up GPU lists (the GPU forms: selection, the node's processes
  * sharing the GPUs by local rank or each with its own, the errors). */
 #include <check.h>
@@ -10,7 +10,7 @@
 
 static mr_status parse(const char *spec, mr_device_set *set, mr_error *err) {
     mr_error_clear(err);
-    return mr_devices_parse(spec, NULL, set, err);
+    return mr_devices_parse(spec, NULL, NULL, set, err);
 }
 
 START_TEST(valid_specs) {
@@ -28,11 +28,11 @@ START_TEST(valid_specs) {
     ck_assert_int_eq(set.cores, mr_cpu_cores());
     /* a process's share of the node (under mpirun): auto takes that many */
     mr_device_env three = {.cores = 3};
-    ck_assert_int_eq(mr_devices_parse("auto", &three, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("auto", &three, NULL, &set, &err), MR_OK);
     ck_assert_int_eq(set.count, mr_gpu_count() > 0 ? mr_gpu_count() : 3);
     ck_assert_int_eq(set.cores, 3);
     mr_device_env one = {.cores = 1};
-    ck_assert_int_eq(mr_devices_parse("cpu:2", &one, &set, &err),
+    ck_assert_int_eq(mr_devices_parse("cpu:2", &one, NULL, &set, &err),
                      MR_OK); /* checked by the caller */
     ck_assert_int_eq(set.count, 2);
     char buf[256];
@@ -48,7 +48,15 @@ START_TEST(bad_specs) {
         mr_device_set set;
         mr_error err = {0};
         ck_assert_msg(parse(bad[i], &set, &err) == MR_ERR_USAGE, "%s accepted", bad[i]);
-        ck_assert_msg(strstr(err.msg, "--devices") != NULL, "%s", err.msg);
+        /* named as the caller names the argument (NULL: devices 'SPEC'), never by a flag */
+        char start[64];
+        snprintf(start, sizeof start, "devices '%s': ", bad[i]);
+        ck_assert_msg(strncmp(err.msg, start, strlen(start)) == 0, "%s", err.msg);
+        ck_assert_msg(strstr(err.msg, "--") == NULL, "%s", err.msg);
+        mr_error_clear(&err);
+        ck_assert_int_eq(mr_devices_parse(bad[i], NULL, "devices='%s'", &set, &err), MR_ERR_USAGE);
+        snprintf(start, sizeof start, "devices='%s': ", bad[i]);
+        ck_assert_msg(strncmp(err.msg, start, strlen(start)) == 0, "%s", err.msg);
     }
 }
 END_TEST
@@ -73,8 +81,15 @@ START_TEST(gpu_fails_clearly) {
     mr_device_set set;
     mr_error err = {0};
     ck_assert_int_eq(parse("gpu", &set, &err), MR_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "--devices gpu: no GPU available (") &&
-                      strstr(err.msg, tu_gpus()->reason),
+    ck_assert_msg(strstr(err.msg, "devices 'gpu': no GPU available (") &&
+                      strstr(err.msg, tu_gpus()->reason) &&
+                      strstr(err.msg, "; use devices 'cpu' or cpu:N"),
+                  "%s", err.msg);
+    /* the caller's words name the spec and the one suggested instead */
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_devices_parse("gpu", NULL, "--devices %s", &set, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_msg(strncmp(err.msg, "--devices gpu: no GPU available (", 33) == 0 &&
+                      strstr(err.msg, "; use --devices cpu or cpu:N"),
                   "%s", err.msg);
     ck_assert_int_eq(parse("gpu:0,2", &set, &err), MR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "no GPU"), "%s", err.msg);
@@ -103,27 +118,27 @@ START_TEST(gpu_selection) {
     mr_device_set set;
     mr_error err = {0};
     char buf[256];
-    ck_assert_int_eq(mr_devices_parse("auto", &env, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("auto", &env, NULL, &set, &err), MR_OK);
     ck_assert_str_eq(set.kind, "gpu");
     ck_assert_int_eq(set.count, 4);
-    ck_assert_int_eq(mr_devices_parse("gpu", &env, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("gpu", &env, NULL, &set, &err), MR_OK);
     ck_assert_int_eq(set.count, 4);
-    ck_assert_int_eq(mr_devices_parse("gpu:0,2", &env, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("gpu:0,2", &env, NULL, &set, &err), MR_OK);
     mr_devices_format(&set, buf, sizeof buf);
     ck_assert_str_eq(buf, "gpu:0, gpu:2");
     /* cpu stays the CPU where there are GPUs */
-    ck_assert_int_eq(mr_devices_parse("cpu:2", &env, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("cpu:2", &env, NULL, &set, &err), MR_OK);
     ck_assert_str_eq(set.kind, "cpu");
     /* bad lists */
     const char *usage[] = {"gpu:", "gpu:a", "gpu:0,", "gpu:1,1", "gpu:-1", "gpu:0;1"};
     for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
         mr_error_clear(&err);
-        ck_assert_msg(mr_devices_parse(usage[i], &env, &set, &err) == MR_ERR_USAGE, "%s: %s",
+        ck_assert_msg(mr_devices_parse(usage[i], &env, NULL, &set, &err) == MR_ERR_USAGE, "%s: %s",
                       usage[i], err.msg);
         ck_assert_msg(strstr(err.msg, usage[i]) != NULL, "%s", err.msg);
     }
     mr_error_clear(&err);
-    ck_assert_int_eq(mr_devices_parse("gpu:1,4", &env, &set, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(mr_devices_parse("gpu:1,4", &env, NULL, &set, &err), MR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "no GPU 4 (4 visible: 0..3)"), "%s", err.msg);
 }
 END_TEST
@@ -135,21 +150,21 @@ START_TEST(gpus_by_local_rank) {
     mr_error err = {0};
     for (int r = 0; r < 4; r++) {
         mr_device_env env = {.local_rank = r, .local_size = 4, .gpus = &gpus};
-        ck_assert_int_eq(mr_devices_parse("auto", &env, &set, &err), MR_OK);
+        ck_assert_int_eq(mr_devices_parse("auto", &env, NULL, &set, &err), MR_OK);
         ck_assert_int_eq(set.count, 1);
         ck_assert_int_eq(set.ordinals[0], r);
     }
     mr_device_env env = {.local_rank = 1, .local_size = 2, .gpus = &gpus};
-    ck_assert_int_eq(mr_devices_parse("gpu", &env, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("gpu", &env, NULL, &set, &err), MR_OK);
     ck_assert_int_eq(set.count, 2);
     ck_assert_int_eq(set.ordinals[0], 2);
     ck_assert_int_eq(set.ordinals[1], 3);
-    ck_assert_int_eq(mr_devices_parse("gpu:3,1", &env, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("gpu:3,1", &env, NULL, &set, &err), MR_OK);
     ck_assert_int_eq(set.count, 1);
     ck_assert_int_eq(set.ordinals[0], 1);
     /* too few GPUs for the node's processes */
     mr_device_env crowded = {.local_rank = 0, .local_size = 8, .gpus = &gpus};
-    ck_assert_int_eq(mr_devices_parse("gpu", &crowded, &set, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(mr_devices_parse("gpu", &crowded, NULL, &set, &err), MR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "8 processes on this node but 4 GPUs"), "%s", err.msg);
 }
 END_TEST
@@ -205,8 +220,8 @@ START_TEST(gpu_sharing_same_set) {
     ck_assert_int_eq(own, 0);
     mr_device_env env = {.local_rank = 1, .local_size = 2, .gpus = &one[1]};
     mr_device_set set;
-    ck_assert_int_eq(mr_devices_parse("gpu", &env, &set, &err), MR_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "--devices gpu: 2 processes on this node but 1 GPU for them"),
+    ck_assert_int_eq(mr_devices_parse("gpu", &env, NULL, &set, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "devices 'gpu': 2 processes on this node but 1 GPU for them"),
                   "%s", err.msg);
 }
 END_TEST
@@ -274,26 +289,26 @@ START_TEST(gpus_own_parse) {
         const char *specs[] = {"gpu", "auto", "gpu:0"};
         for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
             mr_error_clear(&err);
-            ck_assert_msg(mr_devices_parse(specs[i], &env, &set, &err) == MR_OK, "%s: %s", specs[i],
-                          err.msg);
+            ck_assert_msg(mr_devices_parse(specs[i], &env, NULL, &set, &err) == MR_OK, "%s: %s",
+                          specs[i], err.msg);
             ck_assert_str_eq(set.kind, "gpu");
             ck_assert_int_eq(set.count, 1);
             ck_assert_int_eq(set.ordinals[0], 0);
         }
         mr_error_clear(&err);
-        ck_assert_int_eq(mr_devices_parse("gpu:1", &env, &set, &err), MR_ERR_UNSUPPORTED);
+        ck_assert_int_eq(mr_devices_parse("gpu:1", &env, NULL, &set, &err), MR_ERR_UNSUPPORTED);
         ck_assert_msg(strstr(err.msg, "no GPU 1 (1 visible: 0..0)"), "%s", err.msg);
         /* without gpus_own, the same is too few GPUs for the node's processes */
         env.gpus_own = 0;
         mr_error_clear(&err);
-        ck_assert_int_eq(mr_devices_parse("gpu", &env, &set, &err), MR_ERR_UNSUPPORTED);
+        ck_assert_int_eq(mr_devices_parse("gpu", &env, NULL, &set, &err), MR_ERR_UNSUPPORTED);
         ck_assert_msg(strstr(err.msg, "2 processes on this node but 1 GPU for them"), "%s",
                       err.msg);
     }
     /* two GPUs of its own: both, in order, whatever its local rank */
     mr_gpu_list two = gpus_at((const char *[]){BUS_C, BUS_D, NULL});
     mr_device_env env = {.local_rank = 1, .local_size = 2, .gpus = &two, .gpus_own = 1};
-    ck_assert_int_eq(mr_devices_parse("gpu", &env, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("gpu", &env, NULL, &set, &err), MR_OK);
     ck_assert_int_eq(set.count, 2);
     ck_assert_int_eq(set.ordinals[0], 0);
     ck_assert_int_eq(set.ordinals[1], 1);
@@ -303,22 +318,23 @@ START_TEST(gpus_own_parse) {
     const char *gpu_specs[] = {"gpu", "gpu:0", "auto"};
     for (size_t i = 0; i < sizeof gpu_specs / sizeof gpu_specs[0]; i++) {
         mr_error_clear(&err);
-        ck_assert_int_eq(mr_devices_parse(gpu_specs[i], &bad, &set, &err), MR_ERR_UNSUPPORTED);
+        ck_assert_int_eq(mr_devices_parse(gpu_specs[i], &bad, NULL, &set, &err),
+                         MR_ERR_UNSUPPORTED);
         char want[256];
-        snprintf(want, sizeof want, "--devices %s: %s", gpu_specs[i], why);
+        snprintf(want, sizeof want, "devices '%s': %s", gpu_specs[i], why);
         ck_assert_str_eq(err.msg, want);
     }
     /* ... which a process that sees no GPU reports too for the GPU forms, not for auto */
     mr_gpu_list none = gpus_at((const char *[]){NULL});
     bad.gpus = &none;
     mr_error_clear(&err);
-    ck_assert_int_eq(mr_devices_parse("gpu", &bad, &set, &err), MR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(mr_devices_parse("gpu", &bad, NULL, &set, &err), MR_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, why), "%s", err.msg);
-    ck_assert_int_eq(mr_devices_parse("auto", &bad, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("auto", &bad, NULL, &set, &err), MR_OK);
     ck_assert_str_eq(set.kind, "cpu");
     /* the CPU forms ignore it */
     bad.gpus = &two;
-    ck_assert_int_eq(mr_devices_parse("cpu:2", &bad, &set, &err), MR_OK);
+    ck_assert_int_eq(mr_devices_parse("cpu:2", &bad, NULL, &set, &err), MR_OK);
     ck_assert_str_eq(set.kind, "cpu");
     ck_assert_int_eq(set.count, 2);
 }
