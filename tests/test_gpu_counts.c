@@ -33,8 +33,8 @@ static const budget budgets[] = {
     /* config                 ops  launches  syncs  D2D copies, bytes  allocations */
     {"fashion_mlp.cfg", 28, 10, 6, 0, 0, 0},
     {"fashion_cnn.cfg", 25, 10, 6, 0, 0, 0},
-    {"fashion_cnn_bn.cfg", 64, 40, 6, 4, 19267584, 0},
-    {"fashion_resnet20.cfg", 449, 319, 6, 56, 107577344, 0},
+    {"fashion_cnn_bn.cfg", 45, 25, 6, 4, 19267584, 0},
+    {"fashion_resnet20.cfg", 239, 165, 6, 56, 107577344, 0},
 };
 #define N_BUDGETS (int)(sizeof budgets / sizeof budgets[0])
 
