@@ -9,20 +9,22 @@
  * every case, so there is one path.
  * Per-channel sums as the CPU takes them: around a shift s (sums of x - s
  * and (x - s)^2; s is the batch's first row, or the moving mean with
- * sync), and in backward the sums of dy and dy * xhat; float partials of
- * blocks of MR_BN_ROW_BLOCK rows, added in row order, then the blocks'
- * partials added in block order into doubles. One thread per (block,
- * channel) for the partials (adjacent threads take adjacent channels:
- * coalesced, NHWC has the channels fastest), one per channel for the
- * totals: the sums are the CPU's bit for bit, and repeat, without atomics.
- * The blocking and every formula are batchnorm_stats.h's, the functions
+ * sync), and in backward the sums of dy and dy * xhat; batchnorm_stats.h's
+ * tree (float partials of MR_BN_ROW_BLOCK rows, double runs of at most
+ * MR_BN_FAN_IN values level by level), its levels computed in parallel:
+ * one launch (sums_kernel) for all of them, the sums the CPU's bit for bit,
+ * repeating, with no atomics on values (a counter says which block is
+ * last). The per-element kernels finish their channels' statistics
+ * themselves, so that a training step is 4 launches: forward sums_kernel
+ * and normalize_kernel, backward sums_kernel and dx_kernel.
+ * The tree and every formula are batchnorm_stats.h's, the functions
  * the CPU loops call; they round each product and sum once (__fmul_rn,
  * __fadd_rn, __dmul_rn, which nvcc never contracts into FMAs), so the
  * results match the CPU's rounding (a CPU build that contracts,
  * -march=native with FMA, differs in the last bits).
  * A ReLU [activation] after it may be fused in (layer.h, relu_fused;
  * the model decides): the apply writes relu(y), and backward masks dy by
- * y > 0 where it reads it (partials_kernel, dx_kernel), elementwise.h's
+ * y > 0 where it reads it (sums_kernel, dx_kernel), elementwise.h's
  * mr_relu and mr_relu_grad, the activation kernel's math: the bits of the
  * unfused layers, without the activation's own pass each way.
  * The edits for it are marked [fused ReLU].
