@@ -6,11 +6,16 @@
  * mr_fadd, mr_fmul, mr_dmul), which keeps their results bitwise equal.
  *   x, y, dy, dx: (M, C) rows of C channels, M = batch * H * W (or batch)
  *
- * Per-channel sums over the rows are taken in blocks of MR_BN_ROW_BLOCK
- * rows: each block's terms are added in row order into float partials,
- * and the blocks' partials in block order into double totals. The CPU
- * walks the blocks one after the other, the GPU gives each (block,
- * channel) a thread; the same blocking gives the same sums. */
+ * Per-channel sums over the rows are a fixed tree (mr_bn_tree_total):
+ *   level 0: blocks of MR_BN_ROW_BLOCK rows, each block's terms added in
+ *            row order into float partials (from 0);
+ *   level 1: runs of MR_BN_FAN_IN consecutive partials (a group of 2048
+ *            rows) added in order into a double (from 0);
+ *   level 2, 3, ...: runs of MR_BN_FAN_IN consecutive values of the level
+ *            below added in order (from 0), until one value remains.
+ * No sum has more than 64 terms in sequence, so a GPU takes the levels in
+ * parallel (a block per group, then a level per step), and the CPU walks
+ * the same tree one value after another: the same sums bit for bit. */
 #ifndef MR_BATCHNORM_STATS_H
 #define MR_BATCHNORM_STATS_H
 
@@ -40,6 +45,62 @@ MR_HD static inline int64_t mr_bn_blocks(int64_t rows) {
 MR_HD static inline void mr_bn_block(int64_t j, int64_t rows, int64_t *r0, int64_t *r1) {
     *r0 = j * MR_BN_ROW_BLOCK;
     *r1 = *r0 + MR_BN_ROW_BLOCK < rows ? *r0 + MR_BN_ROW_BLOCK : rows;
+}
+
+/* Values summed in order into one value of the level above. */
+#define MR_BN_FAN_IN 64
+
+/* Rows of a level-1 group: a run of MR_BN_FAN_IN row blocks. */
+#define MR_BN_GROUP_ROWS (MR_BN_ROW_BLOCK * MR_BN_FAN_IN)
+
+/* The values of the level above n values: ceil(n / MR_BN_FAN_IN). */
+MR_HD static inline int64_t mr_bn_runs(int64_t n) {
+    return (n + MR_BN_FAN_IN - 1) / MR_BN_FAN_IN;
+}
+
+/* The level-1 groups of `rows` rows (0 for no rows). */
+MR_HD static inline int64_t mr_bn_groups(int64_t rows) {
+    return mr_bn_runs(mr_bn_blocks(rows));
+}
+
+/* Run r of the n values v[i * stride]: its (at most MR_BN_FAN_IN) values
+ * added in order, from 0. volatile: a GPU reads values other blocks wrote
+ * (batchnorm_cuda.cu's last block). */
+MR_HD static inline double mr_bn_run_sum(const volatile double *v, int64_t stride, int64_t n,
+                                         int64_t r) {
+    const int64_t i0 = r * MR_BN_FAN_IN;
+    const int64_t i1 = i0 + MR_BN_FAN_IN < n ? i0 + MR_BN_FAN_IN : n;
+    double s = 0.0;
+    for (int64_t i = i0; i < i1; i++)
+        s += v[i * stride];
+    return s;
+}
+
+/* The slots of a tree over n level-1 values, every level: the n values,
+ * then each level above, up to the one value at the top (0 for n = 0). */
+MR_HD static inline int64_t mr_bn_tree_slots(int64_t n) {
+    int64_t t = n;
+    while (n > 1) {
+        n = mr_bn_runs(n);
+        t += n;
+    }
+    return t;
+}
+
+/* The tree's total over the n level-1 values t[i * stride]: level after
+ * level, each level's runs (mr_bn_run_sum) written after the level below,
+ * at t[(n + r) * stride] ...; 0 for n = 0. The GPU computes the runs of a
+ * level in parallel, in the same slots (batchnorm_cuda.cu). */
+MR_HD static inline double mr_bn_tree_total(volatile double *t, int64_t stride, int64_t n) {
+    if (n == 0) return 0.0;
+    while (n > 1) {
+        const int64_t m = mr_bn_runs(n);
+        for (int64_t r = 0; r < m; r++)
+            t[(n + r) * stride] = mr_bn_run_sum(t, stride, n, r);
+        t += n * stride;
+        n = m;
+    }
+    return t[0];
 }
 
 /* One element's terms of the channel sums: *f1 += a, *f2 += a * b, where

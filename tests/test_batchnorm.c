@@ -2,8 +2,9 @@
  * (rank 3 and rank 1), normalised output, moving averages with momentum,
  * inference on the moving statistics, SyncBatchNormalization (two replica
  * threads with sync=1 equal one replica with their whole batch), a failing
- * collective, an empty shard, and batchnorm_stats.h's row blocks, which the
- * CPU and CUDA kernels share.
+ * collective, an empty shard, and batchnorm_stats.h's row blocks and tree
+ * of sums (at sizes that cross its levels), which the CPU and CUDA kernels
+ * share.
  * Bound 2e-3: gradcheck.h; BN is smooth, so nothing is skipped, and the
  * noise measured here is near 1e-4; a wrong term of the BN backward (a
  * missing mean(dy) or xhat * mean(dy xhat)) is off by O(0.1..1). */
@@ -336,6 +337,119 @@ START_TEST(row_blocks) {
 }
 END_TEST
 
+/* The tree of batchnorm_stats.h, written again top-down: the runs of 64
+ * values, in order from 0, then the same over their sums, until one. */
+static double ref_tree(const double *v, int64_t n) {
+    if (n == 0) return 0.0;
+    if (n == 1) return v[0];
+    const int64_t m = (n + 63) / 64;
+    double *up = malloc(sizeof(double) * (size_t)m);
+    ck_assert_ptr_nonnull(up);
+    for (int64_t r = 0; r < m; r++) {
+        double s = 0.0;
+        for (int64_t i = 64 * r; i < n && i < 64 * (r + 1); i++)
+            s += v[i];
+        up[r] = s;
+    }
+    const double t = ref_tree(up, m);
+    free(up);
+    return t;
+}
+
+/* Deterministic values of widely varying magnitude and sign, so that
+ * another order of summation rounds differently. */
+static double wide_value(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = (double)(*state >> 11) / 9007199254740992.0; /* [0, 1) */
+    return (u - 0.5) * pow(2.0, (double)(int)((*state >> 3) % 40));
+}
+
+/* mr_bn_tree_total equals the top-down tree at sizes that cross its
+ * levels (0, 1, one run, 64, 64 + 1, 64^2 +- 1, 64^3 + 1 values), its
+ * slots are every level's values, and it is not the plain sequential
+ * sum (which the test would otherwise not tell apart). */
+START_TEST(tree_levels) {
+    static const int64_t sizes[] = {0, 1, 2, 63, 64, 65, 4095, 4096, 4097, 8193, 262145};
+    int differs = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        int64_t slots = n, m = n;
+        while (m > 1) {
+            m = (m + 63) / 64;
+            slots += m;
+        }
+        ck_assert_int_eq(mr_bn_tree_slots(n), slots);
+        double *v = malloc(sizeof(double) * (size_t)(slots + 1));
+        ck_assert_ptr_nonnull(v);
+        uint64_t st = 77 + (uint64_t)n;
+        double seq = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            v[i] = wide_value(&st);
+            seq += v[i];
+        }
+        const double want = ref_tree(v, n);
+        const double got = mr_bn_tree_total(v, 1, n);
+        ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "n %lld: tree %.17g, want %.17g",
+                      (long long)n, got, want);
+        differs |= n > 64 && got != seq;
+        free(v);
+    }
+    ck_assert_msg(differs, "the tree summed as the plain sequential sum at every size");
+    ck_assert_int_eq(mr_bn_groups(0), 0);
+    ck_assert_int_eq(mr_bn_groups(1), 1);
+    ck_assert_int_eq(mr_bn_groups(MR_BN_GROUP_ROWS), 1);
+    ck_assert_int_eq(mr_bn_groups(MR_BN_GROUP_ROWS + 1), 2);
+}
+END_TEST
+
+/* The CPU layer's sums are the tree's: dbeta (= sum dy per channel, as a
+ * float) at row counts that cross the blocks, the groups and a level
+ * (1, 31, 32, 33, 2047, 2048, 2049, 64 * 32 * 64 + 1 rows), against float
+ * partials of 32 rows in row order, their double group sums, and
+ * ref_tree over the groups. */
+START_TEST(cpu_sums_follow_the_tree) {
+    static const int sizes[] = {1, 31, 32, 33, 2047, 2048, 2049, 64 * 32 * 64 + 1};
+    enum { C = 2 };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int M = sizes[k];
+        bn_case t;
+        bn_case_init(&t, (mr_shape){1, {C}}, M, 0);
+        float *x = malloc(sizeof(float) * (size_t)M * C * 4);
+        ck_assert_ptr_nonnull(x);
+        float *y = x + (size_t)M * C, *dy = y + (size_t)M * C, *dx = dy + (size_t)M * C;
+        uint64_t st = 5 + (uint64_t)M;
+        for (int i = 0; i < M * C; i++) {
+            x[i] = (float)wide_value(&st) * 1e-6f;
+            dy[i] = (float)wide_value(&st) * 1e-6f;
+        }
+        mr_exec_ctx run = {.be = tu_cpu_backend(), .training = 1, .scratch = gc_dev(t.scratch)};
+        ck_assert_int_eq(gc_forward(&t.l, &run, M, x, y), MR_OK);
+        ck_assert_int_eq(gc_backward(&t.l, &run, M, x, y, dy, dx), MR_OK);
+        const int64_t groups = (M + 2047) / 2048;
+        double *gs = malloc(sizeof(double) * (size_t)groups);
+        ck_assert_ptr_nonnull(gs);
+        for (int ch = 0; ch < C; ch++) {
+            for (int64_t g = 0; g < groups; g++) {
+                gs[g] = 0.0;
+                for (int64_t b = 64 * g; b < 64 * (g + 1) && 32 * b < M; b++) {
+                    float f = 0.0f;
+                    for (int64_t r = 32 * b; r < M && r < 32 * (b + 1); r++)
+                        f += dy[r * C + ch];
+                    gs[g] += f;
+                }
+            }
+            const float want = (float)ref_tree(gs, groups);
+            ck_assert_msg(memcmp(&t.g[1][ch], &want, sizeof want) == 0,
+                          "%d rows, channel %d: dbeta %.9g, want %.9g", M, ch, (double)t.g[1][ch],
+                          (double)want);
+        }
+        free(gs);
+        free(x);
+        mr_layer_destroy(&t.l);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("batchnorm");
     TCase *tc = tcase_create("batchnorm");
@@ -345,6 +459,8 @@ int main(void) {
     tcase_add_test(tc, sync_failure_sets_status);
     tcase_add_test(tc, empty_batch_keeps_moving_statistics);
     tcase_add_test(tc, row_blocks);
+    tcase_add_test(tc, tree_levels);
+    tcase_add_test(tc, cpu_sums_follow_the_tree);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -896,10 +896,15 @@ static void run_batchnorm(cf *h) {
         mr_shape in;
         int batch, training, sync;
     } cases[] = {
-        {{3, {3, 4, 5}}, 3, 1, 0}, {{1, {6, 0, 0}}, 5, 1, 0},
+        {{3, {3, 4, 5}}, 3, 1, 0},
+        {{1, {6, 0, 0}}, 5, 1, 0},
         {{3, {2, 3, 4}}, 3, 1, 1}, /* SyncBatchNormalization's path, one replica */
         {{3, {3, 4, 5}}, 3, 0, 0}, /* inference: the moving statistics */
         {{1, {6, 0, 0}}, 5, 0, 0},
+        /* the sums' tree (batchnorm_stats.h) past a level: 2 groups of
+         * 2048 rows (rows 4096 + 2), and 65 groups, 3 levels (131074 rows) */
+        {{3, {41, 50, 3}}, 2, 1, 0},
+        {{3, {2, 2, 1}}, 32769, 1, 1},
     };
     /* and each with a fused ReLU: relu(y), dy masked by y > 0 as it is read */
     for (int fused = 0; fused < 2; fused++)
@@ -911,6 +916,7 @@ static void run_batchnorm(cf *h) {
             c.sync = cases[i].sync;
             c.training = c.backward = cases[i].training;
             c.relu_fused = fused;
+            c.exact = 1; /* the same tree of sums, each rounding once: bit for bit */
             c.x_lo = -0.5f, c.x_hi = 1.5f; /* a mean away from 0 */
             snprintf(c.name, sizeof c.name, "batchnorm rank %d B=%d %s%s%s", cases[i].in.rank,
                      cases[i].batch, cases[i].training ? "training" : "inference",

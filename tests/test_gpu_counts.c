@@ -42,8 +42,8 @@ static const budget budgets[] = {
     /* config                 ops  launches  syncs  D2D copies, bytes  allocations */
     {"fashion_mlp.cfg", 29, 13, 1, 0, 0, 0},
     {"fashion_cnn.cfg", 26, 13, 1, 0, 0, 0},
-    {"fashion_cnn_bn.cfg", 56, 38, 1, 0, 0, 0},
-    {"fashion_resnet20.cfg", 345, 273, 1, 0, 0, 0},
+    {"fashion_cnn_bn.cfg", 46, 28, 1, 0, 0, 0},
+    {"fashion_resnet20.cfg", 240, 168, 1, 0, 0, 0},
 };
 #define N_BUDGETS (int)(sizeof budgets / sizeof budgets[0])
 

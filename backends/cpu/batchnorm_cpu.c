@@ -4,9 +4,10 @@
  * Sums are taken around a per-channel shift s (sums of x - s and of
  * (x - s)^2; mr_bn_shift_is_moving_mean says which). The per-element
  * math is float, vectorised over the channels; sums go through float
- * partials of MR_BN_ROW_BLOCK rows into double totals, block after block.
- * Every formula and the blocking are batchnorm_stats.h's, which the CUDA
- * kernels share. The per-channel buffers are memory of the layer's
+ * partials of MR_BN_ROW_BLOCK rows, double group sums of MR_BN_FAN_IN
+ * partials, and the levels above (batchnorm_stats.h's tree), one value
+ * after another. Every formula and the tree are batchnorm_stats.h's,
+ * which the CUDA kernels share. The per-channel buffers are memory of the layer's
  * backend context; SyncBN's buffer is scratch.
  * Relies on: layer.h (the layer contract, mr_exec_ctx.sync_sum),
  * batchnorm_stats.h. */
@@ -25,6 +26,7 @@ typedef struct bn_priv {
     float *shift;          /* (C) the shift of the sums */
     float *f1, *f2;        /* (C) float partial sums of a block of rows */
     double *s1, *s2;       /* (C) per-channel sums */
+    double *tree;          /* (mr_bn_tree_slots(groups), 2, C) the sums' tree at max_batch */
 } bn_priv;
 
 /* f1, f2 (C) += one row's terms (mr_bn_sum_terms). */
@@ -55,28 +57,38 @@ MR_AVX2_CLONES static void channel_sums(bn_priv *p, const float *u, const float 
                                         const float *mask, const float *v, const float *vb,
                                         const float *vs, int64_t rows) {
     const int C = p->C;
-    for (int c = 0; c < C; c++)
-        p->s1[c] = p->s2[c] = 0.0;
-    for (int64_t j = 0; j < mr_bn_blocks(rows); j++) {
-        int64_t r0, r1;
-        mr_bn_block(j, rows, &r0, &r1);
+    const int64_t nb = mr_bn_blocks(rows), groups = mr_bn_groups(rows);
+    for (int64_t g = 0; g < groups; g++) {
+        /* level 1: group g's sums (2, C) of its blocks' float partials */
+        double *restrict g1 = p->tree + g * 2 * C, *restrict g2 = g1 + C;
         for (int c = 0; c < C; c++)
-            p->f1[c] = p->f2[c] = 0.0f;
-        if (mask != NULL)
-            for (int64_t r = r0; r < r1; r++)
-                sum_row_masked(p->f1, p->f2, u + r * C, mask + r * C, v + r * C, vb, vs, C);
-        else
-            for (int64_t r = r0; r < r1; r++)
-                sum_row(p->f1, p->f2, u + r * C, ua, v + r * C, vb, vs, C);
-        for (int c = 0; c < C; c++) {
-            p->s1[c] += p->f1[c];
-            p->s2[c] += p->f2[c];
+            g1[c] = g2[c] = 0.0;
+        const int64_t j1 = (g + 1) * MR_BN_FAN_IN < nb ? (g + 1) * MR_BN_FAN_IN : nb;
+        for (int64_t j = g * MR_BN_FAN_IN; j < j1; j++) {
+            int64_t r0, r1;
+            mr_bn_block(j, rows, &r0, &r1);
+            for (int c = 0; c < C; c++)
+                p->f1[c] = p->f2[c] = 0.0f;
+            if (mask != NULL)
+                for (int64_t r = r0; r < r1; r++)
+                    sum_row_masked(p->f1, p->f2, u + r * C, mask + r * C, v + r * C, vb, vs, C);
+            else
+                for (int64_t r = r0; r < r1; r++)
+                    sum_row(p->f1, p->f2, u + r * C, ua, v + r * C, vb, vs, C);
+            for (int c = 0; c < C; c++) {
+                g1[c] += p->f1[c];
+                g2[c] += p->f2[c];
+            }
         }
+    }
+    /* the levels above, per channel and sum (stride 2C between values) */
+    for (int c = 0; c < C; c++) {
+        p->s1[c] = mr_bn_tree_total(p->tree + c, 2 * (int64_t)C, groups);
+        p->s2[c] = mr_bn_tree_total(p->tree + C + c, 2 * (int64_t)C, groups);
     }
 }
 
 static mr_status bn_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_error *err) {
-    (void)max_batch;
     int C = l->in.d[l->in.rank - 1];
     bn_priv *p = calloc(1, sizeof *p);
     l->priv = p;
@@ -85,7 +97,12 @@ static mr_status bn_cpu_setup(mr_layer *l, mr_backend *be, int max_batch, mr_err
     /* mean, inv_std, shift, f1, f2 (floats); s1, s2 (doubles): zeroed */
     p->mean = mr_backend_alloc(be, sizeof(float) * (size_t)C * 5);
     p->s1 = mr_backend_alloc(be, sizeof(double) * (size_t)C * 2);
-    if (!p->mean || !p->s1)
+    /* the tree of max_batch's rows: 2C doubles per value of every level */
+    const int64_t rows = (int64_t)(max_batch < 1 ? 1 : max_batch) * mr_shape_size(l->in) / C;
+    const int64_t slots = mr_bn_tree_slots(mr_bn_groups(rows));
+    p->tree =
+        mr_backend_alloc(be, sizeof(double) * (size_t)C * 2 * (size_t)(slots > 0 ? slots : 1));
+    if (!p->mean || !p->s1 || !p->tree)
         return mr_error_set(err, MR_ERR_NOMEM, "out of memory for [batchnorm]'s statistics");
     p->inv_std = p->mean + C;
     p->shift = p->mean + 2 * C;
@@ -241,7 +258,7 @@ MR_AVX2_CLONES static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int b
 
 static void bn_cpu_destroy(mr_layer *l, mr_backend *be) {
     bn_priv *p = l->priv;
-    if (p) mr_backend_free(be, p->mean), mr_backend_free(be, p->s1);
+    if (p) mr_backend_free(be, p->mean), mr_backend_free(be, p->s1), mr_backend_free(be, p->tree);
     free(p);
     l->priv = NULL;
 }

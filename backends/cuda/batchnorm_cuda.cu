@@ -9,20 +9,22 @@
  * every case, so there is one path.
  * Per-channel sums as the CPU takes them: around a shift s (sums of x - s
  * and (x - s)^2; s is the batch's first row, or the moving mean with
- * sync), and in backward the sums of dy and dy * xhat; float partials of
- * blocks of MR_BN_ROW_BLOCK rows, added in row order, then the blocks'
- * partials added in block order into doubles. One thread per (block,
- * channel) for the partials (adjacent threads take adjacent channels:
- * coalesced, NHWC has the channels fastest), one per channel for the
- * totals: the sums are the CPU's bit for bit, and repeat, without atomics.
- * The blocking and every formula are batchnorm_stats.h's, the functions
+ * sync), and in backward the sums of dy and dy * xhat; batchnorm_stats.h's
+ * tree (float partials of MR_BN_ROW_BLOCK rows, double runs of at most
+ * MR_BN_FAN_IN values level by level), its levels computed in parallel:
+ * one launch (sums_kernel) for all of them, the sums the CPU's bit for bit,
+ * repeating, with no atomics on values (a counter says which block is
+ * last). The per-element kernels finish their channels' statistics
+ * themselves, so that a training step is 4 launches: forward sums_kernel
+ * and normalize_kernel, backward sums_kernel and dx_kernel.
+ * The tree and every formula are batchnorm_stats.h's, the functions
  * the CPU loops call; they round each product and sum once (__fmul_rn,
  * __fadd_rn, __dmul_rn, which nvcc never contracts into FMAs), so the
  * results match the CPU's rounding (a CPU build that contracts,
  * -march=native with FMA, differs in the last bits).
  * A ReLU [activation] after it may be fused in (layer.h, relu_fused;
  * the model decides): the apply writes relu(y), and backward masks dy by
- * y > 0 where it reads it (partials_kernel, dx_kernel), elementwise.h's
+ * y > 0 where it reads it (sums_kernel, dx_kernel), elementwise.h's
  * mr_relu and mr_relu_grad, the activation kernel's math: the bits of the
  * unfused layers, without the activation's own pass each way.
  * The edits for it are marked [fused ReLU].
@@ -37,10 +39,11 @@
 typedef struct bn_priv {
     int C;
     /* (C) each: statistics of the last training forward (for backward),
-     * the sums' shift, scale = gamma * inv_std, and backward's factors */
-    float *mean, *inv_std, *shift, *scale, *fa, *fb, *fm;
-    double *s1, *s2; /* (C) per-channel sums */
-    float *part;     /* (blocks, 2, C) float partial sums of the row blocks, at max_batch */
+     * and the sums' shift */
+    float *mean, *inv_std, *shift;
+    double *s1, *s2;    /* (C) per-channel sums */
+    double *tree;       /* (mr_bn_tree_slots(groups), 2, C) the sums' tree, at max_batch */
+    unsigned *counters; /* (channel tiles) sums_kernel's blocks done, 0 between launches */
 } bn_priv;
 
 static int use_sync(const mr_layer *l, const mr_exec_ctx *run) {
@@ -49,70 +52,105 @@ static int use_sync(const mr_layer *l, const mr_exec_ctx *run) {
 
 /* ---- kernels ---- */
 
-/* shift (C) = the moving mean (mr_bn_shift_is_moving_mean) or the first row of x */
-__global__ static void shift_kernel(const float *__restrict__ x, const float *__restrict__ mm,
-                                    int use_mm, int C, float *__restrict__ shift) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
-        shift[c] = use_mm ? mm[c] : x[c];
-}
+/* A block of the sums and the per-element kernels: BN_CT channels (the
+ * fastest, so that a warp reads 4 rows of 8 adjacent channels: whole 32-byte
+ * sectors) by BN_LANES lanes, and one level-1 group of MR_BN_GROUP_ROWS rows
+ * (a block per (channel tile, group): grid (tiles, groups)). Each thread
+ * takes 2 row blocks of the group (sums) or every BN_LANES-th row of it
+ * (per-element kernels): at most 64 elements in sequence. */
+#define BN_CT      8
+#define BN_LANES   32
+#define BN_THREADS (BN_CT * BN_LANES)
 
-/* First pass, one thread per (row block j, channel c): part[j][0][c] and
- * part[j][1][c] = the float sums f1, f2 of mr_bn_sum_terms over the
- * block's rows in order (ua NULL: 0; vs NULL: 1):
- *   forward:  u = v = x, ua = vb = shift   (sums of x - s and (x - s)^2)
+/* The sums of rows, one launch, batchnorm_stats.h's tree: block
+ * (tile, g) sums its rows' float partials (level 0; thread (cl, lane) the
+ * row blocks lane and lane + 32 of group g), in shared memory, then 2 * BN_CT
+ * threads add the group's partials in order into its level-1 doubles in
+ * tree (groups, 2, C); the last block of a tile to finish (a counter per
+ * tile, after __threadfence: CUDA's "last block" pattern, which order of
+ * arrival cannot change) computes the levels above, each level's runs in
+ * parallel, and writes the totals s1, s2 (C). Where not NULL, it also adds
+ * add1 += s1, add2 += s2 (backward: dbeta, dgamma), writes the sync buffer
+ * buf (2C + 1) = (s1, s2, count) as floats, and shift_out = vb (forward).
+ * The terms (mr_bn_sum_terms; ua NULL: 0, vs NULL: 1):
+ *   forward:  u = v = x, ua = vb = the shift   (sums of x - s and (x - s)^2)
  *   backward: u = dy, v = x, vb = mean, vs = inv_std   (dy, dy * xhat)
  * [fused ReLU] mask: NULL, or the fused ReLU's output y (backward), by
  * whose relu' each u is masked as it is read (the activation's math). */
-__global__ static void partials_kernel(const float *__restrict__ u, const float *__restrict__ mask,
-                                       const float *__restrict__ ua, const float *__restrict__ v,
-                                       const float *__restrict__ vb, const float *__restrict__ vs,
-                                       int64_t rows, int C, float *__restrict__ part) {
-    const int64_t n = mr_bn_blocks(rows) * C;
-    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n;
-         t += (int64_t)gridDim.x * blockDim.x) {
-        const int c = (int)(t % C);
-        const int64_t j = t / C;
-        int64_t r0, r1;
-        mr_bn_block(j, rows, &r0, &r1);
-        const float uac = ua ? ua[c] : 0.0f, vbc = vb[c], vsc = vs ? vs[c] : 1.0f;
+__global__ static void sums_kernel(const float *__restrict__ u, const float *__restrict__ mask,
+                                   const float *__restrict__ ua, const float *__restrict__ v,
+                                   const float *__restrict__ vb, const float *__restrict__ vs,
+                                   int64_t rows, int C, double *tree, unsigned *counters,
+                                   double *__restrict__ s1, double *__restrict__ s2,
+                                   float *__restrict__ add1, float *__restrict__ add2,
+                                   float *__restrict__ buf, float count,
+                                   float *__restrict__ shift_out) {
+    __shared__ float part[2][MR_BN_FAN_IN][BN_CT];
+    __shared__ int last;
+    const int t = threadIdx.x, cl = t % BN_CT, lane = t / BN_CT;
+    const int c = blockIdx.x * BN_CT + cl;
+    const int64_t g = blockIdx.y, nb = mr_bn_blocks(rows), ld = 2 * (int64_t)C;
+    for (int h = 0; h < MR_BN_FAN_IN / BN_LANES; h++) {
+        const int k = lane + h * BN_LANES; /* the group's row block k */
+        const int64_t j = g * MR_BN_FAN_IN + k;
         float f1 = 0.0f, f2 = 0.0f;
-        for (int64_t r = r0; r < r1; r++)
-            mr_bn_sum_terms(mask ? u[r * C + c] * mr_relu_grad(mask[r * C + c]) /* fused ReLU */
-                                 : u[r * C + c],
-                            uac, v[r * C + c], vbc, vsc, &f1, &f2);
-        part[j * 2 * C + c] = f1;
-        part[j * 2 * C + C + c] = f2;
+        if (c < C && j < nb) {
+            int64_t r0, r1;
+            mr_bn_block(j, rows, &r0, &r1);
+            const float uac = ua ? ua[c] : 0.0f, vbc = vb[c], vsc = vs ? vs[c] : 1.0f;
+            for (int64_t r = r0; r < r1; r++)
+                mr_bn_sum_terms(mask ? u[r * C + c] * mr_relu_grad(mask[r * C + c]) /* fused ReLU */
+                                     : u[r * C + c],
+                                uac, v[r * C + c], vbc, vsc, &f1, &f2);
+        }
+        part[0][k][cl] = f1;
+        part[1][k][cl] = f2;
     }
+    __syncthreads();
+    /* level 1: thread (w, cl) adds the group's partials of sum w in order */
+    const int w = t / BN_CT, cw = blockIdx.x * BN_CT + t % BN_CT;
+    if (t < 2 * BN_CT && cw < C) {
+        const int64_t n =
+            nb - g * MR_BN_FAN_IN < MR_BN_FAN_IN ? nb - g * MR_BN_FAN_IN : MR_BN_FAN_IN;
+        double sum = 0.0;
+        for (int64_t k = 0; k < n; k++)
+            sum += part[w][k][t % BN_CT];
+        tree[g * ld + w * C + cw] = sum;
+    }
+    __threadfence(); /* the group's sums reach the last block before the count */
+    __syncthreads();
+    if (t == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    /* the levels above: thread (w, cl, lane2) the runs lane2, lane2 + 16 ... */
+    const int slot = t % (2 * BN_CT), lanes = BN_THREADS / (2 * BN_CT), lane2 = t / (2 * BN_CT);
+    const int cs = blockIdx.x * BN_CT + slot % BN_CT, ws = slot / BN_CT;
+    volatile double *lv = tree + ws * C + cs; /* this slot's level values, stride 2C */
+    int64_t n = gridDim.y;
+    while (n > 1) {
+        const int64_t m = mr_bn_runs(n);
+        if (cs < C)
+            for (int64_t r = lane2; r < m; r += lanes)
+                lv[(n + r) * ld] = mr_bn_run_sum(lv, ld, n, r);
+        __syncthreads();
+        lv += n * ld;
+        n = m;
+    }
+    if (t == 0) counters[blockIdx.x] = 0; /* for the next launch */
+    if (lane2 != 0 || cs >= C) return;
+    const double total = lv[0];
+    (ws == 0 ? s1 : s2)[cs] = total;
+    float *add = ws == 0 ? add1 : add2;
+    if (add) add[cs] = __fadd_rn(add[cs], (float)total);
+    if (buf) {
+        buf[ws * C + cs] = (float)total;
+        if (cs == 0 && ws == 0) buf[2 * C] = count;
+    }
+    if (shift_out && ws == 0) shift_out[cs] = vb[cs];
 }
 
-/* Second pass, one thread per channel: s1, s2 = the blocks' partials
- * added in block order, in double. Then, where not NULL: add1 += s1,
- * add2 += s2 (backward: dbeta, dgamma), and the sync buffer buf (2C + 1)
- * = (s1, s2, count) as floats, to be summed over the replicas. */
-__global__ static void totals_kernel(const float *__restrict__ part, int64_t blocks, int C,
-                                     double *__restrict__ s1, double *__restrict__ s2,
-                                     float *__restrict__ add1, float *__restrict__ add2,
-                                     float *__restrict__ buf, float count) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        double t1 = 0.0, t2 = 0.0;
-        for (int64_t j = 0; j < blocks; j++) {
-            t1 += part[j * 2 * C + c];
-            t2 += part[j * 2 * C + C + c];
-        }
-        s1[c] = t1;
-        s2[c] = t2;
-        if (add1) add1[c] = __fadd_rn(add1[c], (float)t1);
-        if (add2) add2[c] = __fadd_rn(add2[c], (float)t2);
-        if (buf) {
-            buf[c] = (float)t1;
-            buf[C + c] = (float)t2;
-            if (c == 0) buf[2 * C] = count;
-        }
-    }
-}
-
-/* The sums and count: the replicas' (synced, 2C + 1 floats, after
- * sync_sum) or this replica's (s1, s2, count). */
+/* The sums and count of channel c: the replicas' (synced, 2C + 1 floats,
+ * after sync_sum) or this replica's (s1, s2, count). */
 __device__ static double sums_of(const double *s1, const double *s2, const float *synced,
                                  double count, int C, int c, double *a, double *b) {
     if (synced == NULL) {
@@ -125,96 +163,121 @@ __device__ static double sums_of(const double *s1, const double *s2, const float
     return synced[2 * C];
 }
 
-/* Training statistics per channel, and the moving averages (Keras:
- * moving = moving * momentum + batch * (1 - momentum)); nothing when no
- * rows were seen anywhere (the averages must not learn 0/0). */
-__global__ static void stats_kernel(const double *__restrict__ s1, const double *__restrict__ s2,
-                                    const float *__restrict__ synced, double count_local, int C,
-                                    const float *__restrict__ shift,
-                                    const float *__restrict__ gamma, float eps, float mom,
-                                    float *__restrict__ mean, float *__restrict__ inv_std,
-                                    float *__restrict__ scale, float *__restrict__ mm,
-                                    float *__restrict__ mv) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        double a, b;
-        const double count = sums_of(s1, s2, synced, count_local, C, c, &a, &b);
-        if (count <= 0.0) return;
-        mr_bn_stats(a, b, count, shift[c], gamma[c], eps, mom, &mean[c], &inv_std[c], &scale[c],
-                    &mm[c], &mv[c]);
+/* y (M, C) = (x - mean) * scale + beta for block (tile, g)'s rows of group g,
+ * [fused ReLU] then relu(y) where relu (the activation's mr_relu). Its
+ * channels' mean and scale first, in shared memory:
+ *   training (s1 not NULL): the statistics of the sums (mr_bn_stats; the
+ *     replicas' with synced), which blocks (tile, 0) also store (mean,
+ *     inv_std for backward) and fold into the moving averages mm, mv
+ *     (Keras: moving = moving * momentum + batch * (1 - momentum));
+ *     nothing when no rows were seen anywhere (the averages must not
+ *     learn 0/0; there are no rows to normalise then);
+ *   inference: the moving mean and gamma / sqrt(moving_var + eps). */
+__global__ static void normalize_kernel(
+    const float *__restrict__ x, const double *__restrict__ s1, const double *__restrict__ s2,
+    const float *__restrict__ synced, double count_local, const float *__restrict__ shift,
+    const float *__restrict__ gamma, const float *__restrict__ beta, float eps, float mom,
+    float *__restrict__ mean, float *__restrict__ inv_std, float *__restrict__ mm,
+    float *__restrict__ mv, int64_t M, int C, int relu, float *__restrict__ y) {
+    __shared__ float sh_mean[BN_CT], sh_scale[BN_CT];
+    __shared__ int sh_ok[BN_CT];
+    const int t = threadIdx.x, cl = t % BN_CT, lane = t / BN_CT;
+    const int c = blockIdx.x * BN_CT + cl;
+    if (t < BN_CT && c < C) {
+        sh_ok[t] = 1;
+        if (s1 == NULL) {
+            sh_mean[t] = mm[c];
+            sh_scale[t] = mr_bn_infer_scale(gamma[c], mv[c], eps);
+        } else {
+            double a, b;
+            const double count = sums_of(s1, s2, synced, count_local, C, c, &a, &b);
+            const int store = blockIdx.y == 0;
+            /* blocks other than (tile, 0) neither read nor write the averages */
+            float mu, is, sc, m0 = store ? mm[c] : 0.0f, v0 = store ? mv[c] : 0.0f;
+            sh_ok[t] = count > 0.0;
+            if (count > 0.0) {
+                mr_bn_stats(a, b, count, shift[c], gamma[c], eps, mom, &mu, &is, &sc, &m0, &v0);
+                sh_mean[t] = mu;
+                sh_scale[t] = sc;
+                if (store) mean[c] = mu, inv_std[c] = is, mm[c] = m0, mv[c] = v0;
+            }
+        }
+    }
+    __syncthreads();
+    if (c >= C || !sh_ok[cl]) return;
+    const float mu = sh_mean[cl], sc = sh_scale[cl], be = beta[c];
+    const int64_t r1 = ((int64_t)blockIdx.y + 1) * MR_BN_GROUP_ROWS < M
+                           ? ((int64_t)blockIdx.y + 1) * MR_BN_GROUP_ROWS
+                           : M;
+    for (int64_t r = (int64_t)blockIdx.y * MR_BN_GROUP_ROWS + lane; r < r1; r += BN_LANES) {
+        const float v = mr_bn_normalize(x[r * C + c], mu, sc, be);
+        y[r * C + c] = relu ? mr_relu(v) : v;
     }
 }
 
-/* Inference: scale (C) = gamma / sqrt(moving_var + eps) */
-__global__ static void infer_scale_kernel(const float *__restrict__ gamma,
-                                          const float *__restrict__ mv, float eps, int C,
-                                          float *__restrict__ scale) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
-        scale[c] = mr_bn_infer_scale(gamma[c], mv[c], eps);
-}
-
-/* y (n / C, C) = (x - mean) * scale + beta, per channel; [fused ReLU]
- * then relu(y) where relu (the activation's mr_relu, in the same pass) */
-__global__ static void normalize_kernel(const float *__restrict__ x, const float *__restrict__ mean,
-                                        const float *__restrict__ scale,
-                                        const float *__restrict__ beta, size_t n, int C, int relu,
-                                        float *__restrict__ y) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % C);
-        const float v = mr_bn_normalize(x[i], mean[c], scale[c], beta[c]);
-        y[i] = relu ? mr_relu(v) : v;
-    }
-}
-
-/* Backward's factors per channel (mr_bn_factors; the means over every
- * replica's rows with sync); nothing when there are no rows anywhere. */
-__global__ static void factors_kernel(const double *__restrict__ s1, const double *__restrict__ s2,
-                                      const float *__restrict__ synced, double count_local, int C,
-                                      const float *__restrict__ gamma,
-                                      const float *__restrict__ inv_std, float *__restrict__ fa,
-                                      float *__restrict__ fb, float *__restrict__ fm) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        double a, b;
-        const double count = sums_of(s1, s2, synced, count_local, C, c, &a, &b);
-        if (count <= 0.0) return;
-        mr_bn_factors(a, b, count, gamma[c], inv_std[c], &fa[c], &fb[c], &fm[c]);
-    }
-}
-
-/* dx = fa * (dy - fm) - fb * (x - mean), per channel; [fused ReLU] dy
- * masked by relu'(mask) as it is read where mask (y) is not NULL */
+/* dx = fa * (dy - fm) - fb * (x - mean) for block (tile, g)'s rows of group
+ * g, with its channels' factors (mr_bn_factors of the sums; the means over
+ * every replica's rows with synced) first, in shared memory; [fused ReLU]
+ * dy masked by relu'(mask) as it is read where mask (y) is not NULL. */
 __global__ static void dx_kernel(const float *__restrict__ x, const float *__restrict__ dy,
-                                 const float *__restrict__ mask, const float *__restrict__ mean,
-                                 const float *__restrict__ fa, const float *__restrict__ fb,
-                                 const float *__restrict__ fm, size_t n, int C,
-                                 float *__restrict__ dx) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % C);
+                                 const float *__restrict__ mask, const double *__restrict__ s1,
+                                 const double *__restrict__ s2, const float *__restrict__ synced,
+                                 double count_local, const float *__restrict__ gamma,
+                                 const float *__restrict__ mean, const float *__restrict__ inv_std,
+                                 int64_t M, int C, float *__restrict__ dx) {
+    __shared__ float sh_fa[BN_CT], sh_fb[BN_CT], sh_fm[BN_CT];
+    __shared__ int sh_ok[BN_CT];
+    const int t = threadIdx.x, cl = t % BN_CT, lane = t / BN_CT;
+    const int c = blockIdx.x * BN_CT + cl;
+    if (t < BN_CT && c < C) {
+        double a, b;
+        const double count = sums_of(s1, s2, synced, count_local, C, c, &a, &b);
+        sh_ok[t] = count > 0.0;
+        if (count > 0.0)
+            mr_bn_factors(a, b, count, gamma[c], inv_std[c], &sh_fa[t], &sh_fb[t], &sh_fm[t]);
+    }
+    __syncthreads();
+    if (c >= C || !sh_ok[cl]) return;
+    const float fa = sh_fa[cl], fb = sh_fb[cl], fm = sh_fm[cl], mu = mean[c];
+    const int64_t r1 = ((int64_t)blockIdx.y + 1) * MR_BN_GROUP_ROWS < M
+                           ? ((int64_t)blockIdx.y + 1) * MR_BN_GROUP_ROWS
+                           : M;
+    for (int64_t r = (int64_t)blockIdx.y * MR_BN_GROUP_ROWS + lane; r < r1; r += BN_LANES) {
+        const int64_t i = r * C + c;
         const float g = mask ? dy[i] * mr_relu_grad(mask[i]) : dy[i]; /* fused ReLU */
-        dx[i] = mr_bn_dx(g, x[i], mean[c], fa[c], fb[c], fm[c]);
+        dx[i] = mr_bn_dx(g, x[i], mu, fa, fb, fm);
     }
 }
 
 /* ---- host side ---- */
 
-/* p->s1, p->s2 = the per-channel sums over M rows (partials_kernel's u,
- * mask, ua, v, vb, vs); add1 / add2 += them and buf = (s1, s2, count)
- * where not NULL (totals_kernel). */
-static mr_status channel_sums(bn_priv *p, mr_backend *be, const float *u, const float *mask,
-                              const float *ua, const float *v, const float *vb, const float *vs,
-                              int64_t M, float *add1, float *add2, float *buf, mr_error *err) {
-    const int C = p->C;
-    const int64_t blocks = mr_bn_blocks(M);
-    cudaStream_t s = mr_cuda(be)->stream;
-    if (blocks > 0) {
-        MR_CUDA_LAUNCH(partials_kernel, mr_cuda_blocks((size_t)(blocks * C)), MR_CUDA_THREADS, s, u,
-                       mask, ua, v, vb, vs, M, C, p->part);
-        mr_cuda_launched(be, err, "partials_kernel");
-    }
-    MR_CUDA_LAUNCH(totals_kernel, mr_cuda_blocks((size_t)C), MR_CUDA_THREADS, s, p->part, blocks, C,
-                   p->s1, p->s2, add1, add2, buf, (float)M);
-    mr_cuda_launched(be, err, "totals_kernel");
+/* The grid of the kernels over M rows: (channel tiles, groups), at least
+ * one group (the sums of no rows are zeros, and the averages' update with
+ * sync is a block's). Fails past the grid's y limit (2^16 - 1 groups: 134M
+ * rows on one replica). */
+static mr_status bn_grid(const bn_priv *p, mr_backend *be, const mr_layer *l, int64_t M, dim3 *grid,
+                         mr_error *err) {
+    const int64_t groups = mr_bn_groups(M) > 0 ? mr_bn_groups(M) : 1;
+    if (groups > 65535)
+        return mr_error_set(err, MR_ERR_UNSUPPORTED,
+                            "gpu:%d: [batchnorm] %s: %lld rows, over the %d a GPU sums",
+                            be->ordinal, l->name, (long long)M, 65535 * MR_BN_GROUP_ROWS);
+    *grid = dim3((unsigned)((p->C + BN_CT - 1) / BN_CT), (unsigned)groups);
+    return MR_OK;
+}
+
+/* p->s1, p->s2 = the per-channel sums over M rows (sums_kernel's u, mask,
+ * ua, v, vb, vs); add1 / add2 += them, buf = (s1, s2, count) and shift_out
+ * = vb where not NULL. One launch. */
+static mr_status channel_sums(bn_priv *p, mr_backend *be, const mr_layer *l, const float *u,
+                              const float *mask, const float *ua, const float *v, const float *vb,
+                              const float *vs, int64_t M, float *add1, float *add2, float *buf,
+                              float *shift_out, mr_error *err) {
+    dim3 grid;
+    MR_CHECK(bn_grid(p, be, l, M, &grid, err));
+    MR_CUDA_LAUNCH(sums_kernel, grid, BN_THREADS, mr_cuda(be)->stream, u, mask, ua, v, vb, vs, M,
+                   p->C, p->tree, p->counters, p->s1, p->s2, add1, add2, buf, (float)M, shift_out);
+    mr_cuda_launched(be, err, "sums_kernel");
     return MR_OK;
 }
 
@@ -224,24 +287,22 @@ static mr_status bn_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_er
     l->priv = p;
     if (p == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     p->C = C;
-    /* the partials of max_batch's rows: 2 floats per MR_BN_ROW_BLOCK rows and channel */
+    /* the tree of max_batch's rows (at least one group): 2C doubles per value */
     const int64_t rows = (int64_t)(max_batch < 1 ? 1 : max_batch) * mr_shape_size(l->in) / C;
-    const size_t blocks = (size_t)mr_bn_blocks(rows);
-    /* 7 float vectors and the partials; s1, s2 (doubles): zeroed */
-    p->mean = (float *)mr_backend_alloc(be, sizeof(float) * (size_t)C * (7 + 2 * blocks));
-    p->s1 = (double *)mr_backend_alloc(be, sizeof(double) * (size_t)C * 2);
-    if (p->mean == NULL || p->s1 == NULL)
+    const int64_t groups = mr_bn_groups(rows) > 0 ? mr_bn_groups(rows) : 1;
+    const size_t slots = (size_t)mr_bn_tree_slots(groups), tiles = (size_t)(C + BN_CT - 1) / BN_CT;
+    /* 3 float vectors; s1, s2 and the tree (doubles); a counter per tile: zeroed */
+    p->mean = (float *)mr_backend_alloc(be, sizeof(float) * (size_t)C * 3);
+    p->s1 = (double *)mr_backend_alloc(be, sizeof(double) * (size_t)C * (2 + 2 * slots));
+    p->counters = (unsigned *)mr_backend_alloc(be, sizeof(unsigned) * tiles);
+    if (p->mean == NULL || p->s1 == NULL || p->counters == NULL)
         return mr_error_set(err, MR_ERR_NOMEM,
                             "gpu:%d: out of memory for [batchnorm] %s's statistics", be->ordinal,
                             l->name);
     p->inv_std = p->mean + C;
     p->shift = p->mean + 2 * C;
-    p->scale = p->mean + 3 * C;
-    p->fa = p->mean + 4 * C;
-    p->fb = p->mean + 5 * C;
-    p->fm = p->mean + 6 * C;
-    p->part = p->mean + 7 * C;
     p->s2 = p->s1 + C;
+    p->tree = p->s1 + 2 * C;
     /* the sync buffer: 2C sums and a count */
     l->scratch_floats = (size_t)mr_bn_sync_floats(C);
     return MR_OK;
@@ -254,7 +315,6 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
     bn_priv *p = (bn_priv *)l->priv;
     const int C = p->C;
     const int64_t M = batch * mr_shape_size(l->in) / C; /* rows of C values */
-    const size_t n = (size_t)M * C;
     cudaStream_t s = mr_cuda(be)->stream;
     const float *x = mr_dfloat_cptr(xd);
     float *y = mr_dfloat_ptr(yd);
@@ -263,34 +323,32 @@ static mr_status bn_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
     float *mm = mr_dfloat_ptr(l->w[MR_BN_MOVING_MEAN].data),
           *mv = mr_dfloat_ptr(l->w[MR_BN_MOVING_VARIANCE].data);
     const float eps = l->cfg->epsilon, mom = l->cfg->momentum;
-    const unsigned cb = mr_cuda_blocks((size_t)C);
+    dim3 grid;
+    MR_CHECK(bn_grid(p, be, l, M, &grid, err));
     if (!run->training) {
         /* y = (x - moving_mean) * gamma / sqrt(moving_var + eps) + beta */
-        if (n == 0) return MR_OK;
-        MR_CUDA_LAUNCH(infer_scale_kernel, cb, MR_CUDA_THREADS, s, gamma, mv, eps, C, p->scale);
-        mr_cuda_launched(be, err, "infer_scale_kernel");
-        MR_CUDA_LAUNCH(normalize_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, mm, p->scale,
-                       beta, n, C, l->relu_fused, y);
+        if (M == 0) return MR_OK;
+        MR_CUDA_LAUNCH(normalize_kernel, grid, BN_THREADS, s, x, (const double *)NULL,
+                       (const double *)NULL, (const float *)NULL, 0.0, (const float *)NULL, gamma,
+                       beta, eps, mom, (float *)NULL, (float *)NULL, mm, mv, M, C, l->relu_fused,
+                       y);
         mr_cuda_launched(be, err, "normalize_kernel");
         return MR_OK;
     }
     const int sync = use_sync(l, run);
     /* no rows and no replicas to hear from: nothing to learn (the CPU's count 0) */
     if (M == 0 && !sync) return MR_OK;
-    /* shifted sums: s1 = sum (x - s), s2 = sum (x - s)^2 per channel */
-    MR_CUDA_LAUNCH(shift_kernel, cb, MR_CUDA_THREADS, s, x, mm, mr_bn_shift_is_moving_mean(sync, M),
-                   C, p->shift);
-    mr_cuda_launched(be, err, "shift_kernel");
+    /* shifted sums s1 = sum (x - s), s2 = sum (x - s)^2 per channel, s the
+     * moving mean or x's first row (mr_bn_shift_is_moving_mean), kept in
+     * p->shift for the statistics */
+    const float *sh = mr_bn_shift_is_moving_mean(sync, M) ? mm : x;
     float *buf = sync ? mr_dfloat_ptr(run->scratch) : NULL;
-    MR_CHECK(channel_sums(p, be, x, NULL, p->shift, x, p->shift, NULL, M, NULL, NULL, buf, err));
+    MR_CHECK(channel_sums(p, be, l, x, NULL, sh, x, sh, NULL, M, NULL, NULL, buf, p->shift, err));
     /* with sync, the sums and count of every replica's batch */
     if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)mr_bn_sync_floats(C)));
-    MR_CUDA_LAUNCH(stats_kernel, cb, MR_CUDA_THREADS, s, p->s1, p->s2, buf, (double)M, C, p->shift,
-                   gamma, eps, mom, p->mean, p->inv_std, p->scale, mm, mv);
-    mr_cuda_launched(be, err, "stats_kernel");
-    if (n == 0) return MR_OK;
-    MR_CUDA_LAUNCH(normalize_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, p->mean, p->scale,
-                   beta, n, C, l->relu_fused, y);
+    /* the statistics, the moving averages and y, in one launch */
+    MR_CUDA_LAUNCH(normalize_kernel, grid, BN_THREADS, s, x, p->s1, p->s2, buf, (double)M, p->shift,
+                   gamma, beta, eps, mom, p->mean, p->inv_std, mm, mv, M, C, l->relu_fused, y);
     mr_cuda_launched(be, err, "normalize_kernel");
     return MR_OK;
 }
@@ -306,7 +364,6 @@ static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
     bn_priv *p = (bn_priv *)l->priv;
     const int C = p->C;
     const int64_t M = batch * mr_shape_size(l->in) / C;
-    const size_t n = (size_t)M * C;
     cudaStream_t s = mr_cuda(be)->stream;
     const float *x = mr_dfloat_cptr(xd), *dy = mr_dfloat_cptr(dyd);
     /* [fused ReLU] dy is the ReLU's output gradient, masked by y > 0 as it is read */
@@ -316,25 +373,25 @@ static mr_status bn_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr_
     /* s1 = sum dy, s2 = sum dy * xhat; this replica's into the weight
      * gradients (the strategy sums those) */
     float *buf = sync ? mr_dfloat_ptr(run->scratch) : NULL;
-    MR_CHECK(channel_sums(p, be, dy, mask, NULL, x, p->mean, p->inv_std, M,
+    MR_CHECK(channel_sums(p, be, l, dy, mask, NULL, x, p->mean, p->inv_std, M,
                           mr_dfloat_ptr(l->w[MR_BN_BETA].grad),
-                          mr_dfloat_ptr(l->w[MR_BN_GAMMA].grad), buf, err));
+                          mr_dfloat_ptr(l->w[MR_BN_GAMMA].grad), buf, NULL, err));
     if (dxd == NULL) return MR_OK;
     if (sync) MR_CHECK(run->sync_sum(run->sync_ctx, run->scratch, (size_t)mr_bn_sync_floats(C)));
-    const unsigned cb = mr_cuda_blocks((size_t)C);
-    MR_CUDA_LAUNCH(factors_kernel, cb, MR_CUDA_THREADS, s, p->s1, p->s2, buf, (double)M, C,
-                   mr_dfloat_cptr(l->w[MR_BN_GAMMA].data), p->inv_std, p->fa, p->fb, p->fm);
-    mr_cuda_launched(be, err, "factors_kernel");
-    if (n == 0) return MR_OK;
-    MR_CUDA_LAUNCH(dx_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, x, dy, mask, p->mean, p->fa,
-                   p->fb, p->fm, n, C, mr_dfloat_ptr(dxd));
+    if (M == 0) return MR_OK;
+    dim3 grid;
+    MR_CHECK(bn_grid(p, be, l, M, &grid, err));
+    MR_CUDA_LAUNCH(dx_kernel, grid, BN_THREADS, s, x, dy, mask, p->s1, p->s2, buf, (double)M,
+                   mr_dfloat_cptr(l->w[MR_BN_GAMMA].data), p->mean, p->inv_std, M, C,
+                   mr_dfloat_ptr(dxd));
     mr_cuda_launched(be, err, "dx_kernel");
     return MR_OK;
 }
 
 static void bn_cuda_destroy(mr_layer *l, mr_backend *be) {
     bn_priv *p = (bn_priv *)l->priv;
-    if (p) mr_backend_free(be, p->mean), mr_backend_free(be, p->s1);
+    if (p)
+        mr_backend_free(be, p->mean), mr_backend_free(be, p->s1), mr_backend_free(be, p->counters);
     free(p);
     l->priv = NULL;
 }
@@ -345,5 +402,5 @@ const mr_layer_kernels mr_batchnorm_cuda = {
     .backward = bn_backward,
     .destroy = bn_cuda_destroy,
     .describe = NULL,
-    .fuses_relu = 1, /* normalize_kernel, partials_kernel and dx_kernel honour relu_fused */
+    .fuses_relu = 1, /* normalize_kernel, sums_kernel and dx_kernel honour relu_fused */
 };

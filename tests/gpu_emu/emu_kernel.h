@@ -24,7 +24,8 @@
 //   a GPU, nothing clears it between blocks: a block reads what the
 //   previous block left, never zeros it may rely on (except the very
 //   first). Dynamic shared memory (extern __shared__) is not supported.
-// - __syncthreads, __syncwarp, the warp shuffles: emu_block.h's barriers.
+// - __syncthreads, __syncwarp, the warp shuffles: emu_block.h's barriers;
+//   __threadfence a fence.
 // - atomicAdd: std::atomic_ref (blocks of other streams may run at the
 //   same time). On hardware a float atomicAdd's order of arrival varies
 //   from run to run, so the sum's rounding does; the project uses it only
@@ -92,6 +93,10 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     (void)mask;  // every lane of the warp that has not returned takes part
     emu_warp_barrier();
 }
+
+// __threadfence(): this thread's writes are seen by the device before
+// its later ones (a "last block" reads what the others wrote).
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // The warp shuffles: each lane puts var in its slot, the warp meets, each
 // reads its source lane's slot, and the warp meets again (so that no lane
