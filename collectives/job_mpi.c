@@ -27,9 +27,8 @@ struct mr_job_impl {
 /* "1 (host-b), 3 (host-d)": the processes whose receive (reqs[i] from
  * peers[i]) has not completed; a process whose host is not known yet (the
  * all-gather of the host names) by its rank alone. */
-static void name_missing(const mr_job *job, MPI_Request *reqs, const int *peers, int n, char *buf,
+static void name_pending(const mr_job *job, MPI_Request *reqs, const int *peers, int n, char *buf,
                          size_t size) {
-    buf[0] = '\0';
     for (int i = 0; i < n; i++) {
         int done = 1;
         if (reqs[i] != MPI_REQUEST_NULL) MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
@@ -39,6 +38,17 @@ static void name_missing(const mr_job *job, MPI_Request *reqs, const int *peers,
         snprintf(buf + len, size - len, host[0] ? "%s%d (%s)" : "%s%d", len ? ", " : "", peers[i],
                  host);
     }
+}
+
+/* The processes whose bytes never came (receives i < n, from peers[i]);
+ * where all came, those that never took ours (sends n + i, to peers[i]):
+ * a process stopped after it sent, before it received, holds up the job
+ * as surely. */
+static void name_missing(const mr_job *job, MPI_Request *reqs, const int *peers, int n, char *buf,
+                         size_t size) {
+    buf[0] = '\0';
+    name_pending(job, reqs, peers, n, buf, size);
+    if (buf[0] == '\0') name_pending(job, reqs + n, peers, n, buf, size);
 }
 
 /* The all-gather over point-to-point messages: each process sends its

@@ -239,7 +239,8 @@ static mr_status mpi_broadcast(mr_comm *c, int rank, mr_dfloat *dbuf, size_t n, 
     MPI_Request req;
     MR_CHECK(
         mr_mpi_check(MPI_Ibcast(buf, (int)n, MPI_FLOAT, root, mc->comm, &req), "MPI_Ibcast", err));
-    int peer = mc->me == root ? -1 : mc->world[root];
+    /* the root waits for every other process: named where there is one */
+    int peer = mc->me != root ? mc->world[root] : mc->P == 2 ? mc->world[1 - root] : -1;
     return mr_mpi_wait(&req, 1, &peer, c->timeout_s, mc->yield, "mpi broadcast", err);
 }
 
