@@ -95,8 +95,13 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) {
 }
 
 // __threadfence(): this thread's writes are seen by the device before
-// its later ones (a "last block" reads what the others wrote).
-static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// its later ones (a "last block" reads what the others wrote). A seq_cst
+// read-modify-write orders them as a fence does, and ThreadSanitizer
+// understands it (GCC refuses std::atomic_thread_fence under -fsanitize=thread).
+static inline void __threadfence() {
+    static std::atomic<unsigned> fence;
+    fence.fetch_add(1, std::memory_order_seq_cst);
+}
 
 // The warp shuffles: each lane puts var in its slot, the warp meets, each
 // reads its source lane's slot, and the warp meets again (so that no lane
