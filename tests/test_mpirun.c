@@ -402,8 +402,8 @@ END_TEST
 #define STOP_MARGIN_S  10
 
 /* Where rank 1 is stopped (SIGSTOP, never continued): at startup, the
- * moment it opens its training data (watch_and_stop), before the processes
- * agree on the data, or in training, once the job's first checkpoint is
+ * moment it opens its training data (watch_and_stop), mostly before the
+ * processes agree on the data, or in training, once the job's first checkpoint is
  * written. */
 typedef enum stop_point { STOP_AT_STARTUP, STOP_IN_TRAINING } stop_point;
 
@@ -494,9 +494,11 @@ static void stop_rank_once(stop_point where) {
     ck_assert_msg(rc == 1 && !strstr(out, "corrupted"), "exit %d: %s", rc, out);
     ck_assert_msg(ended - stopped < STOP_TIMEOUT_S + STOP_MARGIN_S, "ended %.1f s after the stop",
                   ended - stopped);
+    /* At startup the SIGSTOP lands a scheduling delay after the open: rank 1
+     * may have passed the job's agreement on the data by then, and rank 0
+     * then waits in training's all-reduce. Both must name rank 1. */
     char want[128];
-    snprintf(want, sizeof want, "waited %d s for rank(s) 1%s", STOP_TIMEOUT_S,
-             where == STOP_AT_STARTUP ? " (" : "");
+    snprintf(want, sizeof want, "waited %d s for rank(s) 1", STOP_TIMEOUT_S);
     ck_assert_msg(strstr(out, "rank 0 (") && strstr(out, want), "want '%s': %s", want, out);
     ck_assert_msg(!survived, "the stopped rank 1 (pid %ld) outlived the job", pid);
     free(out);
