@@ -3,8 +3,9 @@
 #   1. every test (unit, MPI under mpirun, the command-line integration
 #      tests, some under mpirun, and the slow training on Fashion-MNIST) in a
 #      release build; then the Python package as a user installs it
-#      (scripts/test_python.sh: pip install . into a venv, its pytest suite,
-#      the notebook in examples/ executed in a kernel of that venv),
+#      (scripts/test_python.sh: pip wheel . and its pytest suite in a venv
+#      over Debian's packages, the notebook in examples/ executed in a
+#      kernel of a fresh venv of the python3 on PATH),
 #   2. the unit, CLI (mirrored_train, mirrored_compare, mirrored_export),
 #      checkpoint and MPI tests under AddressSanitizer + UndefinedBehavior
 #      Sanitizer,
@@ -44,7 +45,7 @@ supp=$PWD/tests
 echo "== release build: all tests"
 setup build
 meson test -C build --print-errorlogs --num-processes 1
-echo "== python package: pip install ., pytest, the notebook"
+echo "== python package: pip wheel ., pytest, the notebook"
 # without CUDA: the release build above compiles the CUDA backend already
 scripts/test_python.sh --config-settings=setup-args=-Dcuda=disabled \
     --config-settings=builddir=build-pip
