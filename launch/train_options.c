@@ -435,6 +435,7 @@ mr_status mr_train_check_paths(const mr_train_options *c, const mr_config *cfg, 
     size_t n = 0;
     u[n++] = (mr_path_use){"MODEL.cfg", c->cfg_path, 0};
     n += data_uses(c, cfg, u + n);
+    if (c->synthetic <= 0) u[n++] = (mr_path_use){"--data", c->data_path, 0};
     const size_t data_end = n;
     u[n++] = (mr_path_use){"--init-weights", c->init_weights, 0};
     const size_t resume = n;

@@ -73,7 +73,7 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
 /* The files of a run, checked before any is opened (runtime/paths.h):
  * training data to read (--synthetic, or [data] train_images, which --data
  * sets; else one line naming MODEL and what to give), and
- * the inputs (MODEL.cfg, the [data] files unless --synthetic, --resume
+ * the inputs (MODEL.cfg, the [data] files or --data unless --synthetic, --resume
  * FILE, --init-weights) must be regular files (the data files may be
  * folders of class folders), as must the HDF5 outputs (--save,
  * --write-data, --checkpoint-on-signal); no output (--save, --json,

@@ -1501,6 +1501,19 @@ START_TEST(outputs_overwriting_inputs) {
     expect_refused("good.cfg --save s.h5 --json ./s.h5", 2, "--json ./s.h5 is also --save (s.h5)");
     expect_refused("good.cfg --log x.npy", 2, "--log x.npy is also [data] train_images");
     expect_refused("good.cfg --trace y.npy", 2, "--trace y.npy is also [data] train_labels");
+    /* --data's archive, untouched (it was overwritten, exit 0) */
+    const char *const members[] = {"x_train", "x.npy", "y_train", "y.npy"};
+    write_npz("d.npz", members, 2, 0);
+    snprintf(p, sizeof p, "%s/d.npz", dir);
+    size_t size0 = 0, size1 = 0;
+    char *npz0 = tu_read_file(p, &size0);
+    expect_refused("good.cfg --data d.npz --json ./d.npz", 2,
+                   "--json ./d.npz is also --data (d.npz)");
+    expect_refused("good.cfg --data d.npz --save d.npz", 2, "--save d.npz is also --data (d.npz)");
+    char *npz1 = tu_read_file(p, &size1);
+    ck_assert_msg(npz0 && npz1 && size0 == size1 && memcmp(npz0, npz1, size0) == 0,
+                  "--data d.npz changed");
+    free(npz0), free(npz1);
     /* a checkpoint may replace the --resume file; the other outputs may not */
     char *o;
     ck_assert_int_eq(run("good.cfg --quiet --save r.h5", &o), 0);
