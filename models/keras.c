@@ -13,6 +13,7 @@
 
 #include "runtime/isolate.h"
 #include "runtime/strbuf.h"
+#include "runtime/zip_names.h"
 
 #define MODEL_NAME "sequential"
 
@@ -926,16 +927,16 @@ static mr_status unzip_weights(const char *path, const char *tmp, int fd, mr_err
         zip_error_fini(&ze);
         return err->status;
     }
-    mr_status st = MR_OK;
-    zip_file_t *zf = zip_fopen(za, "model.weights.h5", 0);
-    if (zf == NULL) {
+    mr_status st = mr_zip_check_names(za, path, err);
+    zip_file_t *zf = st == MR_OK ? zip_fopen(za, "model.weights.h5", 0) : NULL;
+    if (st == MR_OK && zf == NULL) {
         st = mr_error_set(err, MR_ERR_DATA,
                           "%s: a zip archive without model.weights.h5: not a "
                           "Keras 3 .keras file",
                           path);
-    } else {
+    } else if (st == MR_OK) {
         char buf[65536];
-        zip_int64_t n;
+        zip_int64_t n = 0;
         while (st == MR_OK && (n = zip_fread(zf, buf, sizeof buf)) > 0)
             if (write(fd, buf, (size_t)n) != (ssize_t)n)
                 st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));

@@ -22,6 +22,7 @@
 #include "runtime/h5file.h"
 #include "runtime/isolate.h"
 #include "runtime/strbuf.h"
+#include "runtime/zip_names.h"
 #include "models/keras_args.h"
 #include "models/layer.h"
 
@@ -766,16 +767,16 @@ static mr_status read_archive_json(const char *path, char **out, mr_error *err) 
     zip_t *za = zip_open(path, ZIP_RDONLY, &zerr);
     if (za == NULL)
         return mr_error_set(err, MR_ERR_DATA, "%s: not a readable .keras archive", path);
-    mr_status st = MR_OK;
+    mr_status st = mr_zip_check_names(za, path, err);
     zip_stat_t zs;
     zip_file_t *zf = NULL;
     char *buf = NULL;
-    if (zip_stat(za, "config.json", 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE))
+    if (st == MR_OK && (zip_stat(za, "config.json", 0, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE)))
         st = mr_error_set(err, MR_ERR_DATA,
                           "%s: a zip archive without config.json: not a Keras "
                           "3 .keras file",
                           path);
-    else if (zs.size > MAX_JSON)
+    else if (st == MR_OK && zs.size > MAX_JSON)
         st = mr_error_set(err, MR_ERR_DATA, "%s: config.json is larger than %d MiB", path,
                           MAX_JSON >> 20);
     if (st == MR_OK && ((buf = malloc(zs.size + 1)) == NULL))

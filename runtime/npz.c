@@ -3,6 +3,7 @@
  * reads a .npy on disk, with the same checks and messages. */
 #include "runtime/npy.h"
 #include "runtime/npz.h"
+#include "runtime/zip_names.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -32,7 +33,11 @@ int mr_npz_is_archive(const char *spec) {
 static mr_status npz_open(const char *path, zip_t **za, mr_error *err) {
     int code = 0;
     *za = zip_open(path, ZIP_RDONLY, &code);
-    if (*za != NULL) return MR_OK;
+    if (*za != NULL) {
+        mr_status st = mr_zip_check_names(*za, path, err);
+        if (st != MR_OK) zip_discard(*za), *za = NULL;
+        return st;
+    }
     zip_error_t ze;
     zip_error_init_with_code(&ze, code);
     mr_status st =

@@ -222,6 +222,60 @@ START_TEST(resume_auto_skips_archive) {
 }
 END_TEST
 
+/* cnn.keras rewritten with a second `member` (another member's bytes) of
+ * the same name: Keras reads the last of two, libzip the first, so the
+ * importer and the weights' reader refuse the archive, naming the member. */
+START_TEST(duplicate_member_refused) {
+    static const char *const members[] = {"config.json", "model.weights.h5"};
+    const char *member = members[_i];
+    char *path = golden("cnn.keras"), out[512];
+    snprintf(out, sizeof out, "%s/dup%d.keras", tu_tmpdir(), _i);
+    int code = 0;
+    zip_t *in = zip_open(path, ZIP_RDONLY, &code),
+          *za = zip_open(out, ZIP_CREATE | ZIP_TRUNCATE, &code);
+    ck_assert(in != NULL && za != NULL);
+    char stand_in[64];
+    snprintf(stand_in, sizeof stand_in, "%s", member);
+    stand_in[strlen(stand_in) - 1] = 'Q'; /* one length: patched to `member` below */
+    const zip_int64_t n = zip_get_num_entries(in, 0);
+    for (zip_int64_t i = 0; i < n; i++) {
+        const char *name = zip_get_name(in, (zip_uint64_t)i, 0);
+        ck_assert_int_ge(
+            zip_file_add(za, name, zip_source_zip(za, in, (zip_uint64_t)i, 0, 0, -1), 0), 0);
+        if (strcmp(name, "metadata.json") == 0) /* not the member itself: other bytes */
+            ck_assert_int_ge(
+                zip_file_add(za, stand_in, zip_source_zip(za, in, (zip_uint64_t)i, 0, 0, -1), 0),
+                0);
+    }
+    ck_assert_int_eq(zip_close(za), 0);
+    zip_discard(in);
+    size_t size = 0;
+    char *bytes = tu_read_file(out, &size);
+    for (size_t i = 0; i + strlen(member) <= size; i++)
+        if (memcmp(bytes + i, stand_in, strlen(member)) == 0)
+            memcpy(bytes + i, member, strlen(member));
+    FILE *f = fopen(out, "wb");
+    ck_assert_uint_eq(fwrite(bytes, 1, size, f), size);
+    fclose(f);
+    free(bytes);
+    mr_config cfg;
+    mr_error err = {0};
+    mr_status st = mr_keras_import_config_load(out, &cfg, &err);
+    if (st == MR_OK) { /* the importer reads config.json alone: the weights' reader refuses */
+        mr_model m;
+        ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s",
+                      err.msg);
+        st = mr_keras_load(out, &m, 0, NULL, &err);
+        mr_model_free(&m);
+    }
+    ck_assert_int_eq(st, MR_ERR_DATA);
+    char want[128];
+    snprintf(want, sizeof want, "member '%s' appears twice", member);
+    ck_assert_msg(strstr(err.msg, out) && strstr(err.msg, want), "%s", err.msg);
+    free(path);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras_archive");
     TCase *tc = tcase_create("keras_archive");
@@ -231,6 +285,7 @@ int main(void) {
     tcase_add_test(tc, save_fails_named);
     tcase_add_loop_test(tc, train_saves_archive, 0, 2);
     tcase_add_test(tc, resume_auto_skips_archive);
+    tcase_add_loop_test(tc, duplicate_member_refused, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
