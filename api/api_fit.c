@@ -6,6 +6,8 @@
  * model's weights (api_replicas.c), normalization's adapt on a fresh model,
  * then mr_strategy_fit with the caller's callbacks, the stop flag and a
  * stop's checkpoint (mr_ckpt_on_stop, as on SIGTERM). */
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,9 +75,14 @@ static mr_status check_options(const mirrored_model *m, const mirrored_fit_optio
         return mr_error_set(err, MR_ERR_USAGE,
                             "fit: epochs %d, batch_size %lld, max_steps %lld: none may be negative",
                             o->epochs, (long long)o->batch_size, (long long)o->max_steps);
-    if (o->validation_split >= 1.0)
+    if (o->validation_split >= 1.0 || isnan(o->validation_split))
         return mr_error_set(err, MR_ERR_USAGE, "fit: validation_split %g: must be below 1",
                             o->validation_split);
+    /* epochs go on from the model's: their sum is an int (a Keras epoch index) */
+    if (o->epochs > INT_MAX - m->epochs_done)
+        return mr_error_set(err, MR_ERR_USAGE,
+                            "fit: epochs %d after the model's %d: more than %d in all", o->epochs,
+                            m->epochs_done, INT_MAX);
     if ((o->x == NULL) != (o->y == NULL) || (o->val_x == NULL) != (o->val_y == NULL))
         return mr_error_set(err, MR_ERR_USAGE, "fit: give x with y, and val_x with val_y");
     if (o->x == NULL && o->val_x != NULL)

@@ -96,7 +96,11 @@ mr_status mr_strategy_fit(mr_strategy *s, const mr_dataset *train, int64_t n_tra
     if (s->perm == NULL || history == NULL ||
         (s->cfg->net.per_class && n_val > 0 && s->val_confusion == NULL)) {
         free(history);
-        return mr_error_set(err, MR_ERR_NOMEM, "out of memory for the permutation");
+        if (history == NULL) /* one entry an epoch, held for the whole fit */
+            return mr_error_set(err, MR_ERR_NOMEM, "out of memory for the history of %d epochs",
+                                epochs);
+        return mr_error_set(err, MR_ERR_NOMEM, "out of memory for the permutation of %lld examples",
+                            (long long)n_train);
     }
     free(s->state.history);
     fit_loop_prepare(s, from, epochs, n_train, history);

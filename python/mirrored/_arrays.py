@@ -69,7 +69,23 @@ def _class_ids(y, name, classes):
             raise DataError(f"{name}: class ids must be whole numbers")
     elif y.dtype.kind not in "iub":
         raise DataError(f"{name}: labels of dtype {y.dtype} (class ids or one-hot rows)")
+    _check_ids(y, name, classes)
     return y.astype(np.int32, copy=False)
+
+
+def _check_ids(y, name, classes):
+    """Class ids in [0, classes) (classes 0: [0, 2**31)), checked at their
+    own width before the cast to int32, so 2**32 + k is never k."""
+    if y.size == 0:
+        return
+    high = classes if classes else 2**31
+    low_at, high_at = int(np.argmin(y)), int(np.argmax(y))
+    for at in (low_at, high_at):
+        v = y.flat[at]
+        if not 0 <= v < high:
+            row = np.unravel_index(at, y.shape)[0]
+            raise DataError(f"{name}: label {v.item()!r} at row {row} is not a class id of this "
+                             f"model (0 to {high - 1})")
 
 
 def labels(y, info, name="y"):

@@ -23,6 +23,35 @@ def _stop_path(model, stop_checkpoint):
     return os.fsencode(os.fspath(stop_checkpoint))
 
 
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def check_int(what, value, low, high):
+    """value as an int in [low, high], else InvalidArgumentError naming what
+    (an integer of any width is checked before it reaches C: 2**32 + k is
+    not k, a bool or a float is not an integer)."""
+    import numbers
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(f"{what}={value!r}: an integer is taken")
+    value = int(value)
+    if not low <= value <= high:
+        raise InvalidArgumentError(f"{what}={value}: must be from {low} to {high}")
+    return value
+
+
+def check_split(what, value):
+    """A fraction in [0, 1): NaN, negative or 1 and above refused."""
+    import math
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{what}={value!r}: a number from 0 to below 1 is taken")
+    if math.isnan(f) or not 0.0 <= f < 1.0:
+        raise InvalidArgumentError(f"{what}={value!r}: must be from 0 to below 1")
+    return f
+
+
 def fit_options(model, x, y, batch_size, epochs, validation_split, validation_data, seed,
                 max_steps, stop_checkpoint):
     """(mirrored_fit_options, objects to keep alive)."""
@@ -41,16 +70,16 @@ def fit_options(model, x, y, batch_size, epochs, validation_split, validation_da
         vx, vy, k = _data(model, *validation_data, "validation")
         o.val_x, o.val_y = ctypes.pointer(vx), ctypes.pointer(vy)
         keep += k
-    if epochs is not None:
-        o.epochs = int(epochs)
+    if epochs is not None:  # 0 trains nothing: Model.fit does not call C then
+        o.epochs = check_int("fit: epochs", epochs, 0, _INT32_MAX)
     if batch_size is not None:
-        o.batch_size = int(batch_size)
+        o.batch_size = check_int("fit: batch_size", batch_size, 1, 1 << 30)
     if validation_split is not None:
-        o.validation_split = float(validation_split)
+        o.validation_split = check_split("fit: validation_split", validation_split)
     if seed is not None:
-        o.seed = int(seed)
+        o.seed = check_int("fit: seed", seed, 0, _INT64_MAX)
     if max_steps is not None:
-        o.max_steps = int(max_steps)
+        o.max_steps = check_int("fit: max_steps", max_steps, 1, _INT64_MAX)
     o.stop_checkpoint = _stop_path(model, stop_checkpoint)
     keep.append(o.stop_checkpoint)
     return o, keep

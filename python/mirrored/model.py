@@ -202,13 +202,17 @@ class Model:
         """Trains on x, y (no x, y: the .cfg's [data]) as Keras's fit does;
         returns a History. Ctrl-C stops it after the update in flight, writes
         the stop's checkpoint (stop_checkpoint; "auto": NAME-stopped.h5 in the
-        working folder, None: none) and raises KeyboardInterrupt."""
+        working folder, None: none) and raises KeyboardInterrupt. epochs=0
+        trains nothing; None: the .cfg's."""
         from ._fit_options import fit_options
         opts, keep = fit_options(self, x, y, batch_size, epochs, validation_split,
                                  validation_data, seed, max_steps, stop_checkpoint)
         opts.devices = self._devices_arg(devices)
         callbacks = list(callbacks or [])
         history = History(self)
+        if epochs == 0:  # Keras: the arguments checked, nothing trained
+            history.params.update(verbose=verbose, epochs=0, steps=0, updates=0)
+            return history
         for cb in callbacks:
             if hasattr(cb, "set_model"):
                 cb.set_model(self)
