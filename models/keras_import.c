@@ -722,6 +722,16 @@ static mr_status put_compile(importer *im, const json_t *cc) {
     return MR_OK;
 }
 
+/* A JSON text that does not parse: what, jansson's reason, and where when
+ * it knows (line -1: the text is not JSON at all, or empty). */
+static mr_status json_refused(const char *name, const char *what, const json_error_t *je,
+                              mr_error *err) {
+    if (je->line < 1)
+        return mr_error_set(err, MR_ERR_DATA, "%s: the %s is not JSON: %s", name, what, je->text);
+    return mr_error_set(err, MR_ERR_DATA, "%s: the %s is not JSON: %s (line %d, column %d)", name,
+                        what, je->text, je->line, je->column);
+}
+
 mr_status mr_keras_import_text(const char *model_json, const char *compile_json, const char *name,
                                char **text, mr_error *err) {
     *text = NULL;
@@ -731,12 +741,12 @@ mr_status mr_keras_import_text(const char *model_json, const char *compile_json,
     im->err = err;
     mr_sb_init(&im->b);
     json_error_t je;
-    json_t *model = json_loads(model_json, 0, &je);
-    json_t *cc = compile_json ? json_loads(compile_json, 0, &je) : json_null();
+    json_t *model = json_loads(model_json, 0, &je), *cc = NULL;
     mr_status st = MR_OK;
-    if (model == NULL || cc == NULL)
-        st = mr_error_set(err, MR_ERR_DATA, "%s: the model's JSON does not parse: %s (line %d)",
-                          name, je.text, je.line);
+    if (model == NULL)
+        st = json_refused(name, "model's config", &je, err);
+    else if ((cc = compile_json ? json_loads(compile_json, 0, &je) : json_null()) == NULL)
+        st = json_refused(name, "compile config", &je, err);
     if (st == MR_OK) st = put_compile(im, cc);
     if (st == MR_OK) {
         /* the data is the command line's (--data, --synthetic) */

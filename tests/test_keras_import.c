@@ -409,6 +409,32 @@ START_TEST(train_without_data_named) {
 }
 END_TEST
 
+/* Text that is not JSON names which text and where, never "line -1" (a
+ * model_config that did not parse was reported with the compile config's
+ * verdict: the error parsing it again overwrote the first). */
+START_TEST(json_refusals_named) {
+    const struct {
+        const char *model, *compile, *want;
+    } cases[] = {
+        {"not json", "{}", "m.h5: the model's config is not JSON: "},
+        {"{\"class_name\": ", NULL, "m.h5: the model's config is not JSON: "},
+        {"{\"class_name\": \"Sequential\", \"config\": {\"layers\": []}}", "{oops",
+         "m.h5: the compile config is not JSON: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = NULL;
+        mr_error err = {0};
+        ck_assert_int_eq(
+            mr_keras_import_text(cases[i].model, cases[i].compile, "m.h5", &text, &err),
+            MR_ERR_DATA);
+        ck_assert_msg(strstr(err.msg, cases[i].want) == err.msg &&
+                          strstr(err.msg, "(line 1, column") && !strstr(err.msg, "line -1"),
+                      "%s", err.msg);
+        free(text);
+    }
+}
+END_TEST
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "gpu") == 0) {
         const mr_gpu_list *gl = tu_gpus();
@@ -436,6 +462,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, compile_settings_mapped);
     tcase_add_test(tc, regression_losses_mapped);
     tcase_add_test(tc, refusals_named);
+    tcase_add_test(tc, json_refusals_named);
     tcase_add_loop_test(tc, eval_predicts_as_keras, 0, 5);
     tcase_add_test(tc, train_runs_and_refuses);
     tcase_add_test(tc, train_without_data_named);
