@@ -69,9 +69,8 @@ static const char *model_advice(mr_file_kind kind, mr_file_want want) {
         return "not a mirrored checkpoint: name its architecture with --cfg MODEL.cfg "
                "(docs/keras.md)";
     if (want == MR_FILE_WANT_CHECKPOINT)
-        return "mirrored reads Keras's .h5 and .keras files: save the model with "
-               "model.save(\"x.keras\") and name its architecture with --cfg MODEL.cfg "
-               "(docs/keras.md)";
+        return "mirrored reads Keras's .keras and .h5 files: save the model with "
+               "model.save(\"x.keras\") and give that file (docs/keras.md)";
     return "a model, not data: give the images as IDX, .npy or file.h5:/dataset "
            "(docs/usage.md)";
 }
@@ -86,8 +85,9 @@ static const char *advice(mr_file_kind kind, mr_file_want want) {
         return model_advice(kind, want);
     case MR_FILE_KIND_ZIP:
         if (want == MR_FILE_WANT_CFG || want == MR_FILE_WANT_CHECKPOINT)
-            return "neither a .cfg nor an HDF5 checkpoint (a .keras model is evaluated with "
-                   "--cfg MODEL.cfg, docs/keras.md)";
+            return "neither a .cfg, an HDF5 checkpoint nor a Keras 3 .keras file (its first "
+                   "member is none of metadata.json, config.json, model.weights.h5): give the "
+                   ".keras that Keras's model.save wrote (docs/keras.md)";
         return "unzip it: the data files are IDX, .npy or HDF5 (docs/usage.md)";
     case MR_FILE_KIND_NPZ:
         if (want == MR_FILE_WANT_CFG || want == MR_FILE_WANT_CHECKPOINT) return "data, not a model";

@@ -47,6 +47,11 @@ START_TEST(kinds_and_messages) {
     char *zip = write_zip("z.zip", "notes.txt");
     ck_assert_int_eq(mr_file_kind_of(zip), MR_FILE_KIND_ZIP);
     ck_assert(strstr(check(zip, MR_FILE_WANT_IDX), "a zip archive; unzip it"));
+    /* a .keras is read as it is: no word of --cfg (docs/keras.md) */
+    const char *not_keras = check(zip, MR_FILE_WANT_CHECKPOINT);
+    ck_assert_msg(strstr(not_keras, "give the .keras that Keras's model.save wrote") &&
+                      !strstr(not_keras, "--cfg"),
+                  "%s", not_keras);
     free(zip);
     ck_assert_int_eq(mr_file_kind_of(h5), MR_FILE_KIND_HDF5);
     ck_assert_int_eq(mr_file_kind_of(idx), MR_FILE_KIND_OTHER);
