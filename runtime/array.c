@@ -10,6 +10,7 @@
 #include "runtime/array.h"
 #include "runtime/array_impl.h"
 #include "runtime/file_kind.h"
+#include "runtime/h5_contained.h"
 #include "runtime/h5file.h"
 #include "runtime/isolate.h"
 
@@ -556,6 +557,7 @@ static mr_status read_h5_now(const char *path, const char *dataset, mr_array *ou
                           mr_h5_last_error(detail));
         goto done;
     }
+    if ((st = mr_h5_check_contained(file, path, err)) != MR_OK) goto done;
     ds = H5Dopen2(file, dataset, H5P_DEFAULT);
     if (ds < 0) {
         /* say whether the name is missing or names something else */

@@ -1,6 +1,7 @@
 /* h5file.c: checkpoint HDF5 files (h5file.h). */
 #include "runtime/h5file.h"
 #include "runtime/atomic_file.h"
+#include "runtime/h5_contained.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -256,6 +257,11 @@ mr_status mr_h5_open(mr_h5 *h, const char *path, mr_error *err) {
         mr_h5_last_error(detail);
         unquiet(h);
         return mr_error_set(err, MR_ERR_DATA, "%s: not a readable HDF5 file (%s)", path, detail);
+    }
+    mr_status contained = mr_h5_check_contained(h->file, path, err);
+    if (contained != MR_OK) {
+        mr_h5_close(h);
+        return contained;
     }
     /* a /mirrored group says it is ours: then it must carry its checksum */
     if (!sealed && H5Lexists(h->file, "mirrored", H5P_DEFAULT) > 0) {
