@@ -22,9 +22,16 @@ _Static_assert(MIRRORED_ERR_ABORTED == (int)MR_ERR_ABORTED, "status");
 _Static_assert(MIRRORED_ERR_NOT_FOUND == (int)MR_ERR_NOT_FOUND, "status");
 _Static_assert(sizeof(((mirrored_error *)0)->message) == sizeof(((mr_error *)0)->msg), "message");
 
-/* One job per process. */
+/* One job per process, started once and ended once: MPI cannot start
+ * again after MPI_Finalize (it aborts the process), so every call after
+ * mirrored_finalize is refused. */
 static mr_job job;
-static int job_started;
+static int job_started, job_ended;
+
+static mr_status refuse_ended(mr_error *err) {
+    return mr_error_set(err, MR_ERR_USAGE,
+                        "the job has ended (mirrored_finalize): no call may follow it");
+}
 
 mirrored_status api_fail(mirrored_error *err, const mr_error *e) {
     if (err != NULL) {
@@ -53,6 +60,7 @@ mirrored_status api_usage(mirrored_error *err, const char *fmt, ...) {
 
 mr_status api_job(mr_job **out, mr_error *err) {
     *out = &job;
+    if (job_ended) return refuse_ended(err);
     if (job_started) return MR_OK;
     MR_CHECK(mr_session_job_init(NULL, NULL, &job, err));
     job_started = 1;
@@ -65,6 +73,7 @@ MIRRORED_API const char *mirrored_version(void) {
 
 MIRRORED_API mirrored_status mirrored_init(int *argc, char ***argv, mirrored_error *err) {
     mr_error e = {0};
+    if (job_ended) return api_fail(err, (refuse_ended(&e), &e));
     if (job_started) return api_ok(err);
     if (mr_session_job_init(argc, argv, &job, &e) != MR_OK) return api_fail(err, &e);
     job_started = 1;
@@ -85,6 +94,7 @@ MIRRORED_API void mirrored_finalize(void) {
     if (!job_started) return;
     mr_job_finalize(&job);
     job_started = 0;
+    job_ended = 1;
 }
 
 /* "cpu:0\n..." of one kind's set into buf at *used */

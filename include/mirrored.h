@@ -88,7 +88,8 @@ MIRRORED_API mirrored_status mirrored_init(int *argc, char ***argv, mirrored_err
  * starts the job where mirrored_init was not called. */
 MIRRORED_API mirrored_status mirrored_job(int *rank, int *size, mirrored_error *err);
 
-/* Ends the job (MPI_Finalize). Models must be destroyed before. */
+/* Ends the job (MPI_Finalize). Models must be destroyed before. Every call
+ * after it returns MIRRORED_ERR_USAGE (MPI cannot start again). */
 MIRRORED_API void mirrored_finalize(void);
 
 /* The devices replicas can run on, one name per line ("cpu:0\ncpu:1\n", or

@@ -577,6 +577,27 @@ START_TEST(stop_from_another_thread) {
 }
 END_TEST
 
+/* After mirrored_finalize every call is refused in one line (under mpirun
+ * the next one called MPI_Init after MPI_Finalize, which aborts): 1 if so. */
+static int ended_job_refuses(void) {
+    mirrored_error err;
+    int rank = -1, size = -1, count = 0;
+    char buf[64];
+    const mirrored_status st[] = {mirrored_init(NULL, NULL, &err), mirrored_job(&rank, &size, &err),
+                                  mirrored_list_devices(buf, sizeof buf, &count, &err)};
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
+        if (st[i] != MIRRORED_ERR_USAGE) {
+            printf("call %zu after mirrored_finalize: status %d\n", i, (int)st[i]);
+            return 0;
+        }
+    if (!strstr(err.message, "the job has ended (mirrored_finalize)")) {
+        printf("after mirrored_finalize: %s\n", err.message);
+        return 0;
+    }
+    mirrored_finalize(); /* twice: nothing */
+    return 1;
+}
+
 int main(void) {
     Suite *s = suite_create("api");
     TCase *tc = tcase_create("api");
@@ -604,5 +625,5 @@ int main(void) {
     const int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     mirrored_finalize();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return failed || !ended_job_refuses() ? EXIT_FAILURE : EXIT_SUCCESS;
 }
