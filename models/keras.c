@@ -13,7 +13,7 @@
 
 #include "runtime/isolate.h"
 #include "runtime/strbuf.h"
-#include "runtime/zip_names.h"
+#include "runtime/zip_read.h"
 
 #define MODEL_NAME "sequential"
 
@@ -915,8 +915,15 @@ static int is_zip(const char *path) {
     return got == 4 && memcmp(magic, "PK\3\4", 4) == 0;
 }
 
-/* Copies the archive's model.weights.h5 into the new file tmp. */
-static mr_status unzip_weights(const char *path, const char *tmp, int fd, mr_error *err) {
+/* The most bytes a model's model.weights.h5 may unpack to: its weights
+ * and two optimizer slots as float64, HDF5's own structure on top. A
+ * 2 MB archive of a small model unpacked to 2.1 GB before. */
+static uint64_t weights_limit(const mr_model *m) {
+    return ((uint64_t)64 << 20) + 32 * (uint64_t)(m->n_params > 0 ? m->n_params : 0);
+}
+
+/* Copies the archive's model.weights.h5 into fd, within weights_limit. */
+static mr_status unzip_weights(const char *path, const mr_model *m, int fd, mr_error *err) {
     int zerr = 0;
     zip_t *za = zip_open(path, ZIP_RDONLY, &zerr);
     if (za == NULL) {
@@ -928,30 +935,23 @@ static mr_status unzip_weights(const char *path, const char *tmp, int fd, mr_err
         return err->status;
     }
     mr_status st = mr_zip_check_names(za, path, err);
-    zip_file_t *zf = st == MR_OK ? zip_fopen(za, "model.weights.h5", 0) : NULL;
-    if (st == MR_OK && zf == NULL) {
+    const zip_int64_t i = st == MR_OK ? zip_name_locate(za, "model.weights.h5", 0) : -1;
+    if (st == MR_OK && i < 0)
         st = mr_error_set(err, MR_ERR_DATA,
                           "%s: a zip archive without model.weights.h5: not a "
                           "Keras 3 .keras file",
                           path);
-    } else if (st == MR_OK) {
-        char buf[65536];
-        zip_int64_t n = 0;
-        while (st == MR_OK && (n = zip_fread(zf, buf, sizeof buf)) > 0)
-            if (write(fd, buf, (size_t)n) != (ssize_t)n)
-                st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-        if (st == MR_OK && n < 0)
-            st = mr_error_set(err, MR_ERR_DATA, "%s: model.weights.h5 cannot be read: %s", path,
-                              zip_strerror(za));
-        zip_fclose(zf);
-    }
+    char name[MR_PATH_MAX + 32];
+    snprintf(name, sizeof name, "%s:model.weights.h5", path);
+    if (st == MR_OK) st = mr_zip_copy_member(za, i, name, weights_limit(m), fd, err);
     zip_discard(za);
     return st;
 }
 
 /* A .keras archive: its model.weights.h5, unpacked into a temporary file
- * (HDF5 reads files), read as a Keras 3 weights file; messages name the
- * archive. */
+ * (HDF5 reads files by a path it can resolve, which a memory file's
+ * /proc/self/fd link is not), within weights_limit, read as a Keras 3
+ * weights file; messages name the archive. */
 static mr_status load_archive(const char *path, mr_model *m, int64_t *step, mr_error *err) {
     if (step != NULL)
         return mr_error_set(err, MR_ERR_DATA,
@@ -961,7 +961,7 @@ static mr_status load_archive(const char *path, mr_model *m, int64_t *step, mr_e
     snprintf(tmp, sizeof tmp, "%s/mirrored-XXXXXX.weights.h5", dir && dir[0] ? dir : "/tmp");
     int fd = mkstemps(tmp, (int)strlen(".weights.h5"));
     if (fd < 0) return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-    mr_status st = unzip_weights(path, tmp, fd, err);
+    mr_status st = unzip_weights(path, m, fd, err);
     if (close(fd) != 0 && st == MR_OK)
         st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
     /* as HDF5 only: an archive inside the archive (a zip quine) would

@@ -22,7 +22,7 @@
 #include "runtime/h5file.h"
 #include "runtime/isolate.h"
 #include "runtime/strbuf.h"
-#include "runtime/zip_names.h"
+#include "runtime/zip_read.h"
 #include "models/keras_args.h"
 #include "models/layer.h"
 

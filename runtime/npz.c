@@ -3,7 +3,7 @@
  * reads a .npy on disk, with the same checks and messages. */
 #include "runtime/npy.h"
 #include "runtime/npz.h"
-#include "runtime/zip_names.h"
+#include "runtime/zip_read.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -17,9 +17,6 @@
 
 /* The largest member read: the NPY reader's array limit (16 GiB) and a header. */
 #define NPZ_MAX_MEMBER (((int64_t)16 << 30) + (1 << 20))
-
-/* Copied through a buffer of this size. */
-#define NPZ_CHUNK (1 << 20)
 
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -88,37 +85,6 @@ int mr_npz_has(const char *path, const char *member) {
     return has;
 }
 
-/* Inflates member i of za into fd; `name` ("path:member") names it in messages. */
-static mr_status copy_member(zip_t *za, zip_int64_t i, const char *name, int fd, mr_error *err) {
-    zip_stat_t sb;
-    zip_stat_init(&sb);
-    if (zip_stat_index(za, (zip_uint64_t)i, 0, &sb) == 0 && (sb.valid & ZIP_STAT_SIZE) &&
-        sb.size > (zip_uint64_t)NPZ_MAX_MEMBER)
-        return mr_error_set(err, MR_ERR_DATA, "%s: member of %llu bytes is larger than the limit",
-                            name, (unsigned long long)sb.size);
-    zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)i, 0);
-    if (zf == NULL)
-        return mr_error_set(err, MR_ERR_DATA, "%s: cannot read the member: %s", name,
-                            zip_strerror(za));
-    char *buf = malloc(NPZ_CHUNK);
-    mr_status st = buf ? MR_OK : mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", name);
-    zip_int64_t got;
-    while (st == MR_OK && (got = zip_fread(zf, buf, NPZ_CHUNK)) > 0) {
-        for (zip_int64_t done = 0; done < got && st == MR_OK;) {
-            ssize_t w = write(fd, buf + done, (size_t)(got - done));
-            if (w < 0 && errno != EINTR)
-                st = mr_error_set(err, MR_ERR_IO, "%s: cannot buffer the member: %s", name,
-                                  strerror(errno));
-            if (w > 0) done += w;
-        }
-    }
-    if (st == MR_OK && got < 0)
-        st = mr_error_set(err, MR_ERR_DATA, "%s: damaged member: %s", name, zip_file_strerror(zf));
-    free(buf);
-    zip_fclose(zf);
-    return st;
-}
-
 /* Member i of za, copied into a memory file and read as a .npy. */
 static mr_status read_member(zip_t *za, zip_int64_t i, const char *name, mr_array *out,
                              mr_error *err) {
@@ -126,7 +92,7 @@ static mr_status read_member(zip_t *za, zip_int64_t i, const char *name, mr_arra
     if (fd < 0)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot make a memory file: %s", name,
                             strerror(errno));
-    mr_status st = copy_member(za, i, name, fd, err);
+    mr_status st = mr_zip_copy_member(za, i, name, NPZ_MAX_MEMBER, fd, err);
     if (st == MR_OK && lseek(fd, 0, SEEK_SET) != 0)
         st = mr_error_set(err, MR_ERR_IO, "%s: cannot rewind the memory file: %s", name,
                           strerror(errno));

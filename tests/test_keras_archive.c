@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include "models/keras.h"
@@ -276,6 +278,51 @@ START_TEST(duplicate_member_refused) {
 }
 END_TEST
 
+/* cnn.keras with its model.weights.h5 swapped for 80 MiB of zeros
+ * (deflated to a few hundred KB): refused before it is unpacked, as more
+ * than a model of its size can hold (a 2 MB archive unpacked to 2.1 GB
+ * into $TMPDIR), and nothing is left in $TMPDIR. */
+START_TEST(weights_bomb_refused) {
+    char *path = golden("cnn.keras"), out[512], tmpdir[512];
+    snprintf(out, sizeof out, "%s/bomb.keras", tu_tmpdir());
+    snprintf(tmpdir, sizeof tmpdir, "%s/t", tu_tmpdir());
+    ck_assert_int_eq(mkdir(tmpdir, 0700), 0);
+    int code = 0;
+    zip_t *in = zip_open(path, ZIP_RDONLY, &code),
+          *za = zip_open(out, ZIP_CREATE | ZIP_TRUNCATE, &code);
+    ck_assert(in != NULL && za != NULL);
+    const size_t big = (size_t)80 << 20;
+    void *zeros = calloc(1, big);
+    for (zip_int64_t i = 0; i < zip_get_num_entries(in, 0); i++) {
+        const char *name = zip_get_name(in, (zip_uint64_t)i, 0);
+        const int weights = strcmp(name, "model.weights.h5") == 0;
+        zip_source_t *src = weights ? zip_source_buffer(za, zeros, big, 0)
+                                    : zip_source_zip(za, in, (zip_uint64_t)i, 0, 0, -1);
+        zip_int64_t k = zip_file_add(za, name, src, 0);
+        ck_assert_int_ge(k, 0);
+        zip_set_file_compression(za, (zip_uint64_t)k, weights ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 9);
+    }
+    ck_assert_int_eq(zip_close(za), 0);
+    zip_discard(in);
+    free(zeros);
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    ck_assert_msg(mr_keras_import_config_load(out, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s", err.msg);
+    setenv("TMPDIR", tmpdir, 1);
+    mr_status st = mr_keras_load(out, &m, 0, NULL, &err);
+    unsetenv("TMPDIR");
+    mr_model_free(&m);
+    ck_assert_int_eq(st, MR_ERR_DATA);
+    ck_assert_msg(
+        strstr(err.msg, "model.weights.h5: member of 83886080 bytes is larger than the limit"),
+        "%s", err.msg);
+    ck_assert_msg(rmdir(tmpdir) == 0, "%s is not empty", tmpdir);
+    free(path);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras_archive");
     TCase *tc = tcase_create("keras_archive");
@@ -286,6 +333,7 @@ int main(void) {
     tcase_add_loop_test(tc, train_saves_archive, 0, 2);
     tcase_add_test(tc, resume_auto_skips_archive);
     tcase_add_loop_test(tc, duplicate_member_refused, 0, 2);
+    tcase_add_test(tc, weights_bomb_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -2,6 +2,7 @@
  * numpy.savez (stored members) and numpy.savez_compressed (deflated) write them, each member a
  * .npy whose header is written by hand (numpy's layout), so no Python is needed. */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,50 @@ START_TEST(damaged_members) {
 }
 END_TEST
 
+/* Sets the uncompressed size of every member of dir/file to `size` in both
+ * headers: the local header (PK 3 4, size at byte 22) and the central
+ * directory (PK 1 2, at byte 24), as a crafted archive would. */
+static void lie_about_sizes(const char *path, uint32_t size) {
+    size_t n = 0;
+    unsigned char *b = (unsigned char *)tu_read_file(path, &n);
+    int patched = 0;
+    for (size_t i = 0; i + 46 <= n; i++) {
+        size_t at = 0;
+        if (memcmp(b + i, "PK\3\4", 4) == 0) at = i + 22;
+        if (memcmp(b + i, "PK\1\2", 4) == 0) at = i + 24;
+        if (at == 0) continue;
+        for (int k = 0; k < 4; k++)
+            b[at + k] = (unsigned char)(size >> (8 * k));
+        patched++;
+    }
+    ck_assert_int_eq(patched, 2);
+    FILE *f = fopen(path, "wb");
+    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+    fclose(f);
+    free(b);
+}
+
+/* A member whose headers lie about its size: one that inflates to more
+ * than they say stops there (it filled memory: a 3 MB file took 3.2 GB),
+ * and one claiming more than deflate can make of its bytes is refused
+ * before a byte is inflated. */
+START_TEST(lying_sizes_refused) {
+    static unsigned char zeros[200000];
+    const member big = {"x.npy", "|u1", "(200000,)", zeros, sizeof zeros};
+    for (int lie = 0; lie < 2; lie++) {
+        char *path = write_npz(lie ? "bomb.npz" : "small.npz", &big, 1, 1);
+        lie_about_sizes(path, lie ? 0x7fffffffu : 1000u);
+        mr_array a;
+        mr_error err = {0};
+        ck_assert_int_eq(mr_npz_read(path, "x", &a, &err), MR_ERR_DATA);
+        ck_assert_msg(strstr(err.msg, lie ? "more than deflate makes"
+                                          : "inflates to more than the 1000 bytes its header"),
+                      "%s", err.msg);
+        free(path);
+    }
+}
+END_TEST
+
 START_TEST(data_paths_rule) {
     char img[256], lab[256];
     mr_error err = {0};
@@ -239,6 +284,7 @@ int main(void) {
     tcase_add_test(tc, wrong_names_and_files);
     tcase_add_test(tc, damaged_members);
     tcase_add_test(tc, data_paths_rule);
+    tcase_add_test(tc, lying_sizes_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

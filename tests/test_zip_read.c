@@ -1,4 +1,4 @@
-/* test_zip_names.c: unit tests of runtime/zip_names.c, and of the .npz
+/* test_zip_read.c: unit tests of runtime/zip_read.c, and of the .npz
  * reader over it. Archives are written here with libzip; a member of a
  * name libzip will not write twice (or at all) gets a stand-in name of the
  * same length, patched in the file's bytes afterwards (local header and
@@ -10,7 +10,7 @@
 #include <zip.h>
 
 #include "runtime/npz.h"
-#include "runtime/zip_names.h"
+#include "runtime/zip_read.h"
 #include "tests/testutil.h"
 
 static const char *dir;
@@ -113,8 +113,8 @@ START_TEST(path_names_refused) {
 END_TEST
 
 int main(void) {
-    Suite *s = suite_create("zip_names");
-    TCase *tc = tcase_create("zip_names");
+    Suite *s = suite_create("zip_read");
+    TCase *tc = tcase_create("zip_read");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, distinct_names_pass);
     tcase_add_test(tc, duplicate_refused);
