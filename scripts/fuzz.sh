@@ -21,7 +21,7 @@
 # on luck. Unset: libFuzzer's random seed, SECONDS only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(config keras_json idx npy image h5 checkpoint metrics_csv)
+all=(config keras_json keras_archive idx npy npz image h5 checkpoint metrics_csv)
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
     echo "usage: scripts/fuzz.sh SECONDS [${all[*]}]" >&2
     exit 2

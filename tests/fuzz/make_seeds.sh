@@ -14,8 +14,20 @@ cd "$(dirname "$0")/../.."
 out=tests/fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p $out/{config,idx,npy,image,h5,checkpoint,metrics_csv}
+mkdir -p $out/{config,idx,npy,npz,image,h5,checkpoint,metrics_csv,keras_archive}
 cp models/configs/*.cfg $out/config/
+cp tests/golden/keras_models/{cnn,residual}.keras $out/keras_archive/
+/usr/bin/python3 - "$out" <<'PY'
+import sys
+import numpy as np
+out = sys.argv[1] + '/npz'
+r = np.random.default_rng(1)
+x = r.integers(0, 255, (4, 3, 3, 1), dtype=np.uint8)
+y = np.arange(4, dtype=np.uint8) % 3
+np.savez(f'{out}/stored.npz', x_train=x, y_train=y, x_test=x[:2], y_test=y[:2])
+np.savez_compressed(f'{out}/deflated.npz', x_train=x.astype('<f4'), y_train=y.astype('<i8'))
+np.savez(f'{out}/other_names.npz', images=x, labels=y)
+PY
 /usr/bin/python3 - "$out" "$tmp" <<'PY'
 import gzip, struct, sys
 import numpy as np, h5py
