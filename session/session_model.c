@@ -1,6 +1,7 @@
 /* session_model.c: the one loader of a model (session_model.h). */
 #include "session/session_model.h"
 
+#include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,8 +22,13 @@ static mr_status checkpoint_config(const mr_checkpoint *ck, mr_config *cfg, mr_e
 mr_status mr_session_open(const char *path, int kinds, mr_config *cfg, mr_checkpoint *ck,
                           mr_session_source *source, mr_error *err) {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return mr_error_set(err, MR_ERR_NOT_FOUND, "%s: cannot open: no such file", path);
+    if (stat(path, &st) != 0)
+        return mr_error_set(err, errno == ENOENT ? MR_ERR_NOT_FOUND : MR_ERR_IO,
+                            "%s: cannot open: %s", path,
+                            errno == ENOENT ? "no such file" : strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return mr_error_set(err, MR_ERR_IO, "%s: a %s, not a model file (.cfg, .keras, .h5)", path,
+                            S_ISDIR(st.st_mode) ? "folder" : "special file");
     mr_error ck_err = {0};
     mr_status ck_st = MR_ERR_DATA;
     if (kinds & MR_SESSION_OPEN_CKPT) {

@@ -142,6 +142,11 @@ START_TEST(one_loader) {
     ck_assert_int_eq(mr_session_open("/no/such/m.cfg", MR_SESSION_OPEN_ANY, &cfg, &ck, &src, &err),
                      MR_ERR_NOT_FOUND);
     ck_assert_str_eq(err.msg, "/no/such/m.cfg: cannot open: no such file");
+    /* a folder is named as one (it was "no such file") */
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_session_open("/tmp", MR_SESSION_OPEN_ANY, &cfg, &ck, &src, &err),
+                     MR_ERR_IO);
+    ck_assert_str_eq(err.msg, "/tmp: a folder, not a model file (.cfg, .keras, .h5)");
     /* a .cfg's first weights are the seed's: nothing read */
     int loaded = 1;
     ck_assert_int_eq(

@@ -205,6 +205,7 @@ class Model:
         working folder, None: none) and raises KeyboardInterrupt. epochs=0
         trains nothing; None: the .cfg's."""
         from ._fit_options import fit_options
+        self._handle()  # a closed model says so here, not from the fit's thread
         opts, keep = fit_options(self, x, y, batch_size, epochs, validation_split,
                                  validation_data, seed, max_steps, stop_checkpoint)
         opts.devices = self._devices_arg(devices)

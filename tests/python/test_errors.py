@@ -91,3 +91,17 @@ def test_validation_split_beside_val_images(tmp_path):
         m.fit(epochs=1, validation_split=0.25, devices="cpu:1", verbose=0)
     text = str(e.value)
     assert "validation_split=0.25: [data] val_images" in text and no_flag(text), text
+
+
+def test_closed_model_and_folders_named():
+    """fit after close() said "mirrored: status 7" (the check ran on the
+    fit's thread); a folder was "no such file"."""
+    m = model()
+    m.close()
+    x, y = separable(8)
+    with pytest.raises(mirrored.InvalidArgumentError) as e:
+        m.fit(x, y, epochs=1, verbose=0)
+    assert "the model is closed" in str(e.value), str(e.value)
+    with pytest.raises(OSError) as e:
+        mirrored.load(os.getcwd())
+    assert "a folder, not a model file" in str(e.value), str(e.value)
