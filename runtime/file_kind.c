@@ -99,8 +99,9 @@ static const char *advice(mr_file_kind kind, mr_file_want want) {
     case MR_FILE_KIND_HDF5:
         if (want == MR_FILE_WANT_HDF5 || want == MR_FILE_WANT_CHECKPOINT) return NULL;
         if (want == MR_FILE_WANT_CFG)
-            return "mirrored_train reads a .cfg; a checkpoint or Keras model is evaluated with "
-                   "mirrored_eval (docs/usage.md)";
+            return "not a Keras model mirrored can read (no readable model_config): "
+                   "mirrored_train takes a .cfg or a Keras .keras or .h5 model, a checkpoint "
+                   "goes to --resume or mirrored_eval (docs/usage.md)";
         return "name a dataset in it as FILE.h5:/dataset (docs/usage.md)";
     }
     return NULL;

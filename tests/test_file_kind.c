@@ -47,6 +47,10 @@ START_TEST(kinds_and_messages) {
     char *zip = write_zip("z.zip", "notes.txt");
     ck_assert_int_eq(mr_file_kind_of(zip), MR_FILE_KIND_ZIP);
     ck_assert(strstr(check(zip, MR_FILE_WANT_IDX), "a zip archive; unzip it"));
+    /* an HDF5 file that is no Keras model where a model is read: no claim
+     * that mirrored_train reads only a .cfg */
+    const char *h5_model = check(h5, MR_FILE_WANT_CFG);
+    ck_assert_msg(strstr(h5_model, "takes a .cfg or a Keras .keras or .h5 model"), "%s", h5_model);
     /* a .keras is read as it is: no word of --cfg (docs/keras.md) */
     const char *not_keras = check(zip, MR_FILE_WANT_CHECKPOINT);
     ck_assert_msg(strstr(not_keras, "give the .keras that Keras's model.save wrote") &&
