@@ -207,7 +207,7 @@ static mr_status fit_callbacks(mirrored_model *m, const mirrored_fit_options *o,
     MR_CHECK(api_job(&j, err));
     f->ck_run = (mr_ckpt_run){.lead = j->rank == 0,
                               .cfg = &m->cfg,
-                              .cfg_path = m->path[0] ? m->path : m->name,
+                              .cfg_path = m->cfg_path,
                               .plan = mr_strategy_plan(m->reps.s),
                               .processes = j->size,
                               .train = &f->train,

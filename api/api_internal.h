@@ -19,10 +19,14 @@
 #include "strategies/strategy.h"
 
 struct mirrored_model {
-    mr_config cfg;            /* reps.s points at it */
-    mr_model_plan plan;       /* points into cfg */
-    char name[256];           /* what messages and the summary call the model */
-    char path[MR_PATH_MAX];   /* the file loaded ("" for .cfg text) */
+    mr_config cfg;          /* reps.s points at it */
+    mr_model_plan plan;     /* points into cfg */
+    char name[256];         /* what messages and the summary call the model */
+    char path[MR_PATH_MAX]; /* the file loaded ("" for .cfg text) */
+    /* what a checkpoint records as the .cfg's path, so its relative [data]
+     * paths resolve where they did: the .cfg loaded, a checkpoint's own
+     * record, or FOLDER/NAME for from_config(folder=) */
+    char cfg_path[MR_PATH_MAX];
     mr_session_source source; /* where its first weights come from (session/session_model.h) */
     mr_checkpoint ck;         /* MR_SESSION_SOURCE_CKPT: the checkpoint read */
     /* the .cfg's own [net] values, which a fit's options override for that fit */

@@ -36,6 +36,8 @@ static mr_status model_ready(mirrored_model *m, mr_error *err) {
  * it was written, at its rate. */
 static mr_status load_file(mirrored_model *m, const char *path, mr_error *err) {
     MR_CHECK(mr_session_open(path, MR_SESSION_OPEN_ANY, &m->cfg, &m->ck, &m->source, err));
+    snprintf(m->cfg_path, sizeof m->cfg_path, "%s",
+             m->source == MR_SESSION_SOURCE_CKPT && m->ck.cfg_path[0] ? m->ck.cfg_path : path);
     if (m->source != MR_SESSION_SOURCE_CKPT) return MR_OK;
     m->global_step = m->ck.state.global_step;
     m->epochs_done = m->ck.state.epoch;
@@ -82,6 +84,10 @@ MIRRORED_API mirrored_status mirrored_model_from_config(const char *cfg_text, co
     if (model_new(&m, err) != MIRRORED_OK) return err ? err->status : MIRRORED_ERR_NOMEM;
     mr_error e = {0};
     snprintf(m->name, sizeof m->name, "%s", name ? name : "<string>");
+    if (folder != NULL && folder[0] != '\0')
+        snprintf(m->cfg_path, sizeof m->cfg_path, "%s/%s", folder, m->name);
+    else
+        snprintf(m->cfg_path, sizeof m->cfg_path, "%s", m->name);
     m->source = MR_SESSION_SOURCE_CFG;
     if (mr_config_parse(cfg_text, m->name, folder, &m->cfg, &e) != MR_OK ||
         model_ready(m, &e) != MR_OK) {
@@ -170,7 +176,7 @@ static mr_status save_checkpoint(mirrored_model *m, const char *path, mr_error *
     if (m->have_stats) pre.mean = m->mean, pre.inv_std = m->inv_std;
     mr_ckpt_run r = {.lead = j->rank == 0,
                      .cfg = &m->cfg,
-                     .cfg_path = m->path[0] ? m->path : m->name,
+                     .cfg_path = m->cfg_path,
                      .plan = mr_strategy_plan(m->reps.s),
                      .processes = j->size,
                      .train = &pre};

@@ -105,3 +105,28 @@ def test_closed_model_and_folders_named():
     with pytest.raises(OSError) as e:
         mirrored.load(os.getcwd())
     assert "a folder, not a model file" in str(e.value), str(e.value)
+
+
+def test_from_config_folder_survives_a_checkpoint(tmp_path, monkeypatch):
+    """A from_config(folder=) model's checkpoint resolves its [data] paths in
+    that folder, from any working folder (they were resolved in the working
+    folder of the load: no such file)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    x, y = separable(64)
+    np.save(data / "x.npy", x)
+    np.save(data / "y.npy", y.astype(np.int32))
+    text = dense_cfg(epochs=1, data="[data]\ntrain_images = x.npy\ntrain_labels = y.npy\n")
+    m = mirrored.Model.from_config(text, name="m.cfg", folder=str(data))
+    m.fit(epochs=1, verbose=0, devices="cpu")
+    out = tmp_path / "out"
+    out.mkdir()
+    m.save(str(out / "ck.h5"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    again = mirrored.load(str(out / "ck.h5"))
+    assert len(again.fit(epochs=1, verbose=0, devices="cpu").epoch) == 1
+    # and its own checkpoint keeps the folder too
+    again.save(str(out / "ck2.h5"))
+    assert len(mirrored.load(str(out / "ck2.h5")).fit(epochs=1, verbose=0, devices="cpu").epoch) == 1
