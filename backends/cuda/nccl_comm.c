@@ -441,31 +441,32 @@ fail:
     return st;
 }
 
-/* settle's verdict (k->lock held). The caller's wait returned, so `done`
- * has completed unless the wait failed: it is not asked again. */
-static mr_status settle_locked(nccl_comm *nc, nccl_rank *k, mr_status waited, mr_error *err) {
+/* settle's verdict (k->lock held), into `mine`. The caller's wait returned,
+ * so `done` has completed unless the wait failed: it is not asked again. */
+static mr_status settle_locked(nccl_comm *nc, nccl_rank *k, mr_status waited, mr_error *mine) {
     const char *what = "all-reduce";
     if (k->watch_failed) {
-        *err = k->watch_err;
+        *mine = k->watch_err;
         return k->watch_st;
     }
-    MR_CHECK(check_locked(nc, k, what, err));
+    MR_CHECK(check_locked(nc, k, what, mine));
     if (waited != MR_OK) {
         /* the caller's wait gave up (the backend's timeout is the same one,
-         * counted from later): past the deadline with the collectives still
-         * out, they are why, whether or not the watchdog has looked yet */
+         * counted from a little later, so it usually ends before the
+         * watchdog's next look): past the deadline with the collectives
+         * still out, they are why */
         if (k->armed && mr_now_s() > k->deadline && cudaEventQuery(k->done) == cudaErrorNotReady) {
-            mr_status st = timed_out(nc, k, what, err);
+            mr_status st = timed_out(nc, k, what, mine);
             kill_locked(nc, k);
             return st;
         }
-        return waited;
+        return MR_OK; /* the wait's own failure stands */
     }
     if (atomic_load(&nc->failed)) {
         /* another replica of this process failed and aborted its
          * communicator while these collectives were in flight */
         kill_locked(nc, k);
-        return aborted(nc, k, what, err);
+        return aborted(nc, k, what, mine);
     }
     k->pending = 0;
     return MR_OK;
@@ -476,10 +477,13 @@ static mr_status nccl_settle(mr_comm *c, int rank, mr_status waited, mr_error *e
     nccl_rank *k = &nc->ranks[rank];
     if (solo(nc)) return waited;
     if (!nc->watching) return waited; /* join_all was wait_all */
+    mr_error mine = {0};
     pthread_mutex_lock(&k->lock);
-    mr_status st = settle_locked(nc, k, waited, err);
+    mr_status st = settle_locked(nc, k, waited, &mine);
     k->armed = 0;
     pthread_mutex_unlock(&k->lock);
+    if (st == MR_OK) return waited;
+    *err = mine; /* the communicator's words, in place of the wait's */
     return st;
 }
 
