@@ -21,7 +21,8 @@ mr_status mr_comm_allreduce_sum_f64(mr_comm *c, int rank, double *buf, size_t n,
     return c->vt->allreduce_sum_f64(c, rank, buf, n, err);
 }
 
-mr_status mr_comm_broadcast(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root, mr_error *err) {
+mr_status mr_comm_broadcast(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root,
+                            mr_error *err) {
     MR_CHECK(check_rank(c, rank, "broadcast", err));
     if (root < 0 || root >= c->world_size)
         return mr_error_set(err, MR_ERR_USAGE, "%s broadcast: root %d outside 0..%d",
@@ -48,6 +49,18 @@ mr_status mr_comm_progress(mr_comm *c, int rank, mr_error *err) {
 mr_status mr_comm_wait_all(mr_comm *c, int rank, mr_error *err) {
     MR_CHECK(check_rank(c, rank, "wait", err));
     return c->vt->wait_all ? c->vt->wait_all(c, rank, err) : MR_OK;
+}
+
+mr_status mr_comm_join_all(mr_comm *c, int rank, mr_error *err) {
+    MR_CHECK(check_rank(c, rank, "wait", err));
+    if (c->vt->join_all != NULL) return c->vt->join_all(c, rank, err);
+    return c->vt->wait_all ? c->vt->wait_all(c, rank, err) : MR_OK;
+}
+
+mr_status mr_comm_settle(mr_comm *c, int rank, mr_status waited, mr_error *err) {
+    if (rank < 0 || rank >= c->size) /* the wait's own failure stands */
+        return waited != MR_OK ? waited : check_rank(c, rank, "wait", err);
+    return c->vt->settle ? c->vt->settle(c, rank, waited, err) : waited;
 }
 
 void mr_comm_abort(mr_comm *c, int rank) {

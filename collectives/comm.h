@@ -61,6 +61,19 @@ typedef struct mr_comm_vtable {
     mr_status (*progress)(mr_comm *c, int rank, mr_error *err);
     /* Returns once every reduction `rank` started is complete. May be NULL. */
     mr_status (*wait_all)(mr_comm *c, int rank, mr_error *err);
+    /* wait_all for a device that orders work by itself (NCCL's streams):
+     * the device work the caller queues from now on waits for every
+     * reduction `rank` started, and the host goes on at once; a watchdog
+     * meanwhile holds the reductions to the timeout (it aborts them, so the
+     * caller's next host wait for that work ends). Their outcome is known
+     * after that wait: settle. May be NULL: the wrapper calls wait_all. */
+    mr_status (*join_all)(mr_comm *c, int rank, mr_error *err);
+    /* After join_all and the caller's host wait for device work queued
+     * after it, `waited` that wait's status (err its message): MR_OK if the
+     * reductions completed, else why not (the timeout, NCCL's error, an
+     * abort), in place of the wait's own message where the communicator
+     * knows better, else `waited`. May be NULL: the wrapper returns waited. */
+    mr_status (*settle)(mr_comm *c, int rank, mr_status waited, mr_error *err);
     /* Makes every pending and future collective of this process's
      * participants return MR_ERR_ABORTED. May be NULL. */
     void (*abort)(mr_comm *c, int rank);
@@ -79,11 +92,14 @@ struct mr_comm {
 /* Wrappers: check arguments (rank in range, root in range) then dispatch. */
 mr_status mr_comm_allreduce_sum(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err);
 mr_status mr_comm_allreduce_sum_f64(mr_comm *c, int rank, double *buf, size_t n, mr_error *err);
-mr_status mr_comm_broadcast(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root, mr_error *err);
+mr_status mr_comm_broadcast(mr_comm *c, int rank, mr_dfloat *buf, size_t n, int root,
+                            mr_error *err);
 mr_status mr_comm_barrier(mr_comm *c, int rank, mr_error *err);
 mr_status mr_comm_allreduce_start(mr_comm *c, int rank, mr_dfloat *buf, size_t n, mr_error *err);
 mr_status mr_comm_progress(mr_comm *c, int rank, mr_error *err);
 mr_status mr_comm_wait_all(mr_comm *c, int rank, mr_error *err);
+mr_status mr_comm_join_all(mr_comm *c, int rank, mr_error *err);
+mr_status mr_comm_settle(mr_comm *c, int rank, mr_status waited, mr_error *err);
 void mr_comm_abort(mr_comm *c, int rank);
 void mr_comm_destroy(mr_comm *c);
 const char *mr_comm_name(const mr_comm *c);

@@ -170,7 +170,9 @@ static mr_status prepare(const mr_train_options *c, const mr_job *job, const mr_
     opts->seed = (uint64_t)cfg->net.seed;
     opts->check_sync = (int)c->check_sync;
     opts->max_steps = c->max_steps;
-    opts->bucket_floats = (size_t)(c->bucket_mb * 1024 * 1024 / sizeof(float));
+    /* not given: the default for the devices (strategy.h) */
+    opts->bucket_floats =
+        c->bucket_mb < 0.0 ? MR_BUCKETS_AUTO : (size_t)(c->bucket_mb * 1024 * 1024 / sizeof(float));
     opts->comm_timeout = c->timeout;
     /* the test hook: a fault for this process (strategies/fault.h) */
     MR_CHECK(mr_fault_parse(getenv(MR_FAULT_ENV), job->rank, fault, err));

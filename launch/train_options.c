@@ -51,7 +51,8 @@ void mr_train_usage(FILE *out, const char *prog) {
             "  --json FILE        write a JSON summary at the end\n"
             "  --check-sync K     every K steps verify all replicas hold identical weights\n"
             "  --bucket-mb X      all-reduce gradients in buckets of X MiB during backward\n"
-            "                     (default 0: one all-reduce after backward)\n"
+            "                     (default: 25 on 2 or more GPUs, else 0: one\n"
+            "                     all-reduce after backward)\n"
             "  --save FILE.h5     write the trained model (Keras .h5 layout, with what\n"
             "                     resuming needs) after training; FILE.keras: a Keras 3\n"
             "                     archive (keras.models.load_model), not resumed from\n"
@@ -342,6 +343,7 @@ mr_status mr_train_parse_options(int argc, char **argv, mr_train_options *c, mr_
                             .warmup_steps = -1,
                             .batch_size = -1,
                             .validation_split = -1.0,
+                            .bucket_mb = -1.0, /* the devices' default */
                             .stop_signals = {SIGTERM, SIGINT, SIGUSR1},
                             .n_stop_signals = 3,
                             .stop_budget = 25.0};

@@ -56,7 +56,8 @@ mr_status mr_session_replicas_make(mr_session_replicas *r, const mr_config *cfg,
     const mr_strategy_opts opts = {.devices = key->devices,
                                    .job = job,
                                    .seed = (uint64_t)key->seed,
-                                   .max_steps = key->max_steps};
+                                   .max_steps = key->max_steps,
+                                   .bucket_floats = MR_BUCKETS_AUTO};
     mr_strategy *s = NULL;
     MR_CHECK(mr_strategy_create(cfg, &opts, key->n_train, &s, err));
     int share = 1;

@@ -155,7 +155,8 @@ static mr_status step_forward_backward(fit_loop *loop, fit_update *u) {
 
 /* The all-reduce after backward: the buckets this replica did not reach
  * (its last shard was empty), then the rest of the gradients with the
- * metric floats behind them; waits for all of it. */
+ * metric floats behind them; the work queued next waits for all of it (a
+ * GPU's host does not: step_update's read of the metrics settles it). */
 static mr_status step_allreduce(fit_loop *loop, fit_update *u) {
     replica *rep = loop->rep;
     mr_strategy *s = rep->s;
@@ -188,7 +189,7 @@ static mr_status step_allreduce(fit_loop *loop, fit_update *u) {
     const int64_t reduced_before = rep->reduced;
     MR_CHECK(mr_comm_allreduce_start(s->comm, rep->r, mr_dfloat_at(m->grads, rep->reduced),
                                      (size_t)(np + (int64_t)n_extra - rep->reduced), &rep->err));
-    MR_CHECK(mr_comm_wait_all(s->comm, rep->r, &rep->err));
+    MR_CHECK(mr_comm_join_all(s->comm, rep->r, &rep->err));
     u->t_comm = mr_now_s() - tc;
     if (m->trace)
         mr_trace_record(m->trace, "allreduce", "allreduce", tc, tc + u->t_comm,
@@ -269,7 +270,10 @@ static mr_status step_update(fit_loop *loop, fit_update *u) {
      * (the flag is read at once: a later check would reuse its memory) */
     const double *gflag = NULL;
     if (sums_on_device(rep)) MR_CHECK(mr_model_grads_nonfinite_begin(m, &gflag, &rep->err));
-    MR_CHECK(mr_model_read_extra(m, rep->extra, METRIC_EXTRA(s->R), &rep->err));
+    /* ... and for the all-reduce (step_allreduce's join): its verdict */
+    MR_CHECK(mr_comm_settle(s->comm, rep->r,
+                            mr_model_read_extra(m, rep->extra, METRIC_EXTRA(s->R), &rep->err),
+                            &rep->err));
     u->metrics = rep->extra;
     const int grads_bad = gflag != NULL && *gflag != 0.0;
     /* kernel_l2: Keras's reported loss is the batch's mean loss plus the

@@ -95,6 +95,11 @@ float mr_plan_learning_rate(const mr_fit_plan *p, double progress) {
     return (float)(target * ((1.0 - p->lr_alpha) * cosine + p->lr_alpha));
 }
 
+size_t mr_plan_default_bucket_floats(int replicas, int overlaps) {
+    if (replicas < 2 || !overlaps) return 0;
+    return (size_t)MR_PLAN_GPU_BUCKET_MB * 1024 * 1024 / sizeof(float);
+}
+
 int mr_plan_buckets(const int64_t *param_offset, int n_layers, size_t bucket_floats,
                     int64_t *ends) {
     int n = 0;

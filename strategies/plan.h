@@ -79,4 +79,16 @@ float mr_plan_learning_rate(const mr_fit_plan *plan, double epoch_progress);
  * bucket_floats 0: none. */
 int mr_plan_buckets(const int64_t *param_offset, int n_layers, size_t bucket_floats, int64_t *ends);
 
+/* The default bucket size on GPUs, in MiB: PyTorch DDP's (bucket_cap_mb). */
+#define MR_PLAN_GPU_BUCKET_MB 25
+
+/* The default bucket size, in floats, for `replicas` replicas in the whole
+ * job: MR_PLAN_GPU_BUCKET_MB MiB where there are 2 or more and `overlaps`
+ * (their communicator reduces a bucket beside backward, on the device:
+ * GPUs, NCCL on a stream of its own), else 0, one all-reduce after
+ * backward (CPU replicas reduce on the cores backward needs: buckets
+ * measured slower, docs/performance.md). The sums are the same bits
+ * either way: each float is summed over the replicas alone. */
+size_t mr_plan_default_bucket_floats(int replicas, int overlaps);
+
 #endif

@@ -93,9 +93,14 @@ static mr_status make_replicas(mr_strategy *s, const mr_config *cfg, mr_error *e
 
 /* s->buckets: the all-reduce's bucket boundaries at layer ends of replica
  * 0's model (every replica's layout is the same), each bucket at least
- * opts.bucket_floats (none when it is 0; plan.h, mr_plan_buckets). */
+ * opts.bucket_floats (none when it is 0; plan.h, mr_plan_buckets), which
+ * MR_BUCKETS_AUTO resolves to the default: buckets where the all-reduce
+ * overlaps backward on the device (GPUs, 2 or more in the job). */
 static mr_status make_buckets(mr_strategy *s, mr_error *err) {
     const mr_model *m0 = &s->reps[0].model;
+    if (s->opts.bucket_floats == MR_BUCKETS_AUTO)
+        s->opts.bucket_floats = mr_plan_default_bucket_floats(
+            s->R, mr_comm_is_async(s->comm) && !s->reps[0].be->host_memory);
     s->buckets = malloc(sizeof(int64_t) * (size_t)(m0->n_layers + 1));
     if (s->buckets == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
     s->n_buckets =

@@ -44,12 +44,16 @@
 
 typedef struct mr_strategy mr_strategy;
 
+/* mr_strategy_opts.bucket_floats: the default for the replicas (plan.h). */
+#define MR_BUCKETS_AUTO ((size_t)-1)
+
 typedef struct mr_strategy_opts {
     mr_device_set devices; /* this process's replicas */
     mr_job *job;           /* the job's processes; NULL: this process alone */
     uint64_t seed;
     int check_sync;        /* every K steps verify replicas are bitwise equal (0: never) */
-    size_t bucket_floats;  /* all-reduce bucket size (0: one all-reduce after backward) */
+    size_t bucket_floats;  /* all-reduce bucket size (0: one all-reduce after backward;
+                              MR_BUCKETS_AUTO: mr_plan_default_bucket_floats's) */
     double comm_timeout;   /* seconds a collective waits (0: mr_comm_default_timeout()) */
     int64_t max_steps;     /* fit stops once global_step reaches it (0: no limit): mid-epoch,
                               after a checkpoint through the callbacks' save, if any */

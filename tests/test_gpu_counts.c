@@ -11,10 +11,14 @@
  * allocation or a launch to a step fails here, and one that removes some
  * should lower the budget in the same commit.
  *
- * On 2 emulated GPUs the MLP's steady step is held the same way on each
- * replica, with the gradients' all-reduce its only NCCL call (one replica
- * makes none). And the device's loss sums, which let a step wait once, are
- * checked against the host's, bit for bit.
+ * On 2, 3 and 4 emulated GPUs (as many as the emulator has; meson test
+ * `gpu_counts_4` runs this part alone on 4) the MLP's steady step is held
+ * the same way on each replica: one host sync, the one of 1 GPU (the
+ * all-reduce is not polled: nccl_comm.c's watchdog), with the gradients'
+ * all-reduce its only NCCL call (one replica makes none), under the default
+ * buckets; and with a bucket per layer, one all-reduce per bucket started
+ * during backward, still one host sync. And the device's loss sums, which
+ * let a step wait once, are checked against the host's, bit for bit.
  *
  * Counts come from the emulator (tests/gpu_emu/emu_counters.h): kernel
  * launches, library calls, operations queued on streams, host syncs,
@@ -49,9 +53,11 @@ static const budget budgets[] = {
 
 enum { BATCH = 64 };
 
-/* The counters of `device` after a one-epoch fit of `steps` steps of cfg
- * on `gpus` emulated GPUs at batch 64 each (a fresh strategy each time). */
-static mr_emu_counters fit_steps_on(const char *cfg_name, int steps, int gpus, int device) {
+/* The counters of every device (out[0..gpus-1]) after a one-epoch fit of
+ * `steps` steps of cfg on `gpus` emulated GPUs at batch 64 each, with
+ * buckets of bucket_floats (a fresh strategy each time). */
+static void fit_steps_all(const char *cfg_name, int steps, int gpus, size_t bucket_floats,
+                          mr_emu_counters *out) {
     char rel[256];
     snprintf(rel, sizeof rel, "models/configs/%s", cfg_name);
     char *path = tu_source_path(rel);
@@ -74,23 +80,25 @@ static mr_emu_counters fit_steps_on(const char *cfg_name, int steps, int gpus, i
     for (int g = 0; g < gpus; g++)
         so.devices.ordinals[g] = g;
     so.seed = 5;
+    so.bucket_floats = bucket_floats;
     mr_strategy *s = NULL;
     mr_emu_counters_reset();
     ck_assert_msg(mr_strategy_create(&cfg, &so, n, &s, &err) == MR_OK, "%s", err.msg);
     ck_assert_msg(mr_strategy_fit(s, &ds, n, n, 0, 1, NULL, NULL, NULL, &err) == MR_OK, "%s",
                   err.msg);
     mr_strategy_destroy(s);
-    mr_emu_counters c;
-    mr_emu_counters_get(device, &c);
+    for (int d = 0; d < gpus; d++)
+        mr_emu_counters_get(d, &out[d]);
     mr_dataset_free(&ds);
     mr_config_free(&cfg);
     free(text);
     free(path);
-    return c;
 }
 
 static mr_emu_counters fit_steps(const char *cfg_name, int steps) {
-    return fit_steps_on(cfg_name, steps, 1, 0);
+    mr_emu_counters c;
+    fit_steps_all(cfg_name, steps, 1, 0, &c);
+    return c;
 }
 
 /* b - a, field by field (every field is a uint64_t count). */
@@ -147,28 +155,45 @@ START_TEST(steady_step_within_budget) {
 }
 END_TEST
 
-/* On 2 emulated GPUs (when the emulator has them), each replica's steady
- * step: at most these host syncs, and the gradients' all-reduce is its only
- * NCCL call (the MLP: no BN statistics to average, one bucket). */
-enum { SYNCS_2GPU = 2, NCCL_2GPU = 1 };
+/* On 2 to 4 emulated GPUs (as far as the emulator has them), each
+ * replica's steady step: at most this many host syncs (1 GPU's), and with
+ * the default buckets (the MLP's 0.4 MiB of weights: one) the gradients'
+ * all-reduce is its only NCCL call (the MLP: no BN statistics to average);
+ * with a bucket per layer, one all-reduce per bucket and the rest. */
+enum {
+    SYNCS_MULTI = 1,
+    MLP_BUCKETS = 3 /* ends after Dense 10, Dense 64 and Dense 128
+                    (all of them: the metric floats go alone) */
+};
 
-START_TEST(two_gpus_within_budget) {
+/* The steady step of each of `gpus` replicas, held as above. */
+static void multi_gpu_step(int gpus, size_t bucket_floats, uint64_t nccl_calls) {
+    mr_emu_counters c2[MR_MAX_GPUS], c3[MR_MAX_GPUS], c4[MR_MAX_GPUS];
+    fit_steps_all("fashion_mlp.cfg", 2, gpus, bucket_floats, c2);
+    fit_steps_all("fashion_mlp.cfg", 3, gpus, bucket_floats, c3);
+    fit_steps_all("fashion_mlp.cfg", 4, gpus, bucket_floats, c4);
+    char what[96];
+    snprintf(what, sizeof what, "fashion_mlp.cfg on %d GPUs, buckets of %s floats", gpus,
+             bucket_floats == 1 ? "1" : "the default");
+    for (int d = 0; d < gpus; d++) {
+        mr_emu_counters s3 = diff(&c3[d], &c2[d]), s4 = diff(&c4[d], &c3[d]);
+        s3.queries = s4.queries = 0;
+        printf("gpu:%d of %d (%s): ", d, gpus, what);
+        print_step("fashion_mlp.cfg", gpus, &s4);
+        ck_assert_msg(memcmp(&s3, &s4, sizeof s3) == 0, "%s: steps 3 and 4 differ", what);
+        AT_MOST(what, "host syncs", s4.host_syncs, SYNCS_MULTI);
+        ck_assert_msg(s4.nccl_calls == nccl_calls, "%s: %llu NCCL calls per step, not %llu", what,
+                      (unsigned long long)s4.nccl_calls, (unsigned long long)nccl_calls);
+        AT_MOST(what, "device-to-device copies", s4.copies[MR_EMU_COPY_D2D], 0);
+    }
+}
+
+START_TEST(multi_gpu_within_budget) {
     int count = 0;
     ck_assert_int_eq(cudaGetDeviceCount(&count), cudaSuccess);
-    if (count < 2) return; /* MIRRORED_EMULATED_GPUS=1 */
-    for (int d = 0; d < 2; d++) {
-        mr_emu_counters c2 = fit_steps_on("fashion_mlp.cfg", 2, 2, d),
-                        c3 = fit_steps_on("fashion_mlp.cfg", 3, 2, d),
-                        c4 = fit_steps_on("fashion_mlp.cfg", 4, 2, d);
-        mr_emu_counters s3 = diff(&c3, &c2), s4 = diff(&c4, &c3);
-        s3.queries = s4.queries = 0;
-        printf("gpu:%d of 2: ", d);
-        print_step("fashion_mlp.cfg", 2, &s4);
-        ck_assert_msg(memcmp(&s3, &s4, sizeof s3) == 0, "2 GPUs: steps 3 and 4 differ");
-        AT_MOST("fashion_mlp.cfg on 2 GPUs", "host syncs", s4.host_syncs, SYNCS_2GPU);
-        AT_MOST("fashion_mlp.cfg on 2 GPUs", "NCCL calls", s4.nccl_calls, NCCL_2GPU);
-        AT_MOST("fashion_mlp.cfg on 2 GPUs", "device-to-device copies", s4.copies[MR_EMU_COPY_D2D],
-                0);
+    for (int gpus = 2; gpus <= (count < 4 ? count : 4); gpus++) { /* none on 1 emulated GPU */
+        multi_gpu_step(gpus, MR_BUCKETS_AUTO, 1);
+        multi_gpu_step(gpus, 1, MLP_BUCKETS + 1);
     }
 }
 END_TEST
@@ -238,13 +263,15 @@ START_TEST(queued_sums_are_the_hosts) {
 }
 END_TEST
 
-int main(void) {
+/* argv[1] "multi": the multi-GPU step alone (gpu_counts_4). */
+int main(int argc, char **argv) {
+    const int multi_only = argc > 1 && strcmp(argv[1], "multi") == 0;
     Suite *s = suite_create("gpu_counts");
     TCase *tc = tcase_create("counts");
     tcase_set_timeout(tc, 1200);
-    tcase_add_loop_test(tc, steady_step_within_budget, 0, N_BUDGETS);
-    tcase_add_test(tc, two_gpus_within_budget);
-    tcase_add_test(tc, queued_sums_are_the_hosts);
+    if (!multi_only) tcase_add_loop_test(tc, steady_step_within_budget, 0, N_BUDGETS);
+    tcase_add_test(tc, multi_gpu_within_budget);
+    if (!multi_only) tcase_add_test(tc, queued_sums_are_the_hosts);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -159,6 +159,11 @@ static void *worker(void *arg) {
         if (j->st == MR_OK) j->st = mr_comm_progress(j->c, j->rank, &j->err);
         if (j->st == MR_OK) j->st = mr_comm_wait_all(j->c, j->rank, &j->err);
         break;
+    case 9: /* the same, joined and settled (without those slots: wait_all) */
+        j->st = mr_comm_allreduce_start(j->c, j->rank, mr_dfloat_of(j->buf), j->n, &j->err);
+        if (j->st == MR_OK) j->st = mr_comm_join_all(j->c, j->rank, &j->err);
+        j->st = mr_comm_settle(j->c, j->rank, j->st, &j->err);
+        break;
     }
     j->wall_s = mr_now_s() - wall0;
     return NULL;
@@ -390,6 +395,32 @@ START_TEST(started_allreduce_completes) {
 }
 END_TEST
 
+/* join_all and settle on a communicator without them: wait_all, and
+ * settle hands back the caller's wait as it was. */
+START_TEST(join_and_settle_fall_back) {
+    mr_comm *c;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_comm_local_create(2, &c, &err), MR_OK);
+    int ops[2] = {9, 9};
+    job *jobs = run_all(c, 100, ops, 0);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_msg(jobs[r].st == MR_OK, "%s", jobs[r].err.msg);
+        for (size_t i = 0; i < 100; i++) {
+            float want = value(0, i) + value(1, i);
+            ck_assert(memcmp(&jobs[r].buf[i], &want, sizeof want) == 0);
+        }
+    }
+    free_jobs(jobs, 2);
+    mr_error_set(&err, MR_ERR_IO, "the caller's wait");
+    ck_assert_int_eq(mr_comm_settle(c, 0, MR_ERR_IO, &err), MR_ERR_IO);
+    ck_assert_str_eq(err.msg, "the caller's wait");
+    ck_assert_int_eq(mr_comm_settle(c, 0, MR_OK, &err), MR_OK);
+    ck_assert_int_eq(mr_comm_settle(c, 2, MR_OK, &err), MR_ERR_USAGE);
+    ck_assert_int_eq(mr_comm_join_all(c, -1, &err), MR_ERR_USAGE);
+    mr_comm_destroy(c);
+}
+END_TEST
+
 /* A local level placed in a job names its replicas by their job-wide number. */
 START_TEST(placed_names_job_replicas) {
     mr_comm *c;
@@ -445,6 +476,7 @@ int main(void) {
     tcase_add_test(tc, abort_wakes_blocked_waiters);
     tcase_add_test(tc, allreduce_f64_exact);
     tcase_add_test(tc, started_allreduce_completes);
+    tcase_add_test(tc, join_and_settle_fall_back);
     tcase_add_test(tc, placed_names_job_replicas);
     tcase_add_test(tc, wrapper_checks);
     suite_add_tcase(s, tc);

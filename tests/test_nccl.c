@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "backends/backends.h"
+#include "runtime/clock.h"
 #include "tests/testutil.h"
 
 /* The GPU kind's communicator (NCCL). Only called in a build that has a
@@ -141,7 +142,18 @@ static void download(worker *w, mr_dfloat *d, size_t n) {
         w->st = mr_backend_to_host(w->g->be[w->rank], w->host, d, sizeof(float) * n, &w->err);
 }
 
-enum { OP_INT, OP_RAND, OP_BROADCAST, OP_F64, OP_BUCKETS, OP_BARRIER, OP_ABORT, OP_ABSENT };
+enum {
+    OP_INT,
+    OP_RAND,
+    OP_BROADCAST,
+    OP_F64,
+    OP_BUCKETS,
+    OP_BUCKETS_JOINED,
+    OP_BARRIER,
+    OP_ABORT,
+    OP_ABSENT,
+    OP_ABSENT_JOINED
+};
 
 static const size_t bucket_n[4] = {1, 1000, 1 << 18, 7}; /* slices of one buffer, in order */
 
@@ -187,10 +199,12 @@ static void *work(void *arg) {
         w->d[2] = (double)(1 << 26) * (r + 1);
         w->st = mr_comm_allreduce_sum_f64(c, r, w->d, 3, &w->err);
         break;
-    case OP_BUCKETS: {
+    case OP_BUCKETS:
+    case OP_BUCKETS_JOINED: {
         /* bucket 1 is scaled by 2 on the compute stream just before its
          * start (the all-reduce must wait for it), bucket 0 by 3 after
-         * wait_all (the scaling must wait for the sum) */
+         * wait_all or join_all (the scaling must wait for the sum); joined,
+         * the host waits only in the read, which settle then vouches for */
         for (size_t i = 0; i < w->n; i++)
             h[i] = int_value(r, i);
         d = upload(w, h, w->n);
@@ -202,9 +216,12 @@ static void *work(void *arg) {
             if (b == 1) w->st = mr_backend_scale(be, slice, bucket_n[b], 2.0f, &w->err);
             if (w->st == MR_OK) w->st = mr_comm_allreduce_start(c, r, slice, bucket_n[b], &w->err);
         }
-        if (w->st == MR_OK) w->st = mr_comm_wait_all(c, r, &w->err);
+        const int joined = w->op == OP_BUCKETS_JOINED;
+        if (w->st == MR_OK)
+            w->st = joined ? mr_comm_join_all(c, r, &w->err) : mr_comm_wait_all(c, r, &w->err);
         if (w->st == MR_OK) w->st = mr_backend_scale(be, d, bucket_n[0], 3.0f, &w->err);
         download(w, d, w->n);
+        if (joined) w->st = mr_comm_settle(c, r, w->st, &w->err);
         break;
     }
     case OP_BARRIER:
@@ -234,6 +251,21 @@ static void *work(void *arg) {
         w->st = mr_comm_allreduce_start(c, r, d, w->n, &w->err);
         if (w->st == MR_OK) w->st = mr_comm_wait_all(c, r, &w->err);
         break;
+    case OP_ABSENT_JOINED: {
+        /* the same, joined: the read of the sum waits without a timeout of
+         * its own (the context's is 0), so only the watchdog's abort ends it */
+        for (size_t i = 0; i < w->n; i++)
+            h[i] = int_value(r, i);
+        d = upload(w, h, w->n);
+        if (w->st != MR_OK || r == 0) break;
+        const double t0 = mr_now_s();
+        w->st = mr_comm_allreduce_start(c, r, d, w->n, &w->err);
+        if (w->st == MR_OK) w->st = mr_comm_join_all(c, r, &w->err);
+        download(w, d, w->n);
+        w->st = mr_comm_settle(c, r, w->st, &w->err);
+        w->d[0] = mr_now_s() - t0;
+        break;
+    }
     }
     /* cudaFree waits for the device: an aborted collective has ended */
     mr_backend_free(be, d);
@@ -375,6 +407,29 @@ START_TEST(buckets_started_then_waited) {
 }
 END_TEST
 
+/* join_all: the same sums, the host's only wait the read (settle MR_OK). */
+START_TEST(buckets_started_then_joined) {
+    gpus g;
+    open_gpus(&g, 60.0);
+    const size_t n = bucket_n[0] + bucket_n[1] + bucket_n[2] + bucket_n[3];
+    worker *w = run_workers(&g, OP_BUCKETS_JOINED, n);
+    expect_ok(&g, w);
+    for (size_t i = 0; i < n; i++) {
+        float want = 0.0f;
+        for (int q = 0; q < g.n; q++)
+            want += int_value(q, i);
+        if (i < bucket_n[0])
+            want *= 3.0f;
+        else if (i < bucket_n[0] + bucket_n[1])
+            want *= 2.0f;
+        ck_assert_msg(w[0].host[i] == want, "element %zu: %g != %g", i, w[0].host[i], want);
+    }
+    expect_same_bits(&g, w, n);
+    free_workers(&g, w);
+    close_gpus(&g);
+}
+END_TEST
+
 START_TEST(barriers) {
     gpus g;
     open_gpus(&g, 60.0);
@@ -425,6 +480,46 @@ START_TEST(absent_replica_times_out) {
 }
 END_TEST
 
+/* Joined, nobody polls: the watchdog aborts the waiting ranks' NCCL
+ * communicators within the timeout (2 s), their reads return, and settle
+ * gives host_wait's message. Round 0: the reads wait for as long as it
+ * takes (the contexts' timeout 0), so only the watchdog ends them; round
+ * 1: they give up after the same 2 s, counted from a little later, which
+ * usually comes before the watchdog's next look: settle names the
+ * collective all the same, not the read. */
+START_TEST(absent_replica_times_out_joined) {
+    for (int round = 0; round < 2; round++) {
+        gpus g;
+        open_gpus(&g, 2.0);
+        if (g.n < 2) {
+            printf("absent_replica_times_out_joined: needs 2 GPUs, %d visible: not run\n", g.n);
+            close_gpus(&g);
+            return;
+        }
+        for (int r = 0; r < g.n; r++)
+            g.be[r]->timeout_s = round == 0 ? 0.0 : 2.0;
+        worker *w = run_workers(&g, OP_ABSENT_JOINED, 1 << 20);
+        ck_assert_msg(w[0].st == MR_OK, "%s", w[0].err.msg);
+        int named = 0;
+        for (int r = 1; r < g.n; r++) {
+            printf("round %d, rank %d after %.2f s: %s\n", round, r, w[r].d[0], w[r].err.msg);
+            ck_assert_msg(w[r].st == MR_ERR_RUNTIME, "rank %d: %d %s", r, w[r].st, w[r].err.msg);
+            int waited = strstr(w[r].err.msg, "waited 2 s") &&
+                         strstr(w[r].err.msg, "not yet queued by replica(s) 0") &&
+                         strstr(w[r].err.msg, "its NCCL communicator is aborted");
+            named += waited;
+            ck_assert_msg(waited || (g.n > 2 && strstr(w[r].err.msg, "remote")), "%s",
+                          w[r].err.msg);
+            /* the first rank to time out releases the others, which may have started later */
+            ck_assert_msg(w[r].d[0] > 1.0 && w[r].d[0] < 30.0, "rank %d: %.2f s", r, w[r].d[0]);
+        }
+        ck_assert_int_ge(named, 1);
+        free_workers(&g, w);
+        close_gpus(&g);
+    }
+}
+END_TEST
+
 static int run_gpu_suite(void) {
     const mr_gpu_list *gl = tu_gpus();
     if (gl->count == 0) {
@@ -440,9 +535,11 @@ static int run_gpu_suite(void) {
     tcase_add_test(tc, broadcast_from_every_root);
     tcase_add_test(tc, allreduce_f64);
     tcase_add_test(tc, buckets_started_then_waited);
+    tcase_add_test(tc, buckets_started_then_joined);
     tcase_add_test(tc, barriers);
     tcase_add_test(tc, abort_releases_the_others);
     tcase_add_test(tc, absent_replica_times_out);
+    tcase_add_test(tc, absent_replica_times_out_joined);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */

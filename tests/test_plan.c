@@ -180,6 +180,18 @@ START_TEST(buckets_at_layer_ends) {
 }
 END_TEST
 
+/* The default: 25 MiB of floats on 2 or more replicas that overlap (GPUs),
+ * else none. */
+START_TEST(default_buckets) {
+    const size_t mib25 = (size_t)25 * 1024 * 1024 / sizeof(float);
+    ck_assert_uint_eq(mr_plan_default_bucket_floats(2, 1), mib25);
+    ck_assert_uint_eq(mr_plan_default_bucket_floats(64, 1), mib25);
+    ck_assert_uint_eq(mr_plan_default_bucket_floats(1, 1), 0);
+    ck_assert_uint_eq(mr_plan_default_bucket_floats(2, 0), 0);
+    ck_assert_uint_eq(mr_plan_default_bucket_floats(8, 0), 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
@@ -188,6 +200,7 @@ int main(void) {
     tcase_add_test(tc, steps_schedule);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, buckets_at_layer_ends);
+    tcase_add_test(tc, default_buckets);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

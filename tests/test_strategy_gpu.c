@@ -186,6 +186,40 @@ START_TEST(two_gpus_stay_in_sync) {
 }
 END_TEST
 
+/* Gradient buckets started during backward (a bucket per layer, and the
+ * default's) train to the bits of one all-reduce after backward on 2 and 3
+ * GPUs (as far as there are): replica 0's parameters and state, which
+ * params_hash hashes, compared byte for byte; SyncBN's collectives inside
+ * the model run while buckets are in flight. */
+START_TEST(buckets_do_not_change_the_bits) {
+    const int count = tu_gpus()->count;
+    const size_t buckets[] = {1, MR_BUCKETS_AUTO};
+    for (int R = 2; R <= (count < 3 ? count : 3); R++)
+        for (int i = 0; i < N_MODELS; i++) {
+            char extra[256];
+            net_lines(extra, sizeof extra, 1, 4 * R);
+            su_run o = {.text = *models[i].text,
+                        .net_extra = extra,
+                        .replicas = R,
+                        .batch = 4,
+                        .n = 10 * 4 * R + 3}; /* a partial last batch too */
+            int64_t na, nb;
+            float *a = train_ok("gpu", o, &na);
+            for (size_t k = 0; k < sizeof buckets / sizeof buckets[0]; k++) {
+                o.bucket_floats = buckets[k];
+                float *b = train_ok("gpu", o, &nb);
+                ck_assert_int_eq(na, nb);
+                ck_assert_msg(memcmp(a, b, sizeof(float) * (size_t)na) == 0,
+                              "%s on %d GPUs: buckets of %s floats changed the weights",
+                              models[i].name, R, k ? "the default" : "1");
+                free(b);
+            }
+            printf("%s on %d GPUs: the same bits with and without buckets\n", models[i].name, R);
+            free(a);
+        }
+}
+END_TEST
+
 int main(void) {
     const mr_gpu_list *gl = tu_gpus();
     if (gl->count == 0) {
@@ -200,6 +234,7 @@ int main(void) {
         tcase_add_test(tc, two_gpus_equal_one_gpu_at_twice_the_batch);
         tcase_add_test(tc, two_gpus_stay_in_sync);
         tcase_add_test(tc, synthetic_batches_made_on_the_gpus);
+        tcase_add_test(tc, buckets_do_not_change_the_bits);
     } else {
         printf("SKIP: needs 2 GPUs, %d visible (two_gpus_equal_one_gpu_at_twice_the_batch, "
                "two_gpus_stay_in_sync, synthetic_batches_made_on_the_gpus)\n",

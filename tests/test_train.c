@@ -52,6 +52,7 @@ START_TEST(options_parsed) {
     ck_assert_str_eq(o.cfg_path, "m.cfg");
     ck_assert_str_eq(o.devices_spec, "auto");
     ck_assert(o.epochs == -1 && o.seed == -1 && o.check_sync == 0 && o.keep == 0);
+    ck_assert(o.bucket_mb < 0.0); /* not given: the devices' default */
     ck_assert_int_eq(parse(&o, &err, "--epochs", "3", "--seed", "0", "--check-sync", "2",
                            "--bucket-mb", "0.5", "--collective-timeout", "7", "--devices", "cpu:2",
                            "--json", "s.json", "--metrics", "m.csv", "--log", "l.jsonl", "--save",

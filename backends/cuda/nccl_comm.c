@@ -12,13 +12,15 @@
  * may be recorded again while a wait on its previous record is queued:
  * cudaStreamWaitEvent and cudaEventQuery use the record current at their
  * call. So `done` always marks everything queued on the communication
- * stream so far, and the host waits on it alone (host_wait).
+ * stream so far, and the host waits on it alone (host_wait), or, after
+ * join_all, the watchdog watches it (see join_all below).
  *
  * Threads: NCCL allows one thread at a time per communicator (NCCL user
  * guide, "Thread Safety"). Rank r's NCCL calls come from replica r's
  * thread, except that mr_comm_abort, called by a failing replica's thread,
- * aborts every rank's communicator so their kernels stop waiting for it. A
- * mutex per rank orders the two: a replica holds its own only around NCCL
+ * aborts every rank's communicator so their kernels stop waiting for it,
+ * and that the watchdog's thread reads NCCL's asynchronous error and may
+ * abort. A mutex per rank orders them: a replica holds its own only around NCCL
  * calls that return at once (queueing a collective, reading the async
  * error), never while it waits, so an abort gets it within microseconds.
  * NCCL's calls could wait for peers inside the host call when NCCL sets up
@@ -62,6 +64,12 @@ typedef struct nccl_rank {
     const char *last; /* the last one queued, and its length, for messages */
     size_t last_n;
     atomic_long issued; /* collectives queued so far (read by other ranks' messages) */
+    /* join_all's watch, under lock (the watchdog's thread reads it): */
+    int armed;        /* joined, not yet settled: held to the deadline */
+    double deadline;  /* mr_now_s() by which `done` must have completed */
+    int watch_failed; /* the watchdog aborted the rank: watch_st and watch_err say why */
+    mr_status watch_st;
+    mr_error watch_err;
 } nccl_rank;
 
 typedef struct nccl_comm {
@@ -70,6 +78,12 @@ typedef struct nccl_comm {
     int processes;         /* of the job, for messages */
     atomic_int aborted_by; /* local rank that called mr_comm_abort; -1: none */
     atomic_int failed;     /* a rank's NCCL communicator was aborted: destroy aborts the rest */
+    pthread_t watcher;     /* the watchdog of join_all (none for one replica) */
+    int watching;          /* it runs (set before any replica calls in) */
+    pthread_mutex_t wlock; /* the watchdog's sleep: */
+    pthread_cond_t wcond;  /* (CLOCK_MONOTONIC) */
+    int wstop;             /* under wlock: destroy ends it */
+    unsigned long kicks;   /* under wlock: join_all armed a rank */
 } nccl_comm;
 
 /* One replica in the whole job: every collective is the identity (the sum
@@ -188,6 +202,26 @@ static mr_status timed_out(const nccl_comm *nc, const nccl_rank *k, const char *
                         k->last ? k->last : what, k->last_n, why, behind);
 }
 
+/* What this process and NCCL say of rank k's collectives (k->lock held):
+ * MR_OK, or the rank's NCCL communicator is aborted and err says why: an
+ * abort (mr_comm_abort, or an earlier failure of this rank), or NCCL's
+ * asynchronous error. */
+static mr_status check_locked(nccl_comm *nc, nccl_rank *k, const char *what, mr_error *err) {
+    if (atomic_load(&nc->aborted_by) >= 0 || k->dead) {
+        kill_locked(nc, k);
+        return aborted(nc, k, what, err);
+    }
+    ncclResult_t async = ncclSuccess, res = ncclCommGetAsyncError(k->comm, &async);
+    if (res != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+        mr_status st = nccl_fail(
+            nc, k, res != ncclSuccess ? res : async, what,
+            res != ncclSuccess ? "ncclCommGetAsyncError" : "asynchronous NCCL error", err);
+        kill_locked(nc, k);
+        return st;
+    }
+    return MR_OK;
+}
+
 /* The host waits for everything queued on rank k's communication stream
  * (its `done` event), watching for NCCL's asynchronous errors, for
  * mr_comm_abort and for the timeout; each of those aborts the rank's NCCL
@@ -210,17 +244,8 @@ static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_err
          * error is set before the operation it ends completes, so a
          * collective cut short is seen here as failed. */
         pthread_mutex_lock(&k->lock);
-        if (atomic_load(&nc->aborted_by) >= 0 || k->dead) {
-            kill_locked(nc, k);
-            pthread_mutex_unlock(&k->lock);
-            return aborted(nc, k, what, err);
-        }
-        ncclResult_t async = ncclSuccess, res = ncclCommGetAsyncError(k->comm, &async);
-        if (res != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
-            mr_status st = nccl_fail(
-                nc, k, res != ncclSuccess ? res : async, what,
-                res != ncclSuccess ? "ncclCommGetAsyncError" : "asynchronous NCCL error", err);
-            kill_locked(nc, k);
+        mr_status st = check_locked(nc, k, what, err);
+        if (st != MR_OK) {
             pthread_mutex_unlock(&k->lock);
             return st;
         }
@@ -231,11 +256,12 @@ static mr_status host_wait(nccl_comm *nc, nccl_rank *k, const char *what, mr_err
             pthread_mutex_unlock(&k->lock);
             return aborted(nc, k, what, err);
         }
-        pthread_mutex_unlock(&k->lock);
-        if (e == cudaSuccess) {
+        if (e == cudaSuccess) { /* `done` covers everything queued: a join_all's too */
             k->pending = 0;
-            return MR_OK;
+            k->armed = 0;
         }
+        pthread_mutex_unlock(&k->lock);
+        if (e == cudaSuccess) return MR_OK;
         if (mr_backoff_elapsed(&b) > nc->base.timeout_s) {
             mr_status st = timed_out(nc, k, what, err);
             kill_rank(nc, k);
@@ -309,6 +335,171 @@ fail:
     kill_locked(nc, k);
     pthread_mutex_unlock(&k->lock);
     return st;
+}
+
+/* ---- join_all, settle and their watchdog ---------------------------------
+ * The training step's all-reduce is not waited for on the host: join_all
+ * makes the compute stream wait for `done` and arms the rank's watch, the
+ * step's one host wait (the read of its metrics, queued behind the
+ * optimizer) waits for the sums with everything else, and settle then
+ * reads the verdict without touching the device. The communicator's
+ * watchdog thread keeps what host_wait kept: it polls the armed ranks
+ * every WATCH_PERIOD_S for NCCL's asynchronous error and, past the
+ * deadline (join_all + the timeout, as host_wait counted from wait_all),
+ * asks the event once; either failure aborts the rank's NCCL communicator,
+ * so its collectives end, the replica's host wait returns, and settle
+ * reports the watchdog's message (host_wait's words). The watchdog asks
+ * the event only past the deadline: a healthy step gives the device no
+ * host synchronisation of its own. */
+#define WATCH_PERIOD_S 1e-3
+
+/* The watchdog found rank k failed (k->lock held): `st`, already in
+ * k->watch_err, is settle's answer; the rank's communicator is aborted. */
+static void watch_end(nccl_comm *nc, nccl_rank *k, mr_status st) {
+    k->watch_st = st;
+    k->watch_failed = 1;
+    k->armed = 0;
+    kill_locked(nc, k);
+}
+
+/* The watchdog's look at rank k; 1 while it stays armed. */
+static int watch_rank(nccl_comm *nc, nccl_rank *k) {
+    const char *what = "all-reduce";
+    pthread_mutex_lock(&k->lock);
+    if (k->armed && !k->dead) {
+        mr_status st = check_locked(nc, k, what, &k->watch_err);
+        if (st != MR_OK) {
+            watch_end(nc, k, st);
+        } else if (mr_now_s() > k->deadline) {
+            (void)cudaSetDevice(k->device); /* this thread's own current device */
+            cudaError_t e = cudaEventQuery(k->done);
+            if (e == cudaSuccess) /* complete: its replica was slow to settle */
+                k->armed = 0;
+            else if (e == cudaErrorNotReady)
+                watch_end(nc, k, timed_out(nc, k, what, &k->watch_err));
+            else
+                watch_end(
+                    nc, k,
+                    mr_cuda_fail(k->be, &k->watch_err, e, "cudaEventQuery (waiting for NCCL)"));
+        }
+    }
+    const int armed = k->armed && !k->dead;
+    pthread_mutex_unlock(&k->lock);
+    return armed;
+}
+
+static void *watchdog(void *arg) {
+    nccl_comm *nc = arg;
+    pthread_mutex_lock(&nc->wlock);
+    while (!nc->wstop) {
+        const unsigned long seen = nc->kicks;
+        pthread_mutex_unlock(&nc->wlock);
+        int armed = 0;
+        for (int q = 0; q < nc->base.size; q++)
+            armed |= watch_rank(nc, &nc->ranks[q]);
+        pthread_mutex_lock(&nc->wlock);
+        if (armed) {
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            long ns = until.tv_nsec + (long)(WATCH_PERIOD_S * 1e9);
+            until.tv_sec += ns / 1000000000L;
+            until.tv_nsec = ns % 1000000000L;
+            if (!nc->wstop) (void)pthread_cond_timedwait(&nc->wcond, &nc->wlock, &until);
+        } else {
+            while (!nc->wstop && nc->kicks == seen)
+                pthread_cond_wait(&nc->wcond, &nc->wlock);
+        }
+    }
+    pthread_mutex_unlock(&nc->wlock);
+    return NULL;
+}
+
+/* The compute stream waits for every collective queued so far, and the
+ * watchdog holds them to the timeout; the host goes on. Without the
+ * watchdog's thread (it could not start), wait_all. */
+static mr_status nccl_join_all(mr_comm *c, int rank, mr_error *err) {
+    nccl_comm *nc = (nccl_comm *)c;
+    nccl_rank *k = &nc->ranks[rank];
+    const char *what = "all-reduce";
+    if (!nc->watching) return nccl_wait_all(c, rank, err);
+    MR_CHECK(begin(nc, k, what, err));
+    mr_status st = MR_OK;
+    CUDA_GOTO(cudaStreamWaitEvent(mr_cuda(k->be)->stream, k->done, 0));
+    if (!k->armed) {
+        k->armed = 1;
+        k->deadline = mr_now_s() + nc->base.timeout_s;
+    }
+    pthread_mutex_unlock(&k->lock);
+    pthread_mutex_lock(&nc->wlock);
+    nc->kicks++;
+    pthread_cond_signal(&nc->wcond);
+    pthread_mutex_unlock(&nc->wlock);
+    return MR_OK;
+fail:
+    kill_locked(nc, k);
+    pthread_mutex_unlock(&k->lock);
+    return st;
+}
+
+/* settle's verdict (k->lock held), into `mine`. The caller's wait returned,
+ * so `done` has completed unless the wait failed: it is not asked again. */
+static mr_status settle_locked(nccl_comm *nc, nccl_rank *k, mr_status waited, mr_error *mine) {
+    const char *what = "all-reduce";
+    if (k->watch_failed) {
+        *mine = k->watch_err;
+        return k->watch_st;
+    }
+    MR_CHECK(check_locked(nc, k, what, mine));
+    if (waited != MR_OK) {
+        /* the caller's wait gave up (the backend's timeout is the same one,
+         * counted from a little later, so it usually ends before the
+         * watchdog's next look): past the deadline with the collectives
+         * still out, they are why */
+        if (k->armed && mr_now_s() > k->deadline && cudaEventQuery(k->done) == cudaErrorNotReady) {
+            mr_status st = timed_out(nc, k, what, mine);
+            kill_locked(nc, k);
+            return st;
+        }
+        return MR_OK; /* the wait's own failure stands */
+    }
+    if (atomic_load(&nc->failed)) {
+        /* another replica of this process failed and aborted its
+         * communicator while these collectives were in flight */
+        kill_locked(nc, k);
+        return aborted(nc, k, what, mine);
+    }
+    k->pending = 0;
+    return MR_OK;
+}
+
+static mr_status nccl_settle(mr_comm *c, int rank, mr_status waited, mr_error *err) {
+    nccl_comm *nc = (nccl_comm *)c;
+    nccl_rank *k = &nc->ranks[rank];
+    if (solo(nc)) return waited;
+    if (!nc->watching) return waited; /* join_all was wait_all */
+    mr_error mine = {0};
+    pthread_mutex_lock(&k->lock);
+    mr_status st = settle_locked(nc, k, waited, &mine);
+    k->armed = 0;
+    pthread_mutex_unlock(&k->lock);
+    if (st == MR_OK) return waited;
+    *err = mine; /* the communicator's words, in place of the wait's */
+    return st;
+}
+
+/* One replica makes no NCCL call: nothing to watch. */
+static void start_watchdog(nccl_comm *nc) {
+    if (!solo(nc)) nc->watching = pthread_create(&nc->watcher, NULL, watchdog, nc) == 0;
+}
+
+static void stop_watchdog(nccl_comm *nc) {
+    if (!nc->watching) return;
+    pthread_mutex_lock(&nc->wlock);
+    nc->wstop = 1;
+    pthread_cond_signal(&nc->wcond);
+    pthread_mutex_unlock(&nc->wlock);
+    pthread_join(nc->watcher, NULL);
+    nc->watching = 0;
 }
 
 /* root is a job-wide replica index, which is also its NCCL rank. The host
@@ -425,6 +616,7 @@ static void nccl_abort(mr_comm *c, int rank) {
  * after any failure a collective may never end, so the rest are aborted. */
 static void nccl_destroy(mr_comm *c) {
     nccl_comm *nc = (nccl_comm *)c;
+    stop_watchdog(nc);
     int dev = -1;
     (void)cudaGetDevice(&dev);
     const int failed = atomic_load(&nc->failed);
@@ -452,6 +644,8 @@ static void nccl_destroy(mr_comm *c) {
     }
     if (dev >= 0) (void)cudaSetDevice(dev);
     (void)cudaGetLastError(); /* nothing of the teardown sticks to the caller */
+    pthread_cond_destroy(&nc->wcond);
+    pthread_mutex_destroy(&nc->wlock);
     free(nc->ranks);
     free(nc);
 }
@@ -465,6 +659,8 @@ static const mr_comm_vtable nccl_vt = {
     .allreduce_start = nccl_allreduce_start,
     .progress = NULL, /* NCCL moves on by itself */
     .wait_all = nccl_wait_all,
+    .join_all = nccl_join_all,
+    .settle = nccl_settle,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
 };
@@ -657,6 +853,12 @@ mr_status mr_comm_nccl_create(mr_backend **be, int local, mr_job *job, double ti
     nc->processes = 1;
     atomic_init(&nc->aborted_by, -1);
     atomic_init(&nc->failed, 0);
+    pthread_mutex_init(&nc->wlock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the watchdog's naps */
+    pthread_cond_init(&nc->wcond, &ca);
+    pthread_condattr_destroy(&ca);
     mr_status st = MR_OK;
     for (int r = 0; r < local; r++) {
         nccl_rank *k = &nc->ranks[r];
@@ -684,6 +886,7 @@ mr_status mr_comm_nccl_create(mr_backend **be, int local, mr_job *job, double ti
         nccl_destroy(&nc->base);
         return st;
     }
+    start_watchdog(nc);
     *out = &nc->base;
     return MR_OK;
 }

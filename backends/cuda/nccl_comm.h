@@ -18,7 +18,12 @@
  * wait_all is also where the host waits, polling the last collective's event
  * and ncclCommGetAsyncError against the communicator's timeout, so a
  * replica that never comes, or an NCCL error, fails with a message and
- * aborts this rank's NCCL communicator instead of hanging. broadcast,
+ * aborts this rank's NCCL communicator instead of hanging. join_all (the
+ * training step's) makes the compute stream wait the same way but not the
+ * host: a watchdog thread per communicator polls NCCL's asynchronous error
+ * and, past the timeout, the event, and aborts the rank's communicator, so
+ * the host's next wait for the device (the step's read of its metrics)
+ * ends; settle then gives the verdict, in wait_all's words. broadcast,
  * barrier and allreduce_sum_f64 (host doubles, staged through pinned and
  * device memory) wait the same way before they return. mr_comm_abort
  * aborts this process's NCCL communicators, so device work waiting on a
