@@ -209,6 +209,9 @@ mr_status fit_graph_run(fit_loop *loop, int64_t ga, float lr,
     MR_CHECK(prefetch(loop, 0));
     const double t2 = mr_now_s();
     MR_CHECK(go->wait(rep->be, "the update's graph", &rep->err));
+    /* the communicator's verdict on the collectives the replay ran: an
+     * abort (a peer failed) ends them early, with no sum in the buffers */
+    if (rep->s->R > 1) MR_CHECK(mr_comm_wait_all(rep->s->comm, rep->r, &rep->err));
     memcpy(rep->extra, m->host, sizeof(float) * n_extra);
     out->metrics = rep->extra;
     out->grads_bad = fg->gflag != NULL && *fg->gflag != 0.0;
