@@ -12,6 +12,8 @@
  *   graphs recorded in the first are replayed in the second);
  *   fashion_cnn2.cfg checks [dropout]'s masks, whose step a replay reads
  *   from the device.
+ * - On 2 GPUs each replica's steady step is 1 graph launch with the
+ *   all-reduce inside it, the upload and at most 1 host sync.
  * - cuda_graphs = 0 launches no graph.
  * Counts come from the emulator (tests/gpu_emu/emu_counters.h). */
 #include <check.h>
@@ -28,14 +30,15 @@
 enum { BATCH = 64 };
 
 typedef struct run_result {
-    mr_emu_counters c; /* device 0's */
+    mr_emu_counters c; /* the device asked for */
     uint64_t hash;     /* replica 0's weights */
     double loss;       /* the last epoch's training loss */
 } run_result;
 
 /* cfg_name trained on `gpus` emulated GPUs at batch 64 each for `epochs`
- * epochs of n examples, graphs on or off. */
-static run_result fit_on(const char *cfg_name, int64_t n, int epochs, int gpus, int graphs) {
+ * epochs of n examples, graphs on or off; the counters of `device`. */
+static run_result fit_on(const char *cfg_name, int64_t n, int epochs, int gpus, int graphs,
+                         int device) {
     char rel[256];
     snprintf(rel, sizeof rel, "models/configs/%s", cfg_name);
     char *path = tu_source_path(rel);
@@ -70,7 +73,7 @@ static run_result fit_on(const char *cfg_name, int64_t n, int epochs, int gpus, 
     ck_assert_msg(mr_params_hash(mr_strategy_replica(s, 0), &r.hash, &err) == MR_OK, "%s", err.msg);
     r.loss = st->history[epochs - 1].loss;
     mr_strategy_destroy(s);
-    mr_emu_counters_get(0, &r.c);
+    mr_emu_counters_get(device, &r.c);
     mr_dataset_free(&ds);
     mr_config_free(&cfg);
     free(text);
@@ -92,8 +95,9 @@ static const char *const small[] = {"fashion_mlp.cfg", "fashion_cnn.cfg", "fashi
 /* Steps 5 and 6 of a 1-GPU epoch: one replay each. */
 START_TEST(steady_step_is_one_launch) {
     const char *cfg = small[_i];
-    mr_emu_counters c4 = fit_on(cfg, 4 * BATCH, 1, 1, 1).c, c5 = fit_on(cfg, 5 * BATCH, 1, 1, 1).c,
-                    c6 = fit_on(cfg, 6 * BATCH, 1, 1, 1).c;
+    mr_emu_counters c4 = fit_on(cfg, 4 * BATCH, 1, 1, 1, 0).c,
+                    c5 = fit_on(cfg, 5 * BATCH, 1, 1, 1, 0).c,
+                    c6 = fit_on(cfg, 6 * BATCH, 1, 1, 1, 0).c;
     mr_emu_counters s5 = diff(&c5, &c4), s6 = diff(&c6, &c5);
     s5.queries = s6.queries = 0; /* how often a host polls depends on timing */
     printf("%s, graphs on, one step: %llu graph launches (%llu operations replayed), %llu ops "
@@ -118,12 +122,38 @@ START_TEST(steady_step_is_one_launch) {
 }
 END_TEST
 
+/* On 2 GPUs, each replica's steady step: 1 graph launch holding the
+ * all-reduce (no NCCL call outside it), the upload, at most 1 host sync,
+ * no allocation. */
+START_TEST(two_gpus_one_launch_each) {
+    int count = 0;
+    ck_assert_int_eq(cudaGetDeviceCount(&count), cudaSuccess);
+    if (count < 2) return; /* MIRRORED_EMULATED_GPUS=1 */
+    for (int d = 0; d < 2; d++) {
+        mr_emu_counters c4 = fit_on("fashion_mlp.cfg", 8 * BATCH, 1, 2, 1, d).c,
+                        c5 = fit_on("fashion_mlp.cfg", 10 * BATCH, 1, 2, 1, d).c;
+        mr_emu_counters s5 = diff(&c5, &c4);
+        printf("gpu:%d of 2, graphs on, one step: %llu graph launches, %llu NCCL calls outside, "
+               "%llu H2D copies, %llu host syncs, %llu allocations\n",
+               d, (unsigned long long)s5.graph_launches, (unsigned long long)s5.nccl_calls,
+               (unsigned long long)s5.copies[MR_EMU_COPY_H2D], (unsigned long long)s5.host_syncs,
+               (unsigned long long)s5.allocs);
+        fflush(stdout);
+        ck_assert_uint_eq(s5.graph_launches, 1);
+        ck_assert_uint_eq(s5.nccl_calls + s5.launches + s5.blas_calls + s5.dnn_calls, 0);
+        ck_assert_uint_eq(s5.copies[MR_EMU_COPY_H2D], 1);
+        ck_assert_uint_le(s5.host_syncs, 1);
+        ck_assert_uint_eq(s5.allocs, 0);
+    }
+}
+END_TEST
+
 /* Graphs on = graphs off, bit for bit: 2 epochs of 5.5 global batches
  * (the last one partial, eager), on 1 GPU and (when the emulator has
  * them) 2. cuda_graphs = 0 launches no graph. */
 static void same_bits(const char *cfg, int gpus) {
     const int64_t n = (int64_t)(5 * BATCH + BATCH / 2) * gpus;
-    run_result on = fit_on(cfg, n, 2, gpus, 1), off = fit_on(cfg, n, 2, gpus, 0);
+    run_result on = fit_on(cfg, n, 2, gpus, 1, 0), off = fit_on(cfg, n, 2, gpus, 0, 0);
     printf("%s on %d GPU(s): params_hash %016llx with graphs (%llu launches), %016llx without; "
            "loss %.17g, %.17g\n",
            cfg, gpus, (unsigned long long)on.hash, (unsigned long long)on.c.graph_launches,
@@ -159,6 +189,7 @@ int main(void) {
     TCase *tc = tcase_create("graphs");
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, steady_step_is_one_launch, 0, 3);
+    tcase_add_test(tc, two_gpus_one_launch_each);
     tcase_add_loop_test(tc, same_bits_one_gpu, 0, 3);
     tcase_add_loop_test(tc, same_bits_two_gpus, 0, 2);
     suite_add_tcase(s, tc);
