@@ -25,6 +25,7 @@ mr_status mr_train_apply_options(const mr_train_options *c, mr_config *cfg, FILE
                                     .validation_split = c->validation_split,
                                     .data = c->data_path};
     const mr_session_events ev = {.user = say, .line = say ? say_line : NULL};
+    if (c->no_cuda_graphs) cfg->net.cuda_graphs = 0; /* what runs, not the model */
     return mr_session_apply_overrides(&o, cfg, &mr_cli_words, &ev, err);
 }
 

@@ -47,6 +47,7 @@ static const struct {
     {"--write-data", AGREED_GIVEN, FIELD(data_out)},
     {"--trace", AGREED_GIVEN, FIELD(trace_path)},
     {"--dry-run", AGREED_FLAG, FIELD(dry_run)},
+    {"--no-cuda-graphs", AGREED_FLAG, FIELD(no_cuda_graphs)},
     {"--stop-signals", AGREED_SIGNALS, FIELD(stop_signals)},
 };
 #define N_AGREED (sizeof agreed / sizeof agreed[0])

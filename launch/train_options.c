@@ -80,6 +80,8 @@ void mr_train_usage(FILE *out, const char *prog) {
             "                     NAME-stopped.h5)\n"
             "  --stop-budget S    seconds the stop may take (default 25, under GCP's 30 s):\n"
             "                     a warning when the update plus the save do not fit\n"
+            "  --no-cuda-graphs   on GPUs, queue every call of every step instead of\n"
+            "                     replaying the step as a CUDA graph ([net] cuda_graphs = 0)\n"
             "  --quiet            print only the final test result (--verbose 0)\n"
             "  --verbose N        as Keras's verbose: 0 --quiet, 1 a progress bar on a\n"
             "                     terminal (default), 2 one line per epoch only\n"
@@ -142,7 +144,8 @@ enum {
     OPT_WARMUP_STEPS,
     OPT_DATA,
     OPT_BATCH_SIZE,
-    OPT_VALIDATION_SPLIT
+    OPT_VALIDATION_SPLIT,
+    OPT_NO_CUDA_GRAPHS
 };
 
 static const struct option longopts[] = {
@@ -178,6 +181,7 @@ static const struct option longopts[] = {
     {"data", required_argument, NULL, OPT_DATA},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
     {"validation-split", required_argument, NULL, OPT_VALIDATION_SPLIT},
+    {"no-cuda-graphs", no_argument, NULL, OPT_NO_CUDA_GRAPHS},
     {NULL, 0, NULL, 0},
 };
 
@@ -292,6 +296,9 @@ static mr_status parse_option(int o, char **argv, mr_train_options *c, mr_error 
         return parse_real_option(o, optarg, c, err);
     case OPT_DRY_RUN:
         c->dry_run = 1;
+        return MR_OK;
+    case OPT_NO_CUDA_GRAPHS:
+        c->no_cuda_graphs = 1;
         return MR_OK;
     case OPT_STOP_SIGNALS:
         return mr_train_parse_stop_signals(optarg, c->stop_signals, &c->n_stop_signals, err);

@@ -28,6 +28,7 @@ typedef struct mr_train_options {
     long long epochs, seed, check_sync, keep;
     long long max_steps; /* --max-steps: stop after this many updates in all (0: no limit) */
     int dry_run;         /* --dry-run: build and print the plan, train and write nothing */
+    int no_cuda_graphs;  /* --no-cuda-graphs: [net] cuda_graphs = 0 (every call queued each step) */
     /* --synthetic N: N random examples of the model's input shape instead of
      * the [data] files (0: off); --display-every N: an images/sec line every
      * N updates after --warmup-steps W (-1: not given; with --synthetic the

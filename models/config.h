@@ -209,6 +209,7 @@ typedef struct mr_net_cfg {
     mr_every checkpoint_every;
     mr_on_nan on_nan; /* a step with a non-finite loss or gradient */
     int nan_patience; /* skip: stop after this many skipped steps in a row */
+    int cuda_graphs;  /* GPUs: replay the steady step as a CUDA graph (strategies/fit_graph.c) */
     /* Keras EarlyStopping: stop after `patience` epochs in which `early_stopping`
      * did not improve by more than min_delta; restore_best_weights ends with
      * the best epoch's weights */

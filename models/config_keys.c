@@ -132,6 +132,9 @@ static const mr_config_key keys[] = {
      "TerminateOnNaN), skip drops that step's update and goes on"},
     {"net", "nan_patience", NULL, 0, MR_KEY_INT, NET(nan_patience), "10", 1, 1000000, 0, 0, NULL, 0,
      "skip: stop after this many skipped steps in a row"},
+    {"net", "cuda_graphs", NULL, 0, MR_KEY_BOOL, NET(cuda_graphs), "1", 0, 1, 0, 0, NULL, 0,
+     "GPUs: capture the steady training step once per shape as a CUDA graph and replay it (the "
+     "same weights bit for bit; 0: queue every call each step; CPU replicas ignore it)"},
     {"net", "early_stopping", NULL, 0, MR_KEY_ENUM, NET(early_stopping), "none", 0, 0, 0, 0,
      mr_monitor_names, 0,
      "stop training when this epoch metric stops improving (Keras EarlyStopping's monitor; "

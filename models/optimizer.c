@@ -85,6 +85,16 @@ mr_status mr_optimizer_l2(mr_backend *be, const mr_dfloat *w, mr_dfloat *g, size
     return g != NULL ? kern->optimizer->axpy(be, g, w, n, 2.0f * l2, err) : MR_OK;
 }
 
+mr_step_rates mr_optimizer_rates(const mr_optimizer *opt, float lr, int64_t t) {
+    mr_step_rates r = {.lr = lr, .alpha = lr};
+    if (is_adam(opt)) {
+        /* bias correction folded into the step size once (Keras 3) */
+        double b1t = pow((double)opt->beta1, (double)t), b2t = pow((double)opt->beta2, (double)t);
+        r.alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
+    }
+    return r;
+}
+
 mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, int64_t t,
                             mr_dfloat *w, const mr_dfloat *g, mr_dfloat *slot0, mr_dfloat *slot1,
                             size_t n, int *bad, mr_error *err) {
@@ -92,16 +102,11 @@ mr_status mr_optimizer_step(const mr_optimizer *opt, mr_backend *be, float lr, i
     if (kern == NULL)
         return mr_error_set(err, MR_ERR_UNSUPPORTED, "no %s optimizer kernels in this build",
                             be->ops->name);
-    mr_step_rates r = {.lr = lr, .alpha = lr};
+    const mr_step_rates r = mr_optimizer_rates(opt, lr, t);
     const int slots = mr_optimizer_slot_count(opt);
     if (slots < 1) slot0 = NULL;
     if (slots < 2) slot1 = NULL;
-    if (is_adam(opt)) {
-        /* bias correction folded into the step size once (Keras 3) */
-        double b1t = pow((double)opt->beta1, (double)t), b2t = pow((double)opt->beta2, (double)t);
-        r.alpha = (float)((double)lr * sqrt(1.0 - b2t) / (1.0 - b1t));
-        return kern->optimizer->adam(be, opt, &r, w, g, slot0, slot1, n, bad, err);
-    }
+    if (is_adam(opt)) return kern->optimizer->adam(be, opt, &r, w, g, slot0, slot1, n, bad, err);
     if (opt->kind == MR_OPTIMIZER_RMSPROP)
         return kern->optimizer->rmsprop(be, opt, &r, w, g, slot0, slot1, n, bad, err);
     return kern->optimizer->sgd(be, opt, &r, w, g, slot0, slot1, n, bad, err);

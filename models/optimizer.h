@@ -38,6 +38,10 @@ typedef struct mr_step_rates {
     float alpha; /* adam: lr with the bias correction folded in */
 } mr_step_rates;
 
+/* The scalars of update t (1-based) at rate lr: what mr_optimizer_step
+ * hands the update kernels (and a replayed graph reads: mr_step_scalars). */
+mr_step_rates mr_optimizer_rates(const mr_optimizer *opt, float lr, int64_t t);
+
 /* The optimizer settings of a [net] section. */
 mr_optimizer mr_optimizer_from_config(const mr_net_cfg *net);
 

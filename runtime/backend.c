@@ -170,3 +170,7 @@ int mr_cpu_cores(void) {
     }
     return 1;
 }
+
+const mr_graph_ops *mr_backend_graphs(const mr_backend *be) {
+    return be->ops->graphs;
+}

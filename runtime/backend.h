@@ -29,6 +29,7 @@
 #define MR_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/error.h"
 #include "runtime/hd.h"
@@ -41,6 +42,40 @@ MR_C_BEGIN
 struct mr_kernels;
 
 typedef struct mr_backend mr_backend;
+
+/* What a training step's kernels take by value and the next step changes:
+ * a replayed graph reads them from device memory instead (mr_graph_ops). */
+typedef struct mr_step_scalars {
+    float lr;     /* the update's learning rate */
+    float alpha;  /* its step size (Adam: lr with the bias corrections, mr_optimizer_rates) */
+    int64_t step; /* the optimizer step, from 0 (dropout and flip masks: mr_exec_ctx.step) */
+} mr_step_scalars;
+
+/* Graphs (CUDA graphs): a step's device work recorded once and replayed.
+ * One capture at a time per context; its buffers must not move while a
+ * graph of it lives (graph_current says when they did). */
+typedef struct mr_graph_ops {
+    /* Starts recording the compute stream: work queued from now on is kept,
+     * not run. The first recorded node copies the scalars (pinned staging,
+     * written now) into device memory, where the kernels queued during the
+     * capture read them. */
+    mr_status (*capture_begin)(mr_backend *be, const mr_step_scalars *sc, mr_error *err);
+    /* Ends the recording; *graph: an executable graph (graph_free). */
+    mr_status (*capture_end)(mr_backend *be, void **graph, mr_error *err);
+    /* Before a replay: the scalars and n labels into the pinned staging the
+     * recorded copies read (the host has waited for the previous replay). */
+    mr_status (*stage)(mr_backend *be, const mr_step_scalars *sc, const int32_t *labels, int n,
+                       mr_error *err);
+    /* 1 while the buffers the graph's recorded calls use are where they were. */
+    int (*graph_current)(const mr_backend *be, const void *graph);
+    /* Queues the graph's work on the compute stream. */
+    mr_status (*launch)(mr_backend *be, void *graph, mr_error *err);
+    /* n bytes device -> pinned host staging, queued: read after a wait. */
+    mr_status (*queue_to_host)(mr_backend *be, void *dst, const void *src, size_t n, mr_error *err);
+    /* The host waits for everything queued (one host synchronisation). */
+    mr_status (*wait)(mr_backend *be, const char *what, mr_error *err);
+    void (*graph_free)(mr_backend *be, void *graph); /* NULL: nothing */
+} mr_graph_ops;
 
 /* Callers use the wrappers below, never the slots directly. Device memory
  * is `void *` in the byte-level slots (any element type) and mr_dfloat *
@@ -102,6 +137,8 @@ typedef struct mr_backend_ops {
     mr_status (*marks_reserve)(mr_backend *be, int n, mr_error *err);
     mr_status (*mark)(mr_backend *be, int i, mr_error *err);
     mr_status (*mark_seconds)(mr_backend *be, int i, int j, double *s, mr_error *err);
+    /* Graphs of a step (mr_graph_ops); NULL: the device kind has none. */
+    const mr_graph_ops *graphs;
     /* Frees the implementation's state and the context itself. */
     void (*destroy)(mr_backend *be);
 } mr_backend_ops;
@@ -215,6 +252,9 @@ mr_status mr_backend_mark(mr_backend *be, int i, mr_error *err);
 /* Waits for mark j, then *s = the device's seconds from mark i to mark j
  * (negative if i ran after j). */
 mr_status mr_backend_mark_seconds(mr_backend *be, int i, int j, double *s, mr_error *err);
+
+/* The kind's graphs (mr_graph_ops), or NULL where it has none (the CPU). */
+const mr_graph_ops *mr_backend_graphs(const mr_backend *be);
 
 /* Number of cores this process may run on (sched_getaffinity), at least 1. */
 int mr_cpu_cores(void);

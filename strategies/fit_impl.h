@@ -32,6 +32,31 @@
  * the fit after it (loop->end = FIT_PAUSED). */
 mr_status fit_step(fit_loop *loop);
 
+/* ---- fit_graph.c -------------------------------------------------------- */
+
+/* 1 where this update of `ga` rows runs as a replay of the replica's graph
+ * ([net] cuda_graphs on a GPU, a full global batch, after one eager step;
+ * fit_graph.c says what else keeps a step eager and why). */
+int fit_graph_usable(const fit_loop *loop, int64_t ga);
+
+/* What a replayed update hands back to the step (fit_step.c). */
+typedef struct fit_graph_result {
+    const float *metrics; /* (METRIC_EXTRA(R)) the step's metric floats, rep->extra */
+    int grads_bad;        /* 1: the reduced gradients held NaN or Inf */
+    double t_compute;     /* seconds from the launch to the end of the host's wait */
+    double t_data;        /* seconds loading the next shard (prefetch) */
+} fit_graph_result;
+
+/* The update of global batch loop->g (ga rows, its shard already loaded)
+ * at rate lr: recorded the first time (and when the context's buffers
+ * moved), replayed after; `prefetch` loads the next shard while the device
+ * runs it; then the step's one host wait, and its figures in *out. */
+mr_status fit_graph_run(fit_loop *loop, int64_t ga, float lr,
+                        mr_status (*prefetch)(fit_loop *loop, int k), fit_graph_result *out);
+
+/* After an eager update of ga rows: the next full one may be recorded. */
+void fit_graph_note_eager(fit_loop *loop, int64_t ga);
+
 /* ---- fit_epoch.c -------------------------------------------------------- */
 
 /* Early stopping's, save_best_only's and ReduceLROnPlateau's state at the

@@ -254,6 +254,17 @@ static mr_status average_bn_state(replica *rep) {
     return mr_backend_scale(rep->be, m->state, (size_t)m->n_state, 1.0f / (float)s->R, &rep->err);
 }
 
+/* The update's rate: reduce_lr_on_plateau sets it epoch by epoch (a
+ * constant plan), else the plan at this point of the epoch. */
+static float step_rate(const fit_loop *loop) {
+    const replica *rep = loop->rep;
+    const mr_strategy *s = rep->s;
+    const double steps = (double)s->plan.steps_per_epoch;
+    return rep->rlr.monitor != MR_MONITOR_NONE
+               ? rep->rlr.lr
+               : mr_plan_learning_rate(&s->plan, loop->epoch + (double)loop->g / steps);
+}
+
 /* The update: on_nan's verdict on the reduced sums, the rate, the
  * optimizer's step (dropped where on_nan = skip found NaN or Inf), the BN
  * statistics' mean. */
@@ -293,11 +304,7 @@ static mr_status step_update(fit_loop *loop, fit_update *u) {
         MR_CHECK(on_nonfinite(loop, u));
     else
         loop->nan_in_row = 0;
-    /* reduce_lr_on_plateau sets the rate epoch by epoch (a constant plan) */
-    const double steps = (double)s->plan.steps_per_epoch;
-    loop->lr = rep->rlr.monitor != MR_MONITOR_NONE
-                   ? rep->rlr.lr
-                   : mr_plan_learning_rate(&s->plan, loop->epoch + (double)loop->g / steps);
+    loop->lr = step_rate(loop);
     const double tu = mr_trace_now(m->trace);
     const int du = mr_device_trace_begin(m->dtrace);
     if (!u->skip)
@@ -309,6 +316,27 @@ static mr_status step_update(fit_loop *loop, fit_update *u) {
     if (late) /* on_nan = stop: ends the fit here */
         MR_CHECK(on_nonfinite(loop, u));
     if (m->n_state && s->R > 1) MR_CHECK(average_bn_state(rep));
+    return MR_OK;
+}
+
+/* The update as a replay of the replica's graph (fit_graph.c): the shard
+ * loaded, the graph launched, the next shard loaded while it runs, one
+ * wait; then on_nan = stop's verdict on what it read, as step_update's. */
+static mr_status step_graph(fit_loop *loop, fit_update *u) {
+    replica *rep = loop->rep;
+    const double t1 = mr_now_s();
+    if (!loop->loaded) MR_CHECK(load_shard(rep, loop->augp, loop->gbegin, u->ga, 0));
+    loop->loaded = 0;
+    u->t_data += mr_now_s() - t1;
+    loop->lr = step_rate(loop);
+    fit_graph_result o;
+    MR_CHECK(fit_graph_run(loop, u->ga, loop->lr, prefetch_shard, &o));
+    u->t_data += o.t_data, u->t_compute += o.t_compute;
+    loop->e_compute += u->t_compute;
+    u->metrics = o.metrics;
+    if (u->metrics[METRIC_NONFINITE] != 0.0f || !isfinite(u->metrics[METRIC_LOSS]) || o.grads_bad)
+        return on_nonfinite(loop, u); /* on_nan = stop: ends the fit */
+    loop->nan_in_row = 0;
     return MR_OK;
 }
 
@@ -386,9 +414,14 @@ mr_status fit_step(fit_loop *loop) {
     const int64_t n = s->n_train, G = s->plan.global_batch;
     fit_update u = {.ts = mr_now_s(), .ga = n - loop->gbegin < G ? n - loop->gbegin : G};
     mr_device_trace_arm(m->dtrace); /* --trace on a GPU: this step's device time */
-    MR_CHECK(step_forward_backward(loop, &u));
-    MR_CHECK(step_allreduce(loop, &u));
-    MR_CHECK(step_update(loop, &u));
+    if (fit_graph_usable(loop, u.ga)) {
+        MR_CHECK(step_graph(loop, &u));
+    } else {
+        MR_CHECK(step_forward_backward(loop, &u));
+        MR_CHECK(step_allreduce(loop, &u));
+        MR_CHECK(step_update(loop, &u));
+        fit_graph_note_eager(loop, u.ga);
+    }
     step_account(loop, &u);
     const int stop = u.metrics[METRIC_STOP] > 0.0f;
     if (rep->g == 0) step_report(loop, &u);

@@ -186,6 +186,7 @@ void mr_strategy_destroy(mr_strategy *s) {
     /* models, then the communicator (NCCL uses the contexts' streams), then
      * the contexts */
     for (int r = 0; s->reps && r < s->L; r++) {
+        fit_graphs_free(&s->reps[r]);
         mr_model_free(&s->reps[r].model);
         free(s->reps[r].rows);
         mr_backend_free_host(s->reps[r].be, s->reps[r].sync_host);

@@ -72,7 +72,13 @@ typedef struct replica {
     float *sync_host;
     mr_dfloat *sync_dev;
     size_t sync_floats;
+    /* [net] cuda_graphs: the replica's recorded steps (fit_graph.c), NULL
+     * until its first; freed by fit_graphs_free before its context */
+    struct fit_graphs *graphs;
 } replica;
+
+/* Frees rep's graphs (fit_graph.c); nothing where it has none. */
+void fit_graphs_free(replica *rep);
 
 struct mr_strategy {
     const mr_config *cfg;

@@ -22,7 +22,9 @@
  *
  * Counts come from the emulator (tests/gpu_emu/emu_counters.h): kernel
  * launches, library calls, operations queued on streams, host syncs,
- * copies by direction and their bytes, allocations. Prints them all. */
+ * copies by direction and their bytes, allocations. Prints them all.
+ * These are the eager step's counts ([net] cuda_graphs = 0); the replayed
+ * graph's are test_cuda_graphs.c's. */
 #include <check.h>
 #include <math.h>
 #include <cuda_runtime.h>
@@ -68,6 +70,7 @@ static void fit_steps_all(const char *cfg_name, int steps, int gpus, size_t buck
     ck_assert_msg(mr_config_parse(text, path, NULL, &cfg, &err) == MR_OK, "%s", err.msg);
     cfg.net.batch = BATCH;
     cfg.net.global_batch = BATCH * gpus;
+    cfg.net.cuda_graphs = 0; /* the eager step's calls, each counted */
     const int64_t n = (int64_t)steps * BATCH * gpus;
     const int dims[3] = {28, 28, 1};
     mr_dataset ds;

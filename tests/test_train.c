@@ -190,6 +190,7 @@ START_TEST(options_applied) {
     apply_cfg(&cfg, "batch=8\n", "train_images=k.npz\ntest_images=t.npz\ntest_labels=t.npz\n");
     ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_OK);
     ck_assert(cfg.net.batch == 8 && cfg.net.global_batch == 0 && cfg.net.validation_split == 0.0f);
+    ck_assert_int_eq(cfg.net.cuda_graphs, 1); /* the default, untouched */
     ck_assert(strstr(cfg.data.train_images, "k.npz:x_train") &&
               strstr(cfg.data.train_labels, "k.npz:y_train") &&
               strstr(cfg.data.test_images, "t.npz:x_test") &&
@@ -210,6 +211,13 @@ START_TEST(options_applied) {
     snprintf(want, sizeof want, "%s:y_test", full);
     ck_assert_str_eq(cfg.data.test_labels, want);
     ck_assert(cfg.data.val_images[0] == '\0' && cfg.data.val_labels[0] == '\0');
+    mr_config_free(&cfg);
+    /* --no-cuda-graphs: [net] cuda_graphs = 0 whatever the .cfg says */
+    ck_assert_int_eq(parse(&o, &err, "--no-cuda-graphs", "m.cfg", NULL), MR_OK);
+    ck_assert_int_eq(o.no_cuda_graphs, 1);
+    apply_cfg(&cfg, "cuda_graphs=1\n", "train_images=k.npz\n");
+    ck_assert_int_eq(mr_train_apply_options(&o, &cfg, NULL, &err), MR_OK);
+    ck_assert_int_eq(cfg.net.cuda_graphs, 0);
     mr_config_free(&cfg);
     /* no x_test/y_test: no test set, and one line says so */
     ck_assert_int_eq(parse(&o, &err, "--data", half, "m.cfg", NULL), MR_OK);

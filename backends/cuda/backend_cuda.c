@@ -199,6 +199,7 @@ mr_status mr_cuda_workspace(mr_backend *be, size_t bytes, void **ws, mr_error *e
                                 "gpu:%d: out of memory for %zu bytes of cuDNN workspace",
                                 be->ordinal, bytes);
         c->workspace_bytes = bytes;
+        c->moved++;
     }
     *ws = c->workspace;
     return MR_OK;
@@ -217,17 +218,21 @@ mr_status mr_cuda_labels(mr_backend *be, const int32_t *labels, int n, const int
             return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for %d labels",
                                 be->ordinal, n);
         c->labels_n = (size_t)n;
+        c->moved++;
     }
     /* through the context's pinned copy: the caller's array is free at
      * once, and the host does not wait for the device here; it waits for
      * the copy before filling the copy again only where no wait since has
      * (two losses queued with no wait between: mr_loss_compute_queued) */
-    if (c->labels_settled < c->label_copies)
+    if (c->labels_settled < c->label_copies && !c->capturing)
         MR_CHECK(wait_event(be, c->labels_copied, "the previous labels' copy", err));
     memcpy(c->labels_host, labels, sizeof(int32_t) * (size_t)n);
     MR_CUDA_TRY(be, err,
                 cudaMemcpyAsync(c->labels, c->labels_host, sizeof(int32_t) * (size_t)n,
                                 cudaMemcpyHostToDevice, c->stream));
+    /* a graph's copy reads the staging at each replay, after the host's
+     * wait for the one before (graph_cuda.c): no event in a capture */
+    if (c->capturing) return *dev = c->labels, MR_OK;
     MR_CUDA_TRY(be, err, cudaEventRecord(c->labels_copied, c->stream));
     c->label_copies++;
     *dev = c->labels;
@@ -246,6 +251,7 @@ mr_status mr_cuda_rows(mr_backend *be, size_t n, double **dev, double **host, mr
             return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for %zu loss rows",
                                 be->ordinal, n);
         c->rows_n = n;
+        c->moved++;
     }
     *dev = c->rows;
     *host = c->rows_host;
@@ -316,6 +322,8 @@ static void cuda_destroy(mr_backend *be) {
         mr_backend_free(be, c->flag);
         mr_backend_free_host(be, c->flag_host);
         mr_backend_free(be, c->sums);
+        mr_backend_free(be, c->scal);
+        mr_backend_free_host(be, c->scal_host);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) mr_cublas.destroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -347,6 +355,7 @@ const mr_backend_ops mr_cuda_ops = {
     .marks_reserve = cuda_marks_reserve,
     .mark = cuda_mark,
     .mark_seconds = cuda_mark_seconds,
+    .graphs = &mr_cuda_graph_ops,
     .destroy = cuda_destroy,
 };
 

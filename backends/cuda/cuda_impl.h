@@ -71,7 +71,25 @@ typedef struct mr_cuda_ctx {
      * device time), n_marks of them; NULL until marks_reserve */
     cudaEvent_t *marks;
     int n_marks;
+    /* graphs (graph_cuda.c): 1 while the compute stream records; the step
+     * scalars the recorded kernels read (device) and their pinned staging;
+     * `moved` counts the times a buffer above (workspace, labels, rows) was
+     * replaced, so a graph that recorded the old one is known stale */
+    int capturing;
+    mr_step_scalars *scal, *scal_host;
+    long moved;
 } mr_cuda_ctx;
+
+/* The kind's graphs (graph_cuda.c). */
+extern const mr_graph_ops mr_cuda_graph_ops;
+
+/* The per-step scalars for a kernel being queued: the device copy while
+ * the stream records a graph (the replays' values), else NULL (the kernel
+ * takes its by-value arguments). */
+static inline const mr_step_scalars *mr_cuda_live(const mr_backend *be) {
+    const mr_cuda_ctx *c = (const mr_cuda_ctx *)be->impl;
+    return c->capturing ? c->scal : NULL;
+}
 
 /* The cuBLAS calls the backend makes, loaded by mr_cublas_load (once, on
  * the first CUDA context; thread-safe): backends/cuda/cublas_lazy.c says why

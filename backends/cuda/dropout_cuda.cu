@@ -14,8 +14,10 @@
  * out (each element is read, then written, by one thread) */
 __global__ static void dropout_kernel(const float *in, float *out, int batch, int64_t n,
                                       uint32_t k0, uint32_t k1, int64_t step, int64_t sample_base,
-                                      int layer, float rate, float scale) {
+                                      int layer, float rate, float scale,
+                                      const mr_step_scalars *live) {
     const uint32_t key[2] = {k0, k1};
+    if (live != NULL) step = live->step; /* a graph's replay: this step's */
     const int64_t n4 = (n + 3) / 4, total = n4 * batch;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -45,7 +47,7 @@ static mr_status dropout_pass(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     size_t threads = (size_t)batch * (size_t)((n + 3) / 4);
     MR_CUDA_LAUNCH(dropout_kernel, mr_cuda_blocks(threads), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_cptr(in), mr_dfloat_ptr(out), batch, n, key[0], key[1], run->step,
-                   run->sample_base, l->index, rate, scale);
+                   run->sample_base, l->index, rate, scale, mr_cuda_live(be));
     mr_cuda_launched(be, run->err, "dropout_kernel");
     return MR_OK;
 }

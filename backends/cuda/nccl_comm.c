@@ -282,7 +282,16 @@ static mr_status queue_float(nccl_comm *nc, nccl_rank *k, float *buf, size_t n, 
                              const char *what, mr_error *err) {
     MR_CHECK(begin(nc, k, what, err));
     mr_status st = MR_OK;
-    if (n > 0 && !solo(nc)) {
+    if (n > 0 && !solo(nc) && mr_cuda(k->be)->capturing) {
+        /* recorded into the replica's graph (fit_graph.c): on the compute
+         * stream itself, which a capture may hold, with no event; it runs
+         * at each replay, and the host's wait for the replay is its wait */
+        mr_cuda_ctx *cx = mr_cuda(k->be);
+        if (root < 0)
+            NCCL_GOTO(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, k->comm, cx->stream));
+        else
+            NCCL_GOTO(ncclBroadcast(buf, buf, n, ncclFloat, root, k->comm, cx->stream));
+    } else if (n > 0 && !solo(nc)) {
         mr_cuda_ctx *cx = mr_cuda(k->be);
         CUDA_GOTO(cudaEventRecord(k->ready, cx->stream));
         CUDA_GOTO(cudaStreamWaitEvent(cx->comm_stream, k->ready, 0));
@@ -324,7 +333,7 @@ static mr_status nccl_wait_all(mr_comm *c, int rank, mr_error *err) {
     const char *what = "all-reduce";
     MR_CHECK(begin(nc, k, what, err));
     mr_status st = MR_OK;
-    if (solo(nc)) { /* nothing was queued */
+    if (solo(nc) || mr_cuda(k->be)->capturing) { /* nothing queued, or in a graph */
         pthread_mutex_unlock(&k->lock);
         return MR_OK;
     }

@@ -11,6 +11,14 @@ struct upd {
     float cv, wd, lr;
 };
 
+/* A kernel recorded into a graph reads the rate and step size of each
+ * replay from the device (live, mr_cuda_live); NULL: the values given. */
+__device__ static inline void take_live(const mr_step_scalars *live, struct upd *u, float *alpha) {
+    if (live == NULL) return;
+    u->lr = live->lr;
+    if (alpha != NULL) *alpha = live->alpha;
+}
+
 /* One element: the flag (or NULL) set to 1 where a gradient read is NaN or
  * Inf (every writer writes the same value, so the race between threads is
  * benign), the gradient clipped, the weight decayed. */
@@ -27,7 +35,8 @@ __device__ static inline float prepare(float *w, float g, struct upd u, double *
 __global__ static void adam_kernel(float *__restrict__ w, const float *__restrict__ g,
                                    float *__restrict__ m, float *__restrict__ v, size_t n,
                                    struct upd u, float alpha, float b1, float b2, float eps,
-                                   double *flag) {
+                                   double *flag, const mr_step_scalars *live) {
+    take_live(live, &u, &alpha);
     GRID_STRIDE(i, n) {
         const float gi = prepare(&w[i], g[i], u, flag);
         mr_adam_update(&w[i], gi, &m[i], &v[i], alpha, b1, b2, eps);
@@ -37,7 +46,8 @@ __global__ static void adam_kernel(float *__restrict__ w, const float *__restric
 /* vel NULL: momentum 0, plain SGD (mr_sgd_update then leaves it alone) */
 __global__ static void sgd_kernel(float *__restrict__ w, const float *__restrict__ g,
                                   float *__restrict__ vel, size_t n, struct upd u, float momentum,
-                                  int nesterov, double *flag) {
+                                  int nesterov, double *flag, const mr_step_scalars *live) {
+    take_live(live, &u, NULL);
     GRID_STRIDE(i, n) {
         const float gi = prepare(&w[i], g[i], u, flag);
         mr_sgd_update(&w[i], gi, vel != NULL ? &vel[i] : NULL, u.lr, momentum, nesterov);
@@ -48,7 +58,8 @@ __global__ static void sgd_kernel(float *__restrict__ w, const float *__restrict
 __global__ static void rmsprop_kernel(float *__restrict__ w, const float *__restrict__ g,
                                       float *__restrict__ ms, float *__restrict__ mom, size_t n,
                                       struct upd u, float rho, float momentum, float eps,
-                                      double *flag) {
+                                      double *flag, const mr_step_scalars *live) {
+    take_live(live, &u, NULL);
     GRID_STRIDE(i, n) {
         const float gi = prepare(&w[i], g[i], u, flag);
         float none = 0.0f;
@@ -92,7 +103,8 @@ static mr_status cuda_adam(mr_backend *be, const mr_optimizer *opt, const mr_ste
     MR_CHECK(flag_begin(be, bad, &flag, &host, err));
     MR_CUDA_LAUNCH(adam_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_ptr(w), mr_dfloat_cptr(g), mr_dfloat_ptr(m), mr_dfloat_ptr(v), n,
-                   upd_of(opt, r), r->alpha, opt->beta1, opt->beta2, opt->epsilon, flag);
+                   upd_of(opt, r), r->alpha, opt->beta1, opt->beta2, opt->epsilon, flag,
+                   mr_cuda_live(be));
     mr_cuda_launched(be, err, "adam_kernel");
     return flag_end(be, bad, flag, host, err);
 }
@@ -109,7 +121,7 @@ static mr_status cuda_sgd(mr_backend *be, const mr_optimizer *opt, const mr_step
     MR_CUDA_LAUNCH(sgd_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_ptr(w), mr_dfloat_cptr(g),
                    opt->momentum != 0.0f ? mr_dfloat_ptr(vel) : NULL, n, upd_of(opt, r),
-                   opt->momentum, opt->nesterov, flag);
+                   opt->momentum, opt->nesterov, flag, mr_cuda_live(be));
     mr_cuda_launched(be, err, "sgd_kernel");
     return flag_end(be, bad, flag, host, err);
 }
@@ -124,7 +136,7 @@ static mr_status cuda_rmsprop(mr_backend *be, const mr_optimizer *opt, const mr_
     MR_CUDA_LAUNCH(rmsprop_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_ptr(w), mr_dfloat_cptr(g), mr_dfloat_ptr(ms),
                    opt->momentum > 0.0f ? mr_dfloat_ptr(mom) : NULL, n, upd_of(opt, r), opt->rho,
-                   opt->momentum, opt->epsilon, flag);
+                   opt->momentum, opt->epsilon, flag, mr_cuda_live(be));
     mr_cuda_launched(be, err, "rmsprop_kernel");
     return flag_end(be, bad, flag, host, err);
 }

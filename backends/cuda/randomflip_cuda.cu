@@ -10,8 +10,10 @@
 /* out (batch, H, W, C) = in flipped per example; out and in distinct */
 __global__ static void randomflip_kernel(const float *in, float *out, int batch, int H, int W,
                                          int C, uint32_t k0, uint32_t k1, int64_t step,
-                                         int64_t sample_base, int layer, int mode) {
+                                         int64_t sample_base, int layer, int mode,
+                                         const mr_step_scalars *live) {
     const uint32_t key[2] = {k0, k1};
+    if (live != NULL) step = live->step; /* a graph's replay: this step's */
     const int64_t row = (int64_t)H * W * C, total = row * batch;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -43,7 +45,7 @@ static mr_status randomflip_pass(mr_layer *l, mr_exec_ctx *run, int batch, const
     mr_rng_key(run->seed, MR_RNG_STREAM_DROPOUT, key);
     MR_CUDA_LAUNCH(randomflip_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_cptr(in), mr_dfloat_ptr(out), batch, H, W, C, key[0], key[1],
-                   run->step, run->sample_base, l->index, l->cfg->flip_mode);
+                   run->step, run->sample_base, l->index, l->cfg->flip_mode, mr_cuda_live(be));
     mr_cuda_launched(be, run->err, "randomflip_kernel");
     return MR_OK;
 }

@@ -11,8 +11,10 @@
 /* out (batch, hw, C) = in / (1 - rate) on kept channels, else 0; in may be out */
 __global__ static void sdrop_kernel(const float *in, float *out, int batch, int64_t hw, int C,
                                     uint32_t k0, uint32_t k1, int64_t step, int64_t sample_base,
-                                    int layer, float rate, float scale) {
+                                    int layer, float rate, float scale,
+                                    const mr_step_scalars *live) {
     const uint32_t key[2] = {k0, k1};
+    if (live != NULL) step = live->step; /* a graph's replay: this step's */
     const int64_t row = hw * C, total = row * batch;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -44,7 +46,7 @@ static mr_status sdrop_pass(mr_layer *l, mr_exec_ctx *run, int batch, const mr_d
     mr_rng_key(run->seed, MR_RNG_STREAM_DROPOUT, key);
     MR_CUDA_LAUNCH(sdrop_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
                    mr_dfloat_cptr(in), mr_dfloat_ptr(out), batch, hw, C, key[0], key[1], run->step,
-                   run->sample_base, l->index, rate, scale);
+                   run->sample_base, l->index, rate, scale, mr_cuda_live(be));
     mr_cuda_launched(be, run->err, "sdrop_kernel");
     return MR_OK;
 }
