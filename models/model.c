@@ -551,6 +551,14 @@ static mr_status loss_and_metric(mr_model *m, const mr_dfloat *out, const int32_
     return MR_OK;
 }
 
+/* 1 where every layer before layer i is a view (a [flatten] of the
+ * input): layer i's input gradient would go nowhere, so it gets no dx. */
+static int after_views_only(const mr_model *m, int i) {
+    for (int j = 0; j < i; j++)
+        if (!m->layers[j].ops->view) return 0;
+    return 1;
+}
+
 /* Forward, loss and backward of `batch` rows starting at `in` (labels
  * alongside); after_layer only when this pass completes the gradients. */
 static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *labels, int batch,
@@ -572,7 +580,7 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
          * masked by its producer's backward */
         if (!l->ops->view && !l->fused) {
             const mr_dfloat *x = i > 0 ? m->acts[i - 1] : in;
-            mr_dfloat *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
+            mr_dfloat *dx = after_views_only(m, i) ? NULL : m->dbuf[cur ^ 1];
             MR_CHECK(mr_layer_backward(l, &m->run, batch, x, m->acts[i], dy, dx));
             dy = dx;
             cur ^= 1;
