@@ -130,5 +130,4 @@ const mr_layer_kernels mr_pool_cuda = {
     .destroy = NULL,
     .describe = NULL,
     .fuses_relu = 0,
-    .device_order = NULL,
 };
