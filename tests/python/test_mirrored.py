@@ -312,8 +312,15 @@ def test_sigint_during_fit(data, in_tmp, monkeypatch):
             time.sleep(0.005)
 
     monkeypatch.setattr(_fit, "_on_c_step", ctrl_c_then_hold)
-    with pytest.raises(KeyboardInterrupt):
-        model(epochs=50).fit(x, y, verbose=0, stop_checkpoint="here.h5")
+    # Python's own Ctrl-C handler, whatever this process inherited: a run
+    # started in the background by a non-interactive shell (nohup ... &)
+    # ignores SIGINT, and Python then installs none (the fit held forever)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model(epochs=50).fit(x, y, verbose=0, stop_checkpoint="here.h5")
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert (in_tmp / "here.h5").stat().st_size > 0
     assert not (in_tmp / "tiny-stopped.h5").exists()
 
