@@ -269,6 +269,7 @@ START_TEST(duplicate_member_refused) {
                       err.msg);
         st = mr_keras_load(out, &m, 0, NULL, &err);
         mr_model_free(&m);
+        mr_config_free(&cfg);
     }
     ck_assert_int_eq(st, MR_ERR_DATA);
     char want[128];
@@ -314,6 +315,7 @@ START_TEST(weights_bomb_refused) {
     mr_status st = mr_keras_load(out, &m, 0, NULL, &err);
     unsetenv("TMPDIR");
     mr_model_free(&m);
+    mr_config_free(&cfg);
     ck_assert_int_eq(st, MR_ERR_DATA);
     ck_assert_msg(
         strstr(err.msg, "model.weights.h5: member of 83886080 bytes is larger than the limit"),
