@@ -65,9 +65,14 @@ static void format_signals(const mr_train_options *c, char *buf, size_t n) {
  * "no --resume". exact: reals in hex, so that equal texts are equal values. */
 static void format_option(const mr_train_options *c, size_t i, int exact, char *buf, size_t n) {
     const void *field = (const char *)c + agreed[i].offset;
-    const char *name = agreed[i].name, *text = *(const char *const *)field;
-    long long v = *(const long long *)field;
+    const char *name = agreed[i].name, *text = NULL;
+    long long v = 0;
     char sigs[128];
+    /* each field read as its kind's type only: a flag is an int, and an int
+     * read as a pointer is a misaligned load (UBSan) */
+    if (agreed[i].kind == AGREED_TEXT || agreed[i].kind == AGREED_GIVEN)
+        text = *(const char *const *)field;
+    if (agreed[i].kind == AGREED_LONG) v = *(const long long *)field;
     switch (agreed[i].kind) {
     case AGREED_LONG:
         if (v < 0 || (v == 0 && agreed[i].offset != FIELD(seed)))
