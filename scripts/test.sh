@@ -68,7 +68,7 @@ ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --p
 # the GPU tests on emulated GPUs, but the training (release build, below)
 if [ ${#emu[@]} -gt 0 ]; then
     ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 meson test -C build-asan --print-errorlogs \
-        --suite gpu --no-suite slow
+        --suite gpu --no-suite slow --no-suite counts
 fi
 unset LSAN_OPTIONS
 
@@ -78,7 +78,8 @@ export TSAN_OPTIONS="halt_on_error=1 suppressions=$supp/tsan_openmpi.supp"
 OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs local strategy job api
 OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite mpi
 if [ ${#emu[@]} -gt 0 ]; then
-    OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite gpu --no-suite slow
+    OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite gpu --no-suite slow \
+        --no-suite counts
 fi
 unset TSAN_OPTIONS
 
