@@ -60,7 +60,15 @@ mr_status mr_fault_parse(const char *value, int rank, mr_fault *out, mr_error *e
 mr_fault_action mr_fault_at_step(const mr_fault *f, int local_replica, int64_t step) {
     if (f == NULL || f->fail_step == 0 || f->fail_step != step || local_replica != 0)
         return MR_FAULT_NONE;
-    return f->raise_signal ? MR_FAULT_RAISE : f->stall ? MR_FAULT_STALL : MR_FAULT_FAIL;
+    if (f->raise_signal) return MR_FAULT_NONE; /* mr_fault_before_stop_read's */
+    return f->stall ? MR_FAULT_STALL : MR_FAULT_FAIL;
+}
+
+void mr_fault_before_stop_read(const mr_fault *f, int local_replica, int64_t step) {
+    if (f == NULL || f->fail_step == 0 || f->raise_signal == 0 || local_replica != 0 ||
+        step != f->fail_step + 1)
+        return;
+    raise(f->raise_signal);
 }
 
 mr_status mr_fault_step(const mr_fault *f, int local_replica, int global_replica, int64_t step,
@@ -72,9 +80,6 @@ mr_status mr_fault_step(const mr_fault *f, int local_replica, int global_replica
         return mr_error_set(err, MR_ERR_RUNTIME,
                             "replica %d: injected failure at step %lld (" MR_FAULT_ENV ")",
                             global_replica, (long long)step);
-    case MR_FAULT_RAISE:
-        raise(f->raise_signal);
-        return MR_OK;
     case MR_FAULT_STALL:
         break;
     }

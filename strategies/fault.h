@@ -19,8 +19,10 @@
  * update STEP, 1-based, as a process-local failure would),
  * RANK:STEP:stall (it stops answering there instead: a hung process) or
  * RANK:STEP:SIGNAL with SIGNAL TERM, INT or USR1 (it raises that signal
- * in its own process there, as a preemption would: the launcher's stop
- * handling sees it before the next update). */
+ * in its own process after update STEP, as a preemption would: at the
+ * start of update STEP+1, before that update reads the stop flag, so the
+ * stop lands on update STEP+1 however far ahead the other replicas'
+ * threads have queued). */
 #define MR_FAULT_ENV "MIRRORED_DEBUG_FAIL"
 
 typedef struct mr_fault {
@@ -28,7 +30,8 @@ typedef struct mr_fault {
                              update (1-based); 0: never */
     int stall;            /* with fail_step: it stalls there for three collective timeouts
                              instead of failing */
-    int raise_signal;     /* with fail_step: it raises this signal there instead (0: none) */
+    int raise_signal;     /* with fail_step: it raises this signal before update fail_step + 1
+                             reads the stop flag instead (0: none) */
     int64_t perturb_step; /* with --check-sync checking at this update: replica R-1's first
                              parameter += 1 before the check (R > 1); 0: never */
     int staged;           /* the replicas' CPU contexts say their memory is not host memory,
@@ -40,7 +43,6 @@ typedef enum mr_fault_action {
     MR_FAULT_NONE = 0,
     MR_FAULT_FAIL,  /* return an error (MR_ERR_RUNTIME) */
     MR_FAULT_STALL, /* stop answering: sleep for three collective timeouts */
-    MR_FAULT_RAISE, /* raise f->raise_signal in this process, then go on */
 } mr_fault_action;
 
 /* Parses the value of MR_FAULT_ENV for the process of job rank `rank`:
@@ -51,16 +53,25 @@ typedef enum mr_fault_action {
 mr_status mr_fault_parse(const char *value, int rank, mr_fault *out, mr_error *err);
 
 /* Hook after update `step`'s (1-based) all-reduce, before it is applied:
- * what replica `local_replica` (its index in this process) does. */
+ * what replica `local_replica` (its index in this process) does. A signal
+ * fault does nothing here (mr_fault_before_stop_read). */
 mr_fault_action mr_fault_at_step(const mr_fault *f, int local_replica, int64_t step);
 
 /* Does what mr_fault_at_step says: MR_FAULT_FAIL returns "replica G:
  * injected failure at step S (MIRRORED_DEBUG_FAIL)"; MR_FAULT_STALL sleeps
  * 3 x timeout_s seconds, then returns MR_OK (the others have given up by
- * then); MR_FAULT_RAISE raises the signal and returns MR_OK; MR_FAULT_NONE
- * returns MR_OK at once. */
+ * then); MR_FAULT_NONE returns MR_OK at once. */
 mr_status mr_fault_step(const mr_fault *f, int local_replica, int global_replica, int64_t step,
                         double timeout_s, mr_error *err);
+
+/* Hook before update `step` (1-based) reads the stop flag: on local
+ * replica 0, a signal fault of update step - 1 raises its signal here.
+ * Why not after that update's all-reduce: a GPU replica's host thread
+ * returns from the all-reduce once it is queued, and another replica of
+ * this process may not have read the flag for that update yet; here each
+ * replica has read the reduced metrics of the update before, so the stop
+ * lands on update `step` on every replica, every run. */
+void mr_fault_before_stop_read(const mr_fault *f, int local_replica, int64_t step);
 
 /* Hook before --check-sync compares the replicas after update `step`: on
  * global replica R-1 of R > 1 at f->perturb_step, adds 1 to m's first

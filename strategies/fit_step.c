@@ -173,6 +173,7 @@ static mr_status step_allreduce(fit_loop *loop, fit_update *u) {
      * NaN or Inf; summed, how many replicas saw one. METRIC_STOP: the stop
      * flag, read once per update on the host: every replica's view of it
      * is summed, so all agree */
+    mr_fault_before_stop_read(s->opts.fault, rep->r, loop->global_step + 1);
     const float asked = cb && cb->stop && atomic_load(cb->stop) ? 1.0f : 0.0f;
     float *sums = rep->extra;
     for (size_t i = 0; i < n_extra; i++)
