@@ -11,6 +11,7 @@
 #include "runtime/array_impl.h"
 #include "runtime/file_kind.h"
 #include "runtime/h5_contained.h"
+#include "runtime/h5_lock.h"
 #include "runtime/h5file.h"
 #include "runtime/isolate.h"
 
@@ -542,7 +543,9 @@ static mr_status read_h5_now(const char *path, const char *dataset, mr_array *ou
                             "%s: cannot open: %s", path, strerror(errno));
     fclose(probe);
 
-    /* silence HDF5's own printing to stderr for our calls only */
+    /* the process's HDF5 lock (h5_lock.h); HDF5's own printing to stderr
+     * silenced for our calls only */
+    mr_h5_lock();
     H5E_auto2_t old_func = NULL;
     void *old_data = NULL;
     H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data);
@@ -577,6 +580,7 @@ done:
     if (ds >= 0) H5Dclose(ds);
     if (file >= 0) H5Fclose(file);
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
+    mr_h5_unlock();
     if (st != MR_OK) mr_array_free(out);
     return st;
 }

@@ -2,6 +2,7 @@
 #include "runtime/h5file.h"
 #include "runtime/atomic_file.h"
 #include "runtime/h5_contained.h"
+#include "runtime/h5_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,13 +43,17 @@ static const char *where(hid_t loc, const char *obj, char *buf, size_t n) {
     return buf;
 }
 
+/* A session's start: this thread holds the process's HDF5 lock until
+ * unquiet (h5_lock.h), and HDF5's own printing to stderr is off. */
 static void quiet(mr_h5 *h) {
+    mr_h5_lock();
     H5Eget_auto2(H5E_DEFAULT, &h->saved_func, &h->saved_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 static void unquiet(mr_h5 *h) {
     H5Eset_auto2(H5E_DEFAULT, h->saved_func, h->saved_data);
+    mr_h5_unlock();
 }
 
 static hid_t h5_type(mr_h5_type t, int file) {

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/h5_lock.h"
+
 /* Under a sanitizer (the tests, the fuzz harnesses) its death callback
  * would report the child's crash as the parent's (libFuzzer writes its
  * crash file): the child clears it. Weak: absent from a plain build. */
@@ -48,7 +50,10 @@ mr_status mr_isolate_timed(const char *path, const char *what, mr_status (*fn)(v
                            void *arg, unsigned seconds, mr_error *err) {
     fflush(NULL); /* nothing buffered is written twice */
     const pid_t parent = getpid();
+    /* no other thread inside HDF5 while the child is made (h5_lock.h) */
+    mr_h5_lock();
     pid_t pid = fork();
+    if (pid != 0) mr_h5_unlock(); /* the child never gives it back: it has no other thread */
     if (pid < 0) return MR_OK;
     if (pid == 0) {
         in_child = 1;

@@ -4,6 +4,9 @@
  * reach the parent; a child that never ends is killed after its seconds,
  * and one whose parent dies dies with it. */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/h5file.h"
 #include "runtime/isolate.h"
 #include "tests/testutil.h"
 
@@ -117,6 +121,59 @@ START_TEST(child_dies_with_parent) {
 }
 END_TEST
 
+/* ---- a trial read while another thread is inside HDF5 ---- */
+
+static char h5_path[64];
+static atomic_int readers_stop;
+
+/* Opens, reads and closes h5_path, as any reader of the library does. */
+static mr_status read_once(void *arg) {
+    (void)arg;
+    mr_h5 h;
+    mr_error err = {0};
+    MR_CHECK(mr_h5_open(&h, h5_path, &err));
+    float v[256];
+    const int64_t n = 256;
+    mr_status st = mr_h5_read(&h, h.file, "v", MR_H5_F32, 1, &n, v, &err);
+    mr_h5_close(&h);
+    return st;
+}
+
+static void *reads_until_stopped(void *arg) {
+    (void)arg;
+    while (!atomic_load(&readers_stop))
+        read_once(NULL);
+    return NULL;
+}
+
+/* Forked while another thread holds libhdf5's (thread-safe) lock, the
+ * child would wait on it forever: every trial read of a valid file would
+ * then be "did not finish". h5_lock.h: none is inside HDF5 at the fork. */
+START_TEST(trial_while_another_thread_reads) {
+    snprintf(h5_path, sizeof h5_path, "/tmp/mr_isolate_XXXXXX");
+    int fd = mkstemp(h5_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    mr_h5 h;
+    mr_error err = {0};
+    float v[256] = {1.0f};
+    const int64_t n = 256;
+    ck_assert_int_eq(mr_h5_create(&h, h5_path, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_write(&h, h.file, "v", MR_H5_F32, 1, &n, v, &err), MR_OK);
+    ck_assert_int_eq(mr_h5_commit(&h, &err), MR_OK);
+    pthread_t t;
+    atomic_store(&readers_stop, 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, reads_until_stopped, NULL), 0);
+    mr_status st = MR_OK;
+    for (int i = 0; i < 100 && st == MR_OK; i++)
+        st = mr_isolate_timed(h5_path, "HDF5", read_once, NULL, 5, &err);
+    atomic_store(&readers_stop, 1);
+    pthread_join(t, NULL);
+    unlink(h5_path);
+    ck_assert_msg(st == MR_OK, "%s", err.msg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("isolate");
     TCase *tc = tcase_create("isolate");
@@ -124,6 +181,7 @@ int main(void) {
     tcase_add_test(tc, knows_the_child);
     tcase_add_test(tc, child_time_bound);
     tcase_add_test(tc, child_dies_with_parent);
+    tcase_add_test(tc, trial_while_another_thread_reads);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
