@@ -10,6 +10,7 @@
 #include "models/kernels.h"
 #include "models/loss.h"
 #include "runtime/elementwise.h"
+#include "runtime/host_memory.h"
 #include "runtime/device_trace.h"
 #include "runtime/trace.h"
 
@@ -193,22 +194,35 @@ static int buffers_made(const mr_model *m) {
     return ok;
 }
 
+/* The floats of every buffer alloc_buffers makes: parameters, gradients
+ * and their extra floats, optimizer slots, state, the two gradient
+ * buffers, scratch, the inputs (and their host staging) and the
+ * activations, at max_batch rows. */
+static int64_t wanted_floats(const mr_model *m, int64_t widest, size_t scratch) {
+    const int64_t max_batch = m->max_batch;
+    return m->n_params * (2 + mr_optimizer_slot_count(&m->opt)) + (int64_t)m->grads_extra +
+           m->n_state + 2 * max_batch * widest + (int64_t)scratch +
+           (m->be->host_memory ? 1 : 2) * max_batch * m->in_size + max_batch * own_act_floats(m);
+}
+
 /* The failure to make the buffers: frees the model first, then says what
  * was asked for and what the device has left (a GPU's memory is shared with
- * the other contexts and processes on it). */
-static mr_status out_of_memory(mr_model *m, int64_t widest, size_t scratch, mr_error *err) {
+ * the other contexts and processes on it; host memory: what the kernel can
+ * still give, `available`, -1 when not asked). */
+static mr_status out_of_memory(mr_model *m, int64_t widest, size_t scratch, int64_t available,
+                               mr_error *err) {
     mr_backend *be = m->be;
     const mr_config *cfg = m->cfg;
     const int max_batch = m->max_batch;
-    const int64_t want =
-        m->n_params * (2 + mr_optimizer_slot_count(&m->opt)) + (int64_t)m->grads_extra +
-        m->n_state + 2 * max_batch * widest + (int64_t)scratch +
-        (be->host_memory ? 1 : 2) * (int64_t)max_batch * m->in_size + max_batch * own_act_floats(m);
+    const int64_t want = wanted_floats(m, widest, scratch);
     mr_model_free(m);
     char dev[32], mem[96] = "";
     size_t used = 0, total = 0;
     mr_backend_format(be, dev, sizeof dev);
-    if (mr_backend_memory(be, &used, &total, NULL) == MR_OK && total > 0)
+    if (available >= 0)
+        snprintf(mem, sizeof mem, "; %.1f MiB available: a smaller batch needs less",
+                 (double)available / 1048576.0);
+    else if (mr_backend_memory(be, &used, &total, NULL) == MR_OK && total > 0)
         snprintf(mem, sizeof mem, "; %.1f MiB of %.1f MiB free", (double)(total - used) / 1048576.0,
                  (double)total / 1048576.0);
     return mr_error_set(err, MR_ERR_NOMEM,
@@ -219,13 +233,21 @@ static mr_status out_of_memory(mr_model *m, int64_t widest, size_t scratch, mr_e
 
 /* Every buffer in the context's memory, and the layers' scratch. */
 static mr_status alloc_buffers(mr_model *m, const mr_model_plan *p, size_t scratch, mr_error *err) {
+    /* in host memory, what the kernel cannot give is refused before any
+     * of it is asked for: Linux would give it, then kill the process as
+     * it is filled (host_memory.h) */
+    if (m->be->host_memory) {
+        const int64_t available = mr_host_memory_available("/proc/meminfo");
+        if (available >= 0 && wanted_floats(m, p->widest, scratch) > available / 4)
+            return out_of_memory(m, p->widest, scratch, available, err);
+    }
     alloc_weights(m);
     alloc_inputs(m);
     alloc_activations(m, p->widest);
     const mr_status sst = mr_backend_reserve_scratch(m->be, scratch, NULL);
     alloc_host(m, p->largest_weight);
     if (sst == MR_OK && buffers_made(m)) return MR_OK;
-    return out_of_memory(m, p->widest, scratch, err);
+    return out_of_memory(m, p->widest, scratch, -1, err);
 }
 
 /* [net] class_weight onto the device, for the training loss. */

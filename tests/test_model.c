@@ -13,6 +13,7 @@
 #include "models/loss.h"
 #include "models/model.h"
 #include "runtime/dataset.h"
+#include "runtime/host_memory.h"
 #include "runtime/rng.h"
 #include "runtime/dmem_impl.h"
 #include "backends/backends.h"
@@ -425,6 +426,41 @@ START_TEST(graph_model_errors) {
                       cases[i].want);
         mr_config_free(&cfg);
     }
+}
+END_TEST
+
+/* A model whose buffers together exceed what this machine can still give
+ * (each one under half of it) is refused before any is made: Linux would
+ * give them, and the OOM killer would end the process as they are zeroed
+ * (issue 47 N21: a wide input's predict of one row grew to 23 GB). */
+START_TEST(more_than_the_host_has_is_refused) {
+    const int64_t available = mr_host_memory_available("/proc/meminfo");
+    ck_assert_int_gt(available, 0);
+    /* (1024, 1024, 1) in, 8 channels out: 8 Mi floats a row for the conv's
+     * output and each of the two gradient buffers; the batch makes one of
+     * them half of what is available */
+    const int64_t row = 8 * 1024 * 1024;
+    const int batch = (int)(available / 2 / (4 * row)) + 1;
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    const char *text = "[net]\n[data]\ntrain_images=a\ntrain_labels=b\n[input]\nshape=1024,1024,1\n"
+                       "[conv2d]\nfilters=8\nsize=3\npadding=same\n[global_average_pooling2d]\n"
+                       "[dense]\nunits=2\nactivation=softmax\n";
+    ck_assert_msg(mr_config_parse(text, "wide.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_init(&m, tu_cpu_backend(), &cfg, batch, 0, &err), MR_ERR_NOMEM);
+    char want[128];
+    snprintf(want, sizeof want, ": out of memory for the model at batch %d (", batch);
+    ck_assert_msg(strstr(err.msg, "wide.cfg: cpu") == err.msg && strstr(err.msg, want) != NULL,
+                  "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "MiB available: a smaller batch needs less)") != NULL, "%s",
+                  err.msg);
+    mr_config_free(&cfg);
+    /* one row of it is made */
+    ck_assert_msg(mr_config_parse(text, "wide.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s", err.msg);
+    mr_model_free(&m);
+    mr_config_free(&cfg);
 }
 END_TEST
 
@@ -1467,6 +1503,7 @@ int main(void) {
     tcase_add_test(tc, graph_passes_same_gradients);
     tcase_add_test(tc, graph_model_errors);
     tcase_add_test(tc, shipped_residual_configs);
+    tcase_add_test(tc, more_than_the_host_has_is_refused);
     tcase_add_test(tc, resnet20_fits_a_batch);
     tcase_add_test(tc, synthetic_input_made_by_the_context);
     tcase_add_test(tc, gradients_accumulate);
