@@ -19,13 +19,18 @@ static mr_status cfg_test_set(const mirrored_model *m, mr_dataset *ds, mr_error 
                                p->classes, p->label_width, p->regression, ds, err);
 }
 
+/* The call's arguments, as api_agree_call compares them. */
+static uint32_t eval_args(const char *devices, const mirrored_array *x, const mirrored_array *y) {
+    if (!api_many_processes()) return 0;
+    return api_crc_array(api_crc_array(api_crc_str(0, devices), x), y);
+}
+
 static mr_status evaluate(mirrored_model *m, const char *devices, const mirrored_array *x,
                           const mirrored_array *y, mr_dataset *ds, double *loss, double *metric,
                           mr_error *err) {
-    if (x != NULL)
-        MR_CHECK(api_dataset_from_arrays(m, x, y, "evaluate", ds, err));
-    else
-        MR_CHECK(cfg_test_set(m, ds, err));
+    mr_status st = x != NULL ? api_dataset_from_arrays(m, x, y, "evaluate", ds, err)
+                             : cfg_test_set(m, ds, err);
+    MR_CHECK(api_agree_call("evaluate", st, eval_args(devices, x, y), err));
     MR_CHECK(api_apply_stats(m, ds, err));
     MR_CHECK(api_eval_strategy(m, devices, err));
     return mr_strategy_evaluate(m->reps.s, ds, 0, ds->n, loss, metric, err);
@@ -41,8 +46,9 @@ MIRRORED_API mirrored_status mirrored_model_evaluate(mirrored_model *m, const ch
         return api_usage(err, "mirrored_model_evaluate: give x with y (both NULL: the test set)");
     mr_error e = {0};
     mr_dataset ds = {0};
-    const mr_status st = evaluate(m, devices, x, y, &ds, loss, metric, &e);
+    mr_status st = evaluate(m, devices, x, y, &ds, loss, metric, &e);
     api_dataset_free(&ds, x);
+    st = api_agree(st, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 
@@ -66,12 +72,15 @@ static void put_rows(void *user, int64_t row, int n, const float *probs) {
 
 static mr_status predict(mirrored_model *m, const char *devices, const mirrored_array *x,
                          float *out, int64_t count, mr_dataset *ds, mr_error *err) {
-    MR_CHECK(api_dataset_from_arrays(m, x, NULL, "predict", ds, err));
+    mr_status st = api_dataset_from_arrays(m, x, NULL, "predict", ds, err);
     const int64_t need = ds->n * m->plan.out_size;
-    if (count < need)
-        return mr_error_set(
+    if (st == MR_OK && count < need)
+        st = mr_error_set(
             err, MR_ERR_USAGE, "predict: out has room for %lld floats, (%lld, %lld) = %lld needed",
             (long long)count, (long long)ds->n, (long long)m->plan.out_size, (long long)need);
+    MR_CHECK(api_agree_call("predict", st, eval_args(devices, x, NULL), err));
+    /* this process's rows are written over zeros: api_share_rows */
+    memset(out, 0, sizeof(float) * (size_t)need);
     MR_CHECK(api_apply_stats(m, ds, err));
     MR_CHECK(api_eval_strategy(m, devices, err));
     predict_out p = {.out = out,
@@ -89,7 +98,11 @@ MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const cha
         return api_usage(err, "mirrored_model_predict: model, x or out is NULL");
     mr_error e = {0};
     mr_dataset ds = {0};
-    const mr_status st = predict(m, devices, x, out, count, &ds, &e);
+    mr_status st = predict(m, devices, x, out, count, &ds, &e);
+    const int64_t rows = ds.n;
     api_dataset_free(&ds, x);
+    /* every process's rows on every process, once all have theirs */
+    st = api_agree(st, &e);
+    if (st == MR_OK) st = api_share_rows(out, rows * m->plan.out_size, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }

@@ -251,15 +251,34 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
     return mr_params_hash(mr_strategy_replica(m->reps.s, 0), &r->params_hash, err);
 }
 
-static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
-                     mirrored_fit_result *r, mr_error *err) {
+/* This process's part before the job's work: the options and the data. */
+static mr_status fit_prepare(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
+                             mr_error *err) {
     MR_CHECK(check_options(m, o, err));
     MR_CHECK(apply_options(m, o, err));
     f->o = o;
     f->epochs = m->cfg.net.epochs;
     f->first = m->epochs_done;
     MR_CHECK(fit_data(m, o, f, err));
-    MR_CHECK(fit_augment(m, f, err));
+    return fit_augment(m, f, err);
+}
+
+/* The fit's arguments, as api_agree_call compares them (the callbacks
+ * and their user pointer are each process's own). */
+static uint32_t fit_args(const mirrored_fit_options *o) {
+    if (!api_many_processes()) return 0;
+    const int64_t v[] = {o->epochs, o->batch_size, o->seed, o->max_steps};
+    uint32_t c = api_crc(0, v, sizeof v);
+    c = api_crc(c, &o->validation_split, sizeof o->validation_split);
+    c = api_crc_str(api_crc_str(c, o->devices), o->stop_checkpoint);
+    c = api_crc_array(api_crc_array(c, o->x), o->y);
+    return api_crc_array(api_crc_array(c, o->val_x), o->val_y);
+}
+
+static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
+                     mirrored_fit_result *r, mr_error *err) {
+    const mr_status st = fit_prepare(m, o, f, err);
+    MR_CHECK(api_agree_call("fit", st, fit_args(o), err));
     MR_CHECK(fit_strategy(m, o, f, err));
     MR_CHECK(fit_callbacks(m, o, f, err));
     m->reps.fitted = 1; /* from here the weights are the strategy's */
@@ -286,7 +305,8 @@ MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrore
     if (result != NULL) *result = (mirrored_fit_result){0};
     mr_error e = {0};
     fit_run f = {0};
-    const mr_status st = fit(m, o, &f, result, &e);
+    mr_status st = fit(m, o, &f, result, &e);
+    st = api_agree(st, &e);    /* one process's failure is every process's */
     atomic_store(&m->stop, 0); /* a stop asked after the last update is not the next fit's */
     restore_options(m);
     api_dataset_free(&f.train, o->x);

@@ -82,6 +82,36 @@ mr_status api_apply_stats(const mirrored_model *m, mr_dataset *ds, mr_error *err
 /* Keeps ds's statistics as the model's (after the first fit standardised). */
 mr_status api_keep_stats(mirrored_model *m, const mr_dataset *ds, mr_error *err);
 
+/* ---- api_agree.c ------------------------------------------------------- */
+
+/* A CRC-32 of the call's arguments, built up piece by piece (crc 0 to
+ * start): bytes, a string (NULL differs from ""), an array (dtype, shape
+ * and data; NULL differs from any). */
+uint32_t api_crc(uint32_t crc, const void *p, size_t n);
+uint32_t api_crc_str(uint32_t crc, const char *s);
+uint32_t api_crc_array(uint32_t crc, const mirrored_array *a);
+
+/* 1 in a job of more than one process (where the arguments' CRC is worth
+ * computing), else 0. */
+int api_many_processes(void);
+
+/* The job's status for this process's `st` (its message in *err): MR_OK
+ * where every process succeeded, else on every process the same error
+ * (mr_job_agree: the lowest failing rank's, named). st itself in a
+ * one-process job. */
+mr_status api_agree(mr_status st, mr_error *err);
+
+/* api_agree, then: every process was given the same arguments (`args`,
+ * their api_crc); else an MR_ERR_USAGE on every process naming `call` and
+ * the first rank whose arguments differ from rank 0's. Each call of the
+ * job's collective work starts with this, after its own checks, so one
+ * process's refusal never leaves the others waiting in a collective. */
+mr_status api_agree_call(const char *call, mr_status st, uint32_t args, mr_error *err);
+
+/* out (count floats) filled on each process with its own rows and zeros
+ * elsewhere: every process's rows on every process, bit for bit. */
+mr_status api_share_rows(float *out, int64_t count, mr_error *err);
+
 /* ---- api_replicas.c ---------------------------------------------------- */
 
 /* The devices of `spec` (NULL: "auto") on this process; for a fit, "auto"

@@ -66,7 +66,10 @@ MIRRORED_API mirrored_status mirrored_model_load(const char *path, mirrored_mode
     snprintf(m->path, sizeof m->path, "%s", path);
     const char *base = strrchr(path, '/');
     snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
-    if (load_file(m, path, &e) != MR_OK || model_ready(m, &e) != MR_OK) {
+    mr_status st = load_file(m, path, &e);
+    if (st == MR_OK) st = model_ready(m, &e);
+    /* under mpirun: one process's missing or damaged file fails them all */
+    if (api_agree_call("load", st, api_crc_str(0, path), &e) != MR_OK) {
         mirrored_model_destroy(m);
         return api_fail(err, &e);
     }
@@ -89,8 +92,11 @@ MIRRORED_API mirrored_status mirrored_model_from_config(const char *cfg_text, co
     else
         snprintf(m->cfg_path, sizeof m->cfg_path, "%s", m->name);
     m->source = MR_SESSION_SOURCE_CFG;
-    if (mr_config_parse(cfg_text, m->name, folder, &m->cfg, &e) != MR_OK ||
-        model_ready(m, &e) != MR_OK) {
+    mr_status st = mr_config_parse(cfg_text, m->name, folder, &m->cfg, &e);
+    if (st == MR_OK) st = model_ready(m, &e);
+    const uint32_t args =
+        api_crc_str(api_crc_str(api_crc_str(0, cfg_text), m->name), folder ? folder : "");
+    if (api_agree_call("from_config", st, args, &e) != MR_OK) {
         mirrored_model_destroy(m);
         return api_fail(err, &e);
     }
@@ -219,17 +225,21 @@ MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *
     mr_error e = {0};
     mr_job *j;
     if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
-    /* a file's weights as they were read: no replicas needed */
+    mr_status st = api_agree_call("save", MR_OK, api_crc_str(0, path), &e);
+    if (st != MR_OK) return api_fail(err, &e);
     if (!h5 && m->reps.s == NULL && m->source != MR_SESSION_SOURCE_CFG) {
-        const mr_status st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
-        return st == MR_OK ? api_ok(err) : api_fail(err, &e);
+        /* a file's weights as they were read: no replicas needed */
+        st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
+    } else {
+        st = api_eval_strategy(m, NULL, &e);
+        if (st == MR_OK && h5)
+            st = save_checkpoint(m, path, &e);
+        else if (st == MR_OK && j->rank == 0)
+            st = mr_keras_archive_save(path, mr_strategy_replica(m->reps.s, 0), m->global_step,
+                                       m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr,
+                                       &e);
     }
-    if (api_eval_strategy(m, NULL, &e) != MR_OK) return api_fail(err, &e);
-    mr_status st = MR_OK;
-    if (h5)
-        st = save_checkpoint(m, path, &e);
-    else if (j->rank == 0)
-        st = mr_keras_archive_save(path, mr_strategy_replica(m->reps.s, 0), m->global_step,
-                                   m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr, &e);
+    /* every process returns once rank 0 has written the file, with its status */
+    st = api_agree(st, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
