@@ -3,14 +3,17 @@
 
 #include <pthread.h>
 
-#include "runtime/isolate.h"
-
 static pthread_mutex_t h5_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static int in_child; /* of a fork made holding the lock: one thread, no locking */
 
 void mr_h5_lock(void) {
-    if (!mr_isolate_in_child()) pthread_mutex_lock(&h5_mutex);
+    if (!in_child) pthread_mutex_lock(&h5_mutex);
 }
 
 void mr_h5_unlock(void) {
-    if (!mr_isolate_in_child()) pthread_mutex_unlock(&h5_mutex);
+    if (!in_child) pthread_mutex_unlock(&h5_mutex);
+}
+
+void mr_h5_lock_in_child(void) {
+    in_child = 1;
 }

@@ -9,7 +9,8 @@
  * from open or create to close or commit, and array.c's one read) holds
  * this lock, and mr_isolate forks holding it: no thread is inside HDF5
  * then. The lock is recursive (a session may open a second file); in the
- * child of mr_isolate, which has one thread, both calls do nothing. */
+ * child of mr_isolate, which has one thread, both calls do nothing
+ * (mr_h5_lock_in_child). */
 #ifndef MR_H5_LOCK_H
 #define MR_H5_LOCK_H
 
@@ -18,5 +19,10 @@ void mr_h5_lock(void);
 
 /* Gives back one mr_h5_lock of this thread. */
 void mr_h5_unlock(void);
+
+/* Called first in the child of a fork made holding the lock: the lock
+ * stays the parent thread's there, and the child's one thread needs none,
+ * so mr_h5_lock and mr_h5_unlock do nothing from now on. */
+void mr_h5_lock_in_child(void);
 
 #endif

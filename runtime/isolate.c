@@ -57,6 +57,7 @@ mr_status mr_isolate_timed(const char *path, const char *what, mr_status (*fn)(v
     if (pid < 0) return MR_OK;
     if (pid == 0) {
         in_child = 1;
+        mr_h5_lock_in_child();
         child_setup(parent, seconds);
         mr_status st = fn(arg);
         _exit(st == MR_OK ? CHILD_OK : CHILD_REFUSED); /* no atexit: HDF5, leak checks */
