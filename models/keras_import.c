@@ -890,10 +890,12 @@ static void name_the_layer(const char *text, const char *file, mr_error *err) {
             cls = mr_layer_ops_for((mr_layer_kind)k)->class_name;
     char rest[sizeof err->msg];
     snprintf(rest, sizeof rest, "%s", end + 2);
+    const mr_status st = err->status;
+    mr_error_clear(err); /* the same refusal in other words (mr_error_set keeps a first one) */
     if (cls && name[0])
-        mr_error_set(err, err->status, "%s: layer '%s' (%s): %.*s", file, name, cls, 600, rest);
+        mr_error_set(err, st, "%s: layer '%s' (%s): %.*s", file, name, cls, 600, rest);
     else
-        mr_error_set(err, err->status, "%s: %.*s", file, 600, rest);
+        mr_error_set(err, st, "%s: %.*s", file, 600, rest);
 }
 
 mr_status mr_keras_import_load(const char *path, mr_config *cfg, mr_error *err) {

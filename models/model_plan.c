@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "models/loss.h"
+#include "runtime/file_kind.h"
 
 /* Layer l's name: its name = if given, else Keras's automatic one, the
  * c-th of its kind ("dense", "dense_1", ...); as Keras, a name given does
@@ -237,7 +238,33 @@ static void plan_layout(mr_model_plan *p) {
     }
 }
 
-mr_status mr_model_plan_make(mr_model_plan *p, const mr_config *cfg, mr_error *err) {
+/* A model read from a Keras file has no line its user wrote (the
+ * importer generated its .cfg text): a refusal "FILE:LINE: rest" names the
+ * layer of that line, "FILE: layer 'NAME' (Class): rest", as the
+ * importer's own refusals do; a line of no layer (the compile settings'
+ * [net]) is left out, "FILE: rest". */
+static mr_status name_keras_layer(const mr_config *cfg, mr_status st, mr_error *err) {
+    const size_t n = strlen(cfg->path);
+    const int keras = (n > 6 && strcmp(cfg->path + n - 6, ".keras") == 0) ||
+                      (n > 3 && strcmp(cfg->path + n - 3, ".h5") == 0) ||
+                      mr_file_kind_of(cfg->path) == MR_FILE_KIND_KERAS;
+    int line, used = 0;
+    if (!keras || strncmp(err->msg, cfg->path, n) != 0 ||
+        sscanf(err->msg + n, ":%d: %n", &line, &used) != 1 || used == 0)
+        return st;
+    char rest[sizeof err->msg];
+    snprintf(rest, sizeof rest, "%s", err->msg + n + used);
+    mr_error_clear(err); /* the same refusal, in other words */
+    for (int i = 1; i < cfg->n_layers; i++) {
+        const mr_layer_cfg *l = &cfg->layers[i];
+        if (l->line == line && l->name[0])
+            return mr_error_set(err, st, "%s: layer '%s' (%s): %.600s", cfg->path, l->name,
+                                mr_layer_ops_for(l->kind)->class_name, rest);
+    }
+    return mr_error_set(err, st, "%s: %.600s", cfg->path, rest);
+}
+
+static mr_status plan_make(mr_model_plan *p, const mr_config *cfg, mr_error *err) {
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
     p->graph = cfg->graph;
@@ -254,4 +281,9 @@ mr_status mr_model_plan_make(mr_model_plan *p, const mr_config *cfg, mr_error *e
     MR_CHECK(plan_loss(p, err));
     plan_layout(p);
     return MR_OK;
+}
+
+mr_status mr_model_plan_make(mr_model_plan *p, const mr_config *cfg, mr_error *err) {
+    const mr_status st = plan_make(p, cfg, err);
+    return st == MR_OK ? MR_OK : name_keras_layer(cfg, st, err);
 }

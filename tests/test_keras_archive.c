@@ -325,6 +325,36 @@ START_TEST(weights_bomb_refused) {
 }
 END_TEST
 
+/* A .keras of config.json alone, whose Dense has units 0: the importer
+ * passes the value on and the .cfg parser refuses it, naming the Keras
+ * layer, not a line of the text the importer generated (issue 47 M1). */
+START_TEST(parse_refusal_names_the_layer) {
+    static const char config[] =
+        "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4], "
+        "\"dtype\": \"float32\", \"name\": \"in\"}}, "
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 0}}, "
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"out\", \"units\": 2, "
+        "\"activation\": \"softmax\"}}]}, \"compile_config\": {\"optimizer\": {\"class_name\": "
+        "\"Adam\", \"config\": {\"learning_rate\": 0.01}}, \"loss\": "
+        "\"sparse_categorical_crossentropy\"}}";
+    char out[512];
+    snprintf(out, sizeof out, "%s/units0.keras", tu_tmpdir());
+    int code = 0;
+    zip_t *za = zip_open(out, ZIP_CREATE | ZIP_TRUNCATE, &code);
+    ck_assert_ptr_nonnull(za);
+    zip_source_t *src = zip_source_buffer(za, config, sizeof config - 1, 0);
+    ck_assert_int_ge(zip_file_add(za, "config.json", src, 0), 0);
+    ck_assert_int_eq(zip_close(za), 0);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_int_eq(mr_keras_import_config_load(out, &cfg, &err), MR_ERR_CONFIG);
+    char want[600];
+    snprintf(want, sizeof want, "%s: layer 'd' (Dense): [dense] units: 0 is out of range", out);
+    ck_assert_msg(strstr(err.msg, want) == err.msg, "%s", err.msg);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras_archive");
     TCase *tc = tcase_create("keras_archive");
@@ -336,6 +366,7 @@ int main(void) {
     tcase_add_test(tc, resume_auto_skips_archive);
     tcase_add_loop_test(tc, duplicate_member_refused, 0, 2);
     tcase_add_test(tc, weights_bomb_refused);
+    tcase_add_test(tc, parse_refusal_names_the_layer);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -10,6 +10,7 @@
 
 #include "backends/gpu_list.h"
 #include "models/keras_import.h"
+#include "models/model_plan.h"
 #include "runtime/array.h"
 #include "runtime/npy.h"
 #include "tests/testutil.h"
@@ -181,6 +182,35 @@ START_TEST(compile_settings_mapped) {
     ck_assert_int_eq(cfg->net.top_k, 2);
     ck_assert_float_eq(cfg->layers[1].kernel_l2, 0.5f);
     ck_assert_float_eq(cfg->net.learning_rate, 0.01f);
+    mr_config_free(cfg);
+    free(cfg);
+    free(text);
+}
+END_TEST
+
+/* A refusal of the model's plan (a shape: after the text parsed) names
+ * the Keras layer, not a line of the generated text (issue 47 M1). */
+START_TEST(plan_refusal_names_the_layer) {
+    char *text = NULL;
+    mr_error err = {0};
+    const mr_status st = text_of(
+        "{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", "
+        "\"filters\": 2, \"kernel_size\": [3, 3]}}, " DENSE(""),
+        "{\"optimizer\": " ADAM ", \"loss\": \"sparse_categorical_crossentropy\"}", &text, &err);
+    ck_assert_msg(st == MR_OK, "%s", err.msg);
+    mr_config *cfg = calloc(1, sizeof *cfg);
+    ck_assert_int_eq(mr_config_parse(text, "m.keras", NULL, cfg, &err), MR_OK);
+    mr_model_plan plan;
+    ck_assert_int_eq(mr_model_plan_make(&plan, cfg, &err), MR_ERR_CONFIG);
+    ck_assert_msg(strstr(err.msg, "m.keras: layer 'c' (Conv2D): [conv2d] needs an image input") ==
+                      err.msg,
+                  "%s", err.msg);
+    /* a .cfg keeps its line */
+    snprintf(cfg->path, sizeof cfg->path, "m.cfg");
+    mr_error_clear(&err);
+    ck_assert_int_eq(mr_model_plan_make(&plan, cfg, &err), MR_ERR_CONFIG);
+    ck_assert_msg(strstr(err.msg, "m.cfg:") == err.msg && strstr(err.msg, "layer 'c'") == NULL,
+                  "%s", err.msg);
     mr_config_free(cfg);
     free(cfg);
     free(text);
@@ -460,6 +490,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, functional_mobile);
     tcase_add_loop_test(tc, unsupported_layer_named, 0, 2);
     tcase_add_test(tc, compile_settings_mapped);
+    tcase_add_test(tc, plan_refusal_names_the_layer);
     tcase_add_test(tc, regression_losses_mapped);
     tcase_add_test(tc, refusals_named);
     tcase_add_test(tc, json_refusals_named);
