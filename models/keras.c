@@ -13,6 +13,7 @@
 
 #include "runtime/isolate.h"
 #include "runtime/strbuf.h"
+#include "runtime/temp_files.h"
 #include "runtime/zip_read.h"
 
 #define MODEL_NAME "sequential"
@@ -961,6 +962,7 @@ static mr_status load_archive(const char *path, mr_model *m, int64_t *step, mr_e
     snprintf(tmp, sizeof tmp, "%s/mirrored-XXXXXX.weights.h5", dir && dir[0] ? dir : "/tmp");
     int fd = mkstemps(tmp, (int)strlen(".weights.h5"));
     if (fd < 0) return mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    const int tracked = mr_temp_track(tmp); /* a SIGTERM meanwhile removes it too */
     mr_status st = unzip_weights(path, m, fd, err);
     if (close(fd) != 0 && st == MR_OK)
         st = mr_error_set(err, MR_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
@@ -968,6 +970,7 @@ static mr_status load_archive(const char *path, mr_model *m, int64_t *step, mr_e
      * unpack forever */
     if (st == MR_OK) st = load_h5(tmp, m, 0, NULL, err);
     unlink(tmp);
+    mr_temp_untrack(tracked);
     if (st != MR_OK) { /* name the archive, not the temporary file */
         char named[sizeof err->msg], *at = strstr(err->msg, tmp);
         if (at != NULL) {

@@ -4,10 +4,13 @@
  * bitwise; mirrored_train --save x.keras writes that archive (a zip of metadata.json,
  * config.json and model.weights.h5, in Keras's order) with the trained weights of --save x.h5. */
 #include <check.h>
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -355,6 +358,55 @@ START_TEST(parse_refusal_names_the_layer) {
 }
 END_TEST
 
+/* SIGTERM while a .keras's weights are unpacked into $TMPDIR: the process
+ * still ends by SIGTERM, and nothing is left there (issue 47 N10: 508 MB
+ * were). A Dense of 8 Mi weights (32 MiB) unpacks for long enough that
+ * the temporary file is seen and the signal lands during its life. */
+START_TEST(sigterm_while_unpacking_leaves_nothing) {
+    char out[512], tmpdir[512];
+    snprintf(out, sizeof out, "%s/big.keras", tu_tmpdir());
+    snprintf(tmpdir, sizeof tmpdir, "%s/unpack", tu_tmpdir());
+    ck_assert_int_eq(mkdir(tmpdir, 0700), 0);
+    mr_config cfg;
+    mr_model m;
+    mr_error err = {0};
+    const char *text = "[net]\nseed = 3\n[input]\nshape = 4096\n[dense]\nunits = 2048\n"
+                       "[dense]\nunits = 2\nactivation = softmax\n";
+    ck_assert_msg(mr_config_parse(text, "big.cfg", NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init(&m, tu_cpu_backend(), &cfg, 1, 0, &err) == MR_OK, "%s", err.msg);
+    ck_assert_int_eq(mr_model_init_weights(&m, 3, &err), MR_OK);
+    ck_assert_msg(mr_keras_archive_save(out, &m, 0, 0.01f, &err) == MR_OK, "%s", err.msg);
+    int seen = 0;
+    for (int attempt = 0; attempt < 5 && !seen; attempt++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            signal(SIGTERM, SIG_DFL);
+            setenv("TMPDIR", tmpdir, 1);
+            mr_error e = {0};
+            _exit(mr_keras_load(out, &m, 0, NULL, &e) == MR_OK ? 0 : 1);
+        }
+        /* the temporary file, as soon as it is there */
+        for (int i = 0; i < 20000 && !seen; i++) {
+            DIR *d = opendir(tmpdir);
+            for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+                seen |= e->d_name[0] != '.';
+            if (d != NULL) closedir(d);
+            if (!seen) usleep(100);
+        }
+        if (seen) kill(pid, SIGTERM);
+        int ws;
+        ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+        if (seen && WIFEXITED(ws)) seen = 0; /* it had finished already: again */
+        if (seen) ck_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGTERM);
+    }
+    mr_model_free(&m);
+    mr_config_free(&cfg);
+    ck_assert_msg(seen, "the temporary file was never seen in %s", tmpdir);
+    ck_assert_msg(rmdir(tmpdir) == 0, "%s is not empty after SIGTERM", tmpdir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("keras_archive");
     TCase *tc = tcase_create("keras_archive");
@@ -367,6 +419,7 @@ int main(void) {
     tcase_add_loop_test(tc, duplicate_member_refused, 0, 2);
     tcase_add_test(tc, weights_bomb_refused);
     tcase_add_test(tc, parse_refusal_names_the_layer);
+    tcase_add_test(tc, sigterm_while_unpacking_leaves_nothing);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
