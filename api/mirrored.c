@@ -185,7 +185,8 @@ static mr_status save_checkpoint(mirrored_model *m, const char *path, mr_error *
                      .cfg_path = m->cfg_path,
                      .plan = mr_strategy_plan(m->reps.s),
                      .processes = j->size,
-                     .train = &pre};
+                     .train = &pre,
+                     .asked = 1};
     const mr_fit_state state = {.epoch = m->epochs_done, .global_step = m->global_step};
     if (!r.lead) return MR_OK;
     const float lr = m->lr > 0.0f ? m->lr : r.plan->base_lr;

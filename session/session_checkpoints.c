@@ -157,8 +157,9 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
                        ? mr_keras_archive_save(path, m, state->global_step, lr, err)
                        : mr_checkpoint_save(path, m, &c, err);
     /* the place was checked before training: failing now (a full disk) is a
-     * failure of the run, exit 1, not bad input */
-    if (st == MR_ERR_IO) err->status = st = MR_ERR_RUNTIME;
+     * failure of the run, exit 1, not bad input; a save asked for now is
+     * the caller's path to fix */
+    if (st == MR_ERR_IO && !r->asked) err->status = st = MR_ERR_RUNTIME;
     MR_CHECK(st);
     /* the write is durable here (mr_checkpoint_save syncs before the rename):
      * what a stop must fit in its budget */

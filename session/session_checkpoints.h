@@ -33,6 +33,9 @@ typedef struct mr_ckpt_run {
     const char *best_path; /* [net] save_best_only: --save's path, or NULL */
     int best_saves;        /* filled: how many times best_path was written */
     int64_t max_steps;     /* --max-steps (0: none): a checkpoint there is the run's end */
+    int asked;             /* 1: a save the caller asks for now (the library's save): its
+                              path was not checked before, so a write that fails is an
+                              MR_ERR_IO, not a failure of a run (MR_ERR_RUNTIME) */
     mr_run_end ended;      /* why the run ended, set after the fit (mr_ckpt_record_end) */
     /* filled by the writes: the seconds the last one took (0: none yet),
      * the file a stop wrote ("" if none), and the pattern's file the fit

@@ -107,6 +107,18 @@ def test_closed_model_and_folders_named():
     assert "a folder, not a model file" in str(e.value), str(e.value)
 
 
+def test_save_where_it_cannot_write_is_an_oserror(tmp_path):
+    """save() into a folder that does not exist was a RuntimeError (a
+    failure of a run, as a training's checkpoint is); the docs promise
+    OSError for a file that cannot be written (issue 47 M3)."""
+    m = model()
+    for name in ("x.h5", "x.keras"):
+        with pytest.raises(OSError) as e:
+            m.save(str(tmp_path / "missing" / name))
+        assert not isinstance(e.value, RuntimeError), repr(e.value)
+        assert "cannot write" in str(e.value), str(e.value)
+
+
 def test_from_config_folder_survives_a_checkpoint(tmp_path, monkeypatch):
     """A from_config(folder=) model's checkpoint resolves its [data] paths in
     that folder, from any working folder (they were resolved in the working
