@@ -39,10 +39,12 @@ MIRRORED_API mirrored_status mirrored_model_evaluate(mirrored_model *m, const ch
         return api_usage(err, "mirrored_model_evaluate: model, loss or metric is NULL");
     if ((x == NULL) != (y == NULL))
         return api_usage(err, "mirrored_model_evaluate: give x with y (both NULL: the test set)");
+    if (api_enter(m, "evaluate", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     mr_dataset ds = {0};
     const mr_status st = evaluate(m, devices, x, y, &ds, loss, metric, &e);
     api_dataset_free(&ds, x);
+    api_leave(m);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 
@@ -87,9 +89,11 @@ MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const cha
                                                     int64_t count, mirrored_error *err) {
     if (m == NULL || x == NULL || out == NULL)
         return api_usage(err, "mirrored_model_predict: model, x or out is NULL");
+    if (api_enter(m, "predict", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     mr_dataset ds = {0};
     const mr_status st = predict(m, devices, x, out, count, &ds, &e);
     api_dataset_free(&ds, x);
+    api_leave(m);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }

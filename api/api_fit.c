@@ -251,6 +251,17 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
     return mr_params_hash(mr_strategy_replica(m->reps.s, 0), &r->params_hash, err);
 }
 
+/* After a failed fit the replicas' communicator may stand aborted (a
+ * failing replica aborts it for its siblings): replica 0's weights, state
+ * and slots move to fresh replicas of the same key, so the next call runs.
+ * Where that fails too, the key matches nothing and the next fit retries. */
+static void renew_replicas(mirrored_model *m) {
+    const mr_session_key key = m->reps.key;
+    m->reps.key.n_train = -1;
+    mr_error ignored = {0};
+    (void)api_strategy(m, &key, &ignored);
+}
+
 static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                      mirrored_fit_result *r, mr_error *err) {
     MR_CHECK(check_options(m, o, err));
@@ -263,8 +274,14 @@ static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *
     MR_CHECK(fit_strategy(m, o, f, err));
     MR_CHECK(fit_callbacks(m, o, f, err));
     m->reps.fitted = 1; /* from here the weights are the strategy's */
-    MR_CHECK(fit_epochs(m, f, err));
-    return fit_result(m, f, r, err);
+    /* a failed fit (a stop's checkpoint unwritable, a NaN loss) keeps the
+     * updates it made in the weights: the counts follow them, and the
+     * caller is told them with the failure */
+    const mr_status st = fit_epochs(m, f, err);
+    mr_error after = {0};
+    const mr_status rs = fit_result(m, f, r, st == MR_OK ? err : &after);
+    if (st != MR_OK) renew_replicas(m);
+    return st != MR_OK ? st : rs;
 }
 
 MIRRORED_API mirrored_fit_options mirrored_fit_options_default(void) {
@@ -284,12 +301,14 @@ MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrore
                          "version %d (start from mirrored_fit_options_default())",
                          o->struct_version, MIRRORED_FIT_OPTIONS_VERSION);
     if (result != NULL) *result = (mirrored_fit_result){0};
+    if (api_enter(m, "fit", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     fit_run f = {0};
     const mr_status st = fit(m, o, &f, result, &e);
     atomic_store(&m->stop, 0); /* a stop asked after the last update is not the next fit's */
     restore_options(m);
     api_dataset_free(&f.train, o->x);
+    api_leave(m);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 

@@ -45,6 +45,9 @@ struct mirrored_model {
     int64_t stats_row;
     float *mean, *inv_std;
     atomic_int stop; /* mr_fit_callbacks.stop of every fit */
+    /* the call in progress ("fit", "predict", ...; NULL: none): one call at
+     * a time per model, a second one refused at once (api_calls.c) */
+    _Atomic(const char *) busy;
 };
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag is written by a signal handler");
@@ -61,6 +64,15 @@ mirrored_status api_usage(mirrored_error *err, const char *fmt, ...)
 
 /* The process's job, started on first use (mr_session_job_init). */
 mr_status api_job(mr_job **job, mr_error *err);
+
+/* ---- api_calls.c ------------------------------------------------------- */
+
+/* Marks `call` ("fit") in progress on m; MIRRORED_ERR_USAGE, naming the
+ * call already in progress, where one is (another thread's, or a fit's
+ * callback calling back into its own model). */
+mirrored_status api_enter(mirrored_model *m, const char *call, mirrored_error *err);
+/* The call api_enter marked has ended. */
+void api_leave(mirrored_model *m);
 
 /* ---- api_data.c -------------------------------------------------------- */
 

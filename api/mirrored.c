@@ -28,6 +28,7 @@ static mr_status model_ready(mirrored_model *m, mr_error *err) {
     m->cfg_seed = m->cfg.net.seed;
     m->cfg_split = m->cfg.net.validation_split;
     atomic_init(&m->stop, 0);
+    atomic_init(&m->busy, NULL);
     return MR_OK;
 }
 
@@ -120,6 +121,9 @@ MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
                                                      mirrored_error *err) {
     if (m == NULL || info == NULL)
         return api_usage(err, "mirrored_model_get_info: model or info is NULL");
+    /* the counts a fit writes are read: not during one (busy is mutable) */
+    mirrored_model *busy = (mirrored_model *)m;
+    if (api_enter(busy, "get_info", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     const mr_layer_cfg *in = &m->cfg.layers[0];
     *info = (mirrored_model_info){.input_ndim = in->shape_rank,
                                   .outputs = (int)m->plan.out_size,
@@ -143,13 +147,11 @@ MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
     }
     for (int i = 0; i < in->shape_rank; i++)
         info->input_shape[i] = in->shape[i];
+    api_leave(busy);
     return api_ok(err);
 }
 
-MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf, size_t size,
-                                                    mirrored_error *err) {
-    if (m == NULL || buf == NULL || size == 0)
-        return api_usage(err, "mirrored_model_summary: model or buf is NULL, or size is 0");
+static mirrored_status summary(mirrored_model *m, char *buf, size_t size, mirrored_error *err) {
     mr_error e = {0};
     if (api_eval_strategy(m, NULL, &e) != MR_OK) return api_fail(err, &e);
     char *text = NULL;
@@ -164,6 +166,16 @@ MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf
     snprintf(buf, size, "%s", text ? text : "");
     free(text);
     return api_ok(err);
+}
+
+MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf, size_t size,
+                                                    mirrored_error *err) {
+    if (m == NULL || buf == NULL || size == 0)
+        return api_usage(err, "mirrored_model_summary: model or buf is NULL, or size is 0");
+    if (api_enter(m, "summary", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
+    const mirrored_status st = summary(m, buf, size, err);
+    api_leave(m);
+    return st;
 }
 
 /* ---- save -------------------------------------------------------------- */
@@ -205,10 +217,7 @@ static mr_status save_keras_on_host(mirrored_model *m, const char *path, mr_erro
     return st;
 }
 
-MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
-                                                 mirrored_error *err) {
-    if (m == NULL || path == NULL)
-        return api_usage(err, "mirrored_model_save: model or path is NULL");
+static mirrored_status save(mirrored_model *m, const char *path, mirrored_error *err) {
     const size_t n = strlen(path);
     const int h5 = n > 3 && strcmp(path + n - 3, ".h5") == 0;
     if (!h5 && !mr_keras_archive_named(path))
@@ -232,4 +241,14 @@ MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *
         st = mr_keras_archive_save(path, mr_strategy_replica(m->reps.s, 0), m->global_step,
                                    m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
+}
+
+MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
+                                                 mirrored_error *err) {
+    if (m == NULL || path == NULL)
+        return api_usage(err, "mirrored_model_save: model or path is NULL");
+    if (api_enter(m, "save", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
+    const mirrored_status st = save(m, path, err);
+    api_leave(m);
+    return st;
 }
