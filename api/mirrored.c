@@ -211,7 +211,9 @@ static mr_status save_keras_on_host(mirrored_model *m, const char *path, mr_erro
     if (st == MR_OK)
         st = mr_session_first_weights(m->path, m->source, &m->ck, &m->cfg, &host, &loaded, err);
     const float lr = m->lr > 0.0f ? m->lr : m->cfg.net.learning_rate;
-    if (st == MR_OK) st = mr_keras_archive_save(path, &host, m->global_step, lr, err);
+    if (st == MR_OK)
+        st =
+            mr_keras_archive_save_as(path, &host, MR_KERAS_ARCHIVE_SCALED, m->global_step, lr, err);
     mr_model_free(&host); /* safe on a model never initialised */
     if (be != NULL) mr_backend_destroy(be);
     return st;
@@ -238,8 +240,9 @@ static mirrored_status save(mirrored_model *m, const char *path, mirrored_error 
     if (h5)
         st = save_checkpoint(m, path, &e);
     else if (j->rank == 0)
-        st = mr_keras_archive_save(path, mr_strategy_replica(m->reps.s, 0), m->global_step,
-                                   m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr, &e);
+        st = mr_keras_archive_save_as(
+            path, mr_strategy_replica(m->reps.s, 0), MR_KERAS_ARCHIVE_SCALED, m->global_step,
+            m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 
