@@ -28,7 +28,13 @@ struct mirrored_model {
      * record, or FOLDER/NAME for from_config(folder=) */
     char cfg_path[MR_PATH_MAX];
     mr_session_source source; /* where its first weights come from (session/session_model.h) */
-    mr_checkpoint ck;         /* MR_SESSION_SOURCE_CKPT: the checkpoint read */
+    /* a Keras file's or checkpoint's weights (and slots), read at the load
+     * on a CPU context (one replica, host memory): every later call starts
+     * from these, never from the path again (reps.first), so a file renamed
+     * over it meanwhile cannot mix two files. host_be NULL: none (a .cfg) */
+    mr_backend *host_be;
+    mr_model host;
+    mr_checkpoint ck; /* MR_SESSION_SOURCE_CKPT: the checkpoint read */
     /* the .cfg's own [net] values, which a fit's options override for that fit */
     int cfg_epochs, cfg_batch;
     int64_t cfg_seed;

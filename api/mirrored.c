@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "api/api_internal.h"
 #include "backends/backends.h"
@@ -46,6 +47,30 @@ static mr_status load_file(mirrored_model *m, const char *path, mr_error *err) {
     return MR_OK;
 }
 
+/* What identifies a file's version: the same inode, size and time. */
+static int same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* A Keras file's or a checkpoint's weights, read now into m->host (the
+ * file is read once, at the load: api_internal.h); `was` is path as the
+ * load began: a file changed since is refused, not mixed. */
+static mr_status read_weights_now(mirrored_model *m, const char *path, const struct stat *was,
+                                  mr_error *err) {
+    if (m->source == MR_SESSION_SOURCE_CFG) return MR_OK;
+    int loaded;
+    MR_CHECK(mr_backend_create(mr_backend_kind_cpu(), 0, &m->host_be, err));
+    MR_CHECK(mr_model_init(&m->host, m->host_be, &m->cfg, 1, 0, err));
+    MR_CHECK(mr_session_first_weights(path, m->source, &m->ck, &m->cfg, &m->host, &loaded, err));
+    struct stat now;
+    if (stat(path, &now) != 0 || !same_file(was, &now))
+        return mr_error_set(err, MR_ERR_IO, "%s: changed while it was being loaded: load it again",
+                            path);
+    m->reps.first = &m->host;
+    return MR_OK;
+}
+
 static mirrored_status model_new(mirrored_model **out, mirrored_error *err) {
     *out = calloc(1, sizeof **out);
     if (*out == NULL) {
@@ -67,7 +92,10 @@ MIRRORED_API mirrored_status mirrored_model_load(const char *path, mirrored_mode
     snprintf(m->path, sizeof m->path, "%s", path);
     const char *base = strrchr(path, '/');
     snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
-    if (load_file(m, path, &e) != MR_OK || model_ready(m, &e) != MR_OK) {
+    struct stat was = {0};
+    (void)stat(path, &was); /* a path that is not there: load_file says so */
+    if (load_file(m, path, &e) != MR_OK || model_ready(m, &e) != MR_OK ||
+        read_weights_now(m, path, &was, &e) != MR_OK) {
         mirrored_model_destroy(m);
         return api_fail(err, &e);
     }
@@ -102,6 +130,8 @@ MIRRORED_API mirrored_status mirrored_model_from_config(const char *cfg_text, co
 MIRRORED_API void mirrored_model_destroy(mirrored_model *m) {
     if (m == NULL) return;
     mr_session_replicas_free(&m->reps);
+    mr_model_free(&m->host); /* safe on a model never initialised */
+    if (m->host_be != NULL) mr_backend_destroy(m->host_be);
     mr_checkpoint_free(&m->ck);
     mr_config_free(&m->cfg);
     free(m->mean);
@@ -199,24 +229,12 @@ static mr_status save_checkpoint(mirrored_model *m, const char *path, mr_error *
                          err);
 }
 
-/* PATH.keras of a model no call has built replicas for: its weights read
- * from its file into a model on a CPU context (host memory, one replica),
- * and written as Keras saves them. */
+/* PATH.keras of a model no call has built replicas for: its weights as
+ * the load read them (m->host), written as Keras saves them. */
 static mr_status save_keras_on_host(mirrored_model *m, const char *path, mr_error *err) {
-    mr_backend *be = NULL;
-    mr_model host = {0};
-    int loaded;
-    mr_status st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, err);
-    if (st == MR_OK) st = mr_model_init(&host, be, &m->cfg, 1, 0, err);
-    if (st == MR_OK)
-        st = mr_session_first_weights(m->path, m->source, &m->ck, &m->cfg, &host, &loaded, err);
     const float lr = m->lr > 0.0f ? m->lr : m->cfg.net.learning_rate;
-    if (st == MR_OK)
-        st =
-            mr_keras_archive_save_as(path, &host, MR_KERAS_ARCHIVE_SCALED, m->global_step, lr, err);
-    mr_model_free(&host); /* safe on a model never initialised */
-    if (be != NULL) mr_backend_destroy(be);
-    return st;
+    return mr_keras_archive_save_as(path, &m->host, MR_KERAS_ARCHIVE_SCALED, m->global_step, lr,
+                                    err);
 }
 
 static mirrored_status save(mirrored_model *m, const char *path, mirrored_error *err) {

@@ -131,7 +131,9 @@ typedef struct mirrored_model mirrored_model;
  * its architecture), with its weights; or a mirrored checkpoint (.h5
  * written by mirrored_train, --save or mirrored_model_save), with its
  * weights and optimizer state. Data paths in a .cfg are relative to its
- * folder. Nothing is built on a device yet. */
+ * folder. The file is read once, here, weights included (on the host):
+ * a file renamed over the path or written over later changes nothing.
+ * Nothing is built on a device yet. */
 MIRRORED_API mirrored_status mirrored_model_load(const char *path, mirrored_model **out,
                                                  mirrored_error *err);
 

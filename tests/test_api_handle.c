@@ -3,7 +3,9 @@
  * another thread or from the fit's own callback, is refused at once
  * naming the fit; a fit that fails after some updates (its stop's
  * checkpoint unwritable) reports the write error, and the model's counts
- * and the result follow the weights it left. Run under TSan too. */
+ * and the result follow the weights it left; a file loaded is the one
+ * whose weights the model gets, whatever is renamed over its path before
+ * their first use. Run under TSan too. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -200,6 +202,75 @@ START_TEST(failed_stop_checkpoint_keeps_counts) {
 }
 END_TEST
 
+/* ---- load reads one file ---------------------------------------------- */
+
+/* dir/name: the tiny model fitted `epochs` epochs, saved as a checkpoint */
+static void fitted_checkpoint(const char *dir, const char *name, int epochs) {
+    mirrored_model *m = tiny();
+    mirrored_error err;
+    mirrored_array x = x_of(), y = y_of();
+    mirrored_fit_options o = mirrored_fit_options_default();
+    o.x = &x, o.y = &y, o.devices = "cpu:1", o.epochs = epochs;
+    ck_assert_msg(mirrored_model_fit(m, &o, NULL, &err) == MIRRORED_OK, "%s", err.message);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_msg(mirrored_model_save(m, path, &err) == MIRRORED_OK, "%s", err.message);
+    mirrored_model_destroy(m);
+}
+
+/* the predictions of m for 4 examples into p (16 floats); the status */
+static mirrored_status predict4(mirrored_model *m, float *p, mirrored_error *err) {
+    mirrored_array x = x_of();
+    x.shape[0] = 4;
+    return mirrored_model_predict(m, "cpu:1", &x, p, 16, err);
+}
+
+static void predict_file(const char *path, float *p) {
+    mirrored_model *m = NULL;
+    mirrored_error err;
+    ck_assert_msg(mirrored_model_load(path, &m, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_msg(predict4(m, p, &err) == MIRRORED_OK, "%s", err.message);
+    mirrored_model_destroy(m);
+}
+
+/* A checkpoint loaded, then another renamed over its path, or its bytes
+ * written over in place, before the model's first use: the model is the
+ * file loaded, whole (its weights were read at the load). */
+START_TEST(load_reads_one_file) {
+    const char *dir = tu_tmpdir();
+    fitted_checkpoint(dir, "a.h5", 1);
+    fitted_checkpoint(dir, "b.h5", 3);
+    char a[4200], b[4200], w[4200];
+    snprintf(a, sizeof a, "%s/a.h5", dir);
+    snprintf(b, sizeof b, "%s/b.h5", dir);
+    size_t len;
+    char *bytes = tu_read_file(a, &len);
+    free(tu_write_file(dir, "w.h5", bytes, len));
+    snprintf(w, sizeof w, "%s/w.h5", dir);
+    float pa[16], pb[16], got[16];
+    predict_file(a, pa);
+    predict_file(b, pb);
+    ck_assert_msg(memcmp(pa, pb, sizeof pa) != 0, "a.h5 and b.h5 predict alike");
+    mirrored_model *m = NULL;
+    mirrored_error err;
+    ck_assert_msg(mirrored_model_load(w, &m, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(rename(b, w), 0); /* b.h5 over w.h5 after the load */
+    ck_assert_msg(predict4(m, got, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_msg(memcmp(got, pa, sizeof got) == 0, "the model is not the file loaded");
+    mirrored_model_destroy(m);
+    /* w.h5 is b's now: loaded, then written over in place with a's bytes */
+    ck_assert_msg(mirrored_model_load(w, &m, &err) == MIRRORED_OK, "%s", err.message);
+    FILE *f = fopen(w, "r+b");
+    ck_assert(f != NULL);
+    ck_assert_int_eq(fwrite(bytes, 1, len, f), len);
+    fclose(f);
+    ck_assert_msg(predict4(m, got, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_msg(memcmp(got, pb, sizeof got) == 0, "the model is not the file loaded");
+    mirrored_model_destroy(m);
+    free(bytes);
+}
+END_TEST
+
 int main(void) {
     make_arrays();
     Suite *s = suite_create("api_handle");
@@ -207,6 +278,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, second_call_refused_during_fit);
     tcase_add_test(tc, failed_stop_checkpoint_keeps_counts);
+    tcase_add_test(tc, load_reads_one_file);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* one process: the library's job is started once */

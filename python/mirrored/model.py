@@ -90,14 +90,11 @@ class Model:
     @classmethod
     def from_keras(cls, keras_model: Any) -> Model:
         """A live keras.Model, through a temporary .keras file."""
-        # the folder lives as long as the model: libmirrored may read the
-        # weights when the model is first built, after load returns
-        tmp = tempfile.TemporaryDirectory(prefix="mirrored-")
-        path = os.path.join(tmp.name, (getattr(keras_model, "name", None) or "model") + ".keras")
-        keras_model.save(path)
-        m = cls.load(path)
-        m._tmp = tmp
-        return m
+        # load reads the whole file, weights included: the folder can go
+        with tempfile.TemporaryDirectory(prefix="mirrored-") as tmp:
+            path = os.path.join(tmp, (getattr(keras_model, "name", None) or "model") + ".keras")
+            keras_model.save(path)
+            return cls.load(path)
 
     def to_keras(self) -> Any:
         """The model as a keras.Model (keras.models.load_model of a .keras)."""
@@ -149,9 +146,6 @@ class Model:
         h, self._h = getattr(self, "_h", None), None
         if h:
             _lib.lib.mirrored_model_destroy(h)
-        tmp, self._tmp = getattr(self, "_tmp", None), None
-        if tmp is not None:
-            tmp.cleanup()
 
     def _close_at_exit(self, wait_s: float = 60.0) -> bool:
         """At the interpreter's exit: a call still running (a fit on a

@@ -173,3 +173,22 @@ def test_unwritable_stop_checkpoint_reported(data, in_tmp, monkeypatch, capsys, 
     assert h.params["updates"] == int(n.group(1)) + -(-len(x) // 32)
     assert np.isfinite(m.evaluate(x, y, verbose=0)[0])
     assert FEATURES == m.info.input_shape[0]
+
+
+def test_load_reads_the_file_once(data, tmp_path):
+    """A file renamed over the loaded path before the model's first use
+    changes nothing: the model is the file loaded."""
+    x, y = data
+    for name, epochs in (("a.keras", 1), ("b.keras", 4)):
+        with model(epochs=epochs) as m:
+            m.fit(x, y, verbose=0, devices="cpu:1")
+            m.save(tmp_path / name)
+    with mirrored.load(tmp_path / "a.keras") as a, mirrored.load(tmp_path / "b.keras") as b:
+        pa, pb = a.predict(x[:8]), b.predict(x[:8])
+    assert not np.array_equal(pa, pb)
+    path = tmp_path / "w.keras"
+    path.write_bytes((tmp_path / "a.keras").read_bytes())
+    m = mirrored.load(path)
+    os.replace(tmp_path / "b.keras", path)
+    np.testing.assert_array_equal(m.predict(x[:8]), pa)
+    m.close()
