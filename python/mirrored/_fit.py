@@ -2,16 +2,20 @@
 thread and only queue the logs; the main thread reads the queue, prints the
 progress and fills the History.
 
-Ctrl-C (SIGINT, a Jupyter interrupt) during a fit: while the fit runs, this
-module's SIGINT handler (installed where the fit is called from the main
-thread over Python's default one) only asks the C fit to stop; the main
-thread goes on reading the queue until the C fit has returned (its stop's
-checkpoint written), and only then raises KeyboardInterrupt. So a burst of
-Ctrl-C cannot make fit() return while the C fit still runs. Any other
+Ctrl-C (SIGINT, a Jupyter interrupt) during a fit: for the whole fit call,
+the model's lock included, a SIGINT handler of this module (SigintGuard,
+installed where the fit is called from the main thread over Python's
+default one) only asks the C fit to stop; the main thread goes on reading
+the queue until the C fit has returned (its stop's checkpoint written), and
+only then raises KeyboardInterrupt. A Ctrl-C while no C fit runs (before it
+starts, after it ended) is raised once the model is free again. So a burst
+of Ctrl-C cannot make fit() return while the C fit still runs, nor leave
+the model held. Any other
 exception in the main thread (a callback's, a KeyboardInterrupt raised by a
 handler of the caller's) stops the fit the same way before it propagates.
 A stop whose checkpoint could not be written raises that error (the
-library's, e.g. FileError) from the KeyboardInterrupt."""
+library's: RunError, as for a write failing during training) from the
+KeyboardInterrupt, after a line with the updates made."""
 import ctypes
 import queue
 import signal
@@ -28,6 +32,36 @@ _on_event = None
 # Test hook: called on the C thread with the _Run after each update's logs
 # are queued (a test holds the fit there until it has asked for a stop).
 _on_c_step = None
+
+
+class SigintGuard:
+    """SIGINT held for one fit call (a context manager; nothing off the
+    main thread or where a handler of the caller's is in place)."""
+
+    def __init__(self):
+        self.run = None  # the _Run whose C fit is running
+        self.pending = False  # a Ctrl-C while none was
+        self.old = None
+
+    def __enter__(self):
+        self.old = _own_sigint(self._on_sigint)
+        return self
+
+    def _on_sigint(self, _signum, _frame):
+        # a Python handler (main thread, between bytecodes): no lock taken,
+        # nothing raised
+        run = self.run
+        if run is not None:
+            run.on_sigint()
+        else:
+            self.pending = True
+
+    def __exit__(self, kind, *_):
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+        if self.pending and kind is None:
+            raise KeyboardInterrupt
+        return False
 
 
 class _Run:
@@ -70,9 +104,8 @@ class _Run:
             self.events.put(("done", None))
 
     # ---- on the main thread
-    def _on_sigint(self, _signum, _frame):
-        # a Python handler (main thread, between bytecodes): no lock taken,
-        # nothing raised; _drain sees the flag
+    def on_sigint(self):
+        """SigintGuard's: _drain sees the flag."""
         self.interrupted = True
         _lib.lib.mirrored_model_request_stop(self.handle)
 
@@ -143,12 +176,14 @@ class _Run:
         except Error as e:
             raise e from cause
 
-    def run(self, opts, progress, history):
+    def run(self, opts, progress, history, guard):
         opts.on_step = self.step_fn
         opts.on_epoch = self.epoch_fn
         thread = threading.Thread(target=self._work, args=(opts,), name="mirrored-fit",
                                   daemon=True)
-        old = _own_sigint(self._on_sigint)
+        if guard.pending:  # a Ctrl-C before the fit: it stops at its first update
+            self.interrupted, guard.pending = True, False
+        guard.run = self
         try:
             thread.start()
             try:
@@ -162,8 +197,7 @@ class _Run:
                 self._raise_failure(e)
             self._join(thread)
         finally:
-            if old is not None:
-                signal.signal(signal.SIGINT, old)
+            guard.run = None
         if self.interrupted:
             _report_stop(self.result, opts.stop_checkpoint, self.status, self.err)
             self._raise_failure(KeyboardInterrupt())
@@ -197,7 +231,7 @@ def _report_stop(result, checkpoint, status, err):
           f"({result.epochs} epochs done); {where}", file=sys.stderr, flush=True)
 
 
-def run(model, handle, opts, progress, history, metric, callbacks):
-    """Runs mirrored_model_fit(opts) on handle (model's); returns its
-    FitResult."""
-    return _Run(model, handle, metric, callbacks).run(opts, progress, history)
+def run(model, handle, guard, opts, progress, history, metric, callbacks):
+    """Runs mirrored_model_fit(opts) on handle (model's) under guard (a
+    SigintGuard entered); returns its FitResult."""
+    return _Run(model, handle, metric, callbacks).run(opts, progress, history, guard)

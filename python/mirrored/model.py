@@ -271,8 +271,10 @@ class Model:
                 cb.set_model(self)
         quiet = _lib.job()[0] != 0
         progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
-        with self._call("fit") as h:
-            result = _fit.run(self, h, opts, progress, history, self.info.metric, callbacks)
+        # Ctrl-C held from before the model is taken until after it is free
+        with _fit.SigintGuard() as guard, self._call("fit") as h:
+            result = _fit.run(self, h, guard, opts, progress, history, self.info.metric,
+                              callbacks)
         del keep
         self._devices = devices or self._devices
         self.params_hash = f"{result.params_hash:016x}"
