@@ -262,6 +262,17 @@ static void renew_replicas(mirrored_model *m) {
     (void)api_strategy(m, &key, &ignored);
 }
 
+/* The file's weights read at the load (api_internal.h) are the replicas'
+ * once a fit has begun: their host copy goes. */
+static void drop_loaded_weights(mirrored_model *m) {
+    if (m->host_be == NULL) return;
+    m->reps.first = NULL;
+    mr_model_free(&m->host);
+    m->host = (mr_model){0};
+    mr_backend_destroy(m->host_be);
+    m->host_be = NULL;
+}
+
 static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                      mirrored_fit_result *r, mr_error *err) {
     MR_CHECK(check_options(m, o, err));
@@ -274,6 +285,7 @@ static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *
     MR_CHECK(fit_strategy(m, o, f, err));
     MR_CHECK(fit_callbacks(m, o, f, err));
     m->reps.fitted = 1; /* from here the weights are the strategy's */
+    drop_loaded_weights(m);
     /* a failed fit (a stop's checkpoint unwritable, a NaN loss) keeps the
      * updates it made in the weights: the counts follow them, and the
      * caller is told them with the failure */

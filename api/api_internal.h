@@ -31,7 +31,8 @@ struct mirrored_model {
     /* a Keras file's or checkpoint's weights (and slots), read at the load
      * on a CPU context (one replica, host memory): every later call starts
      * from these, never from the path again (reps.first), so a file renamed
-     * over it meanwhile cannot mix two files. host_be NULL: none (a .cfg) */
+     * over it meanwhile cannot mix two files. host_be NULL: none (a .cfg,
+     * or freed once a fit has begun: the replicas hold the weights then) */
     mr_backend *host_be;
     mr_model host;
     mr_checkpoint ck; /* MR_SESSION_SOURCE_CKPT: the checkpoint read */

@@ -249,7 +249,7 @@ static mirrored_status save(mirrored_model *m, const char *path, mirrored_error 
     mr_job *j;
     if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
     /* a file's weights as they were read: no replicas needed */
-    if (!h5 && m->reps.s == NULL && m->source != MR_SESSION_SOURCE_CFG) {
+    if (!h5 && m->reps.s == NULL && m->host_be != NULL) {
         const mr_status st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
         return st == MR_OK ? api_ok(err) : api_fail(err, &e);
     }
