@@ -44,11 +44,13 @@ MIRRORED_API mirrored_status mirrored_model_evaluate(mirrored_model *m, const ch
         return api_usage(err, "mirrored_model_evaluate: model, loss or metric is NULL");
     if ((x == NULL) != (y == NULL))
         return api_usage(err, "mirrored_model_evaluate: give x with y (both NULL: the test set)");
+    if (api_enter(m, "evaluate", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     mr_dataset ds = {0};
     mr_status st = evaluate(m, devices, x, y, &ds, loss, metric, &e);
     api_dataset_free(&ds, x);
     st = api_agree(st, &e);
+    api_leave(m);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 
@@ -96,6 +98,7 @@ MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const cha
                                                     int64_t count, mirrored_error *err) {
     if (m == NULL || x == NULL || out == NULL)
         return api_usage(err, "mirrored_model_predict: model, x or out is NULL");
+    if (api_enter(m, "predict", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     mr_dataset ds = {0};
     mr_status st = predict(m, devices, x, out, count, &ds, &e);
@@ -104,5 +107,6 @@ MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const cha
     /* every process's rows on every process, once all have theirs */
     st = api_agree(st, &e);
     if (st == MR_OK) st = api_share_rows(out, rows * m->plan.out_size, &e);
+    api_leave(m);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }

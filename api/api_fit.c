@@ -251,6 +251,17 @@ static mr_status fit_result(mirrored_model *m, const fit_run *f, mirrored_fit_re
     return mr_params_hash(mr_strategy_replica(m->reps.s, 0), &r->params_hash, err);
 }
 
+/* The file's weights read at the load (api_internal.h) are the replicas'
+ * once a fit has begun: their host copy goes. */
+static void drop_loaded_weights(mirrored_model *m) {
+    if (m->host_be == NULL) return;
+    m->reps.first = NULL;
+    mr_model_free(&m->host);
+    m->host = (mr_model){0};
+    mr_backend_destroy(m->host_be);
+    m->host_be = NULL;
+}
+
 /* This process's part before the job's work: the options and the data. */
 static mr_status fit_prepare(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                              mr_error *err) {
@@ -277,13 +288,18 @@ static uint32_t fit_args(const mirrored_fit_options *o) {
 
 static mr_status fit(mirrored_model *m, const mirrored_fit_options *o, fit_run *f,
                      mirrored_fit_result *r, mr_error *err) {
-    const mr_status st = fit_prepare(m, o, f, err);
-    MR_CHECK(api_agree_call("fit", st, fit_args(o), err));
+    MR_CHECK(api_agree_call("fit", fit_prepare(m, o, f, err), fit_args(o), err));
     MR_CHECK(fit_strategy(m, o, f, err));
     MR_CHECK(fit_callbacks(m, o, f, err));
     m->reps.fitted = 1; /* from here the weights are the strategy's */
-    MR_CHECK(fit_epochs(m, f, err));
-    return fit_result(m, f, r, err);
+    drop_loaded_weights(m);
+    /* a failed fit (a stop's checkpoint unwritable, a NaN loss) keeps the
+     * updates it made in the weights: the counts follow them, and the
+     * caller is told them with the failure */
+    const mr_status st = fit_epochs(m, f, err);
+    mr_error after = {0};
+    const mr_status rs = fit_result(m, f, r, st == MR_OK ? err : &after);
+    return st != MR_OK ? st : rs;
 }
 
 MIRRORED_API mirrored_fit_options mirrored_fit_options_default(void) {
@@ -303,13 +319,20 @@ MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrore
                          "version %d (start from mirrored_fit_options_default())",
                          o->struct_version, MIRRORED_FIT_OPTIONS_VERSION);
     if (result != NULL) *result = (mirrored_fit_result){0};
+    if (api_enter(m, "fit", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     fit_run f = {0};
     mr_status st = fit(m, o, &f, result, &e);
-    st = api_agree(st, &e);    /* one process's failure is every process's */
+    st = api_agree(st, &e); /* one process's failure is every process's */
+    /* the replicas' communicator may stand aborted after a failure (a
+     * failing replica aborts it for its siblings): the next call builds
+     * fresh replicas with replica 0's weights, state and slots, on every
+     * process alike (after the agreement) */
+    if (st != MR_OK) m->reps.stale = 1;
     atomic_store(&m->stop, 0); /* a stop asked after the last update is not the next fit's */
     restore_options(m);
     api_dataset_free(&f.train, o->x);
+    api_leave(m);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 

@@ -28,7 +28,14 @@ struct mirrored_model {
      * record, or FOLDER/NAME for from_config(folder=) */
     char cfg_path[MR_PATH_MAX];
     mr_session_source source; /* where its first weights come from (session/session_model.h) */
-    mr_checkpoint ck;         /* MR_SESSION_SOURCE_CKPT: the checkpoint read */
+    /* a Keras file's or checkpoint's weights (and slots), read at the load
+     * on a CPU context (one replica, host memory): every later call starts
+     * from these, never from the path again (reps.first), so a file renamed
+     * over it meanwhile cannot mix two files. host_be NULL: none (a .cfg,
+     * or freed once a fit has begun: the replicas hold the weights then) */
+    mr_backend *host_be;
+    mr_model host;
+    mr_checkpoint ck; /* MR_SESSION_SOURCE_CKPT: the checkpoint read */
     /* the .cfg's own [net] values, which a fit's options override for that fit */
     int cfg_epochs, cfg_batch;
     int64_t cfg_seed;
@@ -45,6 +52,9 @@ struct mirrored_model {
     int64_t stats_row;
     float *mean, *inv_std;
     atomic_int stop; /* mr_fit_callbacks.stop of every fit */
+    /* the call in progress ("fit", "predict", ...; NULL: none): one call at
+     * a time per model, a second one refused at once (api_calls.c) */
+    _Atomic(const char *) busy;
 };
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag is written by a signal handler");
@@ -61,6 +71,15 @@ mirrored_status api_usage(mirrored_error *err, const char *fmt, ...)
 
 /* The process's job, started on first use (mr_session_job_init). */
 mr_status api_job(mr_job **job, mr_error *err);
+
+/* ---- api_calls.c ------------------------------------------------------- */
+
+/* Marks `call` ("fit") in progress on m; MIRRORED_ERR_USAGE, naming the
+ * call already in progress, where one is (another thread's, or a fit's
+ * callback calling back into its own model). */
+mirrored_status api_enter(mirrored_model *m, const char *call, mirrored_error *err);
+/* The call api_enter marked has ended. */
+void api_leave(mirrored_model *m);
 
 /* ---- api_data.c -------------------------------------------------------- */
 

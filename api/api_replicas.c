@@ -25,10 +25,14 @@ mr_status api_strategy(mirrored_model *m, const mr_session_key *key, mr_error *e
     return mr_session_replicas_make(&m->reps, &m->cfg, key, j, m->path, m->source, &m->ck, err);
 }
 mr_status api_eval_strategy(mirrored_model *m, const char *spec, mr_error *err) {
-    if (m->reps.s != NULL && (spec == NULL || strcmp(spec, "auto") == 0)) return MR_OK;
+    /* the replicas there are (fresh ones of the same key after a failed fit) */
+    const mr_session_key now = m->reps.key;
+    if (m->reps.s != NULL && (spec == NULL || strcmp(spec, "auto") == 0))
+        return m->reps.stale ? api_strategy(m, &now, err) : MR_OK;
     mr_device_set set;
     MR_CHECK(api_devices(m, spec, 0, &set, err));
-    if (m->reps.s != NULL && mr_session_same_devices(&m->reps.key.devices, &set)) return MR_OK;
+    if (m->reps.s != NULL && mr_session_same_devices(&now.devices, &set))
+        return m->reps.stale ? api_strategy(m, &now, err) : MR_OK;
     const mr_session_key key = {
         .devices = set, .global_batch = m->cfg.net.global_batch, .seed = m->cfg.net.seed};
     return api_strategy(m, &key, err);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "api/api_internal.h"
 #include "backends/backends.h"
@@ -28,6 +29,7 @@ static mr_status model_ready(mirrored_model *m, mr_error *err) {
     m->cfg_seed = m->cfg.net.seed;
     m->cfg_split = m->cfg.net.validation_split;
     atomic_init(&m->stop, 0);
+    atomic_init(&m->busy, NULL);
     return MR_OK;
 }
 
@@ -42,6 +44,30 @@ static mr_status load_file(mirrored_model *m, const char *path, mr_error *err) {
     m->global_step = m->ck.state.global_step;
     m->epochs_done = m->ck.state.epoch;
     m->lr = m->ck.lr;
+    return MR_OK;
+}
+
+/* What identifies a file's version: the same inode, size and time. */
+static int same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* A Keras file's or a checkpoint's weights, read now into m->host (the
+ * file is read once, at the load: api_internal.h); `was` is path as the
+ * load began: a file changed since is refused, not mixed. */
+static mr_status read_weights_now(mirrored_model *m, const char *path, const struct stat *was,
+                                  mr_error *err) {
+    if (m->source == MR_SESSION_SOURCE_CFG) return MR_OK;
+    int loaded;
+    MR_CHECK(mr_backend_create(mr_backend_kind_cpu(), 0, &m->host_be, err));
+    MR_CHECK(mr_model_init(&m->host, m->host_be, &m->cfg, 1, 0, err));
+    MR_CHECK(mr_session_first_weights(path, m->source, &m->ck, &m->cfg, &m->host, &loaded, err));
+    struct stat now;
+    if (stat(path, &now) != 0 || !same_file(was, &now))
+        return mr_error_set(err, MR_ERR_IO, "%s: changed while it was being loaded: load it again",
+                            path);
+    m->reps.first = &m->host;
     return MR_OK;
 }
 
@@ -66,8 +92,11 @@ MIRRORED_API mirrored_status mirrored_model_load(const char *path, mirrored_mode
     snprintf(m->path, sizeof m->path, "%s", path);
     const char *base = strrchr(path, '/');
     snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
+    struct stat was = {0};
+    (void)stat(path, &was); /* a path that is not there: load_file says so */
     mr_status st = load_file(m, path, &e);
     if (st == MR_OK) st = model_ready(m, &e);
+    if (st == MR_OK) st = read_weights_now(m, path, &was, &e);
     /* under mpirun: one process's missing or damaged file fails them all */
     if (api_agree_call("load", st, api_crc_str(0, path), &e) != MR_OK) {
         mirrored_model_destroy(m);
@@ -107,6 +136,8 @@ MIRRORED_API mirrored_status mirrored_model_from_config(const char *cfg_text, co
 MIRRORED_API void mirrored_model_destroy(mirrored_model *m) {
     if (m == NULL) return;
     mr_session_replicas_free(&m->reps);
+    mr_model_free(&m->host); /* safe on a model never initialised */
+    if (m->host_be != NULL) mr_backend_destroy(m->host_be);
     mr_checkpoint_free(&m->ck);
     mr_config_free(&m->cfg);
     free(m->mean);
@@ -126,6 +157,9 @@ MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
                                                      mirrored_error *err) {
     if (m == NULL || info == NULL)
         return api_usage(err, "mirrored_model_get_info: model or info is NULL");
+    /* the counts a fit writes are read: not during one (busy is mutable) */
+    mirrored_model *busy = (mirrored_model *)m;
+    if (api_enter(busy, "get_info", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     const mr_layer_cfg *in = &m->cfg.layers[0];
     *info = (mirrored_model_info){.input_ndim = in->shape_rank,
                                   .outputs = (int)m->plan.out_size,
@@ -149,13 +183,11 @@ MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
     }
     for (int i = 0; i < in->shape_rank; i++)
         info->input_shape[i] = in->shape[i];
+    api_leave(busy);
     return api_ok(err);
 }
 
-MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf, size_t size,
-                                                    mirrored_error *err) {
-    if (m == NULL || buf == NULL || size == 0)
-        return api_usage(err, "mirrored_model_summary: model or buf is NULL, or size is 0");
+static mirrored_status summary(mirrored_model *m, char *buf, size_t size, mirrored_error *err) {
     mr_error e = {0};
     if (api_eval_strategy(m, NULL, &e) != MR_OK) return api_fail(err, &e);
     char *text = NULL;
@@ -170,6 +202,16 @@ MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf
     snprintf(buf, size, "%s", text ? text : "");
     free(text);
     return api_ok(err);
+}
+
+MIRRORED_API mirrored_status mirrored_model_summary(mirrored_model *m, char *buf, size_t size,
+                                                    mirrored_error *err) {
+    if (m == NULL || buf == NULL || size == 0)
+        return api_usage(err, "mirrored_model_summary: model or buf is NULL, or size is 0");
+    if (api_enter(m, "summary", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
+    const mirrored_status st = summary(m, buf, size, err);
+    api_leave(m);
+    return st;
 }
 
 /* ---- save -------------------------------------------------------------- */
@@ -194,28 +236,15 @@ static mr_status save_checkpoint(mirrored_model *m, const char *path, mr_error *
                          err);
 }
 
-/* PATH.keras of a model no call has built replicas for: its weights read
- * from its file into a model on a CPU context (host memory, one replica),
- * and written as Keras saves them. */
+/* PATH.keras of a model no call has built replicas for: its weights as
+ * the load read them (m->host), written as Keras saves them. */
 static mr_status save_keras_on_host(mirrored_model *m, const char *path, mr_error *err) {
-    mr_backend *be = NULL;
-    mr_model host = {0};
-    int loaded;
-    mr_status st = mr_backend_create(mr_backend_kind_cpu(), 0, &be, err);
-    if (st == MR_OK) st = mr_model_init(&host, be, &m->cfg, 1, 0, err);
-    if (st == MR_OK)
-        st = mr_session_first_weights(m->path, m->source, &m->ck, &m->cfg, &host, &loaded, err);
     const float lr = m->lr > 0.0f ? m->lr : m->cfg.net.learning_rate;
-    if (st == MR_OK) st = mr_keras_archive_save(path, &host, m->global_step, lr, err);
-    mr_model_free(&host); /* safe on a model never initialised */
-    if (be != NULL) mr_backend_destroy(be);
-    return st;
+    return mr_keras_archive_save_as(path, &m->host, MR_KERAS_ARCHIVE_SCALED, m->global_step, lr,
+                                    err);
 }
 
-MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
-                                                 mirrored_error *err) {
-    if (m == NULL || path == NULL)
-        return api_usage(err, "mirrored_model_save: model or path is NULL");
+static mirrored_status save(mirrored_model *m, const char *path, mirrored_error *err) {
     const size_t n = strlen(path);
     const int h5 = n > 3 && strcmp(path + n - 3, ".h5") == 0;
     if (!h5 && !mr_keras_archive_named(path))
@@ -228,7 +257,7 @@ MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *
     if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
     mr_status st = api_agree_call("save", MR_OK, api_crc_str(0, path), &e);
     if (st != MR_OK) return api_fail(err, &e);
-    if (!h5 && m->reps.s == NULL && m->source != MR_SESSION_SOURCE_CFG) {
+    if (!h5 && m->reps.s == NULL && m->host_be != NULL) {
         /* a file's weights as they were read: no replicas needed */
         st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
     } else {
@@ -236,11 +265,21 @@ MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *
         if (st == MR_OK && h5)
             st = save_checkpoint(m, path, &e);
         else if (st == MR_OK && j->rank == 0)
-            st = mr_keras_archive_save(path, mr_strategy_replica(m->reps.s, 0), m->global_step,
-                                       m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr,
-                                       &e);
+            st = mr_keras_archive_save_as(
+                path, mr_strategy_replica(m->reps.s, 0), MR_KERAS_ARCHIVE_SCALED, m->global_step,
+                m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr, &e);
     }
     /* every process returns once rank 0 has written the file, with its status */
     st = api_agree(st, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
+}
+
+MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
+                                                 mirrored_error *err) {
+    if (m == NULL || path == NULL)
+        return api_usage(err, "mirrored_model_save: model or path is NULL");
+    if (api_enter(m, "save", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
+    const mirrored_status st = save(m, path, err);
+    api_leave(m);
+    return st;
 }

@@ -28,9 +28,12 @@
  *   - Arrays are the caller's, C-contiguous, channels last; the library
  *     reads them during the call and keeps no pointer after it returns
  *     (uint8 and float32 inputs are read in place, not copied).
- *   - One model is used by one thread at a time, except
- *     mirrored_model_request_stop, which any thread or a signal handler may
- *     call while a fit runs.
+ *   - One call at a time per model: a call made while another is in
+ *     progress on the same model (another thread's, or a fit's callback
+ *     calling back into its model) returns MIRRORED_ERR_USAGE at once,
+ *     naming the call in progress. mirrored_model_request_stop is the
+ *     exception: any thread or a signal handler may call it while a fit
+ *     runs. mirrored_model_destroy must not overlap any call on the model.
  *   - Under mpirun every process makes the same calls in the same order with
  *     the same arguments: they are one job, replica 0 of rank 0 is the one
  *     that writes files. mirrored_init starts the job (MPI); without it, the
@@ -128,7 +131,9 @@ typedef struct mirrored_model mirrored_model;
  * its architecture), with its weights; or a mirrored checkpoint (.h5
  * written by mirrored_train, --save or mirrored_model_save), with its
  * weights and optimizer state. Data paths in a .cfg are relative to its
- * folder. Nothing is built on a device yet. */
+ * folder. The file is read once, here, weights included (on the host):
+ * a file renamed over the path or written over later changes nothing.
+ * Nothing is built on a device yet. */
 MIRRORED_API mirrored_status mirrored_model_load(const char *path, mirrored_model **out,
                                                  mirrored_error *err);
 
@@ -138,7 +143,9 @@ MIRRORED_API mirrored_status mirrored_model_from_config(const char *cfg_text, co
                                                         const char *folder, mirrored_model **out,
                                                         mirrored_error *err);
 
-/* Frees the model and its replicas. NULL is a no-op. */
+/* Frees the model and its replicas. NULL is a no-op. Not while a call on
+ * the model is in progress (the caller's to order: a fit first stops,
+ * mirrored_model_request_stop, and returns). */
 MIRRORED_API void mirrored_model_destroy(mirrored_model *m);
 
 /* What the model takes and gives. */
@@ -249,7 +256,9 @@ typedef struct mirrored_fit_result {
  * weights, a Keras file's, a checkpoint's, or the last fit's), as Keras's
  * fit does: a second call goes on with the same weights and optimizer
  * state. The same .cfg, seed and devices give the same params_hash as
- * mirrored_train. result may be NULL. */
+ * mirrored_train. result may be NULL. A fit that fails after its first
+ * update still fills result (epochs, updates, params_hash) with where the
+ * weights stand, and the model's counts follow them. */
 MIRRORED_API mirrored_status mirrored_model_fit(mirrored_model *m, const mirrored_fit_options *o,
                                                 mirrored_fit_result *result, mirrored_error *err);
 

@@ -242,13 +242,51 @@ static const char *source_name(const mr_model *m, int src) {
     return src < 0 ? input_name(m) : m->layers[src].name;
 }
 
+/* MR_KERAS_ARCHIVE_SCALED: the .cfg's [data] scale goes into the archive
+ * as a Rescaling layer right after the input (named DATA_SCALE_NAME,
+ * archive group "rescaling"), so the saved model takes the raw inputs the
+ * .cfg's data were and evaluates as it did, in Keras and reloaded here
+ * (the importer makes it a [rescaling] layer, [data] scale 1). 1 where the
+ * file has that layer. */
+#define DATA_SCALE_NAME "data_scale"
+static int data_scaled(const mr_model *m, mr_keras_form form) {
+    return form == MR_KERAS_ARCHIVE_SCALED && m->cfg->data.scale != 1.0f;
+}
+
 /* One input of a node as Keras 3.15 writes it: the tensor's batch shape
  * and the layer that made it, [name, node 0, tensor 0]. */
-static void keras_tensor(mr_sb *b, const mr_model *m, int src) {
+static void tensor_of(mr_sb *b, mr_shape shape, const char *name) {
     mr_sb_printf(b, "{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": ");
-    batch_shape(b, src < 0 ? m->in_shape : m->layers[src].out);
-    mr_sb_printf(b, ", \"dtype\": \"float32\", \"keras_history\": [\"%s\", 0, 0]}}",
-                 source_name(m, src));
+    batch_shape(b, shape);
+    mr_sb_printf(b, ", \"dtype\": \"float32\", \"keras_history\": [\"%s\", 0, 0]}}", name);
+}
+
+/* The tensor of model layer src (-1: the input, or the data scale's
+ * Rescaling after it) */
+static void keras_tensor(mr_sb *b, const mr_model *m, int src, int scaled) {
+    const char *name = src < 0 && scaled ? DATA_SCALE_NAME : source_name(m, src);
+    tensor_of(b, src < 0 ? m->in_shape : m->layers[src].out, name);
+}
+
+/* ", {the data scale's Rescaling}" after the InputLayer (data_scaled) */
+static void data_scale_layer(mr_sb *b, const mr_model *m) {
+    mr_sb_printf(b,
+                 ", {\"module\": \"keras.layers\", \"class_name\": \"Rescaling\", \"config\": "
+                 "{\"name\": \"" DATA_SCALE_NAME "\", \"trainable\": true, \"dtype\": %s, "
+                 "\"scale\": ",
+                 dtype_policy);
+    mr_sb_float(b, m->cfg->data.scale);
+    mr_sb_printf(b, ", \"offset\": ");
+    mr_sb_float(b, 0.0f);
+    mr_sb_printf(b, "}, \"registered_name\": null, \"build_config\": {\"input_shape\": ");
+    batch_shape(b, m->in_shape);
+    mr_sb_printf(b, "}");
+    if (m->graph) {
+        mr_sb_printf(b, ", \"name\": \"" DATA_SCALE_NAME "\", \"inbound_nodes\": [{\"args\": [");
+        tensor_of(b, m->in_shape, input_name(m));
+        mr_sb_printf(b, "], \"kwargs\": {}}]");
+    }
+    mr_sb_printf(b, "}");
 }
 
 /* The InputLayer entry of both configs; a graph's (Functional) also has
@@ -272,7 +310,7 @@ static void input_layer(mr_sb *b, const mr_model *m, int archive) {
  * takes, or [add]'s list of two), input_layers and output_layers as
  * [name, 0, 0]; the archive's module is the Functional class's module and
  * an [add]'s build_config holds its two input shapes. */
-static char *functional_config(const mr_model *m, int archive, float lr) {
+static char *functional_config(const mr_model *m, int archive, int scaled, float lr) {
     mr_sb b;
     mr_sb_init(&b);
     mr_sb_printf(&b,
@@ -280,6 +318,7 @@ static char *functional_config(const mr_model *m, int archive, float lr) {
                  "\"trainable\": true, \"layers\": [",
                  archive ? "\"module\": \"keras.src.models.functional\", " : "");
     input_layer(&b, m, archive);
+    if (scaled) data_scale_layer(&b, m);
     int order[MR_MAX_LAYERS];
     keras_order(m, order);
     for (int k = 0; k < m->n_layers; k++) {
@@ -303,10 +342,10 @@ static char *functional_config(const mr_model *m, int archive, float lr) {
         }
         mr_sb_printf(&b, ", \"name\": \"%s\", \"inbound_nodes\": [{\"args\": [%s", l->name,
                      add ? "[" : "");
-        keras_tensor(&b, m, m->src[i][0]);
+        keras_tensor(&b, m, m->src[i][0], scaled);
         if (add) {
             mr_sb_printf(&b, ", ");
-            keras_tensor(&b, m, m->src[i][1]);
+            keras_tensor(&b, m, m->src[i][1], scaled);
         }
         mr_sb_printf(&b, "%s], \"kwargs\": {}}]}", add ? "]" : "");
     }
@@ -325,8 +364,8 @@ static char *functional_config(const mr_model *m, int archive, float lr) {
 }
 
 char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr) {
-    const int archive = form == MR_KERAS_ARCHIVE;
-    if (m->graph) return functional_config(m, archive, lr);
+    const int archive = form != MR_KERAS_LEGACY_H5, scaled = data_scaled(m, form);
+    if (m->graph) return functional_config(m, archive, scaled, lr);
     mr_sb b;
     mr_sb_init(&b);
     mr_sb_printf(&b,
@@ -334,6 +373,7 @@ char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr) {
                  "\", \"trainable\": true, \"dtype\": %s, \"layers\": [",
                  archive ? "\"module\": \"keras\", " : "", dtype_policy);
     input_layer(&b, m, archive);
+    if (scaled) data_scale_layer(&b, m);
     for (int i = 0; i < m->n_layers; i++) {
         const mr_layer *l = &m->layers[i];
         mr_sb_printf(&b, ", {%s\"class_name\": \"%s\", \"config\": ",
@@ -741,9 +781,10 @@ mr_status mr_keras_read_optimizer(mr_h5 *h, mr_model *m, int64_t *step, mr_error
  * and a counter over the model's layers of that class, whatever the
  * layers' names ("conv2d_2" for the third Conv2D, even one named c3);
  * the automatic names (model.c) where no layer has name =. */
-static void archive_group(const mr_model *m, int i, char *buf, size_t n) {
+static void archive_group(const mr_model *m, int i, int scaled, char *buf, size_t n) {
     const char *cls = m->layers[i].ops->keras_name;
-    int c = 0, order[MR_MAX_LAYERS];
+    /* the data scale's Rescaling (data_scaled) comes before them all */
+    int c = scaled && strcmp(cls, "rescaling") == 0, order[MR_MAX_LAYERS];
     keras_order(m, order); /* counted in Keras's order of the layers */
     for (int k = 0; order[k] != i; k++)
         c += strcmp(m->layers[order[k]].ops->keras_name, cls) == 0;
@@ -755,6 +796,12 @@ static void archive_group(const mr_model *m, int i, char *buf, size_t n) {
 
 mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t step, float lr,
                                          mr_error *err) {
+    return mr_keras_write_archive_weights_as(h, m, MR_KERAS_ARCHIVE, step, lr, err);
+}
+
+mr_status mr_keras_write_archive_weights_as(mr_h5 *h, const mr_model *m, mr_keras_form form,
+                                            int64_t step, float lr, mr_error *err) {
+    const int scaled = data_scaled(m, form);
     mr_status st = MR_OK;
     char path[160], group[64];
     if (m->graph) { /* a Functional's InputLayer has its (empty) group */
@@ -765,10 +812,18 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
             H5Gclose(g);
         }
     }
+    if (st == MR_OK && scaled) { /* its (empty) group */
+        hid_t g;
+        st = mr_h5_group(h, h->file, "layers/rescaling/vars", &g, err);
+        if (st == MR_OK) {
+            st = mr_h5_attr_str(h, g, "name", DATA_SCALE_NAME, 1, err);
+            H5Gclose(g);
+        }
+    }
     for (int i = 0; st == MR_OK && i < m->n_layers; i++) {
         const mr_layer *l = &m->layers[i];
         hid_t g;
-        archive_group(m, i, group, sizeof group);
+        archive_group(m, i, scaled, group, sizeof group);
         snprintf(path, sizeof path, "layers/%s/vars", group);
         st = mr_h5_group(h, h->file, path, &g, err);
         if (st != MR_OK) break;
@@ -816,7 +871,7 @@ mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
         mr_layer *l = &m->layers[i];
         /* Keras names the group by class and a per-class counter, whatever
          * name the layer had (archive_group) */
-        archive_group(m, i, group, sizeof group);
+        archive_group(m, i, 0, group, sizeof group);
         snprintf(path, sizeof path, "%s/vars", group);
         if (!mr_h5_exists(h, layers, path)) {
             if (l->n_weights > 0)
@@ -856,7 +911,7 @@ mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
         }
         int ours = 0;
         for (int i = 0; !ours && i < m->n_layers; i++) {
-            archive_group(m, i, group, sizeof group);
+            archive_group(m, i, 0, group, sizeof group);
             ours = strcmp(name, group) == 0;
         }
         snprintf(path, sizeof path, "%s/vars/0", name);

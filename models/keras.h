@@ -34,6 +34,10 @@
 typedef enum mr_keras_form {
     MR_KERAS_LEGACY_H5, /* model_config of a .h5 */
     MR_KERAS_ARCHIVE,   /* config.json of a .keras */
+    /* the same, with the .cfg's [data] scale (where not 1) as a Rescaling
+     * layer after the input: the file takes the raw inputs (the public
+     * API's save; mirrored_export's archive takes the scaled ones) */
+    MR_KERAS_ARCHIVE_SCALED,
 } mr_keras_form;
 
 /* The pieces a layer's keras_config (models/layer.h) writes with: the
@@ -94,5 +98,9 @@ mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err);
 /* Writes the weights file of a .keras archive (model.weights.h5). */
 mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t step, float lr,
                                          mr_error *err);
+/* The same for an archive of `form` (MR_KERAS_ARCHIVE_SCALED: with the
+ * data scale's Rescaling, an empty group of its own). */
+mr_status mr_keras_write_archive_weights_as(mr_h5 *h, const mr_model *m, mr_keras_form form,
+                                            int64_t step, float lr, mr_error *err);
 
 #endif

@@ -31,11 +31,11 @@ int mr_keras_archive_named(const char *path) {
 }
 
 /* model.weights.h5 into p->weights_tmp (an atomic HDF5 write of its own). */
-static mr_status write_weights(const archive_paths *p, const mr_model *m, int64_t step, float lr,
-                               mr_error *err) {
+static mr_status write_weights(const archive_paths *p, const mr_model *m, mr_keras_form form,
+                               int64_t step, float lr, mr_error *err) {
     mr_h5 h;
     MR_CHECK(mr_h5_create(&h, p->weights_tmp, err));
-    mr_status st = mr_keras_write_archive_weights(&h, m, step, lr, err);
+    mr_status st = mr_keras_write_archive_weights_as(&h, m, form, step, lr, err);
     if (st != MR_OK) {
         mr_h5_discard(&h);
         return st;
@@ -106,16 +106,21 @@ static void format_metadata(char *buf, size_t n) {
 
 mr_status mr_keras_archive_save(const char *path, const mr_model *m, int64_t step, float lr,
                                 mr_error *err) {
+    return mr_keras_archive_save_as(path, m, MR_KERAS_ARCHIVE, step, lr, err);
+}
+
+mr_status mr_keras_archive_save_as(const char *path, const mr_model *m, mr_keras_form form,
+                                   int64_t step, float lr, mr_error *err) {
     archive_paths p = {.out = path};
     if (strlen(path) >= MR_ATOMIC_PATH_MAX)
         return mr_error_set(err, MR_ERR_IO, "%s: cannot write: path too long", path);
     snprintf(p.weights_tmp, sizeof p.weights_tmp, "%s.weights.%d.h5", path, (int)getpid());
-    char *config = mr_keras_model_config(m, MR_KERAS_ARCHIVE, lr);
+    char *config = mr_keras_model_config(m, form, lr);
     if (config == NULL) return mr_error_set(err, MR_ERR_NOMEM, "%s: out of memory", path);
     char metadata[128];
     format_metadata(metadata, sizeof metadata);
     mr_status st = mr_atomic_path_begin(path, p.zip_tmp, sizeof p.zip_tmp, err);
-    if (st == MR_OK) st = write_weights(&p, m, step, lr, err);
+    if (st == MR_OK) st = write_weights(&p, m, form, step, lr, err);
     if (st == MR_OK) st = write_zip(&p, metadata, config, err);
     unlink(p.weights_tmp);
     /* fsync, rename over the target, fsync of the folder */

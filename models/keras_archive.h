@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "models/keras.h"
 #include "models/model.h"
 
 MR_C_BEGIN
@@ -32,6 +33,12 @@ int mr_keras_archive_named(const char *path);
  * path as it was (MR_ERR_IO, naming path). */
 mr_status mr_keras_archive_save(const char *path, const mr_model *m, int64_t step, float lr,
                                 mr_error *err);
+
+/* The same as an archive of `form` (models/keras.h): MR_KERAS_ARCHIVE_SCALED
+ * puts the .cfg's [data] scale in the file as a Rescaling layer after the
+ * input, so the file takes the raw inputs (the public API's save). */
+mr_status mr_keras_archive_save_as(const char *path, const mr_model *m, mr_keras_form form,
+                                   int64_t step, float lr, mr_error *err);
 
 MR_C_END
 

@@ -75,7 +75,7 @@ unset LSAN_OPTIONS
 echo "== thread sanitizer: collectives, strategy, the C API and MPI"
 setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized "${emu[@]}"
 export TSAN_OPTIONS="halt_on_error=1 suppressions=$supp/tsan_openmpi.supp"
-OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs local strategy job api
+OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs local strategy job api api_handle
 OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite mpi
 if [ ${#emu[@]} -gt 0 ]; then
     OPENBLAS_NUM_THREADS=1 meson test -C build-tsan --print-errorlogs --suite gpu --no-suite slow \

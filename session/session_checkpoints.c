@@ -152,9 +152,11 @@ mr_status mr_ckpt_write(mr_ckpt_run *r, const char *path, const mr_fit_state *st
     /* relative data paths of the .cfg start from its folder: keep it absolute */
     if (r->cfg_path[0] == '/' || realpath(r->cfg_path, c.cfg_path) == NULL)
         snprintf(c.cfg_path, sizeof c.cfg_path, "%s", r->cfg_path);
-    /* a .keras --save is the model as Keras saves it, not a checkpoint */
+    /* a .keras --save is the model as Keras saves it, not a checkpoint: it
+     * takes the raw inputs, [data] scale a Rescaling in it */
     mr_status st = mr_keras_archive_named(path)
-                       ? mr_keras_archive_save(path, m, state->global_step, lr, err)
+                       ? mr_keras_archive_save_as(path, m, MR_KERAS_ARCHIVE_SCALED,
+                                                  state->global_step, lr, err)
                        : mr_checkpoint_save(path, m, &c, err);
     /* the place was checked before training: failing now (a full disk) is a
      * failure of the run, exit 1, not bad input; a save asked for now is

@@ -37,10 +37,8 @@ static mr_status copy_floats(const mr_model *src, const mr_dfloat *from, mr_mode
     return MR_OK;
 }
 
-/* The weights, state and optimizer slots of a's replica 0 into b's. */
-static mr_status move_weights(mr_strategy *a, mr_strategy *b, mr_error *err) {
-    const mr_model *s = mr_strategy_replica(a, 0);
-    mr_model *d = mr_strategy_replica(b, 0);
+/* The weights, state and optimizer slots of s into d (the same model). */
+static mr_status copy_model(const mr_model *s, mr_model *d, mr_error *err) {
     MR_CHECK(copy_floats(s, s->params, d, d->params, s->n_params, err));
     MR_CHECK(copy_floats(s, s->state, d, d->state, s->n_state, err));
     for (int k = 0; k < 2; k++)
@@ -52,7 +50,7 @@ mr_status mr_session_replicas_make(mr_session_replicas *r, const mr_config *cfg,
                                    const mr_session_key *key, mr_job *job, const char *path,
                                    mr_session_source source, const mr_checkpoint *ck,
                                    mr_error *err) {
-    if (r->s != NULL && same_key(&r->key, key)) return MR_OK;
+    if (r->s != NULL && same_key(&r->key, key) && !r->stale) return MR_OK;
     const mr_strategy_opts opts = {.devices = key->devices,
                                    .job = job,
                                    .seed = (uint64_t)key->seed,
@@ -61,9 +59,10 @@ mr_status mr_session_replicas_make(mr_session_replicas *r, const mr_config *cfg,
     mr_strategy *s = NULL;
     MR_CHECK(mr_strategy_create(cfg, &opts, key->n_train, &s, err));
     int share = 1;
-    mr_status st = r->fitted ? move_weights(r->s, s, err)
-                             : mr_session_first_weights(path, source, ck, cfg,
-                                                        mr_strategy_replica(s, 0), &share, err);
+    mr_model *to = mr_strategy_replica(s, 0);
+    mr_status st = r->fitted  ? copy_model(mr_strategy_replica(r->s, 0), to, err)
+                   : r->first ? copy_model(r->first, to, err)
+                              : mr_session_first_weights(path, source, ck, cfg, to, &share, err);
     if (st == MR_OK && share) st = mr_strategy_sync_model(s, err);
     if (st != MR_OK) {
         mr_strategy_destroy(s);
@@ -72,6 +71,7 @@ mr_status mr_session_replicas_make(mr_session_replicas *r, const mr_config *cfg,
     mr_strategy_destroy(r->s);
     r->s = s;
     r->key = *key;
+    r->stale = 0;
     return MR_OK;
 }
 

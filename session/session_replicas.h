@@ -27,6 +27,13 @@ typedef struct mr_session_replicas {
     /* 1 once a fit has run: the weights are the replicas', not the seed's
      * or the file's, and move to the next replicas */
     int fitted;
+    /* where set (not fitted yet): the first weights, read from the file
+     * already (the caller's model, kept as long as these replicas), in
+     * place of reading path again */
+    const mr_model *first;
+    /* 1 after a failed fit: the replicas' communicator may stand aborted,
+     * so the next call builds fresh ones (with replica 0's weights) */
+    int stale;
 } mr_session_replicas;
 
 /* 1 if a and b are the same devices (kind, count and ordinals). */
@@ -34,8 +41,9 @@ int mr_session_same_devices(const mr_device_set *a, const mr_device_set *b);
 
 /* Makes r->s the replicas of `key` for cfg in job (kept where r->s has
  * that key), with the weights: the last replicas' once a fit has run, else
- * the first weights of the model opened from path (source, ck:
- * mr_session_open's), shared by every replica. On failure r is as it was. */
+ * r->first's where set, else the first weights of the model opened from
+ * path (source, ck: mr_session_open's), shared by every replica. On
+ * failure r is as it was. */
 mr_status mr_session_replicas_make(mr_session_replicas *r, const mr_config *cfg,
                                    const mr_session_key *key, mr_job *job, const char *path,
                                    mr_session_source source, const mr_checkpoint *ck,

@@ -295,7 +295,8 @@ START_TEST(bad_input) {
 END_TEST
 
 /* A residual model exports as Keras's Functional: config.json
- * with its InputLayer, each layer's inbound node ([add]: two tensors) and
+ * with its InputLayer, the [data] scale's Rescaling after it (the file
+ * takes raw pixels), each layer's inbound node ([add]: two tensors) and
  * the output layer; the weights file's groups named by class and counter
  * (the conv2d named a is group conv2d), every weight the checkpoint's. */
 START_TEST(graph_model_exported) {
@@ -323,9 +324,16 @@ START_TEST(graph_model_exported) {
     const char *keys[] = {
         "{\"module\": \"keras.src.models.functional\", \"class_name\": \"Functional\"",
         "\"name\": \"input_layer\", \"inbound_nodes\": []}",
+        /* [data] scale = 1/255 as a Rescaling after the input: the file takes raw pixels */
+        "{\"module\": \"keras.layers\", \"class_name\": \"Rescaling\", \"config\": {\"name\": "
+        "\"data_scale\"",
+        "\"scale\": 0.003921569, \"offset\": 0.0}",
+        "\"name\": \"data_scale\", \"inbound_nodes\": [{\"args\": [{\"class_name\": "
+        "\"__keras_tensor__\", \"config\": {\"shape\": [null, 8, 8, 1], \"dtype\": \"float32\", "
+        "\"keras_history\": [\"input_layer\", 0, 0]}}], \"kwargs\": {}}]}",
         "\"name\": \"a\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", "
         "\"config\": {\"shape\": [null, 8, 8, 1], \"dtype\": \"float32\", \"keras_history\": "
-        "[\"input_layer\", 0, 0]}}], \"kwargs\": {}}]}",
+        "[\"data_scale\", 0, 0]}}], \"kwargs\": {}}]}",
         "\"name\": \"conv2d\", \"inbound_nodes\": [{\"args\": [{\"class_name\": "
         "\"__keras_tensor__\", \"config\": {\"shape\": [null, 8, 8, 2], \"dtype\": \"float32\", "
         "\"keras_history\": [\"a\", 0, 0]}}]",
@@ -359,6 +367,7 @@ START_TEST(graph_model_exported) {
     expect_same(&ck, ck.file, "model_weights/dense/dense/bias", &ar, ar.file,
                 "layers/dense/vars/1");
     ck_assert(mr_h5_exists(&ar, ar.file, "layers/input_layer/vars"));
+    ck_assert(mr_h5_exists(&ar, ar.file, "layers/rescaling/vars"));
     mr_h5_close(&ck);
     mr_h5_close(&ar);
 }

@@ -10,14 +10,14 @@ from ._lib import job
 from ._lib import lib as _clib
 from . import errors
 from .errors import (AbortedError, ConfigError, DataError, Error, FileError,
-                     InvalidArgumentError, NotFoundError, ResourceExhaustedError, RunError,
-                     UnsupportedError)
+                     InvalidArgumentError, ModelBusyError, NotFoundError, ResourceExhaustedError,
+                     RunError, UnsupportedError)
 from .history import History
 from .model import Model, ModelInfo, list_devices, load
 
 __version__: str = _clib.mirrored_version().decode()
 
 __all__ = ["AbortedError", "ConfigError", "DataError", "Error", "FileError", "History", "errors",
-           "InvalidArgumentError", "Model", "ModelInfo", "NotFoundError",
+           "InvalidArgumentError", "Model", "ModelBusyError", "ModelInfo", "NotFoundError",
            "ResourceExhaustedError", "RunError", "UnsupportedError", "job", "list_devices",
            "load", "__version__"]

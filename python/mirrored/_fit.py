@@ -1,14 +1,29 @@
 """The C fit on a worker thread. Its step and epoch callbacks run on a C
 thread and only queue the logs; the main thread reads the queue, prints the
-progress and fills the History, so a KeyboardInterrupt (Ctrl-C, a Jupyter
-interrupt) lands there: it asks the fit to stop (its checkpoint is written),
-waits for it and is raised again."""
+progress and fills the History.
+
+Ctrl-C (SIGINT, a Jupyter interrupt) during a fit: for the whole fit call,
+the model's lock included, a SIGINT handler of this module (SigintGuard,
+installed where the fit is called from the main thread over Python's
+default one) only asks the C fit to stop; the main thread goes on reading
+the queue until the C fit has returned (its stop's checkpoint written), and
+only then raises KeyboardInterrupt. A Ctrl-C while no C fit runs (before it
+starts, after it ended) is raised once the model is free again. So a burst
+of Ctrl-C cannot make fit() return while the C fit still runs, nor leave
+the model held. Any other
+exception in the main thread (a callback's, a KeyboardInterrupt raised by a
+handler of the caller's) stops the fit the same way before it propagates.
+A stop whose checkpoint could not be written raises that error (the
+library's: RunError, as for a write failing during training) from the
+KeyboardInterrupt, after a line with the updates made."""
 import ctypes
 import queue
+import signal
 import sys
 import threading
 
 from . import _lib
+from .errors import Error
 from .history import epoch_logs
 
 # Test hook: called in the main thread with each event (kind, payload)
@@ -19,9 +34,41 @@ _on_event = None
 _on_c_step = None
 
 
+class SigintGuard:
+    """SIGINT held for one fit call (a context manager; nothing off the
+    main thread or where a handler of the caller's is in place)."""
+
+    def __init__(self):
+        self.run = None  # the _Run whose C fit is running
+        self.pending = False  # a Ctrl-C while none was
+        self.old = None
+
+    def __enter__(self):
+        self.old = _own_sigint(self._on_sigint)
+        return self
+
+    def _on_sigint(self, _signum, _frame):
+        # a Python handler (main thread, between bytecodes): no lock taken,
+        # nothing raised
+        run = self.run
+        if run is not None:
+            run.on_sigint()
+        else:
+            self.pending = True
+
+    def __exit__(self, kind, *_):
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+        if self.pending and kind is None:
+            raise KeyboardInterrupt
+        return False
+
+
 class _Run:
-    def __init__(self, model, metric, callbacks):
+    def __init__(self, model, handle, metric, callbacks):
         self.model = model
+        self.handle = handle
+        self.interrupted = False  # SIGINT came while the fit ran
         self.metric = metric
         self.callbacks = callbacks
         self.events = queue.Queue()
@@ -50,15 +97,34 @@ class _Run:
 
     def _work(self, opts):
         try:
-            self.status = _lib.lib.mirrored_model_fit(self.model._handle(), ctypes.byref(opts),
+            self.status = _lib.lib.mirrored_model_fit(self.handle, ctypes.byref(opts),
                                                       ctypes.byref(self.result),
                                                       ctypes.byref(self.err))
         finally:
             self.events.put(("done", None))
 
     # ---- on the main thread
+    def on_sigint(self):
+        """SigintGuard's: _drain sees the flag."""
+        self.interrupted = True
+        _lib.lib.mirrored_model_request_stop(self.handle)
+
+    def _stop(self):
+        """Asks the C fit to stop after the update in flight."""
+        _lib.lib.mirrored_model_request_stop(self.handle)
+        if not self.stopping:
+            self.stopping = True
+            self.replies.put(True)  # an epoch callback waiting for its answer
+
     def _drain(self, progress, history):
+        told = False
         while True:
+            if self.interrupted and not told:
+                told = True
+                self._stop()
+                progress.interrupted()
+                print("mirrored: stopping: the update in flight finishes and its checkpoint "
+                      "is written", file=sys.stderr, flush=True)
             try:
                 kind, payload = self.events.get(timeout=0.2)
             except queue.Empty:
@@ -73,7 +139,7 @@ class _Run:
             epoch, progress.epochs, logs, seconds = payload
             history.on_epoch_end(epoch, logs)
             progress.epoch_end(epoch, logs, seconds)
-            if self.callbacks:
+            if self.callbacks and not self.stopping:
                 self.replies.put(self._callbacks_epoch_end(epoch, logs))
 
     def _callbacks_epoch_end(self, epoch, logs):
@@ -84,39 +150,78 @@ class _Run:
         return bool(self.model.stop_training)
 
     def _join(self, thread):
+        # with our SIGINT handler in place nothing interrupts this; without
+        # it (a fit on another thread, a handler of the caller's), a
+        # KeyboardInterrupt here only asks for the stop again
         while thread.is_alive():
             try:
                 thread.join(0.2)
             except KeyboardInterrupt:
-                print("mirrored: stopping: the update in flight finishes and its checkpoint "
-                      "is written", file=sys.stderr, flush=True)
+                _lib.lib.mirrored_model_request_stop(self.handle)
 
-    def run(self, opts, progress, history):
+    def _raise_failure(self, cause):
+        """The C fit's failure (cause: what stopped it, or None), else cause.
+        A Ctrl-C's stop that failed (its checkpoint unwritable) raises the
+        library's error from the KeyboardInterrupt; another exception (a
+        callback's) is raised as it is, the failure in _report_stop's line."""
+        if self.status == _lib.OK or (cause is not None
+                                      and not isinstance(cause, KeyboardInterrupt)):
+            if cause is not None:
+                raise cause
+            return
+        if cause is None:
+            _lib.raise_error(self.status, self.err)
+        try:
+            _lib.raise_error(self.status, self.err)
+        except Error as e:
+            raise e from cause
+
+    def run(self, opts, progress, history, guard):
         opts.on_step = self.step_fn
         opts.on_epoch = self.epoch_fn
         thread = threading.Thread(target=self._work, args=(opts,), name="mirrored-fit",
                                   daemon=True)
-        thread.start()
+        if guard.pending:  # a Ctrl-C before the fit: it stops at its first update
+            self.interrupted, guard.pending = True, False
+        guard.run = self
         try:
-            self._drain(progress, history)
-        except BaseException:
-            progress.interrupted()
-            _lib.lib.mirrored_model_request_stop(self.model._handle())
-            self.stopping = True
-            self.replies.put(True)
+            thread.start()
+            try:
+                self._drain(progress, history)
+            except BaseException as e:
+                if not self.interrupted:
+                    progress.interrupted()
+                self._stop()
+                self._join(thread)
+                _report_stop(self.result, opts.stop_checkpoint, self.status, self.err)
+                self._raise_failure(e)
             self._join(thread)
-            _report_stop(self.result, opts.stop_checkpoint)
-            raise
-        thread.join()
-        if self.status != _lib.OK:
-            _lib.raise_error(self.status, self.err)
+        finally:
+            guard.run = None
+        if self.interrupted:
+            _report_stop(self.result, opts.stop_checkpoint, self.status, self.err)
+            self._raise_failure(KeyboardInterrupt())
+        self._raise_failure(None)
         return self.result
 
 
-def _report_stop(result, checkpoint):
+def _own_sigint(handler):
+    """Installs handler for SIGINT where Python's default one is in place
+    and this is the main thread; returns the one to restore (None: none
+    installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+    return signal.signal(signal.SIGINT, handler)
+
+
+def _report_stop(result, checkpoint, status, err):
     if _lib.job()[0] != 0:
         return
-    if result.stopped and checkpoint:
+    if status != _lib.OK:
+        where = "failed: " + err.message.decode("utf-8", "replace")
+    elif result.stopped and checkpoint:
         where = f"its checkpoint is {checkpoint.decode()}"
     elif result.stopped:
         where = "no checkpoint written (stop_checkpoint=None)"
@@ -126,6 +231,7 @@ def _report_stop(result, checkpoint):
           f"({result.epochs} epochs done); {where}", file=sys.stderr, flush=True)
 
 
-def run(model, opts, progress, history, metric, callbacks):
-    """Runs mirrored_model_fit(opts); returns its FitResult."""
-    return _Run(model, metric, callbacks).run(opts, progress, history)
+def run(model, handle, guard, opts, progress, history, metric, callbacks):
+    """Runs mirrored_model_fit(opts) on handle (model's) under guard (a
+    SigintGuard entered); returns its FitResult."""
+    return _Run(model, handle, metric, callbacks).run(opts, progress, history, guard)

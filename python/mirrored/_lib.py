@@ -175,6 +175,8 @@ def track(model):
 
 
 def _finalize():
-    for m in list(_live_models):
-        m.close()
-    lib.mirrored_finalize()
+    # a fit still running (a daemon thread's) is stopped and waited for:
+    # MPI_Finalize under a running fit would crash the exit
+    freed = [m._close_at_exit() for m in list(_live_models)]
+    if all(freed):
+        lib.mirrored_finalize()

@@ -42,6 +42,13 @@ class UnsupportedError(Error, ValueError):
     status = ERR_UNSUPPORTED
 
 
+class ModelBusyError(Error, RuntimeError):
+    """A call on a model while another is in progress on it (another
+    thread's, or a fit's callback calling back into its model): one call at
+    a time per model. Raised at once, naming the call in progress."""
+    status = ERR_USAGE
+
+
 class FileError(Error, OSError):
     """A file unreadable or unwritable."""
     status = ERR_IO

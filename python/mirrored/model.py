@@ -2,17 +2,19 @@
 save and summary; load, from_config and the Keras bridges."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import os
 import tempfile
+import threading
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _arrays, _fit, _lib
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, ModelBusyError
 from .history import History
 from .progress import Progress
 
@@ -51,6 +53,9 @@ class Model:
     """Use load(), Model.from_config() or Model.from_keras() to make one."""
 
     def __init__(self, handle: ctypes.c_void_p, name: str):
+        # one call at a time per model (_call): held for the whole call
+        self._lock = threading.Lock()
+        self._busy: Optional[str] = None  # the call in progress, for messages
         self._h = handle
         self.name = name
         self.stop_training = False
@@ -85,14 +90,11 @@ class Model:
     @classmethod
     def from_keras(cls, keras_model: Any) -> Model:
         """A live keras.Model, through a temporary .keras file."""
-        # the folder lives as long as the model: libmirrored may read the
-        # weights when the model is first built, after load returns
-        tmp = tempfile.TemporaryDirectory(prefix="mirrored-")
-        path = os.path.join(tmp.name, (getattr(keras_model, "name", None) or "model") + ".keras")
-        keras_model.save(path)
-        m = cls.load(path)
-        m._tmp = tmp
-        return m
+        # load reads the whole file, weights included: the folder can go
+        with tempfile.TemporaryDirectory(prefix="mirrored-") as tmp:
+            path = os.path.join(tmp, (getattr(keras_model, "name", None) or "model") + ".keras")
+            keras_model.save(path)
+            return cls.load(path)
 
     def to_keras(self) -> Any:
         """The model as a keras.Model (keras.models.load_model of a .keras)."""
@@ -107,14 +109,58 @@ class Model:
             raise InvalidArgumentError(f"{self.name}: the model is closed")
         return self._h
 
+    def _refuse(self, what):
+        return ModelBusyError(
+            f"{self.name}: {what} refused: {self._busy or 'another call'} is in progress on "
+            f"this model (one call at a time per model)")
+
+    @contextlib.contextmanager
+    def _call(self, what):
+        """The model's handle for the call `what`, the model held until it
+        returns; ModelBusyError at once where another call holds it."""
+        if not self._lock.acquire(blocking=False):
+            raise self._refuse(what)
+        try:
+            h = self._handle()
+            self._busy = what
+            yield h
+        finally:
+            self._busy = None
+            self._lock.release()
+
     def close(self) -> None:
-        """Frees the model (its replicas and weights)."""
+        """Frees the model (its replicas and weights). Refused with
+        ModelBusyError while a call on it is in progress (another thread's
+        fit, or from a fit's callback): stop the fit first
+        (model.stop_training in a callback), then close."""
+        lock = getattr(self, "_lock", None)
+        if lock is not None and not lock.acquire(blocking=False):
+            raise self._refuse("close")
+        try:
+            self._free()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _free(self):
         h, self._h = getattr(self, "_h", None), None
         if h:
             _lib.lib.mirrored_model_destroy(h)
-        tmp, self._tmp = getattr(self, "_tmp", None), None
-        if tmp is not None:
-            tmp.cleanup()
+
+    def _close_at_exit(self, wait_s: float = 60.0) -> bool:
+        """At the interpreter's exit: a call still running (a fit on a
+        daemon thread) is asked to stop and waited for; True once freed."""
+        if not self._lock.acquire(blocking=False):
+            h = self._h
+            if h:
+                _lib.lib.mirrored_model_request_stop(h)
+            if not self._lock.acquire(timeout=wait_s):
+                return False
+        try:
+            self._free()
+        finally:
+            self._lock.release()
+        return True
 
     def __del__(self):
         try:
@@ -133,7 +179,8 @@ class Model:
 
     def _get_info(self):
         i = _lib.ModelInfo()
-        _lib.call("mirrored_model_get_info", self._handle(), ctypes.byref(i))
+        with self._call("get_info") as h:
+            _lib.call("mirrored_model_get_info", h, ctypes.byref(i))
         return ModelInfo(tuple(i.input_shape[:i.input_ndim]), i.outputs, i.label_width,
                          bool(i.regression), i.params, i.epochs, i.batch_size, bool(i.has_data),
                          (i.metric or b"accuracy").decode())
@@ -150,12 +197,15 @@ class Model:
     def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
         """Prints the layers, their output shapes and weights."""
         buf = ctypes.create_string_buffer(1 << 20)
-        _lib.call("mirrored_model_summary", self._handle(), buf, len(buf))
+        with self._call("summary") as h:
+            _lib.call("mirrored_model_summary", h, buf, len(buf))
         (print_fn or print)(buf.value.decode().rstrip("\n"))
 
     def save(self, path: PathLike) -> None:
         """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint."""
-        _lib.call("mirrored_model_save", self._handle(), os.fsencode(os.fspath(path)))
+        path = os.fsencode(os.fspath(path))
+        with self._call("save") as h:
+            _lib.call("mirrored_model_save", h, path)
 
     def evaluate(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
                  devices: Optional[str] = None, verbose: Union[str, int] = "auto",
@@ -171,9 +221,10 @@ class Model:
             ay, ya = _arrays.labels(y, self.info)
             keep = [xa, ya]
         loss, metric = ctypes.c_double(), ctypes.c_double()
-        _lib.call("mirrored_model_evaluate", self._handle(), self._devices_arg(devices),
-                  ctypes.byref(ax) if ax else None, ctypes.byref(ay) if ay else None,
-                  ctypes.byref(loss), ctypes.byref(metric))
+        with self._call("evaluate") as h:
+            _lib.call("mirrored_model_evaluate", h, self._devices_arg(devices),
+                      ctypes.byref(ax) if ax else None, ctypes.byref(ay) if ay else None,
+                      ctypes.byref(loss), ctypes.byref(metric))
         del keep
         self._devices = devices or self._devices
         out = {"loss": loss.value, self.info.metric: metric.value}
@@ -186,9 +237,10 @@ class Model:
         """The model's outputs for x: (n, outputs) float32."""
         ax, xa = _arrays.inputs(x)
         out = np.empty((xa.shape[0], self.info.outputs), dtype=np.float32)
-        _lib.call("mirrored_model_predict", self._handle(), self._devices_arg(devices),
-                  ctypes.byref(ax), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-                  out.size)
+        with self._call("predict") as h:
+            _lib.call("mirrored_model_predict", h, self._devices_arg(devices),
+                      ctypes.byref(ax), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                      out.size)
         self._devices = devices or self._devices
         return out
 
@@ -219,7 +271,10 @@ class Model:
                 cb.set_model(self)
         quiet = _lib.job()[0] != 0
         progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
-        result = _fit.run(self, opts, progress, history, self.info.metric, callbacks)
+        # Ctrl-C held from before the model is taken until after it is free
+        with _fit.SigintGuard() as guard, self._call("fit") as h:
+            result = _fit.run(self, h, guard, opts, progress, history, self.info.metric,
+                              callbacks)
         del keep
         self._devices = devices or self._devices
         self.params_hash = f"{result.params_hash:016x}"

@@ -32,3 +32,6 @@ def test_gpu_checkpoint_on_cpu(data, in_tmp):
     np.testing.assert_allclose(cpu.predict(x, devices="cpu"), on_gpu, atol=1e-4)
     loss, accuracy = cpu.evaluate(x, y, devices="cpu:2", verbose=0)
     assert accuracy > 0.5 and np.isfinite(loss)
+    # the weights the load read on the host go to GPU replicas too
+    with mirrored.load("gpu.h5") as back:
+        np.testing.assert_allclose(back.predict(x, devices=devices), on_gpu, atol=1e-4)
