@@ -20,34 +20,39 @@ static mr_status cfg_test_set(const mirrored_model *m, mr_dataset *ds, mr_error 
 }
 
 /* The call's arguments, as api_agree_call compares them. */
-static uint32_t eval_args(const char *devices, const mirrored_array *x, const mirrored_array *y) {
+static uint32_t eval_args(const char *devices, int64_t batch_size, const mirrored_array *x,
+                          const mirrored_array *y) {
     if (!api_many_processes()) return 0;
-    return api_crc_array(api_crc_array(api_crc_str(0, devices), x), y);
+    const uint32_t c = api_crc(api_crc_str(0, devices), &batch_size, sizeof batch_size);
+    return api_crc_array(api_crc_array(c, x), y);
 }
 
-static mr_status evaluate(mirrored_model *m, const char *devices, const mirrored_array *x,
-                          const mirrored_array *y, mr_dataset *ds, double *loss, double *metric,
-                          mr_error *err) {
+static mr_status evaluate(mirrored_model *m, const char *devices, int64_t batch_size,
+                          const mirrored_array *x, const mirrored_array *y, mr_dataset *ds,
+                          double *loss, double *metric, mr_error *err) {
     mr_status st = x != NULL ? api_dataset_from_arrays(m, x, y, "evaluate", ds, err)
                              : cfg_test_set(m, ds, err);
-    MR_CHECK(api_agree_call("evaluate", st, eval_args(devices, x, y), err));
+    MR_CHECK(api_agree_call("evaluate", st, eval_args(devices, batch_size, x, y), err));
     MR_CHECK(api_apply_stats(m, ds, err));
-    MR_CHECK(api_eval_strategy(m, devices, err));
+    MR_CHECK(api_eval_strategy(m, devices, batch_size, err));
     return mr_strategy_evaluate(m->reps.s, ds, 0, ds->n, loss, metric, err);
 }
 
 MIRRORED_API mirrored_status mirrored_model_evaluate(mirrored_model *m, const char *devices,
-                                                     const mirrored_array *x,
+                                                     int64_t batch_size, const mirrored_array *x,
                                                      const mirrored_array *y, double *loss,
                                                      double *metric, mirrored_error *err) {
     if (m == NULL || loss == NULL || metric == NULL)
         return api_usage(err, "mirrored_model_evaluate: model, loss or metric is NULL");
     if ((x == NULL) != (y == NULL))
         return api_usage(err, "mirrored_model_evaluate: give x with y (both NULL: the test set)");
+    if (batch_size < 0)
+        return api_usage(err, "evaluate: batch_size=%lld: 0 (the model's) or more",
+                         (long long)batch_size);
     if (api_enter(m, "evaluate", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     mr_dataset ds = {0};
-    mr_status st = evaluate(m, devices, x, y, &ds, loss, metric, &e);
+    mr_status st = evaluate(m, devices, batch_size, x, y, &ds, loss, metric, &e);
     api_dataset_free(&ds, x);
     st = api_agree(st, &e);
     api_leave(m);
@@ -72,19 +77,20 @@ static void put_rows(void *user, int64_t row, int n, const float *probs) {
         to[i] = probs[2 * i + 1];
 }
 
-static mr_status predict(mirrored_model *m, const char *devices, const mirrored_array *x,
-                         float *out, int64_t count, mr_dataset *ds, mr_error *err) {
+static mr_status predict(mirrored_model *m, const char *devices, int64_t batch_size,
+                         const mirrored_array *x, float *out, int64_t count, mr_dataset *ds,
+                         mr_error *err) {
     mr_status st = api_dataset_from_arrays(m, x, NULL, "predict", ds, err);
     const int64_t need = ds->n * m->plan.out_size;
     if (st == MR_OK && count < need)
         st = mr_error_set(
             err, MR_ERR_USAGE, "predict: out has room for %lld floats, (%lld, %lld) = %lld needed",
             (long long)count, (long long)ds->n, (long long)m->plan.out_size, (long long)need);
-    MR_CHECK(api_agree_call("predict", st, eval_args(devices, x, NULL), err));
+    MR_CHECK(api_agree_call("predict", st, eval_args(devices, batch_size, x, NULL), err));
     /* this process's rows are written over zeros: api_share_rows */
     memset(out, 0, sizeof(float) * (size_t)need);
     MR_CHECK(api_apply_stats(m, ds, err));
-    MR_CHECK(api_eval_strategy(m, devices, err));
+    MR_CHECK(api_eval_strategy(m, devices, batch_size, err));
     predict_out p = {.out = out,
                      .outputs = (int)m->plan.out_size,
                      .classes = mr_model_classes(mr_strategy_replica(m->reps.s, 0))};
@@ -94,14 +100,18 @@ static mr_status predict(mirrored_model *m, const char *devices, const mirrored_
 }
 
 MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const char *devices,
-                                                    const mirrored_array *x, float *out,
-                                                    int64_t count, mirrored_error *err) {
+                                                    int64_t batch_size, const mirrored_array *x,
+                                                    float *out, int64_t count,
+                                                    mirrored_error *err) {
     if (m == NULL || x == NULL || out == NULL)
         return api_usage(err, "mirrored_model_predict: model, x or out is NULL");
+    if (batch_size < 0)
+        return api_usage(err, "predict: batch_size=%lld: 0 (the model's) or more",
+                         (long long)batch_size);
     if (api_enter(m, "predict", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     mr_error e = {0};
     mr_dataset ds = {0};
-    mr_status st = predict(m, devices, x, out, count, &ds, &e);
+    mr_status st = predict(m, devices, batch_size, x, out, count, &ds, &e);
     const int64_t rows = ds.n;
     api_dataset_free(&ds, x);
     /* every process's rows on every process, once all have theirs */

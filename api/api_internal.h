@@ -144,8 +144,9 @@ mr_status api_devices(mirrored_model *m, const char *spec, int for_fit, mr_devic
 mr_status api_strategy(mirrored_model *m, const mr_session_key *key, mr_error *err);
 
 /* A strategy for evaluate, predict, save and summary: m->s where it runs on
- * `spec`'s devices (NULL or "auto": whichever it runs on), else one with
- * n_train 0. */
-mr_status api_eval_strategy(mirrored_model *m, const char *spec, mr_error *err);
+ * `spec`'s devices (NULL or "auto": whichever it runs on) at batch_size
+ * (0: whichever it has), else one with n_train 0 (the .cfg's batch, or
+ * batch_size: checked against the replicas as fit's is). */
+mr_status api_eval_strategy(mirrored_model *m, const char *spec, int64_t batch_size, mr_error *err);
 
 #endif

@@ -24,16 +24,31 @@ mr_status api_strategy(mirrored_model *m, const mr_session_key *key, mr_error *e
     MR_CHECK(api_job(&j, err));
     return mr_session_replicas_make(&m->reps, &m->cfg, key, j, m->path, m->source, &m->ck, err);
 }
-mr_status api_eval_strategy(mirrored_model *m, const char *spec, mr_error *err) {
+mr_status api_eval_strategy(mirrored_model *m, const char *spec, int64_t batch_size,
+                            mr_error *err) {
     /* the replicas there are (fresh ones of the same key after a failed fit) */
     const mr_session_key now = m->reps.key;
-    if (m->reps.s != NULL && (spec == NULL || strcmp(spec, "auto") == 0))
+    const int same_batch = batch_size == 0 || batch_size == now.global_batch;
+    if (m->reps.s != NULL && same_batch && (spec == NULL || strcmp(spec, "auto") == 0))
         return m->reps.stale ? api_strategy(m, &now, err) : MR_OK;
     mr_device_set set;
-    MR_CHECK(api_devices(m, spec, 0, &set, err));
-    if (m->reps.s != NULL && mr_session_same_devices(&now.devices, &set))
+    if (m->reps.s != NULL && (spec == NULL || strcmp(spec, "auto") == 0))
+        set = now.devices; /* another batch on the same devices */
+    else
+        MR_CHECK(api_devices(m, spec, 0, &set, err));
+    if (m->reps.s != NULL && same_batch && mr_session_same_devices(&now.devices, &set))
         return m->reps.stale ? api_strategy(m, &now, err) : MR_OK;
-    const mr_session_key key = {
+    mr_session_key key = {
         .devices = set, .global_batch = m->cfg.net.global_batch, .seed = m->cfg.net.seed};
-    return api_strategy(m, &key, err);
+    if (batch_size == 0) return api_strategy(m, &key, err);
+    /* Keras's batch_size: the strategy reads the .cfg's, for this call */
+    mr_job *j;
+    MR_CHECK(api_job(&j, err));
+    MR_CHECK(mr_session_check_batch(batch_size, &m->cfg, &set, j, NULL, err));
+    const int kept = m->cfg.net.global_batch;
+    m->cfg.net.global_batch = (int)batch_size;
+    key.global_batch = batch_size;
+    const mr_status st = api_strategy(m, &key, err);
+    m->cfg.net.global_batch = kept;
+    return st;
 }

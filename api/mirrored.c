@@ -189,7 +189,7 @@ MIRRORED_API mirrored_status mirrored_model_get_info(const mirrored_model *m,
 
 static mirrored_status summary(mirrored_model *m, char *buf, size_t size, mirrored_error *err) {
     mr_error e = {0};
-    if (api_eval_strategy(m, NULL, &e) != MR_OK) return api_fail(err, &e);
+    if (api_eval_strategy(m, NULL, 0, &e) != MR_OK) return api_fail(err, &e);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -261,7 +261,7 @@ static mirrored_status save(mirrored_model *m, const char *path, mirrored_error 
         /* a file's weights as they were read: no replicas needed */
         st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
     } else {
-        st = api_eval_strategy(m, NULL, &e);
+        st = api_eval_strategy(m, NULL, 0, &e);
         if (st == MR_OK && h5)
             st = save_checkpoint(m, path, &e);
         else if (st == MR_OK && j->rank == 0)

@@ -55,7 +55,7 @@ static int run(int argc, char **argv, mirrored_error *err) {
            (unsigned long long)r.params_hash, r.stopped ? ", stopped: fit-stopped.h5" : "");
     double loss, metric;
     const mirrored_status st =
-        mirrored_model_evaluate(model, NULL, NULL, NULL, &loss, &metric, err);
+        mirrored_model_evaluate(model, NULL, 0, NULL, NULL, &loss, &metric, err);
     if (st == MIRRORED_OK) printf("test loss: %.4f - test %s: %.4f\n", loss, info.metric, metric);
     if (st != MIRRORED_OK && st != MIRRORED_ERR_USAGE) return fail(err); /* USAGE: no test set */
     if (argc > 4 && mirrored_model_save(model, argv[4], err) != MIRRORED_OK) return fail(err);

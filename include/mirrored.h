@@ -272,18 +272,22 @@ MIRRORED_API void mirrored_model_request_stop(mirrored_model *m);
 
 /* Mean loss and metric (accuracy, or mae for a regression) over x, y; both
  * NULL: the .cfg's test set (MIRRORED_ERR_USAGE if it names none). devices
- * as for fit (NULL: auto). */
+ * as for fit (NULL: auto). batch_size: the rows of one step over all the
+ * replicas, Keras's batch_size (0: the batch the replicas have, the .cfg's
+ * or the last fit's); memory for activations is bounded by it, whatever
+ * the rows of x. */
 MIRRORED_API mirrored_status mirrored_model_evaluate(mirrored_model *m, const char *devices,
-                                                     const mirrored_array *x,
+                                                     int64_t batch_size, const mirrored_array *x,
                                                      const mirrored_array *y, double *loss,
                                                      double *metric, mirrored_error *err);
 
 /* The model's outputs for x, into out: (n, outputs) float32, `count`
  * floats of room (class probabilities, sigmoid outputs or regression
- * values, as Keras's predict gives them). */
+ * values, as Keras's predict gives them). devices and batch_size as for
+ * evaluate. Under mpirun every process gets every row. */
 MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const char *devices,
-                                                    const mirrored_array *x, float *out,
-                                                    int64_t count, mirrored_error *err);
+                                                    int64_t batch_size, const mirrored_array *x,
+                                                    float *out, int64_t count, mirrored_error *err);
 
 /* Writes the model: PATH.keras a Keras 3 archive (keras.models.load_model
  * opens it); PATH.h5 a mirrored checkpoint (weights, optimizer state, the

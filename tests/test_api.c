@@ -110,9 +110,9 @@ START_TEST(null_handles_refused) {
     ck_assert_int_eq(mirrored_model_fit(NULL, &o, NULL, NULL), MIRRORED_ERR_USAGE);
     ck_assert_int_eq(mirrored_model_get_info(NULL, &info, &err), MIRRORED_ERR_USAGE);
     ck_assert_int_eq(mirrored_model_summary(NULL, buf, sizeof buf, &err), MIRRORED_ERR_USAGE);
-    ck_assert_int_eq(mirrored_model_evaluate(NULL, NULL, NULL, NULL, &loss, &metric, &err),
+    ck_assert_int_eq(mirrored_model_evaluate(NULL, NULL, 0, NULL, NULL, &loss, &metric, &err),
                      MIRRORED_ERR_USAGE);
-    ck_assert_int_eq(mirrored_model_predict(NULL, NULL, &x, out, 4, &err), MIRRORED_ERR_USAGE);
+    ck_assert_int_eq(mirrored_model_predict(NULL, NULL, 0, &x, out, 4, &err), MIRRORED_ERR_USAGE);
     ck_assert_int_eq(mirrored_model_save(NULL, "a.h5", &err), MIRRORED_ERR_USAGE);
     ck_assert_int_eq(mirrored_model_load(NULL, NULL, &err), MIRRORED_ERR_USAGE);
     ck_assert_int_eq(mirrored_model_from_config(NULL, NULL, NULL, NULL, &err), MIRRORED_ERR_USAGE);
@@ -120,7 +120,7 @@ START_TEST(null_handles_refused) {
     mirrored_model_destroy(NULL);
     mirrored_model *m = tiny();
     ck_assert_int_eq(mirrored_model_fit(m, NULL, NULL, &err), MIRRORED_ERR_USAGE);
-    ck_assert_int_eq(mirrored_model_predict(m, NULL, &x, NULL, 4, &err), MIRRORED_ERR_USAGE);
+    ck_assert_int_eq(mirrored_model_predict(m, NULL, 0, &x, NULL, 4, &err), MIRRORED_ERR_USAGE);
     mirrored_model_destroy(m);
 }
 END_TEST
@@ -222,10 +222,10 @@ START_TEST(data_refusals) {
     o.x = o.y = NULL; /* no [data] in the .cfg */
     ck_assert_int_eq(mirrored_model_fit(m, &o, NULL, &err), MIRRORED_ERR_USAGE);
     double loss, metric;
-    ck_assert_int_eq(mirrored_model_evaluate(m, NULL, NULL, NULL, &loss, &metric, &err),
+    ck_assert_int_eq(mirrored_model_evaluate(m, NULL, 0, NULL, NULL, &loss, &metric, &err),
                      MIRRORED_ERR_USAGE);
     float out[N * 4];
-    ck_assert_int_eq(mirrored_model_predict(m, "cpu", &x, out, N * 4 - 1, &err),
+    ck_assert_int_eq(mirrored_model_predict(m, "cpu", 0, &x, out, N * 4 - 1, &err),
                      MIRRORED_ERR_USAGE);
     ck_assert_msg(strstr(err.message, "room") != NULL, "%s", err.message);
     ck_assert_int_eq(mirrored_model_save(m, in_dir("m.txt"), &err), MIRRORED_ERR_USAGE);
@@ -259,11 +259,11 @@ START_TEST(fit_arrays_twice) {
     ck_assert_msg(mirrored_model_fit(m, &o, &r3, &err) == MIRRORED_OK, "%s", err.message);
     ck_assert_int_eq(r3.updates, r2.updates + N / 16);
     double loss, acc;
-    ck_assert_msg(mirrored_model_evaluate(m, "cpu:2", &x, &y, &loss, &acc, &err) == MIRRORED_OK,
+    ck_assert_msg(mirrored_model_evaluate(m, "cpu:2", 0, &x, &y, &loss, &acc, &err) == MIRRORED_OK,
                   "%s", err.message);
     ck_assert_msg(acc > 0.5 && loss > 0.0, "loss %g accuracy %g", loss, acc);
     float out[N * 4];
-    ck_assert_msg(mirrored_model_predict(m, NULL, &x, out, N * 4, &err) == MIRRORED_OK, "%s",
+    ck_assert_msg(mirrored_model_predict(m, NULL, 0, &x, out, N * 4, &err) == MIRRORED_OK, "%s",
                   err.message);
     for (int i = 0; i < N; i++) {
         const double s = out[4 * i] + out[4 * i + 1] + out[4 * i + 2] + out[4 * i + 3];
@@ -359,7 +359,7 @@ START_TEST(cfg_data_save_load) {
     ck_assert_msg(mirrored_model_fit(m, &o, &r, &err) == MIRRORED_OK, "%s", err.message);
     ck_assert_int_eq(r.updates, 2 * 96 / 32);
     double loss, acc;
-    ck_assert_msg(mirrored_model_evaluate(m, NULL, NULL, NULL, &loss, &acc, &err) == MIRRORED_OK,
+    ck_assert_msg(mirrored_model_evaluate(m, NULL, 0, NULL, NULL, &loss, &acc, &err) == MIRRORED_OK,
                   "%s", err.message);
     ck_assert_msg(loss > 0.0 && acc >= 0.0 && acc <= 1.0, "loss %g accuracy %g", loss, acc);
     ck_assert_msg(mirrored_model_save(m, in_dir("m.keras"), &err) == MIRRORED_OK, "%s",
@@ -370,9 +370,9 @@ START_TEST(cfg_data_save_load) {
                   err.message);
     static float a[N * 4], b[N * 4];
     mirrored_array x = x_of(N);
-    ck_assert_msg(mirrored_model_predict(m, "cpu:2", &x, a, N * 4, &err) == MIRRORED_OK, "%s",
+    ck_assert_msg(mirrored_model_predict(m, "cpu:2", 0, &x, a, N * 4, &err) == MIRRORED_OK, "%s",
                   err.message);
-    ck_assert_msg(mirrored_model_predict(back, "cpu:1", &x, b, N * 4, &err) == MIRRORED_OK, "%s",
+    ck_assert_msg(mirrored_model_predict(back, "cpu:1", 0, &x, b, N * 4, &err) == MIRRORED_OK, "%s",
                   err.message);
     ck_assert_msg(memcmp(a, b, sizeof a) == 0, "the loaded .h5 predicts otherwise");
     /* the .h5 says where it comes from and where training stood */
@@ -397,7 +397,7 @@ START_TEST(cfg_data_save_load) {
                   err.message);
     ck_assert_int_eq(mirrored_model_get_info(k, &info, &err), MIRRORED_OK);
     ck_assert_str_eq(info.source, "keras");
-    ck_assert_msg(mirrored_model_predict(k, "cpu:1", &x, b, N * 4, &err) == MIRRORED_OK, "%s",
+    ck_assert_msg(mirrored_model_predict(k, "cpu:1", 0, &x, b, N * 4, &err) == MIRRORED_OK, "%s",
                   err.message);
     mirrored_model_destroy(k);
     /* a loaded checkpoint saves as .keras before any replica is built
@@ -410,7 +410,7 @@ START_TEST(cfg_data_save_load) {
     mirrored_model_destroy(ck);
     ck_assert_msg(mirrored_model_load(in_dir("ck.keras"), &k, &err) == MIRRORED_OK, "%s",
                   err.message);
-    ck_assert_msg(mirrored_model_predict(k, "cpu:1", &x, a, N * 4, &err) == MIRRORED_OK, "%s",
+    ck_assert_msg(mirrored_model_predict(k, "cpu:1", 0, &x, a, N * 4, &err) == MIRRORED_OK, "%s",
                   err.message);
     ck_assert_msg(memcmp(a, b, sizeof a) == 0, "the .keras of the loaded .h5 predicts otherwise");
     mirrored_model_destroy(k);
@@ -444,8 +444,8 @@ START_TEST(parity_with_mirrored_train) {
      * starts from the seed's weights, as mirrored_train does */
     static float probs[N * 4];
     mirrored_array x = x_of(N);
-    ck_assert_msg(mirrored_model_predict(m, "cpu:1", &x, probs, N * 4, &err) == MIRRORED_OK, "%s",
-                  err.message);
+    ck_assert_msg(mirrored_model_predict(m, "cpu:1", 0, &x, probs, N * 4, &err) == MIRRORED_OK,
+                  "%s", err.message);
     mirrored_fit_options o = mirrored_fit_options_default();
     o.devices = "cpu:2";
     mirrored_fit_result r;
@@ -508,11 +508,11 @@ START_TEST(regression_float_targets) {
     ck_assert_int_eq(vals, 3);
     ck_assert_int_eq(r.updates, 3 * 48 / 16);
     double loss, mae;
-    ck_assert_msg(mirrored_model_evaluate(m, "cpu", &vx, &vy, &loss, &mae, &err) == MIRRORED_OK,
+    ck_assert_msg(mirrored_model_evaluate(m, "cpu", 0, &vx, &vy, &loss, &mae, &err) == MIRRORED_OK,
                   "%s", err.message);
     ck_assert_msg(loss >= 0.0 && mae >= 0.0, "loss %g mae %g", loss, mae);
     float out[16];
-    ck_assert_msg(mirrored_model_predict(m, "cpu", &vx, out, 16, &err) == MIRRORED_OK, "%s",
+    ck_assert_msg(mirrored_model_predict(m, "cpu", 0, &vx, out, 16, &err) == MIRRORED_OK, "%s",
                   err.message);
     double se = 0.0;
     for (int i = 0; i < 16; i++)

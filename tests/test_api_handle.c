@@ -123,9 +123,9 @@ START_TEST(second_call_refused_during_fit) {
     mirrored_model_info info;
     mirrored_array x1 = x_of(), y1 = y_of();
     x1.shape[0] = 1, y1.shape[0] = 1;
-    assert_refused(mirrored_model_evaluate(h.m, "cpu:1", &x1, &y1, &loss, &metric, &err), &err,
+    assert_refused(mirrored_model_evaluate(h.m, "cpu:1", 0, &x1, &y1, &loss, &metric, &err), &err,
                    "evaluate");
-    assert_refused(mirrored_model_predict(h.m, "cpu:1", &x1, out, 4, &err), &err, "predict");
+    assert_refused(mirrored_model_predict(h.m, "cpu:1", 0, &x1, out, 4, &err), &err, "predict");
     assert_refused(mirrored_model_summary(h.m, buf, sizeof buf, &err), &err, "summary");
     assert_refused(mirrored_model_get_info(h.m, &info, &err), &err, "get_info");
     char path[4096];
@@ -145,7 +145,7 @@ START_TEST(second_call_refused_during_fit) {
     /* the fit over: the model is free again */
     ck_assert_msg(mirrored_model_get_info(h.m, &info, &err) == MIRRORED_OK, "%s", err.message);
     ck_assert_int_eq(info.updates, h.r.updates);
-    ck_assert_msg(mirrored_model_predict(h.m, "cpu:1", &x1, out, 4, &err) == MIRRORED_OK, "%s",
+    ck_assert_msg(mirrored_model_predict(h.m, "cpu:1", 0, &x1, out, 4, &err) == MIRRORED_OK, "%s",
                   err.message);
     mirrored_model_destroy(h.m);
     sem_destroy(&h.stepped);
@@ -222,7 +222,7 @@ static void fitted_checkpoint(const char *dir, const char *name, int epochs) {
 static mirrored_status predict4(mirrored_model *m, float *p, mirrored_error *err) {
     mirrored_array x = x_of();
     x.shape[0] = 4;
-    return mirrored_model_predict(m, "cpu:1", &x, p, 16, err);
+    return mirrored_model_predict(m, "cpu:1", 0, &x, p, 16, err);
 }
 
 static void predict_file(const char *path, float *p) {

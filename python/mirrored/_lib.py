@@ -96,10 +96,10 @@ _SIGNATURES = {
     "mirrored_fit_options_default": (FitOptions, []),
     "mirrored_model_fit": (c_int, [_ModelP, POINTER(FitOptions), POINTER(FitResult), _ErrP]),
     "mirrored_model_request_stop": (None, [_ModelP]),
-    "mirrored_model_evaluate": (c_int, [_ModelP, c_char_p, _ArrP, _ArrP, POINTER(c_double),
-                                        POINTER(c_double), _ErrP]),
-    "mirrored_model_predict": (c_int, [_ModelP, c_char_p, _ArrP, POINTER(c_float), c_int64,
-                                       _ErrP]),
+    "mirrored_model_evaluate": (c_int, [_ModelP, c_char_p, c_int64, _ArrP, _ArrP,
+                                        POINTER(c_double), POINTER(c_double), _ErrP]),
+    "mirrored_model_predict": (c_int, [_ModelP, c_char_p, c_int64, _ArrP, POINTER(c_float),
+                                       c_int64, _ErrP]),
     "mirrored_model_save": (c_int, [_ModelP, c_char_p, _ErrP]),
 }
 

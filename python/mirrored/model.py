@@ -208,13 +208,19 @@ class Model:
             _lib.call("mirrored_model_save", h, path)
 
     def evaluate(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
-                 devices: Optional[str] = None, verbose: Union[str, int] = "auto",
-                 return_dict: bool = False) -> Union[list[float], dict[str, float]]:
+                 batch_size: Optional[int] = None, verbose: Union[str, int] = "auto",
+                 return_dict: bool = False,
+                 devices: Optional[str] = None) -> Union[list[float], dict[str, float]]:
         """[loss, metric], or {"loss": .., "accuracy" or "mae": ..}; no x, y:
-        the .cfg's test set."""
+        the .cfg's test set. batch_size: Keras's, the rows of one step over
+        the replicas (None: the model's, the .cfg's or the last fit's); the
+        memory for activations is bounded by it."""
+        from ._fit_options import check_int
         if (x is None) != (y is None):
             raise InvalidArgumentError(
                 "evaluate: give both x and y, or neither (the .cfg's test set)")
+        batch = 0 if batch_size is None else check_int("evaluate: batch_size", batch_size, 1,
+                                                        1 << 30)
         keep, ax, ay = [], None, None
         if x is not None:
             ax, xa = _arrays.inputs(x)
@@ -222,7 +228,7 @@ class Model:
             keep = [xa, ya]
         loss, metric = ctypes.c_double(), ctypes.c_double()
         with self._call("evaluate") as h:
-            _lib.call("mirrored_model_evaluate", h, self._devices_arg(devices),
+            _lib.call("mirrored_model_evaluate", h, self._devices_arg(devices), batch,
                       ctypes.byref(ax) if ax else None, ctypes.byref(ay) if ay else None,
                       ctypes.byref(loss), ctypes.byref(metric))
         del keep
@@ -232,13 +238,17 @@ class Model:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in out.items()), flush=True)
         return out if return_dict else list(out.values())
 
-    def predict(self, x: npt.ArrayLike, devices: Optional[str] = None,
-                verbose: Union[str, int] = 0) -> np.ndarray:
-        """The model's outputs for x: (n, outputs) float32."""
+    def predict(self, x: npt.ArrayLike, batch_size: Optional[int] = None,
+                verbose: Union[str, int] = 0, devices: Optional[str] = None) -> np.ndarray:
+        """The model's outputs for x: (n, outputs) float32. batch_size as
+        for evaluate."""
+        from ._fit_options import check_int
+        batch = 0 if batch_size is None else check_int("predict: batch_size", batch_size, 1,
+                                                        1 << 30)
         ax, xa = _arrays.inputs(x)
         out = np.empty((xa.shape[0], self.info.outputs), dtype=np.float32)
         with self._call("predict") as h:
-            _lib.call("mirrored_model_predict", h, self._devices_arg(devices),
+            _lib.call("mirrored_model_predict", h, self._devices_arg(devices), batch,
                       ctypes.byref(ax), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                       out.size)
         self._devices = devices or self._devices

@@ -153,6 +153,10 @@ def test_one_rank_fails_every_rank_raises(tmp_path, what, want):
     assert len(lines) == 2, done.stdout + done.stderr
     for r, line in enumerate(lines):
         assert line.startswith(f"rank {r}: ") and want in line, line
-        assert line.endswith("(0 s)") or line.endswith("(1 s)"), line
+        # at once: far from the collective timeout (120 s) a wait would take
+        seconds = int(line.rsplit("(", 1)[1].split(" s)")[0])
+        assert seconds < 60, line
     # the same message on both
-    assert lines[0].split(": ", 1)[1] == lines[1].split(": ", 1)[1], lines
+    def text(line):
+        return line.split(": ", 1)[1].rsplit(" (", 1)[0]
+    assert text(lines[0]) == text(lines[1]), lines
