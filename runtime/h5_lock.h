@@ -10,7 +10,14 @@
  * this lock, and mr_isolate forks holding it: no thread is inside HDF5
  * then. The lock is recursive (a session may open a second file); in the
  * child of mr_isolate, which has one thread, both calls do nothing
- * (mr_h5_lock_in_child). */
+ * (mr_h5_lock_in_child).
+ *
+ * The first lock also asks HDF5 not to close itself at exit
+ * (H5dont_atexit): a damaged file HDF5 read but could not close again
+ * made it print "HDF5: infinite loop closing library" and a line of its
+ * interfaces after the program's last line. Nothing is lost: our files
+ * are built in memory and written by our own write(2) before the
+ * program ends, and what HDF5 only reads needs no closing. */
 #ifndef MR_H5_LOCK_H
 #define MR_H5_LOCK_H
 
