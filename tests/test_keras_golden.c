@@ -544,37 +544,9 @@ static json_t *archive_config(const char *path, char *why, size_t n) {
     return doc;
 }
 
-/* Every keras_history naming `from` under v names `to` instead. */
-static void rename_history(json_t *v, const char *from, const char *to) {
-    json_t *h = json_is_object(v) ? json_object_get(v, "keras_history") : NULL;
-    const char *name = json_string_value(json_array_get(h, 0));
-    if (name != NULL && strcmp(name, from) == 0) json_array_set_new(h, 0, json_string(to));
-    const char *key;
-    size_t i;
-    json_t *x;
-    if (json_is_object(v)) json_object_foreach(v, key, x) rename_history(x, from, to);
-    if (json_is_array(v)) json_array_foreach(v, i, x) rename_history(x, from, to);
-}
-
-/* An archive of a .cfg with a [data] scale carries it as a Rescaling named
- * data_scale right after the input (the file takes raw inputs,
- * mirrored_model_save). These goldens were recorded by Keras from
- * archives without it: it is taken out, and the tensors it fed name the
- * input again, so the rest compares with Keras's reading layer for layer
- * (re-recording them with Keras checks the Rescaling too). */
-static void strip_data_scale(json_t *doc) {
-    json_t *layers = pointer_get(doc, "/config/layers");
-    const char *name = json_string_value(pointer_get(doc, "/config/layers/1/config/name"));
-    const char *input = json_string_value(pointer_get(doc, "/config/layers/0/config/name"));
-    if (name == NULL || input == NULL || strcmp(name, "data_scale") != 0) return;
-    json_array_remove(layers, 1);
-    rename_history(layers, "data_scale", input);
-}
-
 static void compare_archive(golden *g, const char *what, json_t *c) {
     char *path = path_of(g, c, "archive"), why[1200];
     json_t *doc = archive_config(path, why, sizeof why);
-    if (doc != NULL) strip_data_scale(doc);
     if (doc == NULL)
         mismatch(g, what, "%s", why);
     else
