@@ -806,6 +806,14 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
     return st;
 }
 
+/* 1 if the layer's weights are its config's, which Keras 3 keeps out of the file: a
+ * Normalization(mean=..., variance=...) saves an empty vars group, its statistics being config
+ * arguments; the imported .cfg has them and the layer's init put them in its weights. */
+static int weights_in_config(const mr_layer *l) {
+    return strcmp(l->ops->class_name, "Normalization") == 0 && l->cfg->mean.n > 0 &&
+           l->cfg->variance.n > 0;
+}
+
 mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
     hid_t layers;
     MR_CHECK(mr_h5_open_group(h, h->file, "layers", &layers, err));
@@ -830,7 +838,10 @@ mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
         H5G_info_t info;
         if (H5Gget_info(g, &info) < 0)
             st = mr_error_set(err, MR_ERR_DATA, "%s: /layers/%s cannot be read", h->path, path);
-        else if (info.nlinks != (hsize_t)l->n_weights)
+        else if (info.nlinks == 0 && weights_in_config(l)) {
+            H5Gclose(g);
+            continue;
+        } else if (info.nlinks != (hsize_t)l->n_weights)
             st = mr_error_set(
                 err, MR_ERR_DATA, "%s: /layers/%s has %d weights, the model's layer %s (%s) has %d",
                 h->path, path, (int)info.nlinks, l->name, l->ops->class_name, l->n_weights);
