@@ -589,6 +589,29 @@ static int is_default_base(const char *base) {
     return 0;
 }
 
+/* 1 if the layer's weights are its config's, which Keras 3 keeps out of the file: a
+ * Normalization(mean=..., variance=...) saves an empty vars group, its statistics being config
+ * arguments; the imported .cfg has them and the layer's init put them in its weights. */
+static int weights_in_config(const mr_layer *l) {
+    return strcmp(l->ops->class_name, "Normalization") == 0 && l->cfg->mean.n > 0 &&
+           l->cfg->variance.n > 0;
+}
+
+/* 1 if the legacy file's group of this layer (by its name) is there and lists no weights. */
+static int group_without_weights(mr_h5 *h, hid_t mw, const char *layer) {
+    if (!mr_h5_exists(h, mw, layer)) return 0;
+    hid_t g;
+    mr_error err = {0};
+    if (mr_h5_open_group(h, mw, layer, &g, &err) != MR_OK) return 0;
+    char **wn = NULL;
+    int nw = 0,
+        none = H5Aexists(g, "weight_names") == 0 ||
+               (mr_h5_read_attr_strs(h, g, "weight_names", &wn, &nw, &err) == MR_OK && nw == 0);
+    mr_h5_free_strs(wn, nw);
+    H5Gclose(g);
+    return none;
+}
+
 mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error *err) {
     hid_t mw;
     MR_CHECK(mr_h5_open_group(h, h->file, "model_weights", &mw, err));
@@ -625,6 +648,7 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
     for (int k = 0; st == MR_OK && k < m->n_layers; k++) {
         mr_layer *l = &m->layers[order[k]];
         if (l->n_weights == 0) continue;
+        if (weights_in_config(l) && group_without_weights(h, mw, l->name)) continue;
         char **wn = NULL;
         int nw = 0;
         hid_t g = -1;
@@ -804,14 +828,6 @@ mr_status mr_keras_write_archive_weights(mr_h5 *h, const mr_model *m, int64_t st
         H5Gclose(g);
     }
     return st;
-}
-
-/* 1 if the layer's weights are its config's, which Keras 3 keeps out of the file: a
- * Normalization(mean=..., variance=...) saves an empty vars group, its statistics being config
- * arguments; the imported .cfg has them and the layer's init put them in its weights. */
-static int weights_in_config(const mr_layer *l) {
-    return strcmp(l->ops->class_name, "Normalization") == 0 && l->cfg->mean.n > 0 &&
-           l->cfg->variance.n > 0;
 }
 
 mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
