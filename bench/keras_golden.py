@@ -29,14 +29,17 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "keras")
 CHECKS = ["optimizers", "losses", "callbacks", "metrics", "activations", "layernorm",
-          "image_folder", "interop", "depthwise"]
+          "image_folder", "interop", "depthwise", "random"]
+# not recorded by this script: random_all (bench/keras_random.py --record --all, 200 models, the
+# fuzz phase's set)
 
 
 class Golden:
     """The golden folder of one check, written by its --record mode."""
 
-    def __init__(self, check):
+    def __init__(self, check, recorded_by=None):
         self.check = check
+        self.recorded_by = recorded_by or f"bench/keras_{check}.py --record"
         self.dir = os.path.join(GOLDEN, check)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
@@ -66,7 +69,7 @@ class Golden:
                 f.create_dataset(k, data=v, **(dict(compression="gzip", shuffle=True)
                                                if compress else {}))
         doc = {"check": self.check, "keras": keras.__version__, "tensorflow": tf.__version__,
-               "recorded_by": f"bench/keras_{self.check}.py --record", "notes": notes,
+               "recorded_by": self.recorded_by, "notes": notes,
                "cases": self.cases}
         with open(self.path("golden.json"), "w") as f:
             f.write(dumps(doc) + "\n")

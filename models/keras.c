@@ -630,6 +630,29 @@ static int is_default_base(const char *base) {
     return 0;
 }
 
+/* 1 if the layer's weights are its config's, which Keras 3 keeps out of the file: a
+ * Normalization(mean=..., variance=...) saves an empty vars group, its statistics being config
+ * arguments; the imported .cfg has them and the layer's init put them in its weights. */
+static int weights_in_config(const mr_layer *l) {
+    return strcmp(l->ops->class_name, "Normalization") == 0 && l->cfg->mean.n > 0 &&
+           l->cfg->variance.n > 0;
+}
+
+/* 1 if the legacy file's group of this layer (by its name) is there and lists no weights. */
+static int group_without_weights(mr_h5 *h, hid_t mw, const char *layer) {
+    if (!mr_h5_exists(h, mw, layer)) return 0;
+    hid_t g;
+    mr_error err = {0};
+    if (mr_h5_open_group(h, mw, layer, &g, &err) != MR_OK) return 0;
+    char **wn = NULL;
+    int nw = 0,
+        none = H5Aexists(g, "weight_names") == 0 ||
+               (mr_h5_read_attr_strs(h, g, "weight_names", &wn, &nw, &err) == MR_OK && nw == 0);
+    mr_h5_free_strs(wn, nw);
+    H5Gclose(g);
+    return none;
+}
+
 mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error *err) {
     hid_t mw;
     MR_CHECK(mr_h5_open_group(h, h->file, "model_weights", &mw, err));
@@ -666,6 +689,7 @@ mr_status mr_keras_read_weights(mr_h5 *h, mr_model *m, int same_layers, mr_error
     for (int k = 0; st == MR_OK && k < m->n_layers; k++) {
         mr_layer *l = &m->layers[order[k]];
         if (l->n_weights == 0) continue;
+        if (weights_in_config(l) && group_without_weights(h, mw, l->name)) continue;
         char **wn = NULL;
         int nw = 0;
         hid_t g = -1;
@@ -886,7 +910,10 @@ mr_status mr_keras_read_archive_weights(mr_h5 *h, mr_model *m, mr_error *err) {
         H5G_info_t info;
         if (H5Gget_info(g, &info) < 0)
             st = mr_error_set(err, MR_ERR_DATA, "%s: /layers/%s cannot be read", h->path, path);
-        else if (info.nlinks != (hsize_t)l->n_weights)
+        else if (info.nlinks == 0 && weights_in_config(l)) {
+            H5Gclose(g);
+            continue;
+        } else if (info.nlinks != (hsize_t)l->n_weights)
             st = mr_error_set(
                 err, MR_ERR_DATA, "%s: /layers/%s has %d weights, the model's layer %s (%s) has %d",
                 h->path, path, (int)info.nlinks, l->name, l->ops->class_name, l->n_weights);

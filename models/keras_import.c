@@ -300,6 +300,10 @@ static mr_status put_arg(importer *im, const mr_keras_arg *a, const json_t *v, i
     case MR_ARG_EQ: {
         json_t *want = json_loads(a->key, JSON_DECODE_ANY, NULL);
         int same = want != NULL && json_equal((json_t *)v, want);
+        /* Keras 3 writes LayerNormalization's and Normalization's axis -1 as the list [-1] */
+        if (!same && want != NULL && strcmp(a->keras, "axis") == 0 && json_is_array(v) &&
+            json_array_size(v) == 1)
+            same = json_equal(json_array_get(v, 0), want);
         json_decref(want);
         return same ? MR_OK : bad_value(im, a->keras, v, a->key);
     }

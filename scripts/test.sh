@@ -20,7 +20,9 @@
 #   6. the libFuzzer harnesses of the file readers (scripts/fuzz.sh, clang,
 #      build-fuzz/): each on its corpus (tests/fuzz/corpus/), then fuzzed
 #      with a fixed seed for at most FUZZ_RUNS inputs (default 20000) or
-#      MIRRORED_FUZZ_SECONDS (default 60) each.
+#      MIRRORED_FUZZ_SECONDS (default 60) each; then 200 random Keras
+#      models (tests/golden/keras/random_all, bench/keras_random.py --all)
+#      predicted by the release build against Keras's predictions.
 # Where the CUDA toolkit is installed (/usr/local/cuda) the release build
 # compiles the CUDA backend with nvcc (its GPU tests are a SKIP, with the
 # reason, without a GPU), and the sanitizer builds run it on emulated GPUs,
@@ -97,4 +99,6 @@ fi
 echo "== fuzz harnesses: the corpus, then seeded fuzzing (20000 inputs or 60 s each)"
 # seeded and bounded by inputs: the same commit fuzzes the same inputs
 FUZZ_RUNS=${FUZZ_RUNS:-20000} scripts/fuzz.sh "${MIRRORED_FUZZ_SECONDS:-60}"
+echo "== 200 random Keras models: mirrored_eval's predictions against Keras's (golden random_all)"
+MIRRORED_KERAS_GOLDEN=random_all meson test -C build --print-errorlogs keras_golden
 echo "== all test suites passed"

@@ -333,6 +333,39 @@ START_TEST(refusals_named) {
 }
 END_TEST
 
+/* The axis -1 as Keras 3 writes it for LayerNormalization and Normalization, the list [-1]
+ * (random models, bench/keras_random.py, were refused for it), is taken; another list is not. */
+START_TEST(list_axis_taken) {
+    const char *sgd = "{\"optimizer\": " ADAM ", \"loss\": \"mse\"}";
+    const struct {
+        const char *layer;
+        mr_status want;
+        const char *section;
+    } cases[] = {
+        {"{\"class_name\": \"LayerNormalization\", \"config\": {\"name\": \"n\", \"axis\": [-1]}}",
+         MR_OK, "[layernorm]"},
+        {"{\"class_name\": \"Normalization\", \"config\": {\"name\": \"n\", \"axis\": [-1], "
+         "\"mean\": 0.5, \"variance\": 2.0}}",
+         MR_OK, "[normalization]"},
+        {"{\"class_name\": \"LayerNormalization\", \"config\": {\"name\": \"n\", \"axis\": [1]}}",
+         MR_ERR_CONFIG, "axis = [1] is not supported"},
+        {"{\"class_name\": \"LayerNormalization\", \"config\": {\"name\": \"n\", \"axis\": [-1, "
+         "-2]}}",
+         MR_ERR_CONFIG, "axis = [-1,-2] is not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = NULL;
+        mr_error err = {0};
+        ck_assert_msg(text_of(cases[i].layer, sgd, &text, &err) == cases[i].want, "case %zu: %s", i,
+                      err.msg);
+        const char *where = cases[i].want == MR_OK ? text : err.msg;
+        ck_assert_msg(where && strstr(where, cases[i].section), "case %zu: %s", i,
+                      where ? where : "(none)");
+        free(text);
+    }
+}
+END_TEST
+
 /* Reads a float32 .npy into a malloc'd array; *n its element count. */
 static float *npy(const char *path, size_t *n) {
     mr_array a;
@@ -521,6 +554,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, plan_refusal_names_the_layer);
     tcase_add_test(tc, regression_losses_mapped);
     tcase_add_test(tc, refusals_named);
+    tcase_add_test(tc, list_axis_taken);
     tcase_add_test(tc, json_refusals_named);
     tcase_add_test(tc, damaged_h5_prints_nothing_at_exit);
     tcase_add_loop_test(tc, eval_predicts_as_keras, 0, 5);
