@@ -15,7 +15,17 @@ exception in the main thread (a callback's, a KeyboardInterrupt raised by a
 handler of the caller's) stops the fit the same way before it propagates.
 A stop whose checkpoint could not be written raises that error (the
 library's: RunError, as for a write failing during training) from the
-KeyboardInterrupt, after a line with the updates made."""
+KeyboardInterrupt, after a line with the updates made.
+
+Keras's callbacks (_callbacks.CallbackList) are called on the main thread:
+on_train_begin and epoch 0's on_epoch_begin before the C fit starts; a
+later epoch's on_epoch_begin when its first step's logs arrive; batch hooks
+only where a callback has them: each step's logs then wait in the queue
+for the main thread, at most _MAX_PENDING_STEPS of them (the C thread
+waits for room only when the hooks are slower than the steps); a
+model.stop_training set by a batch hook ends the fit after the epoch.
+A fit ended by max_steps inside an epoch ends its progress line, says so
+and keeps that epoch's running means in the History."""
 import ctypes
 import queue
 import signal
@@ -32,6 +42,10 @@ _on_event = None
 # Test hook: called on the C thread with the _Run after each update's logs
 # are queued (a test holds the fit there until it has asked for a stop).
 _on_c_step = None
+
+# steps whose logs may wait for batch hooks before the C thread waits: a
+# hook slower than a step slows the fit only once this many are queued
+_MAX_PENDING_STEPS = 256
 
 
 class SigintGuard:
@@ -74,6 +88,15 @@ class _Run:
         self.events = queue.Queue()
         self.replies = queue.Queue()  # main -> C thread: stop after this epoch?
         self.stopping = False
+        self.batch_stop = False  # a batch hook set model.stop_training
+        self.begun = -1  # the last epoch whose on_epoch_begin was called
+        self.last_step = None  # the last step's logs
+        self.ended = -1  # the last epoch whose end was handled
+        self.last_logs = None  # the last epoch's logs (on_train_end's)
+        # room for step logs where batch hooks take them (None: no hooks,
+        # the C thread never waits for a step)
+        self.slots = (threading.Semaphore(_MAX_PENDING_STEPS)
+                      if callbacks and callbacks.batch_hooks else None)
         self.step_fn = _lib.STEP_FN(self._on_step)
         self.epoch_fn = _lib.EPOCH_FN(self._on_epoch)
         self.result = _lib.FitResult()
@@ -83,6 +106,10 @@ class _Run:
     # ---- on the C thread: queue only
     def _on_step(self, _user, p):
         s = p.contents
+        if self.slots is not None:
+            while not self.slots.acquire(timeout=0.1):
+                if self.stopping:  # the main thread no longer takes steps
+                    break
         self.events.put(("step", {"epoch": s.epoch, "step": s.step, "steps": s.steps,
                                   "loss": s.loss, "metric": s.metric}))
         if _on_c_step is not None:
@@ -134,20 +161,57 @@ class _Run:
             if kind == "done":
                 return
             if kind == "step":
-                progress.step(payload)
+                self._step(payload, progress)
                 continue
             epoch, progress.epochs, logs, seconds = payload
+            self._epoch_begin(epoch)
+            self.ended, self.last_logs = epoch, logs
             history.on_epoch_end(epoch, logs)
             progress.epoch_end(epoch, logs, seconds)
             if self.callbacks and not self.stopping:
                 self.replies.put(self._callbacks_epoch_end(epoch, logs))
 
+    def _epoch_begin(self, epoch):
+        if self.callbacks and epoch > self.begun:
+            self.begun = epoch
+            self.callbacks.call("on_epoch_begin", epoch, {})
+
+    def _step(self, logs, progress):
+        self.last_step = logs
+        progress.step(logs)
+        if self.slots is None:
+            return
+        self._epoch_begin(logs["epoch"])
+        try:
+            if not self.stopping:
+                self.callbacks.train_batch(logs["step"] - 1, {"loss": logs["loss"],
+                                                              self.metric: logs["metric"]})
+                self.batch_stop = self.batch_stop or bool(self.model.stop_training)
+        finally:
+            self.slots.release()
+
     def _callbacks_epoch_end(self, epoch, logs):
-        self.model.stop_training = False
-        for cb in self.callbacks:
-            if hasattr(cb, "on_epoch_end"):
-                cb.on_epoch_end(epoch, dict(logs))
+        self.model.stop_training = self.batch_stop
+        self.callbacks.call("on_epoch_end", epoch, logs)
         return bool(self.model.stop_training)
+
+    def _partial_epoch(self, opts, progress, history):
+        """A fit ended by max_steps inside an epoch: the line ended, a
+        message, the epoch's running means in the History (partial_epoch
+        in its params). Returns the logs, or None where the fit ended at an
+        epoch's end."""
+        s = self.last_step
+        if s is None or s["epoch"] <= self.ended or not opts.max_steps:
+            return None
+        logs = {"loss": s["loss"], self.metric: s["metric"]}
+        history.on_epoch_end(s["epoch"], logs)
+        history.params["partial_epoch"] = s["epoch"]
+        progress.interrupted()
+        if _lib.job()[0] == 0:
+            print(f"mirrored: fit ended at max_steps={opts.max_steps}: epoch {s['epoch'] + 1} "
+                  f"stopped after {s['step']}/{s['steps']} updates; the History has its running "
+                  f"means", file=sys.stderr, flush=True)
+        return logs
 
     def _join(self, thread):
         # with our SIGINT handler in place nothing interrupts this; without
@@ -183,6 +247,10 @@ class _Run:
                                   daemon=True)
         if guard.pending:  # a Ctrl-C before the fit: it stops at its first update
             self.interrupted, guard.pending = True, False
+        if self.callbacks:
+            self.model.stop_training = False
+            self.callbacks.call("on_train_begin", {})
+            self._epoch_begin(0)
         guard.run = self
         try:
             thread.start()
@@ -202,6 +270,9 @@ class _Run:
             _report_stop(self.result, opts.stop_checkpoint, self.status, self.err)
             self._raise_failure(KeyboardInterrupt())
         self._raise_failure(None)
+        partial = self._partial_epoch(opts, progress, history)
+        if self.callbacks:
+            self.callbacks.call("on_train_end", partial or self.last_logs or {})
         return self.result
 
 

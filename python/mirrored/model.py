@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _arrays, _fit, _lib
+from ._callbacks import CallbackList
 from .errors import InvalidArgumentError, ModelBusyError
 from .history import History
 from .progress import Progress
@@ -59,6 +60,7 @@ class Model:
         self._h = handle
         self.name = name
         self.stop_training = False
+        self.history: Optional[History] = None  # the last fit's, filled as its epochs end
         self.params_hash: Optional[str] = None  # the last fit's: mirrored_train --json's params_hash (hex)
         self._devices: Optional[str] = None  # the last devices the model ran on
         _lib.track(self)
@@ -201,20 +203,26 @@ class Model:
             _lib.call("mirrored_model_summary", h, buf, len(buf))
         (print_fn or print)(buf.value.decode().rstrip("\n"))
 
-    def save(self, path: PathLike) -> None:
-        """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint."""
+    def save(self, path: PathLike, overwrite: bool = True) -> None:
+        """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint.
+        overwrite=False: FileExistsError where the file is there (Keras
+        asks on the terminal; a library does not)."""
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"save: {os.fsdecode(os.fspath(path))} exists "
+                                  f"(overwrite=False)")
         path = os.fsencode(os.fspath(path))
         with self._call("save") as h:
             _lib.call("mirrored_model_save", h, path)
 
     def evaluate(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
                  batch_size: Optional[int] = None, verbose: Union[str, int] = "auto",
-                 return_dict: bool = False,
-                 devices: Optional[str] = None) -> Union[list[float], dict[str, float]]:
+                 return_dict: bool = False, devices: Optional[str] = None,
+                 callbacks: Optional[Iterable[Any]] = None) -> Union[list[float], dict[str, float]]:
         """[loss, metric], or {"loss": .., "accuracy" or "mae": ..}; no x, y:
         the .cfg's test set. batch_size: Keras's, the rows of one step over
         the replicas (None: the model's, the .cfg's or the last fit's); the
-        memory for activations is bounded by it."""
+        memory for activations is bounded by it. callbacks: Keras's
+        on_test_begin and on_test_end (no batch hooks: one C call)."""
         from ._fit_options import check_int
         if (x is None) != (y is None):
             raise InvalidArgumentError(
@@ -227,6 +235,8 @@ class Model:
             ay, ya = _arrays.labels(y, self.info)
             keep = [xa, ya]
         loss, metric = ctypes.c_double(), ctypes.c_double()
+        cbs = CallbackList(callbacks, self)
+        cbs.call("on_test_begin", {})
         with self._call("evaluate") as h:
             _lib.call("mirrored_model_evaluate", h, self._devices_arg(devices), batch,
                       ctypes.byref(ax) if ax else None, ctypes.byref(ay) if ay else None,
@@ -234,24 +244,30 @@ class Model:
         del keep
         self._devices = devices or self._devices
         out = {"loss": loss.value, self.info.metric: metric.value}
+        cbs.call("on_test_end", out)
         if verbose and _lib.job()[0] == 0:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in out.items()), flush=True)
         return out if return_dict else list(out.values())
 
     def predict(self, x: npt.ArrayLike, batch_size: Optional[int] = None,
-                verbose: Union[str, int] = 0, devices: Optional[str] = None) -> np.ndarray:
+                verbose: Union[str, int] = 0, devices: Optional[str] = None,
+                callbacks: Optional[Iterable[Any]] = None) -> np.ndarray:
         """The model's outputs for x: (n, outputs) float32. batch_size as
-        for evaluate."""
+        for evaluate; callbacks: Keras's on_predict_begin and on_predict_end
+        (no batch hooks: one C call)."""
         from ._fit_options import check_int
         batch = 0 if batch_size is None else check_int("predict: batch_size", batch_size, 1,
                                                         1 << 30)
         ax, xa = _arrays.inputs(x)
         out = np.empty((xa.shape[0], self.info.outputs), dtype=np.float32)
+        cbs = CallbackList(callbacks, self)
+        cbs.call("on_predict_begin", {})
         with self._call("predict") as h:
             _lib.call("mirrored_model_predict", h, self._devices_arg(devices), batch,
                       ctypes.byref(ax), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                       out.size)
         self._devices = devices or self._devices
+        cbs.call("on_predict_end", {})
         return out
 
     def fit(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
@@ -271,14 +287,13 @@ class Model:
         opts, keep = fit_options(self, x, y, batch_size, epochs, validation_split,
                                  validation_data, seed, max_steps, stop_checkpoint)
         opts.devices = self._devices_arg(devices)
-        callbacks = list(callbacks or [])
         history = History(self)
+        self.history = history  # Keras's: an interrupted fit's finished epochs are there
         if epochs == 0:  # Keras: the arguments checked, nothing trained
             history.params.update(verbose=verbose, epochs=0, steps=0, updates=0)
             return history
-        for cb in callbacks:
-            if hasattr(cb, "set_model"):
-                cb.set_model(self)
+        callbacks = CallbackList(callbacks, self)
+        callbacks.set_params({"verbose": verbose, "epochs": epochs or self.info.epochs})
         quiet = _lib.job()[0] != 0
         progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
         # Ctrl-C held from before the model is taken until after it is free

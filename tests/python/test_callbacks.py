@@ -1,0 +1,196 @@
+"""Keras's callback protocol with callbacks of our own (no keras needed):
+the hooks and their order, logs, stop_training from a batch hook, the
+bound on queued batch logs, evaluate's and predict's hooks, max_steps's
+message and History, an interrupted fit's epochs in model.history."""
+import time
+
+import pytest
+
+import mirrored
+from conftest import dense_cfg
+from mirrored import _fit
+
+
+def model(epochs=3):
+    return mirrored.Model.from_config(dense_cfg(epochs=epochs), name="tiny")
+
+
+class Recorder:
+    """Records every hook of keras.callbacks.Callback it gets."""
+
+    def __init__(self):
+        self.calls = []
+        self.params = None
+        self.model = None
+
+    def set_model(self, model):
+        self.model = model
+
+    def set_params(self, params):
+        self.params = params
+
+    def __getattr__(self, name):
+        if not name.startswith("on_"):
+            raise AttributeError(name)
+        return lambda *args: self.calls.append((name,) + args)
+
+
+class EpochOnly:
+    def __init__(self):
+        self.epochs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append(epoch)
+
+
+def names(calls):
+    return [c[0] for c in calls]
+
+
+def test_fit_calls_every_hook_in_keras_order(data):
+    x, y = data  # 600 rows, batch 32: 19 steps an epoch
+    rec = Recorder()
+    m = model()
+    h = m.fit(x, y, epochs=2, verbose=0, callbacks=[rec])
+    assert rec.model is m and rec.params["epochs"] == 2
+    steps = h.params["steps"]
+    batch = ["on_train_batch_begin", "on_train_batch_end"] * steps
+    want = (["on_train_begin", "on_epoch_begin"] + batch + ["on_epoch_end", "on_epoch_begin"] +
+            batch + ["on_epoch_end", "on_train_end"])
+    assert names(rec.calls) == want
+    ends = [c for c in rec.calls if c[0] == "on_train_batch_end"]
+    assert [c[1] for c in ends[:steps]] == list(range(steps))  # 0-based batch in the epoch
+    assert set(ends[0][2]) == {"loss", "accuracy"}
+    epoch_ends = [c for c in rec.calls if c[0] == "on_epoch_end"]
+    assert [c[1] for c in epoch_ends] == [0, 1]
+    assert epoch_ends[1][2] == {"loss": h.history["loss"][1],
+                                "accuracy": h.history["accuracy"][1]}
+    assert rec.calls[-1][1] == epoch_ends[1][2]  # on_train_end: the last epoch's logs
+
+
+def test_validation_keys_in_epoch_logs(data):
+    x, y = data
+    rec = Recorder()
+    model().fit(x, y, epochs=1, validation_split=0.2, verbose=0, callbacks=[rec])
+    logs = [c for c in rec.calls if c[0] == "on_epoch_end"][0][2]
+    assert set(logs) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+
+
+def test_epoch_only_callbacks_queue_no_step(data, monkeypatch):
+    """No batch hook: the C thread never waits for a step's logs."""
+    from mirrored._callbacks import CallbackList
+    assert not CallbackList([EpochOnly()], None).batch_hooks
+    assert CallbackList([Recorder()], None).batch_hooks
+    made = []
+    real = _fit._Run.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(_fit._Run, "__init__", spy)
+    x, y = data
+    cb = EpochOnly()
+    model().fit(x, y, epochs=2, verbose=0, callbacks=[cb])
+    assert cb.epochs == [0, 1] and made[0].slots is None
+
+
+def test_stop_training_from_a_batch_hook_ends_after_the_epoch(data):
+    x, y = data
+
+    class StopAtBatch3:
+        def set_model(self, model):
+            self.model = model
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 3:
+                self.model.stop_training = True
+
+    h = model(epochs=5).fit(x, y, verbose=0, callbacks=[StopAtBatch3()])
+    assert len(h.epoch) == 1 and h.params["early_stopped"]
+
+
+def test_plain_on_batch_end_is_called(data):
+    """A class of one's own with Keras's older on_batch_end only."""
+    x, y = data
+
+    class Batches:
+        n = 0
+
+        def on_batch_end(self, batch, logs=None):
+            Batches.n += 1
+
+    h = model().fit(x, y, epochs=1, verbose=0, callbacks=[Batches()])
+    assert Batches.n == h.params["steps"]
+
+
+def test_slow_batch_hook_is_bounded(data, monkeypatch):
+    """A batch hook slower than a step: the C fit runs at most
+    _MAX_PENDING_STEPS steps ahead of the hooks."""
+    monkeypatch.setattr(_fit, "_MAX_PENDING_STEPS", 3)
+    done = []
+    monkeypatch.setattr(_fit, "_on_c_step", lambda run: done.append(1))
+    ahead = []
+
+    class Slow:
+        seen = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            Slow.seen += 1
+            time.sleep(0.01)
+            ahead.append(len(done) - Slow.seen)
+
+    x, y = data
+    h = model().fit(x, y, epochs=2, verbose=0, callbacks=[Slow()])
+    assert Slow.seen == 2 * h.params["steps"]
+    assert max(ahead) <= 3
+
+
+def test_evaluate_and_predict_hooks(data):
+    x, y = data
+    m = model()
+    rec = Recorder()
+    out = m.evaluate(x, y, verbose=0, return_dict=True, callbacks=[rec])
+    assert rec.calls == [("on_test_begin", {}), ("on_test_end", out)]
+    rec.calls.clear()
+    m.predict(x[:5], callbacks=[rec])
+    assert names(rec.calls) == ["on_predict_begin", "on_predict_end"]
+
+
+def test_max_steps_ends_with_a_message_and_a_history(data, capsys):
+    x, y = data
+    h = model(epochs=5).fit(x, y, verbose=0, max_steps=3)
+    err = capsys.readouterr().err
+    assert "max_steps=3" in err and "3/19 updates" in err
+    assert len(h.history["loss"]) == 1 and h.params["partial_epoch"] == 0
+    assert h.params["updates"] == 3
+
+
+def test_max_steps_on_an_epoch_end_adds_nothing(data, capsys):
+    x, y = data
+    h = model(epochs=5).fit(x, y, verbose=0, max_steps=19)  # one whole epoch
+    assert "max_steps" not in capsys.readouterr().err
+    assert len(h.epoch) == 1 and "partial_epoch" not in h.params
+
+
+def test_interrupted_fit_keeps_finished_epochs_in_model_history(data, in_tmp, monkeypatch):
+    x, y = data
+
+    def interrupt_in_epoch_2(kind, payload):
+        if kind == "step" and payload["epoch"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_fit, "_on_event", interrupt_in_epoch_2)
+    m = model(epochs=50)
+    with pytest.raises(KeyboardInterrupt):
+        m.fit(x, y, verbose=0)
+    assert m.history.epoch == [0, 1] and len(m.history.history["loss"]) == 2
+
+
+def test_save_overwrite(data, in_tmp):
+    m = model()
+    m.save("m.h5", overwrite=True)
+    with pytest.raises(FileExistsError, match="overwrite=False"):
+        m.save("m.h5", overwrite=False)
+    m.save("other.keras", overwrite=False)
+    assert (in_tmp / "other.keras").stat().st_size > 0
