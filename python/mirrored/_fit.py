@@ -18,7 +18,9 @@ library's: RunError, as for a write failing during training) from the
 KeyboardInterrupt, after a line with the updates made.
 
 Keras's callbacks (_callbacks.CallbackList) are called on the main thread:
-on_train_begin and epoch 0's on_epoch_begin before the C fit starts; a
+Model.fit calls on_train_begin and on_train_end outside the fit (the model
+free: a callback may save or evaluate it there). Epoch 0's on_epoch_begin
+comes before the C fit starts; a
 later epoch's on_epoch_begin when its first step's logs arrive; batch hooks
 only where a callback has them: each step's logs then wait in the queue
 for the main thread, at most _MAX_PENDING_STEPS of them (the C thread
@@ -117,7 +119,8 @@ class _Run:
 
     def _on_epoch(self, _user, p):
         e = p.contents
-        self.events.put(("epoch", (e.epoch, e.epochs, epoch_logs(e, self.metric), e.seconds)))
+        self.events.put(("epoch", (e.epoch, e.epochs, epoch_logs(e, self.metric), e.seconds,
+                                  e.lr)))
         if not self.callbacks or self.stopping:
             return 0
         return 1 if self.replies.get() else 0
@@ -163,7 +166,7 @@ class _Run:
             if kind == "step":
                 self._step(payload, progress)
                 continue
-            epoch, progress.epochs, logs, seconds = payload
+            epoch, progress.epochs, logs, seconds, self.model.optimizer._lr = payload
             self._epoch_begin(epoch)
             self.ended, self.last_logs = epoch, logs
             history.on_epoch_end(epoch, logs)
@@ -247,10 +250,7 @@ class _Run:
                                   daemon=True)
         if guard.pending:  # a Ctrl-C before the fit: it stops at its first update
             self.interrupted, guard.pending = True, False
-        if self.callbacks:
-            self.model.stop_training = False
-            self.callbacks.call("on_train_begin", {})
-            self._epoch_begin(0)
+        self._epoch_begin(0)
         guard.run = self
         try:
             thread.start()
@@ -271,9 +271,7 @@ class _Run:
             self._raise_failure(KeyboardInterrupt())
         self._raise_failure(None)
         partial = self._partial_epoch(opts, progress, history)
-        if self.callbacks:
-            self.callbacks.call("on_train_end", partial or self.last_logs or {})
-        return self.result
+        return self.result, partial or self.last_logs or {}
 
 
 def _own_sigint(handler):
@@ -304,5 +302,6 @@ def _report_stop(result, checkpoint, status, err):
 
 def run(model, handle, guard, opts, progress, history, metric, callbacks):
     """Runs mirrored_model_fit(opts) on handle (model's) under guard (a
-    SigintGuard entered); returns its FitResult."""
+    SigintGuard entered); returns its FitResult and the logs of its last
+    epoch (on_train_end's)."""
     return _Run(model, handle, metric, callbacks).run(opts, progress, history, guard)

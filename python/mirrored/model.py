@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from . import _arrays, _fit, _lib
 from ._callbacks import CallbackList
+from ._optimizer import Optimizer
 from .errors import InvalidArgumentError, ModelBusyError
 from .history import History
 from .progress import Progress
@@ -60,11 +61,13 @@ class Model:
         self._h = handle
         self.name = name
         self.stop_training = False
-        self.history: Optional[History] = None  # the last fit's, filled as its epochs end
+        # the last fit's, filled as its epochs end (an interrupted fit's too)
+        self.history: Optional[History] = None
         self.params_hash: Optional[str] = None  # the last fit's: mirrored_train --json's params_hash (hex)
         self._devices: Optional[str] = None  # the last devices the model ran on
         _lib.track(self)
         self.info = self._get_info()
+        self.optimizer = Optimizer(self._optimizer_name())
 
     # ---- making and freeing
     @classmethod
@@ -187,6 +190,12 @@ class Model:
                          bool(i.regression), i.params, i.epochs, i.batch_size, bool(i.has_data),
                          (i.metric or b"accuracy").decode())
 
+    def _optimizer_name(self):
+        i = _lib.ModelInfo()
+        with self._call("get_info") as h:
+            _lib.call("mirrored_model_get_info", h, ctypes.byref(i))
+        return (i.optimizer or b"").decode()
+
     def _devices_arg(self, devices):
         if devices is None:
             devices = self._devices or "auto"
@@ -296,10 +305,12 @@ class Model:
         callbacks.set_params({"verbose": verbose, "epochs": epochs or self.info.epochs})
         quiet = _lib.job()[0] != 0
         progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
+        self.stop_training = False
+        callbacks.call("on_train_begin", {})  # the model free: a callback may use it
         # Ctrl-C held from before the model is taken until after it is free
         with _fit.SigintGuard() as guard, self._call("fit") as h:
-            result = _fit.run(self, h, guard, opts, progress, history, self.info.metric,
-                              callbacks)
+            result, end_logs = _fit.run(self, h, guard, opts, progress, history,
+                                        self.info.metric, callbacks)
         del keep
         self._devices = devices or self._devices
         self.params_hash = f"{result.params_hash:016x}"
@@ -308,6 +319,7 @@ class Model:
                               updates=result.updates, stopped=bool(result.stopped),
                               early_stopped=bool(result.early_stopped),
                               params_hash=self.params_hash)
+        callbacks.call("on_train_end", end_logs)
         return history
 
 

@@ -194,3 +194,40 @@ def test_save_overwrite(data, in_tmp):
         m.save("m.h5", overwrite=False)
     m.save("other.keras", overwrite=False)
     assert (in_tmp / "other.keras").stat().st_size > 0
+
+
+def test_train_begin_and_end_may_use_the_model(data, in_tmp):
+    """on_train_begin and on_train_end run with the model free."""
+    x, y = data
+
+    class UseIt:
+        def set_model(self, model):
+            self.model = model
+
+        def on_train_begin(self, logs=None):
+            self.before = self.model.predict(x[:2])
+
+        def on_train_end(self, logs=None):
+            self.model.save("end.keras")
+
+    cb = UseIt()
+    model().fit(x, y, epochs=1, verbose=0, callbacks=[cb])
+    assert cb.before.shape == (2, 3) and (in_tmp / "end.keras").stat().st_size > 0
+
+
+def test_optimizer_learning_rate(data):
+    """model.optimizer: its name; the rate the fit ran (the .cfg's 0.01)
+    readable in on_epoch_end; an assignment refused, not ignored."""
+    x, y = data
+    m = model()
+    assert m.optimizer.name == "adam" and m.optimizer.learning_rate is None
+    seen = []
+
+    class Read:
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append(m.optimizer.learning_rate)
+
+    m.fit(x, y, epochs=2, verbose=0, callbacks=[Read()])
+    assert seen == pytest.approx([0.01, 0.01])
+    with pytest.raises(NotImplementedError, match="learning rate"):
+        m.optimizer.learning_rate = 0.001
