@@ -33,7 +33,9 @@
  *     calling back into its model) returns MIRRORED_ERR_USAGE at once,
  *     naming the call in progress. mirrored_model_request_stop is the
  *     exception: any thread or a signal handler may call it while a fit
- *     runs. mirrored_model_destroy must not overlap any call on the model.
+ *     runs; and mirrored_model_save of a PATH.keras from the fit's own
+ *     epoch callback (Keras's ModelCheckpoint) writes the weights of the
+ *     epoch just ended. mirrored_model_destroy must not overlap any call on the model.
  *   - Under mpirun every process makes the same calls in the same order with
  *     the same arguments: they are one job, replica 0 of rank 0 is the one
  *     that writes files. mirrored_init starts the job (MPI); without it, the
@@ -291,7 +293,9 @@ MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const cha
 
 /* Writes the model: PATH.keras a Keras 3 archive (keras.models.load_model
  * opens it); PATH.h5 a mirrored checkpoint (weights, optimizer state, the
- * .cfg: mirrored_model_load, mirrored_eval and --resume read it), atomically. */
+ * .cfg: mirrored_model_load, mirrored_eval and --resume read it), atomically.
+ * From the model's own fit's epoch callback (on its thread): PATH.keras
+ * only, the weights of the epoch just ended, written by rank 0 alone. */
 MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
                                                  mirrored_error *err);
 

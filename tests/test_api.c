@@ -343,6 +343,53 @@ START_TEST(epoch_callback_stops) {
 }
 END_TEST
 
+/* a save from the fit's own epoch callback (Keras's ModelCheckpoint):
+ * PATH.keras written with the epoch's weights, PATH.h5 refused */
+typedef struct save_in_epoch {
+    mirrored_model *m;
+    int saved, refused;
+} save_in_epoch;
+
+static int save_each_epoch(void *user, const mirrored_epoch_logs *l) {
+    save_in_epoch *s = user;
+    mirrored_error err;
+    char name[64];
+    snprintf(name, sizeof name, "epoch%d.keras", l->epoch);
+    if (mirrored_model_save(s->m, in_dir(name), &err) == MIRRORED_OK) s->saved++;
+    if (mirrored_model_save(s->m, in_dir("epoch.h5"), &err) == MIRRORED_ERR_USAGE &&
+        strstr(err.message, "epoch callback") != NULL)
+        s->refused++;
+    return 0;
+}
+
+START_TEST(save_from_epoch_callback) {
+    mirrored_model *m = tiny(), *back = NULL;
+    mirrored_error err;
+    mirrored_fit_options o = mirrored_fit_options_default();
+    mirrored_array x = x_of(N), y = y_of(N);
+    save_in_epoch s = {.m = m};
+    o.x = &x, o.y = &y, o.devices = "cpu:2", o.epochs = 2, o.on_epoch = save_each_epoch;
+    o.user = &s;
+    ck_assert_msg(mirrored_model_fit(m, &o, NULL, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(s.saved, 2);
+    ck_assert_int_eq(s.refused, 2);
+    ck_assert(!tu_exists(in_dir("epoch.h5")));
+    /* the last epoch's file predicts as the fitted model does */
+    float a[4 * 4], b[4 * 4];
+    mirrored_array x4 = x_of(4);
+    ck_assert_msg(mirrored_model_load(in_dir("epoch1.keras"), &back, &err) == MIRRORED_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(mirrored_model_predict(m, "cpu:1", 0, &x4, a, 16, &err), MIRRORED_OK);
+    ck_assert_int_eq(mirrored_model_predict(back, "cpu:1", 0, &x4, b, 16, &err), MIRRORED_OK);
+    for (int i = 0; i < 16; i++)
+        ck_assert_float_eq_tol(a[i], b[i], 1e-5f);
+    /* outside a callback a save during no fit is the ordinary one */
+    ck_assert_int_eq(mirrored_model_save(m, in_dir("after.h5"), &err), MIRRORED_OK);
+    mirrored_model_destroy(back);
+    mirrored_model_destroy(m);
+}
+END_TEST
+
 /* a .cfg with its own [data]: fit, evaluate its test set, save .keras and
  * .h5, load the .h5 and predict the same values */
 START_TEST(cfg_data_save_load) {
@@ -613,6 +660,7 @@ int main(void) {
     tcase_add_test(tc, two_fits_are_one);
     tcase_add_test(tc, stop_before_fit);
     tcase_add_test(tc, epoch_callback_stops);
+    tcase_add_test(tc, save_from_epoch_callback);
     tcase_add_test(tc, cfg_data_save_load);
     tcase_add_test(tc, parity_with_mirrored_train);
     tcase_add_test(tc, regression_float_targets);
