@@ -88,7 +88,11 @@ class _Run:
         self.metric = metric
         self.callbacks = callbacks
         self.events = queue.Queue()
-        self.replies = queue.Queue()  # main -> C thread: stop after this epoch?
+        # main -> C thread: stop after this epoch? (a bool), or ("save",
+        # path) from an epoch callback, answered in `saved` (save_in_epoch)
+        self.replies = queue.Queue()
+        self.saved = queue.Queue()
+        self.caller = threading.current_thread()  # the thread calling the callbacks
         self.stopping = False
         self.batch_stop = False  # a batch hook set model.stop_training
         self.begun = -1  # the last epoch whose on_epoch_begin was called
@@ -123,7 +127,14 @@ class _Run:
                                   e.lr)))
         if not self.callbacks or self.stopping:
             return 0
-        return 1 if self.replies.get() else 0
+        while True:
+            reply = self.replies.get()
+            if not isinstance(reply, tuple):
+                return 1 if reply else 0
+            # the library saves from its epoch callback, on this thread
+            err = _lib.CError()
+            status = _lib.lib.mirrored_model_save(self.handle, reply[1], ctypes.byref(err))
+            self.saved.put((status, err))
 
     def _work(self, opts):
         try:
@@ -195,8 +206,20 @@ class _Run:
 
     def _callbacks_epoch_end(self, epoch, logs):
         self.model.stop_training = self.batch_stop
-        self.callbacks.call("on_epoch_end", epoch, logs)
+        self.model._epoch_run = self  # the C thread waits: Model.save goes through it
+        try:
+            self.callbacks.call("on_epoch_end", epoch, logs)
+        finally:
+            self.model._epoch_run = None
         return bool(self.model.stop_training)
+
+    def save_in_epoch(self, path):
+        """Model.save from on_epoch_end (main thread): the C thread, waiting
+        in its epoch callback, writes the epoch's weights (PATH.keras)."""
+        self.replies.put(("save", path))
+        status, err = self.saved.get()
+        if status != _lib.OK:
+            _lib.raise_error(status, err)
 
     def _partial_epoch(self, opts, progress, history):
         """A fit ended by max_steps inside an epoch: the line ended, a

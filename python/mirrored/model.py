@@ -65,6 +65,7 @@ class Model:
         self.history: Optional[History] = None
         self.params_hash: Optional[str] = None  # the last fit's: mirrored_train --json's params_hash (hex)
         self._devices: Optional[str] = None  # the last devices the model ran on
+        self._epoch_run = None  # the fit whose on_epoch_end callbacks run now (_fit.py)
         _lib.track(self)
         self.info = self._get_info()
         self.optimizer = Optimizer(self._optimizer_name())
@@ -215,11 +216,16 @@ class Model:
     def save(self, path: PathLike, overwrite: bool = True) -> None:
         """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint.
         overwrite=False: FileExistsError where the file is there (Keras
-        asks on the terminal; a library does not)."""
+        asks on the terminal; a library does not). From a fit's
+        on_epoch_end (Keras's ModelCheckpoint): PATH.keras only, the
+        weights of the epoch just ended."""
         if not overwrite and os.path.exists(path):
             raise FileExistsError(f"save: {os.fsdecode(os.fspath(path))} exists "
                                   f"(overwrite=False)")
         path = os.fsencode(os.fspath(path))
+        run = self._epoch_run
+        if run is not None and threading.current_thread() is run.caller:
+            return run.save_in_epoch(path)
         with self._call("save") as h:
             _lib.call("mirrored_model_save", h, path)
 

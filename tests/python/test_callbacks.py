@@ -231,3 +231,25 @@ def test_optimizer_learning_rate(data):
     assert seen == pytest.approx([0.01, 0.01])
     with pytest.raises(NotImplementedError, match="learning rate"):
         m.optimizer.learning_rate = 0.001
+
+
+def test_save_from_on_epoch_end_writes_the_epochs_weights(data, in_tmp):
+    """A save from on_epoch_end (Keras's ModelCheckpoint) writes that
+    epoch's weights; PATH.h5 from there is refused by name."""
+    x, y = data
+    m = model()
+    refused = []
+
+    class Checkpoint:
+        def on_epoch_end(self, epoch, logs=None):
+            m.save(f"e{epoch}.keras", overwrite=True)
+            try:
+                m.save("e.h5")
+            except mirrored.InvalidArgumentError as e:
+                refused.append(str(e))
+
+    m.fit(x, y, epochs=2, verbose=0, callbacks=[Checkpoint()])
+    assert len(refused) == 2 and "epoch callback" in refused[0]
+    first, last = mirrored.load(in_tmp / "e0.keras"), mirrored.load(in_tmp / "e1.keras")
+    assert (last.predict(x[:5]) == m.predict(x[:5])).all()
+    assert not (first.predict(x[:5]) == m.predict(x[:5])).all()

@@ -3,6 +3,7 @@ Skipped where keras is not importable (CI's Debian python has none)."""
 import csv
 import math
 
+import numpy as np
 import pytest
 
 try:
@@ -96,3 +97,18 @@ def test_reduce_lr_on_plateau_reads_the_rate(data):
     with pytest.raises(NotImplementedError, match="learning rate"):
         model().fit(x, y, epochs=3, verbose=0, callbacks=[reduce])
 
+
+
+def test_model_checkpoint_saves_each_epoch(data, in_tmp):
+    """ModelCheckpoint calls save(path, overwrite=True) from on_epoch_end:
+    each epoch's .keras, the last one Keras's predictions of the model."""
+    x, y = data
+    m = model()
+    ck = keras.callbacks.ModelCheckpoint("ck-{epoch:02d}.keras")
+    best = keras.callbacks.ModelCheckpoint("best.keras", monitor="loss", save_best_only=True)
+    m.fit(x, y, epochs=2, verbose=0, callbacks=[ck, best])
+    assert sorted(p.name for p in in_tmp.glob("ck-*.keras")) == ["ck-01.keras", "ck-02.keras"]
+    last = keras.models.load_model(in_tmp / "ck-02.keras")
+    assert last.count_params() == m.info.params
+    np.testing.assert_allclose(last.predict(x[:8], verbose=0), m.predict(x[:8]), atol=1e-4)
+    assert (in_tmp / "best.keras").stat().st_size > 0
