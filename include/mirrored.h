@@ -291,6 +291,26 @@ MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const cha
                                                     int64_t batch_size, const mirrored_array *x,
                                                     float *out, int64_t count, mirrored_error *err);
 
+/* Keras's get_weights, one array at a time: weight `index` (0-based, in
+ * Keras's order: the layers as model.layers lists them, each layer's
+ * weights in its own order, kernel before bias) of the weights as they
+ * stand (a file's, or the replicas' after a call built them): its
+ * dtype (float32), ndim and shape (Keras's) into w (w->data set NULL);
+ * where out is not NULL, its floats (the shape's product, `room` floats
+ * of room at most) into out. *count (may be NULL): the model's number of
+ * weights; w NULL asks only that. From the model's own fit's epoch
+ * callback (on its thread): the weights of the epoch just ended. */
+MIRRORED_API mirrored_status mirrored_model_get_weight(mirrored_model *m, int index,
+                                                       mirrored_array *w, float *out, int64_t room,
+                                                       int *count, mirrored_error *err);
+
+/* Keras's set_weights, one array: w float32 of weight `index`'s shape,
+ * written to every replica (a fit goes on from it). Not during a fit,
+ * its epoch callback included (MIRRORED_ERR_USAGE). */
+MIRRORED_API mirrored_status mirrored_model_set_weight(mirrored_model *m, int index,
+                                                       const mirrored_array *w,
+                                                       mirrored_error *err);
+
 /* Writes the model: PATH.keras a Keras 3 archive (keras.models.load_model
  * opens it); PATH.h5 a mirrored checkpoint (weights, optimizer state, the
  * .cfg: mirrored_model_load, mirrored_eval and --resume read it), atomically.

@@ -88,8 +88,8 @@ class _Run:
         self.metric = metric
         self.callbacks = callbacks
         self.events = queue.Queue()
-        # main -> C thread: stop after this epoch? (a bool), or ("save",
-        # path) from an epoch callback, answered in `saved` (save_in_epoch)
+        # main -> C thread: stop after this epoch? (a bool), or ("call",
+        # fn) from an epoch callback, answered in `saved` (on_fit_thread)
         self.replies = queue.Queue()
         self.saved = queue.Queue()
         self.caller = threading.current_thread()  # the thread calling the callbacks
@@ -131,10 +131,11 @@ class _Run:
             reply = self.replies.get()
             if not isinstance(reply, tuple):
                 return 1 if reply else 0
-            # the library saves from its epoch callback, on this thread
-            err = _lib.CError()
-            status = _lib.lib.mirrored_model_save(self.handle, reply[1], ctypes.byref(err))
-            self.saved.put((status, err))
+            # the library's calls from its epoch callback, on this thread
+            try:
+                self.saved.put((reply[1](), None))
+            except BaseException as e:  # raised in the caller's thread
+                self.saved.put((None, e))
 
     def _work(self, opts):
         try:
@@ -213,13 +214,16 @@ class _Run:
             self.model._epoch_run = None
         return bool(self.model.stop_training)
 
-    def save_in_epoch(self, path):
-        """Model.save from on_epoch_end (main thread): the C thread, waiting
-        in its epoch callback, writes the epoch's weights (PATH.keras)."""
-        self.replies.put(("save", path))
-        status, err = self.saved.get()
-        if status != _lib.OK:
-            _lib.raise_error(status, err)
+    def on_fit_thread(self, fn):
+        """fn() on the C thread, waiting in its epoch callback (Model.save
+        and get_weights from on_epoch_end: the library takes them there, the
+        weights of the epoch just ended); its result, or its exception
+        raised here."""
+        self.replies.put(("call", fn))
+        result, error = self.saved.get()
+        if error is not None:
+            raise error
+        return result
 
     def _partial_epoch(self, opts, progress, history):
         """A fit ended by max_steps inside an epoch: the line ended, a

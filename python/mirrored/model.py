@@ -223,11 +223,41 @@ class Model:
             raise FileExistsError(f"save: {os.fsdecode(os.fspath(path))} exists "
                                   f"(overwrite=False)")
         path = os.fsencode(os.fspath(path))
-        run = self._epoch_run
-        if run is not None and threading.current_thread() is run.caller:
-            return run.save_in_epoch(path)
+        run = self._in_epoch()
+        if run is not None:
+            return run.on_fit_thread(lambda: _lib.call("mirrored_model_save", self._h, path))
         with self._call("save") as h:
             _lib.call("mirrored_model_save", h, path)
+
+    def _in_epoch(self):
+        """The fit whose on_epoch_end runs on this thread (None: none)."""
+        run = self._epoch_run
+        return run if run is not None and threading.current_thread() is run.caller else None
+
+    def get_weights(self) -> list[np.ndarray]:
+        """Keras's get_weights: float32 arrays in Keras's order and shapes
+        (each layer's, kernel before bias). From on_epoch_end: the weights
+        of the epoch just ended."""
+        run = self._in_epoch()
+        if run is not None:
+            return run.on_fit_thread(lambda: _read_weights(self._h))
+        with self._call("get_weights") as h:
+            return _read_weights(h)
+
+    def set_weights(self, weights: Sequence[npt.ArrayLike]) -> None:
+        """Keras's set_weights: as many arrays as get_weights gives, of its
+        shapes (float32, or converted); every replica gets them."""
+        arrays = [np.ascontiguousarray(w, dtype=np.float32) for w in weights]
+        with self._call("set_weights") as h:
+            count = ctypes.c_int()
+            _lib.call("mirrored_model_get_weight", h, 0, None, None, 0, ctypes.byref(count))
+            if len(arrays) != count.value:
+                raise InvalidArgumentError(f"set_weights: {len(arrays)} arrays; the model has "
+                                           f"{count.value} weights")
+            for i, w in enumerate(arrays):
+                a = _lib.Array(_lib.FLOAT32, w.ndim, (ctypes.c_int64 * _lib.MAX_DIMS)(*w.shape),
+                               w.ctypes.data)
+                _lib.call("mirrored_model_set_weight", h, i, ctypes.byref(a))
 
     def evaluate(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
                  batch_size: Optional[int] = None, verbose: Union[str, int] = "auto",
@@ -327,6 +357,20 @@ class Model:
                               params_hash=self.params_hash)
         callbacks.call("on_train_end", end_logs)
         return history
+
+
+def _read_weights(h):
+    count = ctypes.c_int()
+    _lib.call("mirrored_model_get_weight", h, 0, None, None, 0, ctypes.byref(count))
+    out = []
+    for i in range(count.value):
+        a = _lib.Array()
+        _lib.call("mirrored_model_get_weight", h, i, ctypes.byref(a), None, 0, None)
+        w = np.empty(tuple(a.shape[:a.ndim]), dtype=np.float32)
+        _lib.call("mirrored_model_get_weight", h, i, ctypes.byref(a),
+                  w.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), w.size, None)
+        out.append(w)
+    return out
 
 
 def load(path: PathLike) -> Model:

@@ -4,6 +4,7 @@ bound on queued batch logs, evaluate's and predict's hooks, max_steps's
 message and History, an interrupted fit's epochs in model.history."""
 import time
 
+import numpy as np
 import pytest
 
 import mirrored
@@ -253,3 +254,40 @@ def test_save_from_on_epoch_end_writes_the_epochs_weights(data, in_tmp):
     first, last = mirrored.load(in_tmp / "e0.keras"), mirrored.load(in_tmp / "e1.keras")
     assert (last.predict(x[:5]) == m.predict(x[:5])).all()
     assert not (first.predict(x[:5]) == m.predict(x[:5])).all()
+
+
+def test_get_and_set_weights(data):
+    """Keras's order and shapes; set_weights of zeros gives the uniform
+    softmax; the count and the shapes are checked."""
+    x, y = data
+    m = model()
+    w = m.get_weights()
+    assert [a.shape for a in w] == [(8, 16), (16,), (16, 3), (3,)]
+    assert all(a.dtype == np.float32 for a in w)
+    m.set_weights([np.zeros_like(a) for a in w])
+    np.testing.assert_allclose(m.predict(x[:4]), np.full((4, 3), 1 / 3), atol=1e-6)
+    with pytest.raises(mirrored.InvalidArgumentError, match="4 weights"):
+        m.set_weights(w[:3])
+    with pytest.raises(mirrored.InvalidArgumentError, match=r"shape \(16\)"):
+        m.set_weights([w[0], np.zeros(5), w[2], w[3]])
+    m.set_weights(w)
+    assert all((a == b).all() for a, b in zip(m.get_weights(), w))
+
+
+def test_weights_from_on_epoch_end_restore_the_best(data):
+    """get_weights from on_epoch_end is that epoch's weights; set_weights
+    in on_train_end restores them (EarlyStopping's restore_best_weights)."""
+    x, y = data
+    m = model()
+    kept = {}
+
+    class KeepFirst:
+        def on_epoch_end(self, epoch, logs=None):
+            kept[epoch] = m.get_weights()
+
+        def on_train_end(self, logs=None):
+            m.set_weights(kept[0])
+
+    m.fit(x, y, epochs=3, verbose=0, callbacks=[KeepFirst()])
+    assert not all((a == b).all() for a, b in zip(kept[0], kept[2]))
+    assert all((a == b).all() for a, b in zip(m.get_weights(), kept[0]))

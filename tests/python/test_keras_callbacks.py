@@ -112,3 +112,19 @@ def test_model_checkpoint_saves_each_epoch(data, in_tmp):
     assert last.count_params() == m.info.params
     np.testing.assert_allclose(last.predict(x[:8], verbose=0), m.predict(x[:8]), atol=1e-4)
     assert (in_tmp / "best.keras").stat().st_size > 0
+
+
+def test_early_stopping_restores_the_best_weights(data):
+    """EarlyStopping(restore_best_weights=True): get_weights at each better
+    epoch, set_weights at the end; the model's weights are the best epoch's
+    (epoch 0 here: min_delta=100 is never improved on)."""
+    x, y = data
+    m = model(epochs=10)
+    first = []
+    spy = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda e, logs: first.append(m.get_weights()) if e == 0 else None)
+    stop = keras.callbacks.EarlyStopping(monitor="loss", min_delta=100, patience=2,
+                                         restore_best_weights=True)
+    h = m.fit(x, y, verbose=0, callbacks=[spy, stop])
+    assert len(h.epoch) == 3 and stop.best_epoch == 0
+    assert all(np.array_equal(a, b) for a, b in zip(m.get_weights(), first[0]))
