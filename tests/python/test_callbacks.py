@@ -291,3 +291,20 @@ def test_weights_from_on_epoch_end_restore_the_best(data):
     m.fit(x, y, epochs=3, verbose=0, callbacks=[KeepFirst()])
     assert not all((a == b).all() for a, b in zip(kept[0], kept[2]))
     assert all((a == b).all() for a, b in zip(m.get_weights(), kept[0]))
+
+
+def test_a_batch_hook_that_raises_stops_the_fit(data, in_tmp, monkeypatch):
+    """An exception in a batch hook, with the C fit held for room in the
+    queue: the fit stops, the exception propagates, the model is usable."""
+    monkeypatch.setattr(_fit, "_MAX_PENDING_STEPS", 1)
+    x, y = data
+
+    class Boom:
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2:
+                raise ValueError("boom")
+
+    m = model(epochs=20)
+    with pytest.raises(ValueError, match="boom"):
+        m.fit(x, y, verbose=0, callbacks=[Boom()], stop_checkpoint=None)
+    assert len(m.fit(x, y, epochs=1, verbose=0).epoch) == 1
