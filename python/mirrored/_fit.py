@@ -20,12 +20,13 @@ KeyboardInterrupt, after a line with the updates made.
 Keras's callbacks (_callbacks.CallbackList) are called on the main thread:
 Model.fit calls on_train_begin and on_train_end outside the fit (the model
 free: a callback may save or evaluate it there). Epoch 0's on_epoch_begin
-comes before the C fit starts; a
-later epoch's on_epoch_begin when its first step's logs arrive; batch hooks
-only where a callback has them: each step's logs then wait in the queue
-for the main thread, at most _MAX_PENDING_STEPS of them (the C thread
-waits for room only when the hooks are slower than the steps); a
-model.stop_training set by a batch hook ends the fit after the epoch.
+comes before the C fit starts, a later epoch's when its first step's logs
+arrive; batch hooks only where a callback has them: each step's logs then
+wait in the queue for the main thread, at most _MAX_PENDING_STEPS of them
+(the C thread waits for room only when the hooks are slower than the
+steps); a model.stop_training set by a batch hook ends the fit after the
+epoch. During on_epoch_end the C thread waits in its epoch callback, and
+Model.save and get_weights run there (on_fit_thread).
 A fit ended by max_steps inside an epoch ends its progress line, says so
 and keeps that epoch's running means in the History."""
 import ctypes
