@@ -23,6 +23,7 @@
 
 /* What one call of mirrored_model_fit holds. */
 typedef struct fit_run {
+    const mirrored_model *m;
     const mirrored_fit_options *o;
     mr_dataset train; /* rows [0, n_train) train, the n_val after them validate */
     int64_t n_train, n_val;
@@ -45,6 +46,14 @@ static void on_step(void *user, const mr_step_info *i) {
     f->o->on_step(f->o->user, &l);
 }
 
+/* the model whose epoch callback runs on this thread (api_in_epoch_callback):
+ * the fit waits there, its replicas' weights those of the epoch reported */
+static _Thread_local const mirrored_model *in_epoch;
+
+const mirrored_model *api_in_epoch_callback(void) {
+    return in_epoch;
+}
+
 static void on_epoch_end(void *user, const mr_epoch_logs *e) {
     fit_run *f = user;
     f->lr = e->lr;
@@ -59,7 +68,9 @@ static void on_epoch_end(void *user, const mr_epoch_logs *e) {
                                    .seconds = e->train_seconds,
                                    .samples_per_sec = e->samples_per_sec,
                                    .lr = e->lr};
+    in_epoch = f->m;
     if (f->o->on_epoch(f->o->user, &l) != 0) f->stop_after = 1;
+    in_epoch = NULL;
 }
 
 /* the epoch callback's verdict, asked right after it on the same thread */
@@ -267,6 +278,7 @@ static mr_status fit_prepare(mirrored_model *m, const mirrored_fit_options *o, f
                              mr_error *err) {
     MR_CHECK(check_options(m, o, err));
     MR_CHECK(apply_options(m, o, err));
+    f->m = m;
     f->o = o;
     f->epochs = m->cfg.net.epochs;
     f->first = m->epochs_done;

@@ -81,6 +81,12 @@ mirrored_status api_enter(mirrored_model *m, const char *call, mirrored_error *e
 /* The call api_enter marked has ended. */
 void api_leave(mirrored_model *m);
 
+/* ---- api_fit.c --------------------------------------------------------- */
+
+/* The model whose fit's epoch callback this thread is in (NULL: none): a
+ * save from there writes the weights of the epoch just ended (mirrored.c). */
+const mirrored_model *api_in_epoch_callback(void);
+
 /* ---- api_data.c -------------------------------------------------------- */
 
 /* x (n, ...) and y (may be NULL: zero labels, to predict) as a dataset of

@@ -274,10 +274,34 @@ static mirrored_status save(mirrored_model *m, const char *path, mirrored_error 
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);
 }
 
+/* PATH.keras from the model's own fit's epoch callback, on the fit's
+ * thread (Keras's ModelCheckpoint): replica 0's weights at the end of the
+ * epoch reported, the fit waiting meanwhile; rank 0 writes, no agreement
+ * (every process is in its own callback). */
+static mirrored_status save_in_epoch(mirrored_model *m, const char *path, mirrored_error *err) {
+    if (!mr_keras_archive_named(path))
+        return api_usage(err,
+                         "%s: a save from a fit's epoch callback writes PATH.keras (a Keras "
+                         "archive) only",
+                         path);
+    mr_error e = {0};
+    mr_job *j;
+    if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
+    /* the strategy's state already counts the epoch reported */
+    const mr_fit_state *at = mr_strategy_state(m->reps.s);
+    const float lr = at->n_history > 0 ? at->history[at->n_history - 1].lr : m->lr;
+    if (j->rank == 0 &&
+        mr_keras_archive_save_as(path, mr_strategy_replica(m->reps.s, 0), MR_KERAS_ARCHIVE_SCALED,
+                                 at->global_step, lr, &e) != MR_OK)
+        return api_fail(err, &e);
+    return api_ok(err);
+}
+
 MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
                                                  mirrored_error *err) {
     if (m == NULL || path == NULL)
         return api_usage(err, "mirrored_model_save: model or path is NULL");
+    if (api_in_epoch_callback() == m) return save_in_epoch(m, path, err);
     if (api_enter(m, "save", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
     const mirrored_status st = save(m, path, err);
     api_leave(m);

@@ -33,7 +33,9 @@
  *     calling back into its model) returns MIRRORED_ERR_USAGE at once,
  *     naming the call in progress. mirrored_model_request_stop is the
  *     exception: any thread or a signal handler may call it while a fit
- *     runs. mirrored_model_destroy must not overlap any call on the model.
+ *     runs; and mirrored_model_save of a PATH.keras from the fit's own
+ *     epoch callback (Keras's ModelCheckpoint) writes the weights of the
+ *     epoch just ended. mirrored_model_destroy must not overlap any call on the model.
  *   - Under mpirun every process makes the same calls in the same order with
  *     the same arguments: they are one job, replica 0 of rank 0 is the one
  *     that writes files. mirrored_init starts the job (MPI); without it, the
@@ -289,9 +291,31 @@ MIRRORED_API mirrored_status mirrored_model_predict(mirrored_model *m, const cha
                                                     int64_t batch_size, const mirrored_array *x,
                                                     float *out, int64_t count, mirrored_error *err);
 
+/* Keras's get_weights, one array at a time: weight `index` (0-based, in
+ * Keras's order: the layers as model.layers lists them, each layer's
+ * weights in its own order, kernel before bias) of the weights as they
+ * stand (a file's, or the replicas' after a call built them): its
+ * dtype (float32), ndim and shape (Keras's) into w (w->data set NULL);
+ * where out is not NULL, its floats (the shape's product, `room` floats
+ * of room at most) into out. *count (may be NULL): the model's number of
+ * weights; w NULL asks only that. From the model's own fit's epoch
+ * callback (on its thread): the weights of the epoch just ended. */
+MIRRORED_API mirrored_status mirrored_model_get_weight(mirrored_model *m, int index,
+                                                       mirrored_array *w, float *out, int64_t room,
+                                                       int *count, mirrored_error *err);
+
+/* Keras's set_weights, one array: w float32 of weight `index`'s shape,
+ * written to every replica (a fit goes on from it). Not during a fit,
+ * its epoch callback included (MIRRORED_ERR_USAGE). */
+MIRRORED_API mirrored_status mirrored_model_set_weight(mirrored_model *m, int index,
+                                                       const mirrored_array *w,
+                                                       mirrored_error *err);
+
 /* Writes the model: PATH.keras a Keras 3 archive (keras.models.load_model
  * opens it); PATH.h5 a mirrored checkpoint (weights, optimizer state, the
- * .cfg: mirrored_model_load, mirrored_eval and --resume read it), atomically. */
+ * .cfg: mirrored_model_load, mirrored_eval and --resume read it), atomically.
+ * From the model's own fit's epoch callback (on its thread): PATH.keras
+ * only, the weights of the epoch just ended, written by rank 0 alone. */
 MIRRORED_API mirrored_status mirrored_model_save(mirrored_model *m, const char *path,
                                                  mirrored_error *err);
 

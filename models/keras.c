@@ -130,6 +130,10 @@ static void keras_order(const mr_model *m, int *order) {
     }
 }
 
+void mr_keras_layer_order(const mr_model *m, int *order) {
+    keras_order(m, order);
+}
+
 /* The config object of one layer (the keys Keras writes, in its order). */
 static void layer_config(mr_sb *b, const mr_layer *l) {
     if (l->ops->keras_whole_config) {

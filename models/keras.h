@@ -60,6 +60,10 @@ const char *mr_keras_padding(mr_padding p);
  * the optimizer (archive form). */
 char *mr_keras_model_config(const mr_model *m, mr_keras_form form, float lr);
 
+/* The layers' indices in the order Keras lists them (model.layers, and so
+ * model.get_weights): m->n_layers of them into order. */
+void mr_keras_layer_order(const mr_model *m, int *order);
+
 /* The legacy training_config JSON: loss, metrics, optimizer (malloc'd). */
 char *mr_keras_training_config(const mr_model *m, float lr);
 

@@ -343,6 +343,96 @@ START_TEST(epoch_callback_stops) {
 }
 END_TEST
 
+/* a save from the fit's own epoch callback (Keras's ModelCheckpoint):
+ * PATH.keras written with the epoch's weights, PATH.h5 refused */
+typedef struct save_in_epoch {
+    mirrored_model *m;
+    int saved, refused;
+} save_in_epoch;
+
+static int save_each_epoch(void *user, const mirrored_epoch_logs *l) {
+    save_in_epoch *s = user;
+    mirrored_error err;
+    char name[64];
+    snprintf(name, sizeof name, "epoch%d.keras", l->epoch);
+    if (mirrored_model_save(s->m, in_dir(name), &err) == MIRRORED_OK) s->saved++;
+    if (mirrored_model_save(s->m, in_dir("epoch.h5"), &err) == MIRRORED_ERR_USAGE &&
+        strstr(err.message, "epoch callback") != NULL)
+        s->refused++;
+    return 0;
+}
+
+START_TEST(save_from_epoch_callback) {
+    mirrored_model *m = tiny(), *back = NULL;
+    mirrored_error err;
+    mirrored_fit_options o = mirrored_fit_options_default();
+    mirrored_array x = x_of(N), y = y_of(N);
+    save_in_epoch s = {.m = m};
+    o.x = &x, o.y = &y, o.devices = "cpu:2", o.epochs = 2, o.on_epoch = save_each_epoch;
+    o.user = &s;
+    ck_assert_msg(mirrored_model_fit(m, &o, NULL, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(s.saved, 2);
+    ck_assert_int_eq(s.refused, 2);
+    ck_assert(!tu_exists(in_dir("epoch.h5")));
+    /* the last epoch's file predicts as the fitted model does */
+    float a[4 * 4], b[4 * 4];
+    mirrored_array x4 = x_of(4);
+    ck_assert_msg(mirrored_model_load(in_dir("epoch1.keras"), &back, &err) == MIRRORED_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(mirrored_model_predict(m, "cpu:1", 0, &x4, a, 16, &err), MIRRORED_OK);
+    ck_assert_int_eq(mirrored_model_predict(back, "cpu:1", 0, &x4, b, 16, &err), MIRRORED_OK);
+    for (int i = 0; i < 16; i++)
+        ck_assert_float_eq_tol(a[i], b[i], 1e-5f);
+    /* outside a callback a save during no fit is the ordinary one */
+    ck_assert_int_eq(mirrored_model_save(m, in_dir("after.h5"), &err), MIRRORED_OK);
+    mirrored_model_destroy(back);
+    mirrored_model_destroy(m);
+}
+END_TEST
+
+/* get_weight and set_weight: Keras's order and shapes (Flatten, then
+ * Dense kernels (in, out) before their biases); zero weights give the
+ * uniform softmax; a wrong shape or index is refused by name */
+START_TEST(weights_round_trip) {
+    mirrored_model *m = tiny();
+    mirrored_error err;
+    int count = 0;
+    ck_assert_int_eq(mirrored_model_get_weight(m, 0, NULL, NULL, 0, &count, &err), MIRRORED_OK);
+    ck_assert_int_eq(count, 4);
+    const int64_t shapes[4][2] = {{64, 16}, {16, 0}, {16, 4}, {4, 0}};
+    static float buf[64 * 16], zeros[64 * 16];
+    for (int i = 0; i < 4; i++) {
+        mirrored_array w;
+        ck_assert_msg(mirrored_model_get_weight(m, i, &w, buf, 64 * 16, NULL, &err) == MIRRORED_OK,
+                      "%s", err.message);
+        ck_assert_int_eq(w.ndim, shapes[i][1] ? 2 : 1);
+        ck_assert_int_eq(w.shape[0], shapes[i][0]);
+        if (shapes[i][1]) ck_assert_int_eq(w.shape[1], shapes[i][1]);
+        w.data = zeros;
+        ck_assert_msg(mirrored_model_set_weight(m, i, &w, &err) == MIRRORED_OK, "%s", err.message);
+    }
+    mirrored_array wrong = {.dtype = MIRRORED_FLOAT32, .ndim = 1, .shape = {5}, .data = zeros};
+    ck_assert_int_eq(mirrored_model_set_weight(m, 1, &wrong, &err), MIRRORED_ERR_USAGE);
+    ck_assert_ptr_nonnull(strstr(err.message, "shape (16)"));
+    mirrored_array w;
+    ck_assert_int_eq(mirrored_model_get_weight(m, 4, &w, NULL, 0, NULL, &err), MIRRORED_ERR_USAGE);
+    ck_assert_int_eq(mirrored_model_get_weight(m, 0, &w, buf, 10, NULL, &err), MIRRORED_ERR_USAGE);
+    float p[2 * 4];
+    mirrored_array x2 = x_of(2);
+    ck_assert_int_eq(mirrored_model_predict(m, "cpu:2", 0, &x2, p, 8, &err), MIRRORED_OK);
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq_tol(p[i], 0.25f, 1e-6f);
+    /* a fit, then the weights read back are the fitted ones (not zero) */
+    mirrored_fit_options o = mirrored_fit_options_default();
+    mirrored_array x = x_of(N), y = y_of(N);
+    o.x = &x, o.y = &y, o.devices = "cpu:2", o.epochs = 1;
+    ck_assert_msg(mirrored_model_fit(m, &o, NULL, &err) == MIRRORED_OK, "%s", err.message);
+    ck_assert_int_eq(mirrored_model_get_weight(m, 3, &w, buf, 4, NULL, &err), MIRRORED_OK);
+    ck_assert(buf[0] != 0.0f || buf[1] != 0.0f || buf[2] != 0.0f || buf[3] != 0.0f);
+    mirrored_model_destroy(m);
+}
+END_TEST
+
 /* a .cfg with its own [data]: fit, evaluate its test set, save .keras and
  * .h5, load the .h5 and predict the same values */
 START_TEST(cfg_data_save_load) {
@@ -613,6 +703,8 @@ int main(void) {
     tcase_add_test(tc, two_fits_are_one);
     tcase_add_test(tc, stop_before_fit);
     tcase_add_test(tc, epoch_callback_stops);
+    tcase_add_test(tc, save_from_epoch_callback);
+    tcase_add_test(tc, weights_round_trip);
     tcase_add_test(tc, cfg_data_save_load);
     tcase_add_test(tc, parity_with_mirrored_train);
     tcase_add_test(tc, regression_float_targets);

@@ -14,6 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _arrays, _fit, _lib
+from ._callbacks import CallbackList
+from ._optimizer import Optimizer
 from .errors import InvalidArgumentError, ModelBusyError
 from .history import History
 from .progress import Progress
@@ -59,10 +61,14 @@ class Model:
         self._h = handle
         self.name = name
         self.stop_training = False
+        # the last fit's, filled as its epochs end (an interrupted fit's too)
+        self.history: Optional[History] = None
         self.params_hash: Optional[str] = None  # the last fit's: mirrored_train --json's params_hash (hex)
         self._devices: Optional[str] = None  # the last devices the model ran on
+        self._epoch_run = None  # the fit whose on_epoch_end callbacks run now (_fit.py)
         _lib.track(self)
         self.info = self._get_info()
+        self.optimizer = Optimizer(self._optimizer_name())
 
     # ---- making and freeing
     @classmethod
@@ -185,6 +191,12 @@ class Model:
                          bool(i.regression), i.params, i.epochs, i.batch_size, bool(i.has_data),
                          (i.metric or b"accuracy").decode())
 
+    def _optimizer_name(self):
+        i = _lib.ModelInfo()
+        with self._call("get_info") as h:
+            _lib.call("mirrored_model_get_info", h, ctypes.byref(i))
+        return (i.optimizer or b"").decode()
+
     def _devices_arg(self, devices):
         if devices is None:
             devices = self._devices or "auto"
@@ -201,20 +213,61 @@ class Model:
             _lib.call("mirrored_model_summary", h, buf, len(buf))
         (print_fn or print)(buf.value.decode().rstrip("\n"))
 
-    def save(self, path: PathLike) -> None:
-        """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint."""
+    def save(self, path: PathLike, overwrite: bool = True) -> None:
+        """PATH.keras: a Keras 3 archive; PATH.h5: a mirrored checkpoint.
+        overwrite=False: FileExistsError where the file is there (Keras
+        asks on the terminal; a library does not). From a fit's
+        on_epoch_end (Keras's ModelCheckpoint): PATH.keras only, the
+        weights of the epoch just ended."""
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"save: {os.fsdecode(os.fspath(path))} exists "
+                                  f"(overwrite=False)")
         path = os.fsencode(os.fspath(path))
+        run = self._in_epoch()
+        if run is not None:
+            return run.on_fit_thread(lambda: _lib.call("mirrored_model_save", self._h, path))
         with self._call("save") as h:
             _lib.call("mirrored_model_save", h, path)
 
+    def _in_epoch(self):
+        """The fit whose on_epoch_end runs on this thread (None: none)."""
+        run = self._epoch_run
+        return run if run is not None and threading.current_thread() is run.caller else None
+
+    def get_weights(self) -> list[np.ndarray]:
+        """Keras's get_weights: float32 arrays in Keras's order and shapes
+        (each layer's, kernel before bias). From on_epoch_end: the weights
+        of the epoch just ended."""
+        run = self._in_epoch()
+        if run is not None:
+            return run.on_fit_thread(lambda: _read_weights(self._h))
+        with self._call("get_weights") as h:
+            return _read_weights(h)
+
+    def set_weights(self, weights: Sequence[npt.ArrayLike]) -> None:
+        """Keras's set_weights: as many arrays as get_weights gives, of its
+        shapes (float32, or converted); every replica gets them."""
+        arrays = [np.ascontiguousarray(w, dtype=np.float32) for w in weights]
+        with self._call("set_weights") as h:
+            count = ctypes.c_int()
+            _lib.call("mirrored_model_get_weight", h, 0, None, None, 0, ctypes.byref(count))
+            if len(arrays) != count.value:
+                raise InvalidArgumentError(f"set_weights: {len(arrays)} arrays; the model has "
+                                           f"{count.value} weights")
+            for i, w in enumerate(arrays):
+                a = _lib.Array(_lib.FLOAT32, w.ndim, (ctypes.c_int64 * _lib.MAX_DIMS)(*w.shape),
+                               w.ctypes.data)
+                _lib.call("mirrored_model_set_weight", h, i, ctypes.byref(a))
+
     def evaluate(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
                  batch_size: Optional[int] = None, verbose: Union[str, int] = "auto",
-                 return_dict: bool = False,
-                 devices: Optional[str] = None) -> Union[list[float], dict[str, float]]:
+                 return_dict: bool = False, devices: Optional[str] = None,
+                 callbacks: Optional[Iterable[Any]] = None) -> Union[list[float], dict[str, float]]:
         """[loss, metric], or {"loss": .., "accuracy" or "mae": ..}; no x, y:
         the .cfg's test set. batch_size: Keras's, the rows of one step over
         the replicas (None: the model's, the .cfg's or the last fit's); the
-        memory for activations is bounded by it."""
+        memory for activations is bounded by it. callbacks: Keras's
+        on_test_begin and on_test_end (no batch hooks: one C call)."""
         from ._fit_options import check_int
         if (x is None) != (y is None):
             raise InvalidArgumentError(
@@ -227,6 +280,8 @@ class Model:
             ay, ya = _arrays.labels(y, self.info)
             keep = [xa, ya]
         loss, metric = ctypes.c_double(), ctypes.c_double()
+        cbs = CallbackList(callbacks, self)
+        cbs.call("on_test_begin", {})
         with self._call("evaluate") as h:
             _lib.call("mirrored_model_evaluate", h, self._devices_arg(devices), batch,
                       ctypes.byref(ax) if ax else None, ctypes.byref(ay) if ay else None,
@@ -234,24 +289,30 @@ class Model:
         del keep
         self._devices = devices or self._devices
         out = {"loss": loss.value, self.info.metric: metric.value}
+        cbs.call("on_test_end", out)
         if verbose and _lib.job()[0] == 0:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in out.items()), flush=True)
         return out if return_dict else list(out.values())
 
     def predict(self, x: npt.ArrayLike, batch_size: Optional[int] = None,
-                verbose: Union[str, int] = 0, devices: Optional[str] = None) -> np.ndarray:
+                verbose: Union[str, int] = 0, devices: Optional[str] = None,
+                callbacks: Optional[Iterable[Any]] = None) -> np.ndarray:
         """The model's outputs for x: (n, outputs) float32. batch_size as
-        for evaluate."""
+        for evaluate; callbacks: Keras's on_predict_begin and on_predict_end
+        (no batch hooks: one C call)."""
         from ._fit_options import check_int
         batch = 0 if batch_size is None else check_int("predict: batch_size", batch_size, 1,
                                                         1 << 30)
         ax, xa = _arrays.inputs(x)
         out = np.empty((xa.shape[0], self.info.outputs), dtype=np.float32)
+        cbs = CallbackList(callbacks, self)
+        cbs.call("on_predict_begin", {})
         with self._call("predict") as h:
             _lib.call("mirrored_model_predict", h, self._devices_arg(devices), batch,
                       ctypes.byref(ax), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                       out.size)
         self._devices = devices or self._devices
+        cbs.call("on_predict_end", {})
         return out
 
     def fit(self, x: Optional[npt.ArrayLike] = None, y: Optional[npt.ArrayLike] = None,
@@ -271,20 +332,21 @@ class Model:
         opts, keep = fit_options(self, x, y, batch_size, epochs, validation_split,
                                  validation_data, seed, max_steps, stop_checkpoint)
         opts.devices = self._devices_arg(devices)
-        callbacks = list(callbacks or [])
         history = History(self)
+        self.history = history  # Keras's: an interrupted fit's finished epochs are there
         if epochs == 0:  # Keras: the arguments checked, nothing trained
             history.params.update(verbose=verbose, epochs=0, steps=0, updates=0)
             return history
-        for cb in callbacks:
-            if hasattr(cb, "set_model"):
-                cb.set_model(self)
+        callbacks = CallbackList(callbacks, self)
+        callbacks.set_params({"verbose": verbose, "epochs": epochs or self.info.epochs})
         quiet = _lib.job()[0] != 0
         progress = Progress(0 if quiet else verbose, epochs or self.info.epochs, self.info.metric)
+        self.stop_training = False
+        callbacks.call("on_train_begin", {})  # the model free: a callback may use it
         # Ctrl-C held from before the model is taken until after it is free
         with _fit.SigintGuard() as guard, self._call("fit") as h:
-            result = _fit.run(self, h, guard, opts, progress, history, self.info.metric,
-                              callbacks)
+            result, end_logs = _fit.run(self, h, guard, opts, progress, history,
+                                        self.info.metric, callbacks)
         del keep
         self._devices = devices or self._devices
         self.params_hash = f"{result.params_hash:016x}"
@@ -293,7 +355,22 @@ class Model:
                               updates=result.updates, stopped=bool(result.stopped),
                               early_stopped=bool(result.early_stopped),
                               params_hash=self.params_hash)
+        callbacks.call("on_train_end", end_logs)
         return history
+
+
+def _read_weights(h):
+    count = ctypes.c_int()
+    _lib.call("mirrored_model_get_weight", h, 0, None, None, 0, ctypes.byref(count))
+    out = []
+    for i in range(count.value):
+        a = _lib.Array()
+        _lib.call("mirrored_model_get_weight", h, i, ctypes.byref(a), None, 0, None)
+        w = np.empty(tuple(a.shape[:a.ndim]), dtype=np.float32)
+        _lib.call("mirrored_model_get_weight", h, i, ctypes.byref(a),
+                  w.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), w.size, None)
+        out.append(w)
+    return out
 
 
 def load(path: PathLike) -> Model:
