@@ -118,7 +118,7 @@ from conftest import dense_cfg, separable
 rank, size = mirrored.job()
 x, y = separable()
 m = mirrored.Model.from_config(dense_cfg(epochs=1), name="tiny")
-what = sys.argv[1]
+what, out = sys.argv[1], sys.argv[2]
 t0 = time.monotonic()
 try:
     if what == "shape":  # rank 1's x has a column too many
@@ -127,9 +127,12 @@ try:
         mirrored.load("tiny.cfg" if rank == 0 else "nowhere.cfg")
     else:  # the same call with other data
         m.predict(x if rank == 0 else x * 2, devices="cpu:1")
-    print(f"rank {rank}: no error")
+    line = f"rank {rank}: no error"
 except Exception as e:
-    print(f"rank {rank}: {type(e).__name__}: {e} ({time.monotonic() - t0:.0f} s)")
+    line = f"rank {rank}: {type(e).__name__}: {e} ({time.monotonic() - t0:.0f} s)"
+# a file each: mpirun may join the processes' lines on stdout
+with open(f"{out}/rank{rank}.txt", "w") as f:
+    f.write(line)
 """
 
 
@@ -146,10 +149,12 @@ def test_one_rank_fails_every_rank_raises(tmp_path, what, want):
     script.write_text(ONE_FAILS)
     (tmp_path / "tiny.cfg").write_text("[net]\n[input]\nshape = 8\n[dense]\nunits = 3\n"
                                        "activation = softmax\n")
-    done = subprocess.run([mpirun, "-q", "-np", "2", sys.executable, str(script), what],
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run([mpirun, "-q", "-np", "2", sys.executable, str(script), what, str(out)],
                           env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = sorted(l for l in done.stdout.splitlines() if l.startswith("rank "))
+    lines = [p.read_text() for p in sorted(out.iterdir())]
     assert len(lines) == 2, done.stdout + done.stderr
     for r, line in enumerate(lines):
         assert line.startswith(f"rank {r}: ") and want in line, line
