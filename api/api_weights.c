@@ -1,7 +1,8 @@
-/* api_weights.c: mirrored_model_get_weight and mirrored_model_set_weight
- * (include/mirrored.h), Keras's get_weights and set_weights one array at
- * a time, on the weights as they stand: a file's host copy where no call
- * has built replicas, else replica 0's (every replica's after a set). */
+/* api_weights.c: mirrored_model_get_weight, mirrored_model_set_weight
+ * and mirrored_model_load_weights (include/mirrored.h), Keras's
+ * get_weights and set_weights one array at a time, and load_weights, on the weights as they stand:
+ * a file's host copy where no call has built replicas, else replica 0's (every replica's after a
+ * set). */
 #include <stdio.h>
 #include <string.h>
 
@@ -85,9 +86,36 @@ static mirrored_status set_weight(mirrored_model *m, int index, const mirrored_a
     float *host = mr_model_host_for(md, w->data);
     memcpy(host, a->data, (size_t)w->size * sizeof(float));
     if (mr_model_write(md, w->data, host, (size_t)w->size, &e) != MR_OK) return api_fail(err, &e);
-    /* every replica holds replica 0's weights again */
+    /* every replica holds replica 0's weights again, and the next
+     * replicas (other devices, a batch) take them, not the seed's */
     if (md != &m->host && mr_strategy_sync_model(m->reps.s, &e) != MR_OK) return api_fail(err, &e);
+    if (md != &m->host) m->reps.fitted = 1;
     return api_ok(err);
+}
+
+/* Keras's load_weights: a .weights.h5 (or a Keras .h5, a .keras, a
+ * checkpoint) into the weights as they stand, as mr_keras_load pairs a
+ * file's weights with a model's; every replica gets them. */
+static mirrored_status load_weights(mirrored_model *m, const char *path, mirrored_error *err) {
+    mr_error e = {0};
+    mr_model *md = NULL;
+    mr_status st = weights_of(m, &md, &e);
+    if (st == MR_OK) st = mr_keras_load(path, md, 0, NULL, &e);
+    /* under mpirun: one process's missing or damaged file fails them all */
+    st = api_agree(st, &e);
+    if (st == MR_OK && md != &m->host) st = mr_strategy_sync_model(m->reps.s, &e);
+    if (st == MR_OK && md != &m->host) m->reps.fitted = 1; /* as set_weight */
+    return st == MR_OK ? api_ok(err) : api_fail(err, &e);
+}
+
+MIRRORED_API mirrored_status mirrored_model_load_weights(mirrored_model *m, const char *path,
+                                                         mirrored_error *err) {
+    if (m == NULL || path == NULL)
+        return api_usage(err, "mirrored_model_load_weights: model or path is NULL");
+    if (api_enter(m, "load_weights", err) != MIRRORED_OK) return MIRRORED_ERR_USAGE;
+    const mirrored_status st = load_weights(m, path, err);
+    api_leave(m);
+    return st;
 }
 
 MIRRORED_API mirrored_status mirrored_model_get_weight(mirrored_model *m, int index,

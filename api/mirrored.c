@@ -244,31 +244,61 @@ static mr_status save_keras_on_host(mirrored_model *m, const char *path, mr_erro
                                     err);
 }
 
+enum { SAVE_KERAS, SAVE_WEIGHTS, SAVE_CHECKPOINT };
+
+/* PATH.weights.h5: Keras's weights-only file (model.save_weights,
+ * load_weights), the model.weights.h5 of the .keras save would write, on
+ * its own (atomic). */
+static mr_status save_weights_file(const mirrored_model *m, const mr_model *md, const char *path,
+                                   float lr, mr_error *err) {
+    mr_h5 h;
+    MR_CHECK(mr_h5_create(&h, path, err));
+    mr_status st =
+        mr_keras_write_archive_weights_as(&h, md, MR_KERAS_ARCHIVE_SCALED, m->global_step, lr, err);
+    if (st != MR_OK) {
+        mr_h5_discard(&h);
+        return st;
+    }
+    return mr_h5_commit(&h, err);
+}
+
+/* The file of a save on this process: rank 0 writes .keras and
+ * .weights.h5 (the others take part in building the replicas), and the
+ * lead process a checkpoint (.h5). */
+static mr_status save_file(mirrored_model *m, const char *path, int form, const mr_job *j,
+                           mr_error *err) {
+    if (m->reps.s == NULL && m->host_be != NULL && form != SAVE_CHECKPOINT) {
+        /* a file's weights as they were read: no replicas needed */
+        if (j->rank != 0) return MR_OK;
+        if (form == SAVE_WEIGHTS) return save_weights_file(m, &m->host, path, 0.0f, err);
+        return save_keras_on_host(m, path, err);
+    }
+    MR_CHECK(api_eval_strategy(m, NULL, 0, err)); /* on every process: a collective */
+    if (form == SAVE_CHECKPOINT) return save_checkpoint(m, path, err);
+    if (j->rank != 0) return MR_OK;
+    const float lr = m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr;
+    const mr_model *md = mr_strategy_replica(m->reps.s, 0);
+    if (form == SAVE_WEIGHTS) return save_weights_file(m, md, path, lr, err);
+    return mr_keras_archive_save_as(path, md, MR_KERAS_ARCHIVE_SCALED, m->global_step, lr, err);
+}
+
 static mirrored_status save(mirrored_model *m, const char *path, mirrored_error *err) {
     const size_t n = strlen(path);
     const int h5 = n > 3 && strcmp(path + n - 3, ".h5") == 0;
+    const int weights = n > 11 && strcmp(path + n - 11, ".weights.h5") == 0;
     if (!h5 && !mr_keras_archive_named(path))
         return api_usage(err,
-                         "%s: save writes PATH.keras (a Keras archive) or PATH.h5 (a mirrored "
-                         "checkpoint), not this extension",
+                         "%s: save writes PATH.keras (a Keras archive), PATH.weights.h5 (Keras's "
+                         "weights-only file) or PATH.h5 (a mirrored checkpoint), not this "
+                         "extension",
                          path);
+    const int form = weights ? SAVE_WEIGHTS : h5 ? SAVE_CHECKPOINT : SAVE_KERAS;
     mr_error e = {0};
     mr_job *j;
     if (api_job(&j, &e) != MR_OK) return api_fail(err, &e);
     mr_status st = api_agree_call("save", MR_OK, api_crc_str(0, path), &e);
     if (st != MR_OK) return api_fail(err, &e);
-    if (!h5 && m->reps.s == NULL && m->host_be != NULL) {
-        /* a file's weights as they were read: no replicas needed */
-        st = j->rank == 0 ? save_keras_on_host(m, path, &e) : MR_OK;
-    } else {
-        st = api_eval_strategy(m, NULL, 0, &e);
-        if (st == MR_OK && h5)
-            st = save_checkpoint(m, path, &e);
-        else if (st == MR_OK && j->rank == 0)
-            st = mr_keras_archive_save_as(
-                path, mr_strategy_replica(m->reps.s, 0), MR_KERAS_ARCHIVE_SCALED, m->global_step,
-                m->lr > 0.0f ? m->lr : mr_strategy_plan(m->reps.s)->base_lr, &e);
-    }
+    st = save_file(m, path, form, j, &e);
     /* every process returns once rank 0 has written the file, with its status */
     st = api_agree(st, &e);
     return st == MR_OK ? api_ok(err) : api_fail(err, &e);

@@ -311,8 +311,18 @@ MIRRORED_API mirrored_status mirrored_model_set_weight(mirrored_model *m, int in
                                                        const mirrored_array *w,
                                                        mirrored_error *err);
 
+/* Keras's load_weights: the weights of a PATH.weights.h5 (Keras's
+ * save_weights, or mirrored_model_save's), of a Keras .h5 or .keras, or of
+ * a mirrored checkpoint, paired with the model's layers as those files
+ * are (their shapes must match), written to every replica. Not during a
+ * fit (MIRRORED_ERR_USAGE). */
+MIRRORED_API mirrored_status mirrored_model_load_weights(mirrored_model *m, const char *path,
+                                                         mirrored_error *err);
+
 /* Writes the model: PATH.keras a Keras 3 archive (keras.models.load_model
- * opens it); PATH.h5 a mirrored checkpoint (weights, optimizer state, the
+ * opens it); PATH.weights.h5 Keras's weights-only file (a Keras model of
+ * the archive's architecture reads it with load_weights); PATH.h5 a
+ * mirrored checkpoint (weights, optimizer state, the
  * .cfg: mirrored_model_load, mirrored_eval and --resume read it), atomically.
  * From the model's own fit's epoch callback (on its thread): PATH.keras
  * only, the weights of the epoch just ended, written by rank 0 alone. */

@@ -101,6 +101,7 @@ _SIGNATURES = {
     "mirrored_model_predict": (c_int, [_ModelP, c_char_p, c_int64, _ArrP, POINTER(c_float),
                                        c_int64, _ErrP]),
     "mirrored_model_save": (c_int, [_ModelP, c_char_p, _ErrP]),
+    "mirrored_model_load_weights": (c_int, [_ModelP, c_char_p, _ErrP]),
     "mirrored_model_get_weight": (c_int, [_ModelP, c_int, _ArrP, POINTER(c_float), c_int64,
                                           POINTER(c_int), _ErrP]),
     "mirrored_model_set_weight": (c_int, [_ModelP, c_int, _ArrP, _ErrP]),

@@ -229,6 +229,23 @@ class Model:
         with self._call("save") as h:
             _lib.call("mirrored_model_save", h, path)
 
+    def save_weights(self, filepath: PathLike, overwrite: bool = True) -> None:
+        """Keras's save_weights: PATH.weights.h5, Keras's weights-only file
+        (a keras.Model of the .keras save's architecture load_weights it)."""
+        if not os.fspath(filepath).endswith(".weights.h5"):
+            raise InvalidArgumentError(
+                f"save_weights: {os.fsdecode(os.fspath(filepath))}: the file name must end "
+                f"in .weights.h5 (Keras's weights-only file)")
+        self.save(filepath, overwrite=overwrite)
+
+    def load_weights(self, filepath: PathLike) -> None:
+        """Keras's load_weights: a .weights.h5 (Keras's save_weights or
+        ours), a Keras .h5 or .keras, or a mirrored checkpoint of this
+        architecture; every replica gets the weights."""
+        path = os.fsencode(os.fspath(filepath))
+        with self._call("load_weights") as h:
+            _lib.call("mirrored_model_load_weights", h, path)
+
     def _in_epoch(self):
         """The fit whose on_epoch_end runs on this thread (None: none)."""
         run = self._epoch_run
