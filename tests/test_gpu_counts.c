@@ -46,10 +46,10 @@ typedef struct budget {
 
 static const budget budgets[] = {
     /* config                 ops  launches  syncs  D2D copies, bytes  allocations */
-    {"fashion_mlp.cfg", 29, 13, 1, 0, 0, 0},
-    {"fashion_cnn.cfg", 26, 13, 1, 0, 0, 0},
-    {"fashion_cnn_bn.cfg", 46, 28, 1, 0, 0, 0},
-    {"fashion_resnet20.cfg", 240, 168, 1, 0, 0, 0},
+    {"fashion_mlp.cfg", 26, 12, 1, 0, 0, 0},
+    {"fashion_cnn.cfg", 22, 10, 1, 0, 0, 0},
+    {"fashion_cnn_bn.cfg", 40, 23, 1, 0, 0, 0},
+    {"fashion_resnet20.cfg", 196, 125, 1, 0, 0, 0},
 };
 #define N_BUDGETS (int)(sizeof budgets / sizeof budgets[0])
 

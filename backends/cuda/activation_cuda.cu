@@ -194,6 +194,6 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 
 const mr_layer_kernels mr_activation_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = act_forward, .backward = act_backward,
-    .destroy = NULL, .describe = NULL,       .fuses_relu = 0,
+    .setup = NULL,    .forward = act_forward, .backward = act_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 0,        .device_order = NULL,
 };

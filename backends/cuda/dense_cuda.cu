@@ -77,6 +77,6 @@ static mr_status dense_backward(mr_layer *l, mr_exec_ctx *run, int batch, const 
 
 const mr_layer_kernels mr_dense_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = dense_forward, .backward = dense_backward,
-    .destroy = NULL, .describe = NULL,         .fuses_relu = 0,
+    .setup = NULL,    .forward = dense_forward, .backward = dense_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 0,          .device_order = NULL,
 };
