@@ -850,7 +850,9 @@ static mr_status read_weight_keras(const mr_model *m, const mr_dfloat *base, int
 static mr_status read_reorder(const mr_model *m, const mr_dfloat *base, int64_t off, size_t n,
                               float *host, mr_error *err) {
     int layer, w;
-    for (const mr_weight *wt; (wt = next_reordered(m, off, &layer, &w)) != NULL;) {
+    /* n reaches 0 where the range ends inside a weight: that weight still
+     * ends after off, so the loop stops on n, not on next_reordered */
+    for (const mr_weight *wt; n > 0 && (wt = next_reordered(m, off, &layer, &w)) != NULL;) {
         if (wt->offset >= off + (int64_t)n) break;
         float *tmp = malloc(2 * sizeof(float) * (size_t)wt->size);
         if (tmp == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");

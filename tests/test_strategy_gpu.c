@@ -264,6 +264,21 @@ START_TEST(conv_kernel_krsc_on_the_gpu) {
     for (int64_t k = 0; k < K; k++)
         for (int64_t f = 0; f < F; f++)
             ck_assert(raw[f * K + k] == hwio[k * F + f]);
+    /* reads that end and start inside the kernel (strategyutil's to_host
+     * reads in pieces of the staging's size) */
+    for (int64_t cut = 1; cut < K * F; cut += K * F / 3) {
+        const float *part;
+        ck_assert_int_eq(mr_model_read(&g, mr_dfloat_at_c(g.params, off), (size_t)cut, &part, &err),
+                         MR_OK);
+        for (int64_t i = 0; i < cut; i++)
+            ck_assert_msg(part[i] == hwio[i], "cut %lld: float %lld", (long long)cut, (long long)i);
+        ck_assert_int_eq(mr_model_read(&g, mr_dfloat_at_c(g.params, off + cut),
+                                       (size_t)(K * F - cut), &part, &err),
+                         MR_OK);
+        for (int64_t i = cut; i < K * F; i++)
+            ck_assert_msg(part[i - cut] == hwio[i], "cut %lld: float %lld", (long long)cut,
+                          (long long)i);
+    }
     uint64_t hg, hc;
     ck_assert_int_eq(mr_params_hash(&g, &hg, &err), MR_OK);
     ck_assert_int_eq(mr_params_hash(&c, &hc, &err), MR_OK);
