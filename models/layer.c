@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/rng.h"
@@ -73,6 +74,13 @@ mr_status mr_layer_init(mr_layer *l, uint64_t seed, float *staging, mr_error *er
             l->ops->init(l, i, seed, host);
         else
             memset(host, 0, sizeof(float) * (size_t)w->size);
+        if (mr_layer_device_order(l, i, 1, NULL, NULL)) { /* made in Keras's order */
+            float *keras = malloc(sizeof(float) * (size_t)w->size);
+            if (keras == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+            memcpy(keras, host, sizeof(float) * (size_t)w->size);
+            mr_layer_device_order(l, i, 1, keras, host);
+            free(keras);
+        }
         MR_CHECK(mr_backend_write(l->be, w->data, host, (size_t)w->size, err));
     }
     return MR_OK;
@@ -110,6 +118,11 @@ void mr_layer_init_kernel(const mr_layer *l, int weight, uint64_t seed, int fan_
         const float limit = sqrtf(6.0f / (float)(he ? fan_in : fan_in + fan_out));
         mr_rng_uniform(seed, MR_RNG_STREAM_INIT, a, b, -limit, limit, out, w->size);
     }
+}
+
+int mr_layer_device_order(const mr_layer *l, int w, int to_device, const float *src, float *dst) {
+    if (l->kern == NULL || l->kern->device_order == NULL) return 0;
+    return l->kern->device_order(l, w, to_device, src, dst);
 }
 
 int mr_layer_describe(const mr_layer *l, char *buf, size_t n) {

@@ -176,6 +176,17 @@ typedef struct mr_layer_kernels {
      * then fuse a following ReLU [activation] into this layer); 0: they
      * ignore it and the model never sets it. */
     int fuses_relu;
+    /* Where weight w lives on this device in another order than Keras's
+     * (a GPU convolution keeps its kernel as cuDNN's KRSC, so no step
+     * transposes it): returns 1 and, unless src is NULL, writes the
+     * weight's w->size floats of src (host memory) into dst in the
+     * device's order (to_device 1) or back in Keras's (0); returns 0 for
+     * a weight in Keras's order. Its gradient and optimizer slots share
+     * the order (the update is elementwise). Host code that crosses the
+     * weights to or from the host converts through it (mr_model_read,
+     * mr_model_write, mr_layer_init). May be NULL: every weight in
+     * Keras's order. */
+    int (*device_order)(const mr_layer *l, int w, int to_device, const float *src, float *dst);
 } mr_layer_kernels;
 
 struct mr_layer {
@@ -220,6 +231,9 @@ static inline mr_activation mr_layer_activation(const mr_layer *l) {
 /* What l's kernels chose (mr_layer_kernels.describe) into buf: 1
  * deterministic, 0 not, -1 nothing to say (buf ""). */
 int mr_layer_describe(const mr_layer *l, char *buf, size_t n);
+
+/* mr_layer_kernels.device_order of l's kernels: 0 where they have none. */
+int mr_layer_device_order(const mr_layer *l, int w, int to_device, const float *src, float *dst);
 
 /* The ops table of a layer kind; NULL for MR_LAYER_INPUT. */
 const mr_layer_ops *mr_layer_ops_for(mr_layer_kind kind);

@@ -573,6 +573,14 @@ static mr_status loss_and_metric(mr_model *m, const mr_dfloat *out, const int32_
     return MR_OK;
 }
 
+/* 1 where every layer before layer i is a view (a [flatten] of the
+ * input): layer i's input gradient would go nowhere, so it gets no dx. */
+static int after_views_only(const mr_model *m, int i) {
+    for (int j = 0; j < i; j++)
+        if (!m->layers[j].ops->view) return 0;
+    return 1;
+}
+
 /* Forward, loss and backward of `batch` rows starting at `in` (labels
  * alongside); after_layer only when this pass completes the gradients. */
 static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *labels, int batch,
@@ -594,7 +602,7 @@ static mr_status train_rows(mr_model *m, const mr_dfloat *in, const int32_t *lab
          * masked by its producer's backward */
         if (!l->ops->view && !l->fused) {
             const mr_dfloat *x = i > 0 ? m->acts[i - 1] : in;
-            mr_dfloat *dx = i > 0 ? m->dbuf[cur ^ 1] : NULL;
+            mr_dfloat *dx = after_views_only(m, i) ? NULL : m->dbuf[cur ^ 1];
             MR_CHECK(mr_layer_backward(l, &m->run, batch, x, m->acts[i], dy, dx));
             dy = dx;
             cur ^= 1;
@@ -810,10 +818,107 @@ mr_status mr_model_read_extra(const mr_model *m, float *v, size_t n, mr_error *e
     return MR_OK;
 }
 
+/* Weights a device keeps in its own order (mr_layer_device_order: a GPU
+ * convolution's kernel as cuDNN's KRSC) cross to and from the host in
+ * Keras's, so files, params_hash and the host's views never see the
+ * device's order. The parameters, their gradients and the optimizer slots
+ * share one layout: a range of any of them is converted where it overlaps
+ * such a weight (off the step's path: checkpoints, hashes, copies). */
+
+/* p's offset in floats in params, grads or an optimizer slot (*base: that
+ * buffer), or -1 where p is in none of them. */
+static int64_t param_offset_of(const mr_model *m, const mr_dfloat *p, const mr_dfloat **base) {
+    const mr_dfloat *bufs[4] = {m->params, m->grads, m->slots[0], m->slots[1]};
+    const uintptr_t q = (uintptr_t)p;
+    for (int b = 0; b < 4; b++) {
+        const uintptr_t s = (uintptr_t)bufs[b];
+        if (bufs[b] != NULL && q >= s && q < s + sizeof(float) * (size_t)m->n_params) {
+            *base = bufs[b];
+            return (int64_t)((q - s) / sizeof(float));
+        }
+    }
+    return -1;
+}
+
+/* The first weight kept in a device order that ends after offset `at` of
+ * the parameters (*layer, *w), or NULL. */
+static const mr_weight *next_reordered(const mr_model *m, int64_t at, int *layer, int *w) {
+    const mr_weight *best = NULL;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int k = 0; k < m->layers[i].n_weights; k++) {
+            const mr_weight *wt = &m->layers[i].w[k];
+            if (!wt->trainable || wt->offset + wt->size <= at ||
+                !mr_layer_device_order(&m->layers[i], k, 0, NULL, NULL))
+                continue;
+            if (best == NULL || wt->offset < best->offset) best = wt, *layer = i, *w = k;
+        }
+    return best;
+}
+
+/* The whole of weight (layer, w) at base + its offset, in Keras's order,
+ * into keras (its size floats; tmp: as many, scratch). */
+static mr_status read_weight_keras(const mr_model *m, const mr_dfloat *base, int layer, int w,
+                                   float *keras, float *tmp, mr_error *err) {
+    const mr_weight *wt = &m->layers[layer].w[w];
+    const float *dev;
+    MR_CHECK(
+        mr_backend_read(m->be, mr_dfloat_at_c(base, wt->offset), (size_t)wt->size, tmp, &dev, err));
+    mr_layer_device_order(&m->layers[layer], w, 0, dev, keras);
+    return MR_OK;
+}
+
+/* host (the n floats read at parameter offset off of base) with the parts
+ * of device-ordered weights put in Keras's order. */
+static mr_status read_reorder(const mr_model *m, const mr_dfloat *base, int64_t off, size_t n,
+                              float *host, mr_error *err) {
+    int layer, w;
+    /* n reaches 0 where the range ends inside a weight: that weight still
+     * ends after off, so the loop stops on n, not on next_reordered */
+    for (const mr_weight *wt; n > 0 && (wt = next_reordered(m, off, &layer, &w)) != NULL;) {
+        if (wt->offset >= off + (int64_t)n) break;
+        float *tmp = malloc(2 * sizeof(float) * (size_t)wt->size);
+        if (tmp == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+        mr_status st = read_weight_keras(m, base, layer, w, tmp, tmp + wt->size, err);
+        const int64_t lo = wt->offset > off ? wt->offset : off,
+                      hi = wt->offset + wt->size < off + (int64_t)n ? wt->offset + wt->size
+                                                                    : off + (int64_t)n;
+        if (st == MR_OK)
+            memcpy(host + (lo - off), tmp + (lo - wt->offset), sizeof(float) * (size_t)(hi - lo));
+        free(tmp);
+        MR_CHECK(st);
+        n -= (size_t)(hi - off), host += hi - off, off = hi;
+    }
+    return MR_OK;
+}
+
 mr_status mr_model_read(const mr_model *m, const mr_dfloat *p, size_t n, const float **host,
                         mr_error *err) {
     MR_ASSERT(m->be->host_memory || n <= m->host_floats);
-    return mr_backend_read(m->be, p, n, m->host, host, err);
+    MR_CHECK(mr_backend_read(m->be, p, n, m->host, host, err));
+    const mr_dfloat *base;
+    const int64_t off = param_offset_of(m, p, &base);
+    if (off < 0 || *host != m->host) return MR_OK; /* a host view: the device's own order */
+    return read_reorder(m, base, off, n, m->host, err);
+}
+
+/* Weight (layer, w) at base with its floats [lo, hi) (parameter offsets)
+ * from src, in Keras's order, and the rest as they are. */
+static mr_status write_weight_part(const mr_model *m, const mr_dfloat *base, int layer, int w,
+                                   int64_t lo, int64_t hi, const float *src, mr_error *err) {
+    const mr_weight *wt = &m->layers[layer].w[w];
+    float *tmp = malloc(2 * sizeof(float) * (size_t)wt->size);
+    if (tmp == NULL) return mr_error_set(err, MR_ERR_NOMEM, "out of memory");
+    mr_status st = MR_OK;
+    if (lo > wt->offset || hi < wt->offset + wt->size)
+        st = read_weight_keras(m, base, layer, w, tmp, tmp + wt->size, err);
+    if (st == MR_OK) {
+        memcpy(tmp + (lo - wt->offset), src, sizeof(float) * (size_t)(hi - lo));
+        mr_layer_device_order(&m->layers[layer], w, 1, tmp, tmp + wt->size);
+        st = mr_backend_write(m->be, mr_dfloat_at((mr_dfloat *)base, wt->offset), tmp + wt->size,
+                              (size_t)wt->size, err);
+    }
+    free(tmp);
+    return st;
 }
 
 float *mr_model_host_for(const mr_model *m, mr_dfloat *p) {
@@ -824,7 +929,27 @@ float *mr_model_host_for(const mr_model *m, mr_dfloat *p) {
 mr_status mr_model_write(const mr_model *m, mr_dfloat *p, const float *host, size_t n,
                          mr_error *err) {
     MR_ASSERT(m->be->host_memory || n <= m->host_floats);
-    return mr_backend_write(m->be, p, host, n, err);
+    const mr_dfloat *base;
+    int64_t off = param_offset_of(m, p, &base);
+    if (off < 0 || mr_backend_host_view(m->be, p) != NULL)
+        return mr_backend_write(m->be, p, host, n, err);
+    /* runs in Keras's order as they are; device-ordered weights whole */
+    const int64_t end = off + (int64_t)n;
+    int layer, w;
+    while (off < end) {
+        const mr_weight *wt = next_reordered(m, off, &layer, &w);
+        const int64_t run_end = wt == NULL || wt->offset > end ? end : wt->offset;
+        if (run_end > off) {
+            MR_CHECK(mr_backend_write(m->be, mr_dfloat_at((mr_dfloat *)base, off), host,
+                                      (size_t)(run_end - off), err));
+            host += run_end - off, off = run_end;
+            continue;
+        }
+        const int64_t hi = wt->offset + wt->size < end ? wt->offset + wt->size : end;
+        MR_CHECK(write_weight_part(m, base, layer, w, off, hi, host, err));
+        host += hi - off, off = hi;
+    }
+    return MR_OK;
 }
 
 void mr_shape_format(mr_shape s, char *buf, size_t n) {

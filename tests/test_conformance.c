@@ -356,22 +356,46 @@ static mr_exec_ctx make_run(const lcase *c, mr_backend *be, int64_t sample_base,
     return r;
 }
 
+/* Weight i of l (or its gradient) as l's device keeps it: keras itself,
+ * or put into tmp in the device's order (mr_layer_device_order: a GPU
+ * convolution's kernel is KRSC). */
+static const float *device_order(const mr_layer *l, int i, const float *keras, float *tmp) {
+    if (keras == NULL || !mr_layer_device_order(l, i, 1, keras, tmp)) return keras;
+    return tmp;
+}
+
+/* cf_compare of weight i (or its gradient) of both sides, the context's
+ * read back into Keras's order first (tmp: scratch of the weight's size). */
+static int compare_weight(cf *h, const char *what, side *s, int i, const mr_dfloat *dref,
+                          const mr_dfloat *ddut, double tol, float *a, float *b, float *tmp) {
+    const size_t n = (size_t)s[0].l.w[i].size;
+    if (!cf_get(h, 0, h->ref, b, dref, n) || !cf_get(h, 1, h->dut, a, ddut, n)) return 0;
+    if (mr_layer_device_order(&s[1].l, i, 0, NULL, NULL)) {
+        memcpy(tmp, a, sizeof(float) * n);
+        mr_layer_device_order(&s[1].l, i, 0, tmp, a);
+    }
+    cf_check(h, what, a, b, n, tol);
+    return 1;
+}
+
 /* Compares BN's moving statistics (the non-trainable weights). */
-static void compare_state(cf *h, side *s, double tol, float *a, float *b, const char *when) {
+static void compare_state(cf *h, side *s, double tol, float *a, float *b, float *tmp,
+                          const char *when) {
     char what[64];
     for (int i = 0; i < s[0].l.n_weights; i++) {
         if (s[0].l.w[i].trainable) continue;
         snprintf(what, sizeof what, "%s %s", s[0].l.w[i].name, when);
-        cf_compare(h, what, s[0].w[i], s[1].w[i], (size_t)s[0].l.w[i].size, tol, a, b);
+        compare_weight(h, what, s, i, s[0].w[i], s[1].w[i], tol, a, b, tmp);
     }
 }
 
-static void compare_grads(cf *h, side *s, double tol, float *a, float *b, const char *when) {
+static void compare_grads(cf *h, side *s, double tol, float *a, float *b, float *tmp,
+                          const char *when) {
     char what[64];
     for (int i = 0; i < s[0].l.n_weights; i++) {
         if (!s[0].l.w[i].trainable) continue;
         snprintf(what, sizeof what, "d%s %s", s[0].l.w[i].name, when);
-        cf_compare(h, what, s[0].g[i], s[1].g[i], (size_t)s[0].l.w[i].size, tol, a, b);
+        compare_weight(h, what, s, i, s[0].g[i], s[1].g[i], tol, a, b, tmp);
     }
 }
 
@@ -459,7 +483,9 @@ static void run_layer(cf *h, const lcase *c) {
             if (!(s[k].w[i] = cf_upload(h, k, be[k], NULL, (size_t)l->w[i].size))) goto out;
             l->w[i].data = s[k].w[i];
             if (l->w[i].trainable) {
-                if (!(s[k].g[i] = cf_upload(h, k, be[k], hg[i], (size_t)l->w[i].size))) goto out;
+                if (!(s[k].g[i] = cf_upload(h, k, be[k], device_order(l, i, hg[i], stage),
+                                            (size_t)l->w[i].size)))
+                    goto out;
                 l->w[i].grad = s[k].g[i];
             }
         }
@@ -468,9 +494,11 @@ static void run_layer(cf *h, const lcase *c) {
     for (int i = 0; i < l0->n_weights; i++) {
         char what[64];
         snprintf(what, sizeof what, "init %s", l0->w[i].name);
-        cf_compare(h, what, s[0].w[i], s[1].w[i], (size_t)l0->w[i].size, 0.0, a, b);
+        compare_weight(h, what, s, i, s[0].w[i], s[1].w[i], 0.0, a, b, stage);
         for (int k = 0; k < 2; k++)
-            if (!cf_put(h, k, be[k], s[k].w[i], hw[i], (size_t)l0->w[i].size)) goto out;
+            if (!cf_put(h, k, be[k], s[k].w[i], device_order(&s[k].l, i, hw[i], stage),
+                        (size_t)l0->w[i].size))
+                goto out;
     }
     /* forward */
     for (int k = 0; k < 2; k++) {
@@ -487,7 +515,7 @@ static void run_layer(cf *h, const lcase *c) {
         if (dropped == 0 || dropped == nout)
             cf_fail(h, "the reference dropped %zu of %zu: no test of the mask", dropped, nout);
     }
-    compare_state(h, s, tol, a, b, "after forward");
+    compare_state(h, s, tol, a, b, stage, "after forward");
     if (c->backward) {
         for (int k = 0; k < 2; k++) {
             mr_exec_ctx run = make_run(c, be[k], 5, &err);
@@ -499,7 +527,7 @@ static void run_layer(cf *h, const lcase *c) {
         }
         cf_compare(h, "backward dx", s[0].dx, s[1].dx, nin, tol, a, b);
         if (merge) cf_compare(h, "backward dx2", s[0].dx2, s[1].dx2, nin2, tol, a, b);
-        compare_grads(h, s, tol, a, b, "(start + 1 backward)");
+        compare_grads(h, s, tol, a, b, stage, "(start + 1 backward)");
         /* a second micro-batch, smaller, elsewhere in the global batch; dx
          * NULL (a first layer): the gradients accumulate again */
         const int batch2 = batch > 1 ? batch - 1 : 1;
@@ -515,8 +543,8 @@ static void run_layer(cf *h, const lcase *c) {
                 goto out;
         }
         cf_compare(h, "forward y (second pass)", s[0].y, s[1].y, nout2, tol, a, b);
-        compare_state(h, s, tol, a, b, "after the second forward");
-        compare_grads(h, s, tol, a, b, "(start + 2 backward)");
+        compare_state(h, s, tol, a, b, stage, "after the second forward");
+        compare_grads(h, s, tol, a, b, stage, "(start + 2 backward)");
     }
     /* x is const: the kernels must not have used it as scratch */
     if (cf_get(h, 1, be[1], a, s[1].x, nin)) cf_check(h, "x unchanged", a, x, nin, 0.0);

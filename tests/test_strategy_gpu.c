@@ -12,7 +12,10 @@
  *     passes, the replicas' weights copied to the host are equal, and a
  *     perturbed replica is caught and named;
  *   - synthetic batches the GPUs make themselves train to the bits of the
- *     same examples converted on the host and uploaded.
+ *     same examples converted on the host and uploaded;
+ *   - a GPU convolution's kernel lives on the device as cuDNN's KRSC and
+ *     crosses to and from the host in Keras's HWIO (mr_model_read,
+ *     mr_model_write, mr_layer_init): params_hash is the CPU's.
  *
  * GPU_CPU_BOUND: the two runs do the same arithmetic in other orders and
  * with other roundings: cuBLAS and OpenBLAS split their dot products
@@ -37,7 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backends.h"
 #include "backends/gpu_list.h"
+#include "strategies/check_sync.h"
 #include "strategies/strategy.h"
 #include "tests/strategyutil.h"
 #include "tests/testutil.h"
@@ -220,6 +225,91 @@ START_TEST(buckets_do_not_change_the_bits) {
 }
 END_TEST
 
+/* fashion_cnn.cfg's model on be, weights from seed 3 (batch 4). */
+static void cnn_on(mr_backend *be, mr_config *cfg, mr_model *m) {
+    mr_error err = {0};
+    ck_assert_msg(mr_model_init(m, be, cfg, 4, 3, &err) == MR_OK, "%s", err.msg);
+    ck_assert_msg(mr_model_init_weights(m, 3, &err) == MR_OK, "%s", err.msg);
+}
+
+/* The conv kernel (HWIO (K, F) on the host) is KRSC (F, K) in the GPU's
+ * memory, and every crossing converts: the initial weights, params_hash
+ * (read in pieces), a write that starts inside the kernel and ends in the
+ * bias, and the reads of it. */
+START_TEST(conv_kernel_krsc_on_the_gpu) {
+    char *path = tu_source_path("models/configs/fashion_cnn.cfg");
+    char *text = tu_read_file(path, NULL);
+    mr_config cfg;
+    mr_error err = {0};
+    ck_assert_msg(mr_config_parse(text, path, NULL, &cfg, &err) == MR_OK, "%s", err.msg);
+    mr_backend *gbe = NULL, *cbe = NULL;
+    ck_assert_int_eq(mr_backend_create(mr_backend_kind_find("gpu"), 0, &gbe, &err), MR_OK);
+    ck_assert_int_eq(mr_backend_create(mr_backend_kind_find("cpu"), 0, &cbe, &err), MR_OK);
+    mr_model g, c;
+    cnn_on(gbe, &cfg, &g);
+    cnn_on(cbe, &cfg, &c);
+    const mr_layer *conv = &g.layers[0];
+    ck_assert_int_eq(conv->cfg->kind, MR_LAYER_CONV2D);
+    ck_assert_int_eq(mr_layer_device_order(conv, 0, 0, NULL, NULL), 1);
+    ck_assert_int_eq(mr_layer_device_order(conv, 1, 0, NULL, NULL), 0); /* the bias */
+    ck_assert_int_eq(mr_layer_device_order(&c.layers[0], 0, 0, NULL, NULL), 0);
+    const int64_t F = conv->cfg->filters, K = conv->w[0].size / F, off = conv->w[0].offset;
+    /* the device's bytes: the CPU's HWIO kernel transposed */
+    const float *hwio, *bias; /* the CPU's: views of its memory */
+    ck_assert_int_eq(mr_model_read(&c, c.layers[0].w[0].data, (size_t)(K * F), &hwio, &err), MR_OK);
+    ck_assert_int_eq(mr_model_read(&c, c.layers[0].w[1].data, (size_t)F, &bias, &err), MR_OK);
+    float *raw = malloc(sizeof(float) * (size_t)(K * F));
+    ck_assert_int_eq(mr_backend_to_host(gbe, raw, conv->w[0].data, sizeof(float) * K * F, &err),
+                     MR_OK);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t f = 0; f < F; f++)
+            ck_assert(raw[f * K + k] == hwio[k * F + f]);
+    /* reads that end and start inside the kernel (strategyutil's to_host
+     * reads in pieces of the staging's size) */
+    for (int64_t cut = 1; cut < K * F; cut += K * F / 3) {
+        const float *part;
+        ck_assert_int_eq(mr_model_read(&g, mr_dfloat_at_c(g.params, off), (size_t)cut, &part, &err),
+                         MR_OK);
+        for (int64_t i = 0; i < cut; i++)
+            ck_assert_msg(part[i] == hwio[i], "cut %lld: float %lld", (long long)cut, (long long)i);
+        ck_assert_int_eq(mr_model_read(&g, mr_dfloat_at_c(g.params, off + cut),
+                                       (size_t)(K * F - cut), &part, &err),
+                         MR_OK);
+        for (int64_t i = cut; i < K * F; i++)
+            ck_assert_msg(part[i - cut] == hwio[i], "cut %lld: float %lld", (long long)cut,
+                          (long long)i);
+    }
+    uint64_t hg, hc;
+    ck_assert_int_eq(mr_params_hash(&g, &hg, &err), MR_OK);
+    ck_assert_int_eq(mr_params_hash(&c, &hc, &err), MR_OK);
+    ck_assert_uint_eq(hg, hc);
+    /* Keras-order floats over [off + 5, off + K*F + 3): the kernel's tail and the bias's head */
+    const int64_t a = off + 5, n = K * F - 2;
+    float *host = mr_model_host_for(&g, mr_dfloat_at(g.params, a));
+    for (int64_t i = 0; i < n; i++)
+        host[i] = (float)i + 0.5f;
+    ck_assert_int_eq(mr_model_write(&g, mr_dfloat_at(g.params, a), host, (size_t)n, &err), MR_OK);
+    const float *back;
+    ck_assert_int_eq(
+        mr_model_read(&g, mr_dfloat_at_c(g.params, off), (size_t)(K * F + F), &back, &err), MR_OK);
+    for (int64_t i = 0; i < K * F + F; i++) {
+        const float want = i >= 5 && i < 5 + n ? (float)(i - 5) + 0.5f
+                           : i < K * F         ? hwio[i]
+                                               : bias[i - K * F];
+        ck_assert_msg(back[i] == want, "float %lld: %g, not %g", (long long)i, (double)back[i],
+                      (double)want);
+    }
+    ck_assert_int_eq(mr_backend_to_host(gbe, raw, conv->w[0].data, sizeof(float) * K * F, &err),
+                     MR_OK);
+    ck_assert(raw[(F - 1) * K + (K - 1)] == (float)(K * F - 1 - 5) + 0.5f); /* KRSC's last */
+    free(raw);
+    mr_model_free(&g), mr_model_free(&c);
+    mr_backend_destroy(gbe), mr_backend_destroy(cbe);
+    mr_config_free(&cfg);
+    free(text), free(path);
+}
+END_TEST
+
 int main(void) {
     const mr_gpu_list *gl = tu_gpus();
     if (gl->count == 0) {
@@ -230,6 +320,7 @@ int main(void) {
     TCase *tc = tcase_create("strategy_gpu");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, one_gpu_equals_the_cpu);
+    tcase_add_test(tc, conv_kernel_krsc_on_the_gpu);
     if (gl->count >= 2) {
         tcase_add_test(tc, two_gpus_equal_one_gpu_at_twice_the_batch);
         tcase_add_test(tc, two_gpus_stay_in_sync);

@@ -35,12 +35,7 @@ __global__ static void act_backward_kernel(mr_activation act, const float *__res
                                            const float *dy, float *dx, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float v = y[i];
-        dx[i] = dy[i] * (act == MR_ACTIVATION_RELU         ? mr_relu_grad(v)
-                         : act == MR_ACTIVATION_SIGMOID    ? mr_sigmoid_grad(v)
-                         : act == MR_ACTIVATION_ELU        ? mr_elu_grad(v)
-                         : act == MR_ACTIVATION_LEAKY_RELU ? mr_leaky_relu_grad(v)
-                                                           : mr_tanh_grad(v));
+        dx[i] = dy[i] * mr_cuda_act_grad_y(act, y[i]);
     }
 }
 
@@ -194,6 +189,6 @@ static mr_status act_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 
 const mr_layer_kernels mr_activation_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = act_forward, .backward = act_backward,
-    .destroy = NULL, .describe = NULL,       .fuses_relu = 0,
+    .setup = NULL,    .forward = act_forward, .backward = act_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 0,        .device_order = NULL,
 };

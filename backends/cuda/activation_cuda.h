@@ -12,6 +12,22 @@
 #include "models/config.h"
 #include "runtime/hd.h"
 
+#ifdef __cplusplus /* the .cu files (nvcc, or C++ under emulation) */
+#include "runtime/elementwise.h"
+
+/* d act / d x through the output y, for the activations that need only y
+ * (relu, sigmoid, elu, leaky relu, tanh: not softmax, linear, nor those of
+ * mr_activation_needs_input): one formula for every kernel that applies
+ * it, so they give the same bits. */
+MR_HD static inline float mr_cuda_act_grad_y(mr_activation act, float y) {
+    return act == MR_ACTIVATION_RELU         ? mr_relu_grad(y)
+           : act == MR_ACTIVATION_SIGMOID    ? mr_sigmoid_grad(y)
+           : act == MR_ACTIVATION_ELU        ? mr_elu_grad(y)
+           : act == MR_ACTIVATION_LEAKY_RELU ? mr_leaky_relu_grad(y)
+                                             : mr_tanh_grad(y);
+}
+#endif
+
 MR_C_BEGIN
 
 /* Applies `act` in place over y (rows, width): softmax per row (max

@@ -61,6 +61,6 @@ static mr_status add_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 
 const mr_layer_kernels mr_add_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = add_forward, .backward = add_backward,
-    .destroy = NULL, .describe = NULL,       .fuses_relu = 1,
+    .setup = NULL,    .forward = add_forward, .backward = add_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 1,        .device_order = NULL,
 };

@@ -403,4 +403,5 @@ const mr_layer_kernels mr_batchnorm_cuda = {
     .destroy = bn_cuda_destroy,
     .describe = NULL,
     .fuses_relu = 1, /* normalize_kernel, sums_kernel and dx_kernel honour relu_fused */
+    .device_order = NULL,
 };

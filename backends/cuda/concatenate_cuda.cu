@@ -68,4 +68,5 @@ const mr_layer_kernels mr_concatenate_cuda = {
     .destroy = NULL,
     .describe = NULL,
     .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -4,14 +4,15 @@
  * cuDNN's legacy convolution API on CUDNN_TENSOR_NHWC tensors. A cuDNN
  * filter is KCRS or, with CUDNN_TENSOR_NHWC, KRSC: (F, kh, kw, C). Keras's
  * HWIO kernel is neither, but read as a (K, F) matrix (K = kh*kw*C, in
- * KRSC's (ky, kx, c) order) it is the transpose of KRSC's (F, K); so the
- * forward transposes the kernel into wT first (the weights change every
- * step; backward reuses that wT), and the filter gradient comes back
- * through the same transpose, added into the kernel's gradient (backward
- * accumulates). The flat weights and gradients stay in Keras's order (the
- * all-reduce, the optimizer and checkpoints read them so), hence these two
- * transposes a step; gelu and swish keep z (pre) from the same pass that
- * writes y.
+ * KRSC's (ky, kx, c) order) it is the transpose of KRSC's (F, K). The
+ * kernel, its gradient and its optimizer slots live on the device as KRSC
+ * (conv_device_order: the all-reduce and the update are elementwise, so
+ * they take any order), so no step transposes anything: cuDNN reads the
+ * kernel in place and adds the filter gradient into its gradient (beta =
+ * 1: backward accumulates). The weights cross to the host in Keras's HWIO
+ * (model.c: checkpoints, params_hash, copies between models), the one
+ * place that transposes. gelu and swish keep z (pre) from the same pass
+ * that writes y.
  * cuDNN pads symmetrically, while Keras's SAME puts an odd padding row or
  * column at the bottom or right (conv_geometry.h): such a layer pads its
  * input into scratch itself (zeropad_cuda.cu's mr_cuda_pad2d) and has
@@ -57,12 +58,7 @@ typedef struct conv_priv {
     int cin_h, cin_w;  /* the input cuDNN sees: padded when explicit_pad, else (H, W) */
     size_t pad_floats; /* xp at max_batch: (max_batch, cin_h, cin_w, C) */
     int max_rows;      /* max_batch * OH * OW */
-    float *wT, *dwT;   /* (F, K) each: the kernel in KRSC, its gradient from cuDNN */
-    /* 1: wT holds the kernel of the last forward, which the backward after
-     * it reads (layer.h: backward follows its forward; the weights change
-     * between steps, not between a forward and its backward) */
-    int wT_ready;
-    float *ones; /* (max_rows) ones: the bias gradient's GEMM */
+    float *ones;       /* (max_rows) ones: the bias gradient's GEMM */
     float *pre; /* gelu, swish: z (max_rows, F) before the activation, kept for backward; or NULL */
     cudnnTensorDescriptor_t x_desc, y_desc; /* set to the call's batch size */
     cudnnFilterDescriptor_t w_desc;
@@ -81,28 +77,6 @@ __global__ static void fill_kernel(float *p, size_t n, float v) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         p[i] = v;
-}
-
-/* wT (F, K) = w (K, F) transposed: Keras HWIO -> cuDNN KRSC */
-__global__ static void to_krsc_kernel(const float *__restrict__ w, float *__restrict__ wT, int K,
-                                      int F) {
-    const size_t n = (size_t)K * F;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t f = i / K, k = i % K;
-        wT[i] = w[k * F + f];
-    }
-}
-
-/* dw (K, F) += dwT (F, K) transposed: cuDNN KRSC -> Keras HWIO */
-__global__ static void add_hwio_kernel(const float *__restrict__ dwT, float *__restrict__ dw, int K,
-                                       int F) {
-    const size_t n = (size_t)K * F;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t k = i / F, f = i % F;
-        dw[i] += dwT[f * K + k];
-    }
 }
 
 /* ---- cuDNN plumbing ---- */
@@ -213,16 +187,6 @@ static mr_status prepare(mr_layer *l, mr_backend *be, int n, const conv_algos **
     return MR_OK;
 }
 
-/* p->wT = the kernel (HWIO) as KRSC */
-static mr_status kernel_to_krsc(mr_layer *l, mr_backend *be, mr_error *err) {
-    conv_priv *p = priv(l);
-    size_t n = (size_t)p->K * p->F;
-    MR_CUDA_LAUNCH(to_krsc_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, mr_cuda(be)->stream,
-                   mr_dfloat_cptr(l->w[0].data), p->wT, p->K, p->F);
-    mr_cuda_launched(be, err, "to_krsc_kernel");
-    return MR_OK;
-}
-
 /* The input cuDNN convolves: x itself, or x padded into xp (scratch). */
 static mr_status conv_input(conv_priv *p, mr_backend *be, int n, const float *x, float *xp,
                             const float **in, mr_error *err) {
@@ -286,16 +250,12 @@ static mr_status conv_cuda_setup(mr_layer *l, mr_backend *be, int max_batch, mr_
                             be->ordinal, l->name, on, oh, ow, oc, max_batch, g.out_h, g.out_w,
                             p->F);
 
-    /* wT and dwT, then the ones */
-    size_t kf = (size_t)p->K * p->F;
-    mr_dfloat *w2 = mr_backend_alloc_floats(be, 2 * kf);
+    /* the ones of the bias gradient */
     mr_dfloat *ones = mr_backend_alloc_floats(be, (size_t)p->max_rows);
-    p->wT = w2 ? mr_dfloat_ptr(w2) : NULL;
     p->ones = ones ? mr_dfloat_ptr(ones) : NULL;
-    if (p->wT == NULL || p->ones == NULL)
+    if (p->ones == NULL)
         return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for [conv2d] %s's kernel",
                             be->ordinal, l->name);
-    p->dwT = p->wT + kf;
     MR_CUDA_LAUNCH(fill_kernel, mr_cuda_blocks((size_t)p->max_rows), MR_CUDA_THREADS,
                    mr_cuda(be)->stream, p->ones, (size_t)p->max_rows, 1.0f);
     mr_cuda_launched(be, err, "fill_kernel");
@@ -323,17 +283,15 @@ static mr_status conv_forward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
     const conv_algos *a;
     void *ws;
     MR_CHECK(prepare(l, be, batch, &a, &ws, err));
-    MR_CHECK(kernel_to_krsc(l, be, err));
-    p->wT_ready = 1;
     const float *in;
     MR_CHECK(conv_input(p, be, batch, mr_dfloat_cptr(xd), mr_dfloat_ptr(run->scratch), &in, err));
     float *y = mr_dfloat_ptr(yd);
     const float one = 1.0f, zero = 0.0f;
-    /* y (batch, OH, OW, F) = x (*) kernel */
+    /* y (batch, OH, OW, F) = x (*) kernel (KRSC) */
     MR_CUDNN_TRY(be, err,
-                 cudnnConvolutionForward(mr_cuda(be)->cudnn, &one, p->x_desc, in, p->w_desc, p->wT,
-                                         p->conv_desc, a->fwd, ws, a->workspace, &zero, p->y_desc,
-                                         y));
+                 cudnnConvolutionForward(mr_cuda(be)->cudnn, &one, p->x_desc, in, p->w_desc,
+                                         mr_dfloat_cptr(l->w[0].data), p->conv_desc, a->fwd, ws,
+                                         a->workspace, &zero, p->y_desc, y));
     /* y += bias, then the activation (activation_cuda.h) */
     const int rows = batch * p->g.out_h * p->g.out_w;
     const float *bias = l->n_weights > 1 ? mr_dfloat_cptr(l->w[1].data) : NULL;
@@ -353,7 +311,6 @@ static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch, const m
     mr_backend *be = run->be;
     mr_error *err = run->err;
     conv_priv *p = priv(l);
-    cudaStream_t s = mr_cuda(be)->stream;
     const int64_t rows = (int64_t)batch * p->g.out_h * p->g.out_w;
     float *dy = mr_dfloat_ptr(dyd);
 
@@ -378,25 +335,20 @@ static mr_status conv_backward(mr_layer *l, mr_exec_ctx *run, int batch, const m
     MR_CHECK(conv_input(p, be, batch, mr_dfloat_cptr(xd), xp, &in, err));
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = mr_cuda(be)->cudnn;
-    /* dwT (F, K) = dL/dW in KRSC, then added into the HWIO gradient */
+    /* dW (F, K) += dL/dW, KRSC as the gradient is kept (beta = 1: added
+     * as the result, then the sum, the bits of a separate addition) */
     MR_CUDNN_TRY(be, err,
                  cudnnConvolutionBackwardFilter(h, &one, p->x_desc, in, p->y_desc, dy, p->conv_desc,
-                                                a->bwd_filter, ws, a->workspace, &zero, p->w_desc,
-                                                p->dwT));
-    size_t kf = (size_t)p->K * p->F;
-    MR_CUDA_LAUNCH(add_hwio_kernel, mr_cuda_blocks(kf), MR_CUDA_THREADS, s, p->dwT,
-                   mr_dfloat_ptr(l->w[0].grad), p->K, p->F);
-    mr_cuda_launched(be, err, "add_hwio_kernel");
+                                                a->bwd_filter, ws, a->workspace, &one, p->w_desc,
+                                                mr_dfloat_ptr(l->w[0].grad)));
     if (dxd == NULL) return MR_OK;
 
-    /* dx = dy (*)^T kernel, through the forward's wT (the same weights: no
-     * second transpose); transposed here only after no forward */
-    if (!p->wT_ready) MR_CHECK(kernel_to_krsc(l, be, err));
+    /* dx = dy (*)^T kernel (KRSC) */
     float *dx = mr_dfloat_ptr(dxd);
     MR_CUDNN_TRY(be, err,
-                 cudnnConvolutionBackwardData(h, &one, p->w_desc, p->wT, p->y_desc, dy,
-                                              p->conv_desc, a->bwd_data, ws, a->workspace, &zero,
-                                              p->x_desc, p->explicit_pad ? dxp : dx));
+                 cudnnConvolutionBackwardData(
+                     h, &one, p->w_desc, mr_dfloat_cptr(l->w[0].data), p->y_desc, dy, p->conv_desc,
+                     a->bwd_data, ws, a->workspace, &zero, p->x_desc, p->explicit_pad ? dxp : dx));
     if (p->explicit_pad) MR_CHECK(mr_cuda_crop2d(be, &p->pad, batch, p->C, dxp, dx, err));
     return MR_OK;
 }
@@ -408,7 +360,6 @@ static void conv_cuda_destroy(mr_layer *l, mr_backend *be) {
     if (p->y_desc) cudnnDestroyTensorDescriptor(p->y_desc);
     if (p->w_desc) cudnnDestroyFilterDescriptor(p->w_desc);
     if (p->conv_desc) cudnnDestroyConvolutionDescriptor(p->conv_desc);
-    mr_backend_free(be, p->wT); /* and dwT */
     mr_backend_free(be, p->ones);
     mr_backend_free(be, p->pre);
     free(p);
@@ -445,6 +396,23 @@ static int conv_describe(const mr_layer *l, char *buf, size_t n) {
     return !p->nondeterministic;
 }
 
+/* The kernel (weight 0) lives as KRSC (F, K), Keras's HWIO (K, F)
+ * transposed (K = kh*kw*C); the bias in Keras's order. */
+static int conv_device_order(const mr_layer *l, int w, int to_device, const float *src,
+                             float *dst) {
+    if (w != 0) return 0;
+    if (src == NULL) return 1;
+    const int64_t F = l->cfg->filters, K = l->w[0].size / F;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t f = 0; f < F; f++) {
+            if (to_device)
+                dst[f * K + k] = src[k * F + f];
+            else
+                dst[k * F + f] = src[f * K + k];
+        }
+    return 1;
+}
+
 const mr_layer_kernels mr_conv2d_cuda = {
     .setup = conv_cuda_setup,
     .forward = conv_forward,
@@ -452,4 +420,5 @@ const mr_layer_kernels mr_conv2d_cuda = {
     .destroy = conv_cuda_destroy,
     .describe = conv_describe,
     .fuses_relu = 0,
+    .device_order = conv_device_order,
 };

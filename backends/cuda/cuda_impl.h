@@ -54,7 +54,8 @@ typedef struct mr_cuda_ctx {
     double *rows;                      /* per-row results of the loss (mr_cuda_rows): device */
     double *rows_host;                 /* and their pinned host copy */
     size_t rows_n;
-    double *sums;      /* (2) the step's loss sum and correct count (mr_loss_compute_queued) */
+    double *sums;      /* (2) the step's loss sum and correct count (mr_loss_compute_queued), then a
+                          counter */
     double *flag;      /* the queued check for NaN and Inf (nonfinite_begin): device */
     double *flag_host; /* and its pinned copy, read after the host's next wait */
     cudaEvent_t idle;  /* compute stream: what mr_cuda_wait waits for */

@@ -209,4 +209,5 @@ const mr_layer_kernels mr_depthwise_cuda = {
     .destroy = NULL,
     .describe = NULL,
     .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -67,6 +67,7 @@ static mr_status dropout_backward(mr_layer *l, mr_exec_ctx *run, int batch, cons
 
 const mr_layer_kernels mr_dropout_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = dropout_forward, .backward = dropout_backward,
-    .destroy = NULL, .describe = NULL,           .fuses_relu = 0,
+    .setup = NULL,        .forward = dropout_forward, .backward = dropout_backward,
+    .destroy = NULL,      .describe = NULL,           .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -30,10 +30,7 @@ static mr_status flatten_backward(mr_layer *l, mr_exec_ctx *run, int batch, cons
 
 const mr_layer_kernels mr_flatten_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,
-    .forward = flatten_forward,
-    .backward = flatten_backward,
-    .destroy = NULL,
-    .describe = NULL,
-    .fuses_relu = 0,
+    .setup = NULL,        .forward = flatten_forward, .backward = flatten_backward,
+    .destroy = NULL,      .describe = NULL,           .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -60,7 +60,6 @@ static mr_status gap_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 
 const mr_layer_kernels mr_globalavgpool_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = gap_forward, .backward = gap_backward,
-    .destroy = NULL, .describe = NULL,
-    .fuses_relu = 0,
+    .setup = NULL,    .forward = gap_forward, .backward = gap_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 0,        .device_order = NULL,
 };

@@ -63,6 +63,6 @@ static mr_status gmp_backward(mr_layer *l, mr_exec_ctx *run, int batch, const mr
 
 const mr_layer_kernels mr_globalmaxpool_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = gmp_forward, .backward = gmp_backward,
-    .destroy = NULL, .describe = NULL,       .fuses_relu = 0,
+    .setup = NULL,    .forward = gmp_forward, .backward = gmp_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 0,        .device_order = NULL,
 };

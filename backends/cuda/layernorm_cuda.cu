@@ -129,4 +129,5 @@ const mr_layer_kernels mr_layernorm_cuda = {
     /* C++ (nvcc) wants every member named, in order */
     .setup = ln_cuda_setup,     .forward = ln_forward, .backward = ln_backward,
     .destroy = ln_cuda_destroy, .describe = NULL,      .fuses_relu = 0,
+    .device_order = NULL,
 };

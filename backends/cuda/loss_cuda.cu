@@ -6,8 +6,10 @@
  * the top k (top_k > 0) and its dy; the rows go
  * to the host, which sums them in row order as the CPU loop does, so the
  * sums repeat bitwise and need no atomics. A training step's loss
- * (compute_queued) sums them on the device instead, one thread in the same
- * row order, so the step waits for nothing between forward and backward.
+ * (compute_queued) sums them on the device instead, in the same launch:
+ * the last of its blocks to finish (CUDA's "last block" pattern, a counter
+ * after __threadfence) adds them in the same row order in one thread, so
+ * the step waits for nothing between forward and backward.
  * Relies on: kernels_cuda.h, cuda_impl.h (mr_cuda_labels, mr_cuda_rows,
  * mr_cuda_wait). */
 #include "backends/cuda/kernels_cuda.h"
@@ -31,19 +33,37 @@ __global__ static void loss_kernel(mr_loss_kind kind, int fused_softmax, float l
     }
 }
 
-/* One thread, in row order, as cuda_loss's host loop: sums[0] += the rows'
- * loss sum, sums[1] += their hit count (an int64, then a double): the same
- * additions in the same order, so the same bits as the host's sums. */
-__global__ static void sum_rows_kernel(const double *__restrict__ rows, int batch, double *sums) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+/* loss_kernel (no top k), then in the last block to finish, one thread
+ * in row order, as cuda_loss's host loop: sums[0] += the rows' loss sum,
+ * sums[1] += their hit count (an int64, then a double): the same additions
+ * in the same order, so the same bits as the host's sums. done: blocks
+ * finished, 0 between launches (the last block puts it back). */
+__global__ static void
+loss_sums_kernel(mr_loss_kind kind, int fused_softmax, float ls, const float *__restrict__ out,
+                 const int32_t *__restrict__ labels, const float *__restrict__ cw, int batch, int k,
+                 float inv, float *__restrict__ dy, double *rows, double *sums, unsigned *done) {
+    __shared__ int last;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < batch; i += gridDim.x * blockDim.x) {
+        int h, t;
+        rows[i] =
+            mr_loss_example(kind, fused_softmax, ls, out, labels, cw, i, k, inv, 0, dy, &h, &t);
+        rows[batch + i] = (double)h;
+    }
+    __threadfence(); /* this block's rows reach the last block before the count */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    const volatile double *v = rows; /* other blocks' rows */
     double total = 0.0;
     int64_t right = 0;
     for (int i = 0; i < batch; i++) {
-        total += rows[i];
-        right += (int64_t)rows[batch + i];
+        total += v[i];
+        right += (int64_t)v[batch + i];
     }
     sums[0] += total;
     sums[1] += (double)right;
+    *done = 0; /* for the next launch */
 }
 
 /* dst (3 floats) = (float) loss sum, (float) correct, whether the loss sum
@@ -56,11 +76,12 @@ __global__ static void take_sums_kernel(double *sums, float *dst) {
     sums[0] = sums[1] = 0.0;
 }
 
-/* The device's step sums, zeroed on first use. */
+/* The device's step sums (2), then loss_sums_kernel's counter: zeroed on
+ * first use. */
 static mr_status step_sums(mr_backend *be, double **sums, mr_error *err) {
     mr_cuda_ctx *c = mr_cuda(be);
     if (c->sums == NULL) {
-        c->sums = (double *)mr_backend_alloc(be, 2 * sizeof(double));
+        c->sums = (double *)mr_backend_alloc(be, 3 * sizeof(double));
         if (c->sums == NULL)
             return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for the loss sums",
                                 be->ordinal);
@@ -86,13 +107,11 @@ static mr_status cuda_loss_queued(mr_backend *be, mr_loss_kind kind, int fused_s
     MR_CHECK(mr_cuda_labels(be, labels, batch * width, &dlabels, err));
     MR_CHECK(mr_cuda_rows(be, 2 * (size_t)batch, &rows, &host, err));
     MR_CHECK(step_sums(be, &sums, err));
-    MR_CUDA_LAUNCH(loss_kernel, mr_cuda_blocks((size_t)batch), MR_CUDA_THREADS, s, kind,
+    MR_CUDA_LAUNCH(loss_sums_kernel, mr_cuda_blocks((size_t)batch), MR_CUDA_THREADS, s, kind,
                    fused_softmax, ls, mr_dfloat_cptr(out), dlabels,
                    class_weight ? mr_dfloat_cptr(class_weight) : NULL, batch, k, 1.0f / norm,
-                   dy ? mr_dfloat_ptr(dy) : NULL, rows, rows + batch, 0, (double *)NULL);
-    mr_cuda_launched(be, err, "loss_kernel");
-    MR_CUDA_LAUNCH(sum_rows_kernel, 1, 1, s, rows, batch, sums);
-    mr_cuda_launched(be, err, "sum_rows_kernel");
+                   dy ? mr_dfloat_ptr(dy) : NULL, rows, sums, (unsigned *)(sums + 2));
+    mr_cuda_launched(be, err, "loss_sums_kernel");
     return MR_OK;
 }
 

@@ -52,4 +52,5 @@ const mr_layer_kernels mr_normalization_cuda = {
     .destroy = NULL,
     .describe = NULL,
     .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -166,24 +166,56 @@ static mr_status cuda_nonfinite(mr_backend *be, const mr_dfloat *x, size_t n, in
     return MR_OK;
 }
 
+/* flag[0] = 1.0 if one of x's n floats is NaN or Inf, else 0.0: each block
+ * writes whether its floats hold one into part[block], and the last block
+ * to finish (a counter after __threadfence: CUDA's "last block" pattern)
+ * reads those and writes the flag, so nothing zeroes the flag before the
+ * launch. done: blocks finished, 0 between launches (the last block puts
+ * it back). Races on `any` are benign: every writer writes 1. */
+__global__ static void nonfinite_flag_kernel(const float *__restrict__ x, size_t n, int *part,
+                                             unsigned *done, double *flag) {
+    __shared__ int any, last;
+    if (threadIdx.x == 0) any = 0;
+    __syncthreads();
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (mr_nonfinite(x[i])) any = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) part[blockIdx.x] = any;
+    __threadfence(); /* this block's part reaches the last block before the count */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    if (threadIdx.x == 0) any = 0;
+    __syncthreads();
+    const volatile int *v = part; /* other blocks' parts */
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+        if (v[b]) any = 1;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    flag[0] = any ? 1.0 : 0.0;
+    *done = 0; /* for the next launch */
+}
+
 /* The check queued, no wait: its flag's copy lands in pinned memory that
- * the host reads once it has next waited for the stream (optimizer.h). */
+ * the host reads once it has next waited for the stream (optimizer.h).
+ * c->flag: the flag (a double), the kernel's counter, then a part per
+ * block (at most 65536, mr_cuda_blocks). */
 static mr_status cuda_nonfinite_begin(mr_backend *be, const mr_dfloat *x, size_t n,
                                       const double **host, mr_error *err) {
     mr_cuda_ctx *c = mr_cuda(be);
     cudaStream_t s = c->stream;
     if (c->flag == NULL) {
-        c->flag = (double *)mr_backend_alloc(be, sizeof(double));
+        c->flag = (double *)mr_backend_alloc(be, 2 * sizeof(double) + sizeof(int) * 65536);
         c->flag_host = (double *)mr_backend_alloc_host(be, sizeof(double));
         if (c->flag == NULL || c->flag_host == NULL)
             return mr_error_set(err, MR_ERR_NOMEM, "gpu:%d: out of memory for a flag", be->ordinal);
     }
-    MR_CUDA_TRY(be, err, cudaMemsetAsync(c->flag, 0, sizeof(double), s));
-    if (n > 0) {
-        MR_CUDA_LAUNCH(nonfinite_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, mr_dfloat_cptr(x),
-                       n, c->flag);
-        mr_cuda_launched(be, err, "nonfinite_kernel");
-    }
+    /* n = 0: one block of no floats writes 0 */
+    MR_CUDA_LAUNCH(nonfinite_flag_kernel, mr_cuda_blocks(n), MR_CUDA_THREADS, s, mr_dfloat_cptr(x),
+                   n, (int *)(c->flag + 2), (unsigned *)(c->flag + 1), c->flag);
+    mr_cuda_launched(be, err, "nonfinite_flag_kernel");
     MR_CUDA_TRY(be, err,
                 cudaMemcpyAsync(c->flag_host, c->flag, sizeof(double), cudaMemcpyDeviceToHost, s));
     *host = c->flag_host;

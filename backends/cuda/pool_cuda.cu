@@ -130,4 +130,5 @@ const mr_layer_kernels mr_pool_cuda = {
     .destroy = NULL,
     .describe = NULL,
     .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -71,4 +71,5 @@ const mr_layer_kernels mr_randomflip_cuda = {
     .destroy = NULL,
     .describe = NULL,
     .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -48,6 +48,6 @@ static mr_status relu_backward(mr_layer *l, mr_exec_ctx *run, int batch, const m
 
 const mr_layer_kernels mr_relu_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = relu_forward, .backward = relu_backward,
-    .destroy = NULL, .describe = NULL,        .fuses_relu = 0,
+    .setup = NULL,    .forward = relu_forward, .backward = relu_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 0,         .device_order = NULL,
 };

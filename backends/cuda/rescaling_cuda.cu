@@ -43,7 +43,11 @@ static mr_status rescaling_backward(mr_layer *l, mr_exec_ctx *run, int batch, co
 
 const mr_layer_kernels mr_rescaling_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,    .forward = rescaling_forward, .backward = rescaling_backward, .destroy = NULL,
+    .setup = NULL,
+    .forward = rescaling_forward,
+    .backward = rescaling_backward,
+    .destroy = NULL,
     .describe = NULL,
     .fuses_relu = 0,
+    .device_order = NULL,
 };

@@ -66,6 +66,6 @@ static mr_status sdrop_backward(mr_layer *l, mr_exec_ctx *run, int batch, const 
 
 const mr_layer_kernels mr_spatialdropout_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = sdrop_forward, .backward = sdrop_backward,
-    .destroy = NULL, .describe = NULL,         .fuses_relu = 0,
+    .setup = NULL,    .forward = sdrop_forward, .backward = sdrop_backward, .destroy = NULL,
+    .describe = NULL, .fuses_relu = 0,          .device_order = NULL,
 };

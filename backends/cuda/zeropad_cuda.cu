@@ -81,6 +81,7 @@ static mr_status zeropad_backward(mr_layer *l, mr_exec_ctx *run, int batch, cons
 
 const mr_layer_kernels mr_zeropad_cuda = {
     /* C++ (nvcc) wants every member named, in order */
-    .setup = NULL,   .forward = zeropad_forward, .backward = zeropad_backward,
-    .destroy = NULL, .describe = NULL,           .fuses_relu = 0,
+    .setup = NULL,        .forward = zeropad_forward, .backward = zeropad_backward,
+    .destroy = NULL,      .describe = NULL,           .fuses_relu = 0,
+    .device_order = NULL,
 };
