@@ -158,6 +158,8 @@ START_TEST(steady_step_within_budget) {
     EXACTLY(b->cfg, "device-to-device bytes", s4.copy_bytes[MR_EMU_COPY_D2D], b->d2d_bytes);
     EXACTLY(b->cfg, "memsets", s4.memsets, b->memsets);
     EXACTLY(b->cfg, "allocations", s4.allocs, b->allocs);
+    /* the context's own cuBLAS workspace (MR_CUDA_BLAS_WORKSPACE), never the pool */
+    EXACTLY(b->cfg, "cuBLAS calls on its own pool", s4.blas_pool_calls, 0);
     /* what a step allocates it frees: no growth */
     ck_assert_uint_eq(s4.allocs, s4.frees);
 }

@@ -326,6 +326,7 @@ static void cuda_destroy(mr_backend *be) {
         mr_backend_free_host(be, c->scal_host);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) mr_cublas.destroy(c->cublas);
+        if (c->blas_workspace) cudaFree(c->blas_workspace);
         if (c->stream) cudaStreamDestroy(c->stream);
         if (c->copy_stream) cudaStreamDestroy(c->copy_stream);
         if (c->comm_stream) cudaStreamDestroy(c->comm_stream);
@@ -381,6 +382,10 @@ static mr_status cuda_setup(mr_backend *be, mr_cuda_ctx *c, mr_error *err) {
     /* full FP32 products (no TF32): the CPU and the GPU agree to float
      * rounding, which the conformance test bounds */
     MR_CUBLAS_TRY(be, err, mr_cublas.set_math_mode(c->cublas, CUBLAS_PEDANTIC_MATH));
+    /* after set_stream, which goes back to cuBLAS's own pool */
+    MR_CUDA_TRY(be, err, cudaMalloc(&c->blas_workspace, MR_CUDA_BLAS_WORKSPACE));
+    MR_CUBLAS_TRY(be, err,
+                  mr_cublas.set_workspace(c->cublas, c->blas_workspace, MR_CUDA_BLAS_WORKSPACE));
     MR_CUDNN_TRY(be, err, cudnnCreate(&c->cudnn));
     MR_CUDNN_TRY(be, err, cudnnSetStream(c->cudnn, c->stream));
     return MR_OK;

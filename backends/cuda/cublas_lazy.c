@@ -40,6 +40,7 @@ static void load(void) {
         {(void **)&mr_cublas.destroy, "cublasDestroy_v2"},
         {(void **)&mr_cublas.set_stream, "cublasSetStream_v2"},
         {(void **)&mr_cublas.set_math_mode, "cublasSetMathMode"},
+        {(void **)&mr_cublas.set_workspace, "cublasSetWorkspace_v2"},
         {(void **)&mr_cublas.sscal, "cublasSscal_v2"},
         {(void **)&mr_cublas.sgemm, "cublasSgemm_v2"},
         {(void **)&mr_cublas.status_string, "cublasGetStatusString"},

@@ -45,6 +45,7 @@ typedef struct mr_cuda_ctx {
     cublasHandle_t cublas;    /* on `stream` */
     cudnnHandle_t cudnn;      /* on `stream` */
     void *workspace;          /* cuDNN workspace (mr_cuda_workspace) */
+    void *blas_workspace;     /* cuBLAS's, its own (MR_CUDA_BLAS_WORKSPACE bytes) */
     size_t workspace_bytes;
     int32_t *labels;      /* device copy of a batch's labels (mr_cuda_labels) */
     int32_t *labels_host; /* and its pinned staging */
@@ -92,6 +93,11 @@ static inline const mr_step_scalars *mr_cuda_live(const mr_backend *be) {
     return c->capturing ? c->scal : NULL;
 }
 
+/* cuBLAS's workspace per context: what cuBLAS recommends for Hopper (32
+ * MiB; 4 MiB before it), owned by the context, so that a captured graph's
+ * GEMMs take no memory from cuBLAS's own pool at each capture. */
+#define MR_CUDA_BLAS_WORKSPACE ((size_t)32 << 20)
+
 /* The cuBLAS calls the backend makes, loaded by mr_cublas_load (once, on
  * the first CUDA context; thread-safe): backends/cuda/cublas_lazy.c says why
  * cuBLAS is loaded rather than linked. Valid once a load succeeded. */
@@ -100,6 +106,7 @@ typedef struct mr_cublas_api {
     __typeof__(&cublasDestroy_v2) destroy;
     __typeof__(&cublasSetStream_v2) set_stream;
     __typeof__(&cublasSetMathMode) set_math_mode;
+    __typeof__(&cublasSetWorkspace_v2) set_workspace;
     __typeof__(&cublasSscal_v2) sscal;
     __typeof__(&cublasSgemm_v2) sgemm;
     __typeof__(&cublasGetStatusString) status_string;

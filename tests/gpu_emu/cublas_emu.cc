@@ -22,6 +22,12 @@
 struct cublasContext {
     cudaStream_t stream = nullptr;
     int device = 0;
+    // cublasSetWorkspace's buffer; none: the library's own pool (cublasSetStream
+    // goes back to it: "unconditionally resets the cuBLAS library workspace
+    // back to the default workspace pool")
+    void *workspace = nullptr;
+    size_t workspace_bytes = 0;
+    bool own_workspace = false;
     cublasMath_t math = CUBLAS_DEFAULT_MATH;
     cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
 };
@@ -100,6 +106,22 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) 
     if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (streamId != nullptr && emu_stream_device(streamId) < 0) return CUBLAS_STATUS_INVALID_VALUE;
     handle->stream = streamId;
+    handle->workspace = nullptr, handle->workspace_bytes = 0, handle->own_workspace = false;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace,
+                                     size_t workspaceSizeInBytes) {
+    // A user-owned device buffer for the calls that follow on the handle's
+    // stream; it must be aligned to 256 bytes; NULL with size 0 means none
+    // (the calls then use no workspace).
+    if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (workspace == nullptr && workspaceSizeInBytes != 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((uintptr_t)workspace % 256 != 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (workspaceSizeInBytes > 0 && !in_device(workspace, workspaceSizeInBytes))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    handle->workspace = workspace, handle->workspace_bytes = workspaceSizeInBytes;
+    handle->own_workspace = true;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -188,7 +210,8 @@ cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float *alpha, 
         return CUBLAS_STATUS_SUCCESS;
     }
     Scalar a = scalar(handle, alpha);
-    emu_count_library(handle->stream, EmuLibrary::blas);
+    emu_count_library(handle->stream,
+                      handle->own_workspace ? EmuLibrary::blas : EmuLibrary::blas_pool);
     emu_enqueue(handle->stream, [=] { cblas_sscal(n, a.get(), x, incx); });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -226,7 +249,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
     Scalar a = scalar(handle, alpha), b = scalar(handle, beta);
     auto op = [](cublasOperation_t t) { return t == CUBLAS_OP_N ? CblasNoTrans : CblasTrans; };
     CBLAS_TRANSPOSE ta = op(transa), tb = op(transb);
-    emu_count_library(handle->stream, EmuLibrary::blas);
+    emu_count_library(handle->stream,
+                      handle->own_workspace ? EmuLibrary::blas : EmuLibrary::blas_pool);
     emu_enqueue(handle->stream, [=] {
         float av = a.get(), bv = b.get();
         if (bv == 0.0f) {

@@ -647,6 +647,10 @@ void emu_count_library(cudaStream_t s, EmuLibrary lib) {
     case EmuLibrary::blas:
         COUNT(dev, blas_calls, 1);
         break;
+    case EmuLibrary::blas_pool:
+        COUNT(dev, blas_calls, 1);
+        COUNT(dev, blas_pool_calls, 1);
+        break;
     case EmuLibrary::dnn:
         COUNT(dev, dnn_calls, 1);
         break;

@@ -32,7 +32,7 @@ void emu_set_last_error(cudaError_t e);
 
 // Counts a library call that queues work on s (emu_counters.h), before its
 // emu_enqueue.
-enum class EmuLibrary { blas, dnn, nccl };
+enum class EmuLibrary { blas, blas_pool, dnn, nccl };
 void emu_count_library(cudaStream_t s, EmuLibrary lib);
 
 // The device a stream belongs to (stream 0: the calling thread's current

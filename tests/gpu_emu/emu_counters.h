@@ -29,6 +29,10 @@ enum mr_emu_copy_dir {
 typedef struct mr_emu_counters {
     uint64_t launches;                     /* kernel launches (<<<>>>, MR_CUDA_LAUNCH) */
     uint64_t blas_calls;                   /* cuBLAS calls that queue work */
+    uint64_t blas_pool_calls; /* ... of them on the library's own workspace pool (no
+                                 cublasSetWorkspace since the handle's last
+                                 cublasSetStream): in stream capture the pool may
+                                 take new memory at each capture */
     uint64_t dnn_calls;                    /* cuDNN calls that queue work */
     uint64_t nccl_calls;                   /* NCCL collectives */
     uint64_t ops;            /* work queued on streams: the above, copies

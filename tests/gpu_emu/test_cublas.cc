@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/gpu_emu/emu.h"
+#include "tests/gpu_emu/emu_counters.h"
 
 #include <check.h>  // last: it defines a macro `fail`
 
@@ -209,6 +210,40 @@ START_TEST(scal_on_stream) {
 }
 END_TEST
 
+// cublasSetWorkspace: a 256-byte aligned device buffer, or NULL with size
+// 0; cublasSetStream goes back to the library's pool; the counters tell
+// calls on the pool from calls on the caller's buffer.
+START_TEST(workspace_rules_and_counts) {
+    cublasHandle_t h;
+    CB(cublasCreate_v2(&h));
+    void *ws;
+    CU(cudaMalloc(&ws, 1 << 20));
+    ck_assert_int_eq(cublasSetWorkspace_v2(nullptr, ws, 1 << 20), CUBLAS_STATUS_NOT_INITIALIZED);
+    ck_assert_int_eq(cublasSetWorkspace_v2(h, nullptr, 256), CUBLAS_STATUS_INVALID_VALUE);
+    ck_assert_int_eq(cublasSetWorkspace_v2(h, (char *)ws + 8, 256), CUBLAS_STATUS_INVALID_VALUE);
+    ck_assert_int_eq(cublasSetWorkspace_v2(h, ws, 2 << 20), CUBLAS_STATUS_INVALID_VALUE);
+    std::vector<float> v(8, 1.0f);
+    float *d = to_device(v), alpha = 2.0f;
+    mr_emu_counters c;
+    mr_emu_counters_reset();
+    CB(cublasSscal_v2(h, 8, &alpha, d, 1));  // the pool
+    CB(cublasSetWorkspace_v2(h, ws, 1 << 20));
+    CB(cublasSscal_v2(h, 8, &alpha, d, 1));  // the caller's
+    CB(cublasSetStream_v2(h, nullptr));      // back to the pool
+    CB(cublasSscal_v2(h, 8, &alpha, d, 1));
+    CB(cublasSetWorkspace_v2(h, nullptr, 0));  // none: not the pool
+    CB(cublasSscal_v2(h, 8, &alpha, d, 1));
+    mr_emu_counters_get(-1, &c);
+    ck_assert_uint_eq(c.blas_calls, 4);
+    ck_assert_uint_eq(c.blas_pool_calls, 2);
+    CU(cudaDeviceSynchronize());
+    ck_assert_float_eq(to_host(d, 8)[0], 16.0f);
+    CU(cudaFree(d));
+    CU(cudaFree(ws));
+    CB(cublasDestroy_v2(h));
+}
+END_TEST
+
 START_TEST(outside_allocation_faults) {
     cublasHandle_t h;
     CB(cublasCreate_v2(&h));
@@ -228,6 +263,7 @@ START_TEST(loads_by_soname) {
     void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(lib != nullptr, "%s", dlerror());
     for (const char *sym : {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
+                            "cublasSetWorkspace_v2",
                             "cublasSetMathMode", "cublasSscal_v2", "cublasSgemm_v2",
                             "cublasGetStatusString"})
         ck_assert_msg(dlsym(lib, sym) != nullptr, "no %s", sym);
@@ -241,6 +277,7 @@ int main(void) {
     TCase *tc = tcase_create("cublas");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, gemm_transposes);
+    tcase_add_test(tc, workspace_rules_and_counts);
     tcase_add_test(tc, gemm_beta_zero_ignores_nan);
     tcase_add_test(tc, gemm_invalid_values);
     tcase_add_test(tc, scal_on_stream);
