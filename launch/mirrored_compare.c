@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/h5_lock.h"
 #include "launch/cli.h"
 #include "runtime/paths.h"
 #include "launch/compare/compare.h"
@@ -143,6 +144,7 @@ static mr_status output_failed(const char *opt, const mr_error *err_io, mr_error
 }
 
 int main(int argc, char **argv) {
+    mr_h5_no_exit_cleanup(); /* runtime/h5_lock.h */
     mr_error err = {0}, err_io = {0};
     cli c;
     mr_cmp_run a = {0}, b = {0};

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/h5_lock.h"
 #include "backends/backends.h"
 #include "models/keras.h"
 #include "models/keras_import.h"
@@ -694,6 +695,7 @@ static int eval_run_free(eval_run *r) {
 static eval_run run = {.pred = {.fd = -1}};
 
 int main(int argc, char **argv) {
+    mr_h5_no_exit_cleanup(); /* runtime/h5_lock.h */
     eval_run *r = &run;
     if (mr_session_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
         int rc = mr_cli_die(prog, &r->err);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/h5_lock.h"
 #include "collectives/job.h"
 #include "models/keras_import.h"
 #include "models/model.h"
@@ -939,6 +940,7 @@ static int answer(train_run *r) {
 static train_run run;
 
 int main(int argc, char **argv) {
+    mr_h5_no_exit_cleanup(); /* runtime/h5_lock.h */
     train_run *r = &run;
     if (mr_session_job_init(&argc, &argv, &r->job, &r->err) != MR_OK) {
         int rc = mr_cli_die(prog, &r->err);

@@ -8,15 +8,12 @@
 static pthread_mutex_t h5_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static int in_child; /* of a fork made holding the lock: one thread, no locking */
 
-/* HDF5's own clean-up at exit is skipped (h5_lock.h) */
-static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
-static void no_atexit(void) {
-    (void)H5dont_atexit(); /* fails, harmlessly, where HDF5 is already in use */
+void mr_h5_lock(void) {
+    if (!in_child) pthread_mutex_lock(&h5_mutex);
 }
 
-void mr_h5_lock(void) {
-    pthread_once(&exit_once, no_atexit);
-    if (!in_child) pthread_mutex_lock(&h5_mutex);
+void mr_h5_no_exit_cleanup(void) {
+    (void)H5dont_atexit(); /* fails, harmlessly, where HDF5 is already in use */
 }
 
 void mr_h5_unlock(void) {

@@ -10,14 +10,7 @@
  * this lock, and mr_isolate forks holding it: no thread is inside HDF5
  * then. The lock is recursive (a session may open a second file); in the
  * child of mr_isolate, which has one thread, both calls do nothing
- * (mr_h5_lock_in_child).
- *
- * The first lock also asks HDF5 not to close itself at exit
- * (H5dont_atexit): a damaged file HDF5 read but could not close again
- * made it print "HDF5: infinite loop closing library" and a line of its
- * interfaces after the program's last line. Nothing is lost: our files
- * are built in memory and written by our own write(2) before the
- * program ends, and what HDF5 only reads needs no closing. */
+ * (mr_h5_lock_in_child). */
 #ifndef MR_H5_LOCK_H
 #define MR_H5_LOCK_H
 
@@ -31,5 +24,14 @@ void mr_h5_unlock(void);
  * stays the parent thread's there, and the child's one thread needs none,
  * so mr_h5_lock and mr_h5_unlock do nothing from now on. */
 void mr_h5_lock_in_child(void);
+
+/* Asks HDF5 not to close itself at exit (H5dont_atexit), before any HDF5
+ * call: a damaged file HDF5 read but could not close again made it print
+ * "HDF5: infinite loop closing library" and a line of its interfaces after
+ * a program's last line. The executables call it first in main: their
+ * HDF5 files are built in memory and written by their own write(2), and
+ * what HDF5 only reads needs no closing. The library does not: another
+ * HDF5 user of its process (h5py) may count on HDF5 to close its files. */
+void mr_h5_no_exit_cleanup(void);
 
 #endif
