@@ -20,9 +20,12 @@
 5. Short functions: no function of the production code (all but tests/
    and bench/) is longer than MAX_FUNCTION_LINES lines; a new feature is
    a new function or a stage beside the others, not more lines in one.
+6. The Python package: python/meson.build installs every file of
+   python/mirrored (a module it leaves out is missing from the wheel).
 
 Prints one line per violation and exits 1, or prints a summary and exits 0.
-Usage: check_layout.py [SOURCE_ROOT]"""
+Usage: check_layout.py [SOURCE_ROOT]
+"""
 import os
 import re
 import subprocess
@@ -227,9 +230,25 @@ def check_function_lengths(files, errors):
                 errors.append(f'{f}:{line}: {name} is {n} lines, over {MAX_FUNCTION_LINES}: split it')
 
 
+def check_python_package(files, errors):
+    """Every file of python/mirrored is one python/meson.build installs: a
+    module left out of the list is missing from the wheel (pip install .)
+    while the tests, which import the source folder, pass."""
+    listed = set(re.findall(r"'mirrored/([^']+)'",
+                            open(os.path.join(ROOT, 'python', 'meson.build')).read()))
+    present = {f[len('python/mirrored/'):] for f in files if f.startswith('python/mirrored/')
+               and '/' not in f[len('python/mirrored/'):]}
+    for name in sorted(present - listed):
+        errors.append(f'python/mirrored/{name}: not in python/meson.build\'s py_sources (the '
+                      f'wheel would lack it)')
+    for name in sorted(listed - present):
+        errors.append(f'python/meson.build: mirrored/{name} is not in python/mirrored')
+
+
 def main():
     files = tracked()
     errors = []
+    check_python_package(files, errors)
     check_includes(files, errors)
     check_references(files, errors)
     check_include_circles(files, errors)
